@@ -1,0 +1,624 @@
+//! Device and run configuration: TOML in, validated structs out.
+//!
+//! Every key is described once, in [`KEYS`]: its unit, default, valid range and meaning. That
+//! table drives range validation, the commented output of `ssdlab config show` and
+//! docs/CONFIG.md, so the three cannot drift apart.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ConfigError, Error, Result};
+use crate::media::presets;
+
+/// A complete configuration: device, workload and measurement settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Seed of every random choice in the run (workload, bad blocks, d-choices sampling).
+    pub seed: u64,
+    /// Name of the preset the file starts from; its keys are overridden by the file's.
+    pub preset: String,
+    /// "metadata" (no user data kept) or "data" (contents kept, reads return the last write).
+    pub storage: StorageMode,
+    pub geometry: Geometry,
+    pub timing: Timing,
+    pub media: MediaConfig,
+    pub ftl: FtlConfig,
+    pub workload: WorkloadConfig,
+    pub precondition: PreconditionConfig,
+    pub metrics: MetricsConfig,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StorageMode {
+    Metadata,
+    Data,
+}
+
+/// NAND geometry. Sizes in bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Geometry {
+    pub channels: u32,
+    pub dies_per_channel: u32,
+    pub planes_per_die: u32,
+    pub blocks_per_plane: u32,
+    pub pages_per_block: u32,
+    pub page_bytes: u32,
+    pub oob_bytes: u32,
+    pub sector_bytes: u32,
+}
+
+/// Media timings in nanoseconds and bytes per second.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timing {
+    pub enabled: bool,
+    pub page_read_ns: u64,
+    pub page_program_ns: u64,
+    pub block_erase_ns: u64,
+    pub channel_bytes_per_s: u64,
+    pub command_overhead_ns: u64,
+    pub suspend: bool,
+    pub suspend_ns: u64,
+    pub resume_ns: u64,
+}
+
+/// Per-block endurance and bad blocks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MediaConfig {
+    pub pe_limit: u32,
+    pub factory_bad_fraction: f64,
+    pub grown_bad_probability: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcPolicy {
+    Greedy,
+    CostBenefit,
+    Fifo,
+    DChoices,
+}
+
+/// Conventional FTL settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FtlConfig {
+    pub spare_factor: f64,
+    pub gc_policy: GcPolicy,
+    pub gc_d: u32,
+    pub gc_fg_free_blocks: u32,
+    pub gc_bg_free_blocks: u32,
+    pub write_buffer_bytes: u64,
+    pub wl_dynamic: bool,
+    pub wl_static_threshold: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pattern {
+    Sequential,
+    Uniform,
+    Zipf,
+    Hotcold,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arrival {
+    Fixed,
+    Poisson,
+}
+
+/// A synthetic workload and when it stops.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkloadConfig {
+    pub pattern: Pattern,
+    pub zipf_theta: f64,
+    pub hot_space: f64,
+    pub hot_writes: f64,
+    pub read_fraction: f64,
+    pub trim_fraction: f64,
+    pub block_bytes: Vec<u64>,
+    pub block_weights: Vec<f64>,
+    pub span: f64,
+    pub queue_depth: u32,
+    pub rate_iops: f64,
+    pub arrival: Arrival,
+    pub stop_ops: u64,
+    pub stop_host_write_bytes: u64,
+    pub stop_sim_ns: u64,
+    pub stop_device_writes: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PreconditionConfig {
+    pub sequential_fill: bool,
+    pub random_device_writes: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    pub series_interval_ns: u64,
+    pub series_interval_host_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        presets::preset("default").expect("default preset exists")
+    }
+}
+
+impl Default for StorageMode {
+    fn default() -> Self {
+        StorageMode::Metadata
+    }
+}
+
+impl Default for Geometry {
+    fn default() -> Self {
+        presets::preset("default").unwrap().geometry
+    }
+}
+impl Default for Timing {
+    fn default() -> Self {
+        presets::preset("default").unwrap().timing
+    }
+}
+impl Default for MediaConfig {
+    fn default() -> Self {
+        MediaConfig { pe_limit: 3000, factory_bad_fraction: 0.0, grown_bad_probability: 0.0 }
+    }
+}
+impl Default for FtlConfig {
+    fn default() -> Self {
+        FtlConfig {
+            spare_factor: 0.07,
+            gc_policy: GcPolicy::Greedy,
+            gc_d: 8,
+            gc_fg_free_blocks: 0,
+            gc_bg_free_blocks: 0,
+            write_buffer_bytes: 4 << 20,
+            wl_dynamic: true,
+            wl_static_threshold: 0,
+        }
+    }
+}
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig {
+            pattern: Pattern::Uniform,
+            zipf_theta: 0.99,
+            hot_space: 0.2,
+            hot_writes: 0.8,
+            read_fraction: 0.0,
+            trim_fraction: 0.0,
+            block_bytes: vec![4096],
+            block_weights: vec![1.0],
+            span: 1.0,
+            queue_depth: 32,
+            rate_iops: 0.0,
+            arrival: Arrival::Poisson,
+            stop_ops: 0,
+            stop_host_write_bytes: 0,
+            stop_sim_ns: 0,
+            stop_device_writes: 2.0,
+        }
+    }
+}
+impl Default for PreconditionConfig {
+    fn default() -> Self {
+        PreconditionConfig { sequential_fill: true, random_device_writes: 1.0 }
+    }
+}
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { series_interval_ns: 10_000_000, series_interval_host_bytes: 0 }
+    }
+}
+
+/// How a key is checked.
+#[derive(Debug, Clone, Copy)]
+pub enum Range {
+    /// Inclusive numeric range.
+    Num(f64, f64),
+    /// One of a set of strings.
+    OneOf(&'static [&'static str]),
+    /// Any boolean.
+    Bool,
+    /// Checked by hand in [`Config::validate`].
+    Other,
+}
+
+/// One documented configuration key.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyDoc {
+    pub path: &'static str,
+    pub unit: &'static str,
+    pub range: Range,
+    pub doc: &'static str,
+}
+
+const fn k(path: &'static str, unit: &'static str, range: Range, doc: &'static str) -> KeyDoc {
+    KeyDoc { path, unit, range, doc }
+}
+
+use Range::*;
+/// Every configuration key, in the order `ssdlab config show` prints them.
+pub const KEYS: &[KeyDoc] = &[
+    k("seed", "-", Num(0.0, 1.8446744073709552e19), "Seed of every random choice: the same config and seed give byte-identical metrics."),
+    k("preset", "-", OneOf(presets::NAMES), "Preset the file starts from; keys in the file override it."),
+    k("storage", "-", OneOf(&["metadata", "data"]), "metadata: no user data kept (TB-scale studies); data: sparse contents kept, reads return the last write and zeros for unwritten or trimmed sectors."),
+    k("geometry.channels", "count", Num(1.0, 256.0), "Flash channels (independent buses)."),
+    k("geometry.dies_per_channel", "count", Num(1.0, 64.0), "Dies (LUNs) per channel; each die runs one operation at a time."),
+    k("geometry.planes_per_die", "count", Num(1.0, 16.0), "Planes per die; a program covers one page in every plane (multi-plane)."),
+    k("geometry.blocks_per_plane", "count", Num(1.0, 1048576.0), "Erase blocks per plane."),
+    k("geometry.pages_per_block", "count", Num(1.0, 4096.0), "Pages per erase block."),
+    k("geometry.page_bytes", "bytes", Num(512.0, 65536.0), "Page size; a multiple of sector_bytes."),
+    k("geometry.oob_bytes", "bytes", Num(0.0, 8192.0), "Spare (out-of-band) bytes per page; holds each sector's logical address and the page's sequence number. Needs at least 4 bytes per sector plus 8."),
+    k("geometry.sector_bytes", "bytes", Num(512.0, 65536.0), "Mapping unit (logical sector); a power of two, at most page_bytes."),
+    k("timing.enabled", "-", Bool, "Model time: per-die and per-channel timelines, latencies, throughput. Off = counters only (fastest)."),
+    k("timing.page_read_ns", "ns", Num(0.0, 1e9), "Array read time of one page (tR)."),
+    k("timing.page_program_ns", "ns", Num(0.0, 1e10), "Program time of one (multi-plane) page (tPROG)."),
+    k("timing.block_erase_ns", "ns", Num(0.0, 1e11), "Erase time of one block (tBERS)."),
+    k("timing.channel_bytes_per_s", "bytes/s", Num(1e6, 1e11), "Channel transfer rate between controller and dies."),
+    k("timing.command_overhead_ns", "ns", Num(0.0, 1e9), "Controller time added to every host command (queueing, DMA, firmware)."),
+    k("timing.suspend", "-", Bool, "Let reads suspend an ongoing program or erase on their die."),
+    k("timing.suspend_ns", "ns", Num(0.0, 1e9), "Time to suspend a program or erase."),
+    k("timing.resume_ns", "ns", Num(0.0, 1e9), "Time to resume it after the read."),
+    k("media.pe_limit", "cycles", Num(1.0, 1e9), "Program/erase cycles a block endures; a block reaching it is retired (grown bad)."),
+    k("media.factory_bad_fraction", "fraction", Num(0.0, 0.5), "Blocks marked bad at format, chosen with the seed."),
+    k("media.grown_bad_probability", "probability", Num(0.0, 1.0), "Chance that an erase fails and retires its block."),
+    k("ftl.spare_factor", "fraction", Num(0.005, 0.9), "Spare factor SF = (physical - logical) / physical sectors; 0.07 = 7%."),
+    k("ftl.gc_policy", "-", OneOf(&["greedy", "cost-benefit", "fifo", "d-choices"]), "Victim selection: fewest valid sectors; (1-u)/2u x age; oldest block; best of gc_d random blocks."),
+    k("ftl.gc_d", "count", Num(1.0, 1024.0), "Sample size of d-choices."),
+    k("ftl.gc_fg_free_blocks", "blocks", Num(0.0, 1e9), "Foreground GC: host writes wait for GC below this many free blocks (0 = automatic)."),
+    k("ftl.gc_bg_free_blocks", "blocks", Num(0.0, 1e9), "Background GC: collect on idle dies below this many free blocks (0 = automatic, 2x foreground)."),
+    k("ftl.write_buffer_bytes", "bytes", Num(0.0, 1e12), "Write-back buffer; host writes complete when buffered. 0 = write-through: each command waits for its programs and partial pages are padded."),
+    k("ftl.wl_dynamic", "-", Bool, "Dynamic wear-levelling: open the least-worn free block of a die."),
+    k("ftl.wl_static_threshold", "cycles", Num(0.0, 1e9), "Static wear-levelling: when max - min erase count exceeds this, move the coldest block's data (0 = off)."),
+    k("workload.pattern", "-", OneOf(&["sequential", "uniform", "zipf", "hotcold"]), "Address pattern of the synthetic workload."),
+    k("workload.zipf_theta", "-", Num(0.0, 10.0), "Zipf exponent (pattern = zipf); ranks are scattered over the span."),
+    k("workload.hot_space", "fraction", Num(0.0, 1.0), "Hot fraction of the span (pattern = hotcold)."),
+    k("workload.hot_writes", "fraction", Num(0.0, 1.0), "Fraction of operations aimed at the hot space (pattern = hotcold)."),
+    k("workload.read_fraction", "fraction", Num(0.0, 1.0), "Fraction of operations that are reads."),
+    k("workload.trim_fraction", "fraction", Num(0.0, 1.0), "Fraction of operations that are trims (deallocate)."),
+    k("workload.block_bytes", "bytes", Other, "Request sizes (multiples of sector_bytes); requests are aligned to their size."),
+    k("workload.block_weights", "-", Other, "Relative weight of each request size (same length as block_bytes)."),
+    k("workload.span", "fraction", Num(1e-9, 1.0), "Fraction of the logical space the workload touches (from LBA 0)."),
+    k("workload.queue_depth", "commands", Num(1.0, 65536.0), "Closed loop: commands kept in flight."),
+    k("workload.rate_iops", "commands/s", Num(0.0, 1e9), "Open loop when > 0: commands arrive at this rate regardless of completions."),
+    k("workload.arrival", "-", OneOf(&["fixed", "poisson"]), "Open-loop inter-arrival times: fixed or exponential."),
+    k("workload.stop_ops", "commands", Num(0.0, 1.8e19), "Stop after this many commands (0 = no limit)."),
+    k("workload.stop_host_write_bytes", "bytes", Num(0.0, 1.8e19), "Stop after this many host bytes written (0 = no limit)."),
+    k("workload.stop_sim_ns", "ns", Num(0.0, 1.8e19), "Stop at this simulated time (0 = no limit; needs timing)."),
+    k("workload.stop_device_writes", "device writes", Num(0.0, 1e6), "Stop after host writes of this many times the logical capacity (0 = no limit)."),
+    k("precondition.sequential_fill", "-", Bool, "Before measuring, write the whole logical space once, sequentially."),
+    k("precondition.random_device_writes", "device writes", Num(0.0, 1e6), "Then this many logical capacities of uniform random sector overwrites (steady state)."),
+    k("metrics.series_interval_ns", "ns", Num(0.0, 1.8e19), "Time-series sample interval in simulated time (timing on; 0 = off)."),
+    k("metrics.series_interval_host_bytes", "bytes", Num(0.0, 1.8e19), "Time-series sample interval in host bytes written (0 = automatic: 1/50 of the run's planned writes when timing is off)."),
+];
+
+fn lookup<'a>(v: &'a toml::Value, path: &str) -> Option<&'a toml::Value> {
+    let mut cur = v;
+    for part in path.split('.') {
+        cur = cur.as_table()?.get(part)?;
+    }
+    Some(cur)
+}
+
+/// Overlay `over` onto `base`, table by table.
+fn merge(base: &mut toml::Value, over: &toml::Value) {
+    match (base, over) {
+        (toml::Value::Table(b), toml::Value::Table(o)) => {
+            for (key, ov) in o {
+                match b.get_mut(key) {
+                    Some(bv) if bv.is_table() && ov.is_table() => merge(bv, ov),
+                    _ => {
+                        b.insert(key.clone(), ov.clone());
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
+/// Find the 1-based line of `path` in a TOML text (best effort: `[table]` headers then `key =`).
+pub fn find_line(text: &str, path: &str) -> Option<usize> {
+    let (table, key) = match path.rsplit_once('.') {
+        Some((t, k)) => (t, k),
+        None => ("", path),
+    };
+    let mut current = String::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.starts_with('[') {
+            current = line.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+            continue;
+        }
+        if current == table {
+            if let Some((lhs, _)) = line.split_once('=') {
+                if lhs.trim().trim_matches('"') == key {
+                    return Some(i + 1);
+                }
+            }
+        }
+        // dotted keys at top level, e.g. `ftl.gc_policy = ...`
+        if current.is_empty() {
+            if let Some((lhs, _)) = line.split_once('=') {
+                if lhs.trim() == path {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    None
+}
+
+impl Config {
+    /// Parse a TOML text (its `preset` key, if any, is applied first) and validate it.
+    /// `origin` names the file in error messages.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Config> {
+        let user: toml::Value = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+            Error::Config(ConfigError { file: Some(origin.into()), line, key: None, msg: e.message().to_string() })
+        })?;
+        Self::from_value(user, Some(text), origin)
+    }
+
+    /// Build from a TOML/JSON-like value tree (used by the Python API with a dict).
+    pub fn from_value(user: toml::Value, text: Option<&str>, origin: &str) -> Result<Config> {
+        let locate = |key: Option<String>, msg: String| {
+            let line = match (text, &key) {
+                (Some(t), Some(k)) => find_line(t, k),
+                _ => None,
+            };
+            Error::Config(ConfigError { file: Some(origin.into()), line, key, msg })
+        };
+        let preset = match lookup(&user, "preset") {
+            None => "default".to_string(),
+            Some(toml::Value::String(s)) => s.clone(),
+            Some(_) => return Err(locate(Some("preset".into()), "must be a string".into())),
+        };
+        let base = presets::preset(&preset).ok_or_else(|| {
+            locate(Some("preset".into()), format!("unknown preset {preset:?}; valid: {}", presets::NAMES.join(", ")))
+        })?;
+        let mut tree = toml::Value::try_from(&base).expect("config serialises");
+        check_unknown_keys(&user, "").map_err(|k| {
+            let (table, name) = k.rsplit_once('.').unwrap_or(("", &k));
+            let valid: Vec<&str> = KEYS
+                .iter()
+                .filter(|d| d.path.rsplit_once('.').map(|x| x.0).unwrap_or("") == table)
+                .map(|d| d.path.rsplit_once('.').map(|x| x.1).unwrap_or(d.path))
+                .collect();
+            locate(Some(k.clone()), format!("unknown key {name:?}; valid keys here: {}", valid.join(", ")))
+        })?;
+        merge(&mut tree, &user);
+        let cfg: Config = tree.try_into().map_err(|e: toml::de::Error| locate(None, e.message().to_string()))?;
+        cfg.validate().map_err(|e| match e {
+            Error::Config(c) => locate(c.key, c.msg),
+            other => other,
+        })?;
+        Ok(cfg)
+    }
+
+    /// Read and parse a TOML file.
+    pub fn from_file(path: &std::path::Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::Config(ConfigError { file: Some(path.display().to_string()), line: None, key: None, msg: e.to_string() })
+        })?;
+        Self::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// Check ranges (from [`KEYS`]) and the relations between keys.
+    pub fn validate(&self) -> Result<()> {
+        let tree = toml::Value::try_from(self).expect("config serialises");
+        for kd in KEYS {
+            let Some(v) = lookup(&tree, kd.path) else { continue };
+            match kd.range {
+                Num(lo, hi) => {
+                    let x = match v {
+                        toml::Value::Integer(i) => *i as f64,
+                        toml::Value::Float(f) => *f,
+                        _ => continue,
+                    };
+                    if !(x >= lo && x <= hi) {
+                        return Err(Error::config(kd.path, format!("{x} is out of range; valid: {} to {} ({})", fmt_num(lo), fmt_num(hi), kd.unit)));
+                    }
+                }
+                OneOf(set) => {
+                    if let toml::Value::String(s) = v {
+                        if !set.contains(&s.as_str()) {
+                            return Err(Error::config(kd.path, format!("{s:?} is not one of {}", set.join(", "))));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let g = &self.geometry;
+        if !g.sector_bytes.is_power_of_two() {
+            return Err(Error::config("geometry.sector_bytes", format!("{} is not a power of two", g.sector_bytes)));
+        }
+        if g.page_bytes % g.sector_bytes != 0 {
+            return Err(Error::config("geometry.page_bytes", format!("{} is not a multiple of sector_bytes ({})", g.page_bytes, g.sector_bytes)));
+        }
+        let spp = g.page_bytes / g.sector_bytes;
+        if (g.oob_bytes as u64) < 4 * spp as u64 + 8 {
+            return Err(Error::config("geometry.oob_bytes", format!("{} bytes cannot hold {} logical addresses and a sequence number (need >= {})", g.oob_bytes, spp, 4 * spp + 8)));
+        }
+        let phys_sectors = g.channels as u64 * g.dies_per_channel as u64 * g.planes_per_die as u64 * g.blocks_per_plane as u64 * g.pages_per_block as u64 * spp as u64;
+        if phys_sectors >= (u32::MAX - 1) as u64 {
+            return Err(Error::config("geometry.blocks_per_plane", format!("device has {phys_sectors} physical sectors; at most {} are supported (use larger sector_bytes)", u32::MAX - 2)));
+        }
+        let dies = g.channels * g.dies_per_channel;
+        let open_blocks = 2 * dies * g.planes_per_die; // host + GC write points
+        let blocks = dies * g.planes_per_die * g.blocks_per_plane;
+        let spare_blocks = (blocks as f64 * self.ftl.spare_factor) as u32;
+        if spare_blocks < open_blocks + 4 {
+            return Err(Error::config(
+                "ftl.spare_factor",
+                format!(
+                    "{} leaves {spare_blocks} spare blocks, fewer than the {} the FTL needs (two open blocks per plane and die, plus 4); raise spare_factor or blocks_per_plane",
+                    self.ftl.spare_factor,
+                    open_blocks + 4
+                ),
+            ));
+        }
+        let w = &self.workload;
+        if w.block_bytes.is_empty() || w.block_bytes.len() != w.block_weights.len() {
+            return Err(Error::config("workload.block_weights", format!("needs one weight per block_bytes entry ({} sizes, {} weights)", w.block_bytes.len(), w.block_weights.len())));
+        }
+        for &b in &w.block_bytes {
+            if b == 0 || b % g.sector_bytes as u64 != 0 || b > (32 << 20) {
+                return Err(Error::config("workload.block_bytes", format!("{b} must be a positive multiple of sector_bytes ({}) up to 32 MiB", g.sector_bytes)));
+            }
+        }
+        if w.block_weights.iter().any(|&x| !(x >= 0.0 && x.is_finite())) || w.block_weights.iter().sum::<f64>() <= 0.0 {
+            return Err(Error::config("workload.block_weights", "weights must be >= 0 with a positive sum"));
+        }
+        if w.read_fraction + w.trim_fraction > 1.0 {
+            return Err(Error::config("workload.trim_fraction", "read_fraction + trim_fraction must be <= 1"));
+        }
+        if w.stop_ops == 0 && w.stop_host_write_bytes == 0 && w.stop_sim_ns == 0 && w.stop_device_writes == 0.0 {
+            return Err(Error::config("workload.stop_ops", "no stop condition: set stop_ops, stop_host_write_bytes, stop_sim_ns or stop_device_writes"));
+        }
+        if w.stop_sim_ns > 0 && !self.timing.enabled {
+            return Err(Error::config("workload.stop_sim_ns", "needs timing.enabled = true"));
+        }
+        if w.rate_iops > 0.0 && !self.timing.enabled {
+            return Err(Error::config("workload.rate_iops", "open-loop arrivals need timing.enabled = true"));
+        }
+        Ok(())
+    }
+
+    /// The config as TOML with every key commented (unit, valid range, meaning).
+    pub fn to_commented_toml(&self) -> String {
+        let tree = toml::Value::try_from(self).expect("config serialises");
+        let mut out = String::from("# ssdlab configuration. Every key is optional; missing keys come from `preset`.\n");
+        let mut table = "";
+        for kd in KEYS {
+            let (t, name) = kd.path.rsplit_once('.').unwrap_or(("", kd.path));
+            if t != table {
+                out.push_str(&format!("\n[{t}]\n"));
+                table = t;
+            }
+            let v = lookup(&tree, kd.path).map(|v| v.to_string()).unwrap_or_default();
+            out.push_str(&format!("# {} [{}; {}]\n{name} = {v}\n", kd.doc, kd.unit, range_text(kd.range)));
+        }
+        out
+    }
+}
+
+fn check_unknown_keys(v: &toml::Value, prefix: &str) -> std::result::Result<(), String> {
+    if let toml::Value::Table(t) = v {
+        for (key, sub) in t {
+            let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+            let is_table = KEYS.iter().any(|kd| kd.path.starts_with(&format!("{path}.")));
+            if is_table {
+                check_unknown_keys(sub, &path)?;
+            } else if !KEYS.iter().any(|kd| kd.path == path) {
+                return Err(path);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn fmt_num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x}")
+    }
+}
+
+/// Human-readable valid range of a key (used in docs and commented configs).
+pub fn range_text(r: Range) -> String {
+    match r {
+        Num(lo, hi) => format!("{} to {}", fmt_num(lo), fmt_num(hi)),
+        OneOf(set) => set.join(" | "),
+        Bool => "true | false".into(),
+        Other => "see docs".into(),
+    }
+}
+
+/// Markdown table of every key (docs/CONFIG.md is this output; a test keeps it current).
+pub fn config_markdown() -> String {
+    let default = Config::default();
+    let tree = toml::Value::try_from(&default).expect("config serialises");
+    let mut out = String::from(
+        "# Configuration keys\n\nGenerated from `crates/core/src/config.rs` (`ssdlab config keys --markdown`); a test keeps it current.\nDefaults are those of the `default` preset; `ssdlab config show PRESET` prints any preset as a commented file.\n\n| key | unit | default | valid | meaning |\n|---|---|---|---|---|\n",
+    );
+    for kd in KEYS {
+        let v = lookup(&tree, kd.path).map(|v| v.to_string()).unwrap_or_default();
+        out.push_str(&format!("| `{}` | {} | `{}` | {} | {} |\n", kd.path, kd.unit, v, range_text(kd.range), kd.doc));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_has_a_key_doc() {
+        let tree = toml::Value::try_from(Config::default()).unwrap();
+        fn walk(v: &toml::Value, prefix: &str, out: &mut Vec<String>) {
+            if let toml::Value::Table(t) = v {
+                for (k, sub) in t {
+                    let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    if sub.is_table() {
+                        walk(sub, &p, out)
+                    } else {
+                        out.push(p)
+                    }
+                }
+            }
+        }
+        let mut paths = vec![];
+        walk(&tree, "", &mut paths);
+        for p in &paths {
+            assert!(KEYS.iter().any(|kd| kd.path == p), "{p} has no KeyDoc");
+        }
+        assert_eq!(paths.len(), KEYS.len());
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_valid_keys() {
+        let text = "seed = 1\n[ftl]\ngc_polcy = \"greedy\"\n";
+        let e = Config::from_toml_str(text, "x.toml").unwrap_err().to_string();
+        assert!(e.starts_with("x.toml:3: ftl.gc_polcy"), "{e}");
+        assert!(e.contains("gc_policy"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_names_line_and_range() {
+        let text = "[geometry]\nchannels = 0\n";
+        let e = Config::from_toml_str(text, "x.toml").unwrap_err().to_string();
+        assert!(e.starts_with("x.toml:2: geometry.channels"), "{e}");
+        assert!(e.contains("1 to 256"), "{e}");
+    }
+
+    #[test]
+    fn malformed_toml_names_line() {
+        let e = Config::from_toml_str("seed = 1\n[ftl\n", "x.toml").unwrap_err().to_string();
+        assert!(e.starts_with("x.toml:2"), "{e}");
+    }
+
+    #[test]
+    fn every_preset_validates_and_round_trips() {
+        for name in presets::NAMES {
+            let c = presets::preset(name).unwrap();
+            c.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+            let back = Config::from_toml_str(&c.to_commented_toml(), "show").unwrap();
+            assert_eq!(back, c, "{name}");
+        }
+    }
+}

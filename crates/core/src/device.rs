@@ -1,0 +1,245 @@
+//! A configured device: format, precondition, run workloads, measure, snapshot and restore.
+
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::{Arrival, Config, Pattern, WorkloadConfig};
+use crate::engine::driver::{self, Ending, Limits, Loop};
+use crate::error::{Error, Result};
+use crate::ftl::conventional::Conventional;
+use crate::ftl::{BlockDevice, WriteOpts};
+use crate::metrics::Recorder;
+use crate::workload::{Source, Synthetic};
+
+const SNAPSHOT_MAGIC: &[u8; 8] = b"SSDLABSN";
+const SNAPSHOT_VERSION: u32 = 1;
+
+/// Progress callback: (phase, fraction done) -> keep going?
+pub type Progress<'a> = &'a mut dyn FnMut(&str, f64) -> bool;
+
+/// Results of one measured run.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub metrics: Value,
+    pub series_csv: String,
+    pub ending: Ending,
+}
+
+impl RunReport {
+    /// Write `metrics.json` and `timeseries.csv` into `dir` (created if needed).
+    pub fn write_to(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let mut text = serde_json::to_string_pretty(&self.metrics).expect("metrics serialise");
+        text.push('\n');
+        std::fs::write(dir.join("metrics.json"), text)?;
+        std::fs::write(dir.join("timeseries.csv"), &self.series_csv)?;
+        Ok(())
+    }
+    pub fn dlwa(&self) -> f64 {
+        self.metrics["dlwa"].as_f64().unwrap_or(0.0)
+    }
+}
+
+/// An emulated SSD with the conventional FTL.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Device {
+    cfg: Config,
+    ftl: Conventional,
+    now_ns: u64,
+}
+
+impl Device {
+    /// Format a device. The config must be valid (`Config::validate`).
+    pub fn new(cfg: Config) -> Result<Device> {
+        cfg.validate()?;
+        let ftl = Conventional::new(&cfg)?;
+        Ok(Device { cfg, ftl, now_ns: 0 })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    pub fn ftl(&self) -> &Conventional {
+        &self.ftl
+    }
+    pub fn ftl_mut(&mut self) -> &mut Conventional {
+        &mut self.ftl
+    }
+    /// Simulated time reached so far (ns).
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+    pub fn logical_bytes(&self) -> u64 {
+        self.ftl.logical_sectors() * self.cfg.geometry.sector_bytes as u64
+    }
+
+    /// Bring the device to the state `[precondition]` asks for (not measured).
+    pub fn precondition(&mut self, progress: Progress) -> Result<Ending> {
+        let p = self.cfg.precondition.clone();
+        let logical = self.logical_bytes();
+        let sector = self.cfg.geometry.sector_bytes as u64;
+        if p.sequential_fill {
+            let unit = (self.cfg.geometry.page_bytes as u64 * self.cfg.geometry.planes_per_die as u64).max(sector);
+            let chunk = (128 * 1024 / unit).max(1) * unit;
+            let chunk = if logical % chunk == 0 { chunk } else { sector };
+            let w = WorkloadConfig { pattern: Pattern::Sequential, block_bytes: vec![chunk], block_weights: vec![1.0], ..Default::default() };
+            let e = self.drive(&w, Limits { host_write_bytes: logical, ..Default::default() }, None, "fill", progress)?.1;
+            if e == Ending::Interrupted {
+                return Ok(e);
+            }
+        }
+        if p.random_device_writes > 0.0 {
+            let w = WorkloadConfig { pattern: Pattern::Uniform, block_bytes: vec![sector], block_weights: vec![1.0], ..Default::default() };
+            let bytes = (p.random_device_writes * logical as f64) as u64;
+            let e = self.drive(&w, Limits { host_write_bytes: bytes, ..Default::default() }, None, "precondition", progress)?.1;
+            if e == Ending::Interrupted {
+                return Ok(e);
+            }
+        }
+        self.flush()?;
+        Ok(Ending::Limit)
+    }
+
+    /// Run the config's own `[workload]` (after `[precondition]`), measured.
+    pub fn run_configured(&mut self, progress: Progress) -> Result<RunReport> {
+        if self.precondition(progress)? == Ending::Interrupted {
+            let mut rec = self.recorder(0);
+            let metrics = rec.finish(&self.ftl, &self.cfg, true);
+            return Ok(RunReport { metrics, series_csv: rec.series_csv(), ending: Ending::Interrupted });
+        }
+        let w = self.cfg.workload.clone();
+        self.run(&w, progress)
+    }
+
+    /// Run a synthetic workload, measured from its first command.
+    pub fn run(&mut self, w: &WorkloadConfig, progress: Progress) -> Result<RunReport> {
+        let limits = self.limits(w);
+        let (rep, _) = self.drive(w, limits, Some(()), "run", progress)?;
+        Ok(rep.expect("measured run"))
+    }
+
+    fn limits(&self, w: &WorkloadConfig) -> Limits {
+        let mut hw = w.stop_host_write_bytes;
+        if w.stop_device_writes > 0.0 {
+            let b = (w.stop_device_writes * self.logical_bytes() as f64) as u64;
+            hw = if hw == 0 { b } else { hw.min(b) };
+        }
+        Limits { ops: w.stop_ops, host_write_bytes: hw, sim_ns: w.stop_sim_ns }
+    }
+
+    fn recorder(&self, planned_bytes: u64) -> Recorder {
+        let m = &self.cfg.metrics;
+        let mut bytes = m.series_interval_host_bytes;
+        if bytes == 0 && !self.cfg.timing.enabled {
+            let planned = if planned_bytes > 0 { planned_bytes } else { self.logical_bytes() };
+            bytes = (planned / 50).max(1);
+        }
+        Recorder::new(&self.ftl, self.now_ns, m.series_interval_ns, bytes)
+    }
+
+    fn drive(&mut self, w: &WorkloadConfig, limits: Limits, measured: Option<()>, phase: &str, progress: Progress) -> Result<(Option<RunReport>, Ending)> {
+        let sector = self.cfg.geometry.sector_bytes;
+        let seed = self.cfg.seed.wrapping_add(phase.len() as u64 * 0x9E37_79B9);
+        let mut src = Synthetic::new(w, self.ftl.logical_sectors(), sector, seed)?;
+        let lp = if w.rate_iops > 0.0 { Loop::Rate { iops: w.rate_iops, poisson: w.arrival == Arrival::Poisson } } else { Loop::Closed { depth: w.queue_depth } };
+        self.drive_source(&mut src, lp, limits, measured, phase, progress)
+    }
+
+    /// Replay any command source (trace) against the device, measured.
+    pub fn run_source(&mut self, src: &mut dyn Source, lp: Loop, limits: Limits, progress: Progress) -> Result<RunReport> {
+        let (rep, _) = self.drive_source(src, lp, limits, Some(()), "replay", progress)?;
+        Ok(rep.expect("measured run"))
+    }
+
+    fn drive_source(&mut self, src: &mut dyn Source, lp: Loop, limits: Limits, measured: Option<()>, phase: &str, progress: Progress) -> Result<(Option<RunReport>, Ending)> {
+        let mut rec = self.recorder(limits.host_write_bytes);
+        let start = self.now_ns;
+        let seed = self.cfg.seed;
+        let mut cb = |f: f64| progress(phase, f);
+        let (ending, last) = driver::run(&mut self.ftl, src, lp, limits, start, seed, &mut rec, &mut cb)?;
+        self.now_ns = self.now_ns.max(last);
+        progress(phase, 1.0);
+        if measured.is_none() {
+            return Ok((None, ending));
+        }
+        let metrics = rec.finish(&self.ftl, &self.cfg, ending == Ending::Interrupted);
+        Ok((Some(RunReport { metrics, series_csv: rec.series_csv(), ending }), ending))
+    }
+
+    // Host commands, in bytes (offsets and lengths must be sector-aligned).
+
+    fn sectors(&self, offset: u64, len: u64) -> Result<(u64, u32)> {
+        let sb = self.cfg.geometry.sector_bytes as u64;
+        if offset % sb != 0 || len % sb != 0 || len == 0 {
+            return Err(Error::Command(format!("offset {offset} and length {len} must be non-zero multiples of the {sb}-byte sector")));
+        }
+        if len / sb > u32::MAX as u64 {
+            return Err(Error::Command(format!("length {len} too large")));
+        }
+        Ok((offset / sb, (len / sb) as u32))
+    }
+
+    /// Write `data` at byte `offset`; returns the completion time (ns).
+    pub fn write(&mut self, offset: u64, data: &[u8], fua: bool) -> Result<u64> {
+        let (lba, n) = self.sectors(offset, data.len() as u64)?;
+        let done = self.ftl.write(lba, n, Some(data), WriteOpts { fua, placement: None }, self.now_ns)?;
+        Ok(done)
+    }
+    /// Read `out.len()` bytes at byte `offset`.
+    pub fn read(&mut self, offset: u64, out: &mut [u8]) -> Result<u64> {
+        let (lba, n) = self.sectors(offset, out.len() as u64)?;
+        self.ftl.read(lba, n, Some(out), self.now_ns)
+    }
+    pub fn trim(&mut self, offset: u64, len: u64) -> Result<u64> {
+        let (lba, n) = self.sectors(offset, len)?;
+        self.ftl.trim(lba, n, self.now_ns)
+    }
+    pub fn flush(&mut self) -> Result<u64> {
+        self.ftl.flush(self.now_ns)
+    }
+    /// Advance the device's clock (host commands issued later start no earlier).
+    pub fn advance_to(&mut self, t_ns: u64) {
+        self.now_ns = self.now_ns.max(t_ns);
+    }
+
+    /// Save the whole device state (mapping, blocks, wear, contents, clock) to `path`.
+    pub fn snapshot(&self, path: &Path) -> Result<()> {
+        let tmp = path.with_extension("tmp");
+        {
+            let mut f = BufWriter::new(std::fs::File::create(&tmp)?);
+            f.write_all(SNAPSHOT_MAGIC)?;
+            f.write_all(&SNAPSHOT_VERSION.to_le_bytes())?;
+            bincode::serialize_into(&mut f, self).map_err(|e| Error::Snapshot(e.to_string()))?;
+            f.flush()?;
+            f.get_ref().sync_all()?;
+        }
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    }
+
+    /// Load a device saved by [`Device::snapshot`].
+    pub fn restore(path: &Path) -> Result<Device> {
+        let mut f = BufReader::new(std::fs::File::open(path)?);
+        let mut magic = [0u8; 8];
+        f.read_exact(&mut magic).map_err(|_| Error::Snapshot(format!("{}: too short to be a snapshot", path.display())))?;
+        if &magic != SNAPSHOT_MAGIC {
+            return Err(Error::Snapshot(format!("{}: not an ssdlab snapshot", path.display())));
+        }
+        let mut v = [0u8; 4];
+        f.read_exact(&mut v)?;
+        let v = u32::from_le_bytes(v);
+        if v != SNAPSHOT_VERSION {
+            return Err(Error::Snapshot(format!("{}: snapshot version {v}, this ssdlab reads {SNAPSHOT_VERSION}", path.display())));
+        }
+        let dev: Device = bincode::deserialize_from(&mut f).map_err(|e| Error::Snapshot(format!("{}: {e}", path.display())))?;
+        Ok(dev)
+    }
+}
+
+/// A progress callback that never stops the run.
+pub fn no_progress(_: &str, _: f64) -> bool {
+    true
+}

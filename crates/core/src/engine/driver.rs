@@ -1,0 +1,148 @@
+//! Host drivers: closed loop (N commands in flight) and open loop (arrival times from a trace
+//! or a rate). Both submit commands in simulated-time order.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+use crate::error::Result;
+use crate::ftl::{BlockDevice, WriteOpts};
+use crate::metrics::Recorder;
+use crate::workload::{Cmd, Op, Source};
+
+/// How commands arrive.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Loop {
+    /// Keep `depth` commands in flight; a completion releases the next submission.
+    Closed { depth: u32 },
+    /// Arrivals at `rate` commands per second (fixed spacing or Poisson).
+    Rate { iops: f64, poisson: bool },
+    /// Arrivals at each command's own `at_ns` (trace replay), shifted to start at `start`.
+    Trace,
+}
+
+/// When a run stops (0 = no limit). The first limit reached ends the run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    pub ops: u64,
+    pub host_write_bytes: u64,
+    pub sim_ns: u64,
+}
+
+impl Limits {
+    /// Fraction of the run done (the furthest limit), for progress bars.
+    pub fn progress(&self, ops: u64, host_write_bytes: u64, sim_ns: u64) -> f64 {
+        let mut f: f64 = 0.0;
+        if self.ops > 0 {
+            f = f.max(ops as f64 / self.ops as f64);
+        }
+        if self.host_write_bytes > 0 {
+            f = f.max(host_write_bytes as f64 / self.host_write_bytes as f64);
+        }
+        if self.sim_ns > 0 {
+            f = f.max(sim_ns as f64 / self.sim_ns as f64);
+        }
+        f.min(1.0)
+    }
+}
+
+/// What ended a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    Limit,
+    SourceExhausted,
+    Interrupted,
+}
+
+/// Commands between two calls of the progress callback.
+pub const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// Submit one command at `now`; returns its completion time.
+#[inline]
+pub fn submit(dev: &mut dyn BlockDevice, cmd: &Cmd, now: u64) -> Result<u64> {
+    match cmd.op {
+        Op::Write => dev.write(cmd.lba, cmd.sectors, None, WriteOpts::default(), now),
+        Op::Read => dev.read(cmd.lba, cmd.sectors, None, now),
+        Op::Trim => dev.trim(cmd.lba, cmd.sectors, now),
+        Op::Flush => dev.flush(now),
+    }
+}
+
+/// Run `src` against `dev` from simulated time `start` until a limit, the end of the source,
+/// or `progress` returning false (called every [`PROGRESS_EVERY`] commands with the fraction
+/// done). Returns how it ended and the time of the last completion.
+pub fn run(
+    dev: &mut dyn BlockDevice,
+    src: &mut dyn Source,
+    lp: Loop,
+    limits: Limits,
+    start: u64,
+    seed: u64,
+    rec: &mut Recorder,
+    progress: &mut dyn FnMut(f64) -> bool,
+) -> Result<(Ending, u64)> {
+    let timing = dev.timelines().enabled;
+    let base_hw = dev.counters().host_write_bytes;
+    let mut inflight: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
+    let mut now = start;
+    let mut last_done = start;
+    let mut ops = 0u64;
+    let mut rng = Pcg64Mcg::seed_from_u64(seed ^ 0xa771_7a15);
+    let mut trace_origin: Option<u64> = None;
+    let ending = loop {
+        if limits.ops > 0 && ops >= limits.ops {
+            break Ending::Limit;
+        }
+        let hw = dev.counters().host_write_bytes - base_hw;
+        if limits.host_write_bytes > 0 && hw >= limits.host_write_bytes {
+            break Ending::Limit;
+        }
+        if ops % PROGRESS_EVERY == 0 && ops > 0 && !progress(limits.progress(ops, hw, now - start)) {
+            break Ending::Interrupted;
+        }
+        let cmd = match src.next_cmd() {
+            None => break Ending::SourceExhausted,
+            Some(c) => c?,
+        };
+        // Arrival time of this command.
+        if timing {
+            match lp {
+                Loop::Closed { depth } => {
+                    if inflight.len() >= depth as usize {
+                        let Reverse(t) = inflight.pop().unwrap();
+                        now = now.max(t);
+                    }
+                }
+                Loop::Rate { iops, poisson } => {
+                    if ops > 0 {
+                        let mean = 1e9 / iops;
+                        let gap = if poisson { -mean * (1.0 - rng.gen::<f64>()).ln() } else { mean };
+                        now += gap.round() as u64;
+                    }
+                }
+                Loop::Trace => {
+                    let at = cmd.at_ns.unwrap_or(0);
+                    let origin = *trace_origin.get_or_insert(at);
+                    now = now.max(start + at.saturating_sub(origin));
+                }
+            }
+            if limits.sim_ns > 0 && now - start >= limits.sim_ns {
+                break Ending::Limit;
+            }
+            dev.idle(now);
+        }
+        let done = submit(dev, &cmd, now)?;
+        if timing {
+            if let Loop::Closed { .. } = lp {
+                inflight.push(Reverse(done));
+            }
+            rec.record(cmd.op, done - now);
+            last_done = last_done.max(done);
+        }
+        ops += 1;
+        rec.tick(dev, now, done);
+    };
+    Ok((ending, last_done))
+}

@@ -1,0 +1,55 @@
+//! Errors a user can cause (bad config, bad trace, device full or worn out).
+//! Broken invariants are programmer errors and panic instead.
+
+use std::fmt;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A configuration problem: where it is and what would be valid.
+    #[error("{0}")]
+    Config(ConfigError),
+    /// A trace line that cannot be parsed.
+    #[error("{file}:{line}: {msg}")]
+    Trace { file: String, line: u64, msg: String },
+    /// A host command outside the device or otherwise malformed.
+    #[error("invalid command: {0}")]
+    Command(String),
+    /// The device has no free blocks left (every spare block is worn out or bad).
+    #[error("device worn out: {0}")]
+    WornOut(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("snapshot: {0}")]
+    Snapshot(String),
+}
+
+/// A configuration error with enough context to fix it.
+#[derive(Debug, Clone)]
+pub struct ConfigError {
+    pub file: Option<String>,
+    pub line: Option<usize>,
+    pub key: Option<String>,
+    pub msg: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.file, self.line) {
+            (Some(file), Some(line)) => write!(f, "{file}:{line}: ")?,
+            (Some(file), None) => write!(f, "{file}: ")?,
+            _ => {}
+        }
+        if let Some(key) = &self.key {
+            write!(f, "{key}: ")?;
+        }
+        write!(f, "{}", self.msg)
+    }
+}
+
+impl Error {
+    pub fn config(key: impl Into<String>, msg: impl Into<String>) -> Self {
+        Error::Config(ConfigError { file: None, line: None, key: Some(key.into()), msg: msg.into() })
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,320 @@
+//! Measurements: one schema (`metrics.json` + `timeseries.csv`) for every run and personality.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::config::Config;
+use crate::ftl::{BlockDevice, Counters};
+use crate::media::BlockState;
+use crate::workload::Op;
+
+/// Bumped when a field changes meaning or disappears.
+pub const SCHEMA_VERSION: u32 = 1;
+
+const OPS: [Op; 3] = [Op::Read, Op::Write, Op::Trim];
+
+fn new_hist() -> Histogram<u64> {
+    // 1 ns .. ~1 hour, 3 significant digits.
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
+}
+
+/// One row of the time series.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeriesRow {
+    pub sim_time_ns: u64,
+    pub host_write_bytes: u64,
+    pub host_read_bytes: u64,
+    pub nand_write_bytes: u64,
+    pub nand_erase_count: u64,
+    pub gc_events: u64,
+    pub free_blocks: u32,
+    pub dlwa_cumulative: f64,
+    pub dlwa_interval: f64,
+    pub write_latency_ns_mean_interval: f64,
+    pub read_latency_ns_mean_interval: f64,
+}
+
+/// Collects latencies and the time series during a run; turns device counters into the report.
+pub struct Recorder {
+    hist: [Histogram<u64>; 3],
+    base: Counters,
+    base_busy_die: Vec<u64>,
+    base_busy_chan: Vec<u64>,
+    start_ns: u64,
+    pub end_ns: u64,
+    series: Vec<SeriesRow>,
+    interval_ns: u64,
+    interval_bytes: u64,
+    next_ns: u64,
+    next_bytes: u64,
+    last: (u64, u64),
+    lat_sum: [(u128, u64); 2],
+    timing: bool,
+}
+
+impl Recorder {
+    /// Start measuring `dev` from now on (`start_ns` = simulated time of the first command).
+    pub fn new(dev: &dyn BlockDevice, start_ns: u64, interval_ns: u64, interval_bytes: u64) -> Recorder {
+        let tl = dev.timelines();
+        let mut r = Recorder {
+            hist: [new_hist(), new_hist(), new_hist()],
+            base: dev.counters().clone(),
+            base_busy_die: tl.die_busy_ns().to_vec(),
+            base_busy_chan: tl.channel_busy_ns().to_vec(),
+            start_ns,
+            end_ns: start_ns,
+            series: Vec::new(),
+            interval_ns: if tl.enabled { interval_ns } else { 0 },
+            interval_bytes,
+            next_ns: start_ns.saturating_add(interval_ns),
+            next_bytes: interval_bytes,
+            last: (0, 0),
+            lat_sum: [(0, 0); 2],
+            timing: tl.enabled,
+        };
+        r.sample(dev, start_ns);
+        r
+    }
+
+    #[inline]
+    pub fn record(&mut self, op: Op, latency_ns: u64) {
+        let i = op as usize;
+        if i < 3 && self.timing {
+            self.hist[i].saturating_record(latency_ns.max(1));
+            if i < 2 {
+                self.lat_sum[i].0 += latency_ns as u128;
+                self.lat_sum[i].1 += 1;
+            }
+        }
+    }
+
+    /// Called after each command with its completion time; samples the series when due.
+    #[inline]
+    pub fn tick(&mut self, dev: &dyn BlockDevice, now_ns: u64, done_ns: u64) {
+        if done_ns > self.end_ns {
+            self.end_ns = done_ns;
+        }
+        let due_time = self.interval_ns > 0 && now_ns >= self.next_ns;
+        let due_bytes = self.interval_bytes > 0 && dev.counters().host_write_bytes - self.base.host_write_bytes >= self.next_bytes;
+        if due_time || due_bytes {
+            if due_time {
+                while self.next_ns <= now_ns {
+                    self.next_ns += self.interval_ns;
+                }
+            }
+            if due_bytes {
+                self.next_bytes += self.interval_bytes;
+            }
+            self.sample(dev, now_ns);
+        }
+    }
+
+    fn sample(&mut self, dev: &dyn BlockDevice, now_ns: u64) {
+        let c = dev.counters();
+        let hw = c.host_write_bytes - self.base.host_write_bytes;
+        let nw = c.nand_write_bytes - self.base.nand_write_bytes;
+        let (lhw, lnw) = self.last;
+        let mean = |s: (u128, u64)| if s.1 == 0 { 0.0 } else { s.0 as f64 / s.1 as f64 };
+        self.series.push(SeriesRow {
+            sim_time_ns: now_ns - self.start_ns,
+            host_write_bytes: hw,
+            host_read_bytes: c.host_read_bytes - self.base.host_read_bytes,
+            nand_write_bytes: nw,
+            nand_erase_count: c.nand_erase_count - self.base.nand_erase_count,
+            gc_events: c.gc_events - self.base.gc_events,
+            free_blocks: dev.free_blocks(),
+            dlwa_cumulative: ratio(nw, hw),
+            dlwa_interval: ratio(nw - lnw, hw - lhw),
+            write_latency_ns_mean_interval: mean(self.lat_sum[1]),
+            read_latency_ns_mean_interval: mean(self.lat_sum[0]),
+        });
+        self.last = (hw, nw);
+        self.lat_sum = [(0, 0); 2];
+    }
+
+    /// The time series as CSV text.
+    pub fn series_csv(&self) -> String {
+        let mut out = String::from("sim_time_ns,host_write_bytes,host_read_bytes,nand_write_bytes,nand_erase_count,gc_events,free_blocks,dlwa_cumulative,dlwa_interval,write_latency_ns_mean_interval,read_latency_ns_mean_interval\n");
+        for r in &self.series {
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{},{:.6},{:.6},{:.1},{:.1}\n",
+                r.sim_time_ns,
+                r.host_write_bytes,
+                r.host_read_bytes,
+                r.nand_write_bytes,
+                r.nand_erase_count,
+                r.gc_events,
+                r.free_blocks,
+                r.dlwa_cumulative,
+                r.dlwa_interval,
+                r.write_latency_ns_mean_interval,
+                r.read_latency_ns_mean_interval
+            ));
+        }
+        out
+    }
+
+    pub fn series(&self) -> &[SeriesRow] {
+        &self.series
+    }
+
+    /// Close the series and build the metrics document.
+    pub fn finish(&mut self, dev: &dyn BlockDevice, cfg: &Config, interrupted: bool) -> Value {
+        let end = self.end_ns;
+        let last_t = self.series.last().map(|r| r.sim_time_ns + self.start_ns);
+        let last_bytes = self.series.last().map(|r| r.host_write_bytes);
+        let hw_now = dev.counters().host_write_bytes - self.base.host_write_bytes;
+        if last_t != Some(end) || last_bytes != Some(hw_now) {
+            self.sample(dev, end.max(last_t.unwrap_or(0)));
+        }
+        let c = dev.counters();
+        let b = &self.base;
+        let d = |x: u64, y: u64| x - y;
+        let sim_ns = end - self.start_ns;
+        let secs = sim_ns as f64 / 1e9;
+        let per_s = |x: u64| if self.timing && sim_ns > 0 { x as f64 / secs } else { 0.0 };
+        let host_w = d(c.host_write_bytes, b.host_write_bytes);
+        let host_r = d(c.host_read_bytes, b.host_read_bytes);
+        let nand_w = d(c.nand_write_bytes, b.nand_write_bytes);
+        let cmds = d(c.host_read_cmds, b.host_read_cmds) + d(c.host_write_cmds, b.host_write_cmds) + d(c.host_trim_cmds, b.host_trim_cmds);
+        let lay = dev.layout();
+        let mut lat = serde_json::Map::new();
+        let mut cdf = serde_json::Map::new();
+        for op in OPS {
+            let h = &self.hist[op as usize];
+            lat.insert(op.name().into(), hist_summary(h));
+            cdf.insert(op.name().into(), hist_cdf(h));
+        }
+        let tl = dev.timelines();
+        let busy = |now: &[u64], base: &[u64]| -> Vec<f64> {
+            now.iter().zip(base).map(|(n, b)| if sim_ns == 0 { 0.0 } else { round6((n - b) as f64 / sim_ns as f64) }).collect()
+        };
+        let blocks = dev.blocks();
+        let erase: Vec<u32> = blocks.iter().filter(|m| !m.factory_bad).map(|m| m.erase_count).collect();
+        json!({
+            "schema": SCHEMA_VERSION,
+            "ssdlab_version": env!("CARGO_PKG_VERSION"),
+            "interrupted": interrupted,
+            "seed": cfg.seed,
+            "device": {
+                "preset": cfg.preset,
+                "storage": cfg.storage,
+                "logical_bytes": dev.logical_sectors() * lay.sector_bytes as u64,
+                "physical_bytes": lay.physical_sectors * lay.sector_bytes as u64,
+                "sector_bytes": lay.sector_bytes,
+                "page_bytes": lay.page_bytes,
+                "spare_factor": cfg.ftl.spare_factor,
+                "gc_policy": cfg.ftl.gc_policy,
+                "timing": tl.enabled,
+            },
+            "host_read_bytes": host_r,
+            "host_write_bytes": host_w,
+            "host_trim_bytes": d(c.host_trim_bytes, b.host_trim_bytes),
+            "host_read_cmds": d(c.host_read_cmds, b.host_read_cmds),
+            "host_write_cmds": d(c.host_write_cmds, b.host_write_cmds),
+            "host_trim_cmds": d(c.host_trim_cmds, b.host_trim_cmds),
+            "host_flush_cmds": d(c.host_flush_cmds, b.host_flush_cmds),
+            "nand_read_bytes": d(c.nand_read_bytes, b.nand_read_bytes),
+            "nand_write_bytes": nand_w,
+            "nand_erase_count": d(c.nand_erase_count, b.nand_erase_count),
+            "gc_relocated_pages": d(c.gc_relocated_pages, b.gc_relocated_pages),
+            "gc_relocated_sectors": d(c.gc_relocated_sectors, b.gc_relocated_sectors),
+            "gc_events": d(c.gc_events, b.gc_events),
+            "gc_foreground_events": d(c.gc_foreground_events, b.gc_foreground_events),
+            "gc_background_events": d(c.gc_background_events, b.gc_background_events),
+            "wl_static_moves": d(c.wl_static_moves, b.wl_static_moves),
+            "pad_sectors": d(c.pad_sectors, b.pad_sectors),
+            "dlwa": round6(ratio(nand_w, host_w)),
+            "sim_time_ns": sim_ns,
+            "throughput": {
+                "host_write_bytes_per_s": round6(per_s(host_w)),
+                "host_read_bytes_per_s": round6(per_s(host_r)),
+                "iops": round6(per_s(cmds)),
+            },
+            "latency_ns": lat,
+            "latency_cdf_ns": cdf,
+            "erase_count": erase_summary(&erase),
+            "blocks": {
+                "total": blocks.len(),
+                "free": dev.free_blocks(),
+                "bad_factory": blocks.iter().filter(|m| m.factory_bad).count(),
+                "bad_grown": blocks.iter().filter(|m| m.state == BlockState::Bad && !m.factory_bad).count(),
+            },
+            "busy_fraction": {
+                "die": busy(tl.die_busy_ns(), &self.base_busy_die),
+                "channel": busy(tl.channel_busy_ns(), &self.base_busy_chan),
+            },
+            "mapped_bytes": dev.mapped_sectors() * lay.sector_bytes as u64,
+            "series_csv": "timeseries.csv",
+            "config": cfg,
+        })
+    }
+}
+
+/// Ratio that is 0 (not NaN) when nothing was written.
+pub fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+fn hist_summary(h: &Histogram<u64>) -> Value {
+    if h.len() == 0 {
+        return json!({"count": 0});
+    }
+    json!({
+        "count": h.len(),
+        "p50": h.value_at_quantile(0.50),
+        "p90": h.value_at_quantile(0.90),
+        "p99": h.value_at_quantile(0.99),
+        "p999": h.value_at_quantile(0.999),
+        "p9999": h.value_at_quantile(0.9999),
+        "max": h.max(),
+        "min": h.min(),
+        "mean": round6(h.mean()),
+    })
+}
+
+/// A compact CDF: latency at quantiles spaced evenly in -log10(1 - q), up to 0.99999.
+fn hist_cdf(h: &Histogram<u64>) -> Value {
+    if h.len() == 0 {
+        return json!([]);
+    }
+    let mut pts = vec![];
+    for i in 0..=50 {
+        let q = 1.0 - 10f64.powf(-(i as f64) / 10.0);
+        let q = q.clamp(0.0, 0.99999);
+        pts.push(json!([h.value_at_quantile(q), round6(q)]));
+    }
+    pts.push(json!([h.max(), 1.0]));
+    Value::Array(pts)
+}
+
+fn erase_summary(e: &[u32]) -> Value {
+    if e.is_empty() {
+        return json!({});
+    }
+    let n = e.len() as f64;
+    let min = *e.iter().min().unwrap();
+    let max = *e.iter().max().unwrap();
+    let mean = e.iter().map(|&x| x as f64).sum::<f64>() / n;
+    let var = e.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+    let bins = ((max - min + 1) as usize).min(50);
+    let width = ((max - min + 1) as f64 / bins as f64).ceil() as u32;
+    let mut counts = vec![0u64; bins];
+    for &x in e {
+        counts[(((x - min) / width) as usize).min(bins - 1)] += 1;
+    }
+    let edges: Vec<u32> = (0..=bins as u32).map(|i| min + i * width).collect();
+    json!({
+        "min": min, "mean": round6(mean), "max": max, "stddev": round6(var.sqrt()),
+        "histogram": {"bin_edges": edges, "counts": counts},
+    })
+}

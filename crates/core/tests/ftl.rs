@@ -1,0 +1,224 @@
+//! Behaviour of the conventional FTL that users rely on: data integrity across GC, the analytic
+//! WAF models, determinism, timing effects and wear.
+
+use ssdlab_core::analytic::{alpha_from_spare, waf_fifo, waf_greedy};
+use ssdlab_core::config::{Config, GcPolicy, Pattern, StorageMode, WorkloadConfig};
+use ssdlab_core::device::no_progress;
+use ssdlab_core::ftl::{BlockDevice, WriteOpts};
+use ssdlab_core::media::presets::preset;
+use ssdlab_core::Device;
+
+fn tiny() -> Config {
+    preset("tiny").unwrap()
+}
+
+fn uniform_writes(device_writes: f64) -> WorkloadConfig {
+    WorkloadConfig { pattern: Pattern::Uniform, queue_depth: 1, stop_device_writes: device_writes, ..Default::default() }
+}
+
+/// One device with one die and plane, so the few blocks kept erased for GC are a negligible
+/// share of the spare space, as in the analytic model.
+fn analytic_device(sf: f64, policy: GcPolicy) -> Config {
+    let mut c = tiny();
+    c.geometry.channels = 1;
+    c.geometry.dies_per_channel = 1;
+    c.geometry.blocks_per_plane = 16384;
+    c.geometry.pages_per_block = 64; // 256 sectors per block
+    c.timing.enabled = false;
+    c.ftl.spare_factor = sf;
+    c.ftl.gc_policy = policy;
+    c.precondition.sequential_fill = true;
+    c.precondition.random_device_writes = 4.0;
+    c
+}
+
+#[test]
+fn fifo_and_greedy_match_desnoyers_models() {
+    for sf in [0.07, 0.15, 0.28] {
+        let alpha = alpha_from_spare(sf);
+        let mut measured = vec![];
+        for policy in [GcPolicy::Fifo, GcPolicy::Greedy] {
+            let mut dev = Device::new(analytic_device(sf, policy)).unwrap();
+            dev.precondition(&mut no_progress).unwrap();
+            let rep = dev.run(&uniform_writes(2.0), &mut no_progress).unwrap();
+            dev.ftl().check_invariants();
+            measured.push(rep.dlwa());
+        }
+        let (fifo, greedy) = (measured[0], measured[1]);
+        let model_fifo = waf_fifo(alpha);
+        let model_greedy = waf_greedy(alpha, 256);
+        println!("sf={sf}: fifo {fifo:.3} (model {model_fifo:.3}), greedy {greedy:.3} (model {model_greedy:.3})");
+        assert!((fifo / model_fifo - 1.0).abs() < 0.03, "sf={sf}: FIFO WAF {fifo} vs model {model_fifo}");
+        assert!((greedy / model_greedy - 1.0).abs() < 0.03, "sf={sf}: greedy WAF {greedy} vs model {model_greedy}");
+        assert!(greedy < fifo, "sf={sf}: greedy {greedy} should beat FIFO {fifo}");
+    }
+}
+
+#[test]
+fn every_policy_keeps_invariants_and_cost_benefit_beats_fifo_on_hot_cold() {
+    let mut wafs = std::collections::BTreeMap::new();
+    for policy in [GcPolicy::Greedy, GcPolicy::CostBenefit, GcPolicy::Fifo, GcPolicy::DChoices] {
+        let mut c = tiny();
+        c.timing.enabled = false;
+        c.ftl.spare_factor = 0.15;
+        c.ftl.gc_policy = policy;
+        let mut dev = Device::new(c).unwrap();
+        dev.precondition(&mut no_progress).unwrap();
+        let w = WorkloadConfig { pattern: Pattern::Hotcold, hot_space: 0.1, hot_writes: 0.9, queue_depth: 1, stop_device_writes: 3.0, ..Default::default() };
+        let rep = dev.run(&w, &mut no_progress).unwrap();
+        dev.ftl().check_invariants();
+        wafs.insert(format!("{policy:?}"), rep.dlwa());
+    }
+    println!("{wafs:?}");
+    assert!(wafs["CostBenefit"] < wafs["Fifo"], "{wafs:?}");
+    assert!(wafs["Greedy"] < wafs["Fifo"], "{wafs:?}");
+    assert!(wafs["DChoices"] < wafs["Fifo"], "{wafs:?}");
+}
+
+#[test]
+fn same_seed_same_metrics_bytes() {
+    let run = |seed: u64| {
+        let mut c = tiny();
+        c.seed = seed;
+        c.workload = WorkloadConfig { pattern: Pattern::Zipf, read_fraction: 0.3, trim_fraction: 0.05, block_bytes: vec![4096, 65536], block_weights: vec![3.0, 1.0], stop_ops: 30_000, stop_device_writes: 0.0, ..Default::default() };
+        c.precondition.random_device_writes = 0.5;
+        c.ftl.gc_policy = GcPolicy::DChoices;
+        let mut dev = Device::new(c).unwrap();
+        let rep = dev.run_configured(&mut no_progress).unwrap();
+        (serde_json::to_string(&rep.metrics).unwrap(), rep.series_csv)
+    };
+    let a = run(7);
+    assert_eq!(a, run(7));
+    assert_ne!(a.0, run(8).0);
+}
+
+#[test]
+fn gc_shows_in_write_tail_latency() {
+    // The same workload on a fresh device (no GC) and at steady state (GC on every die).
+    let measure = |random_device_writes: f64| {
+        let mut c = tiny();
+        c.precondition.sequential_fill = random_device_writes > 0.0;
+        c.precondition.random_device_writes = random_device_writes;
+        c.workload = WorkloadConfig { stop_device_writes: 0.5, queue_depth: 8, ..Default::default() };
+        let mut dev = Device::new(c).unwrap();
+        let rep = dev.run_configured(&mut no_progress).unwrap();
+        let m = rep.metrics;
+        (m["gc_events"].as_u64().unwrap(), m["latency_ns"]["write"]["p99"].as_u64().unwrap(), m["throughput"]["host_write_bytes_per_s"].as_f64().unwrap())
+    };
+    let (gc_fresh, p99_fresh, bw_fresh) = measure(0.0);
+    let (gc_steady, p99_steady, bw_steady) = measure(1.5);
+    assert_eq!(gc_fresh, 0);
+    assert!(gc_steady > 100);
+    assert!(p99_steady > 2 * p99_fresh, "p99 {p99_steady} ns at steady state vs {p99_fresh} ns fresh");
+    assert!(bw_steady < bw_fresh / 2.0, "{bw_steady} vs {bw_fresh} B/s");
+}
+
+#[test]
+fn reads_of_programmed_pages_cost_a_page_read_and_buffered_ones_do_not() {
+    let mut c = tiny();
+    c.storage = StorageMode::Metadata;
+    let mut dev = Device::new(c.clone()).unwrap();
+    let ftl = dev.ftl_mut();
+    let t = ftl.write(0, 1, None, WriteOpts::default(), 0).unwrap();
+    let r = ftl.read(0, 1, None, t).unwrap();
+    assert_eq!(ftl.counters().nand_page_reads, 0, "sector still in the write buffer");
+    assert!(r - t < 20_000);
+    let f = ftl.flush(r).unwrap();
+    assert!(f >= r + c.timing.page_program_ns, "flush waits for the padded program");
+    let r2 = ftl.read(0, 1, None, f).unwrap();
+    assert_eq!(ftl.counters().nand_page_reads, 1);
+    assert!(r2 - f >= c.timing.page_read_ns);
+    assert_eq!(ftl.counters().pad_sectors as u32, c.geometry.page_bytes / c.geometry.sector_bytes - 1);
+}
+
+#[test]
+fn write_through_pads_and_waits_for_program() {
+    let mut c = tiny();
+    c.ftl.write_buffer_bytes = 0;
+    let mut dev = Device::new(c.clone()).unwrap();
+    let ftl = dev.ftl_mut();
+    let done = ftl.write(0, 1, None, WriteOpts::default(), 0).unwrap();
+    assert!(done >= c.timing.page_program_ns);
+    let spp = (c.geometry.page_bytes / c.geometry.sector_bytes) as u64;
+    assert_eq!(ftl.counters().pad_sectors, spp - 1);
+    assert_eq!(ftl.counters().nand_write_bytes, c.geometry.page_bytes as u64);
+}
+
+#[test]
+fn mapping_rebuilds_from_media_alone() {
+    let mut c = tiny();
+    c.timing.enabled = false;
+    let mut dev = Device::new(c).unwrap();
+    dev.precondition(&mut no_progress).unwrap();
+    let w = WorkloadConfig { pattern: Pattern::Zipf, block_bytes: vec![4096, 32768], block_weights: vec![1.0, 1.0], stop_device_writes: 2.0, ..Default::default() };
+    dev.run(&w, &mut no_progress).unwrap();
+    dev.flush().unwrap();
+    let ftl = dev.ftl();
+    assert!(ftl.counters().gc_events > 0);
+    let rebuilt = ftl.rebuild_l2p_from_media();
+    let wrong = rebuilt.iter().zip(ftl.l2p()).filter(|(a, b)| a != b).count();
+    assert_eq!(wrong, 0, "{wrong} of {} sectors rebuilt wrong", rebuilt.len());
+}
+
+#[test]
+fn wear_levelling_narrows_the_erase_spread() {
+    let spread = |dynamic: bool, threshold: u32| {
+        let mut c = tiny();
+        c.timing.enabled = false;
+        c.ftl.wl_dynamic = dynamic;
+        c.ftl.wl_static_threshold = threshold;
+        c.media.pe_limit = 1_000_000;
+        let mut dev = Device::new(c).unwrap();
+        dev.precondition(&mut no_progress).unwrap();
+        // 95% of writes to 5% of the space: the cold blocks never get erased without static WL.
+        let w = WorkloadConfig { pattern: Pattern::Hotcold, hot_space: 0.05, hot_writes: 1.0, stop_device_writes: 20.0, ..Default::default() };
+        let rep = dev.run(&w, &mut no_progress).unwrap();
+        dev.ftl().check_invariants();
+        let e = &rep.metrics["erase_count"];
+        (e["max"].as_u64().unwrap() - e["min"].as_u64().unwrap(), rep.metrics["wl_static_moves"].as_u64().unwrap())
+    };
+    let (none, _) = spread(false, 0);
+    let (stat, moves) = spread(true, 20);
+    println!("spread without WL {none}, with static WL {stat} ({moves} moves)");
+    assert!(moves > 0);
+
+    assert!(stat < none / 3, "static WL spread {stat} vs {none} without");
+}
+
+#[test]
+fn worn_out_device_reports_an_error_not_a_panic() {
+    let mut c = tiny();
+    c.timing.enabled = false;
+    c.media.pe_limit = 3;
+    let mut dev = Device::new(c).unwrap();
+    let err = dev.run(&uniform_writes(50.0), &mut no_progress).unwrap_err();
+    assert!(matches!(err, ssdlab_core::Error::WornOut(_)), "{err}");
+    assert!(dev.ftl().counters().grown_bad_blocks > 0);
+}
+
+#[test]
+fn factory_bad_blocks_are_never_used() {
+    let mut c = tiny();
+    c.timing.enabled = false;
+    c.media.factory_bad_fraction = 0.05;
+    c.ftl.spare_factor = 0.2;
+    let mut dev = Device::new(c).unwrap();
+    dev.precondition(&mut no_progress).unwrap();
+    dev.run(&uniform_writes(1.0), &mut no_progress).unwrap();
+    let blocks = dev.ftl().blocks();
+    let bad: Vec<_> = blocks.iter().filter(|b| b.factory_bad).collect();
+    assert!(!bad.is_empty());
+    assert!(bad.iter().all(|b| b.erase_count == 0 && b.valid == 0));
+    dev.ftl().check_invariants();
+}
+
+#[test]
+fn out_of_range_commands_are_errors() {
+    let mut dev = Device::new(tiny()).unwrap();
+    let n = dev.ftl().logical_sectors();
+    let ftl = dev.ftl_mut();
+    assert!(ftl.write(n, 1, None, WriteOpts::default(), 0).is_err());
+    assert!(ftl.read(n - 1, 2, None, 0).is_err());
+    assert!(ftl.trim(u64::MAX, 1, 0).is_err());
+    assert!(dev.write(1, &[0u8; 4096], false).is_err(), "misaligned");
+}
