@@ -1,1 +1,120 @@
-fn main() {}
+//! `make bench`: simulator speed and memory, printed as figures and ratios to the goals.
+//!
+//! Usage: ssdlab-bench [--gib N] [--device-writes X] [--only NAME]
+//!   NAME: notiming | timing | memory
+
+use std::time::Instant;
+
+use ssdlab_core::config::{GcPolicy, Pattern, WorkloadConfig};
+use ssdlab_core::device::no_progress;
+use ssdlab_core::ftl::BlockDevice;
+use ssdlab_core::media::presets::preset;
+use ssdlab_core::Device;
+
+struct Args {
+    gib: u64,
+    device_writes: f64,
+    only: Option<String>,
+    memory_tib: f64,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args { gib: 256, device_writes: 1.0, only: None, memory_tib: 2.0 };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < argv.len() {
+        let val = argv.get(i + 1).cloned().unwrap_or_default();
+        match argv[i].as_str() {
+            "--gib" => a.gib = val.parse().expect("--gib N"),
+            "--device-writes" => a.device_writes = val.parse().expect("--device-writes X"),
+            "--only" => a.only = Some(val),
+            "--memory-tib" => a.memory_tib = val.parse().expect("--memory-tib X"),
+            "-h" | "--help" => {
+                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|memory] [--memory-tib T (default 2)]");
+                std::process::exit(0);
+            }
+            other => panic!("unknown argument {other}"),
+        }
+        i += 2;
+    }
+    a
+}
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+/// Steady-state 4 KiB uniform random overwrites with greedy GC at 7% spare; returns
+/// (flash sector writes/s, host writes/s, WAF).
+fn steady_state(gib: u64, timing: bool, device_writes: f64) -> (f64, f64, f64) {
+    let mut c = preset("bench-256g").unwrap();
+    // 8 channels x 4 dies x 2 planes x 8 MiB blocks = 512 MiB per block-per-plane step.
+    c.geometry.blocks_per_plane = ((gib << 30) / (64 * (8 << 20))) as u32;
+    c.timing.enabled = timing;
+    c.ftl.gc_policy = GcPolicy::Greedy;
+    c.ftl.spare_factor = 0.07;
+    c.precondition.sequential_fill = true;
+    c.precondition.random_device_writes = 1.0;
+    let mut dev = Device::new(c).expect("bench config");
+    let t = Instant::now();
+    dev.precondition(&mut no_progress).unwrap();
+    eprintln!("  preconditioned {gib} GiB in {:.1} s", t.elapsed().as_secs_f64());
+    let sector = dev.config().geometry.sector_bytes as u64;
+    let before = dev.ftl().counters().clone();
+    let w = WorkloadConfig { pattern: Pattern::Uniform, queue_depth: 64, stop_device_writes: device_writes, ..Default::default() };
+    let t = Instant::now();
+    let rep = dev.run(&w, &mut no_progress).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    let c = dev.ftl().counters();
+    let host = (c.host_write_bytes - before.host_write_bytes) / sector;
+    let flash = host + (c.gc_relocated_sectors - before.gc_relocated_sectors);
+    (flash as f64 / secs, host as f64 / secs, rep.dlwa())
+}
+
+fn main() {
+    let a = parse_args();
+    let want = |n: &str| a.only.as_deref().map_or(true, |o| o == n);
+    println!("ssdlab bench (one core; goals from issue 'Device core')");
+    if want("notiming") {
+        let (f, h, waf) = steady_state(a.gib, false, a.device_writes);
+        println!(
+            "metadata-only, no timing, {} GiB, greedy, 7% spare: {:.2} M flash writes/s ({:.2} M host writes/s, WAF {:.3}); goal 20 M/s -> {:.2}x; Desnoyers' C simulator ~9 M/s -> {:.2}x",
+            a.gib, f / 1e6, h / 1e6, waf, f / 20e6, f / 9e6
+        );
+    }
+    if want("timing") {
+        let (f, h, waf) = steady_state(a.gib, true, a.device_writes);
+        println!("metadata-only, timing on, {} GiB, greedy, 7% spare, QD 64: {:.2} M flash writes/s ({:.2} M host writes/s, WAF {:.3}); goal 5 M/s -> {:.2}x", a.gib, f / 1e6, h / 1e6, waf, f / 5e6);
+    }
+    if want("memory") {
+        let tib = a.memory_tib;
+        let mut c = preset("bench-256g").unwrap();
+        c.geometry.blocks_per_plane = ((tib * (1u64 << 40) as f64) as u64 / (64 * (8 << 20))) as u32;
+        c.timing.enabled = false;
+        c.ftl.spare_factor = 0.07;
+        c.precondition.sequential_fill = true;
+        c.precondition.random_device_writes = 0.0;
+        let t = Instant::now();
+        let mut dev = Device::new(c).expect("memory config");
+        dev.precondition(&mut no_progress).unwrap();
+        let w = WorkloadConfig { pattern: Pattern::Uniform, queue_depth: 1, stop_device_writes: 0.05, ..Default::default() };
+        let rep = dev.run(&w, &mut no_progress).unwrap();
+        let logical = dev.ftl().logical_sectors();
+        let rss = rss_bytes();
+        let meta = dev.ftl().metadata_bytes();
+        println!(
+            "memory, {tib} TiB raw device ({} logical sectors), filled + 5% random overwrites in {:.0} s (WAF {:.2}): peak RSS {:.2} GiB = {:.2} B per logical sector (maps + OOB {:.2} B); goal <= 10 B -> {:.2}x headroom",
+            logical,
+            t.elapsed().as_secs_f64(),
+            rep.dlwa(),
+            rss as f64 / (1u64 << 30) as f64,
+            rss as f64 / logical as f64,
+            meta as f64 / logical as f64,
+            10.0 / (rss as f64 / logical as f64)
+        );
+    }
+}

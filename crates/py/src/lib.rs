@@ -1,1 +1,303 @@
+//! `ssdlab._native`: a thin PyO3 layer over ssdlab-core. The Python package (python/ssdlab)
+//! wraps it in the user-facing API; configs cross the boundary as JSON, metrics come back as
+//! JSON and CSV text.
 
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use ssdlab_core::config::{self, Config, WorkloadConfig};
+use ssdlab_core::engine::driver::{Ending, Limits, Loop};
+use ssdlab_core::ftl::BlockDevice;
+use ssdlab_core::media::presets;
+use ssdlab_core::workload::trace::{self, TraceFormat};
+use ssdlab_core::{analytic, Error};
+
+create_exception!(_native, SsdlabError, PyException, "Base class of ssdlab errors.");
+create_exception!(_native, ConfigError, SsdlabError, "A configuration key is unknown, malformed or out of range.");
+create_exception!(_native, TraceError, SsdlabError, "A trace line cannot be parsed.");
+create_exception!(_native, DeviceError, SsdlabError, "The device cannot serve the request (worn out, full, bad command).");
+create_exception!(_native, SnapshotError, SsdlabError, "A snapshot file cannot be read.");
+
+fn to_py(e: Error) -> PyErr {
+    match e {
+        Error::Config(c) => ConfigError::new_err(c.to_string()),
+        e @ Error::Trace { .. } => TraceError::new_err(e.to_string()),
+        Error::Command(m) => PyValueError::new_err(m),
+        e @ Error::WornOut(_) => DeviceError::new_err(e.to_string()),
+        Error::Io(io) => PyOSError::new_err(io.to_string()),
+        e @ Error::Snapshot(_) => SnapshotError::new_err(e.to_string()),
+    }
+}
+
+fn config_from_json(json: &str, origin: &str) -> PyResult<Config> {
+    let v: toml::Value = serde_json::from_str(json).map_err(|e| ConfigError::new_err(format!("{origin}: {e}")))?;
+    Config::from_value(v, None, origin).map_err(to_py)
+}
+
+/// Validate a TOML config text; returns the complete config as JSON.
+#[pyfunction]
+#[pyo3(signature = (text, origin="<config>"))]
+fn config_from_toml(text: &str, origin: &str) -> PyResult<String> {
+    let c = Config::from_toml_str(text, origin).map_err(to_py)?;
+    Ok(serde_json::to_string(&c).unwrap())
+}
+
+/// Validate a config given as JSON (a preset plus overrides); returns the complete config.
+#[pyfunction]
+#[pyo3(signature = (json, origin="<config>"))]
+fn config_resolve(json: &str, origin: &str) -> PyResult<String> {
+    Ok(serde_json::to_string(&config_from_json(json, origin)?).unwrap())
+}
+
+/// A complete, commented TOML config for a preset.
+#[pyfunction]
+fn config_show(preset: &str) -> PyResult<String> {
+    let c = presets::preset(preset).ok_or_else(|| ConfigError::new_err(format!("unknown preset {preset:?}; valid: {}", presets::NAMES.join(", "))))?;
+    Ok(c.to_commented_toml())
+}
+
+/// The Markdown table of every config key (docs/CONFIG.md).
+#[pyfunction]
+fn config_markdown() -> String {
+    config::config_markdown()
+}
+
+#[pyfunction]
+fn preset_names() -> Vec<&'static str> {
+    presets::NAMES.to_vec()
+}
+
+#[pyfunction]
+fn trace_formats() -> Vec<&'static str> {
+    TraceFormat::NAMES.to_vec()
+}
+
+#[pyfunction]
+fn waf_fifo(alpha: f64) -> PyResult<f64> {
+    if !(alpha > 1.0) {
+        return Err(PyValueError::new_err(format!("alpha = physical / logical must exceed 1, got {alpha}")));
+    }
+    Ok(analytic::waf_fifo(alpha))
+}
+
+#[pyfunction]
+fn waf_greedy(alpha: f64, sectors_per_block: u32) -> PyResult<f64> {
+    if !(alpha > 1.0) || sectors_per_block == 0 {
+        return Err(PyValueError::new_err("need alpha > 1 and sectors_per_block > 0"));
+    }
+    Ok(analytic::waf_greedy(alpha, sectors_per_block))
+}
+
+/// Progress reporting and Ctrl-C while the GIL is released.
+struct Watch {
+    bar: Option<ProgressBar>,
+    phase: String,
+    interrupted: bool,
+}
+
+impl Watch {
+    fn new(show: bool) -> Watch {
+        Watch { bar: if show { Some(ProgressBar::hidden()) } else { None }, phase: String::new(), interrupted: false }
+    }
+    fn tick(&mut self, phase: &str, frac: f64) -> bool {
+        if let Some(bar) = &self.bar {
+            if phase != self.phase {
+                bar.finish_and_clear();
+                let b = ProgressBar::new(1000);
+                b.set_style(ProgressStyle::with_template("{prefix:>12} [{bar:40}] {percent:>3}% {elapsed_precise} eta {eta}").unwrap().progress_chars("=> "));
+                b.set_prefix(phase.to_string());
+                b.enable_steady_tick(Duration::from_millis(250));
+                self.bar = Some(b);
+                self.phase = phase.to_string();
+            }
+            self.bar.as_ref().unwrap().set_position((frac * 1000.0) as u64);
+        }
+        // A pending Ctrl-C (Python's handler only sets a flag while we run) stops the run.
+        if Python::with_gil(|py| py.check_signals()).is_err() {
+            self.interrupted = true;
+            return false;
+        }
+        true
+    }
+    fn done(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// An emulated device (see ssdlab.Device for the documented API).
+#[pyclass(module = "ssdlab._native")]
+struct NativeDevice {
+    dev: ssdlab_core::Device,
+}
+
+type RunOut = (String, String, bool);
+
+fn finish(rep: ssdlab_core::RunReport) -> RunOut {
+    (serde_json::to_string(&rep.metrics).unwrap(), rep.series_csv, rep.ending == Ending::Interrupted)
+}
+
+#[pymethods]
+impl NativeDevice {
+    #[new]
+    fn new(config_json: &str) -> PyResult<Self> {
+        let cfg = config_from_json(config_json, "<config>")?;
+        Ok(NativeDevice { dev: ssdlab_core::Device::new(cfg).map_err(to_py)? })
+    }
+
+    /// The complete config as JSON.
+    fn config_json(&self) -> String {
+        serde_json::to_string(self.dev.config()).unwrap()
+    }
+
+    #[getter]
+    fn logical_bytes(&self) -> u64 {
+        self.dev.logical_bytes()
+    }
+    #[getter]
+    fn now_ns(&self) -> u64 {
+        self.dev.now_ns()
+    }
+    #[getter]
+    fn free_blocks(&self) -> u32 {
+        self.dev.ftl().free_blocks()
+    }
+
+    /// Lifetime counters as JSON.
+    fn counters_json(&self) -> String {
+        serde_json::to_string(self.dev.ftl().counters()).unwrap()
+    }
+
+    /// Run [precondition]; returns True if interrupted.
+    #[pyo3(signature = (progress=false))]
+    fn precondition(&mut self, py: Python<'_>, progress: bool) -> PyResult<bool> {
+        let mut w = Watch::new(progress);
+        let dev = &mut self.dev;
+        let r = py.allow_threads(|| dev.precondition(&mut |p, f| w.tick(p, f)));
+        w.done();
+        Ok(r.map_err(to_py)? == Ending::Interrupted)
+    }
+
+    /// Precondition then run the config's [workload]; or run `workload_json` (a [workload]
+    /// table) without preconditioning. Returns (metrics JSON, time-series CSV, interrupted).
+    #[pyo3(signature = (workload_json=None, progress=false))]
+    fn run(&mut self, py: Python<'_>, workload_json: Option<&str>, progress: bool) -> PyResult<RunOut> {
+        let w = match workload_json {
+            None => None,
+            Some(j) => {
+                let mut base = toml::Value::try_from(self.dev.config()).unwrap();
+                let user: toml::Value = serde_json::from_str(j).map_err(|e| ConfigError::new_err(format!("workload: {e}")))?;
+                base.as_table_mut().unwrap().insert("workload".into(), user);
+                let c = Config::from_value(base, None, "<workload>").map_err(to_py)?;
+                Some(c.workload)
+            }
+        };
+        let mut watch = Watch::new(progress);
+        let dev = &mut self.dev;
+        let r = py.allow_threads(|| match w {
+            None => dev.run_configured(&mut |p, f| watch.tick(p, f)),
+            Some(w) => dev.run(&w, &mut |p, f| watch.tick(p, f)),
+        });
+        watch.done();
+        Ok(finish(r.map_err(to_py)?))
+    }
+
+    /// Replay a trace. `queue_depth` = None honours timestamps (open loop); a number ignores
+    /// them and keeps that many commands in flight.
+    #[pyo3(signature = (path, format, queue_depth=None, max_ops=0, progress=false, blkparse_action="Q"))]
+    fn replay(&mut self, py: Python<'_>, path: PathBuf, format: &str, queue_depth: Option<u32>, max_ops: u64, progress: bool, blkparse_action: &str) -> PyResult<RunOut> {
+        let fmt = TraceFormat::parse(format).ok_or_else(|| PyValueError::new_err(format!("unknown trace format {format:?}; valid: {}", TraceFormat::NAMES.join(", "))))?;
+        let sector = self.dev.config().geometry.sector_bytes;
+        let logical = self.dev.ftl().logical_sectors();
+        let mut src = trace::open(&path, fmt, sector, logical).map_err(to_py)?.with_blkparse_action(blkparse_action);
+        if queue_depth.is_none() && !self.dev.config().timing.enabled {
+            return Err(PyValueError::new_err("replaying timestamps needs timing.enabled = true; give a queue depth to replay closed-loop"));
+        }
+        let lp = match queue_depth {
+            Some(d) => Loop::Closed { depth: d.max(1) },
+            None => Loop::Trace,
+        };
+        let mut watch = Watch::new(progress);
+        let dev = &mut self.dev;
+        let limits = Limits { ops: max_ops, ..Default::default() };
+        let r = py.allow_threads(|| dev.run_source(&mut src, lp, limits, &mut |p, f| watch.tick(p, f)));
+        watch.done();
+        Ok(finish(r.map_err(to_py)?))
+    }
+
+    /// Write bytes at a sector-aligned offset; returns the completion time (ns).
+    #[pyo3(signature = (offset, data, fua=false))]
+    fn write(&mut self, offset: u64, data: &[u8], fua: bool) -> PyResult<u64> {
+        self.dev.write(offset, data, fua).map_err(to_py)
+    }
+
+    fn read<'py>(&mut self, py: Python<'py>, offset: u64, length: usize) -> PyResult<Bound<'py, PyBytes>> {
+        let mut buf = vec![0u8; length];
+        self.dev.read(offset, &mut buf).map_err(to_py)?;
+        Ok(PyBytes::new_bound(py, &buf))
+    }
+
+    fn trim(&mut self, offset: u64, length: u64) -> PyResult<u64> {
+        self.dev.trim(offset, length).map_err(to_py)
+    }
+
+    fn flush(&mut self) -> PyResult<u64> {
+        self.dev.flush().map_err(to_py)
+    }
+
+    fn snapshot(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        let dev = &self.dev;
+        py.allow_threads(|| dev.snapshot(&path)).map_err(to_py)
+    }
+
+    #[staticmethod]
+    fn restore(py: Python<'_>, path: PathBuf) -> PyResult<NativeDevice> {
+        let dev = py.allow_threads(|| ssdlab_core::Device::restore(&path)).map_err(to_py)?;
+        Ok(NativeDevice { dev })
+    }
+
+    /// Assert every FTL invariant (slow).
+    fn check_invariants(&self) {
+        self.dev.ftl().check_invariants();
+    }
+
+    /// True if the mapping rebuilt from the media alone equals the live one.
+    fn verify_rebuild(&self) -> bool {
+        self.dev.ftl().rebuild_l2p_from_media() == self.dev.ftl().l2p()
+    }
+}
+
+/// Workload defaults as JSON (for ssdlab.Workload).
+#[pyfunction]
+fn workload_defaults() -> String {
+    serde_json::to_string(&WorkloadConfig::default()).unwrap()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("SsdlabError", py.get_type_bound::<SsdlabError>())?;
+    m.add("ConfigError", py.get_type_bound::<ConfigError>())?;
+    m.add("TraceError", py.get_type_bound::<TraceError>())?;
+    m.add("DeviceError", py.get_type_bound::<DeviceError>())?;
+    m.add("SnapshotError", py.get_type_bound::<SnapshotError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<NativeDevice>()?;
+    m.add_function(wrap_pyfunction!(config_from_toml, m)?)?;
+    m.add_function(wrap_pyfunction!(config_resolve, m)?)?;
+    m.add_function(wrap_pyfunction!(config_show, m)?)?;
+    m.add_function(wrap_pyfunction!(config_markdown, m)?)?;
+    m.add_function(wrap_pyfunction!(preset_names, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_formats, m)?)?;
+    m.add_function(wrap_pyfunction!(waf_fifo, m)?)?;
+    m.add_function(wrap_pyfunction!(waf_greedy, m)?)?;
+    m.add_function(wrap_pyfunction!(workload_defaults, m)?)?;
+    Ok(())
+}

@@ -244,19 +244,21 @@ impl Conventional {
                 }
             }
         }
+        if self.free_count < planes as u32 {
+            return Err(Error::WornOut(format!("{} free blocks left, {planes} needed to open a write point", self.free_count)));
+        }
+        // One block per plane from the way's own die when it has them; otherwise from the dies
+        // with the most free blocks (GC frees blocks wherever its victims were, so dies drift
+        // apart). A unit whose blocks sit on several dies programs on each of them.
         let pref = self.streams[s].ways[w].die as usize;
-        let die = if self.pools[pref].heap.len() >= planes {
-            pref
-        } else {
-            // Borrow a die with enough free blocks (most free first, then lowest index).
-            (0..self.pools.len())
-                .filter(|&d| self.pools[d].heap.len() >= planes)
-                .max_by_key(|&d| (self.pools[d].heap.len(), Reverse(d)))
-                .ok_or_else(|| Error::WornOut(format!("no die has {planes} free blocks ({} free in all)", self.free_count)))?
-        };
         let mut opened = Vec::with_capacity(planes);
-        for _ in 0..planes {
-            let Reverse((_, b)) = self.pools[die].heap.pop().expect("checked above");
+        while opened.len() < planes {
+            let die = if !self.pools[pref].heap.is_empty() {
+                pref
+            } else {
+                (0..self.pools.len()).max_by_key(|&d| (self.pools[d].heap.len(), Reverse(d))).expect("some die has a free block")
+            };
+            let Reverse((_, b)) = self.pools[die].heap.pop().expect("pool checked non-empty");
             let m = &mut self.blocks[b as usize];
             assert_eq!(m.state, BlockState::Free);
             assert_eq!(m.valid, 0);
@@ -338,12 +340,22 @@ impl Conventional {
         }
         if self.tl.enabled {
             let way = &self.streams[s].ways[cur];
-            let b0 = way.blocks[0];
             let mut earliest = self.streams[s].ready_ns;
             for &b in &way.blocks {
                 earliest = earliest.max(self.blocks[b as usize].ready_ns);
             }
-            let done = self.tl.program(self.lay.die_of_block(b0), planes as u64 * self.lay.page_bytes as u64, earliest);
+            // One multi-plane program per die the unit spans (normally exactly one).
+            let mut done = earliest;
+            let mut i = 0;
+            while i < way.blocks.len() {
+                let die = self.lay.die_of_block(way.blocks[i]);
+                let mut j = i + 1;
+                while j < way.blocks.len() && self.lay.die_of_block(way.blocks[j]) == die {
+                    j += 1;
+                }
+                done = done.max(self.tl.program(die, (j - i) as u64 * self.lay.page_bytes as u64, earliest));
+                i = j;
+            }
             if s == HOST {
                 self.cmd_done = self.cmd_done.max(done);
                 self.last_host_done = self.last_host_done.max(done);

@@ -1,0 +1,27 @@
+# Two commands for a fresh Debian machine:
+#   make demo   set up, then run the main job (quick reproductions with their reports)
+#   make test   set up, then run the whole suite (cargo tests + pytest)
+.PHONY: setup demo test test-rust test-python bench docs clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	.venv/bin/ssdlab reproduce gc-policies --quick
+
+test: setup test-rust test-python
+
+test-rust:
+	cargo test --workspace --locked
+
+test-python:
+	.venv/bin/python -m pytest -q tests
+
+bench: setup
+	cargo run --release --locked -p ssdlab-bench
+
+docs: setup
+	.venv/bin/ssdlab config keys > docs/CONFIG.md
+
+clean:
+	rm -rf target .venv reports

@@ -1,0 +1,45 @@
+"""ssdlab: a fast, deterministic flash-storage emulation lab.
+
+>>> import ssdlab
+>>> dev = ssdlab.Device("tiny", timing={"enabled": False})
+>>> report = dev.run(ssdlab.Workload(pattern="uniform", stop_device_writes=1.0))
+>>> round(report.dlwa, 1) >= 1.0
+True
+"""
+
+from . import _native
+from ._native import ConfigError, DeviceError, SnapshotError, SsdlabError, TraceError
+from .device import Device, Report, Workload, resolve_config
+
+__version__ = _native.__version__
+
+__all__ = [
+    "Device", "Workload", "Report", "resolve_config", "presets", "trace_formats", "config_show",
+    "waf_fifo", "waf_greedy", "SsdlabError", "ConfigError", "TraceError", "DeviceError", "SnapshotError",
+]
+
+
+def presets() -> list:
+    """Names of the device presets."""
+    return list(_native.preset_names())
+
+
+def trace_formats() -> list:
+    """Trace formats ``Device.replay`` reads."""
+    return list(_native.trace_formats())
+
+
+def config_show(preset: str = "default") -> str:
+    """A complete, commented TOML config for ``preset``."""
+    return _native.config_show(preset)
+
+
+def waf_fifo(alpha: float) -> float:
+    """FIFO/LRU write amplification under uniform random overwrites (Desnoyers 2012);
+    ``alpha`` = physical / logical sectors."""
+    return _native.waf_fifo(alpha)
+
+
+def waf_greedy(alpha: float, sectors_per_block: int) -> float:
+    """Desnoyers' approximation of greedy GC write amplification."""
+    return _native.waf_greedy(alpha, sectors_per_block)

@@ -1,0 +1,172 @@
+"""The `ssdlab` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+from . import _native
+from ._native import SsdlabError
+
+EPILOG = """examples:
+  ssdlab config show default > my.toml      # a complete, commented config
+  ssdlab run my.toml --out runs/my          # metrics.json + timeseries.csv + report.md
+  ssdlab replay trace.csv --format msr --device my.toml --out runs/trace
+  ssdlab report runs/my                     # re-render report.md and plots
+  ssdlab reproduce gc-policies --quick      # reports/gc-policies/
+"""
+
+
+def _progress_wanted(args) -> bool:
+    return not args.quiet and sys.stderr.isatty()
+
+
+def _finish_run(rep, out: Path, started: float, quiet: bool) -> int:
+    from .report import render
+
+    rep.save(out)
+    md = render(out)
+    wall = time.time() - started
+    (out / "run-info.json").write_text(json.dumps({"wall_seconds": round(wall, 3)}, indent=2) + "\n")
+    if not quiet:
+        m = rep.metrics
+        print(f"DLWA {m['dlwa']:.4f}  host writes {m['host_write_bytes'] / 2**30:.2f} GiB  GC events {m['gc_events']}  "
+              f"({wall:.1f} s wall)")
+        w = m["latency_ns"]["write"]
+        if w.get("count"):
+            print(f"write latency p50 {w['p50'] / 1e3:.1f} us  p99 {w['p99'] / 1e3:.1f} us  p99.9 {w['p999'] / 1e3:.1f} us")
+        print(f"wrote {out / 'metrics.json'}, {md}")
+    if rep.interrupted:
+        print("interrupted: partial metrics written", file=sys.stderr)
+        return 130
+    return 0
+
+
+def cmd_run(args) -> int:
+    from .device import Device
+
+    started = time.time()
+    dev = Device(config=args.config)
+    rep = dev.run(progress=_progress_wanted(args))
+    return _finish_run(rep, Path(args.out), started, args.quiet)
+
+
+def cmd_replay(args) -> int:
+    from .device import Device
+
+    started = time.time()
+    dev = Device(config=args.device) if args.device else Device(args.preset)
+    if args.precondition:
+        dev.precondition(progress=_progress_wanted(args))
+    qd = None if args.timestamps else args.queue_depth
+    rep = dev.replay(args.trace, args.format, queue_depth=qd, max_ops=args.max_ops, progress=_progress_wanted(args),
+                     blkparse_action=args.blkparse_action)
+    return _finish_run(rep, Path(args.out), started, args.quiet)
+
+
+def cmd_report(args) -> int:
+    from .report import render
+
+    md = render(Path(args.dir))
+    print(md)
+    return 0
+
+
+def cmd_config(args) -> int:
+    if args.action == "show":
+        sys.stdout.write(_native.config_show(args.preset))
+    elif args.action == "keys":
+        sys.stdout.write(_native.config_markdown())
+    elif args.action == "check":
+        text = Path(args.preset).read_text()
+        _native.config_from_toml(text, args.preset)
+        print(f"{args.preset}: ok")
+    elif args.action == "presets":
+        print("\n".join(_native.preset_names()))
+    return 0
+
+
+def cmd_reproduce(args) -> int:
+    from .experiments import available, reproduce
+
+    if args.list:
+        print("\n".join(available()))
+        return 0
+    if not args.name:
+        print("ssdlab reproduce: name an experiment (--list shows them)", file=sys.stderr)
+        return 2
+    mode = "full" if args.full else "quick"
+    started = time.time()
+    md = reproduce(args.name, mode, Path(args.out), log=(lambda s: None) if args.quiet else print)
+    print(f"{md} ({time.time() - started:.0f} s)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ssdlab", description="A fast, deterministic flash-storage emulation lab.",
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"ssdlab {_native.__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a TOML config (precondition + workload) and write its metrics")
+    r.add_argument("config", help="config file (see `ssdlab config show`)")
+    r.add_argument("--out", required=True, help="output directory")
+    r.add_argument("-q", "--quiet", action="store_true")
+    r.set_defaults(func=cmd_run)
+
+    rp = sub.add_parser("replay", help="replay a block trace on a device")
+    rp.add_argument("trace")
+    rp.add_argument("--format", required=True, choices=_native.trace_formats())
+    rp.add_argument("--device", help="device config file (default: --preset)")
+    rp.add_argument("--preset", default="default")
+    rp.add_argument("--out", required=True)
+    rp.add_argument("--timestamps", action="store_true", help="honour the trace's arrival times (open loop)")
+    rp.add_argument("--queue-depth", type=int, default=32, help="closed-loop depth when timestamps are ignored")
+    rp.add_argument("--precondition", action="store_true", help="run the device's [precondition] first")
+    rp.add_argument("--max-ops", type=int, default=0)
+    rp.add_argument("--blkparse-action", default="Q", help="blkparse event to replay (default Q)")
+    rp.add_argument("-q", "--quiet", action="store_true")
+    rp.set_defaults(func=cmd_replay)
+
+    rep = sub.add_parser("report", help="render report.md and plots for a run directory")
+    rep.add_argument("dir")
+    rep.set_defaults(func=cmd_report)
+
+    c = sub.add_parser("config", help="show presets, keys, or check a config file")
+    c.add_argument("action", choices=["show", "keys", "check", "presets"])
+    c.add_argument("preset", nargs="?", default="default", help="preset name (show) or file (check)")
+    c.set_defaults(func=cmd_config)
+
+    x = sub.add_parser("reproduce", help="run an experiment and write reports/NAME/")
+    x.add_argument("name", nargs="?")
+    g = x.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="minutes on a laptop (default)")
+    g.add_argument("--full", action="store_true", help="the full-scale version")
+    x.add_argument("--out", default="reports")
+    x.add_argument("--list", action="store_true")
+    x.add_argument("-q", "--quiet", action="store_true")
+    x.set_defaults(func=cmd_reproduce)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SsdlabError as e:
+        print(f"ssdlab: error: {e}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, ValueError, OSError) as e:
+        print(f"ssdlab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ssdlab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

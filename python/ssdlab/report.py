@@ -1,0 +1,170 @@
+"""Render a run directory (metrics.json + timeseries.csv) as Markdown with PNG plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def _load(run_dir: Path) -> tuple:
+    mpath = run_dir / "metrics.json"
+    if not mpath.exists():
+        raise FileNotFoundError(f"{run_dir}: no metrics.json (is this a run directory?)")
+    metrics = json.loads(mpath.read_text())
+    series = None
+    spath = run_dir / metrics.get("series_csv", "timeseries.csv")
+    if spath.exists():
+        series = np.genfromtxt(spath, delimiter=",", names=True)
+        series = np.atleast_1d(series)
+    return metrics, series
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return str(n)
+
+
+def _fmt_ns(ns: Any) -> str:
+    if ns is None:
+        return "-"
+    ns = float(ns)
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f} us"
+    return f"{ns:.0f} ns"
+
+
+def plot_dlwa(series, out: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    x = series["host_write_bytes"] / 2**30
+    ax.plot(x, series["dlwa_interval"], label="per interval", alpha=0.6)
+    ax.plot(x, series["dlwa_cumulative"], label="cumulative", linewidth=2)
+    ax.set_xlabel("host writes (GiB)")
+    ax.set_ylabel("DLWA (NAND / host bytes)")
+    ax.set_title("Device write amplification over the run")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def plot_latency_cdf(metrics: Dict[str, Any], out: Path) -> bool:
+    cdf = metrics.get("latency_cdf_ns", {})
+    if not any(cdf.get(op) for op in ("read", "write", "trim")):
+        return False
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for op in ("read", "write", "trim"):
+        pts = cdf.get(op) or []
+        if not pts:
+            continue
+        v = np.array([p[0] for p in pts], dtype=float) / 1e3
+        q = np.array([p[1] for p in pts], dtype=float)
+        # Tail view: -log10(1 - q), so p99, p99.9 and p99.99 are evenly spaced.
+        y = -np.log10(np.clip(1 - q, 1e-5, 1))
+        ax.plot(v, y, drawstyle="steps-post", label=op)
+    ax.set_xscale("log")
+    ax.set_yticks([0, 1, 2, 3, 4, 5])
+    ax.set_yticklabels(["0", "90", "99", "99.9", "99.99", "99.999"])
+    ax.set_xlabel("latency (us)")
+    ax.set_ylabel("percentile")
+    ax.set_title("Latency CDF (tail)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def plot_erase_histogram(metrics: Dict[str, Any], out: Path) -> bool:
+    h = metrics.get("erase_count", {}).get("histogram")
+    if not h:
+        return False
+    edges = np.array(h["bin_edges"], dtype=float)
+    counts = np.array(h["counts"], dtype=float)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", edgecolor="black", linewidth=0.3)
+    ax.set_xlabel("erase count")
+    ax.set_ylabel("blocks")
+    ax.set_title("Erase-count distribution")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def render(run_dir: Path) -> Path:
+    """Write report.md and PNG plots into ``run_dir``; returns the Markdown path."""
+    run_dir = Path(run_dir)
+    m, series = _load(run_dir)
+    dev = m.get("device", {})
+    lines: List[str] = [f"# ssdlab run: {run_dir.name}", ""]
+    if m.get("interrupted"):
+        lines += ["**Interrupted**: the numbers cover the part of the run that completed.", ""]
+    lines += [
+        f"Device: preset `{dev.get('preset')}`, {_fmt_bytes(dev.get('logical_bytes', 0))} logical / "
+        f"{_fmt_bytes(dev.get('physical_bytes', 0))} raw, spare factor {dev.get('spare_factor')}, "
+        f"GC `{dev.get('gc_policy')}`, storage `{dev.get('storage')}`, timing {'on' if dev.get('timing') else 'off'}; seed {m.get('seed')}.",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        f"| host writes | {_fmt_bytes(m['host_write_bytes'])} |",
+        f"| host reads | {_fmt_bytes(m['host_read_bytes'])} |",
+        f"| host trims | {_fmt_bytes(m['host_trim_bytes'])} |",
+        f"| NAND writes | {_fmt_bytes(m['nand_write_bytes'])} |",
+        f"| NAND reads | {_fmt_bytes(m['nand_read_bytes'])} |",
+        f"| **DLWA** | **{m['dlwa']:.4f}** |",
+        f"| block erases | {m['nand_erase_count']} |",
+        f"| GC events (foreground / background) | {m['gc_events']} ({m.get('gc_foreground_events', 0)} / {m.get('gc_background_events', 0)}) |",
+        f"| GC relocated pages | {m['gc_relocated_pages']} |",
+    ]
+    if dev.get("timing"):
+        t = m["throughput"]
+        lines += [
+            f"| simulated time | {m['sim_time_ns'] / 1e9:.3f} s |",
+            f"| write throughput | {t['host_write_bytes_per_s'] / 2**20:.1f} MiB/s |",
+            f"| read throughput | {t['host_read_bytes_per_s'] / 2**20:.1f} MiB/s |",
+            f"| IOPS | {t['iops']:.0f} |",
+        ]
+    lines.append("")
+    lat = m.get("latency_ns", {})
+    if any(lat.get(op, {}).get("count") for op in ("read", "write", "trim")):
+        lines += ["## Latency", "", "| op | count | p50 | p99 | p99.9 | p99.99 | max | mean |", "|---|---|---|---|---|---|---|---|"]
+        for op in ("read", "write", "trim"):
+            s = lat.get(op, {})
+            if s.get("count"):
+                lines.append(f"| {op} | {s['count']} | {_fmt_ns(s['p50'])} | {_fmt_ns(s['p99'])} | {_fmt_ns(s['p999'])} | "
+                             f"{_fmt_ns(s['p9999'])} | {_fmt_ns(s['max'])} | {_fmt_ns(s['mean'])} |")
+        lines.append("")
+        if plot_latency_cdf(m, run_dir / "latency_cdf.png"):
+            lines += ["![latency CDF](latency_cdf.png)", ""]
+    if series is not None and series.size > 1:
+        plot_dlwa(series, run_dir / "dlwa.png")
+        lines += ["## Write amplification over time", "", "![DLWA over time](dlwa.png)", ""]
+    e = m.get("erase_count", {})
+    if e:
+        lines += ["## Wear", "", f"Erase counts: min {e['min']}, mean {e['mean']:.2f}, max {e['max']}, stddev {e['stddev']:.2f}; "
+                  f"grown bad blocks {m['blocks']['bad_grown']}, factory bad {m['blocks']['bad_factory']}.", ""]
+        if plot_erase_histogram(m, run_dir / "erase_counts.png"):
+            lines += ["![erase-count histogram](erase_counts.png)", ""]
+    busy = m.get("busy_fraction", {})
+    if dev.get("timing") and busy.get("die"):
+        d = busy["die"]
+        lines += [f"Die busy fraction: mean {np.mean(d):.3f}, min {np.min(d):.3f}, max {np.max(d):.3f}; "
+                  f"channel busy fraction mean {np.mean(busy['channel']):.3f}.", ""]
+    out = run_dir / "report.md"
+    out.write_text("\n".join(lines))
+    return out

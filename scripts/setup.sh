@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install everything ssdlab needs on a fresh Debian machine, idempotently:
+# Debian packages, the Python virtualenv at .venv with pinned tools, and ssdlab itself
+# (Rust core + PyO3 module, built by maturin in release mode).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(build-essential pkg-config)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing Debian packages: ${missing[*]}"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+command -v cargo >/dev/null || { echo "setup: Rust (cargo) is required: https://rustup.rs" >&2; exit 1; }
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv"
+    "$PY" -m venv .venv
+fi
+# Pinned build and test tools (runtime deps are pinned in pyproject.toml).
+.venv/bin/python -m pip install -q --disable-pip-version-check \
+    "maturin==1.16.0" "pytest==8.4.2" "numpy==2.3.5" "matplotlib==3.10.8"
+
+echo "setup: building ssdlab (release)"
+mkdir -p target
+if ! VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --release --locked >target/setup-build.log 2>&1; then
+    cat target/setup-build.log >&2
+    echo "setup: building ssdlab failed (log above, also in target/setup-build.log)" >&2
+    exit 1
+fi
+.venv/bin/python -c "import ssdlab; print('setup: ssdlab', ssdlab.__version__, 'ready in .venv')"
