@@ -277,8 +277,8 @@ pub const KEYS: &[KeyDoc] = &[
     k("ftl.spare_factor", "fraction", Num(0.005, 0.9), "Spare factor SF = (physical - logical) / physical sectors; 0.07 = 7%."),
     k("ftl.gc_policy", "-", OneOf(&["greedy", "cost-benefit", "fifo", "d-choices"]), "Victim selection: fewest valid sectors; (1-u)/2u x age; oldest block; best of gc_d random blocks."),
     k("ftl.gc_d", "count", Num(1.0, 1024.0), "Sample size of d-choices."),
-    k("ftl.gc_fg_free_blocks", "blocks", Num(0.0, 1e9), "Foreground GC: host writes wait for GC below this many free blocks (0 = automatic)."),
-    k("ftl.gc_bg_free_blocks", "blocks", Num(0.0, 1e9), "Background GC: collect on idle dies below this many free blocks (0 = automatic, 2x foreground)."),
+    k("ftl.gc_fg_free_blocks", "blocks", Num(0.0, 1e9), "Foreground GC: host writes wait for whole-block collections below this many free blocks (0 = automatic: dies x planes + planes + 2, the most a GC round can consume; smaller values are raised to it)."),
+    k("ftl.gc_bg_free_blocks", "blocks", Num(0.0, 1e9), "Background GC: below this many free blocks, GC is paced with host writes and runs on idle dies (0 = automatic: foreground + dies x planes / 2 + 2)."),
     k("ftl.write_buffer_bytes", "bytes", Num(0.0, 1e12), "Write-back buffer; host writes complete when buffered. 0 = write-through: each command waits for its programs and partial pages are padded."),
     k("ftl.wl_dynamic", "-", Bool, "Dynamic wear-levelling: open the least-worn free block of a die."),
     k("ftl.wl_static_threshold", "cycles", Num(0.0, 1e9), "Static wear-levelling: when max - min erase count exceeds this, move the coldest block's data (0 = off)."),
@@ -399,7 +399,12 @@ impl Config {
                 .collect();
             locate(Some(k.clone()), format!("unknown key {name:?}; valid keys here: {}", valid.join(", ")))
         })?;
+        let defaults = tree.clone();
         merge(&mut tree, &user);
+        check_tree(&mut tree, &defaults).map_err(|e| match e {
+            Error::Config(c) => locate(c.key, c.msg),
+            other => other,
+        })?;
         let cfg: Config = tree.try_into().map_err(|e: toml::de::Error| locate(None, e.message().to_string()))?;
         cfg.validate().map_err(|e| match e {
             Error::Config(c) => locate(c.key, c.msg),
@@ -418,30 +423,9 @@ impl Config {
 
     /// Check ranges (from [`KEYS`]) and the relations between keys.
     pub fn validate(&self) -> Result<()> {
-        let tree = toml::Value::try_from(self).expect("config serialises");
-        for kd in KEYS {
-            let Some(v) = lookup(&tree, kd.path) else { continue };
-            match kd.range {
-                Num(lo, hi) => {
-                    let x = match v {
-                        toml::Value::Integer(i) => *i as f64,
-                        toml::Value::Float(f) => *f,
-                        _ => continue,
-                    };
-                    if !(x >= lo && x <= hi) {
-                        return Err(Error::config(kd.path, format!("{x} is out of range; valid: {} to {} ({})", fmt_num(lo), fmt_num(hi), kd.unit)));
-                    }
-                }
-                OneOf(set) => {
-                    if let toml::Value::String(s) = v {
-                        if !set.contains(&s.as_str()) {
-                            return Err(Error::config(kd.path, format!("{s:?} is not one of {}", set.join(", "))));
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
+        let mut tree = toml::Value::try_from(self).expect("config serialises");
+        let defaults = tree.clone();
+        check_tree(&mut tree, &defaults)?;
         let g = &self.geometry;
         if !g.sector_bytes.is_power_of_two() {
             return Err(Error::config("geometry.sector_bytes", format!("{} is not a power of two", g.sector_bytes)));
@@ -514,6 +498,55 @@ impl Config {
         }
         out
     }
+}
+
+/// Check each key's type (against the default's) and range; integers given for
+/// fractional keys are converted.
+fn check_tree(tree: &mut toml::Value, defaults: &toml::Value) -> Result<()> {
+    use toml::Value as V;
+    for kd in KEYS {
+        let Some(def) = lookup(defaults, kd.path) else { continue };
+        let (table, name) = kd.path.rsplit_once('.').unwrap_or(("", kd.path));
+        let parent = if table.is_empty() { Some(&mut *tree) } else { table.split('.').try_fold(&mut *tree, |cur, part| cur.as_table_mut()?.get_mut(part)) };
+        let Some(v) = parent.and_then(|p| p.as_table_mut()).and_then(|t| t.get_mut(name)) else { continue };
+        let kind = |v: &V| match v {
+            V::Integer(_) => "an integer",
+            V::Float(_) => "a number",
+            V::String(_) => "a string",
+            V::Boolean(_) => "true or false",
+            V::Array(_) => "a list",
+            _ => "a table",
+        };
+        match (&*def, &*v) {
+            (V::Float(_), V::Integer(i)) => *v = V::Float(*i as f64),
+            (V::Array(_), V::Array(_)) => {}
+            (d, u) if std::mem::discriminant(d) != std::mem::discriminant(u) => {
+                return Err(Error::config(kd.path, format!("expected {}, got {}", kind(d), kind(u))));
+            }
+            _ => {}
+        }
+        match kd.range {
+            Num(lo, hi) => {
+                let x = match v {
+                    V::Integer(i) => *i as f64,
+                    V::Float(f) => *f,
+                    _ => continue,
+                };
+                if !(x >= lo && x <= hi) {
+                    return Err(Error::config(kd.path, format!("{} is out of range; valid: {} to {} ({})", v, fmt_num(lo), fmt_num(hi), kd.unit)));
+                }
+            }
+            OneOf(set) => {
+                if let V::String(s) = v {
+                    if !set.contains(&s.as_str()) {
+                        return Err(Error::config(kd.path, format!("{s:?} is not one of {}", set.join(" | "))));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn check_unknown_keys(v: &toml::Value, prefix: &str) -> std::result::Result<(), String> {

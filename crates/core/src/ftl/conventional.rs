@@ -99,6 +99,10 @@ pub struct Conventional {
     max_erase: u32,
     erases_since_wl_check: u32,
     in_wl: bool,
+    /// Victim being collected (NIL if none), its next page, and its latest read completion.
+    gc_victim: u32,
+    gc_page: u32,
+    gc_last_read: u64,
     // Per-command timing state.
     now: u64,
     inflight: BinaryHeap<Reverse<u64>>,
@@ -130,7 +134,9 @@ impl Conventional {
         }
         let auto_fg = lay.dies * lay.planes_per_die + lay.planes_per_die + 2;
         let fg = if cfg.ftl.gc_fg_free_blocks == 0 { auto_fg } else { cfg.ftl.gc_fg_free_blocks.max(auto_fg) };
-        let bg = if cfg.ftl.gc_bg_free_blocks == 0 { 2 * fg } else { cfg.ftl.gc_bg_free_blocks.max(fg) };
+        // Paced GC keeps free space between the two watermarks; a narrow band keeps few
+        // blocks idle (they are spare space the data cannot use).
+        let bg = if cfg.ftl.gc_bg_free_blocks == 0 { fg + lay.dies * lay.planes_per_die / 2 + 2 } else { cfg.ftl.gc_bg_free_blocks.max(fg) };
         let spare_blocks = good as f64 - logical as f64 / lay.sectors_per_block as f64;
         if (spare_blocks as u32) < fg + lay.dies * lay.planes_per_die + 2 {
             return Err(Error::config(
@@ -185,6 +191,9 @@ impl Conventional {
             max_erase: 0,
             erases_since_wl_check: 0,
             in_wl: false,
+            gc_victim: NIL,
+            gc_page: 0,
+            gc_last_read: 0,
             now: 0,
             inflight: BinaryHeap::new(),
             cmd_done: 0,
@@ -294,6 +303,12 @@ impl Conventional {
         self.blocks[(psa / self.lay.sectors_per_block) as usize].valid += 1;
         if full {
             self.program_unit(s);
+            // Pace GC with host writes: below the background watermark, every programmed host
+            // unit pays for one victim, so free space rarely falls to the foreground watermark
+            // (where a host write waits for a burst of collections).
+            if s == HOST && !self.in_wl && self.free_count < self.set.bg_free_blocks {
+                self.gc_paced()?;
+            }
         }
         Ok(psa)
     }
@@ -411,8 +426,8 @@ impl Conventional {
         self.program_unit(s);
     }
 
-    /// Collect one victim (GC). `foreground` says whether a host write is waiting for it.
-    fn gc_one(&mut self, foreground: bool) -> Result<()> {
+    /// Take the next victim out of the victim set and make it the block being collected.
+    fn gc_pick(&mut self, foreground: bool) -> Result<u32> {
         let v = self
             .victims
             .pick(&mut self.blocks, self.lay.sectors_per_block, self.host_clock, &mut self.rng)
@@ -432,50 +447,113 @@ impl Conventional {
         } else {
             self.c.gc_background_events += 1;
         }
-        self.collect(v)
+        self.blocks[v as usize].state = BlockState::Collecting;
+        self.gc_victim = v;
+        self.gc_page = 0;
+        self.gc_last_read = self.now;
+        Ok(v)
     }
 
-    /// Relocate every valid sector of full block `v` (already out of the victim set) to the
-    /// GC stream, then erase it.
-    fn collect(&mut self, v: u32) -> Result<()> {
+    /// Collect one whole victim: the one in progress, or a new one.
+    fn gc_one(&mut self, foreground: bool) -> Result<()> {
+        let v = if self.gc_victim != NIL { self.gc_victim } else { self.gc_pick(foreground)? };
+        self.gc_advance(v, u64::MAX)?;
+        Ok(())
+    }
+
+    /// GC paced by host writes: called once per programmed host unit below the background
+    /// watermark, it scans victim pages until it has passed over as many stale sectors as the
+    /// host unit consumed (twice as many when free space runs low), so GC work interleaves
+    /// with host programs on the dies instead of arriving in bursts.
+    fn gc_paced(&mut self) -> Result<()> {
+        let unit = (self.lay.sectors_per_page * self.lay.planes_per_die) as u64;
+        let mid = (self.set.fg_free_blocks + self.set.bg_free_blocks) / 2;
+        let mut want = if self.free_count < mid { 2 * unit } else { unit };
+        for _ in 0..4 {
+            if want == 0 || self.free_count >= self.set.bg_free_blocks {
+                break;
+            }
+            let v = if self.gc_victim != NIL { self.gc_victim } else { self.gc_pick(true)? };
+            let got = self.gc_advance(v, want)?;
+            want = want.saturating_sub(got);
+        }
+        Ok(())
+    }
+
+    /// Relocate victim pages from the cursor until `want` stale sectors have been passed over
+    /// or the block is done; erase it when done. Returns the stale sectors passed over.
+    fn gc_advance(&mut self, v: u32, want: u64) -> Result<u64> {
+        let spp = self.lay.sectors_per_page as u64;
+        let mut reclaimed = 0u64;
+        while self.gc_page < self.lay.pages_per_block && reclaimed < want {
+            if self.blocks[v as usize].valid == 0 {
+                reclaimed += (self.lay.pages_per_block - self.gc_page) as u64 * spp;
+                self.gc_page = self.lay.pages_per_block;
+                break;
+            }
+            let page = self.gc_page;
+            self.gc_page += 1;
+            let live = self.relocate_page(v, page)?;
+            reclaimed += spp - live;
+        }
+        if self.gc_page >= self.lay.pages_per_block || self.blocks[v as usize].valid == 0 {
+            assert_eq!(self.blocks[v as usize].valid, 0, "victim {v} still has valid sectors after collection");
+            self.gc_victim = NIL;
+            let t = self.gc_last_read.max(self.now);
+            self.erase(v, t);
+        }
+        Ok(reclaimed)
+    }
+
+    /// Read one page of block `v` and relocate its valid sectors to the GC stream; returns how
+    /// many there were.
+    fn relocate_page(&mut self, v: u32, page: u32) -> Result<u64> {
         let spp = self.lay.sectors_per_page;
-        let first = v * self.lay.sectors_per_block;
-        let die = self.lay.die_of_block(v);
-        let mut last_read = self.now;
+        let base = v * self.lay.sectors_per_block + page * spp;
+        let live = (base..base + spp).filter(|&p| self.p2l[p as usize] & P2L_VALID != 0).count() as u64;
+        if live == 0 {
+            return Ok(0);
+        }
+        self.c.nand_page_reads += 1;
+        self.c.nand_read_bytes += self.lay.page_bytes as u64;
+        if self.tl.enabled {
+            let r = self.tl.read(self.lay.die_of_block(v), live * self.lay.sector_bytes as u64, self.now);
+            self.gc_last_read = self.gc_last_read.max(r);
+            let st = &mut self.streams[GC];
+            st.ready_ns = st.ready_ns.max(r);
+        }
+        for psa in base..base + spp {
+            let e = self.p2l[psa as usize];
+            if e & P2L_VALID == 0 {
+                continue;
+            }
+            self.p2l[psa as usize] = e & !P2L_VALID;
+            self.blocks[v as usize].valid -= 1;
+            let new = self.place(GC, e & !P2L_VALID)?;
+            if let Some(d) = self.data.as_mut() {
+                d.relocate(psa, new);
+            }
+            self.c.gc_relocated_sectors += 1;
+        }
+        Ok(live)
+    }
+
+    /// Relocate every valid sector of full block `v` (already out of the victim set) and
+    /// erase it (static wear-levelling moves).
+    fn collect(&mut self, v: u32) -> Result<()> {
+        self.blocks[v as usize].state = BlockState::Collecting;
+        let saved = self.gc_last_read;
+        self.gc_last_read = self.now;
         for page in 0..self.lay.pages_per_block {
             if self.blocks[v as usize].valid == 0 {
                 break;
             }
-            let base = first + page * spp;
-            let live = (base..base + spp).filter(|&p| self.p2l[p as usize] & P2L_VALID != 0).count() as u64;
-            if live == 0 {
-                continue;
-            }
-            self.c.nand_page_reads += 1;
-            self.c.nand_read_bytes += self.lay.page_bytes as u64;
-            if self.tl.enabled {
-                let r = self.tl.read(die, live * self.lay.sector_bytes as u64, self.now);
-                last_read = last_read.max(r);
-                let st = &mut self.streams[GC];
-                st.ready_ns = st.ready_ns.max(r);
-            }
-            for psa in base..base + spp {
-                let e = self.p2l[psa as usize];
-                if e & P2L_VALID == 0 {
-                    continue;
-                }
-                self.p2l[psa as usize] = e & !P2L_VALID;
-                self.blocks[v as usize].valid -= 1;
-                let lba = e & !P2L_VALID;
-                let new = self.place(GC, lba)?;
-                if let Some(d) = self.data.as_mut() {
-                    d.relocate(psa, new);
-                }
-                self.c.gc_relocated_sectors += 1;
-            }
+            self.relocate_page(v, page)?;
         }
-        assert_eq!(self.blocks[v as usize].valid, 0, "victim {v} still has valid sectors after collection");
-        self.erase(v, last_read);
+        assert_eq!(self.blocks[v as usize].valid, 0, "block {v} still has valid sectors after its move");
+        let t = self.gc_last_read;
+        self.gc_last_read = saved.max(t);
+        self.erase(v, t);
         Ok(())
     }
 

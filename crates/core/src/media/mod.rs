@@ -92,6 +92,8 @@ pub enum BlockState {
     Open = 1,
     Full = 2,
     Bad = 3,
+    /// Being garbage-collected (out of the victim set, still holding valid sectors).
+    Collecting = 4,
 }
 
 /// Per-block state. Kept small: a 2 TiB device with 4 MiB blocks has 512 Ki of them.

@@ -1,0 +1,169 @@
+"""The `ssdlab` command as a user runs it: files in, reports out, clear errors, clean Ctrl-C."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SSDLAB = [str(Path(sys.executable).parent / "ssdlab")]
+TRACES = ROOT / "tests" / "data" / "traces"
+
+
+def ssdlab(*args, cwd=None, check=True, timeout=300):
+    p = subprocess.run(SSDLAB + [str(a) for a in args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"ssdlab {' '.join(map(str, args))} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+TINY_RUN = """preset = "tiny"
+[precondition]
+random_device_writes = 0.5
+[workload]
+pattern = "zipf"
+read_fraction = 0.3
+queue_depth = 8
+stop_device_writes = 0.5
+"""
+
+
+def test_run_writes_metrics_series_report_and_plots(tmp_path):
+    cfg = write(tmp_path / "c.toml", TINY_RUN)
+    p = ssdlab("run", cfg, "--out", tmp_path / "out")
+    assert "DLWA" in p.stdout
+    out = tmp_path / "out"
+    m = json.loads((out / "metrics.json").read_text())
+    for key in ["host_read_bytes", "host_write_bytes", "host_trim_bytes", "nand_read_bytes", "nand_write_bytes",
+                "nand_erase_count", "gc_relocated_pages", "dlwa", "latency_ns", "throughput", "erase_count",
+                "busy_fraction"]:
+        assert key in m, key
+    for op in ("read", "write", "trim"):
+        assert op in m["latency_ns"]
+    assert {"p50", "p90", "p99", "p999", "p9999", "max", "mean"} <= set(m["latency_ns"]["write"])
+    assert {"min", "mean", "max", "stddev", "histogram"} <= set(m["erase_count"])
+    assert m["dlwa"] == pytest.approx(m["nand_write_bytes"] / m["host_write_bytes"], rel=1e-5)
+    header = (out / "timeseries.csv").read_text().splitlines()[0]
+    assert header.startswith("sim_time_ns,host_write_bytes")
+    for png in ("dlwa.png", "latency_cdf.png", "erase_counts.png"):
+        assert (out / png).stat().st_size > 5000, png
+    assert "DLWA" in (out / "report.md").read_text()
+
+
+def test_same_config_same_metrics_bytes(tmp_path):
+    cfg = write(tmp_path / "c.toml", TINY_RUN)
+    ssdlab("run", cfg, "--out", tmp_path / "a", "-q")
+    ssdlab("run", cfg, "--out", tmp_path / "b", "-q")
+    assert (tmp_path / "a" / "metrics.json").read_bytes() == (tmp_path / "b" / "metrics.json").read_bytes()
+    assert (tmp_path / "a" / "timeseries.csv").read_bytes() == (tmp_path / "b" / "timeseries.csv").read_bytes()
+
+
+def test_report_rerenders_a_run_dir(tmp_path):
+    cfg = write(tmp_path / "c.toml", TINY_RUN)
+    ssdlab("run", cfg, "--out", tmp_path / "r", "-q")
+    (tmp_path / "r" / "report.md").unlink()
+    ssdlab("report", tmp_path / "r")
+    assert (tmp_path / "r" / "report.md").exists()
+
+
+@pytest.mark.parametrize("text, where, what", [
+    ("seed = 1\n[ftl\nx=1\n", ":2", "expected"),
+    ("[ftl]\ngc_polcy = \"greedy\"\n", ":2: ftl.gc_polcy", "valid keys here"),
+    ("[geometry]\nchannels = 0\n", ":2: geometry.channels", "1 to 256"),
+    ("[ftl]\ngc_policy = \"lru\"\n", ":2: ftl.gc_policy", "greedy | cost-benefit | fifo | d-choices"),
+    ("[geometry]\npage_bytes = 5000\n", ":2: geometry.page_bytes", "multiple of sector_bytes"),
+    ("[workload]\nstop_device_writes = 0\n", "stop", "no stop condition"),
+])
+def test_bad_config_gives_file_line_key_and_no_traceback(tmp_path, text, where, what):
+    cfg = write(tmp_path / "bad.toml", text)
+    p = ssdlab("run", cfg, "--out", tmp_path / "o", check=False)
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr and "panicked" not in p.stderr
+    assert f"bad.toml" in p.stderr and where in p.stderr and what in p.stderr, p.stderr
+
+
+def test_missing_config_file_is_a_clear_error(tmp_path):
+    p = ssdlab("run", tmp_path / "nope.toml", "--out", tmp_path / "o", check=False)
+    assert p.returncode == 2 and "nope.toml" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("fmt, name", [
+    ("msr", "sample.msr.csv"), ("blkparse", "sample.blkparse.txt"), ("fio", "sample.fio-v2.log"),
+    ("fio", "sample.fio-v3.log"), ("disksim", "sample.disksim.txt"), ("mqsim", "sample.mqsim.txt"),
+])
+def test_replay_each_trace_format(tmp_path, fmt, name):
+    ssdlab("replay", TRACES / name, "--format", fmt, "--preset", "tiny", "--timestamps", "--out", tmp_path / "o", "-q")
+    m = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert m["host_read_cmds"] + m["host_write_cmds"] + m["host_trim_cmds"] + m["host_flush_cmds"] > 0
+
+
+def test_replay_garbage_line_names_file_and_line(tmp_path):
+    trace = write(tmp_path / "t.csv", "128166372003061629,hm,0,Read,0,4096,100\nthis is not a trace line\n")
+    p = ssdlab("replay", trace, "--format", "msr", "--preset", "tiny", "--out", tmp_path / "o", check=False)
+    assert p.returncode == 2
+    assert "t.csv:2:" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_config_show_is_a_valid_commented_config(tmp_path):
+    p = ssdlab("config", "show", "mqsim-default")
+    assert "# Page size" in p.stdout and 'preset = "mqsim-default"' in p.stdout
+    cfg = write(tmp_path / "m.toml", p.stdout)
+    assert ssdlab("config", "check", cfg).stdout.strip().endswith("ok")
+
+
+def test_config_docs_are_current():
+    """docs/CONFIG.md is generated from the key table; regenerate with `make docs`."""
+    p = ssdlab("config", "keys")
+    assert (ROOT / "docs" / "CONFIG.md").read_text() == p.stdout
+
+
+def test_ctrl_c_stops_cleanly_with_partial_metrics(tmp_path):
+    cfg = write(tmp_path / "long.toml", 'preset = "default"\n[timing]\nenabled = false\n[precondition]\nsequential_fill = false\nrandom_device_writes = 0\n[workload]\nstop_device_writes = 1000\n')
+    proc = subprocess.Popen(SSDLAB + ["run", str(cfg), "--out", str(tmp_path / "o")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    m = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert m["interrupted"] is True
+    assert m["host_write_bytes"] > 0
+
+
+def test_reproduce_writes_report_table_and_figure(tmp_path):
+    exp = tmp_path / "experiments" / "gc-mini"
+    exp.mkdir(parents=True)
+    (exp / "experiment.toml").write_text("""kind = "gc-policies"
+seed = 1
+[device]
+preset = "tiny"
+geometry = { channels = 1, dies_per_channel = 1 }
+[quick]
+geometry = { blocks_per_plane = 512 }
+spare_factors = [0.15, 0.28]
+policies = ["fifo", "greedy"]
+warmup_device_writes = 2.0
+measure_device_writes = 1.0
+""")
+    env = dict(os.environ, SSDLAB_EXPERIMENTS=str(tmp_path / "experiments"))
+    p = subprocess.run(SSDLAB + ["reproduce", "gc-mini", "--quick", "--out", str(tmp_path / "reports")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    out = tmp_path / "reports" / "gc-mini"
+    rows = (out / "dlwa.csv").read_text().splitlines()
+    assert len(rows) == 1 + 4
+    assert (out / "dlwa_vs_spare.png").stat().st_size > 10000
+    md = (out / "report.md").read_text()
+    assert "FIFO model" in md or "FIFO" in md
+    assert "| 0.15 | fifo |" in md
