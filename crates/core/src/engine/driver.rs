@@ -2,7 +2,7 @@
 //! or a rate). Both submit commands in simulated-time order.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -58,6 +58,8 @@ pub enum Ending {
 
 /// Commands between two calls of the progress callback.
 pub const PROGRESS_EVERY: u64 = 1 << 16;
+/// Commands read ahead of submission so the device can prefetch their metadata.
+const LOOKAHEAD: usize = 16;
 
 /// Submit one command at `now`; returns its completion time.
 #[inline]
@@ -91,6 +93,8 @@ pub fn run(
     let mut ops = 0u64;
     let mut rng = Pcg64Mcg::seed_from_u64(seed ^ 0xa771_7a15);
     let mut trace_origin: Option<u64> = None;
+    let mut ahead: VecDeque<Result<Cmd>> = VecDeque::with_capacity(LOOKAHEAD);
+    let mut exhausted = false;
     let ending = loop {
         if limits.ops > 0 && ops >= limits.ops {
             break Ending::Limit;
@@ -102,7 +106,23 @@ pub fn run(
         if ops % PROGRESS_EVERY == 0 && ops > 0 && !progress(limits.progress(ops, hw, now - start)) {
             break Ending::Interrupted;
         }
-        let cmd = match src.next_cmd() {
+        // Keep LOOKAHEAD commands read ahead; hint the device about the newest (stage 1) and
+        // about the one halfway (stage 2), so their cache misses overlap with this command.
+        while !exhausted && ahead.len() < LOOKAHEAD {
+            match src.next_cmd() {
+                None => exhausted = true,
+                Some(c) => {
+                    if let Ok(c) = &c {
+                        dev.prefetch(c.lba, 1);
+                    }
+                    ahead.push_back(c);
+                }
+            }
+        }
+        if let Some(Ok(c)) = ahead.get(LOOKAHEAD / 2) {
+            dev.prefetch(c.lba, 2);
+        }
+        let cmd = match ahead.pop_front() {
             None => break Ending::SourceExhausted,
             Some(c) => c?,
         };
