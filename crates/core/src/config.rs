@@ -251,7 +251,7 @@ const fn k(path: &'static str, unit: &'static str, range: Range, doc: &'static s
 use Range::*;
 /// Every configuration key, in the order `ssdlab config show` prints them.
 pub const KEYS: &[KeyDoc] = &[
-    k("seed", "-", Num(0.0, 1.8446744073709552e19), "Seed of every random choice: the same config and seed give byte-identical metrics."),
+    k("seed", "-", Num(0.0, 9.223372036854775e18), "Seed of every random choice: the same config and seed give byte-identical metrics."),
     k("preset", "-", OneOf(presets::NAMES), "Preset the file starts from; keys in the file override it."),
     k("storage", "-", OneOf(&["metadata", "data"]), "metadata: no user data kept (TB-scale studies); data: sparse contents kept, reads return the last write and zeros for unwritten or trimmed sectors."),
     k("geometry.channels", "count", Num(1.0, 256.0), "Flash channels (independent buses)."),
@@ -423,7 +423,10 @@ impl Config {
 
     /// Check ranges (from [`KEYS`]) and the relations between keys.
     pub fn validate(&self) -> Result<()> {
-        let mut tree = toml::Value::try_from(self).expect("config serialises");
+        if self.seed > i64::MAX as u64 {
+            return Err(Error::config("seed", format!("{} is out of range; valid: 0 to {} (TOML integers are signed 64-bit)", self.seed, i64::MAX)));
+        }
+        let mut tree = toml::Value::try_from(self).map_err(|e| Error::config("config", e.to_string()))?;
         let defaults = tree.clone();
         check_tree(&mut tree, &defaults)?;
         let g = &self.geometry;

@@ -90,7 +90,7 @@ fn dev_params() -> impl Strategy<Value = DevParams> {
         (16u32..=32, 8u32..=16, prop_oneof![Just(4096u32), Just(8192), Just(16384)]),
         (0.2f64..0.35, gc_policy(), 1u32..=8),
         (0u8..=2, any::<bool>(), any::<bool>(), prop_oneof![2 => Just(0u32), 1 => 1u32..=4]),
-        (prop_oneof![5 => Just(0.0f64), 1 => Just(0.03)], any::<u64>()),
+        (prop_oneof![5 => Just(0.0f64), 1 => Just(0.03)], 0u64..=i64::MAX as u64), // TOML integers are i64
     )
         .prop_map(|((ch, dpc, planes), (bpp, ppb, page), (sf, pol, d), (buf, timing, wld, wls), (bad, seed))| DevParams {
             channels: ch,
@@ -267,8 +267,6 @@ impl Harness {
             }
             Op::Read { at, len } => {
                 let (lba, n) = span(at, len, self.logical);
-                self.model.tally.read_cmds += 1;
-                self.model.tally.read_sectors += n;
                 self.read_and_check(lba, n, &format!("op {i} {op:?}"))?
             }
             Op::Trim { at, len } => {
@@ -308,6 +306,8 @@ impl Harness {
     /// Read `n` sectors at `lba` and compare them with the model.
     fn read_and_check(&mut self, lba: u64, n: u64, what: &str) -> Result<u64, TestCaseError> {
         let sb = self.sb;
+        self.model.tally.read_cmds += 1;
+        self.model.tally.read_sectors += n;
         self.buf.resize(n as usize * sb, 0);
         self.buf.fill(0xA5); // the device must overwrite every byte
         let done = self.dev.read(lba * sb as u64, &mut self.buf).map_err(|e| fail(format!("{what}: read failed: {e}")))?;
@@ -433,6 +433,7 @@ where
         failure_persistence: None,
         rng_seed: RngSeed::Fixed(seed),
         max_global_rejects: cases * 4,
+        max_shrink_iters: 1_000_000,
         max_shrink_time: std::env::var("PROPTEST_MAX_SHRINK_TIME").ok().and_then(|v| v.parse().ok()).unwrap_or(300_000),
         ..PtConfig::default()
     };
@@ -564,7 +565,7 @@ fn most_configs_are_valid() {
         let p = strategy.new_tree(&mut runner).unwrap().current();
         match Device::new(p.config()) {
             Ok(_) => ok += 1,
-            Err(e) => *reasons.entry(e.to_string().split(':').next().unwrap_or("").to_string()).or_default() += 1,
+            Err(e) => { if reasons.is_empty() { eprintln!("first rejection: {e} ({p:?})"); } *reasons.entry(e.to_string().split(':').next().unwrap_or("").to_string()).or_default() += 1 }
         }
     }
     eprintln!("{ok} of {total} generated configs are valid; rejections: {reasons:?}");
