@@ -368,12 +368,13 @@ impl Harness {
         let nand_sectors = c.nand_write_bytes / sb;
         prop_assert!(c.gc_relocated_sectors <= nand_sectors, "gc_relocated_sectors {} > NAND writes {} sectors", c.gc_relocated_sectors, nand_sectors);
         prop_assert!(c.gc_relocated_pages <= c.nand_page_programs);
-        prop_assert!(c.gc_relocated_sectors <= c.gc_relocated_pages * lay.sectors_per_page as u64);
         prop_assert_eq!(c.gc_events, c.gc_foreground_events + c.gc_background_events + c.wl_static_moves);
         if flushed {
             if c.host_write_bytes > 0 {
                 prop_assert!(c.nand_write_bytes >= c.host_write_bytes, "nand_write_bytes {} < host_write_bytes {}", c.nand_write_bytes, c.host_write_bytes);
             }
+            // Relocated sectors still in the GC buffer are programmed by now.
+            prop_assert!(c.gc_relocated_sectors <= c.gc_relocated_pages * lay.sectors_per_page as u64);
             // Every programmed sector slot holds a host sector (possibly overwritten while
             // buffered and programmed as padding), a GC relocation, or flush/FUA padding.
             prop_assert_eq!(
@@ -434,7 +435,7 @@ where
         rng_seed: RngSeed::Fixed(seed),
         max_global_rejects: cases * 4,
         max_shrink_iters: 1_000_000,
-        max_shrink_time: std::env::var("PROPTEST_MAX_SHRINK_TIME").ok().and_then(|v| v.parse().ok()).unwrap_or(300_000),
+        max_shrink_time: std::env::var("PROPTEST_MAX_SHRINK_TIME").ok().and_then(|v| v.parse().ok()).unwrap_or(120_000),
         ..PtConfig::default()
     };
     let mut runner = TestRunner::new(config);
@@ -456,7 +457,7 @@ where
 fn reads_match_model_and_accounting_holds() {
     let run = AtomicU64::new(0);
     let with_gc = AtomicU64::new(0);
-    run_prop("model equivalence", 32, (dev_params(), ops(true)), |(p, ops)| {
+    run_prop("model equivalence", 96, (dev_params(), ops(true)), |(p, ops)| {
         let dev = device(&p)?;
         let mut h = Harness::new(dev);
         for (i, op) in ops.iter().enumerate() {
@@ -482,7 +483,7 @@ fn reads_match_model_and_accounting_holds() {
 #[test]
 fn restored_snapshot_behaves_like_the_original() {
     let n = AtomicU64::new(0);
-    run_prop("snapshot/restore", 24, (dev_params(), ops(true), any::<prop::sample::Index>()), |(p, ops, cut)| {
+    run_prop("snapshot/restore", 48, (dev_params(), ops(true), any::<prop::sample::Index>()), |(p, ops, cut)| {
         let dev = device(&p)?;
         let cut = cut.index(ops.len() + 1);
         let mut a = Harness::new(dev);
@@ -520,7 +521,7 @@ fn restored_snapshot_behaves_like_the_original() {
 /// (OOB addresses and page sequence numbers) equals the live mapping.
 #[test]
 fn mapping_rebuilt_from_media_matches_after_flush() {
-    run_prop("rebuild from media", 32, (dev_params(), ops(false)), |(p, ops)| {
+    run_prop("rebuild from media", 96, (dev_params(), ops(false)), |(p, ops)| {
         let dev = device(&p)?;
         let mut h = Harness::new(dev);
         let check = |h: &Harness, what: &str| -> Result<(), TestCaseError> {
@@ -552,6 +553,41 @@ fn mapping_rebuilt_from_media_matches_after_flush() {
     });
 }
 
+/// Regression (found by the properties above): a host write whose own command triggers paced
+/// GC, when that GC picks the block the write has just closed (d-choices with d = 1 picks any
+/// full block), relocates the new sector before its data is stored; the data is then stored at
+/// the old, erased location and lost (the sector reads zeros), and the stray copy later trips
+/// the data store's "relocation onto a non-erased sector" assertion.
+#[test]
+fn write_relocated_by_its_own_gc_keeps_its_data() {
+    let p = DevParams {
+        channels: 1,
+        dies_per_channel: 1,
+        planes_per_die: 1,
+        blocks_per_plane: 22,
+        pages_per_block: 8,
+        page_bytes: 4096,
+        spare_factor: 0.32,
+        gc_policy: GcPolicy::DChoices,
+        gc_d: 1,
+        buffer: 0,
+        timing: false,
+        wl_dynamic: false,
+        wl_static_threshold: 0,
+        factory_bad_fraction: 0.0,
+        seed: 0,
+    };
+    let mut h = Harness::new(Device::new(p.config()).unwrap());
+    // Single-sector overwrites cycling over the whole device, each read back at once.
+    let logical = h.logical as u32;
+    for i in 0..5000u32 {
+        let at = Addr::Any(i % logical);
+        h.apply(i as usize, &Op::Write { at, len: 1, fua: false, content: i as u64 + 1 }).unwrap();
+        h.apply(i as usize, &Op::Read { at, len: 1 }).unwrap_or_else(|e| panic!("{e}"));
+    }
+    h.finish().unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// Rejected configs are skipped with `prop_assume`-style rejection; make sure that is rare,
 /// so the properties above really run on the configs they generate.
 #[test]
@@ -569,5 +605,5 @@ fn most_configs_are_valid() {
         }
     }
     eprintln!("{ok} of {total} generated configs are valid; rejections: {reasons:?}");
-    assert!(ok * 100 >= total * 85, "only {ok} of {total} generated configs are valid: {reasons:?}");
+    assert!(ok * 100 >= total * 80, "only {ok} of {total} generated configs are valid: {reasons:?}");
 }

@@ -289,9 +289,12 @@ impl Conventional {
         Ok(())
     }
 
-    /// Place one sector of `lba` on stream `s`; returns its new PSA.
+    /// Place one sector of `lba` on stream `s` and map it; returns its new PSA and whether it
+    /// completed the unit. The caller stores the sector's data (if any) and then calls
+    /// [`Self::unit_placed`] when the unit is complete, so data is in place before the unit is
+    /// programmed and before GC (which may pick this very block) runs.
     #[inline]
-    fn place(&mut self, s: usize, lba: u32) -> Result<u32> {
+    fn place(&mut self, s: usize, lba: u32) -> Result<(u32, bool)> {
         let cur = self.streams[s].cur;
         if self.streams[s].ways[cur].blocks.is_empty() {
             self.open_way(s, cur)?;
@@ -311,16 +314,19 @@ impl Conventional {
         assert_eq!(old, OOB_ERASED, "program of a non-erased sector {psa}");
         self.l2p[lba as usize] = psa;
         self.blocks[b as usize].valid += 1;
-        if full {
-            self.program_unit(s);
-            // Pace GC with host writes: below the background watermark, every programmed host
-            // unit pays for some collection, so free space rarely falls to the foreground
-            // watermark (where a host write waits for whole-block collections).
-            if s == HOST && !self.in_wl && self.free_count < self.set.bg_free_blocks {
-                self.gc_paced()?;
-            }
+        Ok((psa, full))
+    }
+
+    /// Program stream `s`'s completed unit; for host streams, pace GC.
+    fn unit_placed(&mut self, s: usize) -> Result<()> {
+        self.program_unit(s);
+        // Pace GC with host writes: below the background watermark, every programmed host
+        // unit pays for some collection, so free space rarely falls to the foreground
+        // watermark (where a host write waits for whole-block collections).
+        if s == HOST && !self.in_wl && self.free_count < self.set.bg_free_blocks {
+            self.gc_paced()?;
         }
-        Ok(psa)
+        Ok(())
     }
 
     /// Software prefetch of the metadata a write of `lba` will touch: stage 1 fetches its L2P
@@ -568,11 +574,14 @@ impl Conventional {
             }
             self.p2l[psa as usize] = e & !P2L_VALID;
             self.blocks[v as usize].valid -= 1;
-            let new = self.place(GC, e & !P2L_VALID)?;
+            let (new, full) = self.place(GC, e & !P2L_VALID)?;
             if let Some(d) = self.data.as_mut() {
                 d.relocate(psa, new);
             }
             self.c.gc_relocated_sectors += 1;
+            if full {
+                self.unit_placed(GC)?;
+            }
         }
         Ok(live)
     }
@@ -751,22 +760,27 @@ impl BlockDevice for Conventional {
                 self.mapped += 1;
             }
             self.host_clock += 1;
-            let psa = self.place(HOST, l)?;
+            let (psa, full) = self.place(HOST, l)?;
             if let (Some(store), Some(d)) = (self.data.as_mut(), data) {
                 let off = i as usize * sb;
                 store.put(psa, &d[off..off + sb]);
             }
+            if full {
+                self.unit_placed(HOST)?;
+            }
         }
         self.c.host_write_cmds += 1;
         self.c.host_write_bytes += sectors as u64 * sb as u64;
+        // FUA and write-through pad the partial unit whether or not time is modelled, so the
+        // media sees the same writes in both modes.
+        let sync = opts.fua || self.set.buffer_units == 0;
+        if sync {
+            self.pad(HOST);
+        }
         if !self.tl.enabled {
             return Ok(now);
         }
-        if opts.fua || self.set.buffer_units == 0 {
-            self.pad(HOST);
-            return Ok(self.cmd_done);
-        }
-        Ok(self.stall_until.max(t))
+        Ok(if sync { self.cmd_done } else { self.stall_until.max(t) })
     }
 
     fn read(&mut self, lba: u64, sectors: u32, mut out: Option<&mut [u8]>, now: u64) -> Result<u64> {

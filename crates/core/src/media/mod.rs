@@ -149,3 +149,12 @@ pub const OOB_PAD: u32 = 0x7FFF_FFFF;
 pub const P2L_VALID: u32 = 0x8000_0000;
 /// OOB of an unprogrammed (erased) sector.
 pub const OOB_ERASED: u32 = 0x7FFF_FFFE;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn block_meta_stays_small() {
+        // docs/PERFORMANCE.md quotes this size; a 2 TiB device has 256 Ki blocks.
+        assert_eq!(std::mem::size_of::<super::BlockMeta>(), 40);
+    }
+}
