@@ -15,7 +15,7 @@ from . import _native
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-SECTIONS = ("geometry", "timing", "media", "ftl", "workload", "precondition", "metrics")
+SECTIONS = ("geometry", "timing", "media", "ftl", "fdp", "workload", "precondition", "metrics")
 
 
 def _merge(base: Dict[str, Any], over: Mapping[str, Any]) -> Dict[str, Any]:
@@ -77,7 +77,9 @@ class Workload:
     trim_fraction: float = 0.0
     block_bytes: Union[int, Sequence[int]] = 4096
     block_weights: Optional[Sequence[float]] = None
+    offset: float = 0.0
     span: float = 1.0
+    placement: int = -1
     queue_depth: int = 32
     rate_iops: float = 0.0
     arrival: str = "poisson"
@@ -94,6 +96,35 @@ class Workload:
         if not any((d["stop_ops"], d["stop_host_write_bytes"], d["stop_sim_ns"], d["stop_device_writes"])):
             d["stop_device_writes"] = 1.0
         return d
+
+
+@dataclass
+class Mix:
+    """Several workloads interleaved by weight (per command), e.g. a sequential stream on one
+    FDP placement handle and random overwrites on another::
+
+        Mix([(Workload(pattern="sequential", span=0.5, block_bytes=131072, placement=0), 1),
+             (Workload(pattern="uniform", offset=0.5, span=0.4, placement=1), 32)],
+            stop_device_writes=2.0)
+
+    Stop conditions and the queue depth (or rate) come from this object, not the parts.
+    """
+
+    parts: Sequence[Any]
+    stop_device_writes: float = 0.0
+    stop_ops: int = 0
+    stop_host_write_bytes: int = 0
+    stop_sim_ns: int = 0
+    queue_depth: int = 32
+    rate_iops: float = 0.0
+    arrival: str = "poisson"
+
+    def _json(self):
+        parts = [[w.to_dict(), float(weight)] for w, weight in self.parts]
+        stop = Workload(stop_device_writes=self.stop_device_writes, stop_ops=self.stop_ops,
+                        stop_host_write_bytes=self.stop_host_write_bytes, stop_sim_ns=self.stop_sim_ns,
+                        queue_depth=self.queue_depth, rate_iops=self.rate_iops, arrival=self.arrival).to_dict()
+        return json.dumps(parts), json.dumps(stop)
 
 
 class Report:
@@ -190,7 +221,7 @@ class Device:
         if self._dev.precondition(progress):
             raise KeyboardInterrupt
 
-    def run(self, workload: Optional[Workload] = None, progress: bool = False) -> Report:
+    def run(self, workload: Union[None, Workload, "Mix"] = None, progress: bool = False) -> Report:
         """Run a workload and return its report.
 
         With no workload: precondition, then run the config's own ``[workload]``. With a
@@ -198,6 +229,10 @@ class Device:
         The GIL is released while the simulation runs; Ctrl-C stops it and the report says
         ``interrupted``.
         """
+        if isinstance(workload, Mix):
+            parts, stop = workload._json()
+            metrics, csv, interrupted = self._dev.run_mix(parts, stop, progress)
+            return Report(json.loads(metrics), csv, interrupted)
         w = None if workload is None else json.dumps(workload.to_dict())
         metrics, csv, interrupted = self._dev.run(w, progress)
         return Report(json.loads(metrics), csv, interrupted)
@@ -214,9 +249,13 @@ class Device:
         return Report(json.loads(metrics), csv, interrupted)
 
     # Host I/O in bytes (offsets and lengths are multiples of the sector size).
-    def write(self, offset: int, data: bytes, fua: bool = False) -> int:
-        """Write ``data``; returns the simulated completion time (ns)."""
-        return self._dev.write(offset, data, fua)
+    def write(self, offset: int, data: bytes, fua: bool = False, placement: Optional[int] = None) -> int:
+        """Write ``data``; returns the simulated completion time (ns).
+
+        ``placement`` is an FDP placement identifier (see :meth:`placement_id`); it is ignored
+        when FDP is off and rejected with :class:`ssdlab.NvmeError` when it names no handle.
+        """
+        return self._dev.write(offset, data, fua, placement)
 
     def read(self, offset: int, length: int) -> bytes:
         return bytes(self._dev.read(offset, length))
@@ -226,6 +265,21 @@ class Device:
 
     def flush(self) -> int:
         return self._dev.flush()
+
+    # FDP (NVMe TP4146) host interface.
+    def placement_id(self, reclaim_group: int = 0, handle: int = 0) -> int:
+        """The placement identifier of (reclaim group, placement handle)."""
+        return self._dev.placement_id(reclaim_group, handle)
+
+    def fdp_log(self, which: str) -> Any:
+        """An FDP log page or status: ``configurations``, ``usage`` (reclaim unit handle usage),
+        ``statistics`` (hbmw / mbmw / mbe bytes), ``events``, ``ruh_status`` (available media
+        writes per handle)."""
+        return json.loads(self._dev.fdp_log(which))
+
+    def ruh_update(self, placement_ids: Iterable[int]) -> None:
+        """Reclaim Unit Handle Update: move each handle to a new, empty reclaim unit."""
+        self._dev.ruh_update(list(placement_ids))
 
     def snapshot(self, path: PathLike) -> None:
         """Save the whole device state, so a preconditioned device can be reused."""

@@ -23,6 +23,7 @@ pub struct Config {
     pub timing: Timing,
     pub media: MediaConfig,
     pub ftl: FtlConfig,
+    pub fdp: FdpConfig,
     pub workload: WorkloadConfig,
     pub precondition: PreconditionConfig,
     pub metrics: MetricsConfig,
@@ -98,6 +99,42 @@ pub struct FtlConfig {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+pub enum HandleType {
+    /// GC may relocate the handle's data together with other initially isolated handles' data
+    /// of the same reclaim group.
+    InitiallyIsolated,
+    /// GC keeps the handle's data apart from every other handle's, relocations included.
+    PersistentlyIsolated,
+}
+
+/// NVMe Flexible Data Placement (TP4146) configuration of the device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FdpConfig {
+    pub enabled: bool,
+    pub reclaim_groups: u32,
+    pub handles: u32,
+    pub handle_types: Vec<HandleType>,
+    pub ru_superblocks: u32,
+    pub max_events: u32,
+}
+
+impl Default for FdpConfig {
+    fn default() -> Self {
+        FdpConfig { enabled: false, reclaim_groups: 1, handles: 8, handle_types: vec![HandleType::InitiallyIsolated], ru_superblocks: 1, max_events: 1024 }
+    }
+}
+
+impl FdpConfig {
+    /// Type of handle `h` (the last listed type repeats).
+    pub fn handle_type(&self, h: u32) -> HandleType {
+        let i = (h as usize).min(self.handle_types.len().saturating_sub(1));
+        self.handle_types.get(i).copied().unwrap_or(HandleType::InitiallyIsolated)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Pattern {
     Sequential,
     Uniform,
@@ -124,7 +161,9 @@ pub struct WorkloadConfig {
     pub trim_fraction: f64,
     pub block_bytes: Vec<u64>,
     pub block_weights: Vec<f64>,
+    pub offset: f64,
     pub span: f64,
+    pub placement: i64,
     pub queue_depth: u32,
     pub rate_iops: f64,
     pub arrival: Arrival,
@@ -200,7 +239,9 @@ impl Default for WorkloadConfig {
             trim_fraction: 0.0,
             block_bytes: vec![4096],
             block_weights: vec![1.0],
+            offset: 0.0,
             span: 1.0,
+            placement: -1,
             queue_depth: 32,
             rate_iops: 0.0,
             arrival: Arrival::Poisson,
@@ -258,7 +299,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("geometry.dies_per_channel", "count", Num(1.0, 64.0), "Dies (LUNs) per channel; each die runs one operation at a time."),
     k("geometry.planes_per_die", "count", Num(1.0, 16.0), "Planes per die; a program covers one page in every plane (multi-plane)."),
     k("geometry.blocks_per_plane", "count", Num(1.0, 1048576.0), "Erase blocks per plane."),
-    k("geometry.pages_per_block", "count", Num(1.0, 4096.0), "Pages per erase block."),
+    k("geometry.pages_per_block", "count", Num(1.0, 32768.0), "Pages per erase block."),
     k("geometry.page_bytes", "bytes", Num(512.0, 65536.0), "Page size; a multiple of sector_bytes."),
     k("geometry.oob_bytes", "bytes", Num(0.0, 8192.0), "Spare (out-of-band) bytes per page; holds each sector's logical address and the page's sequence number. Needs at least 4 bytes per sector plus 8."),
     k("geometry.sector_bytes", "bytes", Num(512.0, 65536.0), "Mapping unit (logical sector); a power of two, at most page_bytes."),
@@ -282,6 +323,12 @@ pub const KEYS: &[KeyDoc] = &[
     k("ftl.write_buffer_bytes", "bytes", Num(0.0, 1e12), "Write-back buffer; host writes complete when buffered. 0 = write-through: each command waits for its programs and partial pages are padded."),
     k("ftl.wl_dynamic", "-", Bool, "Dynamic wear-levelling: open the least-worn free block of a die."),
     k("ftl.wl_static_threshold", "cycles", Num(0.0, 1e9), "Static wear-levelling: when max - min erase count exceeds this, move the coldest block's data (0 = off)."),
+    k("fdp.enabled", "-", Bool, "NVMe Flexible Data Placement: writes carry a placement identifier (reclaim group, handle) and land in that handle's reclaim units. Off = the same device without FDP (placement ignored)."),
+    k("fdp.reclaim_groups", "count", Num(1.0, 64.0), "Reclaim groups; each owns an equal share of the dies (whole channels when it divides them)."),
+    k("fdp.handles", "count", Num(1.0, 128.0), "Reclaim unit handles per reclaim group (placement handles 0..handles-1; 0 is the default)."),
+    k("fdp.handle_types", "-", Other, "Type of each handle, initially-isolated or persistently-isolated; the last entry repeats for the remaining handles."),
+    k("fdp.ru_superblocks", "superblocks", Num(1.0, 4096.0), "Reclaim unit size: this many superblocks (one block per plane of every die of the group)."),
+    k("fdp.max_events", "events", Num(0.0, 1e6), "FDP events kept for the events log (oldest dropped first)."),
     k("workload.pattern", "-", OneOf(&["sequential", "uniform", "zipf", "hotcold"]), "Address pattern of the synthetic workload."),
     k("workload.zipf_theta", "-", Num(0.0, 10.0), "Zipf exponent (pattern = zipf); ranks are scattered over the span."),
     k("workload.hot_space", "fraction", Num(0.0, 1.0), "Hot fraction of the span (pattern = hotcold)."),
@@ -290,7 +337,9 @@ pub const KEYS: &[KeyDoc] = &[
     k("workload.trim_fraction", "fraction", Num(0.0, 1.0), "Fraction of operations that are trims (deallocate)."),
     k("workload.block_bytes", "bytes", Other, "Request sizes (multiples of sector_bytes); requests are aligned to their size."),
     k("workload.block_weights", "-", Other, "Relative weight of each request size (same length as block_bytes)."),
-    k("workload.span", "fraction", Num(1e-9, 1.0), "Fraction of the logical space the workload touches (from LBA 0)."),
+    k("workload.offset", "fraction", Num(0.0, 1.0), "Start of the workload's address range, as a fraction of the logical space."),
+    k("workload.span", "fraction", Num(1e-9, 1.0), "Fraction of the logical space the workload touches (from offset)."),
+    k("workload.placement", "-", Num(-1.0, 65535.0), "Placement identifier carried by the workload's writes (FDP); -1 = none (default handle)."),
     k("workload.queue_depth", "commands", Num(1.0, 65536.0), "Closed loop: commands kept in flight."),
     k("workload.rate_iops", "commands/s", Num(0.0, 1e9), "Open loop when > 0: commands arrive at this rate regardless of completions."),
     k("workload.arrival", "-", OneOf(&["fixed", "poisson"]), "Open-loop inter-arrival times: fixed or exponential."),
@@ -458,7 +507,17 @@ impl Config {
                 ),
             ));
         }
+        let f = &self.fdp;
+        if f.handle_types.is_empty() {
+            return Err(Error::config("fdp.handle_types", "needs at least one type (initially-isolated or persistently-isolated)"));
+        }
+        if f.enabled && f.reclaim_groups > dies {
+            return Err(Error::config("fdp.reclaim_groups", format!("{} reclaim groups need at least as many dies ({dies} here)", f.reclaim_groups)));
+        }
         let w = &self.workload;
+        if w.offset + w.span > 1.0 + 1e-9 {
+            return Err(Error::config("workload.span", format!("offset {} + span {} exceeds the logical space (must be <= 1)", w.offset, w.span)));
+        }
         if w.block_bytes.is_empty() || w.block_bytes.len() != w.block_weights.len() {
             return Err(Error::config("workload.block_weights", format!("needs one weight per block_bytes entry ({} sizes, {} weights)", w.block_bytes.len(), w.block_weights.len())));
         }

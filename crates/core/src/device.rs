@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::ftl::conventional::Conventional;
 use crate::ftl::{BlockDevice, WriteOpts};
 use crate::metrics::Recorder;
-use crate::workload::{Source, Synthetic};
+use crate::workload::{Mix, Source, Synthetic};
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"SSDLABSN";
 const SNAPSHOT_VERSION: u32 = 1;
@@ -148,6 +148,31 @@ impl Device {
         self.drive_source(&mut src, lp, limits, measured, phase, progress)
     }
 
+    /// Run several synthetic workloads interleaved by weight (each may carry its own placement
+    /// identifier), measured; `stop` gives the stop conditions and the queue depth or rate.
+    pub fn run_mix(&mut self, parts: &[(WorkloadConfig, f64)], stop: &WorkloadConfig, progress: Progress) -> Result<RunReport> {
+        let sector = self.cfg.geometry.sector_bytes;
+        let mut gens = vec![];
+        for (i, (w, weight)) in parts.iter().enumerate() {
+            let mut c = self.cfg.clone();
+            c.workload = w.clone();
+            c.workload.stop_device_writes = 1.0; // stop conditions come from `stop`
+            c.validate().map_err(|e| match e {
+                Error::Config(mut ce) => {
+                    ce.key = Some(format!("mix[{i}].{}", ce.key.unwrap_or_default()));
+                    Error::Config(ce)
+                }
+                other => other,
+            })?;
+            gens.push((Synthetic::new(w, self.ftl.logical_sectors(), sector, self.cfg.seed.wrapping_add(7919 * (i as u64 + 1)))?, *weight));
+        }
+        let mut src = Mix::new(gens, self.cfg.seed)?;
+        let lp = if stop.rate_iops > 0.0 { Loop::Rate { iops: stop.rate_iops, poisson: stop.arrival == Arrival::Poisson } } else { Loop::Closed { depth: stop.queue_depth } };
+        let limits = self.limits(stop);
+        let (rep, _) = self.drive_source(&mut src, lp, limits, Some(()), "run", progress)?;
+        Ok(rep.expect("measured run"))
+    }
+
     /// Replay any command source (trace) against the device, measured.
     pub fn run_source(&mut self, src: &mut dyn Source, lp: Loop, limits: Limits, progress: Progress) -> Result<RunReport> {
         let (rep, _) = self.drive_source(src, lp, limits, Some(()), "replay", progress)?;
@@ -184,8 +209,13 @@ impl Device {
 
     /// Write `data` at byte `offset`; returns the completion time (ns).
     pub fn write(&mut self, offset: u64, data: &[u8], fua: bool) -> Result<u64> {
+        self.write_placed(offset, data, fua, None)
+    }
+
+    /// Write with an FDP placement identifier (ignored when FDP is off).
+    pub fn write_placed(&mut self, offset: u64, data: &[u8], fua: bool, placement: Option<u16>) -> Result<u64> {
         let (lba, n) = self.sectors(offset, data.len() as u64)?;
-        let done = self.ftl.write(lba, n, Some(data), WriteOpts { fua, placement: None }, self.now_ns)?;
+        let done = self.ftl.write(lba, n, Some(data), WriteOpts { fua, placement }, self.now_ns)?;
         Ok(done)
     }
     /// Read `out.len()` bytes at byte `offset`.

@@ -14,6 +14,9 @@ pub enum Error {
     /// A host command outside the device or otherwise malformed.
     #[error("invalid command: {0}")]
     Command(String),
+    /// A command the device rejects with an NVMe status (FDP, ZNS and open-channel commands).
+    #[error("{0}: {1}")]
+    Nvme(Status, String),
     /// The device has no free blocks left (every spare block is worn out or bad).
     #[error("device worn out: {0}")]
     WornOut(String),
@@ -21,6 +24,40 @@ pub enum Error {
     Io(#[from] std::io::Error),
     #[error("snapshot: {0}")]
     Snapshot(String),
+}
+
+/// NVMe completion statuses the emulated devices return, with their (status code type,
+/// status code) values from the NVMe base and command-set specifications.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Status {
+    /// Generic 0x02: a field of the command is invalid (e.g. a placement identifier naming no
+    /// reclaim group or handle).
+    InvalidField,
+    /// Generic 0x80: LBA out of range.
+    LbaOutOfRange,
+}
+
+impl Status {
+    /// (status code type, status code).
+    pub fn code(self) -> (u8, u8) {
+        match self {
+            Status::InvalidField => (0, 0x02),
+            Status::LbaOutOfRange => (0, 0x80),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::InvalidField => "Invalid Field in Command",
+            Status::LbaOutOfRange => "LBA Out of Range",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (sct, sc) = self.code();
+        write!(f, "{} (SCT {sct:#x}, SC {sc:#04x})", self.name())
+    }
 }
 
 /// A configuration error with enough context to fix it.

@@ -23,12 +23,14 @@ create_exception!(_native, ConfigError, SsdlabError, "A configuration key is unk
 create_exception!(_native, TraceError, SsdlabError, "A trace line cannot be parsed.");
 create_exception!(_native, DeviceError, SsdlabError, "The device cannot serve the request (worn out, full, bad command).");
 create_exception!(_native, SnapshotError, SsdlabError, "A snapshot file cannot be read.");
+create_exception!(_native, NvmeError, DeviceError, "The device rejected a command with an NVMe status (named in the message).");
 
 fn to_py(e: Error) -> PyErr {
     match e {
         Error::Config(c) => ConfigError::new_err(c.to_string()),
         e @ Error::Trace { .. } => TraceError::new_err(e.to_string()),
         Error::Command(m) => PyValueError::new_err(m),
+        e @ Error::Nvme(..) => NvmeError::new_err(e.to_string()),
         e @ Error::WornOut(_) => DeviceError::new_err(e.to_string()),
         Error::Io(io) => PyOSError::new_err(io.to_string()),
         e @ Error::Snapshot(_) => SnapshotError::new_err(e.to_string()),
@@ -233,9 +235,62 @@ impl NativeDevice {
     }
 
     /// Write bytes at a sector-aligned offset; returns the completion time (ns).
-    #[pyo3(signature = (offset, data, fua=false))]
-    fn write(&mut self, offset: u64, data: &[u8], fua: bool) -> PyResult<u64> {
-        self.dev.write(offset, data, fua).map_err(to_py)
+    #[pyo3(signature = (offset, data, fua=false, placement=None))]
+    fn write(&mut self, offset: u64, data: &[u8], fua: bool, placement: Option<u16>) -> PyResult<u64> {
+        self.dev.write_placed(offset, data, fua, placement).map_err(to_py)
+    }
+
+    /// Run weighted workloads interleaved: `parts_json` = [[workload, weight], ...],
+    /// `stop_json` = a workload table giving stop conditions and queue depth.
+    #[pyo3(signature = (parts_json, stop_json, progress=false))]
+    fn run_mix(&mut self, py: Python<'_>, parts_json: &str, stop_json: &str, progress: bool) -> PyResult<RunOut> {
+        let parse = |j: &str, what: &str| -> PyResult<WorkloadConfig> {
+            let mut base = toml::Value::try_from(self.dev.config()).unwrap();
+            let user: toml::Value = serde_json::from_str(j).map_err(|e| ConfigError::new_err(format!("{what}: {e}")))?;
+            base.as_table_mut().unwrap().insert("workload".into(), user);
+            Ok(Config::from_value(base, None, what).map_err(to_py)?.workload)
+        };
+        let raw: Vec<(serde_json::Value, f64)> = serde_json::from_str(parts_json).map_err(|e| ConfigError::new_err(format!("mix: {e}")))?;
+        let mut parts = vec![];
+        for (i, (w, weight)) in raw.into_iter().enumerate() {
+            parts.push((parse(&w.to_string(), &format!("mix[{i}]"))?, weight));
+        }
+        let stop = parse(stop_json, "mix stop")?;
+        let mut watch = Watch::new(progress);
+        let dev = &mut self.dev;
+        let r = py.allow_threads(|| dev.run_mix(&parts, &stop, &mut |p, f| watch.tick(p, f)));
+        watch.done();
+        Ok(finish(r.map_err(to_py)?))
+    }
+
+    /// FDP log pages and commands, as JSON: "configurations", "usage", "statistics",
+    /// "events", "ruh_status".
+    fn fdp_log(&self, which: &str) -> PyResult<String> {
+        let f = self.dev.ftl();
+        let v = match which {
+            "configurations" => f.fdp_configurations().map_err(to_py)?,
+            "usage" => serde_json::to_value(f.ruh_usage().map_err(to_py)?).unwrap(),
+            "statistics" => serde_json::to_value(f.fdp_statistics().map_err(to_py)?).unwrap(),
+            "events" => serde_json::to_value(f.fdp_events().map_err(to_py)?).unwrap(),
+            "ruh_status" => serde_json::to_value(f.ruh_status().map_err(to_py)?).unwrap(),
+            other => return Err(PyValueError::new_err(format!("unknown FDP log {other:?}; valid: configurations, usage, statistics, events, ruh_status"))),
+        };
+        Ok(v.to_string())
+    }
+
+    /// Reclaim Unit Handle Update for the given placement identifiers.
+    fn ruh_update(&mut self, pids: Vec<u16>) -> PyResult<()> {
+        let now = self.dev.now_ns();
+        self.dev.ftl_mut().ruh_update(&pids, now).map_err(to_py)
+    }
+
+    /// Placement identifier of (reclaim group, handle).
+    fn placement_id(&self, reclaim_group: u32, handle: u32) -> PyResult<u16> {
+        let f = self.dev.ftl().fdp().ok_or_else(|| NvmeError::new_err("FDP is not enabled on this device (fdp.enabled = false)"))?;
+        if reclaim_group >= f.groups || handle >= f.handles {
+            return Err(PyValueError::new_err(format!("reclaim group {reclaim_group} / handle {handle} out of range ({} x {})", f.groups, f.handles)));
+        }
+        Ok(f.pid(reclaim_group, handle))
     }
 
     fn read<'py>(&mut self, py: Python<'py>, offset: u64, length: usize) -> PyResult<Bound<'py, PyBytes>> {
@@ -288,6 +343,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TraceError", py.get_type_bound::<TraceError>())?;
     m.add("DeviceError", py.get_type_bound::<DeviceError>())?;
     m.add("SnapshotError", py.get_type_bound::<SnapshotError>())?;
+    m.add("NvmeError", py.get_type_bound::<NvmeError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<NativeDevice>()?;
     m.add_function(wrap_pyfunction!(config_from_toml, m)?)?;

@@ -65,7 +65,7 @@ const LOOKAHEAD: usize = 16;
 #[inline]
 pub fn submit(dev: &mut dyn BlockDevice, cmd: &Cmd, now: u64) -> Result<u64> {
     match cmd.op {
-        Op::Write => dev.write(cmd.lba, cmd.sectors, None, WriteOpts::default(), now),
+        Op::Write => dev.write(cmd.lba, cmd.sectors, None, WriteOpts { fua: false, placement: cmd.placement }, now),
         Op::Read => dev.read(cmd.lba, cmd.sectors, None, now),
         Op::Trim => dev.trim(cmd.lba, cmd.sectors, now),
         Op::Flush => dev.flush(now),

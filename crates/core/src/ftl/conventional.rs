@@ -7,10 +7,15 @@
 //! number per physical page. With 4 KiB sectors and 16 KiB pages that is about 9.4 B per
 //! logical sector at 7% spare.
 //!
-//! Write points ("streams"): stream 0 takes host writes, stream 1 GC relocations. A stream has
-//! one way per die; a way holds one open block in each plane of its die and programs one
-//! multi-plane unit (a page in every plane) at a time; consecutive units go to consecutive
-//! ways, channels first, so a burst of writes keeps every die busy.
+//! Write points ("streams"): host streams take host writes, GC streams relocations. Without FDP
+//! there is one of each; with FDP (see `fdp.rs`) every placement handle of every reclaim group
+//! has a host stream, and GC streams follow the handles' isolation types. A stream has one way
+//! per die of its reclaim group; a way holds one open block in each plane of its die and
+//! programs one multi-plane unit (a page in every plane) at a time; consecutive units go to
+//! consecutive ways, channels first, so a burst of writes keeps every die busy.
+//!
+//! Reclaim groups (one when FDP is off) partition the dies; each has its own free blocks,
+//! victim set, watermarks and GC cursor, so GC never moves data across groups.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -19,16 +24,17 @@ use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
+use super::fdp::{Fdp, StreamStats, SHARED};
 use super::victim::Victims;
 use super::{BlockDevice, Counters, WriteOpts};
-use crate::config::{Config, GcPolicy, StorageMode};
+use crate::config::{Config, GcPolicy, HandleType, StorageMode};
 use crate::engine::Timelines;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Status};
 use crate::media::store::DataStore;
 use crate::media::{BlockMeta, BlockState, Layout, NIL, OOB_ERASED, OOB_PAD, P2L_VALID};
 
+/// The default host stream (reclaim group 0, placement handle 0).
 pub const HOST: usize = 0;
-pub const GC: usize = 1;
 const UNMAPPED: u32 = u32::MAX;
 /// Static wear-levelling moves at most this many blocks per check.
 const WL_MOVES_PER_CHECK: usize = 4;
@@ -49,11 +55,36 @@ struct Way {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Stream {
+pub(crate) struct Stream {
     ways: Vec<Way>,
     cur: usize,
     /// Time at which the data of the unit being filled is available to program.
     ready_ns: u64,
+    /// Takes host writes (true) or GC relocations (false).
+    pub(crate) host: bool,
+    /// Reclaim group.
+    pub(crate) rg: u8,
+    /// Placement handle whose data this stream holds, or SHARED (GC of initially isolated
+    /// handles, or the only streams of a device without FDP).
+    pub(crate) handle: u16,
+    /// Where GC relocates data found in this stream's blocks.
+    gc_dest: usize,
+    /// Host sectors written into the current reclaim unit.
+    pub(crate) ru_written: u64,
+}
+
+/// A reclaim group: its dies, free blocks, victims and GC state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Group {
+    dies: Vec<u32>,
+    free: u32,
+    fg_free_blocks: u32,
+    bg_free_blocks: u32,
+    victims: Victims,
+    /// Victim being collected (NIL if none), its next page, and its latest read completion.
+    gc_victim: u32,
+    gc_page: u32,
+    gc_last_read: u64,
 }
 
 /// Free blocks of one die, least-worn first (dynamic wear-levelling) or first-in first-out.
@@ -64,8 +95,6 @@ struct FreePool {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    fg_free_blocks: u32,
-    bg_free_blocks: u32,
     buffer_units: usize,
     wl_dynamic: bool,
     wl_static_threshold: u32,
@@ -88,10 +117,14 @@ pub struct Conventional {
     next_seq: u32,
     blocks: Vec<BlockMeta>,
     pools: Vec<FreePool>,
-    free_count: u32,
     free_order: u64,
-    streams: Vec<Stream>,
-    victims: Victims,
+    pub(crate) streams: Vec<Stream>,
+    /// Host stream of each (reclaim group, placement handle): `rg * handles + handle`.
+    pub(crate) host_streams: Vec<usize>,
+    groups: Vec<Group>,
+    /// Per-stream accounting (FDP per-handle figures are derived from it).
+    pub(crate) sstats: Vec<StreamStats>,
+    pub(crate) fdp: Option<Fdp>,
     tl: Timelines,
     data: Option<DataStore>,
     c: Counters,
@@ -102,10 +135,6 @@ pub struct Conventional {
     max_erase: u32,
     erases_since_wl_check: u32,
     in_wl: bool,
-    /// Victim being collected (NIL if none), its next page, and its latest read completion.
-    gc_victim: u32,
-    gc_page: u32,
-    gc_last_read: u64,
     // Per-command timing state.
     now: u64,
     inflight: BinaryHeap<Reverse<u64>>,
@@ -135,26 +164,88 @@ impl Conventional {
         if logical >= OOB_PAD as u64 - 1 {
             return Err(Error::config("geometry.blocks_per_plane", format!("{logical} logical sectors exceed the supported 2^31 - 2; use larger sector_bytes")));
         }
-        let auto_fg = lay.dies * lay.planes_per_die + lay.planes_per_die + 2;
-        let fg = if cfg.ftl.gc_fg_free_blocks == 0 { auto_fg } else { cfg.ftl.gc_fg_free_blocks.max(auto_fg) };
-        // Paced GC keeps free space between the two watermarks; a narrow band keeps few
-        // blocks idle (they are spare space the data cannot use).
-        let bg = if cfg.ftl.gc_bg_free_blocks == 0 { fg + lay.dies * lay.planes_per_die / 2 + 2 } else { cfg.ftl.gc_bg_free_blocks.max(fg) };
+        let planes_u = lay.planes_per_die;
+        let fdp_on = cfg.fdp.enabled;
+        let ngroups = if fdp_on { cfg.fdp.reclaim_groups } else { 1 };
+        let nhandles = if fdp_on { cfg.fdp.handles } else { 1 };
+        // Reclaim group of each die: equal contiguous shares (whole channels when possible).
+        let rg_of_die: Vec<u8> = (0..lay.dies).map(|d| (d as u64 * ngroups as u64 / lay.dies as u64) as u8).collect();
+        for (b, m) in blocks.iter_mut().enumerate() {
+            m.rg = rg_of_die[lay.die_of_block(b as u32) as usize];
+        }
+        let mut groups = Vec::new();
+        for g in 0..ngroups {
+            let dies: Vec<u32> = lay.way_order().into_iter().filter(|&d| rg_of_die[d as usize] as u32 == g).collect();
+            let n = dies.len() as u32;
+            let auto_fg = n * planes_u + planes_u + 2;
+            let fg = if cfg.ftl.gc_fg_free_blocks == 0 { auto_fg } else { cfg.ftl.gc_fg_free_blocks.max(auto_fg) };
+            // Paced GC keeps free space between the two watermarks; a narrow band keeps few
+            // blocks idle (they are spare space the data cannot use).
+            let bg = if cfg.ftl.gc_bg_free_blocks == 0 { fg + n * planes_u / 2 + 2 } else { cfg.ftl.gc_bg_free_blocks.max(fg) };
+            groups.push(Group {
+                dies,
+                free: 0,
+                fg_free_blocks: fg,
+                bg_free_blocks: bg,
+                victims: Victims::new(cfg.ftl.gc_policy, lay.sectors_per_block, cfg.ftl.gc_d),
+                gc_victim: NIL,
+                gc_page: 0,
+                gc_last_read: 0,
+            });
+        }
+        // Streams: host streams (group-major), then per group a shared GC stream and one GC
+        // stream per persistently isolated handle.
+        let mk = |dies: &[u32], host: bool, rg: u32, handle: u16| Stream {
+            ways: dies.iter().map(|&die| Way { die, blocks: Vec::with_capacity(planes), page: 0, fill: 0, plane: 0, slot: 0 }).collect(),
+            cur: 0,
+            ready_ns: 0,
+            host,
+            rg: rg as u8,
+            handle,
+            gc_dest: usize::MAX,
+            ru_written: 0,
+        };
+        let mut streams = Vec::new();
+        let mut host_streams = Vec::new();
+        for g in 0..ngroups {
+            for h in 0..nhandles {
+                host_streams.push(streams.len());
+                streams.push(mk(&groups[g as usize].dies, true, g, if fdp_on { h as u16 } else { SHARED }));
+            }
+        }
+        for g in 0..ngroups {
+            let shared = streams.len();
+            streams.push(mk(&groups[g as usize].dies, false, g, SHARED));
+            streams[shared].gc_dest = shared;
+            for h in 0..nhandles {
+                let hs = host_streams[(g * nhandles + h) as usize];
+                if fdp_on && cfg.fdp.handle_type(h) == HandleType::PersistentlyIsolated {
+                    let own = streams.len();
+                    streams.push(mk(&groups[g as usize].dies, false, g, h as u16));
+                    streams[own].gc_dest = own;
+                    streams[hs].gc_dest = own;
+                } else {
+                    streams[hs].gc_dest = shared;
+                }
+            }
+        }
+        // Every stream may hold one block per plane of its group's dies open, and a GC round
+        // may need a fresh block per plane and die on top of the foreground watermark.
+        let open_max: u64 = streams.iter().map(|st| st.ways.len() as u64 * planes_u as u64).sum();
+        let reserve: u64 = groups.iter().map(|g| g.fg_free_blocks as u64).sum::<u64>() + open_max;
         let spare_blocks = good as f64 - logical as f64 / lay.sectors_per_block as f64;
-        if (spare_blocks as u32) < fg + lay.dies * lay.planes_per_die + 2 {
+        if (spare_blocks as u64) < reserve {
             return Err(Error::config(
                 "ftl.spare_factor",
                 format!(
-                    "{:.0} spare blocks cannot hold the {} the FTL keeps free and open (foreground GC watermark {fg} plus one open block per plane and die); raise spare_factor",
-                    spare_blocks,
-                    fg + lay.dies * lay.planes_per_die + 2
+                    "{spare_blocks:.0} spare blocks cannot hold the {reserve} the FTL keeps free and open ({} write streams with one open block per plane and die of their group, plus the GC watermarks); raise spare_factor or blocks_per_plane{}",
+                    streams.len(),
+                    if fdp_on { ", or use fewer FDP handles" } else { "" }
                 ),
             ));
         }
         let unit_bytes = lay.page_bytes as u64 * lay.planes_per_die as u64;
         let set = Settings {
-            fg_free_blocks: fg,
-            bg_free_blocks: bg,
             buffer_units: (cfg.ftl.write_buffer_bytes / unit_bytes) as usize,
             wl_dynamic: cfg.ftl.wl_dynamic,
             wl_static_threshold: cfg.ftl.wl_static_threshold,
@@ -162,6 +253,8 @@ impl Conventional {
             pe_limit: cfg.media.pe_limit,
             grown_bad_probability: cfg.media.grown_bad_probability,
         };
+        let fdp = if fdp_on { Some(Fdp::new(&cfg.fdp, &lay, groups.iter().map(|g| g.dies.len() as u32).collect())) } else { None };
+        let nstreams = streams.len();
         let mut ftl = Conventional {
             lay,
             set,
@@ -172,16 +265,12 @@ impl Conventional {
             next_seq: 1,
             blocks,
             pools: (0..lay.dies).map(|_| FreePool { heap: BinaryHeap::new() }).collect(),
-            free_count: 0,
             free_order: 0,
-            streams: (0..2)
-                .map(|_| Stream {
-                    ways: lay.way_order().into_iter().map(|die| Way { die, blocks: Vec::with_capacity(planes), page: 0, fill: 0, plane: 0, slot: 0 }).collect(),
-                    cur: 0,
-                    ready_ns: 0,
-                })
-                .collect(),
-            victims: Victims::new(cfg.ftl.gc_policy, lay.sectors_per_block, cfg.ftl.gc_d),
+            streams,
+            host_streams,
+            groups,
+            sstats: vec![StreamStats::default(); nstreams],
+            fdp,
             tl: Timelines::new(&cfg.timing, &lay),
             data: match cfg.storage {
                 StorageMode::Data => Some(DataStore::new(lay.physical_sectors, lay.sector_bytes)),
@@ -194,9 +283,6 @@ impl Conventional {
             max_erase: 0,
             erases_since_wl_check: 0,
             in_wl: false,
-            gc_victim: NIL,
-            gc_page: 0,
-            gc_last_read: 0,
             now: 0,
             inflight: BinaryHeap::new(),
             cmd_done: 0,
@@ -212,7 +298,7 @@ impl Conventional {
     }
 
     pub fn gc_policy_name(&self) -> &'static str {
-        match &self.victims {
+        match &self.groups[0].victims {
             Victims::Greedy { .. } => "greedy",
             Victims::Fifo { .. } => "fifo",
             Victims::Dense { policy: GcPolicy::CostBenefit, .. } => "cost-benefit",
@@ -220,9 +306,14 @@ impl Conventional {
         }
     }
 
-    /// Foreground and background GC watermarks in use (free blocks).
+    /// Foreground and background GC watermarks in use (free blocks) of reclaim group 0.
     pub fn watermarks(&self) -> (u32, u32) {
-        (self.set.fg_free_blocks, self.set.bg_free_blocks)
+        (self.groups[0].fg_free_blocks, self.groups[0].bg_free_blocks)
+    }
+
+    /// Number of reclaim groups (1 without FDP).
+    pub fn reclaim_groups(&self) -> usize {
+        self.groups.len()
     }
 
     /// Bytes of simulator memory per logical sector in metadata-only mode (maps and OOB).
@@ -239,47 +330,53 @@ impl Conventional {
         self.free_order += 1;
         let die = self.lay.die_of_block(b);
         self.pools[die as usize].heap.push(Reverse((key, b)));
-        self.blocks[b as usize].state = BlockState::Free;
-        self.free_count += 1;
+        let m = &mut self.blocks[b as usize];
+        m.state = BlockState::Free;
+        self.groups[m.rg as usize].free += 1;
     }
 
     /// Open one block per plane for `way` of `stream`, from its die if it can.
     fn open_way(&mut self, s: usize, w: usize) -> Result<()> {
         let planes = self.lay.planes_per_die as usize;
-        if s == HOST && !self.in_wl {
+        let rg = self.streams[s].rg as usize;
+        if self.streams[s].host && !self.in_wl {
             let mut rounds = 0u64;
-            while self.free_count < self.set.fg_free_blocks + planes as u32 {
-                self.gc_one(true)?;
+            while self.groups[rg].free < self.groups[rg].fg_free_blocks + planes as u32 {
+                self.gc_one(rg, true)?;
                 rounds += 1;
                 if rounds > 2 * self.lay.blocks as u64 {
-                    return Err(Error::WornOut(format!("garbage collection cannot reclaim space ({} free blocks, {} mapped sectors)", self.free_count, self.mapped)));
+                    return Err(Error::WornOut(format!(
+                        "garbage collection cannot reclaim space in reclaim group {rg} ({} free blocks, {} mapped sectors)",
+                        self.groups[rg].free, self.mapped
+                    )));
                 }
             }
         }
-        if self.free_count < planes as u32 {
-            return Err(Error::WornOut(format!("{} free blocks left, {planes} needed to open a write point", self.free_count)));
+        if self.groups[rg].free < planes as u32 {
+            return Err(Error::WornOut(format!("{} free blocks left in reclaim group {rg}, {planes} needed to open a write point", self.groups[rg].free)));
         }
         // One block per plane from the way's own die when it has them; otherwise from the dies
-        // with the most free blocks (GC frees blocks wherever its victims were, so dies drift
-        // apart). A unit whose blocks sit on several dies programs on each of them.
+        // of the group with the most free blocks (GC frees blocks wherever its victims were, so
+        // dies drift apart). A unit whose blocks sit on several dies programs on each of them.
         let pref = self.streams[s].ways[w].die as usize;
         let mut opened = Vec::with_capacity(planes);
         while opened.len() < planes {
             let die = if !self.pools[pref].heap.is_empty() {
                 pref
             } else {
-                (0..self.pools.len()).max_by_key(|&d| (self.pools[d].heap.len(), Reverse(d))).expect("some die has a free block")
+                let g = &self.groups[rg];
+                g.dies.iter().map(|&d| d as usize).max_by_key(|&d| (self.pools[d].heap.len(), Reverse(d))).expect("group has dies")
             };
-            let Reverse((_, b)) = self.pools[die].heap.pop().expect("pool checked non-empty");
+            let Reverse((_, b)) = self.pools[die].heap.pop().expect("the group has free blocks");
             let m = &mut self.blocks[b as usize];
             assert_eq!(m.state, BlockState::Free);
             assert_eq!(m.valid, 0);
             m.state = BlockState::Open;
-            m.stream = s as u8;
+            m.stream = s as u16;
             m.programmed_pages = 0;
             opened.push(b);
         }
-        self.free_count -= planes as u32;
+        self.groups[rg].free -= planes as u32;
         let way = &mut self.streams[s].ways[w];
         way.blocks = opened;
         way.page = 0;
@@ -323,8 +420,9 @@ impl Conventional {
         // Pace GC with host writes: below the background watermark, every programmed host
         // unit pays for some collection, so free space rarely falls to the foreground
         // watermark (where a host write waits for whole-block collections).
-        if s == HOST && !self.in_wl && self.free_count < self.set.bg_free_blocks {
-            self.gc_paced()?;
+        let rg = self.streams[s].rg as usize;
+        if self.streams[s].host && !self.in_wl && self.groups[rg].free < self.groups[rg].bg_free_blocks {
+            self.gc_paced(rg)?;
         }
         Ok(())
     }
@@ -359,9 +457,10 @@ impl Conventional {
         let v = &mut self.p2l[psa as usize];
         debug_assert!(*v & P2L_VALID != 0);
         let page_in_block = (psa - b * self.lay.sectors_per_block) / self.lay.sectors_per_page;
-        *v = if m.state == BlockState::Open && page_in_block >= m.programmed_pages { OOB_PAD } else { *v & !P2L_VALID };
+        *v = if m.state == BlockState::Open && page_in_block >= m.programmed_pages as u32 { OOB_PAD } else { *v & !P2L_VALID };
         if m.state == BlockState::Full {
-            self.victims.on_invalidate(b, &mut self.blocks);
+            let rg = m.rg as usize;
+            self.groups[rg].victims.on_invalidate(b, &mut self.blocks);
         }
         if let Some(d) = self.data.as_mut() {
             d.discard(psa);
@@ -379,12 +478,14 @@ impl Conventional {
         for i in 0..planes as usize {
             let b = self.streams[s].ways[cur].blocks[i];
             self.page_seq[(b * self.lay.pages_per_block + page) as usize] = self.next_seq;
-            self.blocks[b as usize].programmed_pages = page + 1;
+            self.blocks[b as usize].programmed_pages = (page + 1) as u16;
             self.next_seq += 1;
         }
         self.c.nand_page_programs += planes as u64;
         self.c.nand_write_bytes += planes as u64 * self.lay.page_bytes as u64;
-        if s != HOST {
+        self.sstats[s].units_programmed += 1;
+        let host = self.streams[s].host;
+        if !host {
             self.c.gc_relocated_pages += planes as u64;
         }
         if self.tl.enabled {
@@ -405,7 +506,7 @@ impl Conventional {
                 done = done.max(self.tl.program(die, (j - i) as u64 * self.lay.page_bytes as u64, earliest));
                 i = j;
             }
-            if s == HOST {
+            if host {
                 self.cmd_done = self.cmd_done.max(done);
                 self.last_host_done = self.last_host_done.max(done);
                 if self.set.buffer_units > 0 {
@@ -426,19 +527,42 @@ impl Conventional {
         way.slot = 0;
         way.page += 1;
         if way.page == ppb {
-            let closed = std::mem::take(&mut way.blocks);
-            way.page = 0;
-            for &b in &closed {
-                let m = &mut self.blocks[b as usize];
-                m.state = BlockState::Full;
-                m.closed_at = host_clock;
-                self.victims.insert(b, &mut self.blocks);
-            }
-            self.streams[s].ways[cur].blocks = closed;
-            self.streams[s].ways[cur].blocks.clear();
+            self.close_way(s, cur, host_clock);
         }
         let n = self.streams[s].ways.len();
         self.streams[s].cur = if cur + 1 == n { 0 } else { cur + 1 };
+    }
+
+    /// The blocks of way `w` of stream `s` become full (all pages programmed, or fewer when a
+    /// reclaim unit handle update closes them early) and join their group's victim set.
+    fn close_way(&mut self, s: usize, w: usize, host_clock: u64) {
+        let way = &mut self.streams[s].ways[w];
+        let closed = std::mem::take(&mut way.blocks);
+        way.page = 0;
+        for &b in &closed {
+            let m = &mut self.blocks[b as usize];
+            m.state = BlockState::Full;
+            m.closed_at = host_clock;
+            let rg = m.rg as usize;
+            self.groups[rg].victims.insert(b, &mut self.blocks);
+        }
+        let mut closed = closed;
+        closed.clear();
+        self.streams[s].ways[w].blocks = closed;
+    }
+
+    /// End stream `s`'s current reclaim unit: program its partial unit with padding and close
+    /// its open blocks, so the next write starts a new reclaim unit (FDP reclaim unit handle
+    /// update). Returns whether the reclaim unit held any host data.
+    pub(crate) fn end_reclaim_unit(&mut self, s: usize) -> bool {
+        self.pad(s);
+        for w in 0..self.streams[s].ways.len() {
+            if !self.streams[s].ways[w].blocks.is_empty() {
+                self.close_way(s, w, self.host_clock);
+            }
+        }
+        self.streams[s].cur = 0;
+        std::mem::take(&mut self.streams[s].ru_written) > 0
     }
 
     /// Fill the rest of stream `s`'s partial unit with padding and program it.
@@ -462,19 +586,20 @@ impl Conventional {
         self.program_unit(s);
     }
 
-    /// Take the next victim out of the victim set and make it the block being collected.
-    fn gc_pick(&mut self, foreground: bool) -> Result<u32> {
-        let v = self
+    /// Take the next victim of group `rg` out of its victim set and start collecting it.
+    fn gc_pick(&mut self, rg: usize, foreground: bool) -> Result<u32> {
+        let g = &mut self.groups[rg];
+        let v = g
             .victims
             .pick(&mut self.blocks, self.lay.sectors_per_block, self.host_clock, &mut self.rng)
-            .ok_or_else(|| Error::WornOut("no full block to collect".into()))?;
+            .ok_or_else(|| Error::WornOut(format!("no full block to collect in reclaim group {rg}")))?;
         // Greedy picks the emptiest block: if even that one is entirely valid, nothing can be
         // reclaimed. Other policies may pick a full block and move on.
-        if self.blocks[v as usize].valid >= self.lay.sectors_per_block && matches!(self.victims, Victims::Greedy { .. }) {
-            self.victims.insert(v, &mut self.blocks);
+        if self.blocks[v as usize].valid >= self.lay.sectors_per_block && matches!(g.victims, Victims::Greedy { .. }) {
+            g.victims.insert(v, &mut self.blocks);
             return Err(Error::WornOut(format!(
-                "the best GC victim (block {v}) is entirely valid: the device is full ({} mapped sectors, {} free blocks)",
-                self.mapped, self.free_count
+                "the best GC victim (block {v}) is entirely valid: the device is full ({} mapped sectors, {} free blocks in reclaim group {rg})",
+                self.mapped, g.free
             )));
         }
         self.c.gc_events += 1;
@@ -484,16 +609,17 @@ impl Conventional {
             self.c.gc_background_events += 1;
         }
         self.blocks[v as usize].state = BlockState::Collecting;
-        self.gc_victim = v;
-        self.gc_page = 0;
-        self.gc_last_read = self.now;
+        let g = &mut self.groups[rg];
+        g.gc_victim = v;
+        g.gc_page = 0;
+        g.gc_last_read = self.now;
         Ok(v)
     }
 
-    /// Collect one whole victim: the one in progress, or a new one.
-    fn gc_one(&mut self, foreground: bool) -> Result<()> {
-        let v = if self.gc_victim != NIL { self.gc_victim } else { self.gc_pick(foreground)? };
-        self.gc_advance(v, u64::MAX)?;
+    /// Collect one whole victim of group `rg`: the one in progress, or a new one.
+    fn gc_one(&mut self, rg: usize, foreground: bool) -> Result<()> {
+        let v = if self.groups[rg].gc_victim != NIL { self.groups[rg].gc_victim } else { self.gc_pick(rg, foreground)? };
+        self.gc_advance(rg, v, u64::MAX)?;
         Ok(())
     }
 
@@ -501,49 +627,64 @@ impl Conventional {
     /// watermark, it scans victim pages until it has passed over as many stale sectors as the
     /// host unit consumed (twice as many when free space runs low), so GC work interleaves
     /// with host programs on the dies instead of arriving in bursts.
-    fn gc_paced(&mut self) -> Result<()> {
+    fn gc_paced(&mut self, rg: usize) -> Result<()> {
         let unit = (self.lay.sectors_per_page * self.lay.planes_per_die) as u64;
-        let mid = (self.set.fg_free_blocks + self.set.bg_free_blocks) / 2;
-        let mut want = if self.free_count < mid { 2 * unit } else { unit };
+        let g = &self.groups[rg];
+        let mid = (g.fg_free_blocks + g.bg_free_blocks) / 2;
+        let mut want = if g.free < mid { 2 * unit } else { unit };
         for _ in 0..4 {
-            if want == 0 || self.free_count >= self.set.bg_free_blocks {
+            if want == 0 || self.groups[rg].free >= self.groups[rg].bg_free_blocks {
                 break;
             }
-            let v = if self.gc_victim != NIL { self.gc_victim } else { self.gc_pick(true)? };
-            let got = self.gc_advance(v, want)?;
+            let v = if self.groups[rg].gc_victim != NIL {
+                self.groups[rg].gc_victim
+            } else {
+                match self.gc_pick(rg, true) {
+                    Ok(v) => v,
+                    // Nothing reclaimable yet: the data still fits above the foreground
+                    // watermark, which is where a host write would have to fail.
+                    Err(Error::WornOut(_)) => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            };
+            let got = self.gc_advance(rg, v, want)?;
             want = want.saturating_sub(got);
         }
         Ok(())
     }
 
-    /// Relocate victim pages from the cursor until `want` stale sectors have been passed over
-    /// or the block is done; erase it when done. Returns the stale sectors passed over.
-    fn gc_advance(&mut self, v: u32, want: u64) -> Result<u64> {
+    /// Relocate victim pages from group `rg`'s cursor until `want` stale sectors have been
+    /// passed over or the block is done; erase it when done. Returns the stale sectors passed
+    /// over.
+    fn gc_advance(&mut self, rg: usize, v: u32, want: u64) -> Result<u64> {
         let spp = self.lay.sectors_per_page as u64;
+        let ppb = self.lay.pages_per_block;
         let mut reclaimed = 0u64;
-        while self.gc_page < self.lay.pages_per_block && reclaimed < want {
+        while self.groups[rg].gc_page < ppb && reclaimed < want {
             if self.blocks[v as usize].valid == 0 {
-                reclaimed += (self.lay.pages_per_block - self.gc_page) as u64 * spp;
-                self.gc_page = self.lay.pages_per_block;
+                reclaimed += (ppb - self.groups[rg].gc_page) as u64 * spp;
+                self.groups[rg].gc_page = ppb;
                 break;
             }
-            let page = self.gc_page;
-            self.gc_page += 1;
-            let live = self.relocate_page(v, page)?;
+            let page = self.groups[rg].gc_page;
+            self.groups[rg].gc_page += 1;
+            let (live, read_done) = self.relocate_page(v, page)?;
+            let g = &mut self.groups[rg];
+            g.gc_last_read = g.gc_last_read.max(read_done);
             reclaimed += spp - live;
         }
-        if self.gc_page >= self.lay.pages_per_block || self.blocks[v as usize].valid == 0 {
+        if self.groups[rg].gc_page >= ppb || self.blocks[v as usize].valid == 0 {
             assert_eq!(self.blocks[v as usize].valid, 0, "victim {v} still has valid sectors after collection");
-            self.gc_victim = NIL;
-            let t = self.gc_last_read.max(self.now);
+            self.groups[rg].gc_victim = NIL;
+            let t = self.groups[rg].gc_last_read.max(self.now);
             self.erase(v, t);
         }
         Ok(reclaimed)
     }
 
-    /// Read one page of block `v` and relocate its valid sectors to the GC stream; returns how
-    /// many there were.
-    fn relocate_page(&mut self, v: u32, page: u32) -> Result<u64> {
+    /// Read one page of block `v` and relocate its valid sectors to the GC stream its data
+    /// belongs to; returns how many there were and when the read completed.
+    fn relocate_page(&mut self, v: u32, page: u32) -> Result<(u64, u64)> {
         let spp = self.lay.sectors_per_page;
         let base = v * self.lay.sectors_per_block + page * spp;
         // The L2P updates of a victim's sectors are independent cache misses: start the next
@@ -557,15 +698,18 @@ impl Conventional {
         }
         let live = (base..base + spp).filter(|&p| self.p2l[p as usize] & P2L_VALID != 0).count() as u64;
         if live == 0 {
-            return Ok(0);
+            return Ok((0, self.now));
         }
         self.c.nand_page_reads += 1;
         self.c.nand_read_bytes += self.lay.page_bytes as u64;
+        let src = self.blocks[v as usize].stream as usize;
+        let dest = self.streams[src].gc_dest;
+        self.sstats[src].relocated_out_sectors += live;
+        let mut read_done = self.now;
         if self.tl.enabled {
-            let r = self.tl.read(self.lay.die_of_block(v), live * self.lay.sector_bytes as u64, self.now);
-            self.gc_last_read = self.gc_last_read.max(r);
-            let st = &mut self.streams[GC];
-            st.ready_ns = st.ready_ns.max(r);
+            read_done = self.tl.read(self.lay.die_of_block(v), live * self.lay.sector_bytes as u64, self.now);
+            let st = &mut self.streams[dest];
+            st.ready_ns = st.ready_ns.max(read_done);
         }
         for psa in base..base + spp {
             let e = self.p2l[psa as usize];
@@ -574,34 +718,31 @@ impl Conventional {
             }
             self.p2l[psa as usize] = e & !P2L_VALID;
             self.blocks[v as usize].valid -= 1;
-            let (new, full) = self.place(GC, e & !P2L_VALID)?;
+            let (new, full) = self.place(dest, e & !P2L_VALID)?;
             if let Some(d) = self.data.as_mut() {
                 d.relocate(psa, new);
             }
             self.c.gc_relocated_sectors += 1;
             if full {
-                self.unit_placed(GC)?;
+                self.unit_placed(dest)?;
             }
         }
-        Ok(live)
+        Ok((live, read_done))
     }
 
     /// Relocate every valid sector of full block `v` (already out of the victim set) and
     /// erase it (static wear-levelling moves).
     fn collect(&mut self, v: u32) -> Result<()> {
         self.blocks[v as usize].state = BlockState::Collecting;
-        let saved = self.gc_last_read;
-        self.gc_last_read = self.now;
+        let mut last_read = self.now;
         for page in 0..self.lay.pages_per_block {
             if self.blocks[v as usize].valid == 0 {
                 break;
             }
-            self.relocate_page(v, page)?;
+            last_read = last_read.max(self.relocate_page(v, page)?.1);
         }
         assert_eq!(self.blocks[v as usize].valid, 0, "block {v} still has valid sectors after its move");
-        let t = self.gc_last_read;
-        self.gc_last_read = saved.max(t);
-        self.erase(v, t);
+        self.erase(v, last_read);
         Ok(())
     }
 
@@ -629,20 +770,25 @@ impl Conventional {
         if ec >= self.set.pe_limit || failed {
             self.blocks[b as usize].state = BlockState::Bad;
             self.c.grown_bad_blocks += 1;
+            let (rg, now) = (self.blocks[b as usize].rg as u16, self.now);
+            if let Some(f) = self.fdp.as_mut() {
+                f.push_event(super::fdp::EventType::MediaReallocated, None, rg, now);
+            }
         } else {
             self.pool_push(b);
         }
         self.erases_since_wl_check += 1;
         if self.set.wl_static_threshold > 0 && !self.in_wl && self.erases_since_wl_check >= self.set.wl_check_every_erases {
             self.erases_since_wl_check = 0;
-            self.static_wear_level();
+            let rg = self.blocks[b as usize].rg as usize;
+            self.static_wear_level(rg);
         }
     }
 
     /// Move the data of the least-worn full block when the erase-count spread is too wide, so
     /// cold data stops pinning young blocks.
-    fn static_wear_level(&mut self) {
-        let mut members = self.victims.members(&self.blocks);
+    fn static_wear_level(&mut self, rg: usize) {
+        let mut members = self.groups[rg].victims.members(&self.blocks);
         members.sort_unstable_by_key(|&b| (self.blocks[b as usize].erase_count, b));
         self.in_wl = true;
         // A few of the coldest blocks per check, while they lag too far behind.
@@ -650,10 +796,11 @@ impl Conventional {
             if self.max_erase - self.blocks[coldest as usize].erase_count <= self.set.wl_static_threshold {
                 break;
             }
-            if self.free_count <= self.lay.dies * self.lay.planes_per_die + self.lay.planes_per_die {
+            let g = &self.groups[rg];
+            if g.free <= g.dies.len() as u32 * self.lay.planes_per_die + self.lay.planes_per_die {
                 break; // keep the GC reserve for foreground GC
             }
-            self.victims.remove(coldest, &mut self.blocks);
+            self.groups[rg].victims.remove(coldest, &mut self.blocks);
             self.c.wl_static_moves += 1;
             self.c.gc_events += 1;
             self.collect(coldest).expect("static wear-levelling move within the GC reserve");
@@ -743,12 +890,19 @@ impl BlockDevice for Conventional {
                 return Err(Error::Command(format!("write of {sectors} sectors carries {} bytes", d.len())));
             }
         }
+        let s = match (&self.fdp, opts.placement) {
+            (Some(f), Some(pid)) => {
+                let (rg, h) = f.decode(pid).ok_or_else(|| Error::Nvme(Status::InvalidField, format!("placement identifier {pid:#06x} names no reclaim group and handle of this device ({} groups x {} handles)", f.groups, f.handles)))?;
+                self.host_streams[rg * f.handles as usize + h]
+            }
+            _ => HOST,
+        };
         let t = now + self.tl.command_overhead_ns();
         self.now = now;
         self.cmd_done = t;
         self.stall_until = t;
         if self.tl.enabled {
-            let st = &mut self.streams[HOST];
+            let st = &mut self.streams[s];
             st.ready_ns = st.ready_ns.max(t);
         }
         for i in 0..sectors as u64 {
@@ -760,14 +914,18 @@ impl BlockDevice for Conventional {
                 self.mapped += 1;
             }
             self.host_clock += 1;
-            let (psa, full) = self.place(HOST, l)?;
+            let (psa, full) = self.place(s, l)?;
             if let (Some(store), Some(d)) = (self.data.as_mut(), data) {
                 let off = i as usize * sb;
                 store.put(psa, &d[off..off + sb]);
             }
             if full {
-                self.unit_placed(HOST)?;
+                self.unit_placed(s)?;
             }
+        }
+        self.sstats[s].host_sectors += sectors as u64;
+        if let Some(f) = self.fdp.as_mut() {
+            f.host_wrote(&mut self.streams[s], sectors as u64, now);
         }
         self.c.host_write_cmds += 1;
         self.c.host_write_bytes += sectors as u64 * sb as u64;
@@ -775,7 +933,7 @@ impl BlockDevice for Conventional {
         // media sees the same writes in both modes.
         let sync = opts.fua || self.set.buffer_units == 0;
         if sync {
-            self.pad(HOST);
+            self.pad(s);
         }
         if !self.tl.enabled {
             return Ok(now);
@@ -848,25 +1006,40 @@ impl BlockDevice for Conventional {
     fn flush(&mut self, now: u64) -> Result<u64> {
         self.now = now;
         let t = now + self.tl.command_overhead_ns();
-        self.pad(HOST);
-        // Relocated data waiting in the GC buffer is programmed too, so a flushed device
-        // holds everything on the media.
-        self.pad(GC);
+        // Every stream's partial unit, relocated data in GC buffers included, so a flushed
+        // device holds everything on the media.
+        for s in 0..self.streams.len() {
+            self.pad(s);
+        }
         self.c.host_flush_cmds += 1;
         Ok(if self.tl.enabled { t.max(self.last_host_done) } else { now })
     }
 
     fn idle(&mut self, now: u64) {
-        if !self.tl.enabled || self.free_count >= self.set.bg_free_blocks || self.tl.horizon_ns() > now {
+        if !self.tl.enabled || self.groups.iter().all(|g| g.free >= g.bg_free_blocks) || self.tl.horizon_ns() > now {
             return;
         }
         self.now = now;
-        // Background GC never fails the host: if nothing is collectable, foreground GC will say so.
-        let _ = self.gc_one(false);
+        for rg in 0..self.groups.len() {
+            if self.groups[rg].free < self.groups[rg].bg_free_blocks {
+                // Background GC never fails the host: if nothing is collectable, foreground GC
+                // will say so.
+                let _ = self.gc_one(rg, false);
+            }
+        }
     }
 
     fn prefetch(&self, lba: u64, stage: u8) {
         self.prefetch_lba(lba, stage)
+    }
+
+    fn personality_baseline(&self) -> serde_json::Value {
+        serde_json::to_value(&self.sstats).expect("stream stats serialise")
+    }
+
+    fn personality_metrics(&self, base: &serde_json::Value) -> Vec<(&'static str, serde_json::Value)> {
+        let base: Vec<super::fdp::StreamStats> = serde_json::from_value(base.clone()).unwrap_or_default();
+        self.fdp_metrics(&base).map(|v| vec![("fdp", v)]).unwrap_or_default()
     }
 
     fn counters(&self) -> &Counters {
@@ -879,7 +1052,7 @@ impl BlockDevice for Conventional {
         &self.blocks
     }
     fn free_blocks(&self) -> u32 {
-        self.free_count
+        self.groups.iter().map(|g| g.free).sum()
     }
     fn mapped_sectors(&self) -> u64 {
         self.mapped
@@ -904,16 +1077,24 @@ impl BlockDevice for Conventional {
         for (b, m) in self.blocks.iter().enumerate() {
             assert_eq!(m.valid, valid[b], "block {b}: valid count {} but {} sectors map to it", m.valid, valid[b]);
         }
-        // Free pools hold exactly the free blocks, which are fully erased.
-        let pooled: u32 = self.pools.iter().map(|p| p.heap.len() as u32).sum();
-        let free = self.blocks.iter().filter(|m| m.state == BlockState::Free).count() as u32;
-        assert_eq!(pooled, self.free_count);
-        assert_eq!(free, self.free_count);
-        // The victim set holds exactly the full blocks.
-        let mut members = self.victims.members(&self.blocks);
-        members.sort_unstable();
-        let full: Vec<u32> = (0..self.blocks.len() as u32).filter(|&b| self.blocks[b as usize].state == BlockState::Full).collect();
-        assert_eq!(members, full, "victim set != full blocks");
+        for (rg, g) in self.groups.iter().enumerate() {
+            // Free pools hold exactly the group's free blocks, which are fully erased.
+            let pooled: u32 = g.dies.iter().map(|&d| self.pools[d as usize].heap.len() as u32).sum();
+            let free = self.blocks.iter().filter(|m| m.state == BlockState::Free && m.rg as usize == rg).count() as u32;
+            assert_eq!(pooled, g.free, "group {rg}: pooled free blocks");
+            assert_eq!(free, g.free, "group {rg}: free blocks");
+            // The victim set holds exactly the group's full blocks.
+            let mut members = g.victims.members(&self.blocks);
+            members.sort_unstable();
+            let full: Vec<u32> = (0..self.blocks.len() as u32).filter(|&b| self.blocks[b as usize].state == BlockState::Full && self.blocks[b as usize].rg as usize == rg).collect();
+            assert_eq!(members, full, "group {rg}: victim set != full blocks");
+        }
+        // Blocks only ever hold data of their own group's streams.
+        for (b, m) in self.blocks.iter().enumerate() {
+            if matches!(m.state, BlockState::Open | BlockState::Full | BlockState::Collecting) {
+                assert_eq!(self.streams[m.stream as usize].rg, m.rg, "block {b} written by a stream of another reclaim group");
+            }
+        }
         // Pages are programmed in order: within an open block, pages before the write point are
         // programmed and those after it erased; full blocks are programmed throughout.
         for st in &self.streams {
@@ -929,7 +1110,12 @@ impl BlockDevice for Conventional {
         for (b, m) in self.blocks.iter().enumerate() {
             let pages = &self.page_seq[b * self.lay.pages_per_block as usize..(b + 1) * self.lay.pages_per_block as usize];
             match m.state {
-                BlockState::Full => assert!(pages.iter().all(|&s| s != 0), "full block {b} has erased pages"),
+                // Programmed pages form a prefix (all of the block unless a reclaim unit handle
+                // update closed it early).
+                BlockState::Full => {
+                    let n = m.programmed_pages as usize;
+                    assert!(n > 0 && pages[..n].iter().all(|&s| s != 0) && pages[n..].iter().all(|&s| s == 0), "full block {b}: programmed pages not a prefix of {n}");
+                }
                 BlockState::Free => {
                     assert!(pages.iter().all(|&s| s == 0));
                     let first = b * spb as usize;

@@ -4,6 +4,7 @@
 //! so measurements mean one thing across conventional, FDP, ZNS and open-channel devices.
 
 pub mod conventional;
+pub mod fdp;
 pub mod victim;
 
 use serde::{Deserialize, Serialize};
@@ -78,4 +79,12 @@ pub trait BlockDevice {
     fn mapped_sectors(&self) -> u64;
     /// Assert every internal invariant (slow; for tests and debugging).
     fn check_invariants(&self);
+    /// Personality-specific counters at the start of a measured run.
+    fn personality_baseline(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+    /// Personality-specific sections of metrics.json (e.g. "fdp"), measured since `base`.
+    fn personality_metrics(&self, _base: &serde_json::Value) -> Vec<(&'static str, serde_json::Value)> {
+        vec![]
+    }
 }

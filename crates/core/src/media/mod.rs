@@ -105,13 +105,15 @@ pub struct BlockMeta {
     pub state: BlockState,
     /// Whether the block was bad from the factory (as opposed to grown bad).
     pub factory_bad: bool,
-    /// Which write stream filled it (host = 0, GC = 1, more for multi-stream personalities).
-    pub stream: u8,
+    /// Which write stream filled it (index into the personality's streams).
+    pub stream: u16,
+    /// Reclaim group (FDP) the block belongs to; 0 without FDP.
+    pub rg: u8,
     /// Intrusive doubly-linked list links (greedy victim buckets); u32::MAX = none.
     pub prev: u32,
     pub next: u32,
-    /// Pages programmed so far (meaningful while the block is open).
-    pub programmed_pages: u32,
+    /// Pages programmed so far (a prefix of the block).
+    pub programmed_pages: u16,
     /// Host-write counter value when the block was closed (age for cost-benefit, order for FIFO).
     pub closed_at: u64,
     /// Simulated time at which the block's erase completes (timing mode).
@@ -128,6 +130,7 @@ impl BlockMeta {
             state: BlockState::Free,
             factory_bad: false,
             stream: 0,
+            rg: 0,
             prev: NIL,
             next: NIL,
             programmed_pages: 0,

@@ -4,7 +4,7 @@
 use crate::config::*;
 
 /// Names accepted by `preset = "..."` and `ssdlab config show`.
-pub const NAMES: &[&str] = &["default", "tiny", "micron-mlc-16k", "femu-bbssd", "mqsim-default", "samsung-970pro", "bench-256g"];
+pub const NAMES: &[&str] = &["default", "tiny", "micron-mlc-16k", "femu-bbssd", "mqsim-default", "samsung-970pro", "fdp-ssd", "bench-256g"];
 
 fn base() -> Config {
     Config {
@@ -38,6 +38,7 @@ fn base() -> Config {
         },
         media: MediaConfig::default(),
         ftl: FtlConfig::default(),
+        fdp: FdpConfig::default(),
         workload: WorkloadConfig::default(),
         precondition: PreconditionConfig::default(),
         metrics: MetricsConfig::default(),
@@ -136,6 +137,18 @@ pub fn preset(name: &str) -> Option<Config> {
             c.timing.block_erase_ns = 3_000_000;
             c.timing.channel_bytes_per_s = 800_000_000;
             c.timing.command_overhead_ns = 21_500;
+        }
+        // An FDP SSD modelled on the one in "Towards Efficient Flash Caches with Emerging NVMe
+        // FDP SSDs" (seed 001): one reclaim group, 8 initially isolated reclaim unit handles,
+        // reclaim units of about 6 GB (12 superblocks of 512 MiB here); capacity scaled from
+        // 1.88 TB to 128 GiB raw, media as the default preset.
+        "fdp-ssd" => {
+            c.geometry.blocks_per_plane = 256;
+            c.fdp.enabled = true;
+            c.fdp.reclaim_groups = 1;
+            c.fdp.handles = 8;
+            c.fdp.handle_types = vec![HandleType::InitiallyIsolated];
+            c.fdp.ru_superblocks = 12;
         }
         // The benchmark device of docs/PERFORMANCE.md: 256 GiB raw, 7% spare, counters only.
         "bench-256g" => {

@@ -41,6 +41,7 @@ pub struct Recorder {
     base: Counters,
     base_busy_die: Vec<u64>,
     base_busy_chan: Vec<u64>,
+    base_personality: Value,
     start_ns: u64,
     pub end_ns: u64,
     series: Vec<SeriesRow>,
@@ -62,6 +63,7 @@ impl Recorder {
             base: dev.counters().clone(),
             base_busy_die: tl.die_busy_ns().to_vec(),
             base_busy_chan: tl.channel_busy_ns().to_vec(),
+            base_personality: dev.personality_baseline(),
             start_ns,
             end_ns: start_ns,
             series: Vec::new(),
@@ -192,7 +194,7 @@ impl Recorder {
         };
         let blocks = dev.blocks();
         let erase: Vec<u32> = blocks.iter().filter(|m| !m.factory_bad).map(|m| m.erase_count).collect();
-        json!({
+        let mut doc = json!({
             "schema": SCHEMA_VERSION,
             "ssdlab_version": env!("CARGO_PKG_VERSION"),
             "interrupted": interrupted,
@@ -248,7 +250,11 @@ impl Recorder {
             "mapped_bytes": dev.mapped_sectors() * lay.sector_bytes as u64,
             "series_csv": "timeseries.csv",
             "config": cfg,
-        })
+        });
+        for (name, section) in dev.personality_metrics(&self.base_personality) {
+            doc[name] = section;
+        }
+        doc
     }
 }
 

@@ -36,6 +36,8 @@ pub struct Cmd {
     pub sectors: u32,
     /// Arrival time for open-loop replay (ns from the start of the trace).
     pub at_ns: Option<u64>,
+    /// Placement identifier of a write (FDP), if any.
+    pub placement: Option<u16>,
 }
 
 /// Anything that yields host commands.
@@ -51,7 +53,10 @@ pub struct Synthetic {
     trim_fraction: f64,
     sizes: Vec<u32>,
     cum_weights: Vec<f64>,
+    /// First sector of the range and its length.
+    base: u64,
     span: u64,
+    placement: Option<u16>,
     hot_space: f64,
     hot_writes: f64,
     next_seq: u64,
@@ -60,9 +65,10 @@ pub struct Synthetic {
 }
 
 impl Synthetic {
-    /// A generator over the first `span_fraction` of `logical_sectors`.
+    /// A generator over `span` of `logical_sectors` starting at `offset` (fractions).
     pub fn new(cfg: &WorkloadConfig, logical_sectors: u64, sector_bytes: u32, seed: u64) -> Result<Synthetic> {
-        let span = ((logical_sectors as f64 * cfg.span).floor() as u64).max(1);
+        let base = (logical_sectors as f64 * cfg.offset).floor() as u64;
+        let span = ((logical_sectors as f64 * cfg.span).floor() as u64).clamp(1, logical_sectors - base.min(logical_sectors - 1));
         let sizes: Vec<u32> = cfg.block_bytes.iter().map(|&b| (b / sector_bytes as u64) as u32).collect();
         if let Some(&big) = sizes.iter().max() {
             if big as u64 > span {
@@ -89,7 +95,9 @@ impl Synthetic {
             trim_fraction: cfg.trim_fraction,
             sizes,
             cum_weights: cum_weights.collect(),
+            base,
             span,
+            placement: if cfg.placement >= 0 { Some(cfg.placement as u16) } else { None },
             hot_space: cfg.hot_space,
             hot_writes: cfg.hot_writes,
             next_seq: 0,
@@ -148,13 +156,45 @@ impl Synthetic {
                 }
             }
         };
-        Cmd { op, lba: slot * k as u64, sectors: k, at_ns: None }
+        Cmd { op, lba: self.base + slot * k as u64, sectors: k, at_ns: None, placement: self.placement }
     }
 }
 
 impl Source for Synthetic {
     fn next_cmd(&mut self) -> Option<Result<Cmd>> {
         Some(Ok(self.next()))
+    }
+}
+
+/// Several synthetic workloads interleaved: each command comes from workload i with
+/// probability weight_i / sum of weights (e.g. a sequential stream on one FDP handle and random
+/// overwrites on another).
+pub struct Mix {
+    parts: Vec<Synthetic>,
+    cum: Vec<f64>,
+    rng: Pcg64Mcg,
+}
+
+impl Mix {
+    pub fn new(parts: Vec<(Synthetic, f64)>, seed: u64) -> Result<Mix> {
+        let total: f64 = parts.iter().map(|p| p.1).sum();
+        if parts.is_empty() || !(total > 0.0) || parts.iter().any(|p| !(p.1 >= 0.0)) {
+            return Err(Error::config("mix", "needs at least one workload and weights >= 0 with a positive sum"));
+        }
+        let mut acc = 0.0;
+        let cum = parts.iter().map(|p| {
+            acc += p.1 / total;
+            acc
+        }).collect();
+        Ok(Mix { parts: parts.into_iter().map(|p| p.0).collect(), cum, rng: Pcg64Mcg::seed_from_u64(seed ^ 0x6d69_7800) })
+    }
+}
+
+impl Source for Mix {
+    fn next_cmd(&mut self) -> Option<Result<Cmd>> {
+        let r: f64 = self.rng.gen();
+        let i = self.cum.iter().position(|&c| r < c).unwrap_or(self.parts.len() - 1);
+        Some(Ok(self.parts[i].next()))
     }
 }
 

@@ -247,7 +247,7 @@ impl<R: BufRead> TraceReader<R> {
         let rel = if rel < 0 { 0 } else { rel.min(u64::MAX as i128) as u64 };
         let at = rel.max(self.last_at);
         self.last_at = at;
-        Ok(Some(Cmd { op: r.op, lba, sectors, at_ns: Some(at) }))
+        Ok(Some(Cmd { op: r.op, lba, sectors, at_ns: Some(at), placement: None }))
     }
 
     /// Byte range -> (lba, sectors) on the device, wrapped and truncated; None if empty.
@@ -559,7 +559,7 @@ mod tests {
     }
 
     fn c(op: Op, lba: u64, sectors: u32, at: u64) -> Cmd {
-        Cmd { op, lba, sectors, at_ns: Some(at) }
+        Cmd { op, lba, sectors, at_ns: Some(at), placement: None }
     }
 
     fn trace_err(e: Error) -> (String, u64, String) {
