@@ -40,7 +40,7 @@ def test_invalid_placement_is_an_nvme_error_naming_the_status():
     with pytest.raises(ssdlab.NvmeError, match="Invalid Field in Command"):
         dev.write(0, b"x" * SECTOR, placement=77)
     plain = Device("tiny")
-    with pytest.raises(ssdlab.NvmeError, match="FDP is not enabled"):
+    with pytest.raises(ssdlab.NvmeError, match="FDP Disabled"):
         plain.fdp_log("statistics")
 
 

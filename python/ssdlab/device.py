@@ -15,7 +15,7 @@ from . import _native
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-SECTIONS = ("geometry", "timing", "media", "ftl", "fdp", "workload", "precondition", "metrics")
+SECTIONS = ("geometry", "timing", "media", "ftl", "fdp", "zns", "workload", "precondition", "metrics")
 
 
 def _merge(base: Dict[str, Any], over: Mapping[str, Any]) -> Dict[str, Any]:
@@ -51,11 +51,11 @@ def resolve_config(preset: Optional[str] = None, config: Union[None, PathLike, M
     if preset is not None:
         user = {**user, "preset": preset}
     for name, values in sections.items():
-        if name == "seed" or name == "storage":
+        if name in ("seed", "storage", "personality"):
             user[name] = values
             continue
         if name not in SECTIONS:
-            raise TypeError(f"unknown config section {name!r}; valid: seed, storage, {', '.join(SECTIONS)}")
+            raise TypeError(f"unknown config section {name!r}; valid: seed, storage, personality, {', '.join(SECTIONS)}")
         user = _merge(user, {name: dict(values)})
     return json.loads(_native.config_resolve(json.dumps(user)))
 
@@ -280,6 +280,28 @@ class Device:
     def ruh_update(self, placement_ids: Iterable[int]) -> None:
         """Reclaim Unit Handle Update: move each handle to a new, empty reclaim unit."""
         self._dev.ruh_update(list(placement_ids))
+
+    # ZNS (NVMe zoned namespace) host interface; see docs/personalities.md.
+    def zone_info(self) -> Dict[str, int]:
+        """Zone count, size and capacity (logical blocks) and the open/active limits."""
+        n, size, cap, mo, ma = self._dev.zone_info()
+        return {"zones": n, "zone_size": size, "zone_capacity": cap, "max_open": mo, "max_active": ma}
+
+    def zone_append(self, zslba: int, data: bytes, fua: bool = False) -> int:
+        """Append ``data`` to the zone starting at LBA ``zslba``; returns the LBA written."""
+        return self._dev.zone_append(zslba, data, fua)[0]
+
+    def zone_action(self, lba: int, action: str, select_all: bool = False) -> None:
+        """Zone Management Send: ``open``, ``close``, ``finish``, ``reset`` or ``offline``."""
+        self._dev.zone_action(lba, action, select_all)
+
+    def zone_report(self, lba: int = 0, filter: str = "all", max_zones: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Report Zones from ``lba``: state, zslba, zcap, wp, reset_count per zone."""
+        return json.loads(self._dev.zone_report(lba, filter, 2**32 - 1 if max_zones is None else max_zones))
+
+    def inject_zone_state(self, zone: int, state: str) -> None:
+        """Failure injection: make a zone ``read-only`` or ``offline``."""
+        self._dev.inject_zone_state(zone, state)
 
     def snapshot(self, path: PathLike) -> None:
         """Save the whole device state, so a preconditioned device can be reused."""

@@ -19,11 +19,14 @@ pub struct Config {
     pub preset: String,
     /// "metadata" (no user data kept) or "data" (contents kept, reads return the last write).
     pub storage: StorageMode,
+    /// What the host sees: "conventional" (an FTL; FDP when [fdp] is enabled) or "zns".
+    pub personality: Personality,
     pub geometry: Geometry,
     pub timing: Timing,
     pub media: MediaConfig,
     pub ftl: FtlConfig,
     pub fdp: FdpConfig,
+    pub zns: ZnsConfig,
     pub workload: WorkloadConfig,
     pub precondition: PreconditionConfig,
     pub metrics: MetricsConfig,
@@ -95,6 +98,31 @@ pub struct FtlConfig {
     pub write_buffer_bytes: u64,
     pub wl_dynamic: bool,
     pub wl_static_threshold: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Personality {
+    #[default]
+    Conventional,
+    Zns,
+}
+
+/// Zoned namespace layout and resources.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ZnsConfig {
+    pub zone_blocks: u32,
+    pub zone_width: u32,
+    pub zone_capacity: f64,
+    pub max_open: u32,
+    pub max_active: u32,
+}
+
+impl Default for ZnsConfig {
+    fn default() -> Self {
+        ZnsConfig { zone_blocks: 1, zone_width: 0, zone_capacity: 1.0, max_open: 14, max_active: 14 }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -295,6 +323,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("seed", "-", Num(0.0, 9.223372036854775e18), "Seed of every random choice: the same config and seed give byte-identical metrics."),
     k("preset", "-", OneOf(presets::NAMES), "Preset the file starts from; keys in the file override it."),
     k("storage", "-", OneOf(&["metadata", "data"]), "metadata: no user data kept (TB-scale studies); data: sparse contents kept, reads return the last write and zeros for unwritten or trimmed sectors."),
+    k("personality", "-", OneOf(&["conventional", "zns"]), "What the host sees: conventional (a page-mapped FTL; NVMe FDP when fdp.enabled) or zns (NVMe zoned namespace: sequential zones, host-managed resets, no device GC)."),
     k("geometry.channels", "count", Num(1.0, 256.0), "Flash channels (independent buses)."),
     k("geometry.dies_per_channel", "count", Num(1.0, 64.0), "Dies (LUNs) per channel; each die runs one operation at a time."),
     k("geometry.planes_per_die", "count", Num(1.0, 16.0), "Planes per die; a program covers one page in every plane (multi-plane)."),
@@ -315,7 +344,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("media.pe_limit", "cycles", Num(1.0, 1e9), "Program/erase cycles a block endures; a block reaching it is retired (grown bad)."),
     k("media.factory_bad_fraction", "fraction", Num(0.0, 0.5), "Blocks marked bad at format, chosen with the seed."),
     k("media.grown_bad_probability", "probability", Num(0.0, 1.0), "Chance that an erase fails and retires its block."),
-    k("ftl.spare_factor", "fraction", Num(0.005, 0.9), "Spare factor SF = (physical - logical) / physical sectors; 0.07 = 7%."),
+    k("ftl.spare_factor", "fraction", Num(0.005, 0.9), "Spare factor SF = (physical - logical) / physical sectors; 0.07 = 7%. (ZNS devices expose every zone; no spare.)"),
     k("ftl.gc_policy", "-", OneOf(&["greedy", "cost-benefit", "fifo", "d-choices"]), "Victim selection: fewest valid sectors; (1-u)/2u x age; oldest block; best of gc_d random blocks."),
     k("ftl.gc_d", "count", Num(1.0, 1024.0), "Sample size of d-choices."),
     k("ftl.gc_fg_free_blocks", "blocks", Num(0.0, 1e9), "Foreground GC: host writes wait for whole-block collections below this many free blocks (0 = automatic: dies x planes + planes + 2, the most a GC round can consume; smaller values are raised to it)."),
@@ -329,6 +358,11 @@ pub const KEYS: &[KeyDoc] = &[
     k("fdp.handle_types", "-", Other, "Type of each handle, initially-isolated or persistently-isolated; the last entry repeats for the remaining handles."),
     k("fdp.ru_superblocks", "superblocks", Num(1.0, 4096.0), "Reclaim unit size: this many superblocks (one block per plane of every die of the group)."),
     k("fdp.max_events", "events", Num(0.0, 1e6), "FDP events kept for the events log (oldest dropped first)."),
+    k("zns.zone_blocks", "blocks", Num(1.0, 65536.0), "Blocks per plane of each die in one zone (zone size = zone_width x planes x zone_blocks blocks)."),
+    k("zns.zone_width", "dies", Num(0.0, 16384.0), "Dies a zone is striped over (0 = all dies); must divide the die count."),
+    k("zns.zone_capacity", "fraction", Num(0.01, 1.0), "Writable part of each zone (zone capacity / zone size), rounded down to whole multi-plane units."),
+    k("zns.max_open", "zones", Num(0.0, 1e6), "Max open resources (implicitly + explicitly open zones; 0 = no limit)."),
+    k("zns.max_active", "zones", Num(0.0, 1e6), "Max active resources (open + closed zones; 0 = no limit)."),
     k("workload.pattern", "-", OneOf(&["sequential", "uniform", "zipf", "hotcold"]), "Address pattern of the synthetic workload."),
     k("workload.zipf_theta", "-", Num(0.0, 10.0), "Zipf exponent (pattern = zipf); ranks are scattered over the span."),
     k("workload.hot_space", "fraction", Num(0.0, 1.0), "Hot fraction of the span (pattern = hotcold)."),
@@ -497,7 +531,7 @@ impl Config {
         let open_blocks = 2 * dies * g.planes_per_die; // host + GC write points
         let blocks = dies * g.planes_per_die * g.blocks_per_plane;
         let spare_blocks = (blocks as f64 * self.ftl.spare_factor) as u32;
-        if spare_blocks < open_blocks + 4 {
+        if self.personality == Personality::Conventional && spare_blocks < open_blocks + 4 {
             return Err(Error::config(
                 "ftl.spare_factor",
                 format!(

@@ -9,7 +9,9 @@ use serde_json::Value;
 use crate::config::{Arrival, Config, Pattern, WorkloadConfig};
 use crate::engine::driver::{self, Ending, Limits, Loop};
 use crate::error::{Error, Result};
+use crate::config::Personality;
 use crate::ftl::conventional::Conventional;
+use crate::ftl::zns::{ZoneLog, ZoneLogState, Zns};
 use crate::ftl::{BlockDevice, WriteOpts};
 use crate::metrics::Recorder;
 use crate::workload::{Mix, Source, Synthetic};
@@ -43,11 +45,19 @@ impl RunReport {
     }
 }
 
-/// An emulated SSD with the conventional FTL.
+/// The personality behind a device.
+#[derive(Clone, Serialize, Deserialize)]
+pub enum Personal {
+    Conventional(Conventional),
+    /// A ZNS device, plus the zoned-log host that runs ordinary workloads on it.
+    Zns(Zns, ZoneLogState),
+}
+
+/// An emulated SSD.
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Device {
     cfg: Config,
-    ftl: Conventional,
+    dev: Personal,
     now_ns: u64,
 }
 
@@ -55,25 +65,77 @@ impl Device {
     /// Format a device. The config must be valid (`Config::validate`).
     pub fn new(cfg: Config) -> Result<Device> {
         cfg.validate()?;
-        let ftl = Conventional::new(&cfg)?;
-        Ok(Device { cfg, ftl, now_ns: 0 })
+        let dev = match cfg.personality {
+            Personality::Conventional => Personal::Conventional(Conventional::new(&cfg)?),
+            Personality::Zns => {
+                let z = Zns::new(&cfg)?;
+                let streams = z.max_open().min(4) as usize;
+                Personal::Zns(z, ZoneLogState::new(streams))
+            }
+        };
+        Ok(Device { cfg, dev, now_ns: 0 })
+    }
+
+    /// The device as the host sees it (for ZNS: through the zoned-log host).
+    fn bd(&mut self) -> Box<dyn BlockDevice + '_> {
+        match &mut self.dev {
+            Personal::Conventional(c) => Box::new(ConvRef(c)),
+            Personal::Zns(z, st) => Box::new(ZoneLog { zns: z, state: st }),
+        }
+    }
+
+    /// The personality itself (host commands go here; for ZNS, raw zone writes).
+    fn raw(&mut self) -> &mut dyn BlockDevice {
+        match &mut self.dev {
+            Personal::Conventional(c) => c,
+            Personal::Zns(z, _) => z,
+        }
+    }
+
+    /// Read-only view of the personality's shared interface.
+    pub fn block_device(&self) -> &dyn BlockDevice {
+        match &self.dev {
+            Personal::Conventional(c) => c,
+            Personal::Zns(z, _) => z,
+        }
+    }
+
+    /// The ZNS device, if this is one.
+    pub fn zns(&self) -> Option<&Zns> {
+        match &self.dev {
+            Personal::Zns(z, _) => Some(z),
+            _ => None,
+        }
+    }
+    pub fn zns_mut(&mut self) -> Option<&mut Zns> {
+        match &mut self.dev {
+            Personal::Zns(z, _) => Some(z),
+            _ => None,
+        }
     }
 
     pub fn config(&self) -> &Config {
         &self.cfg
     }
+    /// The conventional FTL. Panics on other personalities (see [`Device::block_device`]).
     pub fn ftl(&self) -> &Conventional {
-        &self.ftl
+        match &self.dev {
+            Personal::Conventional(c) => c,
+            _ => panic!("ftl(): this device's personality is {:?}", self.cfg.personality),
+        }
     }
     pub fn ftl_mut(&mut self) -> &mut Conventional {
-        &mut self.ftl
+        match &mut self.dev {
+            Personal::Conventional(c) => c,
+            _ => panic!("ftl_mut(): this device's personality is {:?}", self.cfg.personality),
+        }
     }
     /// Simulated time reached so far (ns).
     pub fn now_ns(&self) -> u64 {
         self.now_ns
     }
     pub fn logical_bytes(&self) -> u64 {
-        self.ftl.logical_sectors() * self.cfg.geometry.sector_bytes as u64
+        self.block_device().logical_sectors() * self.cfg.geometry.sector_bytes as u64
     }
 
     /// Bring the device to the state `[precondition]` asks for (not measured).
@@ -107,7 +169,7 @@ impl Device {
     pub fn run_configured(&mut self, progress: Progress) -> Result<RunReport> {
         if self.precondition(progress)? == Ending::Interrupted {
             let mut rec = self.recorder(0);
-            let metrics = rec.finish(&self.ftl, &self.cfg, true);
+            let metrics = rec.finish(self.block_device(), &self.cfg, true);
             return Ok(RunReport { metrics, series_csv: rec.series_csv(), ending: Ending::Interrupted });
         }
         let w = self.cfg.workload.clone();
@@ -137,13 +199,13 @@ impl Device {
             let planned = if planned_bytes > 0 { planned_bytes } else { self.logical_bytes() };
             bytes = (planned / 50).max(1);
         }
-        Recorder::new(&self.ftl, self.now_ns, m.series_interval_ns, bytes)
+        Recorder::new(self.block_device(), self.now_ns, m.series_interval_ns, bytes)
     }
 
     fn drive(&mut self, w: &WorkloadConfig, limits: Limits, measured: Option<()>, phase: &str, progress: Progress) -> Result<(Option<RunReport>, Ending)> {
         let sector = self.cfg.geometry.sector_bytes;
         let seed = self.cfg.seed.wrapping_add(phase.len() as u64 * 0x9E37_79B9);
-        let mut src = Synthetic::new(w, self.ftl.logical_sectors(), sector, seed)?;
+        let mut src = Synthetic::new(w, self.block_device().logical_sectors(), sector, seed)?;
         let lp = if w.rate_iops > 0.0 { Loop::Rate { iops: w.rate_iops, poisson: w.arrival == Arrival::Poisson } } else { Loop::Closed { depth: w.queue_depth } };
         self.drive_source(&mut src, lp, limits, measured, phase, progress)
     }
@@ -164,7 +226,7 @@ impl Device {
                 }
                 other => other,
             })?;
-            gens.push((Synthetic::new(w, self.ftl.logical_sectors(), sector, self.cfg.seed.wrapping_add(7919 * (i as u64 + 1)))?, *weight));
+            gens.push((Synthetic::new(w, self.block_device().logical_sectors(), sector, self.cfg.seed.wrapping_add(7919 * (i as u64 + 1)))?, *weight));
         }
         let mut src = Mix::new(gens, self.cfg.seed)?;
         let lp = if stop.rate_iops > 0.0 { Loop::Rate { iops: stop.rate_iops, poisson: stop.arrival == Arrival::Poisson } } else { Loop::Closed { depth: stop.queue_depth } };
@@ -184,13 +246,16 @@ impl Device {
         let start = self.now_ns;
         let seed = self.cfg.seed;
         let mut cb = |f: f64| progress(phase, f);
-        let (ending, last) = driver::run(&mut self.ftl, src, lp, limits, start, seed, &mut rec, &mut cb)?;
+        let (ending, last) = {
+            let mut bd = self.bd();
+            driver::run(&mut *bd, src, lp, limits, start, seed, &mut rec, &mut cb)?
+        };
         self.now_ns = self.now_ns.max(last);
         progress(phase, 1.0);
         if measured.is_none() {
             return Ok((None, ending));
         }
-        let metrics = rec.finish(&self.ftl, &self.cfg, ending == Ending::Interrupted);
+        let metrics = rec.finish(self.block_device(), &self.cfg, ending == Ending::Interrupted);
         Ok((Some(RunReport { metrics, series_csv: rec.series_csv(), ending }), ending))
     }
 
@@ -207,7 +272,8 @@ impl Device {
         Ok((offset / sb, (len / sb) as u32))
     }
 
-    /// Write `data` at byte `offset`; returns the completion time (ns).
+    /// Write `data` at byte `offset`; returns the completion time (ns). On a ZNS device this
+    /// is a zone write: it must land at the zone's write pointer.
     pub fn write(&mut self, offset: u64, data: &[u8], fua: bool) -> Result<u64> {
         self.write_placed(offset, data, fua, None)
     }
@@ -215,20 +281,23 @@ impl Device {
     /// Write with an FDP placement identifier (ignored when FDP is off).
     pub fn write_placed(&mut self, offset: u64, data: &[u8], fua: bool, placement: Option<u16>) -> Result<u64> {
         let (lba, n) = self.sectors(offset, data.len() as u64)?;
-        let done = self.ftl.write(lba, n, Some(data), WriteOpts { fua, placement }, self.now_ns)?;
-        Ok(done)
+        let now = self.now_ns;
+        self.raw().write(lba, n, Some(data), WriteOpts { fua, placement }, now)
     }
     /// Read `out.len()` bytes at byte `offset`.
     pub fn read(&mut self, offset: u64, out: &mut [u8]) -> Result<u64> {
         let (lba, n) = self.sectors(offset, out.len() as u64)?;
-        self.ftl.read(lba, n, Some(out), self.now_ns)
+        let now = self.now_ns;
+        self.raw().read(lba, n, Some(out), now)
     }
     pub fn trim(&mut self, offset: u64, len: u64) -> Result<u64> {
         let (lba, n) = self.sectors(offset, len)?;
-        self.ftl.trim(lba, n, self.now_ns)
+        let now = self.now_ns;
+        self.raw().trim(lba, n, now)
     }
     pub fn flush(&mut self) -> Result<u64> {
-        self.ftl.flush(self.now_ns)
+        let now = self.now_ns;
+        self.raw().flush(now)
     }
     /// Advance the device's clock (host commands issued later start no earlier).
     pub fn advance_to(&mut self, t_ns: u64) {
@@ -266,6 +335,60 @@ impl Device {
         }
         let dev: Device = bincode::deserialize_from(&mut f).map_err(|e| Error::Snapshot(format!("{}: {e}", path.display())))?;
         Ok(dev)
+    }
+}
+
+/// `&mut Conventional` as a boxed BlockDevice (so both personalities go through `bd()`).
+struct ConvRef<'a>(&'a mut Conventional);
+
+impl BlockDevice for ConvRef<'_> {
+    fn layout(&self) -> &crate::media::Layout {
+        self.0.layout()
+    }
+    fn logical_sectors(&self) -> u64 {
+        self.0.logical_sectors()
+    }
+    fn write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, opts: WriteOpts, now: u64) -> Result<u64> {
+        self.0.write(lba, sectors, data, opts, now)
+    }
+    fn read(&mut self, lba: u64, sectors: u32, out: Option<&mut [u8]>, now: u64) -> Result<u64> {
+        self.0.read(lba, sectors, out, now)
+    }
+    fn trim(&mut self, lba: u64, sectors: u32, now: u64) -> Result<u64> {
+        self.0.trim(lba, sectors, now)
+    }
+    fn flush(&mut self, now: u64) -> Result<u64> {
+        self.0.flush(now)
+    }
+    fn prefetch(&self, lba: u64, stage: u8) {
+        self.0.prefetch(lba, stage)
+    }
+    fn idle(&mut self, now: u64) {
+        self.0.idle(now)
+    }
+    fn counters(&self) -> &crate::ftl::Counters {
+        self.0.counters()
+    }
+    fn timelines(&self) -> &crate::engine::Timelines {
+        self.0.timelines()
+    }
+    fn blocks(&self) -> &[crate::media::BlockMeta] {
+        self.0.blocks()
+    }
+    fn free_blocks(&self) -> u32 {
+        self.0.free_blocks()
+    }
+    fn mapped_sectors(&self) -> u64 {
+        self.0.mapped_sectors()
+    }
+    fn check_invariants(&self) {
+        self.0.check_invariants()
+    }
+    fn personality_baseline(&self) -> serde_json::Value {
+        self.0.personality_baseline()
+    }
+    fn personality_metrics(&self, base: &serde_json::Value) -> Vec<(&'static str, serde_json::Value)> {
+        self.0.personality_metrics(base)
     }
 }
 

@@ -35,6 +35,26 @@ pub enum Status {
     InvalidField,
     /// Generic 0x80: LBA out of range.
     LbaOutOfRange,
+    /// Generic 0x29: an FDP command on a device whose FDP is disabled.
+    FdpDisabled,
+    /// Generic 0x2A: a Reclaim Unit Handle Update names an invalid placement identifier.
+    InvalidPlacementHandleList,
+    /// Command specific (ZNS) 0xB8: the write crosses the zone's capacity.
+    ZoneBoundaryError,
+    /// 0xB9: the zone is full.
+    ZoneIsFull,
+    /// 0xBA: the zone is read-only.
+    ZoneIsReadOnly,
+    /// 0xBB: the zone is offline.
+    ZoneIsOffline,
+    /// 0xBC: the write is not at the zone's write pointer.
+    ZoneInvalidWrite,
+    /// 0xBD: no active-zone resource left.
+    TooManyActiveZones,
+    /// 0xBE: no open-zone resource left.
+    TooManyOpenZones,
+    /// 0xBF: the zone's state does not allow the requested transition.
+    InvalidZoneStateTransition,
 }
 
 impl Status {
@@ -43,12 +63,32 @@ impl Status {
         match self {
             Status::InvalidField => (0, 0x02),
             Status::LbaOutOfRange => (0, 0x80),
+            Status::FdpDisabled => (0, 0x29),
+            Status::InvalidPlacementHandleList => (0, 0x2A),
+            Status::ZoneBoundaryError => (1, 0xB8),
+            Status::ZoneIsFull => (1, 0xB9),
+            Status::ZoneIsReadOnly => (1, 0xBA),
+            Status::ZoneIsOffline => (1, 0xBB),
+            Status::ZoneInvalidWrite => (1, 0xBC),
+            Status::TooManyActiveZones => (1, 0xBD),
+            Status::TooManyOpenZones => (1, 0xBE),
+            Status::InvalidZoneStateTransition => (1, 0xBF),
         }
     }
     pub fn name(self) -> &'static str {
         match self {
             Status::InvalidField => "Invalid Field in Command",
             Status::LbaOutOfRange => "LBA Out of Range",
+            Status::FdpDisabled => "FDP Disabled",
+            Status::InvalidPlacementHandleList => "Invalid Placement Handle List",
+            Status::ZoneBoundaryError => "Zone Boundary Error",
+            Status::ZoneIsFull => "Zone Is Full",
+            Status::ZoneIsReadOnly => "Zone Is Read Only",
+            Status::ZoneIsOffline => "Zone Is Offline",
+            Status::ZoneInvalidWrite => "Zone Invalid Write",
+            Status::TooManyActiveZones => "Too Many Active Zones",
+            Status::TooManyOpenZones => "Too Many Open Zones",
+            Status::InvalidZoneStateTransition => "Invalid Zone State Transition",
         }
     }
 }

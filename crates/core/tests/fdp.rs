@@ -145,11 +145,11 @@ fn bad_placement_identifiers_get_invalid_field() {
         Err(Error::Nvme(Status::InvalidField, msg)) => assert!(msg.contains("0x0009"), "{msg}"),
         other => panic!("expected Invalid Field in Command, got {other:?}"),
     }
-    assert!(matches!(ftl.ruh_update(&[4], 0), Err(Error::Nvme(Status::InvalidField, _))));
+    assert!(matches!(ftl.ruh_update(&[4], 0), Err(Error::Nvme(Status::InvalidPlacementHandleList, _))));
     // Without FDP, placement is ignored and the logs say FDP is off.
     let mut plain = Device::new(device(false, &[HandleType::InitiallyIsolated])).unwrap();
     plain.ftl_mut().write(0, 1, None, WriteOpts { fua: false, placement: Some(9) }, 0).unwrap();
-    assert!(matches!(plain.ftl().ruh_status(), Err(Error::Nvme(Status::InvalidField, _))));
+    assert!(matches!(plain.ftl().ruh_status(), Err(Error::Nvme(Status::FdpDisabled, _))));
 }
 
 #[test]

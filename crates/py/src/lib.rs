@@ -13,7 +13,7 @@ use pyo3::types::PyBytes;
 
 use ssdlab_core::config::{self, Config, WorkloadConfig};
 use ssdlab_core::engine::driver::{Ending, Limits, Loop};
-use ssdlab_core::ftl::BlockDevice;
+use ssdlab_core::ftl::zns::{ZoneAction, ZoneFilter, ZoneState};
 use ssdlab_core::media::presets;
 use ssdlab_core::workload::trace::{self, TraceFormat};
 use ssdlab_core::{analytic, Error};
@@ -146,6 +146,18 @@ fn finish(rep: ssdlab_core::RunReport) -> RunOut {
     (serde_json::to_string(&rep.metrics).unwrap(), rep.series_csv, rep.ending == Ending::Interrupted)
 }
 
+impl NativeDevice {
+    fn conventional(&self) -> PyResult<&ssdlab_core::ftl::conventional::Conventional> {
+        match self.dev.zns() {
+            Some(_) => Err(NvmeError::new_err("this is a ZNS device; FDP and FTL commands need personality = \"conventional\"")),
+            None => Ok(self.dev.ftl()),
+        }
+    }
+    fn zns(&mut self) -> PyResult<&mut ssdlab_core::ftl::zns::Zns> {
+        self.dev.zns_mut().ok_or_else(|| NvmeError::new_err("not a ZNS device (personality = \"zns\" in the config)"))
+    }
+}
+
 #[pymethods]
 impl NativeDevice {
     #[new]
@@ -169,12 +181,12 @@ impl NativeDevice {
     }
     #[getter]
     fn free_blocks(&self) -> u32 {
-        self.dev.ftl().free_blocks()
+        self.dev.block_device().free_blocks()
     }
 
     /// Lifetime counters as JSON.
     fn counters_json(&self) -> String {
-        serde_json::to_string(self.dev.ftl().counters()).unwrap()
+        serde_json::to_string(self.dev.block_device().counters()).unwrap()
     }
 
     /// Run [precondition]; returns True if interrupted.
@@ -217,7 +229,7 @@ impl NativeDevice {
     fn replay(&mut self, py: Python<'_>, path: PathBuf, format: &str, queue_depth: Option<u32>, max_ops: u64, progress: bool, blkparse_action: &str) -> PyResult<RunOut> {
         let fmt = TraceFormat::parse(format).ok_or_else(|| PyValueError::new_err(format!("unknown trace format {format:?}; valid: {}", TraceFormat::NAMES.join(", "))))?;
         let sector = self.dev.config().geometry.sector_bytes;
-        let logical = self.dev.ftl().logical_sectors();
+        let logical = self.dev.block_device().logical_sectors();
         let mut src = trace::open(&path, fmt, sector, logical).map_err(to_py)?.with_blkparse_action(blkparse_action);
         if queue_depth.is_none() && !self.dev.config().timing.enabled {
             return Err(PyValueError::new_err("replaying timestamps needs timing.enabled = true; give a queue depth to replay closed-loop"));
@@ -266,7 +278,7 @@ impl NativeDevice {
     /// FDP log pages and commands, as JSON: "configurations", "usage", "statistics",
     /// "events", "ruh_status".
     fn fdp_log(&self, which: &str) -> PyResult<String> {
-        let f = self.dev.ftl();
+        let f = self.conventional()?;
         let v = match which {
             "configurations" => f.fdp_configurations().map_err(to_py)?,
             "usage" => serde_json::to_value(f.ruh_usage().map_err(to_py)?).unwrap(),
@@ -281,12 +293,13 @@ impl NativeDevice {
     /// Reclaim Unit Handle Update for the given placement identifiers.
     fn ruh_update(&mut self, pids: Vec<u16>) -> PyResult<()> {
         let now = self.dev.now_ns();
+        self.conventional()?;
         self.dev.ftl_mut().ruh_update(&pids, now).map_err(to_py)
     }
 
     /// Placement identifier of (reclaim group, handle).
     fn placement_id(&self, reclaim_group: u32, handle: u32) -> PyResult<u16> {
-        let f = self.dev.ftl().fdp().ok_or_else(|| NvmeError::new_err("FDP is not enabled on this device (fdp.enabled = false)"))?;
+        let f = self.conventional()?.fdp().ok_or_else(|| NvmeError::new_err("FDP is not enabled on this device (fdp.enabled = false)"))?;
         if reclaim_group >= f.groups || handle >= f.handles {
             return Err(PyValueError::new_err(format!("reclaim group {reclaim_group} / handle {handle} out of range ({} x {})", f.groups, f.handles)));
         }
@@ -320,12 +333,57 @@ impl NativeDevice {
 
     /// Assert every FTL invariant (slow).
     fn check_invariants(&self) {
-        self.dev.ftl().check_invariants();
+        self.dev.block_device().check_invariants();
     }
 
     /// True if the mapping rebuilt from the media alone equals the live one.
     fn verify_rebuild(&self) -> bool {
-        self.dev.ftl().rebuild_l2p_from_media() == self.dev.ftl().l2p()
+        match self.conventional() {
+            Ok(f) => f.rebuild_l2p_from_media() == f.l2p(),
+            Err(_) => false,
+        }
+    }
+
+    /// Zone Management Send: action open | close | finish | reset | offline, on the zone
+    /// starting at `lba` or on all zones it applies to.
+    #[pyo3(signature = (lba, action, select_all=false))]
+    fn zone_action(&mut self, lba: u64, action: &str, select_all: bool) -> PyResult<u64> {
+        let a: ZoneAction = serde_json::from_value(serde_json::Value::String(action.into())).map_err(|_| PyValueError::new_err(format!("unknown zone action {action:?}; valid: open, close, finish, reset, offline")))?;
+        let now = self.dev.now_ns();
+        self.zns()?.zone_action(lba, a, select_all, now).map_err(to_py)
+    }
+
+    /// Report Zones from `lba` with a filter (all, empty, implicitly-open, explicitly-open,
+    /// closed, full, read-only, offline), at most `max_zones` descriptors, as JSON.
+    #[pyo3(signature = (lba=0, filter="all", max_zones=u32::MAX))]
+    fn zone_report(&mut self, lba: u64, filter: &str, max_zones: u32) -> PyResult<String> {
+        let f: ZoneFilter = serde_json::from_value(serde_json::Value::String(filter.into())).map_err(|_| PyValueError::new_err(format!("unknown zone filter {filter:?}")))?;
+        let r = self.zns()?.report(lba, f, max_zones as usize).map_err(to_py)?;
+        Ok(serde_json::to_string(&r).unwrap())
+    }
+
+    /// Zone Append: write at the write pointer of the zone starting at `zslba`; returns the
+    /// LBA written and the completion time.
+    #[pyo3(signature = (zslba, data, fua=false))]
+    fn zone_append(&mut self, zslba: u64, data: &[u8], fua: bool) -> PyResult<(u64, u64)> {
+        let sb = self.dev.config().geometry.sector_bytes as usize;
+        if data.is_empty() || data.len() % sb != 0 {
+            return Err(PyValueError::new_err(format!("append of {} bytes: must be a non-zero multiple of the {sb}-byte sector", data.len())));
+        }
+        let now = self.dev.now_ns();
+        self.zns()?.write_zone(zslba, (data.len() / sb) as u32, Some(data), true, fua, now).map_err(to_py)
+    }
+
+    /// (zone count, zone size, zone capacity) in logical blocks, max open, max active.
+    fn zone_info(&mut self) -> PyResult<(u32, u64, u64, u32, u32)> {
+        let z = self.zns()?;
+        Ok((z.zone_count(), z.zone_size(), z.zone_capacity(), z.max_open(), z.max_active()))
+    }
+
+    /// Mark a zone read-only or offline (failure injection).
+    fn inject_zone_state(&mut self, zone: usize, state: &str) -> PyResult<()> {
+        let st: ZoneState = serde_json::from_value(serde_json::Value::String(state.into())).map_err(|_| PyValueError::new_err(format!("unknown zone state {state:?}")))?;
+        self.zns()?.inject_zone_state(zone, st).map_err(to_py)
     }
 }
 

@@ -17,7 +17,9 @@
 //! stream, and do not under persistent isolation.
 //!
 //! Placement identifier (the write's DSPEC): the reclaim group in the top RGIF bits, the
-//! placement handle in the rest (RGIF = bits needed for the RG count; 0 with one RG).
+//! placement handle in the rest (RGIF = bits needed for the RG count; 0 with one RG). A write
+//! whose identifier names no group or handle fails with Invalid Field in Command; QEMU's FDP
+//! instead falls back to handle 0 silently, which hides host bugs we would rather show.
 
 use std::collections::VecDeque;
 
@@ -184,7 +186,7 @@ impl Fdp {
 
 impl Conventional {
     fn fdp_ref(&self) -> Result<&Fdp> {
-        self.fdp.as_ref().ok_or_else(|| Error::Nvme(Status::InvalidField, "FDP is not enabled on this device (fdp.enabled = false)".into()))
+        self.fdp.as_ref().ok_or_else(|| Error::Nvme(Status::FdpDisabled, "FDP is not enabled on this device (fdp.enabled = false)".into()))
     }
 
     /// The FDP state, if FDP is enabled.
@@ -264,7 +266,7 @@ impl Conventional {
         let f = self.fdp_ref()?;
         let mut targets = vec![];
         for &pid in pids {
-            let (rg, h) = f.decode(pid).ok_or_else(|| Error::Nvme(Status::InvalidField, format!("placement identifier {pid:#06x} names no reclaim group and handle of this device")))?;
+            let (rg, h) = f.decode(pid).ok_or_else(|| Error::Nvme(Status::InvalidPlacementHandleList, format!("placement identifier {pid:#06x} names no reclaim group and handle of this device")))?;
             targets.push((pid, rg, self.host_stream_of(rg, h)));
         }
         for (pid, rg, s) in targets {

@@ -6,6 +6,7 @@
 pub mod conventional;
 pub mod fdp;
 pub mod victim;
+pub mod zns;
 
 use serde::{Deserialize, Serialize};
 

@@ -4,13 +4,14 @@
 use crate::config::*;
 
 /// Names accepted by `preset = "..."` and `ssdlab config show`.
-pub const NAMES: &[&str] = &["default", "tiny", "micron-mlc-16k", "femu-bbssd", "mqsim-default", "samsung-970pro", "fdp-ssd", "bench-256g"];
+pub const NAMES: &[&str] = &["default", "tiny", "micron-mlc-16k", "femu-bbssd", "mqsim-default", "samsung-970pro", "fdp-ssd", "zns-ssd", "bench-256g"];
 
 fn base() -> Config {
     Config {
         seed: 42,
         preset: "default".into(),
         storage: StorageMode::Metadata,
+        personality: Personality::Conventional,
         // The page, block and timings of Micron's MT29F128G08CBECB MLC part (ONFI 3.2 datasheet,
         // "Features" page): 16384 + 1872 B pages, 512 pages per block, tR 115 us (max), tPROG
         // 1600 us (typ), tBERS 3 ms (typ), NV-DDR2 166 MT/s x 8 bits, 3000 P/E cycles. Arranged
@@ -39,6 +40,7 @@ fn base() -> Config {
         media: MediaConfig::default(),
         ftl: FtlConfig::default(),
         fdp: FdpConfig::default(),
+        zns: ZnsConfig::default(),
         workload: WorkloadConfig::default(),
         precondition: PreconditionConfig::default(),
         metrics: MetricsConfig::default(),
@@ -149,6 +151,29 @@ pub fn preset(name: &str) -> Option<Config> {
             c.fdp.handles = 8;
             c.fdp.handle_types = vec![HandleType::InitiallyIsolated];
             c.fdp.ru_superblocks = 12;
+        }
+        // A ZNS SSD shaped like NVMeVirt's WD ZN540 model (ssd_config.h): 8 channels x 4 dies,
+        // TLC timings (page read 58 us, program 561 us per 96 KiB one-shot, here per 32 KiB
+        // page pair), 450 MB/s channels, zones striped over all dies, 14 open/active zones
+        // (the ZN540's published limit); zone capacity about half the zone size, as on ZN540
+        // (1077 MiB of 2 GiB). 64 GiB raw.
+        "zns-ssd" => {
+            c.personality = Personality::Zns;
+            c.geometry = Geometry {
+                channels: 8,
+                dies_per_channel: 4,
+                planes_per_die: 2,
+                blocks_per_plane: 128,
+                pages_per_block: 256,
+                page_bytes: 16384,
+                oob_bytes: 1872,
+                sector_bytes: 4096,
+            };
+            c.timing.page_read_ns = 58_000;
+            c.timing.page_program_ns = 561_000;
+            c.timing.block_erase_ns = 3_000_000;
+            c.timing.channel_bytes_per_s = 450_000_000;
+            c.zns = ZnsConfig { zone_blocks: 1, zone_width: 0, zone_capacity: 0.526, max_open: 14, max_active: 14 };
         }
         // The benchmark device of docs/PERFORMANCE.md: 256 GiB raw, 7% spare, counters only.
         "bench-256g" => {

@@ -1,0 +1,781 @@
+//! NVMe Zoned Namespace (ZNS) personality: the host writes each zone sequentially at its
+//! write pointer, and resets zones itself. There is no device garbage collection: a reset
+//! erases the zone's blocks, so DLWA stays 1 apart from padding of partial pages.
+//!
+//! Layout: a zone is `zns.zone_blocks` blocks in every plane of `zns.zone_width` dies (a die
+//! group), written a multi-plane unit at a time round-robin over the group's dies, so a
+//! zone's bandwidth is the group's. Zones are dealt round-robin over the die groups.
+//!
+//! State machine and errors follow the ZNS command set (QEMU's zoned namespace is the
+//! reference implementation we compared against): writes must land at the write pointer
+//! (Zone Invalid Write), may not cross the zone capacity (Zone Boundary Error), and need open
+//! and active resources (Too Many Open / Active Zones); implicitly opened zones are closed to
+//! make room for a new implicit open; explicit open/close/finish/reset/offline move zones
+//! between states, or fail with Invalid Zone State Transition.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{BlockDevice, Counters, WriteOpts};
+use crate::config::{Config, StorageMode};
+use crate::engine::Timelines;
+use crate::error::{Error, Result, Status};
+use crate::media::store::DataStore;
+use crate::media::{BlockMeta, BlockState, Layout};
+
+/// Zone states with their ZNS state codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ZoneState {
+    Empty,
+    ImplicitlyOpen,
+    ExplicitlyOpen,
+    Closed,
+    Full,
+    ReadOnly,
+    Offline,
+}
+
+impl ZoneState {
+    pub fn code(self) -> u8 {
+        match self {
+            ZoneState::Empty => 0x1,
+            ZoneState::ImplicitlyOpen => 0x2,
+            ZoneState::ExplicitlyOpen => 0x3,
+            ZoneState::Closed => 0x4,
+            ZoneState::ReadOnly => 0xD,
+            ZoneState::Full => 0xE,
+            ZoneState::Offline => 0xF,
+        }
+    }
+    fn is_open(self) -> bool {
+        matches!(self, ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen)
+    }
+    fn is_active(self) -> bool {
+        self.is_open() || self == ZoneState::Closed
+    }
+}
+
+/// Zone Management Send actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ZoneAction {
+    Close,
+    Finish,
+    Open,
+    Reset,
+    Offline,
+}
+
+/// Zone Management Receive report filters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ZoneFilter {
+    All,
+    Empty,
+    ImplicitlyOpen,
+    ExplicitlyOpen,
+    Closed,
+    Full,
+    ReadOnly,
+    Offline,
+}
+
+/// A zone descriptor (Report Zones).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZoneDescriptor {
+    pub index: u32,
+    pub state: ZoneState,
+    /// Zone start LBA.
+    pub zslba: u64,
+    /// Zone capacity in logical blocks.
+    pub zcap: u64,
+    /// Write pointer.
+    pub wp: u64,
+    pub reset_count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Zone {
+    state: ZoneState,
+    /// Sectors written (write pointer - zone start).
+    written: u64,
+    /// Time the data of the partial unit is available to program.
+    ready_ns: u64,
+    resets: u64,
+    /// When the zone was last opened (orders implicit closes: oldest first).
+    opened: u64,
+}
+
+/// The ZNS device.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Zns {
+    lay: Layout,
+    zone_sectors: u64,
+    zone_cap: u64,
+    zone_blocks: u32,
+    width: u32,
+    /// Die groups (each `width` dies, channel-alternating).
+    groups: Vec<Vec<u32>>,
+    zones: Vec<Zone>,
+    max_open: u32,
+    max_active: u32,
+    blocks: Vec<BlockMeta>,
+    tl: Timelines,
+    data: Option<DataStore>,
+    c: Counters,
+    buffer_units: usize,
+    inflight: BinaryHeap<Reverse<u64>>,
+    cmd_done: u64,
+    stall_until: u64,
+    last_done: u64,
+    pe_limit: u32,
+    open_clock: u64,
+}
+
+fn zerr(s: Status, msg: String) -> Error {
+    Error::Nvme(s, msg)
+}
+
+impl Zns {
+    pub fn new(cfg: &Config) -> Result<Zns> {
+        let lay = Layout::new(&cfg.geometry);
+        let z = &cfg.zns;
+        let width = if z.zone_width == 0 { lay.dies } else { z.zone_width };
+        if lay.dies % width != 0 {
+            return Err(Error::config("zns.zone_width", format!("{width} does not divide the {} dies", lay.dies)));
+        }
+        if lay.blocks_per_plane % z.zone_blocks != 0 {
+            return Err(Error::config("zns.zone_blocks", format!("{} does not divide blocks_per_plane ({})", z.zone_blocks, lay.blocks_per_plane)));
+        }
+        let order = lay.way_order();
+        let groups: Vec<Vec<u32>> = (0..lay.dies / width).map(|g| (0..width).map(|i| order[(g * width + i) as usize]).collect()).collect();
+        let zone_sectors = width as u64 * lay.planes_per_die as u64 * z.zone_blocks as u64 * lay.sectors_per_block as u64;
+        let unit = (lay.planes_per_die * lay.sectors_per_page) as u64;
+        let zone_cap = (((zone_sectors as f64 * z.zone_capacity).floor() as u64) / unit * unit).max(unit);
+        let nzones = groups.len() as u32 * (lay.blocks_per_plane / z.zone_blocks);
+        if z.max_open > z.max_active && z.max_active > 0 {
+            return Err(Error::config("zns.max_open", format!("{} exceeds max_active ({})", z.max_open, z.max_active)));
+        }
+        let unit_bytes = lay.page_bytes as u64 * lay.planes_per_die as u64;
+        Ok(Zns {
+            lay,
+            zone_sectors,
+            zone_cap,
+            zone_blocks: z.zone_blocks,
+            width,
+            groups,
+            zones: (0..nzones).map(|_| Zone { state: ZoneState::Empty, written: 0, ready_ns: 0, resets: 0, opened: 0 }).collect(),
+            max_open: if z.max_open == 0 { nzones } else { z.max_open },
+            max_active: if z.max_active == 0 { nzones } else { z.max_active },
+            blocks: vec![BlockMeta::new(); lay.blocks as usize],
+            tl: Timelines::new(&cfg.timing, &lay),
+            data: match cfg.storage {
+                StorageMode::Data => Some(DataStore::new(lay.physical_sectors, lay.sector_bytes)),
+                StorageMode::Metadata => None,
+            },
+            c: Counters::default(),
+            buffer_units: (cfg.ftl.write_buffer_bytes / unit_bytes) as usize,
+            inflight: BinaryHeap::new(),
+            cmd_done: 0,
+            stall_until: 0,
+            last_done: 0,
+            pe_limit: cfg.media.pe_limit,
+            open_clock: 0,
+        })
+    }
+
+    pub fn zone_count(&self) -> u32 {
+        self.zones.len() as u32
+    }
+    /// Zone size and capacity in logical blocks (sectors).
+    pub fn zone_size(&self) -> u64 {
+        self.zone_sectors
+    }
+    pub fn zone_capacity(&self) -> u64 {
+        self.zone_cap
+    }
+    pub fn max_open(&self) -> u32 {
+        self.max_open
+    }
+    pub fn max_active(&self) -> u32 {
+        self.max_active
+    }
+
+    fn zone_of(&self, lba: u64) -> Result<usize> {
+        let z = (lba / self.zone_sectors) as usize;
+        if z >= self.zones.len() {
+            return Err(zerr(Status::LbaOutOfRange, format!("LBA {lba} is beyond the last zone ({} zones of {} blocks)", self.zones.len(), self.zone_sectors)));
+        }
+        Ok(z)
+    }
+
+    /// Physical block of zone `z`: die index `d` of its group, plane `p`, zone block `j`.
+    fn block(&self, z: usize, d: u32, p: u32, j: u32) -> u32 {
+        let ng = self.groups.len();
+        let die = self.groups[z % ng][d as usize];
+        let slot = (z / ng) as u32;
+        die * self.lay.blocks_per_die + p * self.lay.blocks_per_plane + slot * self.zone_blocks + j
+    }
+
+    /// Physical sector of zone offset `o`.
+    fn psa(&self, z: usize, o: u64) -> u32 {
+        let spp = self.lay.sectors_per_page as u64;
+        let unit = spp * self.lay.planes_per_die as u64;
+        let (u, r) = (o / unit, o % unit);
+        let (plane, slot) = ((r / spp) as u32, (r % spp) as u32);
+        let d = (u % self.width as u64) as u32;
+        let stripe = u / self.width as u64;
+        let ppb = self.lay.pages_per_block as u64;
+        let (j, page) = ((stripe / ppb) as u32, (stripe % ppb) as u32);
+        self.block(z, d, plane, j) * self.lay.sectors_per_block + page * self.lay.sectors_per_page + slot
+    }
+
+    fn counts(&self) -> (u32, u32) {
+        let open = self.zones.iter().filter(|z| z.state.is_open()).count() as u32;
+        let active = self.zones.iter().filter(|z| z.state.is_active()).count() as u32;
+        (open, active)
+    }
+
+    /// Make room for one more open zone (closing an implicitly open one if needed) and check
+    /// the active limit for a zone that is not active yet.
+    fn acquire(&mut self, z: usize, implicit_close_ok: bool) -> Result<()> {
+        let (open, active) = self.counts();
+        let st = self.zones[z].state;
+        if !st.is_active() && active >= self.max_active {
+            return Err(zerr(Status::TooManyActiveZones, format!("zone {z}: {active} zones active, the limit is {}", self.max_active)));
+        }
+        if !st.is_open() && open >= self.max_open {
+            // The oldest implicitly opened zone makes room; explicitly opened ones never do.
+            let victim = if implicit_close_ok {
+                (0..self.zones.len()).filter(|&i| self.zones[i].state == ZoneState::ImplicitlyOpen).min_by_key(|&i| (self.zones[i].opened, i))
+            } else {
+                None
+            };
+            match victim {
+                Some(v) => self.close_zone(v)?,
+                None => return Err(zerr(Status::TooManyOpenZones, format!("zone {z}: {open} zones open, the limit is {}", self.max_open))),
+            }
+        }
+        Ok(())
+    }
+
+    fn close_zone(&mut self, z: usize) -> Result<()> {
+        let zone = &mut self.zones[z];
+        match zone.state {
+            ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen => {
+                zone.state = if zone.written == 0 { ZoneState::Empty } else { ZoneState::Closed };
+                Ok(())
+            }
+            ZoneState::Closed => Ok(()),
+            s => Err(zerr(Status::InvalidZoneStateTransition, format!("zone {z} cannot be closed from {s:?}"))),
+        }
+    }
+
+    fn unit_sectors(&self) -> u64 {
+        (self.lay.sectors_per_page * self.lay.planes_per_die) as u64
+    }
+
+    /// Program the unit of zone `z` that ends at offset `end` (exclusive).
+    fn program_unit(&mut self, z: usize, end: u64) {
+        let unit = self.unit_sectors();
+        let first = end - unit;
+        let psa = self.psa(z, first);
+        let b0 = psa / self.lay.sectors_per_block;
+        let planes = self.lay.planes_per_die;
+        let page = (psa % self.lay.sectors_per_block) / self.lay.sectors_per_page;
+        for p in 0..planes {
+            let b = b0 + p * self.lay.blocks_per_plane;
+            let m = &mut self.blocks[b as usize];
+            m.state = if page + 1 == self.lay.pages_per_block { BlockState::Full } else { BlockState::Open };
+            m.programmed_pages = (page + 1) as u16;
+        }
+        self.c.nand_page_programs += planes as u64;
+        self.c.nand_write_bytes += planes as u64 * self.lay.page_bytes as u64;
+        if self.tl.enabled {
+            let die = self.lay.die_of_block(b0);
+            let earliest = self.zones[z].ready_ns.max(self.blocks[b0 as usize].ready_ns);
+            let done = self.tl.program(die, planes as u64 * self.lay.page_bytes as u64, earliest);
+            self.cmd_done = self.cmd_done.max(done);
+            self.last_done = self.last_done.max(done);
+            if self.buffer_units > 0 {
+                self.inflight.push(Reverse(done));
+                while self.inflight.len() > self.buffer_units {
+                    let Reverse(t) = self.inflight.pop().unwrap();
+                    self.stall_until = self.stall_until.max(t);
+                }
+            }
+        }
+        self.zones[z].ready_ns = 0;
+    }
+
+    /// Pad and program zone `z`'s partial unit, if any.
+    fn pad(&mut self, z: usize) {
+        let unit = self.unit_sectors();
+        let w = self.zones[z].written;
+        if w % unit != 0 {
+            let end = (w / unit + 1) * unit;
+            self.c.pad_sectors += end - w;
+            self.program_unit(z, end);
+        }
+    }
+
+    /// Write `sectors` at `lba` (a write) or at the write pointer of the zone starting at
+    /// `lba` (a zone append). Returns (first LBA written, completion time).
+    pub fn write_zone(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, append: bool, fua: bool, now: u64) -> Result<(u64, u64)> {
+        if sectors == 0 {
+            return Err(zerr(Status::InvalidField, "zero-length write".into()));
+        }
+        let z = self.zone_of(lba)?;
+        let start = z as u64 * self.zone_sectors;
+        if append && lba != start {
+            return Err(zerr(Status::InvalidField, format!("zone append must name the zone start LBA ({start}), not {lba}")));
+        }
+        match self.zones[z].state {
+            ZoneState::Full => return Err(zerr(Status::ZoneIsFull, format!("zone {z} is full"))),
+            ZoneState::ReadOnly => return Err(zerr(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
+            ZoneState::Offline => return Err(zerr(Status::ZoneIsOffline, format!("zone {z} is offline"))),
+            _ => {}
+        }
+        let wp = start + self.zones[z].written;
+        if !append && lba != wp {
+            return Err(zerr(Status::ZoneInvalidWrite, format!("write at LBA {lba} but zone {z}'s write pointer is {wp}")));
+        }
+        if self.zones[z].written + sectors as u64 > self.zone_cap {
+            return Err(zerr(Status::ZoneBoundaryError, format!("{sectors} blocks at {wp} cross zone {z}'s capacity (ends at {})", start + self.zone_cap)));
+        }
+        let sb = self.lay.sector_bytes as usize;
+        if let (Some(d), true) = (data, self.data.is_some()) {
+            if d.len() != sectors as usize * sb {
+                return Err(Error::Command(format!("write of {sectors} sectors carries {} bytes", d.len())));
+            }
+        }
+        if matches!(self.zones[z].state, ZoneState::Empty | ZoneState::Closed) {
+            self.acquire(z, true)?;
+            self.zones[z].state = ZoneState::ImplicitlyOpen;
+            self.open_clock += 1;
+            self.zones[z].opened = self.open_clock;
+        }
+        let t = now + self.tl.command_overhead_ns();
+        self.cmd_done = t;
+        self.stall_until = t;
+        self.zones[z].ready_ns = self.zones[z].ready_ns.max(t);
+        let unit = self.unit_sectors();
+        for i in 0..sectors as u64 {
+            let o = self.zones[z].written;
+            let psa = self.psa(z, o);
+            if let (Some(store), Some(d)) = (self.data.as_mut(), data) {
+                store.put(psa, &d[i as usize * sb..(i as usize + 1) * sb]);
+            }
+            self.blocks[(psa / self.lay.sectors_per_block) as usize].valid += 1;
+            self.zones[z].written = o + 1;
+            if (o + 1) % unit == 0 {
+                self.program_unit(z, o + 1);
+            }
+        }
+        self.c.host_write_cmds += 1;
+        self.c.host_write_bytes += sectors as u64 * sb as u64;
+        if fua || self.buffer_units == 0 {
+            self.pad(z);
+        }
+        if self.zones[z].written == self.zone_cap {
+            self.pad(z);
+            self.zones[z].state = ZoneState::Full;
+        }
+        let done = if !self.tl.enabled {
+            now
+        } else if fua || self.buffer_units == 0 {
+            self.cmd_done
+        } else {
+            self.stall_until.max(t)
+        };
+        Ok((wp, done))
+    }
+
+    /// Zone Management Send. `select_all` applies the action to every zone it applies to.
+    pub fn zone_action(&mut self, lba: u64, action: ZoneAction, select_all: bool, now: u64) -> Result<u64> {
+        let t = now + self.tl.command_overhead_ns();
+        let mut done = t;
+        if select_all {
+            for z in 0..self.zones.len() {
+                let st = self.zones[z].state;
+                let applies = match action {
+                    ZoneAction::Close => st.is_open(),
+                    ZoneAction::Finish => st.is_active(),
+                    ZoneAction::Open => st == ZoneState::Closed,
+                    ZoneAction::Reset => st.is_active() || st == ZoneState::Full,
+                    ZoneAction::Offline => st == ZoneState::ReadOnly,
+                };
+                if applies {
+                    done = done.max(self.zone_action_one(z, action, t)?);
+                }
+            }
+            return Ok(if self.tl.enabled { done } else { now });
+        }
+        let z = self.zone_of(lba)?;
+        if lba % self.zone_sectors != 0 {
+            return Err(zerr(Status::InvalidField, format!("LBA {lba} is not a zone start")));
+        }
+        let d = self.zone_action_one(z, action, t)?;
+        Ok(if self.tl.enabled { d } else { now })
+    }
+
+    fn zone_action_one(&mut self, z: usize, action: ZoneAction, t: u64) -> Result<u64> {
+        use ZoneState::*;
+        let st = self.zones[z].state;
+        let bad = |what: &str| zerr(Status::InvalidZoneStateTransition, format!("zone {z}: cannot {what} a zone in state {st:?}"));
+        match action {
+            ZoneAction::Open => match st {
+                ExplicitlyOpen => {}
+                ImplicitlyOpen => self.zones[z].state = ExplicitlyOpen,
+                Empty | Closed => {
+                    self.acquire(z, true)?;
+                    self.zones[z].state = ExplicitlyOpen;
+                }
+                ReadOnly => return Err(zerr(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
+                Offline => return Err(zerr(Status::ZoneIsOffline, format!("zone {z} is offline"))),
+                Full => return Err(bad("open")),
+            },
+            ZoneAction::Close => match st {
+                ImplicitlyOpen | ExplicitlyOpen | Closed => self.close_zone(z)?,
+                ReadOnly => return Err(zerr(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
+                Offline => return Err(zerr(Status::ZoneIsOffline, format!("zone {z} is offline"))),
+                Empty | Full => return Err(bad("close")),
+            },
+            ZoneAction::Finish => match st {
+                Full => {}
+                Empty | ImplicitlyOpen | ExplicitlyOpen | Closed => {
+                    if st == Empty {
+                        let (_, active) = self.counts();
+                        if active >= self.max_active {
+                            return Err(zerr(Status::TooManyActiveZones, format!("zone {z}: finishing an empty zone needs an active resource ({active} active)")));
+                        }
+                    }
+                    self.pad(z);
+                    self.zones[z].written = self.zone_cap;
+                    self.zones[z].state = Full;
+                }
+                ReadOnly => return Err(zerr(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
+                Offline => return Err(zerr(Status::ZoneIsOffline, format!("zone {z} is offline"))),
+            },
+            ZoneAction::Reset => match st {
+                Empty => {}
+                ImplicitlyOpen | ExplicitlyOpen | Closed | Full => return Ok(self.reset_zone(z, t)),
+                ReadOnly => return Err(zerr(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
+                Offline => return Err(zerr(Status::ZoneIsOffline, format!("zone {z} is offline"))),
+            },
+            ZoneAction::Offline => match st {
+                ReadOnly => {
+                    self.zones[z].state = Offline;
+                    self.zones[z].written = 0;
+                }
+                Offline => {}
+                _ => return Err(bad("take offline")),
+            },
+        }
+        Ok(t)
+    }
+
+    /// Erase the zone's blocks (those holding data) and empty it; returns the completion time.
+    fn reset_zone(&mut self, z: usize, t: u64) -> u64 {
+        let mut done = t;
+        for d in 0..self.width {
+            for p in 0..self.lay.planes_per_die {
+                for j in 0..self.zone_blocks {
+                    let b = self.block(z, d, p, j);
+                    let first = b * self.lay.sectors_per_block;
+                    if let Some(store) = self.data.as_mut() {
+                        for psa in first..first + self.lay.sectors_per_block {
+                            store.discard(psa);
+                        }
+                    }
+                    let m = &mut self.blocks[b as usize];
+                    if m.programmed_pages == 0 && m.valid == 0 {
+                        continue;
+                    }
+                    m.erase_count += 1;
+                    m.valid = 0;
+                    m.programmed_pages = 0;
+                    m.state = BlockState::Free;
+                    self.c.nand_erase_count += 1;
+                    if m.erase_count >= self.pe_limit {
+                        self.c.grown_bad_blocks += 1;
+                    }
+                    if self.tl.enabled {
+                        let e = self.tl.erase(self.lay.die_of_block(b), t);
+                        self.blocks[b as usize].ready_ns = e;
+                        done = done.max(e);
+                    }
+                }
+            }
+        }
+        let zone = &mut self.zones[z];
+        zone.state = ZoneState::Empty;
+        zone.written = 0;
+        zone.resets += 1;
+        done
+    }
+
+    /// Mark a zone read-only or offline (media failure injection for host tests).
+    pub fn inject_zone_state(&mut self, z: usize, state: ZoneState) -> Result<()> {
+        if !matches!(state, ZoneState::ReadOnly | ZoneState::Offline) {
+            return Err(Error::Command("only read-only and offline can be injected".into()));
+        }
+        let zone = self.zones.get_mut(z).ok_or_else(|| Error::Command(format!("no zone {z}")))?;
+        zone.state = state;
+        Ok(())
+    }
+
+    /// Report Zones from the zone holding `lba`, filtered, at most `max` descriptors
+    /// (a partial report).
+    pub fn report(&self, lba: u64, filter: ZoneFilter, max: usize) -> Result<Vec<ZoneDescriptor>> {
+        let z0 = self.zone_of(lba)?;
+        Ok((z0..self.zones.len())
+            .filter(|&z| {
+                let s = self.zones[z].state;
+                match filter {
+                    ZoneFilter::All => true,
+                    ZoneFilter::Empty => s == ZoneState::Empty,
+                    ZoneFilter::ImplicitlyOpen => s == ZoneState::ImplicitlyOpen,
+                    ZoneFilter::ExplicitlyOpen => s == ZoneState::ExplicitlyOpen,
+                    ZoneFilter::Closed => s == ZoneState::Closed,
+                    ZoneFilter::Full => s == ZoneState::Full,
+                    ZoneFilter::ReadOnly => s == ZoneState::ReadOnly,
+                    ZoneFilter::Offline => s == ZoneState::Offline,
+                }
+            })
+            .take(max)
+            .map(|z| {
+                let start = z as u64 * self.zone_sectors;
+                let zone = &self.zones[z];
+                let wp = if matches!(zone.state, ZoneState::Full | ZoneState::ReadOnly | ZoneState::Offline) { u64::MAX } else { start + zone.written };
+                ZoneDescriptor { index: z as u32, state: zone.state, zslba: start, zcap: self.zone_cap, wp, reset_count: zone.resets }
+            })
+            .collect())
+    }
+}
+
+impl BlockDevice for Zns {
+    fn layout(&self) -> &Layout {
+        &self.lay
+    }
+    fn logical_sectors(&self) -> u64 {
+        self.zones.len() as u64 * self.zone_sectors
+    }
+    fn write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, opts: WriteOpts, now: u64) -> Result<u64> {
+        Ok(self.write_zone(lba, sectors, data, false, opts.fua, now)?.1)
+    }
+    fn read(&mut self, lba: u64, sectors: u32, mut out: Option<&mut [u8]>, now: u64) -> Result<u64> {
+        if sectors == 0 || lba + sectors as u64 > self.logical_sectors() {
+            return Err(zerr(Status::LbaOutOfRange, format!("read of {sectors} blocks at {lba} beyond the namespace")));
+        }
+        let sb = self.lay.sector_bytes as usize;
+        let t = now + self.tl.command_overhead_ns();
+        let mut done = t;
+        let mut last_page = u32::MAX;
+        for i in 0..sectors as u64 {
+            let l = lba + i;
+            let z = (l / self.zone_sectors) as usize;
+            let o = l % self.zone_sectors;
+            if self.zones[z].state == ZoneState::Offline {
+                return Err(zerr(Status::ZoneIsOffline, format!("zone {z} is offline")));
+            }
+            let written = o < self.zones[z].written;
+            let psa = self.psa(z, o);
+            if let Some(buf) = out.as_deref_mut() {
+                let dst = &mut buf[i as usize * sb..(i as usize + 1) * sb];
+                match &self.data {
+                    Some(store) if written => store.get(psa, dst),
+                    _ => dst.fill(0),
+                }
+            }
+            let page = psa / self.lay.sectors_per_page;
+            let b = psa / self.lay.sectors_per_block;
+            let programmed = (psa % self.lay.sectors_per_block) / self.lay.sectors_per_page < self.blocks[b as usize].programmed_pages as u32;
+            if written && programmed && page != last_page {
+                last_page = page;
+                self.c.nand_page_reads += 1;
+                self.c.nand_read_bytes += self.lay.page_bytes as u64;
+                if self.tl.enabled {
+                    done = done.max(self.tl.read(self.lay.die_of_block(b), sb as u64, t));
+                }
+            }
+        }
+        self.c.host_read_cmds += 1;
+        self.c.host_read_bytes += sectors as u64 * sb as u64;
+        Ok(if self.tl.enabled { done } else { now })
+    }
+    /// Deallocate on a zoned namespace changes nothing on the media (the zone is still
+    /// written up to its write pointer); it is accepted and counted.
+    fn trim(&mut self, lba: u64, sectors: u32, now: u64) -> Result<u64> {
+        if lba + sectors as u64 > self.logical_sectors() {
+            return Err(zerr(Status::LbaOutOfRange, format!("deallocate of {sectors} blocks at {lba} beyond the namespace")));
+        }
+        self.c.host_trim_cmds += 1;
+        self.c.host_trim_bytes += sectors as u64 * self.lay.sector_bytes as u64;
+        Ok(if self.tl.enabled { now + self.tl.command_overhead_ns() } else { now })
+    }
+    fn flush(&mut self, now: u64) -> Result<u64> {
+        for z in 0..self.zones.len() {
+            if self.zones[z].state.is_active() {
+                self.pad(z);
+            }
+        }
+        self.c.host_flush_cmds += 1;
+        Ok(if self.tl.enabled { (now + self.tl.command_overhead_ns()).max(self.last_done) } else { now })
+    }
+    fn idle(&mut self, _now: u64) {}
+    fn counters(&self) -> &Counters {
+        &self.c
+    }
+    fn timelines(&self) -> &Timelines {
+        &self.tl
+    }
+    fn blocks(&self) -> &[BlockMeta] {
+        &self.blocks
+    }
+    fn free_blocks(&self) -> u32 {
+        self.blocks.iter().filter(|b| b.programmed_pages == 0).count() as u32
+    }
+    fn mapped_sectors(&self) -> u64 {
+        self.zones.iter().filter(|z| z.state != ZoneState::Offline).map(|z| z.written).sum()
+    }
+    fn personality_metrics(&self, _base: &serde_json::Value) -> Vec<(&'static str, serde_json::Value)> {
+        let mut states = std::collections::BTreeMap::new();
+        for z in &self.zones {
+            *states.entry(format!("{:?}", z.state)).or_insert(0u64) += 1;
+        }
+        vec![(
+            "zns",
+            serde_json::json!({
+                "zones": self.zones.len(),
+                "zone_size_sectors": self.zone_sectors,
+                "zone_capacity_sectors": self.zone_cap,
+                "max_open": self.max_open,
+                "max_active": self.max_active,
+                "zone_resets_total": self.zones.iter().map(|z| z.resets).sum::<u64>(),
+                "zone_states": states,
+            }),
+        )]
+    }
+    fn check_invariants(&self) {
+        let (open, active) = self.counts();
+        assert!(open <= self.max_open && active <= self.max_active, "open {open} / active {active} over the limits");
+        for (i, z) in self.zones.iter().enumerate() {
+            assert!(z.written <= self.zone_cap, "zone {i} written past its capacity");
+            if z.state == ZoneState::Empty {
+                assert_eq!(z.written, 0, "empty zone {i} has data");
+            }
+        }
+    }
+}
+
+/// A host-side zoned log, for running ordinary workloads on a ZNS device: every write is
+/// appended to one of `streams` open zones (chosen by the write's address, so a workload with
+/// several regions keeps them apart), full zones are left behind, and when no empty zone is
+/// left the oldest full zone is reset (its data dropped, as a log-structured cache would).
+/// Reads go to the zoned address space as it is (data appended there, or zeros): this host
+/// keeps no index, it exists to load the device realistically.
+pub struct ZoneLog<'a> {
+    pub zns: &'a mut Zns,
+    pub state: &'a mut ZoneLogState,
+}
+
+/// Persistent part of [`ZoneLog`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ZoneLogState {
+    /// Current zone of each stream.
+    current: Vec<Option<usize>>,
+    /// Full zones, oldest first.
+    filled: std::collections::VecDeque<usize>,
+    pub resets: u64,
+}
+
+impl ZoneLogState {
+    pub fn new(streams: usize) -> ZoneLogState {
+        ZoneLogState { current: vec![None; streams.max(1)], filled: Default::default(), resets: 0 }
+    }
+}
+
+impl<'a> ZoneLog<'a> {
+    fn next_zone(&mut self, now: u64) -> Result<usize> {
+        let current = &self.state.current;
+        if let Some(z) = (0..self.zns.zones.len()).find(|&z| self.zns.zones[z].state == ZoneState::Empty && !current.contains(&Some(z))) {
+            return Ok(z);
+        }
+        let victim = self.state.filled.pop_front().ok_or_else(|| Error::WornOut("zoned log: no empty or full zone to reuse".into()))?;
+        self.zns.zone_action_one(victim, ZoneAction::Reset, now)?;
+        self.state.resets += 1;
+        Ok(victim)
+    }
+}
+
+impl<'a> BlockDevice for ZoneLog<'a> {
+    fn layout(&self) -> &Layout {
+        &self.zns.lay
+    }
+    fn logical_sectors(&self) -> u64 {
+        self.zns.logical_sectors()
+    }
+    fn write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, opts: WriteOpts, now: u64) -> Result<u64> {
+        let n = self.state.current.len() as u64;
+        let stream = ((lba * n) / self.zns.logical_sectors().max(1)).min(n - 1) as usize;
+        let mut remaining = sectors;
+        let mut done = now;
+        let mut off = 0usize;
+        let sb = self.zns.lay.sector_bytes as usize;
+        while remaining > 0 {
+            let z = match self.state.current[stream] {
+                Some(z) if self.zns.zones[z].state.is_open() || self.zns.zones[z].state == ZoneState::Closed => z,
+                _ => {
+                    let z = self.next_zone(now)?;
+                    self.state.current[stream] = Some(z);
+                    z
+                }
+            };
+            let room = (self.zns.zone_cap - self.zns.zones[z].written) as u32;
+            let k = remaining.min(room);
+            let part = data.map(|d| &d[off..off + k as usize * sb]);
+            let zslba = z as u64 * self.zns.zone_sectors;
+            let (_, d) = self.zns.write_zone(zslba, k, part, true, opts.fua, now)?;
+            done = done.max(d);
+            if self.zns.zones[z].state == ZoneState::Full {
+                self.state.filled.push_back(z);
+                self.state.current[stream] = None;
+            }
+            remaining -= k;
+            off += k as usize * sb;
+        }
+        Ok(done)
+    }
+    fn read(&mut self, lba: u64, sectors: u32, out: Option<&mut [u8]>, now: u64) -> Result<u64> {
+        self.zns.read(lba, sectors, out, now)
+    }
+    fn trim(&mut self, lba: u64, sectors: u32, now: u64) -> Result<u64> {
+        self.zns.trim(lba, sectors, now)
+    }
+    fn flush(&mut self, now: u64) -> Result<u64> {
+        self.zns.flush(now)
+    }
+    fn idle(&mut self, _now: u64) {}
+    fn counters(&self) -> &Counters {
+        &self.zns.c
+    }
+    fn timelines(&self) -> &Timelines {
+        &self.zns.tl
+    }
+    fn blocks(&self) -> &[BlockMeta] {
+        &self.zns.blocks
+    }
+    fn free_blocks(&self) -> u32 {
+        self.zns.free_blocks()
+    }
+    fn mapped_sectors(&self) -> u64 {
+        self.zns.mapped_sectors()
+    }
+    fn check_invariants(&self) {
+        self.zns.check_invariants()
+    }
+}

@@ -1,0 +1,243 @@
+//! ZNS state machine, every legal transition and every error path, plus DLWA and data.
+
+use ssdlab_core::config::{Config, Personality, StorageMode, WorkloadConfig};
+use ssdlab_core::device::no_progress;
+use ssdlab_core::error::Status;
+use ssdlab_core::ftl::zns::{ZoneAction, ZoneFilter, ZoneState, Zns};
+use ssdlab_core::ftl::{BlockDevice, WriteOpts};
+use ssdlab_core::media::presets::preset;
+use ssdlab_core::{Device, Error};
+
+fn cfg(max_open: u32, max_active: u32) -> Config {
+    let mut c = preset("tiny").unwrap();
+    c.personality = Personality::Zns;
+    c.storage = StorageMode::Data;
+    c.timing.enabled = false;
+    c.geometry.blocks_per_plane = 16;
+    c.geometry.pages_per_block = 8;
+    c.zns.zone_width = 2;
+    c.zns.zone_blocks = 1;
+    c.zns.zone_capacity = 0.75;
+    c.zns.max_open = max_open;
+    c.zns.max_active = max_active;
+    c
+}
+
+fn zns(max_open: u32, max_active: u32) -> Zns {
+    Zns::new(&cfg(max_open, max_active)).unwrap()
+}
+
+fn status(r: Result<impl std::fmt::Debug, Error>) -> Status {
+    match r {
+        Err(Error::Nvme(s, _)) => s,
+        other => panic!("expected an NVMe status, got {other:?}"),
+    }
+}
+
+fn state(z: &Zns, zone: usize) -> ZoneState {
+    z.report(zone as u64 * z.zone_size(), ZoneFilter::All, 1).unwrap()[0].state
+}
+
+fn w(z: &mut Zns, lba: u64, n: u32) -> Result<u64, Error> {
+    z.write(lba, n, None, WriteOpts::default(), 0)
+}
+
+#[test]
+fn geometry() {
+    let z = zns(4, 4);
+    // 2 x 2 dies -> 2 die groups of width 2; 16 blocks per plane -> 32 zones of 2 blocks of
+    // 8 pages x 4 sectors; capacity 75% of 64 sectors.
+    assert_eq!(z.zone_count(), 32);
+    assert_eq!(z.zone_size(), 64);
+    assert_eq!(z.zone_capacity(), 48);
+    assert_eq!(z.logical_sectors(), 32 * 64);
+}
+
+#[test]
+fn writes_follow_the_write_pointer() {
+    let mut z = zns(4, 4);
+    let zs = z.zone_size();
+    assert_eq!(state(&z, 1), ZoneState::Empty);
+    assert_eq!(status(w(&mut z, zs + 1, 1)), Status::ZoneInvalidWrite);
+    w(&mut z, zs, 4).unwrap();
+    assert_eq!(state(&z, 1), ZoneState::ImplicitlyOpen);
+    assert_eq!(z.report(zs, ZoneFilter::All, 1).unwrap()[0].wp, zs + 4);
+    assert_eq!(status(w(&mut z, zs, 1)), Status::ZoneInvalidWrite, "rewrite behind the WP");
+    assert_eq!(status(w(&mut z, zs + 4, 45)), Status::ZoneBoundaryError);
+    w(&mut z, zs + 4, 44).unwrap();
+    assert_eq!(state(&z, 1), ZoneState::Full);
+    assert_eq!(status(w(&mut z, zs + 48, 1)), Status::ZoneIsFull);
+    assert_eq!(status(w(&mut z, 100 * zs, 1)), Status::LbaOutOfRange);
+}
+
+#[test]
+fn zone_append_returns_the_lba_written() {
+    let mut z = zns(4, 4);
+    let zs = z.zone_size();
+    let (a, _) = z.write_zone(2 * zs, 3, None, true, false, 0).unwrap();
+    let (b, _) = z.write_zone(2 * zs, 5, None, true, false, 0).unwrap();
+    assert_eq!((a, b), (2 * zs, 2 * zs + 3));
+    assert_eq!(status(z.write_zone(2 * zs + 1, 1, None, true, false, 0)), Status::InvalidField);
+    assert_eq!(status(z.write_zone(2 * zs, 41, None, true, false, 0)), Status::ZoneBoundaryError);
+    z.write_zone(2 * zs, 40, None, true, false, 0).unwrap();
+}
+
+#[test]
+fn open_close_finish_reset_transitions() {
+    use ZoneAction::*;
+    use ZoneState::*;
+    let mut z = zns(8, 8);
+    let zs = z.zone_size();
+    let act = |z: &mut Zns, zone: u64, a| z.zone_action(zone * zs, a, false, 0);
+    // Empty: open -> EO; close of EO with no data -> Empty.
+    act(&mut z, 0, Open).unwrap();
+    assert_eq!(state(&z, 0), ExplicitlyOpen);
+    act(&mut z, 0, Open).unwrap();
+    assert_eq!(state(&z, 0), ExplicitlyOpen, "open of an open zone is a no-op");
+    act(&mut z, 0, Close).unwrap();
+    assert_eq!(state(&z, 0), Empty);
+    assert_eq!(status(act(&mut z, 0, Close)), Status::InvalidZoneStateTransition);
+    // IO -> close -> Closed -> open -> EO -> close -> Closed -> write -> IO.
+    w(&mut z, zs, 2).unwrap();
+    act(&mut z, 1, Close).unwrap();
+    assert_eq!(state(&z, 1), Closed);
+    act(&mut z, 1, Close).unwrap();
+    assert_eq!(state(&z, 1), Closed, "close of a closed zone is a no-op");
+    act(&mut z, 1, Open).unwrap();
+    assert_eq!(state(&z, 1), ExplicitlyOpen);
+    w(&mut z, zs + 2, 1).unwrap();
+    assert_eq!(state(&z, 1), ExplicitlyOpen, "writes keep an explicitly open zone open");
+    act(&mut z, 1, Close).unwrap();
+    w(&mut z, zs + 3, 1).unwrap();
+    assert_eq!(state(&z, 1), ImplicitlyOpen);
+    act(&mut z, 1, Open).unwrap();
+    assert_eq!(state(&z, 1), ExplicitlyOpen, "IO -> EO");
+    // Finish from every active state and from empty; full -> finish is a no-op.
+    act(&mut z, 1, Finish).unwrap();
+    assert_eq!(state(&z, 1), Full);
+    act(&mut z, 1, Finish).unwrap();
+    act(&mut z, 2, Finish).unwrap();
+    assert_eq!(state(&z, 2), Full, "empty -> full");
+    assert_eq!(status(act(&mut z, 2, Open)), Status::InvalidZoneStateTransition);
+    assert_eq!(status(act(&mut z, 2, Close)), Status::InvalidZoneStateTransition);
+    // Reset of full / closed / open zones empties them and erases their blocks.
+    let erases = z.counters().nand_erase_count;
+    act(&mut z, 1, Reset).unwrap();
+    assert_eq!(state(&z, 1), Empty);
+    assert!(z.counters().nand_erase_count > erases);
+    act(&mut z, 1, Reset).unwrap();
+    assert_eq!(z.report(zs, ZoneFilter::All, 1).unwrap()[0].reset_count, 1, "reset of an empty zone is a no-op");
+    w(&mut z, 3 * zs, 1).unwrap();
+    act(&mut z, 3, Close).unwrap();
+    act(&mut z, 3, Reset).unwrap();
+    assert_eq!(state(&z, 3), Empty);
+    // Misaligned zone actions.
+    assert_eq!(status(z.zone_action(1, Open, false, 0)), Status::InvalidField);
+}
+
+#[test]
+fn read_only_and_offline_zones() {
+    use ZoneAction::*;
+    let mut z = zns(8, 8);
+    let zs = z.zone_size();
+    w(&mut z, 4 * zs, 8).unwrap();
+    assert_eq!(status(z.zone_action(4 * zs, Offline, false, 0)), Status::InvalidZoneStateTransition);
+    z.inject_zone_state(4, ZoneState::ReadOnly).unwrap();
+    assert_eq!(status(w(&mut z, 4 * zs + 8, 1)), Status::ZoneIsReadOnly);
+    assert_eq!(status(z.zone_action(4 * zs, Reset, false, 0)), Status::ZoneIsReadOnly);
+    assert_eq!(status(z.zone_action(4 * zs, Open, false, 0)), Status::ZoneIsReadOnly);
+    z.read(4 * zs, 8, None, 0).unwrap();
+    z.zone_action(4 * zs, Offline, false, 0).unwrap();
+    assert_eq!(state(&z, 4), ZoneState::Offline);
+    assert_eq!(status(z.read(4 * zs, 1, None, 0)), Status::ZoneIsOffline);
+    assert_eq!(status(w(&mut z, 4 * zs, 1)), Status::ZoneIsOffline);
+    assert_eq!(status(z.zone_action(4 * zs, Finish, false, 0)), Status::ZoneIsOffline);
+    assert_eq!(status(z.zone_action(4 * zs, Close, false, 0)), Status::ZoneIsOffline);
+    assert_eq!(z.report(0, ZoneFilter::Offline, 100).unwrap().len(), 1);
+}
+
+#[test]
+fn open_and_active_limits() {
+    use ZoneAction::*;
+    let mut z = zns(2, 3);
+    let zs = z.zone_size();
+    w(&mut z, 0, 1).unwrap();
+    w(&mut z, zs, 1).unwrap();
+    // A third implicit open closes an implicitly open zone to make room.
+    w(&mut z, 2 * zs, 1).unwrap();
+    assert_eq!(z.report(0, ZoneFilter::ImplicitlyOpen, 100).unwrap().len(), 2);
+    assert_eq!(z.report(0, ZoneFilter::Closed, 100).unwrap().len(), 1);
+    // Three active zones: a fourth cannot become active.
+    assert_eq!(status(w(&mut z, 3 * zs, 1)), Status::TooManyActiveZones);
+    assert_eq!(status(z.zone_action(3 * zs, Open, false, 0)), Status::TooManyActiveZones);
+    assert_eq!(status(z.zone_action(3 * zs, Finish, false, 0)), Status::TooManyActiveZones);
+    // Explicitly open zones are never closed implicitly.
+    z.zone_action(0, Reset, true, 0).unwrap();
+    z.zone_action(0, Open, false, 0).unwrap();
+    z.zone_action(zs, Open, false, 0).unwrap();
+    assert_eq!(status(w(&mut z, 2 * zs, 1)), Status::TooManyOpenZones);
+    assert_eq!(status(z.zone_action(2 * zs, Open, false, 0)), Status::TooManyOpenZones);
+    z.check_invariants();
+}
+
+#[test]
+fn select_all_actions() {
+    use ZoneAction::*;
+    let mut z = zns(8, 8);
+    let zs = z.zone_size();
+    for i in 0..4 {
+        w(&mut z, i * zs, 1).unwrap();
+    }
+    z.zone_action(0, Close, true, 0).unwrap();
+    assert_eq!(z.report(0, ZoneFilter::Closed, 100).unwrap().len(), 4);
+    z.zone_action(0, Open, true, 0).unwrap();
+    assert_eq!(z.report(0, ZoneFilter::ExplicitlyOpen, 100).unwrap().len(), 4);
+    z.zone_action(0, Finish, true, 0).unwrap();
+    assert_eq!(z.report(0, ZoneFilter::Full, 100).unwrap().len(), 4);
+    z.zone_action(0, Reset, true, 0).unwrap();
+    assert_eq!(z.report(0, ZoneFilter::Empty, 100).unwrap().len(), 32);
+    // Partial report: at most N descriptors, from the given zone on.
+    assert_eq!(z.report(5 * zs, ZoneFilter::All, 3).unwrap().iter().map(|d| d.index).collect::<Vec<_>>(), vec![5, 6, 7]);
+}
+
+#[test]
+fn data_round_trips_and_reset_erases() {
+    let mut z = zns(8, 8);
+    let zs = z.zone_size();
+    let data: Vec<u8> = (0..4096 * 20).map(|i| (i % 251) as u8).collect();
+    z.write(3 * zs, 20, Some(&data), WriteOpts::default(), 0).unwrap();
+    let mut out = vec![0u8; 4096 * 20];
+    z.read(3 * zs, 20, Some(&mut out), 0).unwrap();
+    assert_eq!(out, data);
+    z.zone_action(3 * zs, ZoneAction::Reset, false, 0).unwrap();
+    z.read(3 * zs, 20, Some(&mut out), 0).unwrap();
+    assert!(out.iter().all(|&b| b == 0));
+}
+
+#[test]
+fn zoned_log_has_dlwa_one_and_resets_zones() {
+    let mut c = cfg(4, 4);
+    c.storage = StorageMode::Metadata;
+    c.geometry.blocks_per_plane = 64;
+    c.zns.zone_capacity = 1.0;
+    let mut dev = Device::new(c).unwrap();
+    let w = WorkloadConfig { block_bytes: vec![65536], stop_device_writes: 3.0, queue_depth: 4, ..Default::default() };
+    let rep = dev.run(&w, &mut no_progress).unwrap();
+    let m = &rep.metrics;
+    assert_eq!(m["dlwa"].as_f64().unwrap(), 1.0);
+    assert!(m["nand_erase_count"].as_u64().unwrap() > 0);
+    assert!(m["zns"]["zone_resets_total"].as_u64().unwrap() > 2 * 64);
+    assert_eq!(m["gc_events"], 0);
+    dev.block_device().check_invariants();
+}
+
+#[test]
+fn implicit_close_takes_the_oldest_implicitly_open_zone() {
+    let mut z = zns(2, 8);
+    let zs = z.zone_size();
+    w(&mut z, 5 * zs, 1).unwrap();
+    w(&mut z, 2 * zs, 1).unwrap();
+    w(&mut z, 7 * zs, 1).unwrap();
+    assert_eq!(state(&z, 5), ZoneState::Closed, "zone 5 was opened first");
+    assert_eq!(state(&z, 2), ZoneState::ImplicitlyOpen);
+}

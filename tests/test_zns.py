@@ -1,0 +1,56 @@
+"""ZNS from Python: zone commands, NVMe errors by name, and a zoned-log run at DLWA 1."""
+
+import pytest
+
+import ssdlab
+from ssdlab import Device, Workload
+
+SECTOR = 4096
+
+
+def zns_device(**zns):
+    return Device("tiny", personality="zns", storage="data", timing={"enabled": False},
+                  geometry={"blocks_per_plane": 16, "pages_per_block": 8},
+                  zns={"zone_width": 2, "zone_capacity": 0.75, "max_open": 2, "max_active": 3, **zns})
+
+
+def test_append_report_and_reset():
+    dev = zns_device()
+    info = dev.zone_info()
+    assert info == {"zones": 32, "zone_size": 64, "zone_capacity": 48, "max_open": 2, "max_active": 3}
+    zs = info["zone_size"]
+    assert dev.zone_append(zs, b"a" * SECTOR * 2) == zs
+    assert dev.zone_append(zs, b"b" * SECTOR) == zs + 2
+    assert dev.read(zs * SECTOR, 3 * SECTOR) == b"a" * 2 * SECTOR + b"b" * SECTOR
+    rep = dev.zone_report(zs, "implicitly-open")
+    assert rep[0]["wp"] == zs + 3 and rep[0]["state"] == "implicitly-open"
+    dev.zone_action(zs, "reset")
+    assert dev.zone_report(zs, max_zones=1)[0]["state"] == "empty"
+    assert dev.read(zs * SECTOR, SECTOR) == bytes(SECTOR)
+
+
+def test_errors_carry_the_nvme_status_name():
+    dev = zns_device()
+    with pytest.raises(ssdlab.NvmeError, match="Zone Invalid Write"):
+        dev.write(5 * SECTOR, b"x" * SECTOR)
+    dev.zone_action(0, "finish")
+    with pytest.raises(ssdlab.NvmeError, match="Zone Is Full"):
+        dev.zone_append(0, b"x" * SECTOR)
+    with pytest.raises(ssdlab.NvmeError, match="Invalid Zone State Transition"):
+        dev.zone_action(0, "open")
+    dev.zone_action(64, "open")
+    dev.zone_action(128, "open")
+    with pytest.raises(ssdlab.NvmeError, match="Too Many Open Zones"):
+        dev.zone_append(192, b"x" * SECTOR)
+    with pytest.raises(ValueError, match="unknown zone action"):
+        dev.zone_action(0, "explode")
+    with pytest.raises(ssdlab.NvmeError, match="not a ZNS device"):
+        Device("tiny").zone_info()
+
+
+def test_zoned_log_run_has_no_device_write_amplification():
+    dev = Device("zns-ssd", geometry={"blocks_per_plane": 32}, timing={"enabled": False})
+    rep = dev.run(Workload(block_bytes=131072, stop_device_writes=2.5))
+    assert rep.dlwa == 1.0
+    assert rep["gc_events"] == 0
+    assert rep["zns"]["zone_resets_total"] > 0
