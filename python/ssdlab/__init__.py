@@ -10,12 +10,14 @@ True
 from . import _native
 from ._native import ConfigError, DeviceError, NvmeError, SnapshotError, SsdlabError, TraceError
 from .device import Device, Mix, Report, Workload, resolve_config
+from .sweep import SweepError, sweep
 
 __version__ = _native.__version__
 
 __all__ = [
     "Device", "Workload", "Mix", "Report", "resolve_config", "NvmeError", "presets", "trace_formats", "config_show",
     "waf_fifo", "waf_greedy", "SsdlabError", "ConfigError", "TraceError", "DeviceError", "SnapshotError",
+    "sweep", "SweepError",
 ]
 
 

@@ -18,6 +18,7 @@ EPILOG = """examples:
   ssdlab replay trace.csv --format msr --device my.toml --out runs/trace
   ssdlab report runs/my                     # re-render report.md and plots
   ssdlab reproduce gc-policies --quick      # reports/gc-policies/
+  ssdlab sweep experiments/sweeps/op-x-gc.toml --out runs/op-x-gc   # a grid on all cores
 """
 
 
@@ -106,6 +107,33 @@ def cmd_reproduce(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from .sweep import load_sweep, run_sweep
+
+    spec = load_sweep(args.sweep)
+    out = Path(args.out)
+    backend = "ray" if args.ray else "local"
+    say = (lambda s: None) if args.quiet else print
+    _, summary = run_sweep(spec, out, backend=backend, jobs=args.jobs, ray_address=args.ray,
+                           progress=not args.quiet and sys.stderr.isatty(), log=say)
+    say(f"{summary['points']} points: {summary['ran']} run, {summary['skipped']} skipped (done before), "
+        f"{summary['failed']} failed, {summary['not_run']} not run  ({summary['wall_seconds']:.1f} s wall, "
+        f"{backend})")
+    say(f"wrote {', '.join(summary['tables'])}; {len(summary['plots'])} plots in {out / 'plots'}")
+    for w in summary["warnings"]:
+        print(f"ssdlab: warning: {w}", file=sys.stderr)
+    for f in summary["failures"]:
+        print(f"ssdlab: failed: {f['error'].splitlines()[0]}  [{f['error_file']}]", file=sys.stderr)
+    if summary["interrupted"]:
+        print(f"ssdlab: interrupted: finished points kept, {summary['not_run']} not run; the same command "
+              "resumes", file=sys.stderr)
+        return 130
+    if summary["failed"]:
+        print(f"ssdlab: {summary['failed']} of {summary['points']} points failed", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ssdlab", description="A fast, deterministic flash-storage emulation lab.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -150,6 +178,18 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--list", action="store_true")
     x.add_argument("-q", "--quiet", action="store_true")
     x.set_defaults(func=cmd_reproduce)
+
+    sw = sub.add_parser("sweep", help="run a parameter sweep (grid/zip of config keys) on a pool or Ray",
+                        description="Run every point of a sweep file (docs/sweeps.md) and collect "
+                                    "OUT/results.csv and OUT/plots/. Re-running skips finished points.")
+    sw.add_argument("sweep", help="sweep file (TOML: base or preset, [grid], [zip], metrics)")
+    sw.add_argument("--out", required=True, help="output directory (points/, results.csv, plots/)")
+    g = sw.add_mutually_exclusive_group()
+    g.add_argument("--jobs", "-j", type=int, help="local worker processes (default: all cores)")
+    g.add_argument("--ray", metavar="ADDRESS|auto",
+                   help="run on Ray: auto starts a local Ray on 127.0.0.1, host:port joins a cluster")
+    sw.add_argument("-q", "--quiet", action="store_true")
+    sw.set_defaults(func=cmd_sweep)
     return p
 
 

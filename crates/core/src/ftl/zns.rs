@@ -362,19 +362,38 @@ impl Zns {
         self.cmd_done = t;
         self.stall_until = t;
         self.zones[z].ready_ns = self.zones[z].ready_ns.max(t);
+        // Sectors of a page are consecutive PSAs: compute the address once per page and count
+        // unit positions instead of dividing per sector.
         let unit = self.unit_sectors();
+        let spp = self.lay.sectors_per_page as u64;
+        let o0 = self.zones[z].written;
+        let mut in_page = o0 % spp;
+        let mut in_unit = o0 % unit;
+        let mut psa = self.psa(z, o0);
+        let mut block = psa / self.lay.sectors_per_block;
         for i in 0..sectors as u64 {
-            let o = self.zones[z].written;
-            let psa = self.psa(z, o);
+            let o = o0 + i;
+            if i > 0 && in_page == 0 {
+                psa = self.psa(z, o);
+                block = psa / self.lay.sectors_per_block;
+            }
             if let (Some(store), Some(d)) = (self.data.as_mut(), data) {
                 store.put(psa, &d[i as usize * sb..(i as usize + 1) * sb]);
             }
-            self.blocks[(psa / self.lay.sectors_per_block) as usize].valid += 1;
-            self.zones[z].written = o + 1;
-            if (o + 1) % unit == 0 {
+            self.blocks[block as usize].valid += 1;
+            psa += 1;
+            in_page += 1;
+            if in_page == spp {
+                in_page = 0;
+            }
+            in_unit += 1;
+            if in_unit == unit {
+                in_unit = 0;
+                self.zones[z].written = o + 1;
                 self.program_unit(z, o + 1);
             }
         }
+        self.zones[z].written = o0 + sectors as u64;
         self.c.host_write_cmds += 1;
         self.c.host_write_bytes += sectors as u64 * sb as u64;
         if fua || self.buffer_units == 0 {

@@ -1,0 +1,766 @@
+"""Parameter sweeps: run a grid of configs on a local process pool or a Ray cluster.
+
+A sweep is a base config plus axes. Every point of the grid is resolved into a complete config
+(``resolve_config``); the SHA-256 of its canonical JSON names the point's directory, so a point
+that already has its ``metrics.json`` is never run twice, whichever sweep asked for it::
+
+    OUT/sweep.json                      what was swept (base, axes, metrics, points)
+    OUT/points/<hash>/config.json       the point's complete config
+    OUT/points/<hash>/metrics.json      its measurements (+ timeseries.csv), or error.txt
+    OUT/results.csv                     one row per point: axis values, status, hash, metrics
+    OUT/results.parquet                 the same, when pyarrow is importable
+    OUT/plots/<metric>.png              one default plot per chosen metric
+
+Workers only simulate: they get a config and return the metrics; this process writes every
+file, so a worker killed by Ctrl-C (or a lost Ray node) can never leave a half-written point.
+The file format is documented in docs/sweeps.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _native
+from .device import SECTIONS, PathLike, _merge
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover
+    tomllib = None
+
+# Metrics shown when a sweep names none: dotted paths into metrics.json. Latency and throughput
+# are empty (and not plotted) when timing is disabled.
+DEFAULT_METRICS = ["dlwa", "gc_relocated_pages", "nand_erase_count", "erase_count.max",
+                   "latency_ns.write.p99", "latency_ns.read.p99", "throughput.iops"]
+# Top-level keys of a sweep file that are not config overrides.
+SWEEP_KEYS = ("base", "preset", "experiment", "name", "description", "metrics", "grid", "zip")
+CONFIG_TOP = ("seed", "storage", "personality") + SECTIONS
+MAX_POINTS = 100_000  # a bound on the product of the axes; more is almost surely a typo
+HASH_CHARS = 16       # directory names: 64 bits of the SHA-256, checked against config.json
+
+
+class SweepError(_native.ConfigError):
+    """A malformed sweep (file or arguments): says where and what to do."""
+
+
+@dataclass
+class Spec:
+    """A sweep: the base config's user layer (a preset and overrides) and the axes."""
+
+    base: Dict[str, Any]
+    grid: Dict[str, List[Any]] = field(default_factory=dict)
+    zip: Dict[str, List[Any]] = field(default_factory=dict)
+    metrics: List[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
+    metrics_chosen: bool = False
+    name: str = "sweep"
+    description: str = ""
+    source: str = "python"
+
+    @property
+    def axes(self) -> List[str]:
+        return list(self.grid) + list(self.zip)
+
+
+@dataclass
+class Point:
+    index: int
+    values: Dict[str, Any]      # axis key -> value, grid keys then zip keys
+    user: Dict[str, Any]        # the base with this point's values set (what the core resolves)
+    config: Optional[Dict[str, Any]] = None   # resolved; None when the core rejected it
+    hash: str = ""
+    error: str = ""
+    status: str = "not-run"     # ok | failed | not-run (interrupted before it ran)
+    metrics: Optional[Dict[str, Any]] = None
+
+    def label(self) -> str:
+        return ", ".join(f"{k}={_fmt(v)}" for k, v in self.values.items())
+
+
+# ---------------------------------------------------------------------------------------------
+# Building the sweep
+
+
+def _fmt(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def canonical_json(cfg: Mapping[str, Any]) -> str:
+    """The form a point's hash is taken over: sorted keys, no whitespace."""
+    return json.dumps(cfg, sort_keys=True, separators=(",", ":"))
+
+
+def config_hash(cfg: Mapping[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(cfg).encode()).hexdigest()
+
+
+def _check_key(where: str, key: Any) -> str:
+    if not isinstance(key, str) or not key or any(not p for p in key.split(".")):
+        raise SweepError(f"{where}: {key!r} is not a dotted config key (e.g. \"ftl.spare_factor\", \"seed\")")
+    return key
+
+
+def _check_axes(where: str, table: Any, zipped: bool) -> Dict[str, List[Any]]:
+    if table is None:
+        return {}
+    if not isinstance(table, Mapping):
+        raise SweepError(f"{where}: must be a table of dotted config keys to lists of values")
+    out: Dict[str, List[Any]] = {}
+    for key, values in table.items():
+        _check_key(f"{where}", key)
+        if isinstance(values, Mapping):
+            # [grid.ftl] spare_factor = [...] reads as {"ftl": {"spare_factor": [...]}}: flatten it.
+            for sub, v in _check_axes(f"{where}", {f"{key}.{k}": v for k, v in values.items()}, zipped).items():
+                out[sub] = v
+            continue
+        if not isinstance(values, (list, tuple)) or len(values) == 0:
+            raise SweepError(f"{where}: {key} must be a non-empty list of values, got {values!r}")
+        out[key] = list(values)
+    if zipped and out:
+        lengths = {k: len(v) for k, v in out.items()}
+        if len(set(lengths.values())) > 1:
+            raise SweepError(f"{where}: zipped lists must have equal lengths; got "
+                             + ", ".join(f"{k} ({n})" for k, n in lengths.items()))
+    return out
+
+
+def _check_metrics(where: str, metrics: Any) -> List[str]:
+    if not isinstance(metrics, (list, tuple)) or not metrics or not all(isinstance(m, str) and m for m in metrics):
+        raise SweepError(f"{where}: metrics must be a non-empty list of dotted paths into metrics.json, "
+                         f"e.g. [\"dlwa\", \"latency_ns.write.p99\"]; got {metrics!r}")
+    return list(dict.fromkeys(metrics))
+
+
+def _base_from_toml(path: Path) -> Dict[str, Any]:
+    """The user layer of a config file: validated by the core (file:line errors), kept unresolved
+    so an axis may change the preset underneath it."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such config file")
+    text = path.read_text()
+    _native.config_from_toml(text, str(path))
+    return tomllib.loads(text)
+
+
+def _base_from(base: Union[PathLike, Mapping[str, Any]]) -> Tuple[Dict[str, Any], str]:
+    if isinstance(base, Mapping):
+        return copy.deepcopy(dict(base)), "dict"
+    s = os.fspath(base)
+    if s in _native.preset_names():
+        return {"preset": s}, f"preset {s}"
+    p = Path(s)
+    if p.suffix == ".toml" or p.exists():
+        return _base_from_toml(p), str(p)
+    raise SweepError(f"base {s!r} is neither a config file nor a preset; presets: {', '.join(_native.preset_names())}")
+
+
+def load_sweep(path: PathLike) -> Spec:
+    """Read a sweep file (format: docs/sweeps.md)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such sweep file")
+    try:
+        doc = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise SweepError(f"{path}: not valid TOML: {e}") from None
+    where = str(path)
+    unknown = [k for k in doc if k not in SWEEP_KEYS + CONFIG_TOP]
+    if unknown:
+        raise SweepError(f"{where}: unknown key {unknown[0]!r}; valid: {', '.join(SWEEP_KEYS)}, "
+                         f"or config overrides ({', '.join(CONFIG_TOP)})")
+    if "experiment" in doc:
+        raise SweepError(f"{where}: experiment = {doc['experiment']!r}: sweeping a case-study experiment is "
+                         "not yet supported; use base = \"config.toml\" or preset = \"NAME\"")
+    if "base" in doc and "preset" in doc:
+        raise SweepError(f"{where}: give base = \"config.toml\" or preset = \"NAME\", not both "
+                         "(a base file names its own preset)")
+    if "base" in doc:
+        if not isinstance(doc["base"], str):
+            raise SweepError(f"{where}: base must be the path of a config file, relative to the sweep file")
+        base_path = (path.parent / doc["base"])
+        base = _base_from_toml(base_path)
+        source = f"{path} (base {doc['base']})"
+    elif "preset" in doc:
+        if doc["preset"] not in _native.preset_names():
+            raise SweepError(f"{where}: preset {doc['preset']!r} is unknown; presets: {', '.join(_native.preset_names())}")
+        base = {"preset": doc["preset"]}
+        source = f"{path} (preset {doc['preset']})"
+    else:
+        raise SweepError(f"{where}: name the base config: base = \"config.toml\" (relative to this file) "
+                         "or preset = \"NAME\"")
+    overrides = {k: v for k, v in doc.items() if k in CONFIG_TOP}
+    base = _merge(base, overrides)
+    grid = _check_axes(f"{where}: [grid]", doc.get("grid"), zipped=False)
+    zipped = _check_axes(f"{where}: [zip]", doc.get("zip"), zipped=True)
+    both = set(grid) & set(zipped)
+    if both:
+        raise SweepError(f"{where}: {sorted(both)[0]} is both in [grid] and [zip]")
+    if not grid and not zipped:
+        raise SweepError(f"{where}: nothing to sweep: add a [grid] table (every combination) and/or a [zip] "
+                         "table (lists varied together), keys are dotted config keys")
+    spec = Spec(base=base, grid=grid, zip=zipped, source=source,
+                name=str(doc.get("name", path.stem)), description=str(doc.get("description", "")))
+    if "metrics" in doc:
+        spec.metrics = _check_metrics(where, doc["metrics"])
+        spec.metrics_chosen = True
+    _count_points(spec, where)
+    return spec
+
+
+def _count_points(spec: Spec, where: str) -> int:
+    n = math.prod(len(v) for v in spec.grid.values())
+    if spec.zip:
+        n *= len(next(iter(spec.zip.values())))
+    if n > MAX_POINTS:
+        raise SweepError(f"{where}: {n} points is more than the limit of {MAX_POINTS}; split the sweep")
+    return n
+
+
+def _set_dotted(cfg: Dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    cur = cfg
+    for p in parts[:-1]:
+        if not isinstance(cur.get(p), dict):
+            cur[p] = {}  # a non-table in the way is replaced; the core then names the bad key
+        cur = cur[p]
+    last = parts[-1]
+    if isinstance(value, Mapping) and isinstance(cur.get(last), Mapping):
+        cur[last] = _merge(cur[last], value)
+    else:
+        cur[last] = copy.deepcopy(value)
+
+
+def expand(spec: Spec) -> List[Point]:
+    """Every point of the sweep, in a fixed order (the last grid axis varies fastest, then zip),
+    each resolved by the core or carrying the core's error."""
+    combos: List[Dict[str, Any]] = []
+    grid_keys = list(spec.grid)
+    zip_rows = [dict(zip(spec.zip, vals)) for vals in zip(*spec.zip.values())] if spec.zip else [{}]
+    for vals in itertools.product(*spec.grid.values()):
+        for zrow in zip_rows:
+            combos.append({**dict(zip(grid_keys, vals)), **zrow})
+    points = []
+    for i, values in enumerate(combos):
+        user = copy.deepcopy(spec.base)
+        for k, v in values.items():
+            _set_dotted(user, k, v)
+        pt = Point(index=i, values=values, user=user)
+        try:
+            pt.config = json.loads(_native.config_resolve(json.dumps(user)))
+            pt.hash = config_hash(pt.config)[:HASH_CHARS]
+        except _native.SsdlabError as e:
+            pt.error = f"point {i} ({pt.label()}): {e}"
+            pt.hash = config_hash(user)[:HASH_CHARS]
+            pt.status = "failed"
+        except (TypeError, ValueError) as e:  # e.g. a value JSON cannot carry
+            raise SweepError(f"point {i} ({pt.label()}): {e}") from None
+        points.append(pt)
+    return points
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers
+
+
+def run_point(config_json: str) -> Dict[str, Any]:
+    """Simulate one point (precondition + its configured workload). Runs in a worker process;
+    returns the measurements or the error, never raises for a failing point."""
+    from .device import Device
+
+    try:
+        rep = Device(config=json.loads(config_json)).run()
+    except _native.SsdlabError as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    except Exception as e:  # a bug: keep the traceback in error.txt
+        return {"error": f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"}
+    except BaseException as e:  # pyo3's PanicException derives from BaseException
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        return {"error": f"{type(e).__name__} (the core panicked): {e}"}
+    if rep.interrupted:
+        return {"interrupted": True}
+    return {"metrics": rep.metrics, "series_csv": rep.series_csv}
+
+
+def _worker_init() -> None:
+    # The parent owns Ctrl-C: it stops the pool itself and keeps finished points.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class _LocalBackend:
+    """A process pool; forkserver (or spawn) so no worker inherits the parent's threads."""
+
+    name = "local"
+
+    def __init__(self, jobs: int):
+        import concurrent.futures as cf
+
+        self._cf = cf
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        self.capacity = jobs
+        self._ex = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init)
+
+    def submit(self, config_json: str):
+        return self._ex.submit(run_point, config_json)
+
+    def wait(self, handles: List[Any], timeout: float) -> List[Tuple[Any, Dict[str, Any]]]:
+        done, _ = self._cf.wait(handles, timeout=timeout, return_when=self._cf.FIRST_COMPLETED)
+        out = []
+        for f in done:
+            try:
+                out.append((f, f.result()))
+            except self._cf.process.BrokenProcessPool as e:
+                out.append((f, {"error": f"the worker process died ({e}); re-run the sweep to retry"}))
+        return out
+
+    def abort(self, handles: List[Any]) -> None:
+        for f in handles:
+            f.cancel()
+        terminate = getattr(self._ex, "terminate_workers", None)  # Python 3.14+
+        if terminate is not None:
+            terminate()
+        else:
+            # No public way to stop running workers before 3.14: their points are simply lost
+            # (their results would only be written by this process, which is stopping).
+            for p in list(getattr(self._ex, "_processes", {}).values()):
+                p.terminate()
+        self._ex.shutdown(wait=True, cancel_futures=True)
+
+    def close(self) -> None:
+        self._ex.shutdown(wait=True, cancel_futures=True)
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise SweepError("the Ray backend needs Ray: pip install 'ssdlab[ray]'") from None
+    return ray
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+class _RayBackend:
+    """Ray tasks: ``auto`` starts a local Ray bound to 127.0.0.1; an address joins a cluster.
+
+    Usage statistics are always off (RAY_USAGE_STATS_ENABLED=0) and no dashboard is started, so
+    a local sweep talks to nothing but this machine."""
+
+    name = "ray"
+
+    def __init__(self, address: str, jobs: Optional[int]):
+        ray = _import_ray()
+        import logging
+
+        self._ray = ray
+        os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+        common = dict(logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
+        if address == "auto":
+            ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
+                     num_cpus=jobs or os.cpu_count(), **common)
+        else:
+            extra = {"_node_ip_address": "127.0.0.1"} if _is_loopback(address) else {}
+            try:
+                ray.init(address=address, **common, **extra)
+            except ConnectionError as e:
+                raise SweepError(f"cannot join the Ray cluster at {address}: {e}") from None
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        self.capacity = max(1, cpus)
+        # No retries: a point whose worker dies is recorded as failed, as with the local pool.
+        self._task = ray.remote(num_cpus=1, max_retries=0)(run_point)
+
+    def submit(self, config_json: str):
+        return self._task.remote(config_json)
+
+    def wait(self, handles: List[Any], timeout: float) -> List[Tuple[Any, Dict[str, Any]]]:
+        ray = self._ray
+        ready, rest = ray.wait(handles, num_returns=1, timeout=timeout)
+        if ready and rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        out = []
+        for ref in ready:
+            try:
+                out.append((ref, ray.get(ref)))
+            except ray.exceptions.RayError as e:
+                out.append((ref, {"error": f"{type(e).__name__}: {e}"}))
+        return out
+
+    def abort(self, handles: List[Any]) -> None:
+        for ref in handles:
+            try:
+                self._ray.cancel(ref, force=True)
+            except Exception:  # already finished or its worker is gone
+                pass
+        self.close()
+
+    def close(self) -> None:
+        if self._ray.is_initialized():
+            self._ray.shutdown()
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+def _point_dir(out: Path, pt: Point) -> Path:
+    return out / "points" / pt.hash
+
+
+def _load_done(out: Path, pt: Point) -> Optional[Dict[str, Any]]:
+    """The metrics of a point finished by an earlier run, if its directory holds this config."""
+    d = _point_dir(out, pt)
+    try:
+        if canonical_json(json.loads((d / "config.json").read_text())) != canonical_json(pt.config):
+            return None
+        return json.loads((d / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_point(out: Path, pt: Point, result: Dict[str, Any]) -> None:
+    """Write a point's directory atomically: a temporary directory renamed into place."""
+    from .device import Report
+
+    final = _point_dir(out, pt)
+    tmp = final.parent / f".tmp-{pt.hash}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    cfg = pt.config if pt.config is not None else pt.user
+    (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    if "metrics" in result:
+        Report(result["metrics"], result["series_csv"]).save(tmp)
+    else:
+        (tmp / "error.txt").write_text(f"point {pt.index} ({pt.label()})\n{result['error']}\n")
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+
+
+def _lookup(metrics: Mapping[str, Any], path: str) -> Any:
+    cur: Any = metrics
+    for part in path.split("."):
+        if isinstance(cur, Mapping) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return None
+    return cur
+
+
+def _rows(spec: Spec, points: List[Point]) -> List[Dict[str, Any]]:
+    rows = []
+    for pt in points:
+        row: Dict[str, Any] = {"point": pt.index}
+        row.update(pt.values)
+        row["status"] = pt.status
+        row["hash"] = pt.hash
+        for m in spec.metrics:
+            row[m] = _lookup(pt.metrics, m) if pt.metrics is not None else None
+        row["error"] = pt.error.splitlines()[0] if pt.error else ""
+        rows.append(row)
+    return rows
+
+
+def _columns(spec: Spec) -> List[str]:
+    return ["point", *spec.axes, "status", "hash", *spec.metrics, "error"]
+
+
+def _csv_cell(v: Any) -> str:
+    if v is None:
+        return ""
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def _write_tables(out: Path, spec: Spec, rows: List[Dict[str, Any]]) -> List[Path]:
+    cols = _columns(spec)
+    written = []
+    tmp = out / "results.csv.tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for r in rows:
+            w.writerow([_csv_cell(r[c]) for c in cols])
+    os.replace(tmp, out / "results.csv")
+    written.append(out / "results.csv")
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return written
+    data = {}
+    for c in cols:
+        vals = [r[c] for r in rows]
+        kinds = {type(v) for v in vals if v is not None}
+        if not (kinds <= {int, float} or (len(kinds) == 1 and kinds <= {bool, str})):
+            vals = [None if v is None else _csv_cell(v) for v in vals]  # lists, tables, mixed: as text
+        data[c] = vals
+    pq.write_table(pa.table(data), out / "results.parquet")
+    written.append(out / "results.parquet")
+    return written
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _short(key: str, keys: Sequence[str]) -> str:
+    last = key.rsplit(".", 1)[-1]
+    return last if sum(k.rsplit(".", 1)[-1] == last for k in keys) == 1 else key
+
+
+def _plot(spec: Spec, rows: List[Dict[str, Any]], metric: str, path: Path) -> bool:
+    """x = the first grid axis (else the first zip key); one line (or bar series) per combination
+    of the other axes. Returns False when the metric has no numeric value to plot."""
+    if not any(_is_number(r[metric]) for r in rows):
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x_key = spec.axes[0]
+    # Zip keys move together: when x is a zip key, its siblings are not separate lines.
+    others = [k for k in spec.axes[1:] if not (x_key in spec.zip and k in spec.zip)]
+    xs: List[Any] = list(dict.fromkeys(canonical_json(r[x_key]) for r in rows))
+    x_vals = [json.loads(x) for x in xs]
+    groups: Dict[str, Dict[str, Any]] = {}
+    for r in rows:
+        label = ", ".join(f"{_short(k, spec.axes)}={_fmt(r[k])}" for k in others)
+        groups.setdefault(label, {})[canonical_json(r[x_key])] = r[metric] if _is_number(r[metric]) else math.nan
+    numeric_x = all(_is_number(x) for x in x_vals)
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    if numeric_x:
+        order = sorted(range(len(xs)), key=lambda i: x_vals[i])
+        for label, ys in groups.items():
+            ax.plot([x_vals[i] for i in order], [ys.get(xs[i], math.nan) for i in order], "o-", label=label or None)
+    else:
+        width = 0.8 / max(1, len(groups))
+        for gi, (label, ys) in enumerate(groups.items()):
+            pos = [i - 0.4 + width * (gi + 0.5) for i in range(len(xs))]
+            ax.bar(pos, [ys.get(x, math.nan) for x in xs], width=width, label=label or None)
+        ax.set_xticks(range(len(xs)), [_fmt(v) for v in x_vals])
+    ax.set_xlabel(x_key)
+    ax.set_ylabel(metric)
+    ax.set_title(f"{spec.name}: {metric}")
+    ax.grid(alpha=0.3)
+    if len(groups) > 1:
+        ax.legend(fontsize=8, title=", ".join(_short(k, spec.axes) for k in others), title_fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _plot_name(metric: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", metric) + ".png"
+
+
+def _describe(spec: Spec, points: List[Point]) -> Dict[str, Any]:
+    return {
+        "name": spec.name, "description": spec.description, "source": spec.source,
+        "ssdlab_version": _native.__version__, "base": spec.base, "grid": spec.grid, "zip": spec.zip,
+        "metrics": spec.metrics,
+        "points": [{"point": p.index, "values": p.values, "hash": p.hash} for p in points],
+    }
+
+
+def run_sweep(spec: Spec, out: PathLike, backend: str = "local", jobs: Optional[int] = None,
+              ray_address: Optional[str] = None, progress: Optional[bool] = None,
+              log: Callable[[str], None] = lambda s: None) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+    """Run ``spec`` into ``out``; returns (rows, summary). Raises nothing for failing points."""
+    out = Path(out)
+    if backend not in ("local", "ray"):
+        raise SweepError(f"backend {backend!r} is unknown; use \"local\" (a process pool) or \"ray\"")
+    if jobs is not None and jobs < 1:
+        raise SweepError(f"jobs must be at least 1, got {jobs}")
+    started = time.time()
+    points = expand(spec)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "points").mkdir(exist_ok=True)
+    (out / "sweep.json").write_text(json.dumps(_describe(spec, points), indent=2) + "\n")
+
+    # Resume: a point whose directory holds this config and its metrics.json is done.
+    todo: Dict[str, List[Point]] = {}  # hash -> points (two points may resolve to one config)
+    skipped = 0
+    for pt in points:
+        if pt.config is None:
+            _write_point(out, pt, {"error": pt.error})
+            continue
+        done = _load_done(out, pt)
+        if done is not None:
+            pt.status, pt.metrics = "ok", done
+            skipped += 1
+        else:
+            todo.setdefault(pt.hash, []).append(pt)
+
+    interrupted = False
+    ran = 0
+    if todo:
+        ran, interrupted = _dispatch(out, todo, backend, jobs, ray_address, progress, log)
+
+    rows = _rows(spec, points)
+    tables = _write_tables(out, spec, rows)
+    plots, warnings = [], []
+    for m in spec.metrics:
+        vals = [r[m] for r in rows if r["status"] == "ok"]
+        if vals and all(v is None for v in vals) and spec.metrics_chosen:
+            warnings.append(f"metric {m!r} is in no point's metrics.json (a typo? timing disabled?)")
+        elif any(isinstance(v, (dict, list)) for v in vals):
+            warnings.append(f"metric {m!r} is a table, not a number: name a value inside it (e.g. {m}.<key>)")
+        if _plot(spec, rows, m, out / "plots" / _plot_name(m)):
+            plots.append(out / "plots" / _plot_name(m))
+    failed = [p for p in points if p.status == "failed"]
+    summary = {
+        "points": len(points), "ran": ran, "skipped": skipped,
+        "ok": sum(p.status == "ok" for p in points), "failed": len(failed),
+        "not_run": sum(p.status == "not-run" for p in points), "interrupted": interrupted,
+        "failures": [{"point": p.index, "values": p.values, "hash": p.hash, "error": p.error,
+                      "error_file": str(_point_dir(out, p) / "error.txt")} for p in failed],
+        "backend": backend, "tables": [str(t) for t in tables], "plots": [str(p) for p in plots],
+        "warnings": warnings, "wall_seconds": round(time.time() - started, 3),
+    }
+    # Wall time and backend go here, never into results.csv: results do not depend on them.
+    (out / "run-info.json").write_text(json.dumps({k: summary[k] for k in (
+        "backend", "points", "ran", "skipped", "ok", "failed", "not_run", "interrupted", "wall_seconds")}, indent=2) + "\n")
+    return rows, summary
+
+
+def _dispatch(out: Path, todo: Dict[str, List[Point]], backend: str, jobs: Optional[int],
+              ray_address: Optional[str], progress: Optional[bool], log: Callable[[str], None]) -> Tuple[int, bool]:
+    from tqdm import tqdm
+
+    if progress is None:
+        progress = sys.stderr.isatty()
+    if backend == "ray":
+        be: Any = _RayBackend(ray_address or "auto", jobs)
+    else:
+        be = _LocalBackend(min(jobs or os.cpu_count() or 1, len(todo)))
+    pending = deque(todo.items())
+    inflight: Dict[Any, str] = {}
+    window = 2 * be.capacity  # a bound on submitted-but-unfinished points
+    ran = failed = 0
+    bar = tqdm(total=len(todo), desc=f"sweep ({be.name}, {be.capacity} workers)", unit="point",
+               file=sys.stderr, disable=not progress, dynamic_ncols=True)
+    try:
+        while pending or inflight:
+            while pending and len(inflight) < window:
+                h, pts = pending.popleft()
+                inflight[be.submit(json.dumps(pts[0].config))] = h
+            for handle, result in be.wait(list(inflight), timeout=0.5):
+                h = inflight.pop(handle)
+                pts = todo[h]
+                if result.get("interrupted"):
+                    continue  # stopped before the end: not a result, runs again next time
+                for pt in pts:
+                    if "metrics" in result:
+                        pt.status, pt.metrics = "ok", result["metrics"]
+                    else:
+                        pt.status, pt.error = "failed", f"point {pt.index} ({pt.label()}): {result['error']}"
+                _write_point(out, pts[0], result if "metrics" in result else {"error": result["error"]})
+                ran += 1
+                failed += "metrics" not in result
+                bar.update(1)
+                bar.set_postfix(failed=failed, refresh=False)
+                msg = f"[{ran}/{len(todo)}] {pts[0].label()}: " + (
+                    "ok" if "metrics" in result else "FAILED " + result["error"].splitlines()[0])
+                if progress:
+                    if "metrics" not in result:
+                        bar.write(msg, file=sys.stderr)
+                else:
+                    log(msg)
+    except KeyboardInterrupt:
+        bar.close()
+        be.abort(list(inflight))
+        return ran, True
+    bar.close()
+    be.close()
+    return ran, False
+
+
+# ---------------------------------------------------------------------------------------------
+# Python API
+
+
+class SweepTable(list):
+    """The result table when pandas is not importable: a list of row dicts, with ``attrs``
+    (like ``DataFrame.attrs``) holding the run summary."""
+
+    def __init__(self, rows: List[Dict[str, Any]], attrs: Dict[str, Any]):
+        super().__init__(rows)
+        self.attrs = attrs
+
+
+def sweep(base: Union[PathLike, Mapping[str, Any]], axes: Optional[Mapping[str, Sequence[Any]]] = None,
+          backend: str = "local", jobs: Optional[int] = None, out: Optional[PathLike] = None,
+          zip: Optional[Mapping[str, Sequence[Any]]] = None, metrics: Optional[Sequence[str]] = None,
+          ray_address: Optional[str] = None, progress: Optional[bool] = None, name: str = "sweep"):
+    """Run a parameter sweep and return its table: one row per point with the axis values,
+    ``status`` (ok / failed / not-run), ``hash`` and the chosen metrics.
+
+    >>> t = ssdlab.sweep("tiny", {"ftl.spare_factor": [0.1, 0.2], "ftl.gc_policy": ["greedy", "fifo"]},
+    ...                  out="runs/op-x-gc")                                      # doctest: +SKIP
+
+    Args:
+        base: a config dict (may name a ``preset``), a TOML config path, or a preset name.
+        axes: dotted config key -> values; every combination is run (the grid).
+        zip: dotted config key -> values of one length, varied together (crossed with the grid).
+        backend: ``"local"`` (a process pool of ``jobs`` workers, default all cores) or ``"ray"``.
+        ray_address: with ``backend="ray"``: ``"auto"`` (default) starts a local Ray on
+            127.0.0.1; ``"host:port"`` joins a running cluster.
+        out: where points, results.csv and plots go; points already there are not run again.
+            ``None``: a temporary directory, removed afterwards.
+        metrics: dotted paths into metrics.json (default: DLWA, GC work, erases, latency, IOPS).
+
+    Returns a pandas DataFrame when pandas is importable, else a list of dicts; either way
+    ``table.attrs["summary"]`` says how many points ran, were skipped or failed.
+    """
+    base_user, source = _base_from(base)
+    spec = Spec(base=base_user, grid=_check_axes("axes", axes, zipped=False),
+                zip=_check_axes("zip", zip, zipped=True), source=source, name=name)
+    if not spec.axes:
+        raise SweepError("nothing to sweep: give axes (a grid) and/or zip")
+    if set(spec.grid) & set(spec.zip):
+        raise SweepError(f"{sorted(set(spec.grid) & set(spec.zip))[0]} is both in axes and zip")
+    if metrics is not None:
+        spec.metrics = _check_metrics("metrics", metrics)
+        spec.metrics_chosen = True
+    _count_points(spec, "sweep")
+    if backend == "ray" and ray_address is None:
+        ray_address = "auto"
+    if out is None:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="ssdlab-sweep-") as tmp:
+            rows, summary = run_sweep(spec, tmp, backend, jobs, ray_address, progress)
+    else:
+        rows, summary = run_sweep(spec, out, backend, jobs, ray_address, progress)
+    if summary["interrupted"]:
+        raise KeyboardInterrupt
+    try:
+        import pandas as pd
+    except ImportError:
+        return SweepTable(rows, {"summary": summary})
+    df = pd.DataFrame(rows, columns=_columns(spec))
+    df.attrs["summary"] = summary
+    return df
