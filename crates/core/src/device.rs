@@ -11,7 +11,7 @@ use crate::engine::driver::{self, Ending, Limits, Loop};
 use crate::error::{Error, Result};
 use crate::config::Personality;
 use crate::ftl::conventional::Conventional;
-use crate::ftl::zns::{ZoneLog, ZoneLogState, Zns};
+use crate::ftl::zns::{ZoneLog, Zns};
 use crate::ftl::{BlockDevice, WriteOpts};
 use crate::metrics::Recorder;
 use crate::workload::{Mix, Source, Synthetic};
@@ -49,8 +49,8 @@ impl RunReport {
 #[derive(Clone, Serialize, Deserialize)]
 pub enum Personal {
     Conventional(Conventional),
-    /// A ZNS device, plus the zoned-log host that runs ordinary workloads on it.
-    Zns(Zns, ZoneLogState),
+    /// A ZNS device inside the zoned-log host that runs ordinary workloads on it.
+    Zns(ZoneLog),
 }
 
 /// An emulated SSD.
@@ -70,17 +70,17 @@ impl Device {
             Personality::Zns => {
                 let z = Zns::new(&cfg)?;
                 let streams = z.max_open().min(4) as usize;
-                Personal::Zns(z, ZoneLogState::new(streams))
+                Personal::Zns(ZoneLog::new(z, streams))
             }
         };
         Ok(Device { cfg, dev, now_ns: 0 })
     }
 
-    /// The device as the host sees it (for ZNS: through the zoned-log host).
-    fn bd(&mut self) -> Box<dyn BlockDevice + '_> {
+    /// The device as workloads see it (for ZNS: through the zoned-log host).
+    fn bd(&mut self) -> &mut dyn BlockDevice {
         match &mut self.dev {
-            Personal::Conventional(c) => Box::new(ConvRef(c)),
-            Personal::Zns(z, st) => Box::new(ZoneLog { zns: z, state: st }),
+            Personal::Conventional(c) => c,
+            Personal::Zns(log) => log,
         }
     }
 
@@ -88,7 +88,7 @@ impl Device {
     fn raw(&mut self) -> &mut dyn BlockDevice {
         match &mut self.dev {
             Personal::Conventional(c) => c,
-            Personal::Zns(z, _) => z,
+            Personal::Zns(log) => &mut log.zns,
         }
     }
 
@@ -96,20 +96,20 @@ impl Device {
     pub fn block_device(&self) -> &dyn BlockDevice {
         match &self.dev {
             Personal::Conventional(c) => c,
-            Personal::Zns(z, _) => z,
+            Personal::Zns(log) => &log.zns,
         }
     }
 
     /// The ZNS device, if this is one.
     pub fn zns(&self) -> Option<&Zns> {
         match &self.dev {
-            Personal::Zns(z, _) => Some(z),
+            Personal::Zns(log) => Some(&log.zns),
             _ => None,
         }
     }
     pub fn zns_mut(&mut self) -> Option<&mut Zns> {
         match &mut self.dev {
-            Personal::Zns(z, _) => Some(z),
+            Personal::Zns(log) => Some(&mut log.zns),
             _ => None,
         }
     }
@@ -246,10 +246,7 @@ impl Device {
         let start = self.now_ns;
         let seed = self.cfg.seed;
         let mut cb = |f: f64| progress(phase, f);
-        let (ending, last) = {
-            let mut bd = self.bd();
-            driver::run(&mut *bd, src, lp, limits, start, seed, &mut rec, &mut cb)?
-        };
+        let (ending, last) = driver::run(self.bd(), src, lp, limits, start, seed, &mut rec, &mut cb)?;
         self.now_ns = self.now_ns.max(last);
         progress(phase, 1.0);
         if measured.is_none() {
@@ -335,60 +332,6 @@ impl Device {
         }
         let dev: Device = bincode::deserialize_from(&mut f).map_err(|e| Error::Snapshot(format!("{}: {e}", path.display())))?;
         Ok(dev)
-    }
-}
-
-/// `&mut Conventional` as a boxed BlockDevice (so both personalities go through `bd()`).
-struct ConvRef<'a>(&'a mut Conventional);
-
-impl BlockDevice for ConvRef<'_> {
-    fn layout(&self) -> &crate::media::Layout {
-        self.0.layout()
-    }
-    fn logical_sectors(&self) -> u64 {
-        self.0.logical_sectors()
-    }
-    fn write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, opts: WriteOpts, now: u64) -> Result<u64> {
-        self.0.write(lba, sectors, data, opts, now)
-    }
-    fn read(&mut self, lba: u64, sectors: u32, out: Option<&mut [u8]>, now: u64) -> Result<u64> {
-        self.0.read(lba, sectors, out, now)
-    }
-    fn trim(&mut self, lba: u64, sectors: u32, now: u64) -> Result<u64> {
-        self.0.trim(lba, sectors, now)
-    }
-    fn flush(&mut self, now: u64) -> Result<u64> {
-        self.0.flush(now)
-    }
-    fn prefetch(&self, lba: u64, stage: u8) {
-        self.0.prefetch(lba, stage)
-    }
-    fn idle(&mut self, now: u64) {
-        self.0.idle(now)
-    }
-    fn counters(&self) -> &crate::ftl::Counters {
-        self.0.counters()
-    }
-    fn timelines(&self) -> &crate::engine::Timelines {
-        self.0.timelines()
-    }
-    fn blocks(&self) -> &[crate::media::BlockMeta] {
-        self.0.blocks()
-    }
-    fn free_blocks(&self) -> u32 {
-        self.0.free_blocks()
-    }
-    fn mapped_sectors(&self) -> u64 {
-        self.0.mapped_sectors()
-    }
-    fn check_invariants(&self) {
-        self.0.check_invariants()
-    }
-    fn personality_baseline(&self) -> serde_json::Value {
-        self.0.personality_baseline()
-    }
-    fn personality_metrics(&self, base: &serde_json::Value) -> Vec<(&'static str, serde_json::Value)> {
-        self.0.personality_metrics(base)
     }
 }
 

@@ -7,6 +7,9 @@
 
 pub mod driver;
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::config::Timing;
@@ -131,5 +134,62 @@ impl Timelines {
     }
     pub fn channel_busy_ns(&self) -> &[u64] {
         &self.chan_busy_ns
+    }
+}
+
+/// The device's write-back buffer, in multi-plane program units: host data is acknowledged
+/// once buffered; a programmed unit holds its buffer space until its program completes, and
+/// when more units are in flight than the buffer holds, the command that overflows it waits
+/// for the oldest to finish. With no buffer (write-through), commands wait for their programs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WriteBuffer {
+    units: usize,
+    inflight: BinaryHeap<Reverse<u64>>,
+    cmd_done: u64,
+    stall_until: u64,
+    last_done: u64,
+}
+
+impl WriteBuffer {
+    pub fn new(units: usize) -> WriteBuffer {
+        WriteBuffer { units, inflight: BinaryHeap::new(), cmd_done: 0, stall_until: 0, last_done: 0 }
+    }
+    /// No buffer: every write waits for its programs (and partial units are padded).
+    #[inline]
+    pub fn write_through(&self) -> bool {
+        self.units == 0
+    }
+    /// A host command starts being processed at `t`.
+    #[inline]
+    pub fn begin(&mut self, t: u64) {
+        self.cmd_done = t;
+        self.stall_until = t;
+    }
+    /// A host unit's program completes at `done`.
+    #[inline]
+    pub fn programmed(&mut self, done: u64) {
+        self.cmd_done = self.cmd_done.max(done);
+        self.last_done = self.last_done.max(done);
+        if self.units > 0 {
+            self.inflight.push(Reverse(done));
+            while self.inflight.len() > self.units {
+                let Reverse(t) = self.inflight.pop().expect("non-empty");
+                self.stall_until = self.stall_until.max(t);
+            }
+        }
+    }
+    /// Completion of the current command begun at `t`: its programs' end when it must wait for
+    /// them (`sync`: FUA or write-through), else when buffer space was available.
+    #[inline]
+    pub fn completion(&self, sync: bool, t: u64) -> u64 {
+        if sync {
+            self.cmd_done
+        } else {
+            self.stall_until.max(t)
+        }
+    }
+    /// When every host program issued so far is done (flush completion).
+    pub fn drained_at(&self) -> u64 {
+        self.last_done
     }
 }

@@ -28,7 +28,7 @@ use super::fdp::{Fdp, StreamStats, SHARED};
 use super::victim::Victims;
 use super::{BlockDevice, Counters, WriteOpts};
 use crate::config::{Config, GcPolicy, HandleType, StorageMode};
-use crate::engine::Timelines;
+use crate::engine::{Timelines, WriteBuffer};
 use crate::error::{Error, Result, Status};
 use crate::media::store::DataStore;
 use crate::media::{BlockMeta, BlockState, Layout, NIL, OOB_ERASED, OOB_PAD, P2L_VALID};
@@ -95,7 +95,6 @@ struct FreePool {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
-    buffer_units: usize,
     wl_dynamic: bool,
     wl_static_threshold: u32,
     wl_check_every_erases: u32,
@@ -137,10 +136,7 @@ pub struct Conventional {
     in_wl: bool,
     // Per-command timing state.
     now: u64,
-    inflight: BinaryHeap<Reverse<u64>>,
-    cmd_done: u64,
-    stall_until: u64,
-    last_host_done: u64,
+    buffer: WriteBuffer,
 }
 
 impl Conventional {
@@ -246,7 +242,6 @@ impl Conventional {
         }
         let unit_bytes = lay.page_bytes as u64 * lay.planes_per_die as u64;
         let set = Settings {
-            buffer_units: (cfg.ftl.write_buffer_bytes / unit_bytes) as usize,
             wl_dynamic: cfg.ftl.wl_dynamic,
             wl_static_threshold: cfg.ftl.wl_static_threshold,
             wl_check_every_erases: (lay.blocks / 32).max(16),
@@ -284,10 +279,7 @@ impl Conventional {
             erases_since_wl_check: 0,
             in_wl: false,
             now: 0,
-            inflight: BinaryHeap::new(),
-            cmd_done: 0,
-            stall_until: 0,
-            last_host_done: 0,
+            buffer: WriteBuffer::new((cfg.ftl.write_buffer_bytes / unit_bytes) as usize),
         };
         for b in 0..lay.blocks {
             if ftl.blocks[b as usize].state == BlockState::Free {
@@ -507,15 +499,7 @@ impl Conventional {
                 i = j;
             }
             if host {
-                self.cmd_done = self.cmd_done.max(done);
-                self.last_host_done = self.last_host_done.max(done);
-                if self.set.buffer_units > 0 {
-                    self.inflight.push(Reverse(done));
-                    while self.inflight.len() > self.set.buffer_units {
-                        let Reverse(t) = self.inflight.pop().unwrap();
-                        self.stall_until = self.stall_until.max(t);
-                    }
-                }
+                self.buffer.programmed(done);
             }
         }
         self.streams[s].ready_ns = 0;
@@ -899,8 +883,7 @@ impl BlockDevice for Conventional {
         };
         let t = now + self.tl.command_overhead_ns();
         self.now = now;
-        self.cmd_done = t;
-        self.stall_until = t;
+        self.buffer.begin(t);
         if self.tl.enabled {
             let st = &mut self.streams[s];
             st.ready_ns = st.ready_ns.max(t);
@@ -931,14 +914,14 @@ impl BlockDevice for Conventional {
         self.c.host_write_bytes += sectors as u64 * sb as u64;
         // FUA and write-through pad the partial unit whether or not time is modelled, so the
         // media sees the same writes in both modes.
-        let sync = opts.fua || self.set.buffer_units == 0;
+        let sync = opts.fua || self.buffer.write_through();
         if sync {
             self.pad(s);
         }
         if !self.tl.enabled {
             return Ok(now);
         }
-        Ok(if sync { self.cmd_done } else { self.stall_until.max(t) })
+        Ok(self.buffer.completion(sync, t))
     }
 
     fn read(&mut self, lba: u64, sectors: u32, mut out: Option<&mut [u8]>, now: u64) -> Result<u64> {
@@ -1012,7 +995,7 @@ impl BlockDevice for Conventional {
             self.pad(s);
         }
         self.c.host_flush_cmds += 1;
-        Ok(if self.tl.enabled { t.max(self.last_host_done) } else { now })
+        Ok(if self.tl.enabled { t.max(self.buffer.drained_at()) } else { now })
     }
 
     fn idle(&mut self, now: u64) {

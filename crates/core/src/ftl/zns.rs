@@ -13,14 +13,11 @@
 //! make room for a new implicit open; explicit open/close/finish/reset/offline move zones
 //! between states, or fail with Invalid Zone State Transition.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use serde::{Deserialize, Serialize};
 
 use super::{BlockDevice, Counters, WriteOpts};
 use crate::config::{Config, StorageMode};
-use crate::engine::Timelines;
+use crate::engine::{Timelines, WriteBuffer};
 use crate::error::{Error, Result, Status};
 use crate::media::store::DataStore;
 use crate::media::{BlockMeta, BlockState, Layout};
@@ -126,11 +123,7 @@ pub struct Zns {
     tl: Timelines,
     data: Option<DataStore>,
     c: Counters,
-    buffer_units: usize,
-    inflight: BinaryHeap<Reverse<u64>>,
-    cmd_done: u64,
-    stall_until: u64,
-    last_done: u64,
+    buffer: WriteBuffer,
     pe_limit: u32,
     open_clock: u64,
 }
@@ -177,11 +170,7 @@ impl Zns {
                 StorageMode::Metadata => None,
             },
             c: Counters::default(),
-            buffer_units: (cfg.ftl.write_buffer_bytes / unit_bytes) as usize,
-            inflight: BinaryHeap::new(),
-            cmd_done: 0,
-            stall_until: 0,
-            last_done: 0,
+            buffer: WriteBuffer::new((cfg.ftl.write_buffer_bytes / unit_bytes) as usize),
             pe_limit: cfg.media.pe_limit,
             open_clock: 0,
         })
@@ -298,15 +287,7 @@ impl Zns {
             let die = self.lay.die_of_block(b0);
             let earliest = self.zones[z].ready_ns.max(self.blocks[b0 as usize].ready_ns);
             let done = self.tl.program(die, planes as u64 * self.lay.page_bytes as u64, earliest);
-            self.cmd_done = self.cmd_done.max(done);
-            self.last_done = self.last_done.max(done);
-            if self.buffer_units > 0 {
-                self.inflight.push(Reverse(done));
-                while self.inflight.len() > self.buffer_units {
-                    let Reverse(t) = self.inflight.pop().unwrap();
-                    self.stall_until = self.stall_until.max(t);
-                }
-            }
+            self.buffer.programmed(done);
         }
         self.zones[z].ready_ns = 0;
     }
@@ -359,8 +340,7 @@ impl Zns {
             self.zones[z].opened = self.open_clock;
         }
         let t = now + self.tl.command_overhead_ns();
-        self.cmd_done = t;
-        self.stall_until = t;
+        self.buffer.begin(t);
         self.zones[z].ready_ns = self.zones[z].ready_ns.max(t);
         // Sectors of a page are consecutive PSAs: compute the address once per page and count
         // unit positions instead of dividing per sector.
@@ -396,20 +376,15 @@ impl Zns {
         self.zones[z].written = o0 + sectors as u64;
         self.c.host_write_cmds += 1;
         self.c.host_write_bytes += sectors as u64 * sb as u64;
-        if fua || self.buffer_units == 0 {
+        let sync = fua || self.buffer.write_through();
+        if sync {
             self.pad(z);
         }
         if self.zones[z].written == self.zone_cap {
             self.pad(z);
             self.zones[z].state = ZoneState::Full;
         }
-        let done = if !self.tl.enabled {
-            now
-        } else if fua || self.buffer_units == 0 {
-            self.cmd_done
-        } else {
-            self.stall_until.max(t)
-        };
+        let done = if self.tl.enabled { self.buffer.completion(sync, t) } else { now };
         Ok((wp, done))
     }
 
@@ -643,7 +618,7 @@ impl BlockDevice for Zns {
             }
         }
         self.c.host_flush_cmds += 1;
-        Ok(if self.tl.enabled { (now + self.tl.command_overhead_ns()).max(self.last_done) } else { now })
+        Ok(if self.tl.enabled { (now + self.tl.command_overhead_ns()).max(self.buffer.drained_at()) } else { now })
     }
     fn idle(&mut self, _now: u64) {}
     fn counters(&self) -> &Counters {
@@ -697,9 +672,10 @@ impl BlockDevice for Zns {
 /// left the oldest full zone is reset (its data dropped, as a log-structured cache would).
 /// Reads go to the zoned address space as it is (data appended there, or zeros): this host
 /// keeps no index, it exists to load the device realistically.
-pub struct ZoneLog<'a> {
-    pub zns: &'a mut Zns,
-    pub state: &'a mut ZoneLogState,
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ZoneLog {
+    pub zns: Zns,
+    pub state: ZoneLogState,
 }
 
 /// Persistent part of [`ZoneLog`].
@@ -718,7 +694,11 @@ impl ZoneLogState {
     }
 }
 
-impl<'a> ZoneLog<'a> {
+impl ZoneLog {
+    pub fn new(zns: Zns, streams: usize) -> ZoneLog {
+        ZoneLog { zns, state: ZoneLogState::new(streams) }
+    }
+
     fn next_zone(&mut self, now: u64) -> Result<usize> {
         let current = &self.state.current;
         if let Some(z) = (0..self.zns.zones.len()).find(|&z| self.zns.zones[z].state == ZoneState::Empty && !current.contains(&Some(z))) {
@@ -731,7 +711,7 @@ impl<'a> ZoneLog<'a> {
     }
 }
 
-impl<'a> BlockDevice for ZoneLog<'a> {
+impl BlockDevice for ZoneLog {
     fn layout(&self) -> &Layout {
         &self.zns.lay
     }
