@@ -24,9 +24,10 @@ if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv"
     "$PY" -m venv .venv
 fi
-# Pinned build and test tools (runtime deps are pinned in pyproject.toml).
+# Pinned build and test tools (runtime deps are pinned in pyproject.toml). Ray is an optional
+# extra (ssdlab[ray]) installed here so the tests cover `ssdlab sweep --ray`.
 .venv/bin/python -m pip install -q --disable-pip-version-check \
-    "maturin==1.16.0" "pytest==8.4.2" "numpy==2.3.5" "matplotlib==3.10.8"
+    "maturin==1.16.0" "pytest==8.4.2" "numpy==2.3.5" "matplotlib==3.10.8" "tqdm==4.70.1" "ray==2.60.0"
 
 echo "setup: building ssdlab (release)"
 mkdir -p target

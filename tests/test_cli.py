@@ -10,21 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from clitools import SSDLAB, ssdlab, write
+
 ROOT = Path(__file__).resolve().parents[1]
-SSDLAB = [str(Path(sys.executable).parent / "ssdlab")]
 TRACES = ROOT / "tests" / "data" / "traces"
-
-
-def ssdlab(*args, cwd=None, check=True, timeout=300):
-    p = subprocess.run(SSDLAB + [str(a) for a in args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
-    if check and p.returncode != 0:
-        raise AssertionError(f"ssdlab {' '.join(map(str, args))} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
-    return p
-
-
-def write(path: Path, text: str) -> Path:
-    path.write_text(text)
-    return path
 
 
 TINY_RUN = """preset = "tiny"

@@ -122,8 +122,12 @@ def cmd_sweep(args) -> int:
     say(f"wrote {', '.join(summary['tables'])}; {len(summary['plots'])} plots in {out / 'plots'}")
     for w in summary["warnings"]:
         print(f"ssdlab: warning: {w}", file=sys.stderr)
-    for f in summary["failures"]:
+    shown = 10  # the rest are in results.csv
+    for f in summary["failures"][:shown]:
         print(f"ssdlab: failed: {f['error'].splitlines()[0]}  [{f['error_file']}]", file=sys.stderr)
+    if len(summary["failures"]) > shown:
+        print(f"ssdlab: ... and {len(summary['failures']) - shown} more failed points (see {out / 'results.csv'})",
+              file=sys.stderr)
     if summary["interrupted"]:
         print(f"ssdlab: interrupted: finished points kept, {summary['not_run']} not run; the same command "
               "resumes", file=sys.stderr)

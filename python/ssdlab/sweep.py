@@ -18,6 +18,7 @@ The file format is documented in docs/sweeps.md.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import csv
 import hashlib
@@ -30,6 +31,7 @@ import re
 import shutil
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections import deque
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
-from .device import SECTIONS, PathLike, _merge
+from .device import SECTIONS, PathLike, _merge, resolve_config
 
 try:  # Python 3.11+
     import tomllib
@@ -129,6 +131,11 @@ def _check_axes(where: str, table: Any, zipped: bool) -> Dict[str, List[Any]]:
             for sub, v in _check_axes(f"{where}", {f"{key}.{k}": v for k, v in values.items()}, zipped).items():
                 out[sub] = v
             continue
+        if key in SECTIONS and not all(isinstance(v, Mapping) for v in (values if isinstance(values, list) else [values])):
+            hint = ("; TOML puts every key after a [table] header into that table: move "
+                    f"`{key} = ...` above the first [table]") if key == "metrics" else ""
+            raise SweepError(f"{where}: {key} is a config table; vary a key inside it (e.g. \"{key}.<key>\") "
+                             f"or give tables as values{hint}")
         if not isinstance(values, (list, tuple)) or len(values) == 0:
             raise SweepError(f"{where}: {key} must be a non-empty list of values, got {values!r}")
         out[key] = list(values)
@@ -154,6 +161,8 @@ def _base_from_toml(path: Path) -> Dict[str, Any]:
         raise FileNotFoundError(f"{path}: no such config file")
     text = path.read_text()
     _native.config_from_toml(text, str(path))
+    if tomllib is None:  # pragma: no cover
+        raise SweepError("reading a config file as a sweep base needs Python 3.11 or later (tomllib)")
     return tomllib.loads(text)
 
 
@@ -174,6 +183,8 @@ def load_sweep(path: PathLike) -> Spec:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such sweep file")
+    if tomllib is None:  # pragma: no cover
+        raise SweepError("reading sweep files needs Python 3.11 or later (tomllib); use ssdlab.sweep() from Python")
     try:
         doc = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
@@ -203,6 +214,11 @@ def load_sweep(path: PathLike) -> Spec:
     else:
         raise SweepError(f"{where}: name the base config: base = \"config.toml\" (relative to this file) "
                          "or preset = \"NAME\"")
+    # `metrics = [...]` (a list) picks the result columns; a [metrics] table is the config's own
+    # section (time-series intervals).
+    chosen = None
+    if "metrics" in doc and not isinstance(doc["metrics"], Mapping):
+        chosen = _check_metrics(where, doc.pop("metrics"))
     overrides = {k: v for k, v in doc.items() if k in CONFIG_TOP}
     base = _merge(base, overrides)
     grid = _check_axes(f"{where}: [grid]", doc.get("grid"), zipped=False)
@@ -215,9 +231,8 @@ def load_sweep(path: PathLike) -> Spec:
                          "table (lists varied together), keys are dotted config keys")
     spec = Spec(base=base, grid=grid, zip=zipped, source=source,
                 name=str(doc.get("name", path.stem)), description=str(doc.get("description", "")))
-    if "metrics" in doc:
-        spec.metrics = _check_metrics(where, doc["metrics"])
-        spec.metrics_chosen = True
+    if chosen is not None:
+        spec.metrics, spec.metrics_chosen = chosen, True
     _count_points(spec, where)
     return spec
 
@@ -261,7 +276,7 @@ def expand(spec: Spec) -> List[Point]:
             _set_dotted(user, k, v)
         pt = Point(index=i, values=values, user=user)
         try:
-            pt.config = json.loads(_native.config_resolve(json.dumps(user)))
+            pt.config = resolve_config(config=user)
             pt.hash = config_hash(pt.config)[:HASH_CHARS]
         except _native.SsdlabError as e:
             pt.error = f"point {i} ({pt.label()}): {e}"
@@ -270,6 +285,9 @@ def expand(spec: Spec) -> List[Point]:
         except (TypeError, ValueError) as e:  # e.g. a value JSON cannot carry
             raise SweepError(f"point {i} ({pt.label()}): {e}") from None
         points.append(pt)
+    if points and all(p.config is None for p in points):
+        # Nothing could run: a typo in an axis key or a broken base, not a sweep result.
+        raise SweepError(f"no point has a valid config; the first: {points[0].error}")
     return points
 
 
@@ -346,47 +364,94 @@ class _LocalBackend:
         self._ex.shutdown(wait=True, cancel_futures=True)
 
 
-def _import_ray():
-    try:
-        import ray
-    except ImportError:
-        raise SweepError("the Ray backend needs Ray: pip install 'ssdlab[ray]'") from None
-    return ray
-
-
 def _is_loopback(address: str) -> bool:
     host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
-    return host in ("localhost", "::1") or host.startswith("127.")
+    return host in ("auto", "localhost", "::1") or host.startswith("127.")
+
+
+def _ray_token_available() -> bool:
+    return bool(os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
+                or (Path.home() / ".ray" / "auth_token").is_file())
+
+
+def local_ray_env(token: bool = True) -> Dict[str, str]:
+    """Environment for a Ray that must talk to nothing but this machine (``--ray auto``, and
+    what to give ``ray start`` for a cluster on 127.0.0.1; the tests use it).
+
+    - No usage statistics; and the "usage disabled" notice a `ray start` cluster still sends
+      goes to a closed loopback port.
+    - RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: Ray's single-node mode. Otherwise, on Linux, Ray
+      replaces 127.0.0.1 by the machine's routable address.
+    - Ray's head process probes cloud metadata servers (169.254.169.254 and a DNS name) even
+      with usage statistics off; its HTTP goes through a proxy on a closed loopback port
+      instead. Ray's own gRPC ignores proxies, and loopback is exempt anyway.
+    - Token authentication, as Ray chooses by default for a new cluster, but said explicitly
+      (no warning; and needed to join a cluster by address).
+    """
+    dead = "http://127.0.0.1:9"  # the discard port: nothing listens, connections are refused
+    env = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_USAGE_STATS_REPORT_URL": dead + "/",
+           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        env[k] = dead
+    env["no_proxy"] = env["NO_PROXY"] = "127.0.0.1,localhost,::1"
+    if token:
+        env["RAY_AUTH_MODE"] = os.environ.get("RAY_AUTH_MODE", "token")
+    return env
 
 
 class _RayBackend:
-    """Ray tasks: ``auto`` starts a local Ray bound to 127.0.0.1; an address joins a cluster.
+    """Ray tasks: ``auto`` starts a local Ray; an address joins a running cluster.
 
-    Usage statistics are always off (RAY_USAGE_STATS_ENABLED=0) and no dashboard is started, so
-    a local sweep talks to nothing but this machine."""
+    Usage statistics are always off and no dashboard is started. A local Ray (``auto``, or an
+    address on 127.0.0.0/8) talks only on the loopback interface (see ``local_ray_env``)."""
 
     name = "ray"
 
     def __init__(self, address: str, jobs: Optional[int]):
-        ray = _import_ray()
         import logging
 
-        self._ray = ray
-        os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-        common = dict(logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
-        if address == "auto":
-            ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
-                     num_cpus=jobs or os.cpu_count(), **common)
+        self._loopback = _is_loopback(address)
+        if self._loopback:
+            env = local_ray_env(token=address == "auto" or _ray_token_available())
         else:
-            extra = {"_node_ip_address": "127.0.0.1"} if _is_loopback(address) else {}
-            try:
+            env = {"RAY_USAGE_STATS_ENABLED": "0"}
+        # Set for this process and the Ray processes it starts; restored by close().
+        self._env_saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            import ray
+            import ray._private.ray_constants as ray_constants
+        except ImportError:
+            self._restore_env()
+            raise SweepError("the Ray backend needs Ray: pip install 'ssdlab[ray]'") from None
+        self._ray = ray
+        # Read once at import: set it too in case Ray was imported before this point.
+        self._cluster_flag = ray_constants.ENABLE_RAY_CLUSTER
+        if self._loopback:
+            ray_constants.ENABLE_RAY_CLUSTER = False
+        common = dict(logging_level=logging.WARNING, log_to_driver=False)
+        try:
+            if address == "auto":
+                ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
+                         num_cpus=jobs or os.cpu_count(), **common)
+            else:
+                extra = {"_node_ip_address": "127.0.0.1"} if self._loopback else {}
                 ray.init(address=address, **common, **extra)
-            except ConnectionError as e:
-                raise SweepError(f"cannot join the Ray cluster at {address}: {e}") from None
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            self.close()
+            raise SweepError(f"cannot {'start a local Ray' if address == 'auto' else 'join the Ray cluster at ' + address}: "
+                             f"{e}") from None
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.capacity = max(1, cpus)
         # No retries: a point whose worker dies is recorded as failed, as with the local pool.
         self._task = ray.remote(num_cpus=1, max_retries=0)(run_point)
+
+    def _restore_env(self) -> None:
+        for k, v in self._env_saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
     def submit(self, config_json: str):
         return self._task.remote(config_json)
@@ -416,6 +481,10 @@ class _RayBackend:
     def close(self) -> None:
         if self._ray.is_initialized():
             self._ray.shutdown()
+        import ray._private.ray_constants as ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = self._cluster_flag
+        self._restore_env()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -437,8 +506,9 @@ def _load_done(out: Path, pt: Point) -> Optional[Dict[str, Any]]:
         return None
 
 
-def _write_point(out: Path, pt: Point, result: Dict[str, Any]) -> None:
-    """Write a point's directory atomically: a temporary directory renamed into place."""
+def _write_point(out: Path, pt: Point, result: Optional[Dict[str, Any]] = None) -> None:
+    """Write a point's directory atomically (a temporary directory renamed into place): its
+    config and the worker's ``result`` (metrics and series), or ``pt.error`` in error.txt."""
     from .device import Report
 
     final = _point_dir(out, pt)
@@ -447,10 +517,10 @@ def _write_point(out: Path, pt: Point, result: Dict[str, Any]) -> None:
     tmp.mkdir(parents=True)
     cfg = pt.config if pt.config is not None else pt.user
     (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    if "metrics" in result:
+    if result is not None and "metrics" in result:
         Report(result["metrics"], result["series_csv"]).save(tmp)
     else:
-        (tmp / "error.txt").write_text(f"point {pt.index} ({pt.label()})\n{result['error']}\n")
+        (tmp / "error.txt").write_text(pt.error.rstrip("\n") + "\n")
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
 
@@ -538,17 +608,23 @@ def _plot(spec: Spec, rows: List[Dict[str, Any]], metric: str, path: Path) -> bo
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    x_key = spec.axes[0]
+    # x: the first axis (grid, then zip) that takes more than one value; an axis pinned to one
+    # value is no line of its own.
+    varying = [k for k in spec.axes if len({canonical_json(r[k]) for r in rows}) > 1] or spec.axes[:1]
+    x_key = varying[0]
     # Zip keys move together: when x is a zip key, its siblings are not separate lines.
-    others = [k for k in spec.axes[1:] if not (x_key in spec.zip and k in spec.zip)]
+    others = [k for k in varying[1:] if not (x_key in spec.zip and k in spec.zip)]
     xs: List[Any] = list(dict.fromkeys(canonical_json(r[x_key]) for r in rows))
     x_vals = [json.loads(x) for x in xs]
     groups: Dict[str, Dict[str, Any]] = {}
     for r in rows:
-        label = ", ".join(f"{_short(k, spec.axes)}={_fmt(r[k])}" for k in others)
-        groups.setdefault(label, {})[canonical_json(r[x_key])] = r[metric] if _is_number(r[metric]) else math.nan
+        # One other axis: its name is the legend's title, the values are enough.
+        label = (_fmt(r[others[0]]) if len(others) == 1 else
+                 ", ".join(f"{_short(k, spec.axes)}={_fmt(r[k])}" for k in others))
+        if _is_number(r[metric]):  # failed points leave a gap
+            groups.setdefault(label, {})[canonical_json(r[x_key])] = r[metric]
     numeric_x = all(_is_number(x) for x in x_vals)
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(6.5 if len(groups) <= 4 else 9, 4))
     if numeric_x:
         order = sorted(range(len(xs)), key=lambda i: x_vals[i])
         for label, ys in groups.items():
@@ -564,7 +640,9 @@ def _plot(spec: Spec, rows: List[Dict[str, Any]], metric: str, path: Path) -> bo
     ax.set_title(f"{spec.name}: {metric}")
     ax.grid(alpha=0.3)
     if len(groups) > 1:
-        ax.legend(fontsize=8, title=", ".join(_short(k, spec.axes) for k in others), title_fontsize=8)
+        where = dict(loc="upper left", bbox_to_anchor=(1.01, 1.0)) if len(groups) > 4 else {}
+        ax.legend(fontsize=8, title=_short(others[0], spec.axes) if len(others) == 1 else None,
+                  title_fontsize=8, **where)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -605,7 +683,7 @@ def run_sweep(spec: Spec, out: PathLike, backend: str = "local", jobs: Optional[
     skipped = 0
     for pt in points:
         if pt.config is None:
-            _write_point(out, pt, {"error": pt.error})
+            _write_point(out, pt)
             continue
         done = _load_done(out, pt)
         if done is not None:
@@ -646,6 +724,25 @@ def run_sweep(spec: Spec, out: PathLike, backend: str = "local", jobs: Optional[
     return rows, summary
 
 
+@contextlib.contextmanager
+def _sigint_deferred():
+    """Hold a Ctrl-C until the block is done, then raise it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught and previous is not signal.SIG_IGN:
+        if callable(previous):
+            previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
+        else:
+            raise KeyboardInterrupt
+
+
 def _dispatch(out: Path, todo: Dict[str, List[Point]], backend: str, jobs: Optional[int],
               ray_address: Optional[str], progress: Optional[bool], log: Callable[[str], None]) -> Tuple[int, bool]:
     from tqdm import tqdm
@@ -662,24 +759,32 @@ def _dispatch(out: Path, todo: Dict[str, List[Point]], backend: str, jobs: Optio
     ran = failed = 0
     bar = tqdm(total=len(todo), desc=f"sweep ({be.name}, {be.capacity} workers)", unit="point",
                file=sys.stderr, disable=not progress, dynamic_ncols=True)
+    clean = False
     try:
         while pending or inflight:
             while pending and len(inflight) < window:
                 h, pts = pending.popleft()
                 inflight[be.submit(json.dumps(pts[0].config))] = h
-            for handle, result in be.wait(list(inflight), timeout=0.5):
+            finished = be.wait(list(inflight), timeout=0.5)
+            if not finished:
+                bar.refresh()  # keep the elapsed time moving while long points run
+            for handle, result in finished:
                 h = inflight.pop(handle)
                 pts = todo[h]
                 if result.get("interrupted"):
                     continue  # stopped before the end: not a result, runs again next time
-                for pt in pts:
-                    if "metrics" in result:
-                        pt.status, pt.metrics = "ok", result["metrics"]
-                    else:
-                        pt.status, pt.error = "failed", f"point {pt.index} ({pt.label()}): {result['error']}"
-                _write_point(out, pts[0], result if "metrics" in result else {"error": result["error"]})
-                ran += 1
-                failed += "metrics" not in result
+                with _sigint_deferred():  # the point's files and its row agree, even on Ctrl-C
+                    for pt in pts:
+                        if "metrics" not in result:
+                            pt.error = f"point {pt.index} ({pt.label()}): {result['error']}"
+                    _write_point(out, pts[0], result)
+                    for pt in pts:
+                        if "metrics" in result:
+                            pt.status, pt.metrics = "ok", result["metrics"]
+                        else:
+                            pt.status = "failed"
+                    ran += 1
+                    failed += "metrics" not in result
                 bar.update(1)
                 bar.set_postfix(failed=failed, refresh=False)
                 msg = f"[{ran}/{len(todo)}] {pts[0].label()}: " + (
@@ -689,13 +794,15 @@ def _dispatch(out: Path, todo: Dict[str, List[Point]], backend: str, jobs: Optio
                         bar.write(msg, file=sys.stderr)
                 else:
                     log(msg)
+        clean = True
     except KeyboardInterrupt:
+        clean = False
+    finally:
         bar.close()
-        be.abort(list(inflight))
-        return ran, True
-    bar.close()
+        if not clean:  # Ctrl-C (or an error here): stop the workers; finished points are written
+            be.abort(list(inflight))
     be.close()
-    return ran, False
+    return ran, not clean
 
 
 # ---------------------------------------------------------------------------------------------

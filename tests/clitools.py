@@ -1,0 +1,21 @@
+"""Running the `ssdlab` command from tests (shared by the CLI and sweep tests)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+SSDLAB = [str(Path(sys.executable).parent / "ssdlab")]
+
+
+def ssdlab(*args, cwd=None, env=None, check=True, timeout=300):
+    """Run `ssdlab ARGS`; with check, fail the test with its output if it exits non-zero."""
+    p = subprocess.run(SSDLAB + [str(a) for a in args], capture_output=True, text=True, cwd=cwd, env=env,
+                       timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"ssdlab {' '.join(map(str, args))} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

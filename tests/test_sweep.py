@@ -1,0 +1,320 @@
+"""Parameter sweeps as a user runs them: `ssdlab sweep` on a local pool and on a Ray cluster on
+loopback, the same table both ways, resume, failing points, clean Ctrl-C, clear file errors."""
+
+import csv
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import ssdlab
+from ssdlab.sweep import expand, load_sweep, local_ray_env
+
+from clitools import ssdlab as ssdlab_cli, write
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+SSDLAB = [str(BIN / "ssdlab")]
+
+# Tiny device, timing off, half a device of writes: each point takes well under a second.
+TINY = """preset = "tiny"
+seed = 7
+metrics = ["dlwa", "gc_relocated_pages", "nand_erase_count", "erase_count.max"]
+
+[timing]
+enabled = false
+
+[precondition]
+random_device_writes = 0.5
+
+[workload]
+pattern = "uniform"
+stop_device_writes = 0.5
+"""
+
+GRID = TINY + """
+[grid]
+"ftl.spare_factor" = [0.1, 0.25]
+"ftl.gc_policy" = ["greedy", "fifo"]
+"""
+
+TINY_BASE = {"preset": "tiny", "seed": 7, "timing": {"enabled": False},
+             "precondition": {"random_device_writes": 0.5}, "workload": {"stop_device_writes": 0.5}}
+
+
+
+
+def read_csv(path: Path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def rows_of(table):
+    """The returned table as a list of dicts, whether it is a DataFrame or a list."""
+    return table.to_dict("records") if hasattr(table, "to_dict") else list(table)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def processes_in_group(pgid: int):
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":  # zombies are already dead
+                out.append(int(d.name))
+    return out
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(request):
+    """A one-node Ray cluster on 127.0.0.1 (no dashboard, no usage stats), stopped afterwards.
+
+    `ray start` runs in a new session, so every Ray process it leaves behind is in its process
+    group; the finalizer kills that group (what `ray stop --force` does, but only for this
+    cluster, not for every Ray process on the machine)."""
+    temp = tempfile.mkdtemp(prefix="ssdlab-ray-")  # short: Ray's socket paths must fit 107 bytes
+    port = free_port()
+    env = {**os.environ, **local_ray_env()}  # loopback only, no usage stats, no metadata probes
+    start = subprocess.Popen(
+        [str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+         "--disable-usage-stats", "--include-dashboard=false", "--num-cpus=2", f"--temp-dir={temp}"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+    def stop():
+        if start.poll() is None:
+            start.kill()
+        try:
+            os.killpg(start.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        deadline = time.time() + 30
+        while processes_in_group(start.pid) and time.time() < deadline:
+            time.sleep(0.2)
+        shutil.rmtree(temp, ignore_errors=True)
+
+    request.addfinalizer(stop)
+    out, _ = start.communicate(timeout=120)
+    assert start.returncode == 0, out
+    assert "Local node IP: 127.0.0.1" in out, out
+    return f"127.0.0.1:{port}"
+
+
+def test_grid_gives_the_same_table_on_the_local_pool_and_on_ray(tmp_path, ray_cluster):
+    sweep = write(tmp_path / "grid.toml", GRID)
+    local = ssdlab_cli("sweep", sweep, "--out", tmp_path / "local", "--jobs", "2")
+    ray = ssdlab_cli("sweep", sweep, "--out", tmp_path / "ray", "--ray", ray_cluster)
+    assert "4 points: 4 run" in local.stdout and "4 points: 4 run" in ray.stdout, (local.stdout, ray.stdout)
+    assert json.loads((tmp_path / "ray" / "run-info.json").read_text())["backend"] == "ray"
+
+    # Nothing wall-clock or backend-specific in the results: the files are byte-identical.
+    a, b = tmp_path / "local" / "results.csv", tmp_path / "ray" / "results.csv"
+    assert a.read_bytes() == b.read_bytes()
+    rows = read_csv(a)
+    assert [(r["ftl.spare_factor"], r["ftl.gc_policy"]) for r in rows] == [
+        ("0.1", "greedy"), ("0.1", "fifo"), ("0.25", "greedy"), ("0.25", "fifo")]
+    for r in rows:
+        assert r["status"] == "ok"
+        point = tmp_path / "local" / "points" / r["hash"]
+        assert (point / "metrics.json").read_bytes() == (tmp_path / "ray" / "points" / r["hash"] / "metrics.json").read_bytes()
+        m = json.loads((point / "metrics.json").read_text())
+        # Each point ran with its own axis values, and the table holds that run's numbers.
+        assert m["config"]["ftl"]["spare_factor"] == float(r["ftl.spare_factor"])
+        assert m["config"]["ftl"]["gc_policy"] == r["ftl.gc_policy"]
+        assert float(r["dlwa"]) == m["dlwa"] and int(r["gc_relocated_pages"]) == m["gc_relocated_pages"]
+    # More spare space, less write amplification: the grid measured what it varied.
+    dlwa = {(r["ftl.spare_factor"], r["ftl.gc_policy"]): float(r["dlwa"]) for r in rows}
+    for pol in ("greedy", "fifo"):
+        assert dlwa[("0.25", pol)] < dlwa[("0.1", pol)] - 0.5
+
+
+def test_ray_auto_starts_a_local_ray_with_the_same_results(tmp_path):
+    sweep = write(tmp_path / "grid.toml", GRID)
+    ssdlab_cli("sweep", sweep, "--out", tmp_path / "local", "-q")
+    p = ssdlab_cli("sweep", sweep, "--out", tmp_path / "auto", "--ray", "auto")
+    assert "4 points: 4 run" in p.stdout and "Traceback" not in p.stderr
+    assert (tmp_path / "local" / "results.csv").read_bytes() == (tmp_path / "auto" / "results.csv").read_bytes()
+
+
+def test_api_resume_skips_finished_points(tmp_path):
+    out = tmp_path / "sw"
+    axes = {"ftl.spare_factor": [0.1, 0.25], "ftl.gc_policy": ["greedy", "fifo"]}
+    first = ssdlab.sweep(TINY_BASE, axes, out=out, jobs=2, metrics=["dlwa", "nand_erase_count"])
+    s1 = first.attrs["summary"]
+    assert (s1["ran"], s1["skipped"], s1["failed"]) == (4, 0, 0)
+    rows1 = rows_of(first)
+    assert [r["status"] for r in rows1] == ["ok"] * 4 and all(r["dlwa"] > 1.0 for r in rows1)
+    mtimes = {p: p.stat().st_mtime_ns for p in out.glob("points/*/metrics.json")}
+    assert len(mtimes) == 4
+
+    again = ssdlab.sweep(TINY_BASE, axes, out=out, jobs=2, metrics=["dlwa", "nand_erase_count"])
+    s2 = again.attrs["summary"]
+    assert (s2["ran"], s2["skipped"]) == (0, 4)
+    assert rows_of(again) == rows1
+    assert {p: p.stat().st_mtime_ns for p in out.glob("points/*/metrics.json")} == mtimes
+
+    # A wider grid runs only its new points; the shared ones come from disk.
+    wider = ssdlab.sweep(TINY_BASE, {**axes, "ftl.spare_factor": [0.1, 0.25, 0.4]}, out=out, jobs=2,
+                         metrics=["dlwa", "nand_erase_count"])
+    s3 = wider.attrs["summary"]
+    assert (s3["ran"], s3["skipped"], s3["points"]) == (2, 4, 6)
+
+
+def test_api_accepts_a_preset_name_or_a_config_file_as_base(tmp_path):
+    cfg = write(tmp_path / "base.toml", 'preset = "tiny"\nseed = 7\n[timing]\nenabled = false\n'
+                '[precondition]\nrandom_device_writes = 0.5\n[workload]\nstop_device_writes = 0.5\n')
+    from_file = rows_of(ssdlab.sweep(cfg, {"ftl.gc_policy": ["greedy", "fifo"]}, out=tmp_path / "f", jobs=1))
+    from_dict = rows_of(ssdlab.sweep(TINY_BASE, {"ftl.gc_policy": ["greedy", "fifo"]}, out=tmp_path / "d", jobs=1))
+    assert [r["hash"] for r in from_file] == [r["hash"] for r in from_dict]
+    # A preset name: the preset's own config, here with the seed as the axis.
+    by_seed = rows_of(ssdlab.sweep("tiny", {"timing.enabled": [False], "seed": [1, 2]}, jobs=2,
+                                   metrics=["dlwa"], out=tmp_path / "p"))
+    assert [r["seed"] for r in by_seed] == [1, 2] and by_seed[0]["dlwa"] != by_seed[1]["dlwa"]
+    with pytest.raises(ssdlab.ConfigError, match="neither a config file nor a preset"):
+        ssdlab.sweep("no-such-preset", {"seed": [1]})
+
+
+def test_broken_points_are_reported_and_the_others_finish(tmp_path):
+    # spare_factor 2.0 is rejected by the config check; pe_limit = 2 wears the device out mid-run.
+    sweep = write(tmp_path / "broken.toml", TINY + """
+[grid]
+"ftl.spare_factor" = [0.15, 0.25, 2.0]
+
+[zip]
+"media.pe_limit" = [3000, 2]
+"seed" = [7, 8]
+""")
+    p = ssdlab_cli("sweep", sweep, "--out", tmp_path / "o", check=False)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    assert "6 points: 4 run, 0 skipped (done before), 4 failed" in p.stdout  # 2 fail mid-run
+    assert "4 of 6 points failed" in p.stderr
+    assert "ftl.spare_factor=2.0" in p.stderr and "out of range" in p.stderr
+    assert "ftl.spare_factor=0.15, media.pe_limit=2, seed=8" in p.stderr and "worn out" in p.stderr
+    rows = read_csv(tmp_path / "o" / "results.csv")
+    status = {(r["ftl.spare_factor"], r["media.pe_limit"]): r["status"] for r in rows}
+    assert status == {("0.15", "3000"): "ok", ("0.15", "2"): "failed", ("0.25", "3000"): "ok",
+                      ("0.25", "2"): "failed", ("2.0", "3000"): "failed", ("2.0", "2"): "failed"}
+    for r in rows:
+        point = tmp_path / "o" / "points" / r["hash"]
+        if r["status"] == "ok":
+            assert float(r["dlwa"]) > 1.0 and (point / "metrics.json").exists()
+        else:
+            assert r["dlwa"] == "" and not (point / "metrics.json").exists()
+            assert r["error"] and r["error"] in (point / "error.txt").read_text()
+
+    # Re-running keeps the finished points and tries the failed ones again.
+    p2 = ssdlab_cli("sweep", sweep, "--out", tmp_path / "o", check=False)
+    assert p2.returncode == 1 and "6 points: 2 run, 2 skipped (done before), 4 failed" in p2.stdout
+
+
+def test_cli_writes_results_table_sweep_description_and_plots(tmp_path):
+    sweep = write(tmp_path / "grid.toml", GRID)
+    p = ssdlab_cli("sweep", sweep, "--out", tmp_path / "o")
+    out = tmp_path / "o"
+    header = (out / "results.csv").read_text().splitlines()[0].split(",")
+    assert header == ["point", "ftl.spare_factor", "ftl.gc_policy", "status", "hash", "dlwa", "gc_relocated_pages",
+                      "nand_erase_count", "erase_count.max", "error"]
+    desc = json.loads((out / "sweep.json").read_text())
+    assert desc["grid"] == {"ftl.spare_factor": [0.1, 0.25], "ftl.gc_policy": ["greedy", "fifo"]}
+    assert [pt["hash"] for pt in desc["points"]] == [r["hash"] for r in read_csv(out / "results.csv")]
+    for metric in ("dlwa", "gc_relocated_pages", "nand_erase_count", "erase_count.max"):
+        png = out / "plots" / f"{metric}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10000, metric
+    assert "4 plots" in p.stdout
+    if (pa := _try_import("pyarrow.parquet")) is not None:
+        t = pa.read_table(out / "results.parquet").to_pylist()
+        assert [r["dlwa"] for r in t] == [float(r["dlwa"]) for r in read_csv(out / "results.csv")]
+
+
+def _try_import(name):
+    try:
+        return __import__(name, fromlist=["_"])
+    except ImportError:
+        return None
+
+
+@pytest.mark.parametrize("text, what", [
+    (TINY + "[grid\n", "not valid TOML"),
+    (TINY, "nothing to sweep"),
+    ('[grid]\n"seed" = [1, 2]\n', "name the base config"),
+    ('preset = "tiny"\nbase = "x.toml"\n[grid]\nseed = [1]\n', "not both"),
+    ('preset = "tinyy"\n[grid]\nseed = [1]\n', "preset 'tinyy' is unknown"),
+    ('base = "missing.toml"\n[grid]\nseed = [1]\n', "missing.toml: no such config file"),
+    ('base = "bad-base.toml"\n[grid]\nseed = [1]\n', "bad-base.toml:2: ftl.gc_polcy"),
+    ('experiment = "fdp-cache"\n[grid]\nseed = [1]\n', "not yet supported"),
+    ('preset = "tiny"\naxes = 1\n[grid]\nseed = [1]\n', "unknown key 'axes'"),
+    (TINY + '[grid]\n"ftl.spare_factor" = 0.1\n', "must be a non-empty list"),
+    (TINY + '[zip]\n"ftl.spare_factor" = [0.1, 0.2]\nseed = [1]\n', "equal lengths"),
+    (TINY.replace('metrics = [', 'metrics = 1 #') + '[grid]\nseed = [1]\n', "metrics must be a non-empty list"),
+    (TINY + '[grid]\nseed = [1]\nmetrics = ["dlwa"]\n', "move `metrics = ...` above the first [table]"),
+    (TINY + '[grid]\n"ftl.spare_facter" = [0.1, 0.2]\n', "point 0 (ftl.spare_facter=0.1)"),
+])
+def test_malformed_sweep_file_is_a_clear_error_with_exit_code_2(tmp_path, text, what):
+    write(tmp_path / "bad-base.toml", '[ftl]\ngc_polcy = "greedy"\n')
+    sweep = write(tmp_path / "s.toml", text)
+    p = ssdlab_cli("sweep", sweep, "--out", tmp_path / "o", check=False)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    assert what in p.stderr, p.stderr
+
+
+def test_ray_missing_says_how_to_install(tmp_path):
+    # A Python where `import ray` fails, as after `pip install ssdlab` without the extra.
+    blocker = write(tmp_path / "ray.py", "raise ImportError('no ray here')\n")
+    env = dict(os.environ, PYTHONPATH=str(blocker.parent))
+    sweep = write(tmp_path / "grid.toml", GRID)
+    p = ssdlab_cli("sweep", sweep, "--out", tmp_path / "o", "--ray", "auto", check=False, env=env)
+    assert p.returncode == 2 and "pip install 'ssdlab[ray]'" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_ctrl_c_stops_workers_keeps_finished_points_and_resumes(tmp_path):
+    # Eight points of about a second each on two workers: Ctrl-C lands mid-sweep.
+    sweep = write(tmp_path / "long.toml", TINY.replace("[timing]", "[geometry]\nblocks_per_plane = 2048\n\n[timing]")
+                  + '\n[grid]\n"ftl.spare_factor" = [0.1, 0.12, 0.14, 0.16, 0.18, 0.2, 0.22, 0.24]\n')
+    out = tmp_path / "o"
+    proc = subprocess.Popen(SSDLAB + ["sweep", str(sweep), "--out", str(out), "--jobs", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 60
+    while not list(out.glob("points/*/metrics.json")) and time.time() < deadline:
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    deadline = time.time() + 10
+    while processes_in_group(proc.pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert processes_in_group(proc.pid) == []  # no worker left behind
+    rows = read_csv(out / "results.csv")
+    done = [r for r in rows if r["status"] == "ok"]
+    assert 1 <= len(done) < 8 and all(r["status"] in ("ok", "not-run") for r in rows)
+    for r in done:
+        assert json.loads((out / "points" / r["hash"] / "metrics.json").read_text())["interrupted"] is False
+
+    p = ssdlab_cli("sweep", sweep, "--out", out)
+    assert f"8 points: {8 - len(done)} run, {len(done)} skipped" in p.stdout
+    assert all(r["status"] == "ok" for r in read_csv(out / "results.csv"))
+
+
+def test_example_sweeps_are_valid():
+    files = sorted((ROOT / "experiments" / "sweeps").glob("*.toml"))
+    assert files
+    for f in files:
+        points = expand(load_sweep(f))
+        assert points and all(p.config is not None for p in points), f
