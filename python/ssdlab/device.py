@@ -299,6 +299,39 @@ class Device:
         """Report Zones from ``lba``: state, zslba, zcap, wp, reset_count per zone."""
         return json.loads(self._dev.zone_report(lba, filter, 2**32 - 1 if max_zones is None else max_zones))
 
+    # Open-channel (OCSSD 2.0-style) host interface; see docs/personalities.md.
+    def oc_geometry(self) -> Dict[str, int]:
+        """Geometry report: num_grp, num_pu, num_chk, clba, ws_min, ws_opt, mw_cunits, maxoc,
+        sector_bytes and typical media times (ns)."""
+        return json.loads(self._dev.oc_geometry())
+
+    def oc_lba(self, group: int, pu: int, chunk: int, sector: int = 0) -> int:
+        """The LBA of (group, parallel unit, chunk, sector)."""
+        return self._dev.oc_lba(group, pu, chunk, sector)
+
+    def oc_chunk_info(self, group: Optional[int] = None, pu: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Chunk information: slba, state, wp, cnlb, erase_count per chunk."""
+        return json.loads(self._dev.oc_chunk_info(group, pu))
+
+    def oc_vector_write(self, lbas: Sequence[int], data: bytes) -> int:
+        """Vector write (at most 64 LBAs, one sector of ``data`` each)."""
+        return self._dev.oc_vector_write(list(lbas), data)
+
+    def oc_vector_read(self, lbas: Sequence[int]) -> bytes:
+        return bytes(self._dev.oc_vector_read(list(lbas)))
+
+    def oc_vector_reset(self, chunk_lbas: Sequence[int]) -> int:
+        return self._dev.oc_vector_reset(list(chunk_lbas))
+
+    def oc_copy_chunk(self, src_lba: int, dst_lba: int) -> int:
+        """Copy a chunk's data to a free chunk, on any parallel unit (wear-levelling moves)."""
+        return self._dev.oc_copy_chunk(src_lba, dst_lba)
+
+    def oc_wear(self) -> Dict[str, List[int]]:
+        """Erase counts per group (channel) and per parallel unit (die)."""
+        per_group, per_pu = self._dev.oc_wear()
+        return {"per_group": list(per_group), "per_pu": list(per_pu)}
+
     def inject_zone_state(self, zone: int, state: str) -> None:
         """Failure injection: make a zone ``read-only`` or ``offline``."""
         self._dev.inject_zone_state(zone, state)

@@ -19,7 +19,7 @@ pub struct Config {
     pub preset: String,
     /// "metadata" (no user data kept) or "data" (contents kept, reads return the last write).
     pub storage: StorageMode,
-    /// What the host sees: "conventional" (an FTL; FDP when [fdp] is enabled) or "zns".
+    /// What the host sees: "conventional" (an FTL; FDP when [fdp] is enabled), "zns" or "ocssd".
     pub personality: Personality,
     pub geometry: Geometry,
     pub timing: Timing,
@@ -106,6 +106,7 @@ pub enum Personality {
     #[default]
     Conventional,
     Zns,
+    Ocssd,
 }
 
 /// Zoned namespace layout and resources.
@@ -323,7 +324,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("seed", "-", Num(0.0, 9.223372036854775e18), "Seed of every random choice: the same config and seed give byte-identical metrics."),
     k("preset", "-", OneOf(presets::NAMES), "Preset the file starts from; keys in the file override it."),
     k("storage", "-", OneOf(&["metadata", "data"]), "metadata: no user data kept (TB-scale studies); data: sparse contents kept, reads return the last write and zeros for unwritten or trimmed sectors."),
-    k("personality", "-", OneOf(&["conventional", "zns"]), "What the host sees: conventional (a page-mapped FTL; NVMe FDP when fdp.enabled) or zns (NVMe zoned namespace: sequential zones, host-managed resets, no device GC)."),
+    k("personality", "-", OneOf(&["conventional", "zns", "ocssd"]), "What the host sees: conventional (a page-mapped FTL; NVMe FDP when fdp.enabled), zns (NVMe zoned namespace: sequential zones, host-managed resets, no device GC) or ocssd (open-channel 2.0: groups, parallel units and chunks, driven by a host FTL through vector commands)."),
     k("geometry.channels", "count", Num(1.0, 256.0), "Flash channels (independent buses)."),
     k("geometry.dies_per_channel", "count", Num(1.0, 64.0), "Dies (LUNs) per channel; each die runs one operation at a time."),
     k("geometry.planes_per_die", "count", Num(1.0, 16.0), "Planes per die; a program covers one page in every plane (multi-plane)."),

@@ -11,6 +11,7 @@ use crate::engine::driver::{self, Ending, Limits, Loop};
 use crate::error::{Error, Result};
 use crate::config::Personality;
 use crate::ftl::conventional::Conventional;
+use crate::ftl::ocssd::Ocssd;
 use crate::ftl::zns::{ZoneLog, Zns};
 use crate::ftl::{BlockDevice, WriteOpts};
 use crate::metrics::Recorder;
@@ -51,6 +52,8 @@ pub enum Personal {
     Conventional(Conventional),
     /// A ZNS device inside the zoned-log host that runs ordinary workloads on it.
     Zns(ZoneLog),
+    /// An open-channel device; its host FTL lives outside (case studies, the vector API).
+    Ocssd(Ocssd),
 }
 
 /// An emulated SSD.
@@ -72,6 +75,7 @@ impl Device {
                 let streams = z.max_open().min(4) as usize;
                 Personal::Zns(ZoneLog::new(z, streams))
             }
+            Personality::Ocssd => Personal::Ocssd(Ocssd::new(&cfg)?),
         };
         Ok(Device { cfg, dev, now_ns: 0 })
     }
@@ -81,6 +85,7 @@ impl Device {
         match &mut self.dev {
             Personal::Conventional(c) => c,
             Personal::Zns(log) => log,
+            Personal::Ocssd(o) => o,
         }
     }
 
@@ -89,6 +94,7 @@ impl Device {
         match &mut self.dev {
             Personal::Conventional(c) => c,
             Personal::Zns(log) => &mut log.zns,
+            Personal::Ocssd(o) => o,
         }
     }
 
@@ -97,6 +103,15 @@ impl Device {
         match &self.dev {
             Personal::Conventional(c) => c,
             Personal::Zns(log) => &log.zns,
+            Personal::Ocssd(o) => o,
+        }
+    }
+
+    /// The open-channel device, if this is one.
+    pub fn ocssd_mut(&mut self) -> Option<&mut Ocssd> {
+        match &mut self.dev {
+            Personal::Ocssd(o) => Some(o),
+            _ => None,
         }
     }
 

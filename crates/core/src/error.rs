@@ -55,6 +55,12 @@ pub enum Status {
     TooManyOpenZones,
     /// 0xBF: the zone's state does not allow the requested transition.
     InvalidZoneStateTransition,
+    /// Open-channel 0xC0 (media error): the chunk is offline.
+    OfflineChunk,
+    /// Open-channel 0xC1 (media error): the chunk cannot be reset (it is free).
+    InvalidReset,
+    /// Open-channel 0xF2 (media error): the write is not at the chunk's write pointer.
+    OutOfOrderWrite,
 }
 
 impl Status {
@@ -73,6 +79,9 @@ impl Status {
             Status::TooManyActiveZones => (1, 0xBD),
             Status::TooManyOpenZones => (1, 0xBE),
             Status::InvalidZoneStateTransition => (1, 0xBF),
+            Status::OfflineChunk => (2, 0xC0),
+            Status::InvalidReset => (2, 0xC1),
+            Status::OutOfOrderWrite => (2, 0xF2),
         }
     }
     pub fn name(self) -> &'static str {
@@ -89,6 +98,9 @@ impl Status {
             Status::TooManyActiveZones => "Too Many Active Zones",
             Status::TooManyOpenZones => "Too Many Open Zones",
             Status::InvalidZoneStateTransition => "Invalid Zone State Transition",
+            Status::OfflineChunk => "Offline Chunk",
+            Status::InvalidReset => "Invalid Reset",
+            Status::OutOfOrderWrite => "Out of Order Write",
         }
     }
 }

@@ -148,10 +148,13 @@ fn finish(rep: ssdlab_core::RunReport) -> RunOut {
 
 impl NativeDevice {
     fn conventional(&self) -> PyResult<&ssdlab_core::ftl::conventional::Conventional> {
-        match self.dev.zns() {
-            Some(_) => Err(NvmeError::new_err("this is a ZNS device; FDP and FTL commands need personality = \"conventional\"")),
-            None => Ok(self.dev.ftl()),
+        match self.dev.zns().map(|_| ()) {
+            None if self.dev.config().personality == ssdlab_core::config::Personality::Conventional => Ok(self.dev.ftl()),
+            _ => Err(NvmeError::new_err("FDP and FTL commands need personality = \"conventional\"")),
         }
+    }
+    fn oc(&mut self) -> PyResult<&mut ssdlab_core::ftl::ocssd::Ocssd> {
+        self.dev.ocssd_mut().ok_or_else(|| NvmeError::new_err("not an open-channel device (personality = \"ocssd\" in the config)"))
     }
     fn zns(&mut self) -> PyResult<&mut ssdlab_core::ftl::zns::Zns> {
         self.dev.zns_mut().ok_or_else(|| NvmeError::new_err("not a ZNS device (personality = \"zns\" in the config)"))
@@ -378,6 +381,64 @@ impl NativeDevice {
     fn zone_info(&mut self) -> PyResult<(u32, u64, u64, u32, u32)> {
         let z = self.zns()?;
         Ok((z.zone_count(), z.zone_size(), z.zone_capacity(), z.max_open(), z.max_active()))
+    }
+
+    /// Open-channel geometry report, as JSON.
+    fn oc_geometry(&mut self) -> PyResult<String> {
+        Ok(serde_json::to_string(self.oc()?.geometry()).unwrap())
+    }
+
+    /// LBA of (group, parallel unit, chunk, sector).
+    fn oc_lba(&mut self, group: u32, pu: u32, chunk: u32, sector: u64) -> PyResult<u64> {
+        let o = self.oc()?;
+        let g = o.geometry();
+        if group >= g.num_grp || pu >= g.num_pu || chunk >= g.num_chk || sector >= g.clba {
+            return Err(PyValueError::new_err(format!("({group}, {pu}, {chunk}, {sector}) outside the geometry ({} x {} x {} x {})", g.num_grp, g.num_pu, g.num_chk, g.clba)));
+        }
+        Ok(o.lba(group, pu, chunk, sector))
+    }
+
+    /// Chunk information log (all chunks, or those of one parallel unit), as JSON.
+    #[pyo3(signature = (group=None, pu=None))]
+    fn oc_chunk_info(&mut self, group: Option<u32>, pu: Option<u32>) -> PyResult<String> {
+        let sel = match (group, pu) {
+            (Some(g), Some(p)) => Some((g, p)),
+            (None, None) => None,
+            _ => return Err(PyValueError::new_err("give both group and pu, or neither")),
+        };
+        Ok(serde_json::to_string(&self.oc()?.chunk_info(sel)).unwrap())
+    }
+
+    /// Vector write of one sector per LBA (at most 64); returns the completion time.
+    fn oc_vector_write(&mut self, lbas: Vec<u64>, data: &[u8]) -> PyResult<u64> {
+        let now = self.dev.now_ns();
+        self.oc()?.vector_write(&lbas, Some(data), now).map_err(to_py)
+    }
+
+    /// Vector read of one sector per LBA (at most 64).
+    fn oc_vector_read<'py>(&mut self, py: Python<'py>, lbas: Vec<u64>) -> PyResult<Bound<'py, PyBytes>> {
+        let now = self.dev.now_ns();
+        let o = self.oc()?;
+        let mut buf = vec![0u8; lbas.len() * o.geometry().sector_bytes as usize];
+        o.vector_read(&lbas, Some(&mut buf), now).map_err(to_py)?;
+        Ok(PyBytes::new_bound(py, &buf))
+    }
+
+    /// Vector reset of chunks by their start LBAs (at most 64).
+    fn oc_vector_reset(&mut self, chunk_lbas: Vec<u64>) -> PyResult<u64> {
+        let now = self.dev.now_ns();
+        self.oc()?.vector_reset(&chunk_lbas, now).map_err(to_py)
+    }
+
+    /// Copy a chunk's data to a free chunk (on any parallel unit).
+    fn oc_copy_chunk(&mut self, src_lba: u64, dst_lba: u64) -> PyResult<u64> {
+        let now = self.dev.now_ns();
+        self.oc()?.copy_chunk(src_lba, dst_lba, now).map_err(to_py)
+    }
+
+    /// Erase counts per group (channel) and per parallel unit (die).
+    fn oc_wear(&mut self) -> PyResult<(Vec<u64>, Vec<u64>)> {
+        Ok(self.oc()?.wear())
     }
 
     /// Mark a zone read-only or offline (failure injection).

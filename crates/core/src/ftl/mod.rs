@@ -5,6 +5,7 @@
 
 pub mod conventional;
 pub mod fdp;
+pub mod ocssd;
 pub mod victim;
 pub mod zns;
 

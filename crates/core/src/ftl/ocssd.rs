@@ -1,0 +1,506 @@
+//! Open-channel SSD (OCSSD 2.0-style) personality: the host sees the parallelism and manages
+//! placement itself. Groups are channels, parallel units (PUs) are dies, a chunk is one block
+//! in every plane of a PU, written sequentially at its write pointer in units of `ws_min`
+//! sectors (one multi-plane page), and reset (erased) by the host. There is no device mapping
+//! and no device GC; each PU has its own timeline, so a host that pins work to PUs sees their
+//! isolation in its latencies. This is the substrate of host-side FTLs such as FlashBlox's.
+//!
+//! Addresses: `lba = ((group * num_pu + pu) * num_chk + chunk) * clba + sector` (a dense
+//! numbering; the OCSSD 2.0 wire format packs the same fields into bit fields).
+//!
+//! Rules and statuses follow the OCSSD 2.0 spec as implemented by QEMU's reference emulator
+//! and described by SPDK's definitions: writes at the write pointer in runs of ws_min
+//! (else Out of Order Write 0xF2 / Invalid Field), writes to closed or offline chunks get Out
+//! of Order Write, resets of free chunks Invalid Reset (0xC1), of offline chunks Offline Chunk
+//! (0xC0); like QEMU's default (and most drives, the spec says 0xC1) an open chunk may be
+//! reset early. Reads of sectors that hold no data (beyond the write pointer, free or offline
+//! chunks) succeed and return zeros, as QEMU does unless the host enables unwritten-block
+//! errors.
+
+use serde::{Deserialize, Serialize};
+
+use super::Counters;
+use crate::config::{Config, StorageMode};
+use crate::engine::Timelines;
+use crate::error::{Error, Result, Status};
+use crate::media::store::DataStore;
+use crate::media::{BlockMeta, BlockState, Layout};
+
+/// Most addresses one vector command may carry.
+pub const MAX_VECTOR: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChunkState {
+    Free,
+    Open,
+    Closed,
+    Offline,
+}
+
+/// Geometry report (the identify data a host reads first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Geometry {
+    pub num_grp: u32,
+    pub num_pu: u32,
+    pub num_chk: u32,
+    /// Sectors per chunk.
+    pub clba: u64,
+    /// Minimum write size and its multiples (sectors): one multi-plane page.
+    pub ws_min: u32,
+    /// Optimal write size (sectors): one multi-plane page on every PU of a group.
+    pub ws_opt: u32,
+    /// Sectors that must be written after a sector before it can be read (0: any written
+    /// sector can be read; this device buffers writes until a unit is programmed).
+    pub mw_cunits: u32,
+    /// Max open chunks (0 = no limit).
+    pub maxoc: u32,
+    pub sector_bytes: u32,
+    /// Typical media times (ns): read, program, erase.
+    pub trdt_ns: u64,
+    pub tprt_ns: u64,
+    pub tbet_ns: u64,
+}
+
+/// Chunk descriptor (chunk information log page).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkInfo {
+    pub slba: u64,
+    pub state: ChunkState,
+    /// Write pointer (absolute LBA).
+    pub wp: u64,
+    pub cnlb: u64,
+    /// Erase count of the chunk (wear index).
+    pub erase_count: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Chunk {
+    state: ChunkState,
+    written: u64,
+    erases: u32,
+    ready_ns: u64,
+}
+
+/// The open-channel device.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Ocssd {
+    lay: Layout,
+    geo: Geometry,
+    chunks: Vec<Chunk>,
+    blocks: Vec<BlockMeta>,
+    tl: Timelines,
+    data: Option<DataStore>,
+    c: Counters,
+    pe_limit: u32,
+}
+
+fn err(s: Status, msg: String) -> Error {
+    Error::Nvme(s, msg)
+}
+
+impl Ocssd {
+    pub fn new(cfg: &Config) -> Result<Ocssd> {
+        let lay = Layout::new(&cfg.geometry);
+        let ws_min = lay.planes_per_die * lay.sectors_per_page;
+        let geo = Geometry {
+            num_grp: lay.channels,
+            num_pu: lay.dies_per_channel,
+            num_chk: lay.blocks_per_plane,
+            clba: (lay.planes_per_die * lay.sectors_per_block) as u64,
+            ws_min,
+            ws_opt: ws_min * lay.dies_per_channel,
+            mw_cunits: 0,
+            maxoc: 0,
+            sector_bytes: lay.sector_bytes,
+            trdt_ns: cfg.timing.page_read_ns,
+            tprt_ns: cfg.timing.page_program_ns,
+            tbet_ns: cfg.timing.block_erase_ns,
+        };
+        let n = (lay.dies * lay.blocks_per_plane) as usize;
+        Ok(Ocssd {
+            lay,
+            geo,
+            chunks: (0..n).map(|_| Chunk { state: ChunkState::Free, written: 0, erases: 0, ready_ns: 0 }).collect(),
+            blocks: vec![BlockMeta::new(); lay.blocks as usize],
+            tl: Timelines::new(&cfg.timing, &lay),
+            data: match cfg.storage {
+                StorageMode::Data => Some(DataStore::new(lay.physical_sectors, lay.sector_bytes)),
+                StorageMode::Metadata => None,
+            },
+            c: Counters::default(),
+            pe_limit: cfg.media.pe_limit,
+        })
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+    pub fn counters(&self) -> &Counters {
+        &self.c
+    }
+    pub fn timelines(&self) -> &Timelines {
+        &self.tl
+    }
+    pub fn layout(&self) -> &Layout {
+        &self.lay
+    }
+
+    /// LBA of (group, pu, chunk, sector).
+    pub fn lba(&self, grp: u32, pu: u32, chk: u32, sec: u64) -> u64 {
+        ((grp as u64 * self.geo.num_pu as u64 + pu as u64) * self.geo.num_chk as u64 + chk as u64) * self.geo.clba + sec
+    }
+
+    /// (chunk index, sector in chunk) of an LBA.
+    fn split(&self, lba: u64) -> Result<(usize, u64)> {
+        let c = lba / self.geo.clba;
+        if c >= self.chunks.len() as u64 {
+            return Err(err(Status::LbaOutOfRange, format!("LBA {lba} is beyond the last chunk")));
+        }
+        Ok((c as usize, lba % self.geo.clba))
+    }
+
+    /// Die of chunk `c` (chunks are numbered group, PU, chunk; PU = die of the group).
+    fn die_of(&self, c: usize) -> u32 {
+        (c / self.geo.num_chk as usize) as u32
+    }
+
+    /// Physical sector of sector `s` of chunk `c`: sector runs fill a page in each plane in
+    /// turn (a multi-plane unit), then the next page.
+    fn psa(&self, c: usize, s: u64) -> u32 {
+        let spp = self.lay.sectors_per_page as u64;
+        let unit = spp * self.lay.planes_per_die as u64;
+        let (page, r) = (s / unit, s % unit);
+        let (plane, slot) = ((r / spp) as u32, (r % spp) as u32);
+        let die = self.die_of(c);
+        let idx = (c % self.geo.num_chk as usize) as u32;
+        let b = die * self.lay.blocks_per_die + plane * self.lay.blocks_per_plane + idx;
+        b * self.lay.sectors_per_block + page as u32 * self.lay.sectors_per_page + slot
+    }
+
+    /// Chunk information for every chunk of (group, pu), or all chunks.
+    pub fn chunk_info(&self, pu: Option<(u32, u32)>) -> Vec<ChunkInfo> {
+        let range = match pu {
+            Some((g, p)) => {
+                let first = self.lba(g, p, 0, 0) / self.geo.clba;
+                first as usize..first as usize + self.geo.num_chk as usize
+            }
+            None => 0..self.chunks.len(),
+        };
+        range
+            .filter(|&c| c < self.chunks.len())
+            .map(|c| {
+                let ch = &self.chunks[c];
+                let slba = c as u64 * self.geo.clba;
+                ChunkInfo { slba, state: ch.state, wp: slba + ch.written, cnlb: self.geo.clba, erase_count: ch.erases }
+            })
+            .collect()
+    }
+
+    /// Erase counts summed per channel (group) and per die (PU): wear-levelling inputs.
+    pub fn wear(&self) -> (Vec<u64>, Vec<u64>) {
+        let mut per_die = vec![0u64; self.lay.dies as usize];
+        for (c, ch) in self.chunks.iter().enumerate() {
+            per_die[self.die_of(c) as usize] += ch.erases as u64;
+        }
+        let per_ch = (0..self.lay.channels).map(|g| per_die[(g * self.lay.dies_per_channel) as usize..((g + 1) * self.lay.dies_per_channel) as usize].iter().sum()).collect();
+        (per_ch, per_die)
+    }
+
+    fn check_vector(n: usize) -> Result<()> {
+        if n == 0 || n > MAX_VECTOR {
+            return Err(err(Status::InvalidField, format!("a vector command carries 1 to {MAX_VECTOR} addresses, not {n}")));
+        }
+        Ok(())
+    }
+
+    /// Vector write: each LBA must be its chunk's write pointer (in list order), and each
+    /// chunk must receive a multiple of ws_min sectors. `data` holds one sector per LBA.
+    /// Returns the completion time.
+    pub fn vector_write(&mut self, lbas: &[u64], data: Option<&[u8]>, now: u64) -> Result<u64> {
+        Self::check_vector(lbas.len())?;
+        let sb = self.lay.sector_bytes as usize;
+        if let (Some(d), true) = (data, self.data.is_some()) {
+            if d.len() != lbas.len() * sb {
+                return Err(Error::Command(format!("{} addresses but {} bytes of data", lbas.len(), d.len())));
+            }
+        }
+        // Validate the whole command first: it is applied entirely or not at all.
+        let mut next: Vec<(usize, u64)> = vec![];
+        let mut per_chunk: Vec<(usize, u64)> = vec![];
+        for &lba in lbas {
+            let (c, s) = self.split(lba)?;
+            let ch = &self.chunks[c];
+            match ch.state {
+                ChunkState::Offline => return Err(err(Status::OutOfOrderWrite, format!("chunk at LBA {} is offline", c as u64 * self.geo.clba))),
+                ChunkState::Closed => return Err(err(Status::OutOfOrderWrite, format!("chunk at LBA {} is closed (written to its end)", c as u64 * self.geo.clba))),
+                _ => {}
+            }
+            let expect = match next.iter().find(|x| x.0 == c) {
+                Some(&(_, w)) => w,
+                None => ch.written,
+            };
+            if s != expect {
+                return Err(err(Status::OutOfOrderWrite, format!("LBA {lba} is sector {s} of its chunk, whose write pointer is at sector {expect}")));
+            }
+            match next.iter_mut().find(|x| x.0 == c) {
+                Some(x) => x.1 += 1,
+                None => next.push((c, s + 1)),
+            }
+            match per_chunk.iter_mut().find(|x| x.0 == c) {
+                Some(x) => x.1 += 1,
+                None => per_chunk.push((c, 1)),
+            }
+        }
+        if let Some(&(c, n)) = per_chunk.iter().find(|x| x.1 % self.geo.ws_min as u64 != 0) {
+            return Err(err(Status::InvalidField, format!("{n} sectors for the chunk at LBA {}: writes come in multiples of ws_min = {}", c as u64 * self.geo.clba, self.geo.ws_min)));
+        }
+        let t = now + self.tl.command_overhead_ns();
+        let mut done = t;
+        let unit = self.geo.ws_min as u64;
+        for (i, &lba) in lbas.iter().enumerate() {
+            let (c, s) = self.split(lba)?;
+            let psa = self.psa(c, s);
+            if let (Some(store), Some(d)) = (self.data.as_mut(), data) {
+                store.put(psa, &d[i * sb..(i + 1) * sb]);
+            }
+            let ch = &mut self.chunks[c];
+            ch.state = ChunkState::Open;
+            ch.written = s + 1;
+            if (s + 1) % unit == 0 {
+                done = done.max(self.program(c, s + 1 - unit, t));
+            }
+            if self.chunks[c].written == self.geo.clba {
+                self.chunks[c].state = ChunkState::Closed;
+            }
+        }
+        self.c.host_write_cmds += 1;
+        self.c.host_write_bytes += (lbas.len() * sb) as u64;
+        Ok(if self.tl.enabled { done } else { now })
+    }
+
+    /// Program the multi-plane unit of chunk `c` starting at sector `s`.
+    fn program(&mut self, c: usize, s: u64, t: u64) -> u64 {
+        let planes = self.lay.planes_per_die;
+        let psa = self.psa(c, s);
+        let b0 = psa / self.lay.sectors_per_block;
+        let page = (psa % self.lay.sectors_per_block) / self.lay.sectors_per_page;
+        for p in 0..planes {
+            let m = &mut self.blocks[(b0 + p * self.lay.blocks_per_plane) as usize];
+            m.programmed_pages = (page + 1) as u16;
+            m.valid += self.lay.sectors_per_page;
+            m.state = if page + 1 == self.lay.pages_per_block { BlockState::Full } else { BlockState::Open };
+        }
+        self.c.nand_page_programs += planes as u64;
+        self.c.nand_write_bytes += planes as u64 * self.lay.page_bytes as u64;
+        if self.tl.enabled {
+            let earliest = t.max(self.chunks[c].ready_ns);
+            self.tl.program(self.die_of(c), planes as u64 * self.lay.page_bytes as u64, earliest)
+        } else {
+            t
+        }
+    }
+
+    /// Vector read. Returns the completion time; `out` receives one sector per LBA (zeros for
+    /// sectors holding no data, which cost no media read).
+    pub fn vector_read(&mut self, lbas: &[u64], mut out: Option<&mut [u8]>, now: u64) -> Result<u64> {
+        Self::check_vector(lbas.len())?;
+        let sb = self.lay.sector_bytes as usize;
+        for &lba in lbas {
+            self.split(lba)?;
+        }
+        let t = now + self.tl.command_overhead_ns();
+        let mut done = t;
+        let mut last_page = u32::MAX;
+        for (i, &lba) in lbas.iter().enumerate() {
+            let (c, s) = self.split(lba)?;
+            let psa = self.psa(c, s);
+            let ch = &self.chunks[c];
+            let readable = ch.state != ChunkState::Offline && s < ch.written;
+            if let Some(o) = out.as_deref_mut() {
+                let dst = &mut o[i * sb..(i + 1) * sb];
+                match &self.data {
+                    Some(store) if readable => store.get(psa, dst),
+                    _ => dst.fill(0),
+                }
+            }
+            let page = psa / self.lay.sectors_per_page;
+            if page != last_page && readable {
+                last_page = page;
+                self.c.nand_page_reads += 1;
+                self.c.nand_read_bytes += self.lay.page_bytes as u64;
+                if self.tl.enabled {
+                    done = done.max(self.tl.read(self.die_of(c), sb as u64, t));
+                }
+            }
+        }
+        self.c.host_read_cmds += 1;
+        self.c.host_read_bytes += (lbas.len() * sb) as u64;
+        Ok(if self.tl.enabled { done } else { now })
+    }
+
+    /// Vector reset: erase each listed chunk (by its start LBA). Free chunks cannot be reset
+    /// (Invalid Reset: this device has no multiple-reset capability); offline chunks cannot be
+    /// reset (Offline Chunk).
+    pub fn vector_reset(&mut self, chunk_lbas: &[u64], now: u64) -> Result<u64> {
+        Self::check_vector(chunk_lbas.len())?;
+        let mut cs = vec![];
+        for &lba in chunk_lbas {
+            let (c, s) = self.split(lba)?;
+            if s != 0 {
+                return Err(err(Status::InvalidField, format!("LBA {lba} is not a chunk start")));
+            }
+            match self.chunks[c].state {
+                ChunkState::Offline => return Err(err(Status::OfflineChunk, format!("chunk at LBA {lba} is offline"))),
+                ChunkState::Free => return Err(err(Status::InvalidReset, format!("chunk at LBA {lba} is free"))),
+                _ => cs.push(c),
+            }
+        }
+        let t = now + self.tl.command_overhead_ns();
+        let mut done = t;
+        for c in cs {
+            let die = self.die_of(c);
+            let idx = (c % self.geo.num_chk as usize) as u32;
+            for p in 0..self.lay.planes_per_die {
+                let b = die * self.lay.blocks_per_die + p * self.lay.blocks_per_plane + idx;
+                let first = b * self.lay.sectors_per_block;
+                if let Some(store) = self.data.as_mut() {
+                    for psa in first..first + self.lay.sectors_per_block {
+                        store.discard(psa);
+                    }
+                }
+                let m = &mut self.blocks[b as usize];
+                m.erase_count += 1;
+                m.valid = 0;
+                m.programmed_pages = 0;
+                m.state = BlockState::Free;
+                self.c.nand_erase_count += 1;
+            }
+            let e = if self.tl.enabled { self.tl.erase(die, t) } else { t };
+            done = done.max(e);
+            let ch = &mut self.chunks[c];
+            ch.erases += 1;
+            ch.written = 0;
+            ch.ready_ns = e;
+            ch.state = if ch.erases >= self.pe_limit { ChunkState::Offline } else { ChunkState::Free };
+            if ch.state == ChunkState::Offline {
+                self.c.grown_bad_blocks += self.lay.planes_per_die as u64;
+            }
+        }
+        self.c.host_trim_cmds += 1;
+        Ok(if self.tl.enabled { done } else { now })
+    }
+
+    /// Copy every written sector of chunk `src` to the free chunk `dst` (on any PU), as a
+    /// host-driven wear-levelling or isolation migration does; returns the completion time.
+    pub fn copy_chunk(&mut self, src_lba: u64, dst_lba: u64, now: u64) -> Result<u64> {
+        let (s, s0) = self.split(src_lba)?;
+        let (d, d0) = self.split(dst_lba)?;
+        if s0 != 0 || d0 != 0 {
+            return Err(err(Status::InvalidField, "copy names chunks by their start LBAs".into()));
+        }
+        if self.chunks[d].state != ChunkState::Free {
+            return Err(err(Status::OutOfOrderWrite, format!("destination chunk at LBA {dst_lba} is not free")));
+        }
+        let n = self.chunks[s].written;
+        let sb = self.lay.sector_bytes as usize;
+        let mut t = now;
+        let mut k = 0u64;
+        while k < n {
+            let m = (n - k).min(MAX_VECTOR as u64 / self.geo.ws_min as u64 * self.geo.ws_min as u64);
+            let src: Vec<u64> = (k..k + m).map(|i| src_lba + i).collect();
+            let dst: Vec<u64> = (k..k + m).map(|i| dst_lba + i).collect();
+            let mut buf = vec![0u8; m as usize * sb];
+            let r = self.vector_read(&src, Some(&mut buf), t)?;
+            let data = self.data.is_some().then_some(&buf[..]);
+            t = self.vector_write(&dst, data, r)?;
+            k += m;
+        }
+        Ok(t)
+    }
+
+    /// Mark a chunk offline (failure injection).
+    pub fn set_offline(&mut self, chunk_lba: u64) -> Result<()> {
+        let (c, _) = self.split(chunk_lba)?;
+        self.chunks[c].state = ChunkState::Offline;
+        Ok(())
+    }
+
+    pub fn blocks(&self) -> &[BlockMeta] {
+        &self.blocks
+    }
+}
+
+/// The open-channel device as a plain block device: writes and reads of consecutive LBAs are
+/// split into vector commands (so writes must follow the chunk rules), deallocate is accepted
+/// and changes nothing, flush has nothing to do (writes are whole units).
+impl super::BlockDevice for Ocssd {
+    fn layout(&self) -> &Layout {
+        &self.lay
+    }
+    fn logical_sectors(&self) -> u64 {
+        self.chunks.len() as u64 * self.geo.clba
+    }
+    fn write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, _opts: super::WriteOpts, now: u64) -> Result<u64> {
+        let sb = self.lay.sector_bytes as usize;
+        let mut done = now;
+        let mut k = 0u64;
+        while k < sectors as u64 {
+            let m = (sectors as u64 - k).min(MAX_VECTOR as u64);
+            let lbas: Vec<u64> = (lba + k..lba + k + m).collect();
+            let part = data.map(|d| &d[k as usize * sb..(k + m) as usize * sb]);
+            done = done.max(self.vector_write(&lbas, part, now)?);
+            k += m;
+        }
+        Ok(done)
+    }
+    fn read(&mut self, lba: u64, sectors: u32, mut out: Option<&mut [u8]>, now: u64) -> Result<u64> {
+        let sb = self.lay.sector_bytes as usize;
+        let mut done = now;
+        let mut k = 0u64;
+        while k < sectors as u64 {
+            let m = (sectors as u64 - k).min(MAX_VECTOR as u64);
+            let lbas: Vec<u64> = (lba + k..lba + k + m).collect();
+            let part = out.as_deref_mut().map(|o| &mut o[k as usize * sb..(k + m) as usize * sb]);
+            done = done.max(self.vector_read(&lbas, part, now)?);
+            k += m;
+        }
+        Ok(done)
+    }
+    fn trim(&mut self, lba: u64, sectors: u32, now: u64) -> Result<u64> {
+        if lba + sectors as u64 > self.logical_sectors() {
+            return Err(err(Status::LbaOutOfRange, format!("deallocate of {sectors} blocks at {lba} beyond the device")));
+        }
+        self.c.host_trim_bytes += sectors as u64 * self.lay.sector_bytes as u64;
+        Ok(now)
+    }
+    fn flush(&mut self, now: u64) -> Result<u64> {
+        self.c.host_flush_cmds += 1;
+        Ok(now)
+    }
+    fn idle(&mut self, _now: u64) {}
+    fn counters(&self) -> &Counters {
+        &self.c
+    }
+    fn timelines(&self) -> &Timelines {
+        &self.tl
+    }
+    fn blocks(&self) -> &[BlockMeta] {
+        &self.blocks
+    }
+    fn free_blocks(&self) -> u32 {
+        self.chunks.iter().filter(|c| c.state == ChunkState::Free).count() as u32 * self.lay.planes_per_die
+    }
+    fn mapped_sectors(&self) -> u64 {
+        self.chunks.iter().filter(|c| c.state != ChunkState::Offline).map(|c| c.written).sum()
+    }
+    fn check_invariants(&self) {
+        for (i, c) in self.chunks.iter().enumerate() {
+            assert!(c.written <= self.geo.clba, "chunk {i} written past its end");
+            if c.state != ChunkState::Offline {
+                assert_eq!(c.written == self.geo.clba, c.state == ChunkState::Closed, "chunk {i}: closed iff full");
+            }
+            assert_eq!(c.written % self.geo.ws_min as u64, 0, "chunk {i}: partial write unit");
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Open-channel personality: geometry, chunk rules and their errors, copies, isolation.
+
+use ssdlab_core::config::{Config, StorageMode};
+use ssdlab_core::error::Status;
+use ssdlab_core::ftl::ocssd::{ChunkState, Ocssd};
+use ssdlab_core::media::presets::preset;
+use ssdlab_core::Error;
+
+fn cfg() -> Config {
+    let mut c = preset("tiny").unwrap();
+    c.storage = StorageMode::Data;
+    c.geometry.planes_per_die = 2;
+    c.geometry.blocks_per_plane = 16;
+    c.geometry.pages_per_block = 8;
+    c
+}
+
+fn status<T: std::fmt::Debug>(r: Result<T, Error>) -> Status {
+    match r {
+        Err(Error::Nvme(s, _)) => s,
+        other => panic!("expected an NVMe status, got {other:?}"),
+    }
+}
+
+fn bytes(n: usize, seed: u8) -> Vec<u8> {
+    (0..n * 4096).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn geometry_report() {
+    let d = Ocssd::new(&cfg()).unwrap();
+    let g = d.geometry();
+    assert_eq!((g.num_grp, g.num_pu, g.num_chk), (2, 2, 16));
+    assert_eq!(g.clba, 2 * 8 * 4); // two planes x 8 pages x 4 sectors
+    assert_eq!(g.ws_min, 8);
+    assert_eq!(d.lba(1, 1, 3, 5), ((1 * 2 + 1) * 16 + 3) * 64 + 5);
+    assert_eq!(d.chunk_info(None).len(), 64);
+}
+
+#[test]
+fn writes_are_sequential_in_ws_min_units_and_read_back() {
+    let mut d = Ocssd::new(&cfg()).unwrap();
+    let c0 = d.lba(0, 1, 2, 0);
+    let lbas: Vec<u64> = (0..16).map(|i| c0 + i).collect();
+    let data = bytes(16, 7);
+    d.vector_write(&lbas, Some(&data), 0).unwrap();
+    let info = &d.chunk_info(Some((0, 1)))[2];
+    assert_eq!((info.state, info.wp), (ChunkState::Open, c0 + 16));
+    let mut out = vec![0u8; 16 * 4096];
+    d.vector_read(&lbas, Some(&mut out), 0).unwrap();
+    assert_eq!(out, data);
+    // Out of order, short of ws_min, too many addresses, beyond the write pointer.
+    assert_eq!(status(d.vector_write(&[c0 + 17], None, 0)), Status::OutOfOrderWrite);
+    assert_eq!(status(d.vector_write(&(16..20).map(|i| c0 + i).collect::<Vec<_>>(), None, 0)), Status::InvalidField);
+    assert_eq!(status(d.vector_write(&(16..81).map(|i| c0 + i).collect::<Vec<_>>(), None, 0)), Status::InvalidField);
+    // Beyond the write pointer: zeros, as QEMU's reference emulator returns.
+    let mut one = vec![1u8; 4096];
+    d.vector_read(&[c0 + 16], Some(&mut one), 0).unwrap();
+    assert!(one.iter().all(|&b| b == 0));
+    // One command may span chunks on different PUs, each in order.
+    let other = d.lba(1, 0, 0, 0);
+    let mixed: Vec<u64> = (16..24).map(|i| c0 + i).chain((0..8).map(|i| other + i)).collect();
+    d.vector_write(&mixed, None, 0).unwrap();
+    // Fill the chunk: it closes, and further writes are out of order.
+    let rest: Vec<u64> = (24..64).map(|i| c0 + i).collect();
+    for part in rest.chunks(40) {
+        d.vector_write(part, None, 0).unwrap();
+    }
+    assert_eq!(d.chunk_info(Some((0, 1)))[2].state, ChunkState::Closed);
+    assert_eq!(status(d.vector_write(&(0..8).map(|i| c0 + i).collect::<Vec<_>>(), None, 0)), Status::OutOfOrderWrite);
+}
+
+#[test]
+fn reset_offline_and_copy() {
+    let mut d = Ocssd::new(&cfg()).unwrap();
+    let a = d.lba(0, 0, 0, 0);
+    let b = d.lba(1, 1, 5, 0);
+    let lbas: Vec<u64> = (0..24).map(|i| a + i).collect();
+    let data = bytes(24, 3);
+    d.vector_write(&lbas, Some(&data), 0).unwrap();
+    // Copy the chunk to another channel's PU, then reset the source.
+    d.copy_chunk(a, b, 0).unwrap();
+    let mut out = vec![0u8; 24 * 4096];
+    d.vector_read(&(0..24).map(|i| b + i).collect::<Vec<_>>(), Some(&mut out), 0).unwrap();
+    assert_eq!(out, data);
+    d.vector_reset(&[a], 0).unwrap();
+    let info = &d.chunk_info(Some((0, 0)))[0];
+    assert_eq!((info.state, info.wp, info.erase_count), (ChunkState::Free, a, 1));
+    assert_eq!(status(d.vector_reset(&[a], 0)), Status::InvalidReset);
+    assert_eq!(status(d.vector_reset(&[a + 1], 0)), Status::InvalidField);
+    let (per_channel, per_die) = d.wear();
+    assert_eq!(per_channel, vec![1, 0]);
+    assert_eq!(per_die, vec![1, 0, 0, 0]);
+    // A fresh free chunk cannot be reset either.
+    assert_eq!(status(d.vector_reset(&[d.lba(1, 0, 7, 0)], 0)), Status::InvalidReset);
+    // Offline chunks refuse writes and resets; their reads return zeros.
+    d.set_offline(b).unwrap();
+    d.vector_read(&[b], Some(&mut out[..4096]), 0).unwrap();
+    assert!(out[..4096].iter().all(|&x| x == 0));
+    assert_eq!(status(d.vector_write(&(24..32).map(|i| b + i).collect::<Vec<_>>(), None, 0)), Status::OutOfOrderWrite);
+    assert_eq!(status(d.vector_reset(&[b], 0)), Status::OfflineChunk);
+    assert_eq!(status(d.copy_chunk(a, b, 0)), Status::OutOfOrderWrite);
+}
+
+#[test]
+fn parallel_units_are_isolated_in_time() {
+    // Reads on PU (1, 0) take the same time whether or not PU (0, 0) is busy writing.
+    let read_latency = |busy: bool, same_pu: bool| {
+        let mut c = cfg();
+        c.storage = StorageMode::Metadata;
+        let mut d = Ocssd::new(&c).unwrap();
+        let victim = if same_pu { d.lba(0, 0, 9, 0) } else { d.lba(1, 0, 0, 0) };
+        d.vector_write(&(0..8).map(|i| victim + i).collect::<Vec<_>>(), None, 0).unwrap();
+        let t0 = 10_000_000;
+        if busy {
+            for k in 0..4 {
+                let base = d.lba(0, 0, k, 0);
+                for part in (0..64).map(|i| base + i).collect::<Vec<_>>().chunks(64) {
+                    d.vector_write(part, None, t0).unwrap();
+                }
+            }
+        }
+        d.vector_read(&[victim], None, t0).unwrap() - t0
+    };
+    let quiet = read_latency(false, false);
+    let loaded = read_latency(true, false);
+    assert_eq!(quiet, loaded, "a PU on another channel must not slow this one");
+    // ...while reads on the loaded PU itself queue behind its programs.
+    assert!(read_latency(true, true) > 10 * read_latency(false, true));
+}

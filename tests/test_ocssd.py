@@ -1,0 +1,33 @@
+"""Open-channel from Python: geometry, vector commands, chunk rules, copies."""
+
+import pytest
+
+import ssdlab
+from ssdlab import Device
+
+SECTOR = 4096
+
+
+def test_vector_commands_and_chunk_rules():
+    dev = Device("tiny", personality="ocssd", storage="data", geometry={"planes_per_die": 2, "blocks_per_plane": 16, "pages_per_block": 8})
+    g = dev.oc_geometry()
+    assert (g["num_grp"], g["num_pu"], g["num_chk"], g["clba"], g["ws_min"]) == (2, 2, 16, 64, 8)
+    a = dev.oc_lba(0, 1, 3)
+    data = bytes(range(256)) * 16 * 8
+    dev.oc_vector_write([a + i for i in range(8)], data)
+    assert dev.oc_vector_read([a + i for i in range(8)]) == data
+    info = dev.oc_chunk_info(0, 1)[3]
+    assert info["state"] == "open" and info["wp"] == a + 8
+    with pytest.raises(ssdlab.NvmeError, match="Out of Order Write"):
+        dev.oc_vector_write([a + 9 + i for i in range(8)], bytes(8 * SECTOR))
+    with pytest.raises(ssdlab.NvmeError, match="Invalid Field"):
+        dev.oc_vector_write([a + 8 + i for i in range(4)], bytes(4 * SECTOR))
+    with pytest.raises(ssdlab.NvmeError, match="Invalid Reset"):
+        dev.oc_vector_reset([dev.oc_lba(1, 1, 0)])
+    b = dev.oc_lba(1, 0, 5)
+    dev.oc_copy_chunk(a, b)
+    assert dev.oc_vector_read([b + i for i in range(8)]) == data
+    dev.oc_vector_reset([a])
+    assert dev.oc_wear() == {"per_group": [1, 0], "per_pu": [0, 1, 0, 0]}
+    with pytest.raises(ssdlab.NvmeError, match="not an open-channel device"):
+        Device("tiny").oc_geometry()
