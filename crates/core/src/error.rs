@@ -136,6 +136,10 @@ impl fmt::Display for ConfigError {
 }
 
 impl Error {
+    /// A command rejected with an NVMe status.
+    pub fn nvme(status: Status, msg: impl Into<String>) -> Self {
+        Error::Nvme(status, msg.into())
+    }
     pub fn config(key: impl Into<String>, msg: impl Into<String>) -> Self {
         Error::Config(ConfigError { file: None, line: None, key: Some(key.into()), msg: msg.into() })
     }

@@ -95,10 +95,6 @@ pub struct Ocssd {
     pe_limit: u32,
 }
 
-fn err(s: Status, msg: String) -> Error {
-    Error::Nvme(s, msg)
-}
-
 impl Ocssd {
     pub fn new(cfg: &Config) -> Result<Ocssd> {
         let lay = Layout::new(&cfg.geometry);
@@ -155,7 +151,7 @@ impl Ocssd {
     fn split(&self, lba: u64) -> Result<(usize, u64)> {
         let c = lba / self.geo.clba;
         if c >= self.chunks.len() as u64 {
-            return Err(err(Status::LbaOutOfRange, format!("LBA {lba} is beyond the last chunk")));
+            return Err(Error::nvme(Status::LbaOutOfRange, format!("LBA {lba} is beyond the last chunk")));
         }
         Ok((c as usize, lba % self.geo.clba))
     }
@@ -209,7 +205,7 @@ impl Ocssd {
 
     fn check_vector(n: usize) -> Result<()> {
         if n == 0 || n > MAX_VECTOR {
-            return Err(err(Status::InvalidField, format!("a vector command carries 1 to {MAX_VECTOR} addresses, not {n}")));
+            return Err(Error::nvme(Status::InvalidField, format!("a vector command carries 1 to {MAX_VECTOR} addresses, not {n}")));
         }
         Ok(())
     }
@@ -232,8 +228,8 @@ impl Ocssd {
             let (c, s) = self.split(lba)?;
             let ch = &self.chunks[c];
             match ch.state {
-                ChunkState::Offline => return Err(err(Status::OutOfOrderWrite, format!("chunk at LBA {} is offline", c as u64 * self.geo.clba))),
-                ChunkState::Closed => return Err(err(Status::OutOfOrderWrite, format!("chunk at LBA {} is closed (written to its end)", c as u64 * self.geo.clba))),
+                ChunkState::Offline => return Err(Error::nvme(Status::OutOfOrderWrite, format!("chunk at LBA {} is offline", c as u64 * self.geo.clba))),
+                ChunkState::Closed => return Err(Error::nvme(Status::OutOfOrderWrite, format!("chunk at LBA {} is closed (written to its end)", c as u64 * self.geo.clba))),
                 _ => {}
             }
             let expect = match next.iter().find(|x| x.0 == c) {
@@ -241,7 +237,7 @@ impl Ocssd {
                 None => ch.written,
             };
             if s != expect {
-                return Err(err(Status::OutOfOrderWrite, format!("LBA {lba} is sector {s} of its chunk, whose write pointer is at sector {expect}")));
+                return Err(Error::nvme(Status::OutOfOrderWrite, format!("LBA {lba} is sector {s} of its chunk, whose write pointer is at sector {expect}")));
             }
             match next.iter_mut().find(|x| x.0 == c) {
                 Some(x) => x.1 += 1,
@@ -253,7 +249,7 @@ impl Ocssd {
             }
         }
         if let Some(&(c, n)) = per_chunk.iter().find(|x| x.1 % self.geo.ws_min as u64 != 0) {
-            return Err(err(Status::InvalidField, format!("{n} sectors for the chunk at LBA {}: writes come in multiples of ws_min = {}", c as u64 * self.geo.clba, self.geo.ws_min)));
+            return Err(Error::nvme(Status::InvalidField, format!("{n} sectors for the chunk at LBA {}: writes come in multiples of ws_min = {}", c as u64 * self.geo.clba, self.geo.ws_min)));
         }
         let t = now + self.tl.command_overhead_ns();
         let mut done = t;
@@ -348,11 +344,11 @@ impl Ocssd {
         for &lba in chunk_lbas {
             let (c, s) = self.split(lba)?;
             if s != 0 {
-                return Err(err(Status::InvalidField, format!("LBA {lba} is not a chunk start")));
+                return Err(Error::nvme(Status::InvalidField, format!("LBA {lba} is not a chunk start")));
             }
             match self.chunks[c].state {
-                ChunkState::Offline => return Err(err(Status::OfflineChunk, format!("chunk at LBA {lba} is offline"))),
-                ChunkState::Free => return Err(err(Status::InvalidReset, format!("chunk at LBA {lba} is free"))),
+                ChunkState::Offline => return Err(Error::nvme(Status::OfflineChunk, format!("chunk at LBA {lba} is offline"))),
+                ChunkState::Free => return Err(Error::nvme(Status::InvalidReset, format!("chunk at LBA {lba} is free"))),
                 _ => cs.push(c),
             }
         }
@@ -397,10 +393,10 @@ impl Ocssd {
         let (s, s0) = self.split(src_lba)?;
         let (d, d0) = self.split(dst_lba)?;
         if s0 != 0 || d0 != 0 {
-            return Err(err(Status::InvalidField, "copy names chunks by their start LBAs".into()));
+            return Err(Error::nvme(Status::InvalidField, "copy names chunks by their start LBAs"));
         }
         if self.chunks[d].state != ChunkState::Free {
-            return Err(err(Status::OutOfOrderWrite, format!("destination chunk at LBA {dst_lba} is not free")));
+            return Err(Error::nvme(Status::OutOfOrderWrite, format!("destination chunk at LBA {dst_lba} is not free")));
         }
         let n = self.chunks[s].written;
         let sb = self.lay.sector_bytes as usize;
@@ -469,7 +465,7 @@ impl super::BlockDevice for Ocssd {
     }
     fn trim(&mut self, lba: u64, sectors: u32, now: u64) -> Result<u64> {
         if lba + sectors as u64 > self.logical_sectors() {
-            return Err(err(Status::LbaOutOfRange, format!("deallocate of {sectors} blocks at {lba} beyond the device")));
+            return Err(Error::nvme(Status::LbaOutOfRange, format!("deallocate of {sectors} blocks at {lba} beyond the device")));
         }
         self.c.host_trim_bytes += sectors as u64 * self.lay.sector_bytes as u64;
         Ok(now)

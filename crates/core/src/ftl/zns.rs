@@ -128,10 +128,6 @@ pub struct Zns {
     open_clock: u64,
 }
 
-fn zerr(s: Status, msg: String) -> Error {
-    Error::Nvme(s, msg)
-}
-
 impl Zns {
     pub fn new(cfg: &Config) -> Result<Zns> {
         let lay = Layout::new(&cfg.geometry);
@@ -196,7 +192,7 @@ impl Zns {
     fn zone_of(&self, lba: u64) -> Result<usize> {
         let z = (lba / self.zone_sectors) as usize;
         if z >= self.zones.len() {
-            return Err(zerr(Status::LbaOutOfRange, format!("LBA {lba} is beyond the last zone ({} zones of {} blocks)", self.zones.len(), self.zone_sectors)));
+            return Err(Error::nvme(Status::LbaOutOfRange, format!("LBA {lba} is beyond the last zone ({} zones of {} blocks)", self.zones.len(), self.zone_sectors)));
         }
         Ok(z)
     }
@@ -234,7 +230,7 @@ impl Zns {
         let (open, active) = self.counts();
         let st = self.zones[z].state;
         if !st.is_active() && active >= self.max_active {
-            return Err(zerr(Status::TooManyActiveZones, format!("zone {z}: {active} zones active, the limit is {}", self.max_active)));
+            return Err(Error::nvme(Status::TooManyActiveZones, format!("zone {z}: {active} zones active, the limit is {}", self.max_active)));
         }
         if !st.is_open() && open >= self.max_open {
             // The oldest implicitly opened zone makes room; explicitly opened ones never do.
@@ -245,7 +241,7 @@ impl Zns {
             };
             match victim {
                 Some(v) => self.close_zone(v)?,
-                None => return Err(zerr(Status::TooManyOpenZones, format!("zone {z}: {open} zones open, the limit is {}", self.max_open))),
+                None => return Err(Error::nvme(Status::TooManyOpenZones, format!("zone {z}: {open} zones open, the limit is {}", self.max_open))),
             }
         }
         Ok(())
@@ -259,7 +255,7 @@ impl Zns {
                 Ok(())
             }
             ZoneState::Closed => Ok(()),
-            s => Err(zerr(Status::InvalidZoneStateTransition, format!("zone {z} cannot be closed from {s:?}"))),
+            s => Err(Error::nvme(Status::InvalidZoneStateTransition, format!("zone {z} cannot be closed from {s:?}"))),
         }
     }
 
@@ -307,25 +303,25 @@ impl Zns {
     /// `lba` (a zone append). Returns (first LBA written, completion time).
     pub fn write_zone(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, append: bool, fua: bool, now: u64) -> Result<(u64, u64)> {
         if sectors == 0 {
-            return Err(zerr(Status::InvalidField, "zero-length write".into()));
+            return Err(Error::nvme(Status::InvalidField, "zero-length write"));
         }
         let z = self.zone_of(lba)?;
         let start = z as u64 * self.zone_sectors;
         if append && lba != start {
-            return Err(zerr(Status::InvalidField, format!("zone append must name the zone start LBA ({start}), not {lba}")));
+            return Err(Error::nvme(Status::InvalidField, format!("zone append must name the zone start LBA ({start}), not {lba}")));
         }
         match self.zones[z].state {
-            ZoneState::Full => return Err(zerr(Status::ZoneIsFull, format!("zone {z} is full"))),
-            ZoneState::ReadOnly => return Err(zerr(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
-            ZoneState::Offline => return Err(zerr(Status::ZoneIsOffline, format!("zone {z} is offline"))),
+            ZoneState::Full => return Err(Error::nvme(Status::ZoneIsFull, format!("zone {z} is full"))),
+            ZoneState::ReadOnly => return Err(Error::nvme(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
+            ZoneState::Offline => return Err(Error::nvme(Status::ZoneIsOffline, format!("zone {z} is offline"))),
             _ => {}
         }
         let wp = start + self.zones[z].written;
         if !append && lba != wp {
-            return Err(zerr(Status::ZoneInvalidWrite, format!("write at LBA {lba} but zone {z}'s write pointer is {wp}")));
+            return Err(Error::nvme(Status::ZoneInvalidWrite, format!("write at LBA {lba} but zone {z}'s write pointer is {wp}")));
         }
         if self.zones[z].written + sectors as u64 > self.zone_cap {
-            return Err(zerr(Status::ZoneBoundaryError, format!("{sectors} blocks at {wp} cross zone {z}'s capacity (ends at {})", start + self.zone_cap)));
+            return Err(Error::nvme(Status::ZoneBoundaryError, format!("{sectors} blocks at {wp} cross zone {z}'s capacity (ends at {})", start + self.zone_cap)));
         }
         let sb = self.lay.sector_bytes as usize;
         if let (Some(d), true) = (data, self.data.is_some()) {
@@ -410,7 +406,7 @@ impl Zns {
         }
         let z = self.zone_of(lba)?;
         if lba % self.zone_sectors != 0 {
-            return Err(zerr(Status::InvalidField, format!("LBA {lba} is not a zone start")));
+            return Err(Error::nvme(Status::InvalidField, format!("LBA {lba} is not a zone start")));
         }
         let d = self.zone_action_one(z, action, t)?;
         Ok(if self.tl.enabled { d } else { now })
@@ -419,7 +415,7 @@ impl Zns {
     fn zone_action_one(&mut self, z: usize, action: ZoneAction, t: u64) -> Result<u64> {
         use ZoneState::*;
         let st = self.zones[z].state;
-        let bad = |what: &str| zerr(Status::InvalidZoneStateTransition, format!("zone {z}: cannot {what} a zone in state {st:?}"));
+        let bad = |what: &str| Error::nvme(Status::InvalidZoneStateTransition, format!("zone {z}: cannot {what} a zone in state {st:?}"));
         match action {
             ZoneAction::Open => match st {
                 ExplicitlyOpen => {}
@@ -428,14 +424,14 @@ impl Zns {
                     self.acquire(z, true)?;
                     self.zones[z].state = ExplicitlyOpen;
                 }
-                ReadOnly => return Err(zerr(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
-                Offline => return Err(zerr(Status::ZoneIsOffline, format!("zone {z} is offline"))),
+                ReadOnly => return Err(Error::nvme(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
+                Offline => return Err(Error::nvme(Status::ZoneIsOffline, format!("zone {z} is offline"))),
                 Full => return Err(bad("open")),
             },
             ZoneAction::Close => match st {
                 ImplicitlyOpen | ExplicitlyOpen | Closed => self.close_zone(z)?,
-                ReadOnly => return Err(zerr(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
-                Offline => return Err(zerr(Status::ZoneIsOffline, format!("zone {z} is offline"))),
+                ReadOnly => return Err(Error::nvme(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
+                Offline => return Err(Error::nvme(Status::ZoneIsOffline, format!("zone {z} is offline"))),
                 Empty | Full => return Err(bad("close")),
             },
             ZoneAction::Finish => match st {
@@ -444,21 +440,21 @@ impl Zns {
                     if st == Empty {
                         let (_, active) = self.counts();
                         if active >= self.max_active {
-                            return Err(zerr(Status::TooManyActiveZones, format!("zone {z}: finishing an empty zone needs an active resource ({active} active)")));
+                            return Err(Error::nvme(Status::TooManyActiveZones, format!("zone {z}: finishing an empty zone needs an active resource ({active} active)")));
                         }
                     }
                     self.pad(z);
                     self.zones[z].written = self.zone_cap;
                     self.zones[z].state = Full;
                 }
-                ReadOnly => return Err(zerr(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
-                Offline => return Err(zerr(Status::ZoneIsOffline, format!("zone {z} is offline"))),
+                ReadOnly => return Err(Error::nvme(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
+                Offline => return Err(Error::nvme(Status::ZoneIsOffline, format!("zone {z} is offline"))),
             },
             ZoneAction::Reset => match st {
                 Empty => {}
                 ImplicitlyOpen | ExplicitlyOpen | Closed | Full => return Ok(self.reset_zone(z, t)),
-                ReadOnly => return Err(zerr(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
-                Offline => return Err(zerr(Status::ZoneIsOffline, format!("zone {z} is offline"))),
+                ReadOnly => return Err(Error::nvme(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
+                Offline => return Err(Error::nvme(Status::ZoneIsOffline, format!("zone {z} is offline"))),
             },
             ZoneAction::Offline => match st {
                 ReadOnly => {
@@ -563,7 +559,7 @@ impl BlockDevice for Zns {
     }
     fn read(&mut self, lba: u64, sectors: u32, mut out: Option<&mut [u8]>, now: u64) -> Result<u64> {
         if sectors == 0 || lba + sectors as u64 > self.logical_sectors() {
-            return Err(zerr(Status::LbaOutOfRange, format!("read of {sectors} blocks at {lba} beyond the namespace")));
+            return Err(Error::nvme(Status::LbaOutOfRange, format!("read of {sectors} blocks at {lba} beyond the namespace")));
         }
         let sb = self.lay.sector_bytes as usize;
         let t = now + self.tl.command_overhead_ns();
@@ -574,7 +570,7 @@ impl BlockDevice for Zns {
             let z = (l / self.zone_sectors) as usize;
             let o = l % self.zone_sectors;
             if self.zones[z].state == ZoneState::Offline {
-                return Err(zerr(Status::ZoneIsOffline, format!("zone {z} is offline")));
+                return Err(Error::nvme(Status::ZoneIsOffline, format!("zone {z} is offline")));
             }
             let written = o < self.zones[z].written;
             let psa = self.psa(z, o);
@@ -605,7 +601,7 @@ impl BlockDevice for Zns {
     /// written up to its write pointer); it is accepted and counted.
     fn trim(&mut self, lba: u64, sectors: u32, now: u64) -> Result<u64> {
         if lba + sectors as u64 > self.logical_sectors() {
-            return Err(zerr(Status::LbaOutOfRange, format!("deallocate of {sectors} blocks at {lba} beyond the namespace")));
+            return Err(Error::nvme(Status::LbaOutOfRange, format!("deallocate of {sectors} blocks at {lba} beyond the namespace")));
         }
         self.c.host_trim_cmds += 1;
         self.c.host_trim_bytes += sectors as u64 * self.lay.sector_bytes as u64;
