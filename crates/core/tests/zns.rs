@@ -3,7 +3,7 @@
 use ssdlab_core::config::{Config, Personality, StorageMode, WorkloadConfig};
 use ssdlab_core::device::no_progress;
 use ssdlab_core::error::Status;
-use ssdlab_core::ftl::zns::{ZoneAction, ZoneFilter, ZoneState, Zns};
+use ssdlab_core::ftl::zns::{ZoneAction, ZoneState, Zns};
 use ssdlab_core::ftl::{BlockDevice, WriteOpts};
 use ssdlab_core::media::presets::preset;
 use ssdlab_core::{Device, Error};
@@ -35,7 +35,7 @@ fn status(r: Result<impl std::fmt::Debug, Error>) -> Status {
 }
 
 fn state(z: &Zns, zone: usize) -> ZoneState {
-    z.report(zone as u64 * z.zone_size(), ZoneFilter::All, 1).unwrap()[0].state
+    z.report(zone as u64 * z.zone_size(), None, 1).unwrap()[0].state
 }
 
 fn w(z: &mut Zns, lba: u64, n: u32) -> Result<u64, Error> {
@@ -61,7 +61,7 @@ fn writes_follow_the_write_pointer() {
     assert_eq!(status(w(&mut z, zs + 1, 1)), Status::ZoneInvalidWrite);
     w(&mut z, zs, 4).unwrap();
     assert_eq!(state(&z, 1), ZoneState::ImplicitlyOpen);
-    assert_eq!(z.report(zs, ZoneFilter::All, 1).unwrap()[0].wp, zs + 4);
+    assert_eq!(z.report(zs, None, 1).unwrap()[0].wp, zs + 4);
     assert_eq!(status(w(&mut z, zs, 1)), Status::ZoneInvalidWrite, "rewrite behind the WP");
     assert_eq!(status(w(&mut z, zs + 4, 45)), Status::ZoneBoundaryError);
     w(&mut z, zs + 4, 44).unwrap();
@@ -126,7 +126,7 @@ fn open_close_finish_reset_transitions() {
     assert_eq!(state(&z, 1), Empty);
     assert!(z.counters().nand_erase_count > erases);
     act(&mut z, 1, Reset).unwrap();
-    assert_eq!(z.report(zs, ZoneFilter::All, 1).unwrap()[0].reset_count, 1, "reset of an empty zone is a no-op");
+    assert_eq!(z.report(zs, None, 1).unwrap()[0].reset_count, 1, "reset of an empty zone is a no-op");
     w(&mut z, 3 * zs, 1).unwrap();
     act(&mut z, 3, Close).unwrap();
     act(&mut z, 3, Reset).unwrap();
@@ -153,7 +153,7 @@ fn read_only_and_offline_zones() {
     assert_eq!(status(w(&mut z, 4 * zs, 1)), Status::ZoneIsOffline);
     assert_eq!(status(z.zone_action(4 * zs, Finish, false, 0)), Status::ZoneIsOffline);
     assert_eq!(status(z.zone_action(4 * zs, Close, false, 0)), Status::ZoneIsOffline);
-    assert_eq!(z.report(0, ZoneFilter::Offline, 100).unwrap().len(), 1);
+    assert_eq!(z.report(0, Some(ZoneState::Offline), 100).unwrap().len(), 1);
 }
 
 #[test]
@@ -165,8 +165,8 @@ fn open_and_active_limits() {
     w(&mut z, zs, 1).unwrap();
     // A third implicit open closes an implicitly open zone to make room.
     w(&mut z, 2 * zs, 1).unwrap();
-    assert_eq!(z.report(0, ZoneFilter::ImplicitlyOpen, 100).unwrap().len(), 2);
-    assert_eq!(z.report(0, ZoneFilter::Closed, 100).unwrap().len(), 1);
+    assert_eq!(z.report(0, Some(ZoneState::ImplicitlyOpen), 100).unwrap().len(), 2);
+    assert_eq!(z.report(0, Some(ZoneState::Closed), 100).unwrap().len(), 1);
     // Three active zones: a fourth cannot become active.
     assert_eq!(status(w(&mut z, 3 * zs, 1)), Status::TooManyActiveZones);
     assert_eq!(status(z.zone_action(3 * zs, Open, false, 0)), Status::TooManyActiveZones);
@@ -189,15 +189,15 @@ fn select_all_actions() {
         w(&mut z, i * zs, 1).unwrap();
     }
     z.zone_action(0, Close, true, 0).unwrap();
-    assert_eq!(z.report(0, ZoneFilter::Closed, 100).unwrap().len(), 4);
+    assert_eq!(z.report(0, Some(ZoneState::Closed), 100).unwrap().len(), 4);
     z.zone_action(0, Open, true, 0).unwrap();
-    assert_eq!(z.report(0, ZoneFilter::ExplicitlyOpen, 100).unwrap().len(), 4);
+    assert_eq!(z.report(0, Some(ZoneState::ExplicitlyOpen), 100).unwrap().len(), 4);
     z.zone_action(0, Finish, true, 0).unwrap();
-    assert_eq!(z.report(0, ZoneFilter::Full, 100).unwrap().len(), 4);
+    assert_eq!(z.report(0, Some(ZoneState::Full), 100).unwrap().len(), 4);
     z.zone_action(0, Reset, true, 0).unwrap();
-    assert_eq!(z.report(0, ZoneFilter::Empty, 100).unwrap().len(), 32);
+    assert_eq!(z.report(0, Some(ZoneState::Empty), 100).unwrap().len(), 32);
     // Partial report: at most N descriptors, from the given zone on.
-    assert_eq!(z.report(5 * zs, ZoneFilter::All, 3).unwrap().iter().map(|d| d.index).collect::<Vec<_>>(), vec![5, 6, 7]);
+    assert_eq!(z.report(5 * zs, None, 3).unwrap().iter().map(|d| d.index).collect::<Vec<_>>(), vec![5, 6, 7]);
 }
 
 #[test]

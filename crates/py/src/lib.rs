@@ -13,7 +13,7 @@ use pyo3::types::PyBytes;
 
 use ssdlab_core::config::{self, Config, WorkloadConfig};
 use ssdlab_core::engine::driver::{Ending, Limits, Loop};
-use ssdlab_core::ftl::zns::{ZoneAction, ZoneFilter, ZoneState};
+use ssdlab_core::ftl::zns::{ZoneAction, ZoneState};
 use ssdlab_core::media::presets;
 use ssdlab_core::workload::trace::{self, TraceFormat};
 use ssdlab_core::{analytic, Error};
@@ -360,7 +360,10 @@ impl NativeDevice {
     /// closed, full, read-only, offline), at most `max_zones` descriptors, as JSON.
     #[pyo3(signature = (lba=0, filter="all", max_zones=u32::MAX))]
     fn zone_report(&mut self, lba: u64, filter: &str, max_zones: u32) -> PyResult<String> {
-        let f: ZoneFilter = serde_json::from_value(serde_json::Value::String(filter.into())).map_err(|_| PyValueError::new_err(format!("unknown zone filter {filter:?}")))?;
+        let f: Option<ZoneState> = match filter {
+            "all" => None,
+            other => Some(serde_json::from_value(serde_json::Value::String(other.into())).map_err(|_| PyValueError::new_err(format!("unknown zone filter {other:?}; valid: all or a zone state")))?),
+        };
         let r = self.zns()?.report(lba, f, max_zones as usize).map_err(to_py)?;
         Ok(serde_json::to_string(&r).unwrap())
     }

@@ -427,6 +427,12 @@ impl Ocssd {
     }
 }
 
+/// Consecutive LBAs `lba..lba + sectors` as vector commands of at most MAX_VECTOR addresses:
+/// (offset of the first address in the run, the addresses).
+fn vector_runs(lba: u64, sectors: u32) -> impl Iterator<Item = (usize, Vec<u64>)> {
+    (0..sectors as u64).step_by(MAX_VECTOR).map(move |k| (k as usize, (lba + k..lba + (k + MAX_VECTOR as u64).min(sectors as u64)).collect()))
+}
+
 /// The open-channel device as a plain block device: writes and reads of consecutive LBAs are
 /// split into vector commands (so writes must follow the chunk rules), deallocate is accepted
 /// and changes nothing, flush has nothing to do (writes are whole units).
@@ -440,26 +446,18 @@ impl super::BlockDevice for Ocssd {
     fn write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, _opts: super::WriteOpts, now: u64) -> Result<u64> {
         let sb = self.lay.sector_bytes as usize;
         let mut done = now;
-        let mut k = 0u64;
-        while k < sectors as u64 {
-            let m = (sectors as u64 - k).min(MAX_VECTOR as u64);
-            let lbas: Vec<u64> = (lba + k..lba + k + m).collect();
-            let part = data.map(|d| &d[k as usize * sb..(k + m) as usize * sb]);
+        for (k, lbas) in vector_runs(lba, sectors) {
+            let part = data.map(|d| &d[k * sb..(k + lbas.len()) * sb]);
             done = done.max(self.vector_write(&lbas, part, now)?);
-            k += m;
         }
         Ok(done)
     }
     fn read(&mut self, lba: u64, sectors: u32, mut out: Option<&mut [u8]>, now: u64) -> Result<u64> {
         let sb = self.lay.sector_bytes as usize;
         let mut done = now;
-        let mut k = 0u64;
-        while k < sectors as u64 {
-            let m = (sectors as u64 - k).min(MAX_VECTOR as u64);
-            let lbas: Vec<u64> = (lba + k..lba + k + m).collect();
-            let part = out.as_deref_mut().map(|o| &mut o[k as usize * sb..(k + m) as usize * sb]);
+        for (k, lbas) in vector_runs(lba, sectors) {
+            let part = out.as_deref_mut().map(|o| &mut o[k * sb..(k + lbas.len()) * sb]);
             done = done.max(self.vector_read(&lbas, part, now)?);
-            k += m;
         }
         Ok(done)
     }

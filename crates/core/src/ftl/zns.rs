@@ -66,20 +66,6 @@ pub enum ZoneAction {
     Offline,
 }
 
-/// Zone Management Receive report filters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ZoneFilter {
-    All,
-    Empty,
-    ImplicitlyOpen,
-    ExplicitlyOpen,
-    Closed,
-    Full,
-    ReadOnly,
-    Offline,
-}
-
 /// A zone descriptor (Report Zones).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ZoneDescriptor {
@@ -518,24 +504,12 @@ impl Zns {
         Ok(())
     }
 
-    /// Report Zones from the zone holding `lba`, filtered, at most `max` descriptors
-    /// (a partial report).
-    pub fn report(&self, lba: u64, filter: ZoneFilter, max: usize) -> Result<Vec<ZoneDescriptor>> {
+    /// Report Zones from the zone holding `lba`: those in state `filter` (None = all), at most
+    /// `max` descriptors (a partial report).
+    pub fn report(&self, lba: u64, filter: Option<ZoneState>, max: usize) -> Result<Vec<ZoneDescriptor>> {
         let z0 = self.zone_of(lba)?;
         Ok((z0..self.zones.len())
-            .filter(|&z| {
-                let s = self.zones[z].state;
-                match filter {
-                    ZoneFilter::All => true,
-                    ZoneFilter::Empty => s == ZoneState::Empty,
-                    ZoneFilter::ImplicitlyOpen => s == ZoneState::ImplicitlyOpen,
-                    ZoneFilter::ExplicitlyOpen => s == ZoneState::ExplicitlyOpen,
-                    ZoneFilter::Closed => s == ZoneState::Closed,
-                    ZoneFilter::Full => s == ZoneState::Full,
-                    ZoneFilter::ReadOnly => s == ZoneState::ReadOnly,
-                    ZoneFilter::Offline => s == ZoneState::Offline,
-                }
-            })
+            .filter(|&z| filter.map_or(true, |f| self.zones[z].state == f))
             .take(max)
             .map(|z| {
                 let start = z as u64 * self.zone_sectors;
