@@ -64,3 +64,16 @@ def test_fdp_preset_is_the_papers_shape():
     cfg = ssdlab.resolve_config("fdp-ssd")
     assert cfg["fdp"]["enabled"] and cfg["fdp"]["handles"] == 8 and cfg["fdp"]["reclaim_groups"] == 1
     assert cfg["fdp"]["handle_types"] == ["initially-isolated"]
+
+
+def test_fdp_preset_offers_configurations_chosen_at_format_time():
+    dev = Device("fdp-ssd", fdp={"configuration": 2})
+    log = dev.fdp_log("configurations")
+    assert log["number_of_configurations"] == 3 and log["configuration_in_use"] == 2
+    assert [(c["nrg"], c["nruh"], c["ruh_descriptors"][0]["type"]) for c in log["configurations"]] == [
+        (1, 8, "initially-isolated"), (1, 8, "persistently-isolated"), (4, 8, "initially-isolated")]
+    # Four reclaim groups: placement identifiers carry the group in their top bits.
+    assert len(dev.fdp_log("ruh_status")) == 32
+    assert dev.placement_id(3, 0) != dev.placement_id(0, 0)
+    with pytest.raises(ssdlab.ConfigError, match="fdp.configuration"):
+        Device("fdp-ssd", fdp={"configuration": 5})

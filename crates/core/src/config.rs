@@ -137,28 +137,87 @@ pub enum HandleType {
 }
 
 /// NVMe Flexible Data Placement (TP4146) configuration of the device.
+///
+/// The device offers one or more FDP configurations (as a real endurance group does in its
+/// FDP Configurations log page): configuration 0 is given by the flat keys (`reclaim_groups`,
+/// `handles`, `handle_types`, `ru_superblocks`), configurations 1.. by `extra_configurations`.
+/// `configuration` selects the one in force when the device is formatted, as the host's Set
+/// Features (FDP) does before namespaces are created.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FdpConfig {
     pub enabled: bool,
+    pub configuration: u32,
     pub reclaim_groups: u32,
     pub handles: u32,
     pub handle_types: Vec<HandleType>,
     pub ru_superblocks: u32,
+    pub extra_configurations: Vec<FdpConfiguration>,
     pub max_events: u32,
+}
+
+/// One FDP configuration: reclaim groups, handles and their types, reclaim unit size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FdpConfiguration {
+    pub reclaim_groups: u32,
+    pub handles: u32,
+    pub handle_types: Vec<HandleType>,
+    pub ru_superblocks: u32,
+}
+
+impl Default for FdpConfiguration {
+    fn default() -> Self {
+        FdpConfiguration { reclaim_groups: 1, handles: 8, handle_types: vec![HandleType::InitiallyIsolated], ru_superblocks: 1 }
+    }
 }
 
 impl Default for FdpConfig {
     fn default() -> Self {
-        FdpConfig { enabled: false, reclaim_groups: 1, handles: 8, handle_types: vec![HandleType::InitiallyIsolated], ru_superblocks: 1, max_events: 1024 }
+        let c = FdpConfiguration::default();
+        FdpConfig {
+            enabled: false,
+            configuration: 0,
+            reclaim_groups: c.reclaim_groups,
+            handles: c.handles,
+            handle_types: c.handle_types,
+            ru_superblocks: c.ru_superblocks,
+            extra_configurations: vec![],
+            max_events: 1024,
+        }
     }
 }
 
-impl FdpConfig {
+impl FdpConfiguration {
     /// Type of handle `h` (the last listed type repeats).
     pub fn handle_type(&self, h: u32) -> HandleType {
         let i = (h as usize).min(self.handle_types.len().saturating_sub(1));
         self.handle_types.get(i).copied().unwrap_or(HandleType::InitiallyIsolated)
+    }
+}
+
+impl FdpConfig {
+    /// Every configuration the device offers, in log-page order (0 = the flat keys).
+    pub fn configurations(&self) -> Vec<FdpConfiguration> {
+        let first = FdpConfiguration {
+            reclaim_groups: self.reclaim_groups,
+            handles: self.handles,
+            handle_types: self.handle_types.clone(),
+            ru_superblocks: self.ru_superblocks,
+        };
+        std::iter::once(first).chain(self.extra_configurations.iter().cloned()).collect()
+    }
+
+    /// The configuration selected by `configuration` (validated to exist).
+    pub fn active(&self) -> FdpConfiguration {
+        let mut all = self.configurations();
+        let i = (self.configuration as usize).min(all.len() - 1);
+        all.swap_remove(i)
+    }
+
+    /// Type of handle `h` in the selected configuration.
+    pub fn handle_type(&self, h: u32) -> HandleType {
+        self.active().handle_type(h)
     }
 }
 
@@ -354,10 +413,12 @@ pub const KEYS: &[KeyDoc] = &[
     k("ftl.wl_dynamic", "-", Bool, "Dynamic wear-levelling: open the least-worn free block of a die."),
     k("ftl.wl_static_threshold", "cycles", Num(0.0, 1e9), "Static wear-levelling: when max - min erase count exceeds this, move the coldest block's data (0 = off)."),
     k("fdp.enabled", "-", Bool, "NVMe Flexible Data Placement: writes carry a placement identifier (reclaim group, handle) and land in that handle's reclaim units. Off = the same device without FDP (placement ignored)."),
-    k("fdp.reclaim_groups", "count", Num(1.0, 64.0), "Reclaim groups; each owns an equal share of the dies (whole channels when it divides them)."),
-    k("fdp.handles", "count", Num(1.0, 128.0), "Reclaim unit handles per reclaim group (placement handles 0..handles-1; 0 is the default)."),
-    k("fdp.handle_types", "-", Other, "Type of each handle, initially-isolated or persistently-isolated; the last entry repeats for the remaining handles."),
-    k("fdp.ru_superblocks", "superblocks", Num(1.0, 4096.0), "Reclaim unit size: this many superblocks (one block per plane of every die of the group)."),
+    k("fdp.configuration", "index", Num(0.0, 255.0), "FDP configuration in force, chosen at format time: 0 = the keys below, 1.. = extra_configurations. All offered configurations appear in the FDP Configurations log page."),
+    k("fdp.reclaim_groups", "count", Num(1.0, 64.0), "Configuration 0: reclaim groups; each owns an equal share of the dies (whole channels when it divides them)."),
+    k("fdp.handles", "count", Num(1.0, 128.0), "Configuration 0: reclaim unit handles per reclaim group (placement handles 0..handles-1; 0 is the default)."),
+    k("fdp.handle_types", "-", Other, "Configuration 0: type of each handle, initially-isolated or persistently-isolated; the last entry repeats for the remaining handles."),
+    k("fdp.ru_superblocks", "superblocks", Num(1.0, 4096.0), "Configuration 0: reclaim unit size, this many superblocks (one block per plane of every die of the group)."),
+    k("fdp.extra_configurations", "-", Other, "More FDP configurations the device offers (configurations 1, 2, ...; 0 is given by the keys above), each a table with reclaim_groups, handles, handle_types and ru_superblocks, e.g. [{ handles = 8, handle_types = [\"persistently-isolated\"] }] (missing fields take the defaults of the default preset)."),
     k("fdp.max_events", "events", Num(0.0, 1e6), "FDP events kept for the events log (oldest dropped first)."),
     k("zns.zone_blocks", "blocks", Num(1.0, 65536.0), "Blocks per plane of each die in one zone (zone size = zone_width x planes x zone_blocks blocks)."),
     k("zns.zone_width", "dies", Num(0.0, 16384.0), "Dies a zone is striped over (0 = all dies); must divide the die count."),
@@ -543,11 +604,28 @@ impl Config {
             ));
         }
         let f = &self.fdp;
-        if f.handle_types.is_empty() {
-            return Err(Error::config("fdp.handle_types", "needs at least one type (initially-isolated or persistently-isolated)"));
+        let offered = f.configurations();
+        if f.configuration as usize >= offered.len() {
+            return Err(Error::config(
+                "fdp.configuration",
+                format!("{} names no configuration: the device offers {} (0 = the flat keys, 1.. = extra_configurations)", f.configuration, offered.len()),
+            ));
         }
-        if f.enabled && f.reclaim_groups > dies {
-            return Err(Error::config("fdp.reclaim_groups", format!("{} reclaim groups need at least as many dies ({dies} here)", f.reclaim_groups)));
+        for (i, fc) in offered.iter().enumerate() {
+            let key = |name: &str| if i == 0 { format!("fdp.{name}") } else { format!("fdp.extra_configurations[{}].{name}", i - 1) };
+            if fc.handle_types.is_empty() {
+                return Err(Error::config(&key("handle_types"), "needs at least one type (initially-isolated or persistently-isolated)"));
+            }
+            if i > 0 {
+                for (name, v, lo, hi) in [("reclaim_groups", fc.reclaim_groups, 1, 64), ("handles", fc.handles, 1, 128), ("ru_superblocks", fc.ru_superblocks, 1, 4096)] {
+                    if !(lo..=hi).contains(&v) {
+                        return Err(Error::config(&key(name), format!("{v} is out of range; valid: {lo} to {hi}")));
+                    }
+                }
+            }
+            if fc.reclaim_groups > dies {
+                return Err(Error::config(&key("reclaim_groups"), format!("{} reclaim groups need at least as many dies ({dies} here)", fc.reclaim_groups)));
+            }
         }
         let w = &self.workload;
         if w.offset + w.span > 1.0 + 1e-9 {

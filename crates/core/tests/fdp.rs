@@ -174,3 +174,57 @@ fn reclaim_groups_keep_their_data_on_their_own_dies() {
     }
     assert!(ftl.counters().gc_events > 0);
 }
+
+#[test]
+fn configurations_are_offered_in_the_log_and_chosen_at_format_time() {
+    use ssdlab_core::config::FdpConfiguration;
+    let mut c = device(true, &[HandleType::InitiallyIsolated]);
+    c.fdp.extra_configurations = vec![
+        FdpConfiguration { reclaim_groups: 1, handles: 2, handle_types: vec![HandleType::PersistentlyIsolated], ru_superblocks: 2 },
+        FdpConfiguration { reclaim_groups: 2, handles: 3, handle_types: vec![HandleType::InitiallyIsolated, HandleType::PersistentlyIsolated], ru_superblocks: 1 },
+    ];
+    for (index, (groups, handles, ruht)) in [(1u64, 4u64, 1u64), (1, 2, 2), (2, 3, 1)].into_iter().enumerate() {
+        let mut c = c.clone();
+        c.fdp.configuration = index as u32;
+        let dev = Device::new(c).unwrap();
+        let log = dev.ftl().fdp_configurations().unwrap();
+        // Every configuration is listed whichever is in force.
+        assert_eq!(log["number_of_configurations"], 3);
+        assert_eq!(log["configuration_in_use"], index as u64);
+        let d = &log["configurations"][index];
+        assert_eq!((d["nrg"].as_u64().unwrap(), d["nruh"].as_u64().unwrap()), (groups, handles));
+        assert_eq!(d["ruh_descriptors"][0]["ruht"], ruht);
+        // The device runs with the chosen one: its handles, groups and RU size.
+        let f = dev.ftl().fdp().unwrap();
+        assert_eq!((f.groups as u64, f.handles as u64), (groups, handles));
+        assert_eq!(f.ru_bytes[0], d["runs"].as_u64().unwrap());
+        let st = dev.ftl().ruh_status().unwrap();
+        assert_eq!(st.len() as u64, groups * handles);
+        assert_eq!(dev.ftl().reclaim_groups() as u64, groups);
+    }
+    // Configuration 1 has 2 handles: placement handle 3 no longer exists.
+    let mut c1 = c.clone();
+    c1.fdp.configuration = 1;
+    let mut dev = Device::new(c1).unwrap();
+    let e = dev.write_placed(0, &[0u8; 4096], false, Some(3)).unwrap_err();
+    assert!(matches!(e, Error::Nvme(Status::InvalidField, _)), "{e}");
+    // Choosing a configuration the device does not offer is a config error naming the key.
+    let mut bad = c.clone();
+    bad.fdp.configuration = 3;
+    let e = bad.validate().unwrap_err().to_string();
+    assert!(e.contains("fdp.configuration") && e.contains("offers 3"), "{e}");
+    let mut bad = c.clone();
+    bad.fdp.extra_configurations[1].handles = 0;
+    let e = bad.validate().unwrap_err().to_string();
+    assert!(e.contains("fdp.extra_configurations[1].handles"), "{e}");
+}
+
+#[test]
+fn extra_configurations_parse_from_toml_with_defaults_for_missing_fields() {
+    let text = "preset = \"fdp-ssd\"\n[fdp]\nconfiguration = 1\nextra_configurations = [{ handles = 4, handle_types = [\"persistently-isolated\"] }]\n";
+    let c = Config::from_toml_str(text, "x.toml").unwrap();
+    let a = c.fdp.active();
+    assert_eq!((a.handles, a.reclaim_groups, a.handle_type(3)), (4, 1, HandleType::PersistentlyIsolated));
+    let e = Config::from_toml_str("[fdp]\nextra_configurations = [{ handels = 4 }]\n", "x.toml").unwrap_err().to_string();
+    assert!(e.contains("handels"), "{e}");
+}

@@ -162,10 +162,10 @@ impl Conventional {
         }
         let planes_u = lay.planes_per_die;
         let fdp_on = cfg.fdp.enabled;
-        let ngroups = if fdp_on { cfg.fdp.reclaim_groups } else { 1 };
-        let nhandles = if fdp_on { cfg.fdp.handles } else { 1 };
-        // Reclaim group of each die: equal contiguous shares (whole channels when possible).
-        let rg_of_die: Vec<u8> = (0..lay.dies).map(|d| (d as u64 * ngroups as u64 / lay.dies as u64) as u8).collect();
+        let fdp_cfg = cfg.fdp.active();
+        let ngroups = if fdp_on { fdp_cfg.reclaim_groups } else { 1 };
+        let nhandles = if fdp_on { fdp_cfg.handles } else { 1 };
+        let rg_of_die = super::fdp::reclaim_group_of_dies(&lay, ngroups);
         for (b, m) in blocks.iter_mut().enumerate() {
             m.rg = rg_of_die[lay.die_of_block(b as u32) as usize];
         }
@@ -215,7 +215,7 @@ impl Conventional {
             streams[shared].gc_dest = shared;
             for h in 0..nhandles {
                 let hs = host_streams[(g * nhandles + h) as usize];
-                if fdp_on && cfg.fdp.handle_type(h) == HandleType::PersistentlyIsolated {
+                if fdp_on && fdp_cfg.handle_type(h) == HandleType::PersistentlyIsolated {
                     let own = streams.len();
                     streams.push(mk(&groups[g as usize].dies, false, g, h as u16));
                     streams[own].gc_dest = own;
@@ -248,7 +248,7 @@ impl Conventional {
             pe_limit: cfg.media.pe_limit,
             grown_bad_probability: cfg.media.grown_bad_probability,
         };
-        let fdp = if fdp_on { Some(Fdp::new(&cfg.fdp, &lay, groups.iter().map(|g| g.dies.len() as u32).collect())) } else { None };
+        let fdp = if fdp_on { Some(Fdp::new(&cfg.fdp, &lay)) } else { None };
         let nstreams = streams.len();
         let mut ftl = Conventional {
             lay,

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::conventional::{Conventional, Stream};
-use crate::config::{FdpConfig, HandleType};
+use crate::config::{FdpConfig, FdpConfiguration, HandleType};
 use crate::error::{Error, Result, Status};
 use crate::ftl::BlockDevice;
 use crate::media::{BlockState, Layout};
@@ -97,9 +97,30 @@ pub struct FdpStatistics {
     pub mbe: u64,
 }
 
+/// Reclaim group of each die: equal contiguous shares of the dies in address order (whole
+/// channels when the group count divides them).
+pub fn reclaim_group_of_dies(lay: &Layout, groups: u32) -> Vec<u8> {
+    (0..lay.dies).map(|d| (d as u64 * groups as u64 / lay.dies as u64) as u8).collect()
+}
+
+/// Reclaim unit size in sectors of each reclaim group under configuration `fc`.
+fn ru_sectors_of(fc: &FdpConfiguration, lay: &Layout) -> Vec<u64> {
+    let rg_of_die = reclaim_group_of_dies(lay, fc.reclaim_groups);
+    (0..fc.reclaim_groups)
+        .map(|g| {
+            let dies = rg_of_die.iter().filter(|&&r| r as u32 == g).count() as u64;
+            fc.ru_superblocks as u64 * dies * lay.planes_per_die as u64 * lay.sectors_per_block as u64
+        })
+        .collect()
+}
+
 /// FDP state of a device.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Fdp {
+    /// Index of the configuration in force.
+    pub configuration: u32,
+    /// Every configuration the device offers, with its RU size in bytes (of reclaim group 0).
+    pub offered: Vec<(FdpConfiguration, u64)>,
     pub groups: u32,
     pub handles: u32,
     pub types: Vec<HandleType>,
@@ -118,17 +139,20 @@ pub struct Fdp {
 }
 
 impl Fdp {
-    pub fn new(cfg: &FdpConfig, lay: &Layout, dies_per_group: Vec<u32>) -> Fdp {
-        let rgif = if cfg.reclaim_groups <= 1 { 0 } else { 32 - (cfg.reclaim_groups - 1).leading_zeros() };
-        let sb_sectors = |dies: u32| dies as u64 * lay.planes_per_die as u64 * lay.sectors_per_block as u64;
-        let ru_sectors: Vec<u64> = dies_per_group.iter().map(|&d| cfg.ru_superblocks as u64 * sb_sectors(d)).collect();
-        let n = (cfg.reclaim_groups * cfg.handles) as usize;
+    pub fn new(cfg: &FdpConfig, lay: &Layout) -> Fdp {
+        let fc = cfg.active();
+        let rgif = if fc.reclaim_groups <= 1 { 0 } else { 32 - (fc.reclaim_groups - 1).leading_zeros() };
+        let ru_sectors = ru_sectors_of(&fc, lay);
+        let n = (fc.reclaim_groups * fc.handles) as usize;
+        let sb = lay.sector_bytes as u64;
         Fdp {
-            groups: cfg.reclaim_groups,
-            handles: cfg.handles,
-            types: (0..cfg.handles).map(|h| cfg.handle_type(h)).collect(),
+            configuration: cfg.configuration,
+            offered: cfg.configurations().into_iter().map(|c| { let ru = ru_sectors_of(&c, lay)[0] * sb; (c, ru) }).collect(),
+            groups: fc.reclaim_groups,
+            handles: fc.handles,
+            types: (0..fc.handles).map(|h| fc.handle_type(h)).collect(),
             rgif,
-            ru_bytes: ru_sectors.iter().map(|s| s * lay.sector_bytes as u64).collect(),
+            ru_bytes: ru_sectors.iter().map(|s| s * sb).collect(),
             ru_sectors,
             max_events: cfg.max_events as usize,
             events: VecDeque::new(),
@@ -199,23 +223,25 @@ impl Conventional {
         self.host_streams[rg * f.handles as usize + h]
     }
 
-    /// FDP Configurations log page: the configuration in force (the only one this device
-    /// offers; others are chosen at format time through the config).
+    /// FDP Configurations log page: every configuration the device offers, in index order,
+    /// and (as Get Features, FDP would report) which one is in force.
     pub fn fdp_configurations(&self) -> Result<Value> {
         let f = self.fdp_ref()?;
+        let rgif = |groups: u32| if groups <= 1 { 0 } else { 32 - (groups - 1).leading_zeros() };
         Ok(json!({
-            "number_of_configurations": 1,
-            "configurations": [{
-                "fdp_attributes": {"rgif": f.rgif, "volatile_write_cache": true, "valid": true},
+            "number_of_configurations": f.offered.len(),
+            "configuration_in_use": f.configuration,
+            "configurations": f.offered.iter().map(|(c, ru_bytes)| json!({
+                "fdp_attributes": {"rgif": rgif(c.reclaim_groups), "volatile_write_cache": true, "valid": true},
                 "vendor_specific_size": 0,
-                "nrg": f.groups,
-                "nruh": f.handles,
-                "maxpids": f.groups * f.handles,
+                "nrg": c.reclaim_groups,
+                "nruh": c.handles,
+                "maxpids": c.reclaim_groups * c.handles,
                 "nnss": 1,
-                "runs": f.ru_bytes[0],
+                "runs": ru_bytes,
                 "erutl": 0,
-                "ruh_descriptors": f.types.iter().map(|t| json!({"ruht": match t { HandleType::InitiallyIsolated => 1, HandleType::PersistentlyIsolated => 2 }, "type": t})).collect::<Vec<_>>(),
-            }],
+                "ruh_descriptors": (0..c.handles).map(|h| { let t = c.handle_type(h); json!({"ruht": match t { HandleType::InitiallyIsolated => 1, HandleType::PersistentlyIsolated => 2 }, "type": t}) }).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
         }))
     }
 
@@ -339,6 +365,7 @@ impl Conventional {
         }
         Some(json!({
             "enabled": true,
+            "configuration": f.configuration,
             "reclaim_groups": f.groups,
             "handles_per_group": f.handles,
             "ru_bytes": f.ru_bytes,

@@ -141,9 +141,12 @@ pub fn preset(name: &str) -> Option<Config> {
             c.timing.command_overhead_ns = 21_500;
         }
         // An FDP SSD modelled on the one in "Towards Efficient Flash Caches with Emerging NVMe
-        // FDP SSDs" (seed 001): one reclaim group, 8 initially isolated reclaim unit handles,
-        // reclaim units of about 6 GB (12 superblocks of 512 MiB here); capacity scaled from
-        // 1.88 TB to 128 GiB raw, media as the default preset.
+        // FDP SSDs" (seed 001): configuration 0 has one reclaim group, 8 initially isolated
+        // reclaim unit handles and reclaim units of about 6 GB (12 superblocks of 512 MiB here);
+        // capacity scaled from 1.88 TB to 128 GiB raw, media as the default preset. Like real
+        // FDP drives it offers more configurations to choose from at format time: 1 = the same
+        // with persistently isolated handles, 2 = four reclaim groups (two channels each) of 8
+        // initially isolated handles with 1.5 GiB reclaim units.
         "fdp-ssd" => {
             c.geometry.blocks_per_plane = 256;
             c.fdp.enabled = true;
@@ -151,6 +154,10 @@ pub fn preset(name: &str) -> Option<Config> {
             c.fdp.handles = 8;
             c.fdp.handle_types = vec![HandleType::InitiallyIsolated];
             c.fdp.ru_superblocks = 12;
+            c.fdp.extra_configurations = vec![
+                FdpConfiguration { reclaim_groups: 1, handles: 8, handle_types: vec![HandleType::PersistentlyIsolated], ru_superblocks: 12 },
+                FdpConfiguration { reclaim_groups: 4, handles: 8, handle_types: vec![HandleType::InitiallyIsolated], ru_superblocks: 12 },
+            ];
         }
         // A ZNS SSD shaped like NVMeVirt's WD ZN540 model (ssd_config.h): 8 channels x 4 dies,
         // TLC timings (page read 58 us, program 561 us per 96 KiB one-shot, here per 32 KiB
