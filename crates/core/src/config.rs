@@ -259,6 +259,50 @@ pub struct WorkloadConfig {
     pub stop_host_write_bytes: u64,
     pub stop_sim_ns: u64,
     pub stop_device_writes: f64,
+    /// Several workloads interleaved by weight; see [`WorkloadConfig::mix_parts`].
+    pub mix: Vec<toml::Table>,
+}
+
+/// Keys of `[workload]` that belong to the whole run, not to one part of a mix.
+const RUN_KEYS: &[&str] = &["queue_depth", "rate_iops", "arrival", "stop_ops", "stop_host_write_bytes", "stop_sim_ns", "stop_device_writes", "mix"];
+
+impl WorkloadConfig {
+    /// The parts of `mix` as complete workloads with their weights. Each part starts from this
+    /// `[workload]` table's own keys and overrides them with its table's (plus `weight`,
+    /// default 1); queue depth, rate and stop conditions belong to the whole run.
+    pub fn mix_parts(&self) -> Result<Vec<(WorkloadConfig, f64)>> {
+        let mut base = toml::Value::try_from(self).expect("workload serialises");
+        let base = base.as_table_mut().expect("table");
+        base.remove("mix");
+        let mut out = vec![];
+        for (i, part) in self.mix.iter().enumerate() {
+            let key = |k: &str| format!("workload.mix[{i}].{k}");
+            let mut t = base.clone();
+            let mut weight = 1.0;
+            for (k, v) in part {
+                if k == "weight" {
+                    weight = v.as_float().or_else(|| v.as_integer().map(|x| x as f64)).ok_or_else(|| Error::config(key(k), "expected a number"))?;
+                    if !(weight > 0.0 && weight.is_finite()) {
+                        return Err(Error::config(key(k), format!("{weight} must be a positive number")));
+                    }
+                } else if RUN_KEYS.contains(&k.as_str()) {
+                    return Err(Error::config(key(k), "belongs to the whole run: set it in [workload], not in a mix part"));
+                } else if !t.contains_key(k) {
+                    return Err(Error::config(key(k), "is not a workload key"));
+                } else {
+                    // Integers are accepted where the workload key is fractional.
+                    let v = match (&t[k], v) {
+                        (toml::Value::Float(_), toml::Value::Integer(x)) => toml::Value::Float(*x as f64),
+                        _ => v.clone(),
+                    };
+                    t.insert(k.clone(), v);
+                }
+            }
+            let w: WorkloadConfig = toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| Error::config(key("*"), e.message().to_string()))?;
+            out.push((w, weight));
+        }
+        Ok(out)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -337,6 +381,7 @@ impl Default for WorkloadConfig {
             stop_host_write_bytes: 0,
             stop_sim_ns: 0,
             stop_device_writes: 2.0,
+            mix: vec![],
         }
     }
 }
@@ -443,6 +488,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("workload.stop_host_write_bytes", "bytes", Num(0.0, 1.8e19), "Stop after this many host bytes written (0 = no limit)."),
     k("workload.stop_sim_ns", "ns", Num(0.0, 1.8e19), "Stop at this simulated time (0 = no limit; needs timing)."),
     k("workload.stop_device_writes", "device writes", Num(0.0, 1e6), "Stop after host writes of this many times the logical capacity (0 = no limit)."),
+    k("workload.mix", "-", Other, "Several workloads interleaved by weight, one command at a time, e.g. [{ weight = 1, pattern = \"sequential\", span = 0.5, block_bytes = [131072], placement = 0 }, { weight = 32, pattern = \"uniform\", offset = 0.5, span = 0.4, placement = 1 }]. Each part starts from the keys of [workload] and overrides them; queue depth, rate and stop conditions stay those of [workload]. Empty = the single workload above."),
     k("precondition.sequential_fill", "-", Bool, "Before measuring, write the whole logical space once, sequentially."),
     k("precondition.random_device_writes", "device writes", Num(0.0, 1e6), "Then this many logical capacities of uniform random sector overwrites (steady state)."),
     k("metrics.series_interval_ns", "ns", Num(0.0, 1.8e19), "Time-series sample interval in simulated time (timing on; 0 = off)."),
@@ -628,6 +674,19 @@ impl Config {
             }
         }
         let w = &self.workload;
+        if !w.mix.is_empty() {
+            for (i, (part, _)) in w.mix_parts()?.into_iter().enumerate() {
+                let mut c = self.clone();
+                c.workload = WorkloadConfig { mix: vec![], ..part };
+                c.validate().map_err(|e| match e {
+                    Error::Config(mut ce) => {
+                        ce.key = Some(format!("workload.mix[{i}].{}", ce.key.unwrap_or_default().trim_start_matches("workload.")));
+                        Error::Config(ce)
+                    }
+                    other => other,
+                })?;
+            }
+        }
         if w.offset + w.span > 1.0 + 1e-9 {
             return Err(Error::config("workload.span", format!("offset {} + span {} exceeds the logical space (must be <= 1)", w.offset, w.span)));
         }

@@ -188,7 +188,12 @@ impl Device {
             return Ok(RunReport { metrics, series_csv: rec.series_csv(), ending: Ending::Interrupted });
         }
         let w = self.cfg.workload.clone();
-        self.run(&w, progress)
+        if w.mix.is_empty() {
+            self.run(&w, progress)
+        } else {
+            let parts = w.mix_parts()?;
+            self.run_mix(&parts, &w, progress)
+        }
     }
 
     /// Run a synthetic workload, measured from its first command.

@@ -228,3 +228,44 @@ fn extra_configurations_parse_from_toml_with_defaults_for_missing_fields() {
     let e = Config::from_toml_str("[fdp]\nextra_configurations = [{ handels = 4 }]\n", "x.toml").unwrap_err().to_string();
     assert!(e.contains("handels"), "{e}");
 }
+
+#[test]
+fn a_toml_mix_runs_the_same_as_the_api_mix() {
+    let parts = [(stream(Pattern::Sequential, 0.0, 0.5, 131072, 0), 1.0), (stream(Pattern::Uniform, 0.5, 0.4, 4096, 1), 32.0)];
+    let mut c = device(true, &[HandleType::InitiallyIsolated]);
+    let mut api = Device::new(c.clone()).unwrap();
+    let want = api.run_mix(&parts, &stop(1.0), &mut no_progress).unwrap().metrics;
+    let text = r#"
+[workload]
+queue_depth = 1
+stop_device_writes = 1.0
+mix = [
+  { weight = 1, pattern = "sequential", span = 0.5, block_bytes = [131072], placement = 0 },
+  { weight = 32, pattern = "uniform", offset = 0.5, span = 0.4, placement = 1 },
+]
+"#;
+    let from_toml = Config::from_toml_str(text, "mix.toml").unwrap();
+    c.workload = from_toml.workload;
+    let mut dev = Device::new(c.clone()).unwrap();
+    let w = c.workload.clone();
+    let mut got = dev.run_mix(&w.mix_parts().unwrap(), &w, &mut no_progress).unwrap().metrics;
+    // Everything but the echoed config (which records how the run was written) is identical.
+    let mut want = want;
+    want.as_object_mut().unwrap().remove("config");
+    got.as_object_mut().unwrap().remove("config");
+    assert_eq!(serde_json::to_string(&got).unwrap(), serde_json::to_string(&want).unwrap());
+    assert!(handle(&got, 0)["host_write_bytes"].as_u64().unwrap() > 0 && handle(&got, 1)["host_write_bytes"].as_u64().unwrap() > 0);
+
+    // Bad parts name the part and the key.
+    for (part, needle) in [
+        ("{ weight = 0 }", "workload.mix[0].weight"),
+        ("{ stop_ops = 5 }", "workload.mix[0].stop_ops"),
+        ("{ patern = \"uniform\" }", "workload.mix[0].patern"),
+        ("{ pattern = \"zigzag\" }", "workload.mix[0]"),
+        ("{ offset = 0.8, span = 0.5 }", "workload.mix[0].span"),
+    ] {
+        let text = format!("[workload]\nmix = [{part}]\n");
+        let e = Config::from_toml_str(&text, "mix.toml").unwrap_err().to_string();
+        assert!(e.contains(needle), "{part}: {e}");
+    }
+}
