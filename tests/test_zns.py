@@ -17,7 +17,8 @@ def zns_device(**zns):
 def test_append_report_and_reset():
     dev = zns_device()
     info = dev.zone_info()
-    assert info == {"zones": 32, "zone_size": 64, "zone_capacity": 48, "max_open": 2, "max_active": 3}
+    assert info == {"zones": 32, "zone_size": 64, "zone_capacity": 48, "max_open": 2, "max_active": 3,
+                    "conventional_zones": 0}
     zs = info["zone_size"]
     assert dev.zone_append(zs, b"a" * SECTOR * 2) == zs
     assert dev.zone_append(zs, b"b" * SECTOR) == zs + 2
@@ -54,3 +55,25 @@ def test_zoned_log_run_has_no_device_write_amplification():
     assert rep.dlwa == 1.0
     assert rep["gc_events"] == 0
     assert rep["zns"]["zone_resets_total"] > 0
+
+
+def test_conventional_zones_take_random_writes_beside_sequential_zones():
+    dev = zns_device(conventional_zones=2)
+    info = dev.zone_info()
+    assert info["conventional_zones"] == 2 and info["zones"] == 30  # 2 spare zones stay hidden
+    conv = [z for z in dev.zone_report(filter="not-write-pointer")]
+    assert [(z["index"], z["zone_type"]) for z in conv] == [(0, "conventional"), (1, "conventional")]
+    # Overwrite conventional sectors in any order, many times: the last write wins.
+    for rnd in range(12):
+        for lba in (5, 100, 3, 64, 127):
+            dev.write(lba * SECTOR, bytes([rnd, lba]) * (SECTOR // 2))
+    for lba in (5, 100, 3, 64, 127):
+        assert dev.read(lba * SECTOR, SECTOR) == bytes([11, lba]) * (SECTOR // 2)
+    with pytest.raises(ssdlab.NvmeError, match="Invalid Field"):
+        dev.zone_action(0, "reset")
+    with pytest.raises(ssdlab.NvmeError, match="Zone Invalid Write"):
+        dev.write((128 + 1) * SECTOR, b"x" * SECTOR)  # sequential zone 2, not at its write pointer
+    m = dev.run(Workload(pattern="uniform", span=128 / (30 * 64), stop_ops=3000, queue_depth=1))
+    assert m.metrics["zns"]["conventional"]["gc_segments_collected"] > 0
+    assert m.dlwa > 1.0  # random overwrites on flash cost relocations, unlike the zones
+    dev.check_invariants()

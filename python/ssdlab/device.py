@@ -283,9 +283,11 @@ class Device:
 
     # ZNS (NVMe zoned namespace) host interface; see docs/personalities.md.
     def zone_info(self) -> Dict[str, int]:
-        """Zone count, size and capacity (logical blocks) and the open/active limits."""
-        n, size, cap, mo, ma = self._dev.zone_info()
-        return {"zones": n, "zone_size": size, "zone_capacity": cap, "max_open": mo, "max_active": ma}
+        """Zone count, size and capacity (logical blocks), the open/active limits and the
+        number of conventional zones (the first ones; random writes, no write pointer)."""
+        n, size, cap, mo, ma, conv = self._dev.zone_info()
+        return {"zones": n, "zone_size": size, "zone_capacity": cap, "max_open": mo, "max_active": ma,
+                "conventional_zones": conv}
 
     def zone_append(self, zslba: int, data: bytes, fua: bool = False) -> int:
         """Append ``data`` to the zone starting at LBA ``zslba``; returns the LBA written."""
@@ -296,7 +298,7 @@ class Device:
         self._dev.zone_action(lba, action, select_all)
 
     def zone_report(self, lba: int = 0, filter: str = "all", max_zones: Optional[int] = None) -> List[Dict[str, Any]]:
-        """Report Zones from ``lba``: state, zslba, zcap, wp, reset_count per zone."""
+        """Report Zones from ``lba``: zone_type, state, zslba, zcap, wp, reset_count per zone."""
         return json.loads(self._dev.zone_report(lba, filter, 2**32 - 1 if max_zones is None else max_zones))
 
     # Open-channel (OCSSD 2.0-style) host interface; see docs/personalities.md.

@@ -118,11 +118,13 @@ pub struct ZnsConfig {
     pub zone_capacity: f64,
     pub max_open: u32,
     pub max_active: u32,
+    pub conventional_zones: u32,
+    pub conventional_spare_zones: u32,
 }
 
 impl Default for ZnsConfig {
     fn default() -> Self {
-        ZnsConfig { zone_blocks: 1, zone_width: 0, zone_capacity: 1.0, max_open: 14, max_active: 14 }
+        ZnsConfig { zone_blocks: 1, zone_width: 0, zone_capacity: 1.0, max_open: 14, max_active: 14, conventional_zones: 0, conventional_spare_zones: 2 }
     }
 }
 
@@ -470,6 +472,8 @@ pub const KEYS: &[KeyDoc] = &[
     k("zns.zone_capacity", "fraction", Num(0.01, 1.0), "Writable part of each zone (zone capacity / zone size), rounded down to whole multi-plane units."),
     k("zns.max_open", "zones", Num(0.0, 1e6), "Max open resources (implicitly + explicitly open zones; 0 = no limit)."),
     k("zns.max_active", "zones", Num(0.0, 1e6), "Max active resources (open + closed zones; 0 = no limit)."),
+    k("zns.conventional_zones", "zones", Num(0.0, 1e6), "Conventional zones at the start of the LBA space (random writes, no write pointer, as Linux's zoned block model and null_blk allow; NVMe ZNS itself has none). The device maps them log-structured onto zones of its own, with GC."),
+    k("zns.conventional_spare_zones", "zones", Num(2.0, 1e6), "Zones' worth of flash kept hidden as over-provisioning for the conventional zones (their GC needs at least 2)."),
     k("workload.pattern", "-", OneOf(&["sequential", "uniform", "zipf", "hotcold"]), "Address pattern of the synthetic workload."),
     k("workload.zipf_theta", "-", Num(0.0, 10.0), "Zipf exponent (pattern = zipf); ranks are scattered over the span."),
     k("workload.hot_space", "fraction", Num(0.0, 1.0), "Hot fraction of the span (pattern = hotcold)."),

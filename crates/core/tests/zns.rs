@@ -241,3 +241,118 @@ fn implicit_close_takes_the_oldest_implicitly_open_zone() {
     assert_eq!(state(&z, 5), ZoneState::Closed, "zone 5 was opened first");
     assert_eq!(state(&z, 2), ZoneState::ImplicitlyOpen);
 }
+
+/// Tiny ZNS device with `n` conventional zones (zones of 64 sectors, 32 zones physically).
+fn conv_zns(n: u32) -> Zns {
+    let mut c = cfg(4, 4);
+    c.zns.conventional_zones = n;
+    c.zns.conventional_spare_zones = 2;
+    Zns::new(&c).unwrap()
+}
+
+fn sector(tag: u64) -> Vec<u8> {
+    let mut v = vec![0u8; 4096];
+    for (i, b) in v.iter_mut().enumerate() {
+        *b = (tag.wrapping_mul(2654435761).wrapping_add(i as u64 * 7) >> 3) as u8;
+    }
+    v
+}
+
+#[test]
+fn conventional_zones_take_random_overwrites_with_gc_and_keep_data() {
+    let mut z = conv_zns(4);
+    // 4 conventional + 2 hidden spare zones out of 32: 30 host zones, the first 4 conventional.
+    assert_eq!(z.zone_count(), 30);
+    assert_eq!(z.conventional_zones(), 4);
+    let rep = z.report(0, None, 6).unwrap();
+    for d in &rep[..4] {
+        assert_eq!((d.zone_type.code(), d.state, d.zcap, d.wp), (0x1, ZoneState::NotWritePointer, 64, u64::MAX));
+    }
+    assert_eq!((rep[4].zone_type.code(), rep[4].state, rep[4].zslba, rep[4].wp), (0x2, ZoneState::Empty, 256, 256));
+    // Random overwrites over the 256 conventional sectors, several times their size.
+    let conv = 4 * z.zone_size();
+    let mut last = vec![u64::MAX; conv as usize];
+    let mut x = 12345u64;
+    for i in 0..6 * conv {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let l = (x >> 33) % conv;
+        z.write(l, 1, Some(&sector(i)), WriteOpts::default(), 0).unwrap();
+        last[l as usize] = i;
+        if i % 97 == 0 {
+            z.check_invariants();
+        }
+    }
+    z.check_invariants();
+    let m = z.personality_metrics(&serde_json::Value::Null);
+    let gc = m[0].1["conventional"]["gc_segments_collected"].as_u64().unwrap();
+    assert!(gc > 0, "overwrites beyond the pool must collect segments");
+    let c = z.counters().clone();
+    assert!(c.gc_relocated_sectors > 0 && c.nand_erase_count > 0);
+    assert!(c.nand_write_bytes > c.host_write_bytes, "random overwrites on flash cost relocations");
+    // Every sector reads back its last write; never-written ones read zeros.
+    let mut buf = vec![0u8; 4096];
+    for l in 0..conv {
+        z.read(l, 1, Some(&mut buf), 0).unwrap();
+        if last[l as usize] == u64::MAX {
+            assert!(buf.iter().all(|&b| b == 0));
+        } else {
+            assert_eq!(buf, sector(last[l as usize]), "conventional LBA {l}");
+        }
+    }
+    // A multi-sector write may cross conventional zone boundaries, not into sequential zones.
+    z.write(60, 8, Some(&[7u8; 8 * 4096]), WriteOpts::default(), 0).unwrap();
+    assert_eq!(status(z.write(conv - 2, 4, Some(&[1u8; 4 * 4096]), WriteOpts::default(), 0)), Status::ZoneBoundaryError);
+    // The first sequential zone is an ordinary one.
+    z.write(conv, 4, Some(&[9u8; 4 * 4096]), WriteOpts::default(), 0).unwrap();
+    assert_eq!(state(&z, 4), ZoneState::ImplicitlyOpen);
+    z.read(conv, 1, Some(&mut buf), 0).unwrap();
+    assert_eq!(buf, vec![9u8; 4096]);
+    z.check_invariants();
+}
+
+#[test]
+fn conventional_zones_refuse_zone_management_and_append() {
+    let mut z = conv_zns(2);
+    for a in [ZoneAction::Open, ZoneAction::Close, ZoneAction::Finish, ZoneAction::Reset, ZoneAction::Offline] {
+        assert_eq!(status(z.zone_action(0, a, false, 0)), Status::InvalidField, "{a:?}");
+    }
+    assert_eq!(status(z.write_zone(0, 1, None, true, false, 0)), Status::InvalidField);
+    assert!(matches!(z.inject_zone_state(1, ZoneState::ReadOnly), Err(Error::Command(_))));
+    // Select-all actions pass over them.
+    z.write(2 * 64, 1, None, WriteOpts::default(), 0).unwrap();
+    z.zone_action(0, ZoneAction::Finish, true, 0).unwrap();
+    assert_eq!(state(&z, 0), ZoneState::NotWritePointer);
+    assert_eq!(state(&z, 2), ZoneState::Full);
+    assert_eq!(z.report(0, Some(ZoneState::NotWritePointer), 100).unwrap().len(), 2);
+    z.check_invariants();
+}
+
+#[test]
+fn trimmed_conventional_data_is_not_relocated() {
+    let run = |trim: bool| {
+        let mut z = conv_zns(4);
+        let conv = 4 * z.zone_size();
+        // Fill, trim the upper half (or not), then overwrite the lower half many times.
+        z.write(0, conv as u32, None, WriteOpts::default(), 0).unwrap();
+        if trim {
+            z.trim(conv / 2, (conv / 2) as u32, 0).unwrap();
+        }
+        let mut x = 99u64;
+        for _ in 0..8 * conv {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            z.write((x >> 33) % (conv / 2), 1, None, WriteOpts::default(), 0).unwrap();
+        }
+        z.check_invariants();
+        z.counters().gc_relocated_sectors
+    };
+    let (kept, trimmed) = (run(false), run(true));
+    assert!(trimmed * 2 < kept, "trim should spare GC work: {trimmed} vs {kept} relocated sectors");
+}
+
+#[test]
+fn too_many_conventional_zones_is_a_config_error() {
+    let mut c = cfg(4, 4);
+    c.zns.conventional_zones = 30;
+    let e = Zns::new(&c).unwrap_err().to_string();
+    assert!(e.contains("zns.conventional_zones") && e.contains("no sequential zone"), "{e}");
+}

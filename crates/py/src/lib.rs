@@ -380,10 +380,11 @@ impl NativeDevice {
         self.zns()?.write_zone(zslba, (data.len() / sb) as u32, Some(data), true, fua, now).map_err(to_py)
     }
 
-    /// (zone count, zone size, zone capacity) in logical blocks, max open, max active.
-    fn zone_info(&mut self) -> PyResult<(u32, u64, u64, u32, u32)> {
+    /// (zone count, zone size, zone capacity) in logical blocks, max open, max active,
+    /// conventional zones (the first ones).
+    fn zone_info(&mut self) -> PyResult<(u32, u64, u64, u32, u32, u32)> {
         let z = self.zns()?;
-        Ok((z.zone_count(), z.zone_size(), z.zone_capacity(), z.max_open(), z.max_active()))
+        Ok((z.zone_count(), z.zone_size(), z.zone_capacity(), z.max_open(), z.max_active(), z.conventional_zones()))
     }
 
     /// Open-channel geometry report, as JSON.

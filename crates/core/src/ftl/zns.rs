@@ -33,11 +33,14 @@ pub enum ZoneState {
     Full,
     ReadOnly,
     Offline,
+    /// A conventional zone's condition: no write pointer, random writes allowed.
+    NotWritePointer,
 }
 
 impl ZoneState {
     pub fn code(self) -> u8 {
         match self {
+            ZoneState::NotWritePointer => 0x0,
             ZoneState::Empty => 0x1,
             ZoneState::ImplicitlyOpen => 0x2,
             ZoneState::ExplicitlyOpen => 0x3,
@@ -52,6 +55,25 @@ impl ZoneState {
     }
     fn is_active(self) -> bool {
         self.is_open() || self == ZoneState::Closed
+    }
+}
+
+/// Zone types as the zone report gives them (ZT field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ZoneType {
+    /// 0x1 (the Linux zoned model's and ZBC's conventional zone; NVMe ZNS defines none).
+    Conventional,
+    /// 0x2, the only type of NVMe ZNS.
+    SequentialWriteRequired,
+}
+
+impl ZoneType {
+    pub fn code(self) -> u8 {
+        match self {
+            ZoneType::Conventional => 0x1,
+            ZoneType::SequentialWriteRequired => 0x2,
+        }
     }
 }
 
@@ -70,6 +92,7 @@ pub enum ZoneAction {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ZoneDescriptor {
     pub index: u32,
+    pub zone_type: ZoneType,
     pub state: ZoneState,
     /// Zone start LBA.
     pub zslba: u64,
@@ -92,6 +115,34 @@ struct Zone {
     opened: u64,
 }
 
+/// A segment of the conventional zones' pool: one zone's worth of blocks, written as a log.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Segment {
+    written: u64,
+    valid: u64,
+    ready_ns: u64,
+}
+
+/// Conventional zones, mapped page by page onto a pool of hidden zones (segments) written as a
+/// log, with greedy garbage collection of whole segments: a small conventional FTL inside the
+/// zoned device, so random writes there cost what they cost on flash.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ConvArea {
+    /// First physical zone of the pool.
+    base: usize,
+    segs: Vec<Segment>,
+    /// Conventional LBA -> pool sector (segment * zone size + offset).
+    l2p: Vec<u32>,
+    /// Pool sector -> conventional LBA.
+    p2l: Vec<u32>,
+    active: usize,
+    /// Erased segments, least recently erased first.
+    free: std::collections::VecDeque<usize>,
+    gc_segments: u64,
+}
+
+const NIL: u32 = u32::MAX;
+
 /// The ZNS device.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Zns {
@@ -112,6 +163,9 @@ pub struct Zns {
     buffer: WriteBuffer,
     pe_limit: u32,
     open_clock: u64,
+    /// Conventional zones (host zones 0..nconv) and the pool behind them.
+    nconv: usize,
+    conv: Option<ConvArea>,
 }
 
 impl Zns {
@@ -130,7 +184,29 @@ impl Zns {
         let zone_sectors = width as u64 * lay.planes_per_die as u64 * z.zone_blocks as u64 * lay.sectors_per_block as u64;
         let unit = (lay.planes_per_die * lay.sectors_per_page) as u64;
         let zone_cap = (((zone_sectors as f64 * z.zone_capacity).floor() as u64) / unit * unit).max(unit);
-        let nzones = groups.len() as u32 * (lay.blocks_per_plane / z.zone_blocks);
+        let nphys = groups.len() * (lay.blocks_per_plane / z.zone_blocks) as usize;
+        let nconv = z.conventional_zones as usize;
+        let spare = if nconv > 0 { z.conventional_spare_zones as usize } else { 0 };
+        if nconv + spare >= nphys {
+            return Err(Error::config(
+                "zns.conventional_zones",
+                format!("{nconv} conventional zones and {spare} spare zones leave no sequential zone of the {nphys} the device has"),
+            ));
+        }
+        let nseq = nphys - nconv - spare;
+        if (nconv + spare) as u64 * zone_sectors >= NIL as u64 {
+            return Err(Error::config("zns.conventional_zones", "the conventional zones' pool exceeds 2^32 sectors"));
+        }
+        let conv = (nconv > 0).then(|| ConvArea {
+            base: nseq,
+            segs: vec![Segment::default(); nconv + spare],
+            l2p: vec![NIL; nconv * zone_sectors as usize],
+            p2l: vec![NIL; (nconv + spare) * zone_sectors as usize],
+            active: 0,
+            free: (1..nconv + spare).collect(),
+            gc_segments: 0,
+        });
+        let nzones = (nconv + nseq) as u32;
         if z.max_open > z.max_active && z.max_active > 0 {
             return Err(Error::config("zns.max_open", format!("{} exceeds max_active ({})", z.max_open, z.max_active)));
         }
@@ -142,9 +218,11 @@ impl Zns {
             zone_blocks: z.zone_blocks,
             width,
             groups,
-            zones: (0..nzones).map(|_| Zone { state: ZoneState::Empty, written: 0, ready_ns: 0, resets: 0, opened: 0 }).collect(),
-            max_open: if z.max_open == 0 { nzones } else { z.max_open },
-            max_active: if z.max_active == 0 { nzones } else { z.max_active },
+            zones: (0..nzones as usize)
+                .map(|i| Zone { state: if i < nconv { ZoneState::NotWritePointer } else { ZoneState::Empty }, written: 0, ready_ns: 0, resets: 0, opened: 0 })
+                .collect(),
+            max_open: if z.max_open == 0 { nseq as u32 } else { z.max_open },
+            max_active: if z.max_active == 0 { nseq as u32 } else { z.max_active },
             blocks: vec![BlockMeta::new(); lay.blocks as usize],
             tl: Timelines::new(&cfg.timing, &lay),
             data: match cfg.storage {
@@ -155,6 +233,8 @@ impl Zns {
             buffer: WriteBuffer::new((cfg.ftl.write_buffer_bytes / unit_bytes) as usize),
             pe_limit: cfg.media.pe_limit,
             open_clock: 0,
+            nconv,
+            conv,
         })
     }
 
@@ -183,16 +263,27 @@ impl Zns {
         Ok(z)
     }
 
-    /// Physical block of zone `z`: die index `d` of its group, plane `p`, zone block `j`.
-    fn block(&self, z: usize, d: u32, p: u32, j: u32) -> u32 {
+    /// Conventional zones (host zones 0..n, at the start of the LBA space).
+    pub fn conventional_zones(&self) -> u32 {
+        self.nconv as u32
+    }
+
+    /// Physical zone of sequential host zone `z` (the conventional zones' pool comes after
+    /// the sequential zones).
+    fn pz(&self, z: usize) -> usize {
+        z - self.nconv
+    }
+
+    /// Physical block of physical zone `pz`: die index `d` of its group, plane `p`, zone block `j`.
+    fn block(&self, pz: usize, d: u32, p: u32, j: u32) -> u32 {
         let ng = self.groups.len();
-        let die = self.groups[z % ng][d as usize];
-        let slot = (z / ng) as u32;
+        let die = self.groups[pz % ng][d as usize];
+        let slot = (pz / ng) as u32;
         die * self.lay.blocks_per_die + p * self.lay.blocks_per_plane + slot * self.zone_blocks + j
     }
 
-    /// Physical sector of zone offset `o`.
-    fn psa(&self, z: usize, o: u64) -> u32 {
+    /// Physical sector of offset `o` in physical zone `pz`.
+    fn psa(&self, pz: usize, o: u64) -> u32 {
         let spp = self.lay.sectors_per_page as u64;
         let unit = spp * self.lay.planes_per_die as u64;
         let (u, r) = (o / unit, o % unit);
@@ -201,7 +292,7 @@ impl Zns {
         let stripe = u / self.width as u64;
         let ppb = self.lay.pages_per_block as u64;
         let (j, page) = ((stripe / ppb) as u32, (stripe % ppb) as u32);
-        self.block(z, d, plane, j) * self.lay.sectors_per_block + page * self.lay.sectors_per_page + slot
+        self.block(pz, d, plane, j) * self.lay.sectors_per_block + page * self.lay.sectors_per_page + slot
     }
 
     fn counts(&self) -> (u32, u32) {
@@ -251,9 +342,16 @@ impl Zns {
 
     /// Program the unit of zone `z` that ends at offset `end` (exclusive).
     fn program_unit(&mut self, z: usize, end: u64) {
+        self.program_phys(self.pz(z), end, self.zones[z].ready_ns);
+        self.zones[z].ready_ns = 0;
+    }
+
+    /// Program the unit of physical zone `pz` that ends at offset `end`, its data ready at
+    /// `ready_ns`.
+    fn program_phys(&mut self, pz: usize, end: u64, ready_ns: u64) {
         let unit = self.unit_sectors();
         let first = end - unit;
-        let psa = self.psa(z, first);
+        let psa = self.psa(pz, first);
         let b0 = psa / self.lay.sectors_per_block;
         let planes = self.lay.planes_per_die;
         let page = (psa % self.lay.sectors_per_block) / self.lay.sectors_per_page;
@@ -267,11 +365,10 @@ impl Zns {
         self.c.nand_write_bytes += planes as u64 * self.lay.page_bytes as u64;
         if self.tl.enabled {
             let die = self.lay.die_of_block(b0);
-            let earliest = self.zones[z].ready_ns.max(self.blocks[b0 as usize].ready_ns);
+            let earliest = ready_ns.max(self.blocks[b0 as usize].ready_ns);
             let done = self.tl.program(die, planes as u64 * self.lay.page_bytes as u64, earliest);
             self.buffer.programmed(done);
         }
-        self.zones[z].ready_ns = 0;
     }
 
     /// Pad and program zone `z`'s partial unit, if any.
@@ -293,6 +390,16 @@ impl Zns {
         }
         let z = self.zone_of(lba)?;
         let start = z as u64 * self.zone_sectors;
+        if z < self.nconv {
+            if append {
+                return Err(Error::nvme(Status::InvalidField, format!("zone append to conventional zone {z}: conventional zones have no write pointer")));
+            }
+            let end = lba + sectors as u64;
+            if end > self.conv_sectors() {
+                return Err(Error::nvme(Status::ZoneBoundaryError, format!("{sectors} blocks at {lba} cross from the conventional zones into sequential zone {}", self.nconv)));
+            }
+            return Ok((lba, self.conv_write(lba, sectors, data, fua, now)?));
+        }
         if append && lba != start {
             return Err(Error::nvme(Status::InvalidField, format!("zone append must name the zone start LBA ({start}), not {lba}")));
         }
@@ -331,12 +438,13 @@ impl Zns {
         let o0 = self.zones[z].written;
         let mut in_page = o0 % spp;
         let mut in_unit = o0 % unit;
-        let mut psa = self.psa(z, o0);
+        let pz = self.pz(z);
+        let mut psa = self.psa(pz, o0);
         let mut block = psa / self.lay.sectors_per_block;
         for i in 0..sectors as u64 {
             let o = o0 + i;
             if i > 0 && in_page == 0 {
-                psa = self.psa(z, o);
+                psa = self.psa(pz, o);
                 block = psa / self.lay.sectors_per_block;
             }
             if let (Some(store), Some(d)) = (self.data.as_mut(), data) {
@@ -394,6 +502,9 @@ impl Zns {
         if lba % self.zone_sectors != 0 {
             return Err(Error::nvme(Status::InvalidField, format!("LBA {lba} is not a zone start")));
         }
+        if z < self.nconv {
+            return Err(Error::nvme(Status::InvalidField, format!("zone {z} is conventional: zone management does not apply to it")));
+        }
         let d = self.zone_action_one(z, action, t)?;
         Ok(if self.tl.enabled { d } else { now })
     }
@@ -412,16 +523,17 @@ impl Zns {
                 }
                 ReadOnly => return Err(Error::nvme(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
                 Offline => return Err(Error::nvme(Status::ZoneIsOffline, format!("zone {z} is offline"))),
-                Full => return Err(bad("open")),
+                Full | NotWritePointer => return Err(bad("open")),
             },
             ZoneAction::Close => match st {
                 ImplicitlyOpen | ExplicitlyOpen | Closed => self.close_zone(z)?,
                 ReadOnly => return Err(Error::nvme(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
                 Offline => return Err(Error::nvme(Status::ZoneIsOffline, format!("zone {z} is offline"))),
-                Empty | Full => return Err(bad("close")),
+                Empty | Full | NotWritePointer => return Err(bad("close")),
             },
             ZoneAction::Finish => match st {
                 Full => {}
+                NotWritePointer => return Err(bad("finish")),
                 Empty | ImplicitlyOpen | ExplicitlyOpen | Closed => {
                     if st == Empty {
                         let (_, active) = self.counts();
@@ -438,6 +550,7 @@ impl Zns {
             },
             ZoneAction::Reset => match st {
                 Empty => {}
+                NotWritePointer => return Err(bad("reset")),
                 ImplicitlyOpen | ExplicitlyOpen | Closed | Full => return Ok(self.reset_zone(z, t)),
                 ReadOnly => return Err(Error::nvme(Status::ZoneIsReadOnly, format!("zone {z} is read-only"))),
                 Offline => return Err(Error::nvme(Status::ZoneIsOffline, format!("zone {z} is offline"))),
@@ -456,11 +569,21 @@ impl Zns {
 
     /// Erase the zone's blocks (those holding data) and empty it; returns the completion time.
     fn reset_zone(&mut self, z: usize, t: u64) -> u64 {
+        let done = self.erase_phys(self.pz(z), t);
+        let zone = &mut self.zones[z];
+        zone.state = ZoneState::Empty;
+        zone.written = 0;
+        zone.resets += 1;
+        done
+    }
+
+    /// Erase the blocks of physical zone `pz` that hold data; returns the completion time.
+    fn erase_phys(&mut self, pz: usize, t: u64) -> u64 {
         let mut done = t;
         for d in 0..self.width {
             for p in 0..self.lay.planes_per_die {
                 for j in 0..self.zone_blocks {
-                    let b = self.block(z, d, p, j);
+                    let b = self.block(pz, d, p, j);
                     let first = b * self.lay.sectors_per_block;
                     if let Some(store) = self.data.as_mut() {
                         for psa in first..first + self.lay.sectors_per_block {
@@ -487,17 +610,159 @@ impl Zns {
                 }
             }
         }
-        let zone = &mut self.zones[z];
-        zone.state = ZoneState::Empty;
-        zone.written = 0;
-        zone.resets += 1;
         done
+    }
+
+    /// Sectors of the conventional zones (they come first in the LBA space).
+    fn conv_sectors(&self) -> u64 {
+        self.nconv as u64 * self.zone_sectors
+    }
+
+    /// Write to the conventional zones: each sector goes to the pool's log, its old copy
+    /// becomes invalid.
+    fn conv_write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, fua: bool, now: u64) -> Result<u64> {
+        let sb = self.lay.sector_bytes as usize;
+        if let (Some(d), true) = (data, self.data.is_some()) {
+            if d.len() != sectors as usize * sb {
+                return Err(Error::Command(format!("write of {sectors} sectors carries {} bytes", d.len())));
+            }
+        }
+        let t = now + self.tl.command_overhead_ns();
+        self.buffer.begin(t);
+        for i in 0..sectors as usize {
+            self.conv_put(lba + i as u64, data.map(|d| &d[i * sb..(i + 1) * sb]), t);
+        }
+        self.c.host_write_cmds += 1;
+        self.c.host_write_bytes += sectors as u64 * sb as u64;
+        let sync = fua || self.buffer.write_through();
+        if sync {
+            self.conv_pad();
+        }
+        Ok(if self.tl.enabled { self.buffer.completion(sync, t) } else { now })
+    }
+
+    /// Drop the mapping of conventional LBA `l`, if any.
+    fn conv_unmap(&mut self, l: u64) {
+        let zs = self.zone_sectors;
+        let Some(conv) = self.conv.as_mut() else { return };
+        let old = std::mem::replace(&mut conv.l2p[l as usize], NIL);
+        if old != NIL {
+            conv.p2l[old as usize] = NIL;
+            let seg = (old as u64 / zs) as usize;
+            conv.segs[seg].valid -= 1;
+            let pz = conv.base + seg;
+            let psa = self.psa(pz, old as u64 % zs);
+            self.blocks[(psa / self.lay.sectors_per_block) as usize].valid -= 1;
+        }
+    }
+
+    /// Append conventional LBA `l` (its data, if kept) to the pool's log.
+    fn conv_put(&mut self, l: u64, data: Option<&[u8]>, t: u64) {
+        self.conv_unmap(l);
+        if self.conv.as_ref().expect("conventional zones").segs[self.conv.as_ref().unwrap().active].written == self.zone_sectors {
+            self.conv_next_segment(t);
+        }
+        self.conv_append(l, data, t);
+    }
+
+    /// Append one sector at the active segment's end (which has room).
+    fn conv_append(&mut self, l: u64, data: Option<&[u8]>, t: u64) {
+        let zs = self.zone_sectors;
+        let unit = self.unit_sectors();
+        let conv = self.conv.as_mut().expect("conventional zones");
+        let seg = conv.active;
+        let o = conv.segs[seg].written;
+        let pool = seg as u64 * zs + o;
+        conv.l2p[l as usize] = pool as u32;
+        conv.p2l[pool as usize] = l as u32;
+        conv.segs[seg].written += 1;
+        conv.segs[seg].valid += 1;
+        conv.segs[seg].ready_ns = conv.segs[seg].ready_ns.max(t);
+        let (pz, ready) = (conv.base + seg, conv.segs[seg].ready_ns);
+        let psa = self.psa(pz, o);
+        if let (Some(store), Some(d)) = (self.data.as_mut(), data) {
+            store.put(psa, d);
+        }
+        self.blocks[(psa / self.lay.sectors_per_block) as usize].valid += 1;
+        if (o + 1) % unit == 0 {
+            self.program_phys(pz, o + 1, ready);
+            self.conv.as_mut().unwrap().segs[seg].ready_ns = 0;
+        }
+    }
+
+    /// Pad and program the active segment's partial unit (FUA, flush): the padding is
+    /// flash the log cannot use until the segment is collected.
+    fn conv_pad(&mut self) {
+        let unit = self.unit_sectors();
+        let Some(conv) = self.conv.as_mut() else { return };
+        let seg = conv.active;
+        let w = conv.segs[seg].written;
+        if w % unit != 0 {
+            let end = (w / unit + 1) * unit;
+            conv.segs[seg].written = end;
+            let (pz, ready) = (conv.base + seg, conv.segs[seg].ready_ns);
+            conv.segs[seg].ready_ns = 0;
+            self.c.pad_sectors += end - w;
+            self.program_phys(pz, end, ready);
+        }
+    }
+
+    /// The active segment is full: continue in the oldest erased one, and if that was the
+    /// last, collect the segment with the least valid data into it (greedy) and erase it.
+    /// With at least two spare segments the victim's valid data always fits.
+    fn conv_next_segment(&mut self, t: u64) {
+        let zs = self.zone_sectors;
+        let conv = self.conv.as_mut().expect("conventional zones");
+        conv.active = conv.free.pop_front().expect("the pool keeps an erased segment");
+        if !conv.free.is_empty() {
+            return;
+        }
+        let active = conv.active;
+        let victim = (0..conv.segs.len()).filter(|&s| s != active).min_by_key(|&s| (conv.segs[s].valid, s)).expect("pool has segments");
+        conv.gc_segments += 1;
+        let base = conv.base;
+        self.c.gc_events += 1;
+        let mut last_page = u32::MAX;
+        for o in 0..zs {
+            let pool = victim as u64 * zs + o;
+            let l = self.conv.as_ref().unwrap().p2l[pool as usize];
+            if l == NIL {
+                continue;
+            }
+            let psa = self.psa(base + victim, o);
+            let page = psa / self.lay.sectors_per_page;
+            if page != last_page {
+                last_page = page;
+                self.c.nand_page_reads += 1;
+                self.c.nand_read_bytes += self.lay.page_bytes as u64;
+                if self.tl.enabled {
+                    let r = self.tl.read(self.lay.die_of_block(psa / self.lay.sectors_per_block), self.lay.page_bytes as u64, t);
+                    let conv = self.conv.as_mut().unwrap();
+                    conv.segs[conv.active].ready_ns = conv.segs[conv.active].ready_ns.max(r);
+                }
+            }
+            let mut buf = vec![];
+            if let Some(store) = self.data.as_ref() {
+                buf.resize(self.lay.sector_bytes as usize, 0);
+                store.get(psa, &mut buf);
+            }
+            self.conv_unmap(l as u64);
+            self.conv_append(l as u64, if self.data.is_some() { Some(&buf) } else { None }, t);
+            self.c.gc_relocated_sectors += 1;
+        }
+        self.erase_phys(base + victim, t);
+        let conv = self.conv.as_mut().unwrap();
+        conv.segs[victim] = Segment::default();
+        conv.free.push_back(victim);
     }
 
     /// Mark a zone read-only or offline (media failure injection for host tests).
     pub fn inject_zone_state(&mut self, z: usize, state: ZoneState) -> Result<()> {
         if !matches!(state, ZoneState::ReadOnly | ZoneState::Offline) {
             return Err(Error::Command("only read-only and offline can be injected".into()));
+        }
+        if z < self.nconv {
+            return Err(Error::Command(format!("zone {z} is conventional; inject into a sequential zone")));
         }
         let zone = self.zones.get_mut(z).ok_or_else(|| Error::Command(format!("no zone {z}")))?;
         zone.state = state;
@@ -514,8 +779,11 @@ impl Zns {
             .map(|z| {
                 let start = z as u64 * self.zone_sectors;
                 let zone = &self.zones[z];
+                if z < self.nconv {
+                    return ZoneDescriptor { index: z as u32, zone_type: ZoneType::Conventional, state: zone.state, zslba: start, zcap: self.zone_sectors, wp: u64::MAX, reset_count: 0 };
+                }
                 let wp = if matches!(zone.state, ZoneState::Full | ZoneState::ReadOnly | ZoneState::Offline) { u64::MAX } else { start + zone.written };
-                ZoneDescriptor { index: z as u32, state: zone.state, zslba: start, zcap: self.zone_cap, wp, reset_count: zone.resets }
+                ZoneDescriptor { index: z as u32, zone_type: ZoneType::SequentialWriteRequired, state: zone.state, zslba: start, zcap: self.zone_cap, wp, reset_count: zone.resets }
             })
             .collect())
     }
@@ -546,8 +814,13 @@ impl BlockDevice for Zns {
             if self.zones[z].state == ZoneState::Offline {
                 return Err(Error::nvme(Status::ZoneIsOffline, format!("zone {z} is offline")));
             }
-            let written = o < self.zones[z].written;
-            let psa = self.psa(z, o);
+            let (written, psa) = match &self.conv {
+                Some(conv) if z < self.nconv => match conv.l2p[l as usize] {
+                    NIL => (false, 0),
+                    pool => (true, self.psa(conv.base + (pool as u64 / self.zone_sectors) as usize, pool as u64 % self.zone_sectors)),
+                },
+                _ => (o < self.zones[z].written, self.psa(self.pz(z), o)),
+            };
             if let Some(buf) = out.as_deref_mut() {
                 let dst = &mut buf[i as usize * sb..(i as usize + 1) * sb];
                 match &self.data {
@@ -571,17 +844,22 @@ impl BlockDevice for Zns {
         self.c.host_read_bytes += sectors as u64 * sb as u64;
         Ok(if self.tl.enabled { done } else { now })
     }
-    /// Deallocate on a zoned namespace changes nothing on the media (the zone is still
-    /// written up to its write pointer); it is accepted and counted.
+    /// Deallocate on sequential zones changes nothing on the media (the zone is still written
+    /// up to its write pointer); it is accepted and counted. On conventional zones it unmaps
+    /// the sectors, so their GC need not copy them.
     fn trim(&mut self, lba: u64, sectors: u32, now: u64) -> Result<u64> {
         if lba + sectors as u64 > self.logical_sectors() {
             return Err(Error::nvme(Status::LbaOutOfRange, format!("deallocate of {sectors} blocks at {lba} beyond the namespace")));
+        }
+        for l in lba..(lba + sectors as u64).min(self.conv_sectors()) {
+            self.conv_unmap(l);
         }
         self.c.host_trim_cmds += 1;
         self.c.host_trim_bytes += sectors as u64 * self.lay.sector_bytes as u64;
         Ok(if self.tl.enabled { now + self.tl.command_overhead_ns() } else { now })
     }
     fn flush(&mut self, now: u64) -> Result<u64> {
+        self.conv_pad();
         for z in 0..self.zones.len() {
             if self.zones[z].state.is_active() {
                 self.pad(z);
@@ -604,7 +882,8 @@ impl BlockDevice for Zns {
         self.blocks.iter().filter(|b| b.programmed_pages == 0).count() as u32
     }
     fn mapped_sectors(&self) -> u64 {
-        self.zones.iter().filter(|z| z.state != ZoneState::Offline).map(|z| z.written).sum()
+        let conv: u64 = self.conv.as_ref().map_or(0, |c| c.segs.iter().map(|s| s.valid).sum());
+        conv + self.zones.iter().filter(|z| z.state != ZoneState::Offline).map(|z| z.written).sum::<u64>()
     }
     fn personality_metrics(&self, _base: &serde_json::Value) -> Vec<(&'static str, serde_json::Value)> {
         let mut states = std::collections::BTreeMap::new();
@@ -621,6 +900,13 @@ impl BlockDevice for Zns {
                 "max_active": self.max_active,
                 "zone_resets_total": self.zones.iter().map(|z| z.resets).sum::<u64>(),
                 "zone_states": states,
+                "conventional_zones": self.nconv,
+                "conventional": self.conv.as_ref().map(|c| serde_json::json!({
+                    "pool_segments": c.segs.len(),
+                    "free_segments": c.free.len(),
+                    "gc_segments_collected": c.gc_segments,
+                    "valid_sectors": c.segs.iter().map(|s| s.valid).sum::<u64>(),
+                })),
             }),
         )]
     }
@@ -632,6 +918,22 @@ impl BlockDevice for Zns {
             if z.state == ZoneState::Empty {
                 assert_eq!(z.written, 0, "empty zone {i} has data");
             }
+            assert_eq!(i < self.nconv, z.state == ZoneState::NotWritePointer, "zone {i}: only conventional zones lack a write pointer");
+        }
+        if let Some(conv) = &self.conv {
+            let zs = self.zone_sectors;
+            let mut valid = vec![0u64; conv.segs.len()];
+            for (l, &pool) in conv.l2p.iter().enumerate() {
+                if pool != NIL {
+                    assert_eq!(conv.p2l[pool as usize] as usize, l, "conventional LBA {l}: pool map disagrees");
+                    assert!(pool as u64 % zs < conv.segs[(pool as u64 / zs) as usize].written, "conventional LBA {l} maps past its segment's end");
+                    valid[(pool as u64 / zs) as usize] += 1;
+                }
+            }
+            for (k, seg) in conv.segs.iter().enumerate() {
+                assert_eq!(seg.valid, valid[k], "segment {k} valid count");
+            }
+            assert!(!conv.free.is_empty() && !conv.free.contains(&conv.active), "the pool keeps an erased segment besides the active one");
         }
     }
 }
@@ -641,7 +943,9 @@ impl BlockDevice for Zns {
 /// several regions keeps them apart), full zones are left behind, and when no empty zone is
 /// left the oldest full zone is reset (its data dropped, as a log-structured cache would).
 /// Reads go to the zoned address space as it is (data appended there, or zeros): this host
-/// keeps no index, it exists to load the device realistically.
+/// keeps no index, it exists to load the device realistically. Writes to the conventional
+/// zones' addresses, if the device has any, go there in place (as a file system would put its
+/// metadata).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ZoneLog {
     pub zns: Zns,
@@ -695,6 +999,15 @@ impl BlockDevice for ZoneLog {
         let mut done = now;
         let mut off = 0usize;
         let sb = self.zns.lay.sector_bytes as usize;
+        // Addresses in the conventional zones are written in place there; the rest is logged.
+        let conv = self.zns.conv_sectors();
+        if lba < conv {
+            let k = remaining.min((conv - lba) as u32);
+            let (_, d) = self.zns.write_zone(lba, k, data.map(|d| &d[..k as usize * sb]), false, opts.fua, now)?;
+            done = d;
+            remaining -= k;
+            off += k as usize * sb;
+        }
         while remaining > 0 {
             let z = match self.state.current[stream] {
                 Some(z) if self.zns.zones[z].state.is_open() || self.zns.zones[z].state == ZoneState::Closed => z,

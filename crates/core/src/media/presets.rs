@@ -180,7 +180,7 @@ pub fn preset(name: &str) -> Option<Config> {
             c.timing.page_program_ns = 561_000;
             c.timing.block_erase_ns = 3_000_000;
             c.timing.channel_bytes_per_s = 450_000_000;
-            c.zns = ZnsConfig { zone_blocks: 1, zone_width: 0, zone_capacity: 0.526, max_open: 14, max_active: 14 };
+            c.zns = ZnsConfig { zone_blocks: 1, zone_width: 0, zone_capacity: 0.526, max_open: 14, max_active: 14, ..Default::default() };
         }
         // The benchmark device of docs/PERFORMANCE.md: 256 GiB raw, 7% spare, counters only.
         "bench-256g" => {
