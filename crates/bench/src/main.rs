@@ -75,9 +75,10 @@ fn steady_state(gib: u64, timing: bool, device_writes: f64) -> (f64, f64, f64) {
     (flash as f64 / secs, host as f64 / secs, rep.dlwa())
 }
 
-/// Flash sector writes per second (host + GC relocations) of three personalities on
-/// comparable work: 4 KiB random overwrites on the conventional FTL, the same split over 8 FDP
-/// handles by address region, and the same bytes appended through the zoned log on ZNS.
+/// Flash sector writes per second (host + GC relocations) of the personalities on comparable
+/// work: 4 KiB random overwrites on the conventional FTL, the same split over 8 FDP handles by
+/// address region, the same bytes appended through the zoned log on ZNS, and a host log of
+/// whole-chunk vector writes and resets on the open-channel device.
 /// Returns (name, flash writes/s, host writes/s, WAF).
 fn personalities(gib: u64) -> Vec<(&'static str, f64, f64, f64)> {
     use ssdlab_core::config::{HandleType, Personality};
@@ -121,7 +122,51 @@ fn personalities(gib: u64) -> Vec<(&'static str, f64, f64, f64)> {
     let mut zns = Device::new(c).unwrap();
     let (r, h, waf) = time(&mut zns, &mut |d| d.run(&w, &mut no_progress).unwrap().dlwa());
     out.push(("zns (zoned log)", r, h, waf));
+    let mut c = base();
+    c.personality = Personality::Ocssd;
+    let mut oc = Device::new(c).unwrap();
+    let (r, h) = ocssd_rate(&mut oc);
+    out.push(("ocssd (host log)", r, h, 1.0));
     out
+}
+
+/// A host log on the open-channel device: every chunk written whole in 64-address vector
+/// writes, chunks taken round-robin over the parallel units, then every chunk reset; one
+/// warm-up pass, one timed pass. Returns (flash writes/s, host writes/s); there is no device
+/// GC, so they are equal.
+fn ocssd_rate(dev: &mut Device) -> (f64, f64) {
+    use ssdlab_core::ftl::ocssd::MAX_VECTOR;
+    let oc = dev.ocssd_mut().expect("open-channel device");
+    let g = oc.geometry().clone();
+    let mut lbas = Vec::with_capacity(MAX_VECTOR);
+    let mut pass = |oc: &mut ssdlab_core::ftl::ocssd::Ocssd| {
+        let mut sectors = 0u64;
+        for chk in 0..g.num_chk {
+            for grp in 0..g.num_grp {
+                for pu in 0..g.num_pu {
+                    let start = oc.lba(grp, pu, chk, 0);
+                    let mut s = 0;
+                    while s < g.clba {
+                        lbas.clear();
+                        lbas.extend(start + s..start + (s + MAX_VECTOR as u64).min(g.clba));
+                        oc.vector_write(&lbas, None, 0).expect("vector write");
+                        s += lbas.len() as u64;
+                    }
+                    sectors += g.clba;
+                }
+            }
+        }
+        let chunks: Vec<u64> = (0..g.num_grp * g.num_pu * g.num_chk).map(|i| i as u64 * g.clba).collect();
+        for batch in chunks.chunks(MAX_VECTOR) {
+            oc.vector_reset(batch, 0).expect("vector reset");
+        }
+        sectors
+    };
+    pass(oc);
+    let t = Instant::now();
+    let sectors = pass(oc);
+    let r = sectors as f64 / t.elapsed().as_secs_f64();
+    (r, r)
 }
 
 fn main() {
