@@ -31,3 +31,15 @@ def test_vector_commands_and_chunk_rules():
     assert dev.oc_wear() == {"per_group": [1, 0], "per_pu": [0, 1, 0, 0]}
     with pytest.raises(ssdlab.NvmeError, match="not an open-channel device"):
         Device("tiny").oc_geometry()
+
+
+def test_ordinary_workloads_run_from_toml_through_the_chunk_log(tmp_path):
+    import json
+
+    from clitools import ssdlab as cli, write
+
+    cfg = write(tmp_path / "oc.toml", 'preset = "tiny"\npersonality = "ocssd"\n[workload]\nstop_device_writes = 1.5\n')
+    cli("run", cfg, "--out", tmp_path / "out")
+    m = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert m["dlwa"] == 1.0 and m["gc_relocated_sectors"] == 0
+    assert m["nand_erase_count"] > 0  # chunks were reset for reuse

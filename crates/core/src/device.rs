@@ -11,7 +11,7 @@ use crate::engine::driver::{self, Ending, Limits, Loop};
 use crate::error::{Error, Result};
 use crate::config::Personality;
 use crate::ftl::conventional::Conventional;
-use crate::ftl::ocssd::Ocssd;
+use crate::ftl::ocssd::{ChunkLog, Ocssd};
 use crate::ftl::zns::{ZoneLog, Zns};
 use crate::ftl::{BlockDevice, WriteOpts};
 use crate::metrics::Recorder;
@@ -52,8 +52,9 @@ pub enum Personal {
     Conventional(Conventional),
     /// A ZNS device inside the zoned-log host that runs ordinary workloads on it.
     Zns(ZoneLog),
-    /// An open-channel device; its host FTL lives outside (case studies, the vector API).
-    Ocssd(Ocssd),
+    /// An open-channel device inside the chunk-log host that runs ordinary workloads on it;
+    /// host FTLs of their own drive the device itself (case studies, the vector API).
+    Ocssd(ChunkLog),
 }
 
 /// An emulated SSD.
@@ -75,7 +76,7 @@ impl Device {
                 let streams = z.max_open().min(4) as usize;
                 Personal::Zns(ZoneLog::new(z, streams))
             }
-            Personality::Ocssd => Personal::Ocssd(Ocssd::new(&cfg)?),
+            Personality::Ocssd => Personal::Ocssd(ChunkLog::new(Ocssd::new(&cfg)?)),
         };
         Ok(Device { cfg, dev, now_ns: 0 })
     }
@@ -85,7 +86,7 @@ impl Device {
         match &mut self.dev {
             Personal::Conventional(c) => c,
             Personal::Zns(log) => log,
-            Personal::Ocssd(o) => o,
+            Personal::Ocssd(log) => log,
         }
     }
 
@@ -94,7 +95,7 @@ impl Device {
         match &mut self.dev {
             Personal::Conventional(c) => c,
             Personal::Zns(log) => &mut log.zns,
-            Personal::Ocssd(o) => o,
+            Personal::Ocssd(log) => &mut log.oc,
         }
     }
 
@@ -103,14 +104,14 @@ impl Device {
         match &self.dev {
             Personal::Conventional(c) => c,
             Personal::Zns(log) => &log.zns,
-            Personal::Ocssd(o) => o,
+            Personal::Ocssd(log) => &log.oc,
         }
     }
 
     /// The open-channel device, if this is one.
     pub fn ocssd_mut(&mut self) -> Option<&mut Ocssd> {
         match &mut self.dev {
-            Personal::Ocssd(o) => Some(o),
+            Personal::Ocssd(log) => Some(&mut log.oc),
             _ => None,
         }
     }
@@ -312,9 +313,11 @@ impl Device {
         let now = self.now_ns;
         self.raw().trim(lba, n, now)
     }
+    /// Flush: the device's write buffer, and the buffer of the host that runs workloads on it
+    /// (the open-channel chunk log's partial unit).
     pub fn flush(&mut self) -> Result<u64> {
         let now = self.now_ns;
-        self.raw().flush(now)
+        self.bd().flush(now)
     }
     /// Advance the device's clock (host commands issued later start no earlier).
     pub fn advance_to(&mut self, t_ns: u64) {

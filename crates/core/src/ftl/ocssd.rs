@@ -498,3 +498,160 @@ impl super::BlockDevice for Ocssd {
         }
     }
 }
+
+/// A host-side chunk log, for running ordinary workloads on the open-channel device (what a
+/// host FTL such as Linux's former pblk does, minus its mapping table): host sectors gather in
+/// a host buffer until a write unit (ws_min) is full, units are dealt round-robin over the
+/// parallel units, each PU appends to its current chunk, and when a PU has no free chunk left
+/// its oldest closed chunk is reset (its data dropped, as a log-structured cache would).
+/// Flush and FUA pad the buffered unit with zeros. Reads go to the address space as it is;
+/// this host keeps no index, it exists to load the device realistically.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChunkLog {
+    pub oc: Ocssd,
+    pub state: ChunkLogState,
+}
+
+/// Persistent part of [`ChunkLog`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ChunkLogState {
+    /// Current chunk of each PU (group-major).
+    current: Vec<Option<usize>>,
+    /// Closed chunks of each PU, oldest first.
+    filled: Vec<std::collections::VecDeque<usize>>,
+    next_pu: usize,
+    /// Buffered sectors (and their data in data mode) not yet written.
+    pending: u32,
+    pending_data: Vec<u8>,
+    pub resets: u64,
+    pub pad_sectors: u64,
+}
+
+impl ChunkLog {
+    pub fn new(oc: Ocssd) -> ChunkLog {
+        let pus = (oc.geo.num_grp * oc.geo.num_pu) as usize;
+        let state = ChunkLogState { current: vec![None; pus], filled: vec![Default::default(); pus], ..Default::default() };
+        ChunkLog { oc, state }
+    }
+
+    /// A chunk of PU `pu` to write into: its current one, a free one, or its oldest closed
+    /// one after a reset.
+    fn chunk_for(&mut self, pu: usize, now: u64) -> Result<usize> {
+        if let Some(c) = self.state.current[pu] {
+            match self.oc.chunks[c].state {
+                ChunkState::Free | ChunkState::Open => return Ok(c),
+                ChunkState::Closed => self.state.filled[pu].push_back(c),
+                ChunkState::Offline => {}
+            }
+        }
+        let n = self.oc.geo.num_chk as usize;
+        let c = match (pu * n..(pu + 1) * n).find(|&c| self.oc.chunks[c].state == ChunkState::Free) {
+            Some(c) => c,
+            None => {
+                let c = self.state.filled[pu].pop_front().ok_or_else(|| Error::WornOut(format!("chunk log: parallel unit {pu} has no free or closed chunk to reuse")))?;
+                self.oc.vector_reset(&[c as u64 * self.oc.geo.clba], now)?;
+                self.state.resets += 1;
+                c
+            }
+        };
+        self.state.current[pu] = Some(c);
+        Ok(c)
+    }
+
+    /// Write the buffered unit to the next PU; returns the completion time.
+    fn write_unit(&mut self, now: u64) -> Result<u64> {
+        let pu = self.state.next_pu;
+        self.state.next_pu = (pu + 1) % self.state.current.len();
+        let c = self.chunk_for(pu, now)?;
+        let start = c as u64 * self.oc.geo.clba + self.oc.chunks[c].written;
+        let lbas: Vec<u64> = (start..start + self.state.pending as u64).collect();
+        let data = if self.oc.data.is_some() { Some(std::mem::take(&mut self.state.pending_data)) } else { None };
+        let done = self.oc.vector_write(&lbas, data.as_deref(), now)?;
+        self.state.pending = 0;
+        self.state.pending_data.clear();
+        Ok(done)
+    }
+
+    /// Pad the buffered partial unit with zeros and write it.
+    fn pad(&mut self, now: u64) -> Result<u64> {
+        let unit = self.oc.geo.ws_min;
+        if self.state.pending == 0 {
+            return Ok(now);
+        }
+        let pad = unit - self.state.pending;
+        self.state.pad_sectors += pad as u64;
+        if self.oc.data.is_some() {
+            self.state.pending_data.resize(unit as usize * self.oc.lay.sector_bytes as usize, 0);
+        }
+        self.state.pending = unit;
+        self.write_unit(now)
+    }
+}
+
+impl super::BlockDevice for ChunkLog {
+    fn layout(&self) -> &Layout {
+        &self.oc.lay
+    }
+    fn logical_sectors(&self) -> u64 {
+        self.oc.logical_sectors()
+    }
+    fn write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, opts: super::WriteOpts, now: u64) -> Result<u64> {
+        if sectors == 0 || lba + sectors as u64 > self.logical_sectors() {
+            return Err(Error::nvme(Status::LbaOutOfRange, format!("write of {sectors} blocks at {lba} beyond the device")));
+        }
+        let sb = self.oc.lay.sector_bytes as usize;
+        let unit = self.oc.geo.ws_min;
+        let mut done = now;
+        let mut left = sectors;
+        let mut off = 0usize;
+        while left > 0 {
+            let k = left.min(unit - self.state.pending);
+            if self.oc.data.is_some() {
+                // Workloads without a payload write zeros.
+                match data {
+                    Some(d) => self.state.pending_data.extend_from_slice(&d[off..off + k as usize * sb]),
+                    None => self.state.pending_data.resize(self.state.pending_data.len() + k as usize * sb, 0),
+                }
+            }
+            self.state.pending += k;
+            if self.state.pending == unit {
+                done = done.max(self.write_unit(now)?);
+            }
+            left -= k;
+            off += k as usize * sb;
+        }
+        if opts.fua {
+            done = done.max(self.pad(now)?);
+        }
+        Ok(done)
+    }
+    fn read(&mut self, lba: u64, sectors: u32, out: Option<&mut [u8]>, now: u64) -> Result<u64> {
+        self.oc.read(lba, sectors, out, now)
+    }
+    fn trim(&mut self, lba: u64, sectors: u32, now: u64) -> Result<u64> {
+        self.oc.trim(lba, sectors, now)
+    }
+    fn flush(&mut self, now: u64) -> Result<u64> {
+        let done = self.pad(now)?;
+        Ok(done.max(self.oc.flush(now)?))
+    }
+    fn idle(&mut self, _now: u64) {}
+    fn counters(&self) -> &Counters {
+        &self.oc.c
+    }
+    fn timelines(&self) -> &Timelines {
+        &self.oc.tl
+    }
+    fn blocks(&self) -> &[BlockMeta] {
+        &self.oc.blocks
+    }
+    fn free_blocks(&self) -> u32 {
+        self.oc.free_blocks()
+    }
+    fn mapped_sectors(&self) -> u64 {
+        self.oc.mapped_sectors()
+    }
+    fn check_invariants(&self) {
+        self.oc.check_invariants()
+    }
+}
