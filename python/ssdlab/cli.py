@@ -19,6 +19,8 @@ EPILOG = """examples:
   ssdlab report runs/my                     # re-render report.md and plots
   ssdlab reproduce gc-policies --quick      # reports/gc-policies/
   ssdlab sweep experiments/sweeps/op-x-gc.toml --out runs/op-x-gc   # a grid on all cores
+  ssdlab serve my.toml --image disk.img     # an NBD disk: qemu-io -f raw nbd://127.0.0.1:10809/ssdlab
+  ssdlab stats 127.0.0.1:10809              # its live DLWA, latency, requests
 """
 
 
@@ -194,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run on Ray: auto starts a local Ray on 127.0.0.1, host:port joins a cluster")
     sw.add_argument("-q", "--quiet", action="store_true")
     sw.set_defaults(func=cmd_sweep)
+
+    from .nbd import add_parsers as add_nbd_parsers
+
+    add_nbd_parsers(sub)
     return p
 
 

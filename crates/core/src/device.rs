@@ -302,6 +302,19 @@ impl Device {
         let now = self.now_ns;
         self.raw().write(lba, n, Some(data), WriteOpts { fua, placement }, now)
     }
+    /// Write `len` bytes at byte `offset` without contents (metadata-only devices, or hosts
+    /// that keep the data elsewhere); returns the completion time.
+    pub fn write_len(&mut self, offset: u64, len: u64, fua: bool, placement: Option<u16>) -> Result<u64> {
+        let (lba, n) = self.sectors(offset, len)?;
+        let now = self.now_ns;
+        self.raw().write(lba, n, None, WriteOpts { fua, placement }, now)
+    }
+    /// Read `len` bytes at byte `offset` without returning contents (timing and counters only).
+    pub fn read_len(&mut self, offset: u64, len: u64) -> Result<u64> {
+        let (lba, n) = self.sectors(offset, len)?;
+        let now = self.now_ns;
+        self.raw().read(lba, n, None, now)
+    }
     /// Read `out.len()` bytes at byte `offset`.
     pub fn read(&mut self, offset: u64, out: &mut [u8]) -> Result<u64> {
         let (lba, n) = self.sectors(offset, out.len() as u64)?;

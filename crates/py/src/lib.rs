@@ -18,6 +18,8 @@ use ssdlab_core::media::presets;
 use ssdlab_core::workload::trace::{self, TraceFormat};
 use ssdlab_core::{analytic, Error};
 
+mod nbd;
+
 create_exception!(_native, SsdlabError, PyException, "Base class of ssdlab errors.");
 create_exception!(_native, ConfigError, SsdlabError, "A configuration key is unknown, malformed or out of range.");
 create_exception!(_native, TraceError, SsdlabError, "A trace line cannot be parsed.");
@@ -37,7 +39,7 @@ fn to_py(e: Error) -> PyErr {
     }
 }
 
-fn config_from_json(json: &str, origin: &str) -> PyResult<Config> {
+pub(crate) fn config_from_json(json: &str, origin: &str) -> PyResult<Config> {
     let v: toml::Value = serde_json::from_str(json).map_err(|e| ConfigError::new_err(format!("{origin}: {e}")))?;
     Config::from_value(v, None, origin).map_err(to_py)
 }
@@ -478,5 +480,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(waf_fifo, m)?)?;
     m.add_function(wrap_pyfunction!(waf_greedy, m)?)?;
     m.add_function(wrap_pyfunction!(workload_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(nbd::nbd_serve, m)?)?;
+    m.add_function(wrap_pyfunction!(nbd::nbd_stats, m)?)?;
     Ok(())
 }

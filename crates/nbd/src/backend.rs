@@ -1,0 +1,726 @@
+//! The served disk: contents in a raw image file, the emulated SSD (metadata only) beside it.
+//!
+//! Every host command goes to both: the bytes to the image (positional I/O), the command to
+//! the device, whose FTL maps, garbage-collects and wears exactly as it would with the data
+//! inside it, and whose completion time drives the emulated latency. Keeping the contents in
+//! a plain raw image makes them cheap (no second copy in memory), readable by any tool
+//! (`qemu-img info IMAGE` says "raw"), and durable as soon as the kernel has them.
+//!
+//! Persistence and crash safety: the device state is saved in `IMAGE.ssdlab-state` (a
+//! snapshot, written to a temporary file and renamed) and every command that changes it is
+//! appended to `IMAGE.ssdlab-journal` (32-byte records with a CRC) before its reply is sent.
+//! A restart loads the snapshot and replays the journal records of the same generation
+//! through the device, which is deterministic, so the FTL state (mapping, wear, counters) is
+//! exactly what it was; the data itself never needs recovering. A flush or FUA write also
+//! fdatasyncs the image and the journal, so it survives power loss too, not just `kill -9`.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use ssdlab_core::config::{Config, Personality, StorageMode};
+use ssdlab_core::metrics::Recorder;
+use ssdlab_core::workload::Op;
+use ssdlab_core::Device;
+
+const STATE_MAGIC: &[u8; 8] = b"SSDLABST";
+const JOURNAL_MAGIC: &[u8; 8] = b"SSDLABJN";
+const FORMAT_VERSION: u32 = 1;
+const JOURNAL_HEADER: u64 = 32;
+const RECORD: usize = 32;
+
+/// Kinds of journal records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum JOp {
+    Write = 1,
+    Trim = 2,
+    Flush = 3,
+}
+
+/// A failure of the backend, with a message for the user.
+#[derive(Debug)]
+pub struct BackendError(pub String);
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<std::io::Error> for BackendError {
+    fn from(e: std::io::Error) -> Self {
+        BackendError(e.to_string())
+    }
+}
+
+impl From<ssdlab_core::Error> for BackendError {
+    fn from(e: ssdlab_core::Error) -> Self {
+        BackendError(e.to_string())
+    }
+}
+
+type Result<T> = std::result::Result<T, BackendError>;
+
+/// What happened when the backend opened its image.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Recovery {
+    /// "new", "snapshot", "snapshot+journal", "journal", "imported" or "anonymous".
+    pub source: String,
+    pub journal_records_replayed: u64,
+    pub torn_records_dropped: u64,
+    pub imported_bytes: u64,
+    pub seconds: f64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StateFile {
+    generation: u64,
+    config: String,
+    device: Device,
+}
+
+/// Where the files of a persistent image live.
+pub struct Paths {
+    pub image: PathBuf,
+    pub state: PathBuf,
+    pub journal: PathBuf,
+}
+
+impl Paths {
+    pub fn of(image: &Path) -> Paths {
+        let with = |suffix: &str| {
+            let mut s = image.as_os_str().to_owned();
+            s.push(suffix);
+            PathBuf::from(s)
+        };
+        Paths { image: image.to_path_buf(), state: with(".ssdlab-state"), journal: with(".ssdlab-journal") }
+    }
+}
+
+struct Journal {
+    file: File,
+    path: PathBuf,
+    records: u64,
+}
+
+impl Journal {
+    fn create(path: &Path, generation: u64, logical: u64) -> Result<Journal> {
+        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
+        let mut h = [0u8; JOURNAL_HEADER as usize];
+        h[..8].copy_from_slice(JOURNAL_MAGIC);
+        h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        h[16..24].copy_from_slice(&generation.to_le_bytes());
+        h[24..32].copy_from_slice(&logical.to_le_bytes());
+        file.write_all(&h)?;
+        file.sync_data()?;
+        Ok(Journal { file, path: path.to_path_buf(), records: 0 })
+    }
+
+    fn append(&mut self, t: u64, op: JOp, offset: u64, len: u64, flags: u8, placement: Option<u16>) -> Result<()> {
+        let mut r = [0u8; RECORD];
+        r[0..8].copy_from_slice(&t.to_le_bytes());
+        r[8..16].copy_from_slice(&offset.to_le_bytes());
+        r[16..24].copy_from_slice(&len.to_le_bytes());
+        r[24] = op as u8;
+        r[25] = flags;
+        r[26..28].copy_from_slice(&placement.unwrap_or(u16::MAX).to_le_bytes());
+        let crc = crc32fast::hash(&r[..28]);
+        r[28..32].copy_from_slice(&crc.to_le_bytes());
+        // One write(2) per record: once it returns the record is the kernel's, so it survives
+        // the death of this process; fdatasync (flush, FUA) makes it survive power loss.
+        self.file.write_all(&r)?;
+        self.records += 1;
+        Ok(())
+    }
+}
+
+/// A decoded journal record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Record {
+    t: u64,
+    op: JOp,
+    offset: u64,
+    len: u64,
+    fua: bool,
+    placement: Option<u16>,
+}
+
+fn decode(r: &[u8; RECORD]) -> Option<Record> {
+    let crc = u32::from_le_bytes(r[28..32].try_into().ok()?);
+    if crc32fast::hash(&r[..28]) != crc {
+        return None;
+    }
+    let op = match r[24] {
+        1 => JOp::Write,
+        2 => JOp::Trim,
+        3 => JOp::Flush,
+        _ => return None,
+    };
+    let pid = u16::from_le_bytes([r[26], r[27]]);
+    Some(Record {
+        t: u64::from_le_bytes(r[0..8].try_into().ok()?),
+        offset: u64::from_le_bytes(r[8..16].try_into().ok()?),
+        len: u64::from_le_bytes(r[16..24].try_into().ok()?),
+        op,
+        fua: r[25] & 1 != 0,
+        placement: (pid != u16::MAX).then_some(pid),
+    })
+}
+
+/// Options of [`Backend::open`].
+#[derive(Debug, Clone, Default)]
+pub struct BackendOptions {
+    /// Persistent image file; None = an anonymous (unlinked, sparse) temporary file.
+    pub image: Option<PathBuf>,
+    /// Take a snapshot (and start a new journal) after this many journal records.
+    pub snapshot_every: u64,
+}
+
+/// The disk the server exports: image + device + journal + measurements.
+pub struct Backend {
+    cfg: Config,
+    dev: Device,
+    rec: Recorder,
+    image: File,
+    paths: Option<Paths>,
+    journal: Option<Journal>,
+    generation: u64,
+    snapshot_every: u64,
+    sector: u64,
+    logical: u64,
+    timing: bool,
+    /// Wall-clock origin of simulated time: sim time = origin_ns + elapsed since `started`.
+    started: Instant,
+    origin_ns: u64,
+    pub recovery: Recovery,
+}
+
+impl Backend {
+    /// Open (or create) the image for `cfg` and bring the device to the image's state.
+    pub fn open(mut cfg: Config, opts: &BackendOptions) -> Result<Backend> {
+        if !matches!(cfg.personality, Personality::Conventional) {
+            return Err(BackendError(format!("ssdlab serve exports conventional and FDP devices; personality {:?} has its own host interface (use the Python API)", cfg.personality)));
+        }
+        // The image holds the contents: the device needs none.
+        cfg.storage = StorageMode::Metadata;
+        cfg.validate()?;
+        let t0 = Instant::now();
+        let cfg_text = serde_json::to_string(&cfg).map_err(|e| BackendError(e.to_string()))?;
+        let fresh = Device::new(cfg.clone())?;
+        let logical = fresh.logical_bytes();
+        let sector = cfg.geometry.sector_bytes as u64;
+        let mut recovery = Recovery::default();
+        let (image, paths, dev, generation, journal) = match &opts.image {
+            None => {
+                let dir = std::env::temp_dir();
+                let path = dir.join(format!("ssdlab-anon-{}-{}", std::process::id(), t0.elapsed().as_nanos()));
+                let f = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+                std::fs::remove_file(&path)?;
+                f.set_len(logical)?;
+                recovery.source = "anonymous".into();
+                (f, None, fresh, 0, None)
+            }
+            Some(img) => {
+                let paths = Paths::of(img);
+                let existed = img.exists();
+                let image = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(img)?;
+                let len = image.metadata()?.len();
+                if existed && len != logical && len != 0 {
+                    return Err(BackendError(format!(
+                        "{}: the image is {len} bytes but this config's device exports {logical}; use the config it was made with, or a new image",
+                        img.display()
+                    )));
+                }
+                image.set_len(logical)?;
+                let (mut dev, generation) = match std::fs::read(&paths.state) {
+                    Ok(bytes) => {
+                        let st = read_state(&bytes, &paths.state)?;
+                        if st.config != cfg_text {
+                            return Err(BackendError(format!(
+                                "{}: the image's device was made with another config ({}); serve it with the same config, or use a new image",
+                                img.display(),
+                                config_difference(&st.config, &cfg_text)
+                            )));
+                        }
+                        recovery.source = "snapshot".into();
+                        (st.device, st.generation)
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => (fresh, 0),
+                    Err(e) => return Err(e.into()),
+                };
+                let replayed = replay_journal(&mut dev, &paths.journal, generation, logical, &mut recovery)?;
+                if recovery.source.is_empty() {
+                    recovery.source = if replayed { "journal".into() } else if existed && len > 0 { "imported".into() } else { "new".into() };
+                } else if replayed {
+                    recovery.source = "snapshot+journal".into();
+                }
+                if recovery.source == "imported" {
+                    recovery.imported_bytes = import(&mut dev, &image, logical, sector)?;
+                }
+                // Start a clean generation: snapshot the recovered state, then a new journal.
+                let generation = generation + 1;
+                write_state(&paths.state, generation, &cfg_text, &dev)?;
+                let journal = Journal::create(&paths.journal, generation, logical)?;
+                (image, Some(paths), dev, generation, Some(journal))
+            }
+        };
+        recovery.seconds = t0.elapsed().as_secs_f64();
+        let timing = cfg.timing.enabled;
+        let rec = Recorder::new(dev.block_device(), dev.now_ns(), cfg.metrics.series_interval_ns, if timing { 0 } else { (logical / 50).max(1) });
+        let origin_ns = dev.now_ns();
+        Ok(Backend {
+            cfg,
+            dev,
+            rec,
+            image,
+            paths,
+            journal,
+            generation,
+            snapshot_every: if opts.snapshot_every == 0 { 1 << 20 } else { opts.snapshot_every },
+            sector,
+            logical,
+            timing,
+            started: Instant::now(),
+            origin_ns,
+            recovery,
+        })
+    }
+
+    pub fn logical_bytes(&self) -> u64 {
+        self.logical
+    }
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    pub fn timing(&self) -> bool {
+        self.timing
+    }
+    pub fn image(&self) -> &File {
+        &self.image
+    }
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+
+    /// Wall-clock instant at which simulated time `t_ns` is reached.
+    pub fn wall_of(&self, t_ns: u64) -> Instant {
+        self.started + std::time::Duration::from_nanos(t_ns.saturating_sub(self.origin_ns))
+    }
+
+    /// Simulated time now: the device clock follows the wall clock when timing is on.
+    fn now(&mut self) -> u64 {
+        if self.timing {
+            let t = self.origin_ns + self.started.elapsed().as_nanos() as u64;
+            self.dev.advance_to(t);
+        }
+        self.dev.now_ns()
+    }
+
+    /// The whole sectors covering bytes `offset..offset + len`.
+    fn covering(&self, offset: u64, len: u64) -> (u64, u64) {
+        let a = offset / self.sector * self.sector;
+        let b = (offset + len).div_ceil(self.sector) * self.sector;
+        (a, b - a)
+    }
+
+    /// The whole sectors inside bytes `offset..offset + len` (None if there are none).
+    fn inside(&self, offset: u64, len: u64) -> Option<(u64, u64)> {
+        let a = offset.div_ceil(self.sector) * self.sector;
+        let b = (offset + len) / self.sector * self.sector;
+        (b > a).then(|| (a, b - a))
+    }
+
+    fn account(&mut self, op: Op, t: u64, done: u64) {
+        self.rec.record(op, done.saturating_sub(t));
+        self.rec.tick(self.dev.block_device(), t, done);
+    }
+
+    /// Write `data` at `offset` (any alignment; the device sees the covering sectors).
+    /// Returns the simulated completion time.
+    pub fn write(&mut self, offset: u64, data: &[u8], fua: bool, placement: Option<u16>) -> Result<u64> {
+        self.image.write_all_at(data, offset)?;
+        let t = self.now();
+        let (a, n) = self.covering(offset, data.len() as u64);
+        let done = self.dev.write_len(a, n, fua, placement)?;
+        self.account(Op::Write, t, done);
+        if let Some(j) = self.journal.as_mut() {
+            j.append(t, JOp::Write, a, n, fua as u8, placement)?;
+        }
+        if fua {
+            self.sync()?;
+        }
+        self.maybe_snapshot()?;
+        Ok(done)
+    }
+
+    /// Read into `out` from `offset`; returns the simulated completion time.
+    pub fn read(&mut self, offset: u64, out: &mut [u8]) -> Result<u64> {
+        self.image.read_exact_at(out, offset)?;
+        let t = self.now();
+        let (a, n) = self.covering(offset, out.len() as u64);
+        let done = self.dev.read_len(a, n)?;
+        self.account(Op::Read, t, done);
+        Ok(done)
+    }
+
+    /// Deallocate (the whole sectors inside the range are unmapped; the image range reads
+    /// back as zeros).
+    pub fn trim(&mut self, offset: u64, len: u64, fua: bool) -> Result<u64> {
+        punch_hole(&self.image, offset, len)?;
+        let t = self.now();
+        let mut done = t;
+        if let Some((a, n)) = self.inside(offset, len) {
+            done = self.dev.trim(a, n)?;
+            self.account(Op::Trim, t, done);
+            if let Some(j) = self.journal.as_mut() {
+                j.append(t, JOp::Trim, a, n, 0, None)?;
+            }
+        }
+        if fua {
+            self.sync()?;
+        }
+        self.maybe_snapshot()?;
+        Ok(done)
+    }
+
+    /// Write zeros: with `no_hole` the device programs them; otherwise whole sectors are
+    /// deallocated (as SSDs implement Write Zeroes with deallocation) and partial sectors at
+    /// the edges are written.
+    pub fn write_zeroes(&mut self, offset: u64, len: u64, no_hole: bool, fua: bool, placement: Option<u16>) -> Result<u64> {
+        if no_hole {
+            zero_range(&self.image, offset, len)?;
+            let t = self.now();
+            let (a, n) = self.covering(offset, len);
+            let done = self.dev.write_len(a, n, fua, placement)?;
+            self.account(Op::Write, t, done);
+            if let Some(j) = self.journal.as_mut() {
+                j.append(t, JOp::Write, a, n, fua as u8, placement)?;
+            }
+            if fua {
+                self.sync()?;
+            }
+            self.maybe_snapshot()?;
+            return Ok(done);
+        }
+        punch_hole(&self.image, offset, len)?;
+        let mut done = self.now();
+        match self.inside(offset, len) {
+            Some((a, n)) => {
+                done = done.max(self.trim(a, n, false)?);
+                for (o, l) in [(offset, a - offset), (a + n, offset + len - (a + n))] {
+                    if l > 0 {
+                        done = done.max(self.write_zero_edge(o, l, placement)?);
+                    }
+                }
+            }
+            None => done = done.max(self.write_zero_edge(offset, len, placement)?),
+        }
+        if fua {
+            self.sync()?;
+        }
+        Ok(done)
+    }
+
+    fn write_zero_edge(&mut self, offset: u64, len: u64, placement: Option<u16>) -> Result<u64> {
+        let t = self.now();
+        let (a, n) = self.covering(offset, len);
+        let done = self.dev.write_len(a, n, false, placement)?;
+        self.account(Op::Write, t, done);
+        if let Some(j) = self.journal.as_mut() {
+            j.append(t, JOp::Write, a, n, 0, placement)?;
+        }
+        Ok(done)
+    }
+
+    /// Flush: the device's write buffer, then the image and journal to stable storage.
+    pub fn flush(&mut self) -> Result<u64> {
+        let t = self.now();
+        let done = self.dev.flush()?;
+        if let Some(j) = self.journal.as_mut() {
+            j.append(t, JOp::Flush, 0, 0, 0, None)?;
+        }
+        self.sync()?;
+        Ok(done)
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        if self.paths.is_some() {
+            self.image.sync_data()?;
+            if let Some(j) = self.journal.as_mut() {
+                j.file.sync_data()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Allocation status of `offset..offset + len` from the image's holes: (length, is hole).
+    pub fn extents(&self, offset: u64, len: u64, max: usize) -> Result<Vec<(u64, bool)>> {
+        let fd = self.image.as_raw_fd();
+        let end = offset + len;
+        let mut out: Vec<(u64, bool)> = vec![];
+        let mut pos = offset;
+        while pos < end && out.len() < max {
+            // SAFETY: lseek on a file descriptor we own; errors are checked.
+            let data = unsafe { libc::lseek(fd, pos as libc::off_t, libc::SEEK_DATA) };
+            let (is_hole, next) = if data < 0 || data as u64 > pos {
+                // A hole up to the next data (or the end).
+                let nd = if data < 0 { end } else { (data as u64).min(end) };
+                (true, nd)
+            } else {
+                let h = unsafe { libc::lseek(fd, pos as libc::off_t, libc::SEEK_HOLE) };
+                (false, if h < 0 { end } else { (h as u64).min(end) })
+            };
+            let next = next.max(pos + 1);
+            match out.last_mut() {
+                Some((l, h)) if *h == is_hole => *l += next - pos,
+                _ => out.push((next - pos, is_hole)),
+            }
+            pos = next;
+        }
+        Ok(out)
+    }
+
+    /// metrics.json as of now (since the server started), with the recovery report.
+    pub fn metrics(&mut self) -> Value {
+        self.now();
+        let mut m = self.rec.finish(self.dev.block_device(), &self.cfg, false);
+        m["recovery"] = json!(self.recovery);
+        // The figures above count from this server's start; these since the device was new.
+        let c = self.dev.block_device().counters();
+        m["device_lifetime"] = json!({
+            "host_write_bytes": c.host_write_bytes,
+            "host_read_bytes": c.host_read_bytes,
+            "nand_write_bytes": c.nand_write_bytes,
+            "nand_erase_count": c.nand_erase_count,
+            "gc_events": c.gc_events,
+            "dlwa": if c.host_write_bytes == 0 { 0.0 } else { c.nand_write_bytes as f64 / c.host_write_bytes as f64 },
+            "sim_time_ns": self.dev.now_ns(),
+        });
+        m
+    }
+
+    pub fn series_csv(&self) -> String {
+        self.rec.series_csv()
+    }
+
+    fn maybe_snapshot(&mut self) -> Result<()> {
+        if self.journal.as_ref().is_some_and(|j| j.records >= self.snapshot_every) {
+            self.snapshot()?;
+        }
+        Ok(())
+    }
+
+    /// Save the device state and start a new journal (clean shutdown, or a long journal).
+    pub fn snapshot(&mut self) -> Result<()> {
+        let Some(paths) = &self.paths else { return Ok(()) };
+        self.image.sync_data()?;
+        let cfg_text = serde_json::to_string(&self.cfg).map_err(|e| BackendError(e.to_string()))?;
+        self.generation += 1;
+        write_state(&paths.state, self.generation, &cfg_text, &self.dev)?;
+        let path = self.journal.as_ref().map(|j| j.path.clone()).unwrap_or_else(|| paths.journal.clone());
+        self.journal = Some(Journal::create(&path, self.generation, self.logical)?);
+        Ok(())
+    }
+}
+
+fn read_state(bytes: &[u8], path: &Path) -> Result<StateFile> {
+    let bad = |why: &str| BackendError(format!("{}: {why}", path.display()));
+    if bytes.len() < 12 || &bytes[..8] != STATE_MAGIC {
+        return Err(bad("not an ssdlab device state file"));
+    }
+    let v = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if v != FORMAT_VERSION {
+        return Err(bad(&format!("state format {v}, this ssdlab reads {FORMAT_VERSION}")));
+    }
+    bincode::deserialize(&bytes[12..]).map_err(|e| bad(&format!("cannot be read ({e})")))
+}
+
+/// Write the state atomically: a temporary file, fsync, rename, fsync of the directory.
+fn write_state(path: &Path, generation: u64, config: &str, dev: &Device) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(STATE_MAGIC)?;
+        f.write_all(&FORMAT_VERSION.to_le_bytes())?;
+        // Same layout as StateFile, without copying the device.
+        #[derive(Serialize)]
+        struct StateRef<'a> {
+            generation: u64,
+            config: &'a str,
+            device: &'a Device,
+        }
+        let st = StateRef { generation, config, device: dev };
+        bincode::serialize_into(std::io::BufWriter::new(&mut f), &st).map_err(|e| BackendError(e.to_string()))?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+/// Replay the journal at `path` if it belongs to `generation`; true if it held records.
+fn replay_journal(dev: &mut Device, path: &Path, generation: u64, logical: u64, rec: &mut Recovery) -> Result<bool> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    let mut h = [0u8; JOURNAL_HEADER as usize];
+    if f.read_exact(&mut h).is_err() || &h[..8] != JOURNAL_MAGIC {
+        return Err(BackendError(format!("{}: not an ssdlab journal", path.display())));
+    }
+    let jgen = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
+    let jlogical = u64::from_le_bytes(h[24..32].try_into().expect("8 bytes"));
+    if jlogical != logical {
+        return Err(BackendError(format!("{}: journal of a {jlogical}-byte device, this one has {logical}", path.display())));
+    }
+    if jgen != generation {
+        // Written before the snapshot we loaded (a crash between snapshot and new journal).
+        return Ok(false);
+    }
+    let total = f.seek(SeekFrom::End(0))?;
+    f.seek(SeekFrom::Start(JOURNAL_HEADER))?;
+    let mut r = std::io::BufReader::with_capacity(1 << 20, f);
+    let mut buf = [0u8; RECORD];
+    let mut n = 0u64;
+    loop {
+        match r.read_exact(&mut buf) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(e.into()),
+        }
+        let Some(rec_) = decode(&buf) else {
+            rec.torn_records_dropped += 1;
+            break;
+        };
+        dev.advance_to(rec_.t);
+        match rec_.op {
+            JOp::Write => dev.write_len(rec_.offset, rec_.len, rec_.fua, rec_.placement)?,
+            JOp::Trim => dev.trim(rec_.offset, rec_.len)?,
+            JOp::Flush => dev.flush()?,
+        };
+        n += 1;
+    }
+    let tail = total - JOURNAL_HEADER - n * RECORD as u64;
+    if tail > 0 && rec.torn_records_dropped == 0 {
+        rec.torn_records_dropped = 1; // a partial record at the end
+    }
+    rec.journal_records_replayed = n;
+    Ok(n > 0)
+}
+
+/// A raw image without device state: write its data extents through the device once, so the
+/// FTL maps what the image holds (as if it had been copied onto the SSD).
+fn import(dev: &mut Device, image: &File, logical: u64, sector: u64) -> Result<u64> {
+    let fd = image.as_raw_fd();
+    let mut pos = 0u64;
+    let mut bytes = 0u64;
+    const STEP: u64 = 1 << 20;
+    while pos < logical {
+        // SAFETY: lseek on our own descriptor; results checked.
+        let d = unsafe { libc::lseek(fd, pos as libc::off_t, libc::SEEK_DATA) };
+        if d < 0 {
+            break;
+        }
+        let h = unsafe { libc::lseek(fd, d as libc::off_t, libc::SEEK_HOLE) };
+        let (a, b) = ((d as u64) / sector * sector, (if h < 0 { logical } else { h as u64 }).min(logical).div_ceil(sector) * sector);
+        let mut o = a;
+        while o < b {
+            let n = (b - o).min(STEP);
+            dev.write_len(o, n, false, None)?;
+            o += n;
+        }
+        bytes += b - a;
+        pos = b.max(pos + sector);
+    }
+    dev.flush()?;
+    Ok(bytes)
+}
+
+fn punch_hole(f: &File, offset: u64, len: u64) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: fallocate on our own descriptor with valid ranges; errors are checked.
+    let r = unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, offset as libc::off_t, len as libc::off_t) };
+    if r == 0 {
+        return Ok(());
+    }
+    // File systems without hole punching: write zeros instead.
+    write_zeros(f, offset, len)
+}
+
+fn zero_range(f: &File, offset: u64, len: u64) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: as above.
+    let r = unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE, offset as libc::off_t, len as libc::off_t) };
+    if r == 0 {
+        return Ok(());
+    }
+    write_zeros(f, offset, len)
+}
+
+fn write_zeros(f: &File, offset: u64, len: u64) -> Result<()> {
+    let z = vec![0u8; len.min(1 << 20) as usize];
+    let mut o = offset;
+    while o < offset + len {
+        let n = (offset + len - o).min(z.len() as u64) as usize;
+        f.write_all_at(&z[..n], o)?;
+        o += n as u64;
+    }
+    Ok(())
+}
+
+/// Top-level config sections that differ between two config JSON texts.
+fn config_difference(a: &str, b: &str) -> String {
+    let (a, b): (Value, Value) = (serde_json::from_str(a).unwrap_or(Value::Null), serde_json::from_str(b).unwrap_or(Value::Null));
+    let mut keys = vec![];
+    if let (Some(a), Some(b)) = (a.as_object(), b.as_object()) {
+        for (k, v) in a {
+            if b.get(k) != Some(v) {
+                keys.push(k.clone());
+            }
+        }
+    }
+    if keys.is_empty() {
+        "unknown difference".into()
+    } else {
+        format!("differs in {}", keys.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journal_records_round_trip_and_detect_damage() {
+        let dir = std::env::temp_dir().join(format!("ssdlab-jtest-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut j = Journal::create(&dir.join("j"), 7, 1 << 20).unwrap();
+        j.append(123, JOp::Write, 4096, 8192, 1, Some(3)).unwrap();
+        j.append(456, JOp::Trim, 0, 4096, 0, None).unwrap();
+        let bytes = std::fs::read(dir.join("j")).unwrap();
+        let r0: [u8; RECORD] = bytes[32..64].try_into().unwrap();
+        assert_eq!(decode(&r0), Some(Record { t: 123, op: JOp::Write, offset: 4096, len: 8192, fua: true, placement: Some(3) }));
+        let mut bad = r0;
+        bad[9] ^= 1;
+        assert_eq!(decode(&bad), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

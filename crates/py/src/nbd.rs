@@ -1,0 +1,58 @@
+//! `ssdlab serve` and `ssdlab stats`: the NBD server behind the Python CLI.
+
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use serde::Deserialize;
+
+use ssdlab_nbd::{default_exports, Backend, BackendOptions, Export, Latency, ServeOptions, Server};
+
+#[derive(Deserialize)]
+struct Opts {
+    listen: String,
+    image: Option<std::path::PathBuf>,
+    latency: Latency,
+    exports: Option<Vec<Export>>,
+    per_handle: bool,
+    max_connections: usize,
+    max_request: u32,
+    metrics_out: Option<std::path::PathBuf>,
+    snapshot_every: u64,
+    quiet: bool,
+}
+
+/// Serve the device of `config_json` over NBD until SIGINT/SIGTERM; returns the final
+/// metrics as JSON. `options_json` holds the CLI options (see python/ssdlab/cli.py).
+#[pyfunction]
+pub fn nbd_serve(py: Python<'_>, config_json: &str, options_json: &str) -> PyResult<String> {
+    let cfg = crate::config_from_json(config_json, "serve")?;
+    let o: Opts = serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("serve options: {e}")))?;
+    if o.latency == Latency::Emulated && !cfg.timing.enabled {
+        return Err(PyValueError::new_err("--latency emulated needs a device with timing (timing.enabled = true)"));
+    }
+    py.allow_threads(move || {
+        let backend = Backend::open(cfg.clone(), &BackendOptions { image: o.image.clone(), snapshot_every: o.snapshot_every }).map_err(|e| PyOSError::new_err(e.0))?;
+        let exports = match o.exports {
+            Some(e) if !e.is_empty() => e,
+            _ => default_exports(backend.config(), backend.logical_bytes(), o.per_handle),
+        };
+        let opts = ServeOptions {
+            listen: o.listen,
+            exports,
+            latency: o.latency,
+            max_connections: o.max_connections,
+            max_request: o.max_request,
+            metrics_out: o.metrics_out,
+            quiet: o.quiet,
+        };
+        let srv = Server::new(backend, opts).map_err(PyValueError::new_err)?;
+        let m = ssdlab_nbd::serve(srv, None).map_err(PyOSError::new_err)?;
+        Ok(serde_json::to_string(&m).unwrap_or_default())
+    })
+}
+
+/// The live metrics.json of the server at `addr` (HOST:PORT).
+#[pyfunction]
+pub fn nbd_stats(py: Python<'_>, addr: &str) -> PyResult<String> {
+    let addr = addr.to_string();
+    py.allow_threads(move || ssdlab_nbd::client::fetch_metrics(&addr).map_err(|e| PyOSError::new_err(format!("{addr}: {e}"))))
+}

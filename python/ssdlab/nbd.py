@@ -1,0 +1,113 @@
+"""`ssdlab serve` (an emulated SSD over NBD) and `ssdlab stats` (its live metrics).
+
+The server runs in Rust (crates/nbd); see docs/nbd.md for clients, exports and crash safety.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from . import _native
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_bytes(text: str) -> int:
+    """'4096', '64M', '1.5G' -> bytes (binary units)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise ValueError(f"{text!r} is not a size (e.g. 4096, 64M, 2G)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def parse_export(text: str) -> Dict[str, Any]:
+    """NAME=START:SIZE[:PLACEMENT] -> an export (placement = an FDP placement identifier)."""
+    m = re.fullmatch(r"([^=]+)=([^:]+):([^:]+)(?::(\d+))?", text)
+    if not m:
+        raise ValueError(f"--export {text!r}: expected NAME=START:SIZE[:PLACEMENT], e.g. logs=0:4G:1")
+    name, start, size, pid = m.groups()
+    return {"name": name, "offset": parse_bytes(start), "size": parse_bytes(size),
+            "placement": None if pid is None else int(pid), "read_only": False,
+            "description": f"bytes {start}+{size}" + (f", placement {pid}" if pid else "")}
+
+
+def serve(config: Dict[str, Any], listen: str = "127.0.0.1:10809", image: Optional[str] = None,
+          latency: str = "none", exports: Optional[List[Dict[str, Any]]] = None, per_handle: bool = False,
+          max_connections: int = 16, max_request: int = 32 << 20, metrics_out: Optional[str] = None,
+          snapshot_every: int = 0, quiet: bool = False) -> Dict[str, Any]:
+    """Serve a device (a resolved config) until SIGINT/SIGTERM; returns the final metrics."""
+    opts = {"listen": listen, "image": image, "latency": latency, "exports": exports, "per_handle": per_handle,
+            "max_connections": max_connections, "max_request": max_request, "metrics_out": metrics_out,
+            "snapshot_every": snapshot_every, "quiet": quiet}
+    return json.loads(_native.nbd_serve(json.dumps(config), json.dumps(opts)))
+
+
+def stats(addr: str) -> Dict[str, Any]:
+    """Live metrics of the server at HOST:PORT (read from its ssdlab-metrics export)."""
+    return json.loads(_native.nbd_stats(addr))
+
+
+def cmd_serve(args) -> int:
+    from .device import resolve_config
+
+    cfg = resolve_config(config=args.config)
+    exports = [parse_export(e) for e in args.export] if args.export else None
+    m = serve(cfg, listen=args.listen, image=args.image, latency=args.latency, exports=exports,
+              per_handle=args.per_handle_exports, max_connections=args.max_connections,
+              max_request=parse_bytes(args.max_request), metrics_out=args.metrics_out,
+              snapshot_every=args.snapshot_every, quiet=args.quiet)
+    if not args.quiet:
+        print(f"served {m['nbd']['requests']} requests on {m['nbd']['connections_total']} connections; "
+              f"DLWA {m['dlwa']:.4f}, host writes {m['host_write_bytes'] / 2**30:.2f} GiB", file=sys.stderr)
+    return 0
+
+
+def cmd_stats(args) -> int:
+    m = stats(args.address)
+    text = json.dumps(m, indent=2) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+    if args.json or not args.out:
+        if args.json:
+            sys.stdout.write(text)
+        else:
+            w = m["latency_ns"]["write"]
+            print(f"DLWA {m['dlwa']:.4f}  host writes {m['host_write_bytes'] / 2**30:.3f} GiB  "
+                  f"NAND writes {m['nand_write_bytes'] / 2**30:.3f} GiB  GC events {m['gc_events']}  "
+                  f"requests {m['nbd']['requests']}  connections {m['nbd']['connections_active']} open")
+            if w.get("count"):
+                print(f"write latency p50 {w['p50'] / 1e3:.1f} us  p99 {w['p99'] / 1e3:.1f} us")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    s = sub.add_parser("serve", help="serve an emulated SSD over NBD (qemu, fio, nbdcopy, ... use it as a disk)",
+                       description="Serve the device of CONFIG over the NBD protocol until Ctrl-C or SIGTERM. "
+                                   "SIGUSR1 writes metrics.json to --metrics-out. See docs/nbd.md.")
+    s.add_argument("config", help="device config (conventional or FDP personality)")
+    s.add_argument("--image", help="image file: contents + device state persist across restarts "
+                                   "(default: a temporary, anonymous image)")
+    s.add_argument("--listen", default="127.0.0.1:10809", help="HOST:PORT (loopback only; default %(default)s)")
+    s.add_argument("--latency", choices=["none", "emulated"], default="none",
+                   help="none: reply when done; emulated: reply at the emulated SSD's completion time")
+    s.add_argument("--export", action="append", metavar="NAME=START:SIZE[:PLACEMENT]",
+                   help="an export (repeatable); default: the whole device as 'ssdlab'")
+    s.add_argument("--per-handle-exports", action="store_true",
+                   help="FDP: also one export per placement handle (handle0, handle1, ...), each a slice")
+    s.add_argument("--max-connections", type=int, default=16)
+    s.add_argument("--max-request", default="32M", help="largest read/write payload (default %(default)s)")
+    s.add_argument("--metrics-out", help="directory for metrics.json + timeseries.csv (at exit and on SIGUSR1)")
+    s.add_argument("--snapshot-every", type=int, default=0,
+                   help="journal records between device-state snapshots (default 1048576)")
+    s.add_argument("-q", "--quiet", action="store_true")
+    s.set_defaults(func=cmd_serve)
+
+    st = sub.add_parser("stats", help="live metrics of a running `ssdlab serve`")
+    st.add_argument("address", help="HOST:PORT of the server")
+    st.add_argument("--json", action="store_true", help="print the whole metrics.json")
+    st.add_argument("--out", help="write metrics.json here")
+    st.set_defaults(func=cmd_stats)
