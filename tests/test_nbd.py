@@ -1,0 +1,293 @@
+"""`ssdlab serve` with real NBD clients: nbdinfo, qemu-io, nbdcopy, fio; crash safety (kill -9),
+live metrics, FDP exports, emulated latency, and bad clients."""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from clitools import SSDLAB, ssdlab, write
+
+CLIENTS = ["nbdinfo", "nbdcopy", "qemu-io", "fio"]
+pytestmark = pytest.mark.skipif(any(shutil.which(c) is None for c in CLIENTS),
+                                reason="NBD clients missing: run scripts/setup.sh (make setup)")
+
+# A small device without timing: the data path and the FTL, fast.
+PLAIN = """preset = "tiny"
+[timing]
+enabled = false
+"""
+MiB = 1 << 20
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`ssdlab serve` as a child process, logging to a file; stopped by PID."""
+
+    def __init__(self, tmp: Path, config: str = PLAIN, image: Path = None, args=(), port: int = None):
+        self.tmp = tmp
+        self.cfg = write(tmp / f"serve-{time.monotonic_ns()}.toml", config)
+        self.image = image
+        self.args = list(args)
+        self.port = port or free_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        self.log = tmp / f"serve-{self.port}-{time.monotonic_ns()}.log"
+        self.proc = None
+
+    def uri(self, export="ssdlab") -> str:
+        return f"nbd://{self.addr}/{export}"
+
+    def start(self) -> "Server":
+        cmd = SSDLAB + ["serve", str(self.cfg), "--listen", self.addr] + self.args
+        if self.image:
+            cmd += ["--image", str(self.image)]
+        self.logf = open(self.log, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if "listening on" in self.log.read_text():
+                return self
+            if self.proc.poll() is not None:
+                raise AssertionError(f"ssdlab serve exited {self.proc.returncode}:\n{self.log.read_text()}")
+            time.sleep(0.05)
+        raise AssertionError(f"ssdlab serve did not start:\n{self.log.read_text()}")
+
+    def stop(self, sig=signal.SIGTERM, timeout=60) -> int:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.logf.close()
+        return self.proc.returncode
+
+    def stats(self) -> dict:
+        p = ssdlab("stats", self.addr, "--json")
+        return json.loads(p.stdout)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def run(*cmd, timeout=300, check=True):
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, cmd))} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def qemu_io(uri, *cmds, check=True):
+    args = ["qemu-io", "-f", "raw"]
+    for c in cmds:
+        args += ["-c", c]
+    return run(*args, uri, check=check)
+
+
+def test_nbdinfo_sees_the_exports_size_and_flags(tmp_path):
+    with Server(tmp_path) as srv:
+        info = json.loads(run("nbdinfo", "--json", srv.uri()).stdout)
+        e = info["exports"][0]
+        logical = srv.stats()["device"]["logical_bytes"]
+        assert e["export-size"] == logical
+        for flag in ("can_flush", "can_fua", "can_trim", "can_zero", "can_multi_conn", "can_fast_zero", "can_df"):
+            assert e[flag] is True, flag
+        assert e["is_read_only"] is False and e["block_size_preferred"] == 4096
+        assert "base:allocation" in e["contexts"]
+        names = run("nbdinfo", "--list", "--json", f"nbd://{srv.addr}").stdout
+        assert {x["export-name"] for x in json.loads(names)["exports"]} == {"ssdlab", "ssdlab-metrics"}
+        m = json.loads(run("nbdinfo", "--json", srv.uri("ssdlab-metrics")).stdout)["exports"][0]
+        assert m["is_read_only"] is True
+
+
+def test_qemu_io_patterns_discard_and_write_zeroes(tmp_path):
+    with Server(tmp_path) as srv:
+        u = srv.uri()
+        qemu_io(u, "write -P 0xab 0 1M", "write -P 0xcd 4k 8k", "write -P 0x11 1000 300", "flush")
+        qemu_io(u, "read -P 0xab 0 1000", "read -P 0x11 1000 300", "read -P 0xab 1300 2796",
+                "read -P 0xcd 4k 8k", "read -P 0xab 12k 1012k")
+        qemu_io(u, "discard 256k 256k", "read -P 0 256k 256k", "write -z 512k 64k", "read -P 0 512k 64k")
+        # A pattern mismatch really fails (the test can tell).
+        assert qemu_io(u, "read -P 0xab 256k 4k", check=False).returncode != 0
+        m = srv.stats()
+        assert m["host_write_bytes"] >= MiB and m["host_trim_bytes"] >= 256 * 1024
+        # Unaligned writes reach the device as whole sectors.
+        assert m["host_write_bytes"] % 4096 == 0
+
+
+def test_nbdcopy_round_trip_of_random_data(tmp_path):
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(24 * MiB))
+    with Server(tmp_path) as srv:
+        run("nbdcopy", src, srv.uri())
+        back = tmp_path / "back.bin"
+        # Copy the whole export back and compare the first 24 MiB.
+        run("nbdcopy", srv.uri(), back)
+        with open(back, "rb") as f:
+            got = f.read(24 * MiB)
+        assert hashlib.sha256(got).hexdigest() == hashlib.sha256(src.read_bytes()).hexdigest()
+        assert srv.stats()["host_write_bytes"] >= 24 * MiB
+
+
+@pytest.mark.parametrize("bs", ["--bs=4k", "--bssplit=4k/50:16k/25:64k/15:256k/10"])
+def test_fio_nbd_engine_verifies_crc32c(tmp_path, bs):
+    with Server(tmp_path) as srv:
+        p = run("fio", "--name=verify", "--ioengine=nbd", f"--uri={srv.uri()}", "--rw=randwrite", bs,
+                "--size=48M", "--iodepth=16", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1",
+                "--randrepeat=1", "--output-format=json", timeout=600)
+        job = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]
+        assert job["error"] == 0
+        assert job["write"]["io_bytes"] >= 48 * MiB and job["read"]["io_bytes"] >= 48 * MiB  # verified
+        assert srv.stats()["host_write_bytes"] >= 48 * MiB
+
+
+def test_kill_9_keeps_flushed_data_and_the_device_state(tmp_path):
+    image = tmp_path / "disk.img"
+    srv = Server(tmp_path, image=image).start()
+    patterns = []
+    try:
+        for rnd in range(3):
+            base = rnd * 4 * MiB
+            pat = 0x21 + rnd
+            qemu_io(srv.uri(), f"write -P {pat:#x} {base} 2M", "flush")
+            patterns.append((base, pat))
+            before = srv.stats()["device_lifetime"]
+            # Unflushed writes in flight when the server dies.
+            writer = subprocess.Popen(["qemu-io", "-f", "raw", "-c", f"write -P 0x77 {64 * MiB} 32M", srv.uri()],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.3)
+            srv.proc.kill()
+            srv.proc.wait()
+            srv.logf.close()
+            writer.wait(timeout=60)
+            srv = Server(tmp_path, image=image, port=srv.port).start()
+            log = srv.log.read_text()
+            assert "journal records replayed" in log, log
+            for b, p in patterns:
+                qemu_io(srv.uri(), f"read -P {p:#x} {b} 2M")
+            after = srv.stats()["device_lifetime"]
+            # The FTL state came back too: nothing it had seen was forgotten.
+            assert after["host_write_bytes"] >= before["host_write_bytes"] > 0
+            assert after["nand_write_bytes"] >= before["nand_write_bytes"]
+    finally:
+        srv.stop()
+    # A clean stop leaves a snapshot and an empty journal; the next start needs no replay.
+    with Server(tmp_path, image=image) as srv2:
+        assert "snapshot in" in srv2.log.read_text()
+        qemu_io(srv2.uri(), "read -P 0x21 0 2M")
+
+
+def test_stats_sigusr1_and_clean_shutdown(tmp_path):
+    out = tmp_path / "metrics"
+    image = tmp_path / "disk.img"
+    srv = Server(tmp_path, image=image, args=["--metrics-out", str(out)]).start()
+    try:
+        qemu_io(srv.uri(), "write -P 1 0 4M")
+        text = ssdlab("stats", srv.addr).stdout
+        assert "DLWA" in text and "requests" in text
+        srv.proc.send_signal(signal.SIGUSR1)
+        deadline = time.time() + 10
+        while not (out / "metrics.json").exists() and time.time() < deadline:
+            time.sleep(0.05)
+        m = json.loads((out / "metrics.json").read_text())
+        assert m["host_write_bytes"] == 4 * MiB and m["schema"] == 1
+    finally:
+        assert srv.stop(signal.SIGTERM) == 0
+    assert "shutting down" in srv.log.read_text()
+    assert Path(str(image) + ".ssdlab-state").exists()
+    assert json.loads((out / "metrics.json").read_text())["nbd"]["requests"] >= 1
+
+
+def test_bad_clients_get_dropped_and_the_server_keeps_serving(tmp_path):
+    with Server(tmp_path, args=["--max-connections", "4"]) as srv:
+        for garbage in [b"", b"\xff" * 4, b"\x00\x00\x00\x03" + b"GARBAGE" * 10, os.urandom(300)]:
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+                s.recv(18)
+                try:
+                    s.sendall(garbage)
+                    s.shutdown(socket.SHUT_WR)
+                    while s.recv(4096):
+                        pass
+                except OSError:
+                    pass  # the server may drop us before we finish: that is the point
+        # Out-of-range I/O is an error, not a crash.
+        size = srv.stats()["device"]["logical_bytes"]
+        assert qemu_io(srv.uri(), f"read {size} 4k", check=False).returncode != 0
+        qemu_io(srv.uri(), "write -P 5 0 64k", "read -P 5 0 64k")
+        assert srv.proc.poll() is None
+        assert srv.stats()["nbd"]["protocol_errors"] >= 1
+
+
+def test_non_loopback_listen_is_refused(tmp_path):
+    cfg = write(tmp_path / "c.toml", PLAIN)
+    p = ssdlab("serve", cfg, "--listen", "0.0.0.0:10809", check=False, timeout=60)
+    assert p.returncode == 2 and "loopback" in p.stderr
+
+
+FDP = """preset = "tiny"
+[timing]
+enabled = false
+[geometry]
+blocks_per_plane = 256
+pages_per_block = 32
+[ftl]
+spare_factor = 0.12
+[fdp]
+enabled = true
+handles = 4
+"""
+
+
+def test_fdp_exports_write_through_their_placement_handles(tmp_path):
+    with Server(tmp_path, config=FDP, args=["--per-handle-exports"]) as srv:
+        names = {x["export-name"] for x in json.loads(run("nbdinfo", "--list", "--json", f"nbd://{srv.addr}").stdout)["exports"]}
+        assert {"ssdlab", "handle0", "handle1", "handle2", "handle3"} <= names
+        qemu_io(srv.uri("handle1"), "write -P 1 0 3M", "flush")
+        qemu_io(srv.uri("handle2"), "write -P 2 0 1M", "flush")
+        h = {x["handle"]: x["host_write_bytes"] for x in srv.stats()["fdp"]["handles"]}
+        assert h[1] == 3 * MiB and h[2] == 1 * MiB and h[3] == 0
+        # Handle 2's export is the third quarter of the device.
+        size = srv.stats()["device"]["logical_bytes"]
+        quarter = size // 4 // 4096 * 4096
+        qemu_io(srv.uri(), f"read -P 2 {2 * quarter} 1M")
+
+
+TIMED = """preset = "tiny"
+[ftl]
+write_buffer_bytes = 0
+"""
+
+
+def _fio_clat_us(uri) -> float:
+    p = run("fio", "--name=lat", "--ioengine=nbd", f"--uri={uri}", "--rw=randwrite", "--bs=4k", "--size=16M",
+            "--iodepth=1", "--runtime=2", "--time_based", "--output-format=json")
+    return json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]["write"]["clat_ns"]["mean"] / 1e3
+
+
+def test_emulated_latency_delays_replies_to_the_devices_completion(tmp_path):
+    with Server(tmp_path, config=TIMED, args=["--latency", "none"]) as srv:
+        fast = _fio_clat_us(srv.uri())
+    with Server(tmp_path, config=TIMED, args=["--latency", "emulated"]) as srv:
+        slow = _fio_clat_us(srv.uri())
+        dev = srv.stats()["latency_ns"]["write"]["mean"] / 1e3
+    # Without a write buffer every 4 KiB write waits for a page program (1.6 ms on this part):
+    # emulated replies carry that latency, immediate ones do not.
+    assert dev > 1000
+    assert slow >= 0.9 * dev, (slow, dev)
+    assert fast < 0.5 * dev, (fast, dev)
