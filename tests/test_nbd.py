@@ -291,3 +291,39 @@ def test_emulated_latency_delays_replies_to_the_devices_completion(tmp_path):
     assert dev > 1000
     assert slow >= 0.9 * dev, (slow, dev)
     assert fast < 0.5 * dev, (fast, dev)
+
+
+def _pki(d: Path) -> Path:
+    """A throwaway CA and a server certificate for 127.0.0.1, in libnbd's directory layout."""
+    d.mkdir()
+    ossl = lambda *a: run("openssl", *a)  # noqa: E731
+    ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", d / "ca-key.pem", "-out", d / "ca-cert.pem",
+         "-days", "2", "-subj", "/CN=ssdlab test CA")
+    ossl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", d / "server-key.pem", "-out", d / "server.csr",
+         "-subj", "/CN=localhost")
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
+                               "extendedKeyUsage=serverAuth\n")
+    ossl("x509", "-req", "-in", d / "server.csr", "-CA", d / "ca-cert.pem", "-CAkey", d / "ca-key.pem",
+         "-CAcreateserial", "-out", d / "server-cert.pem", "-days", "2", "-extfile", d / "ext.cnf")
+    return d
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl missing: run make setup")
+def test_tls_is_required_and_works_with_libnbd(tmp_path):
+    pki = _pki(tmp_path / "pki")
+    args = ["--tls-cert", str(pki / "server-cert.pem"), "--tls-key", str(pki / "server-key.pem")]
+    with Server(tmp_path, args=args) as srv:
+        tls_uri = f"nbds://{srv.addr}/ssdlab?tls-certificates={pki}"
+        info = json.loads(run("nbdinfo", "--json", tls_uri).stdout)
+        assert info["TLS"] is True and info["exports"][0]["export-size"] > 0
+        # Without TLS the server refuses the export.
+        assert run("nbdinfo", srv.uri(), check=False).returncode != 0
+        src = tmp_path / "src.bin"
+        src.write_bytes(os.urandom(4 * MiB))
+        run("nbdcopy", src, tls_uri)
+        back = tmp_path / "back.bin"
+        run("nbdcopy", tls_uri, back)
+        with open(back, "rb") as f:
+            assert f.read(4 * MiB) == src.read_bytes()
+    # A non-loopback address without TLS is refused (checked before binding).
+    assert "TLS" in ssdlab("serve", srv.cfg, "--listen", "0.0.0.0:10809", check=False).stderr

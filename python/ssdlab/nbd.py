@@ -38,11 +38,13 @@ def parse_export(text: str) -> Dict[str, Any]:
 def serve(config: Dict[str, Any], listen: str = "127.0.0.1:10809", image: Optional[str] = None,
           latency: str = "none", exports: Optional[List[Dict[str, Any]]] = None, per_handle: bool = False,
           max_connections: int = 16, max_request: int = 32 << 20, metrics_out: Optional[str] = None,
-          snapshot_every: int = 0, quiet: bool = False) -> Dict[str, Any]:
-    """Serve a device (a resolved config) until SIGINT/SIGTERM; returns the final metrics."""
+          snapshot_every: int = 0, quiet: bool = False, tls_cert: Optional[str] = None,
+          tls_key: Optional[str] = None) -> Dict[str, Any]:
+    """Serve a device (a resolved config) until SIGINT/SIGTERM; returns the final metrics.
+    With ``tls_cert`` and ``tls_key`` (PEM files) every client must use TLS."""
     opts = {"listen": listen, "image": image, "latency": latency, "exports": exports, "per_handle": per_handle,
             "max_connections": max_connections, "max_request": max_request, "metrics_out": metrics_out,
-            "snapshot_every": snapshot_every, "quiet": quiet}
+            "snapshot_every": snapshot_every, "quiet": quiet, "tls_cert": tls_cert, "tls_key": tls_key}
     return json.loads(_native.nbd_serve(json.dumps(config), json.dumps(opts)))
 
 
@@ -59,7 +61,7 @@ def cmd_serve(args) -> int:
     m = serve(cfg, listen=args.listen, image=args.image, latency=args.latency, exports=exports,
               per_handle=args.per_handle_exports, max_connections=args.max_connections,
               max_request=parse_bytes(args.max_request), metrics_out=args.metrics_out,
-              snapshot_every=args.snapshot_every, quiet=args.quiet)
+              snapshot_every=args.snapshot_every, quiet=args.quiet, tls_cert=args.tls_cert, tls_key=args.tls_key)
     if not args.quiet:
         print(f"served {m['nbd']['requests']} requests on {m['nbd']['connections_total']} connections; "
               f"DLWA {m['dlwa']:.4f}, host writes {m['host_write_bytes'] / 2**30:.2f} GiB", file=sys.stderr)
@@ -91,7 +93,8 @@ def add_parsers(sub) -> None:
     s.add_argument("config", help="device config (conventional or FDP personality)")
     s.add_argument("--image", help="image file: contents + device state persist across restarts "
                                    "(default: a temporary, anonymous image)")
-    s.add_argument("--listen", default="127.0.0.1:10809", help="HOST:PORT (loopback only; default %(default)s)")
+    s.add_argument("--listen", default="127.0.0.1:10809",
+                   help="HOST:PORT (default %(default)s; other than loopback only with TLS)")
     s.add_argument("--latency", choices=["none", "emulated"], default="none",
                    help="none: reply when done; emulated: reply at the emulated SSD's completion time")
     s.add_argument("--export", action="append", metavar="NAME=START:SIZE[:PLACEMENT]",
@@ -103,6 +106,8 @@ def add_parsers(sub) -> None:
     s.add_argument("--metrics-out", help="directory for metrics.json + timeseries.csv (at exit and on SIGUSR1)")
     s.add_argument("--snapshot-every", type=int, default=0,
                    help="journal records between device-state snapshots (default 1048576)")
+    s.add_argument("--tls-cert", help="PEM certificate (chain): clients must then use TLS (NBD STARTTLS)")
+    s.add_argument("--tls-key", help="PEM private key of --tls-cert")
     s.add_argument("-q", "--quiet", action="store_true")
     s.set_defaults(func=cmd_serve)
 

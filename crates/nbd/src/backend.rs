@@ -1,6 +1,7 @@
-//! The served disk: contents in a raw image file, the emulated SSD (metadata only) beside it.
+//! The served disk: contents in a raw image file (or, without one, in anonymous memory), the
+//! emulated SSD (metadata only) beside it.
 //!
-//! Every host command goes to both: the bytes to the image (positional I/O), the command to
+//! Every host command goes to both: the bytes to the image, the command to
 //! the device, whose FTL maps, garbage-collects and wears exactly as it would with the data
 //! inside it, and whose completion time drives the emulated latency. Keeping the contents in
 //! a plain raw image makes them cheap (no second copy in memory), readable by any tool
@@ -173,10 +174,116 @@ fn decode(r: &[u8; RECORD]) -> Option<Record> {
     })
 }
 
+/// Where the contents live: a persistent raw image file, or anonymous memory (no --image:
+/// nothing to keep, so no file system in the data path).
+enum Image {
+    File(File),
+    Memory(Memory),
+}
+
+/// A private anonymous mapping of the export's size; pages are allocated on first write and
+/// given back on trim, like a sparse file.
+struct Memory {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by this struct and only accessed through &self / &mut self of
+// the Backend, which the server keeps behind a Mutex.
+unsafe impl Send for Memory {}
+
+impl Memory {
+    fn new(len: u64) -> Result<Memory> {
+        let len = len.max(1) as usize;
+        // SAFETY: a fresh anonymous mapping; the result is checked.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(BackendError(format!("cannot map {len} bytes of memory for the anonymous image: {}", std::io::Error::last_os_error())));
+        }
+        Ok(Memory { ptr: p as *mut u8, len })
+    }
+    fn slice(&self, offset: u64, len: usize) -> &[u8] {
+        assert!(offset as usize + len <= self.len);
+        // SAFETY: bounds checked above; the mapping lives as long as self.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(offset as usize), len) }
+    }
+    fn slice_mut(&mut self, offset: u64, len: usize) -> &mut [u8] {
+        assert!(offset as usize + len <= self.len);
+        // SAFETY: as above, and &mut self gives exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(offset as usize), len) }
+    }
+    /// Zero a range, returning whole pages to the system.
+    fn zero(&mut self, offset: u64, len: u64) {
+        const PAGE: u64 = 4096;
+        let (a, b) = (offset.div_ceil(PAGE) * PAGE, (offset + len) / PAGE * PAGE);
+        if b > a {
+            // SAFETY: a page-aligned range inside the mapping; MADV_DONTNEED on a private
+            // anonymous mapping makes it read back as zeros.
+            unsafe { libc::madvise(self.ptr.add(a as usize) as *mut libc::c_void, (b - a) as usize, libc::MADV_DONTNEED) };
+            self.slice_mut(offset, (a - offset) as usize).fill(0);
+            self.slice_mut(b, (offset + len - b) as usize).fill(0);
+        } else {
+            self.slice_mut(offset, len as usize).fill(0);
+        }
+    }
+}
+
+impl Drop for Memory {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping made in new().
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+impl Image {
+    fn write_at(&mut self, data: &[u8], offset: u64) -> Result<()> {
+        match self {
+            Image::File(f) => Ok(f.write_all_at(data, offset)?),
+            Image::Memory(m) => {
+                m.slice_mut(offset, data.len()).copy_from_slice(data);
+                Ok(())
+            }
+        }
+    }
+    fn read_at(&self, out: &mut [u8], offset: u64) -> Result<()> {
+        match self {
+            Image::File(f) => Ok(f.read_exact_at(out, offset)?),
+            Image::Memory(m) => {
+                out.copy_from_slice(m.slice(offset, out.len()));
+                Ok(())
+            }
+        }
+    }
+    fn punch(&mut self, offset: u64, len: u64) -> Result<()> {
+        match self {
+            Image::File(f) => punch_hole(f, offset, len),
+            Image::Memory(m) => {
+                m.zero(offset, len);
+                Ok(())
+            }
+        }
+    }
+    fn zero(&mut self, offset: u64, len: u64) -> Result<()> {
+        match self {
+            Image::File(f) => zero_range(f, offset, len),
+            Image::Memory(m) => {
+                m.zero(offset, len);
+                Ok(())
+            }
+        }
+    }
+    fn sync(&self) -> Result<()> {
+        match self {
+            Image::File(f) => Ok(f.sync_data()?),
+            Image::Memory(_) => Ok(()),
+        }
+    }
+}
+
 /// Options of [`Backend::open`].
 #[derive(Debug, Clone, Default)]
 pub struct BackendOptions {
-    /// Persistent image file; None = an anonymous (unlinked, sparse) temporary file.
+    /// Persistent image file; None = anonymous memory (contents gone when the server stops).
     pub image: Option<PathBuf>,
     /// Take a snapshot (and start a new journal) after this many journal records.
     pub snapshot_every: u64,
@@ -187,7 +294,7 @@ pub struct Backend {
     cfg: Config,
     dev: Device,
     rec: Recorder,
-    image: File,
+    image: Image,
     paths: Option<Paths>,
     journal: Option<Journal>,
     generation: u64,
@@ -218,13 +325,8 @@ impl Backend {
         let mut recovery = Recovery::default();
         let (image, paths, dev, generation, journal) = match &opts.image {
             None => {
-                let dir = std::env::temp_dir();
-                let path = dir.join(format!("ssdlab-anon-{}-{}", std::process::id(), t0.elapsed().as_nanos()));
-                let f = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-                std::fs::remove_file(&path)?;
-                f.set_len(logical)?;
                 recovery.source = "anonymous".into();
-                (f, None, fresh, 0, None)
+                (Image::Memory(Memory::new(logical)?), None, fresh, 0, None)
             }
             Some(img) => {
                 let paths = Paths::of(img);
@@ -267,7 +369,7 @@ impl Backend {
                 let generation = generation + 1;
                 write_state(&paths.state, generation, &cfg_text, &dev)?;
                 let journal = Journal::create(&paths.journal, generation, logical)?;
-                (image, Some(paths), dev, generation, Some(journal))
+                (Image::File(image), Some(paths), dev, generation, Some(journal))
             }
         };
         recovery.seconds = t0.elapsed().as_secs_f64();
@@ -300,9 +402,6 @@ impl Backend {
     }
     pub fn timing(&self) -> bool {
         self.timing
-    }
-    pub fn image(&self) -> &File {
-        &self.image
     }
     pub fn device(&self) -> &Device {
         &self.dev
@@ -344,7 +443,7 @@ impl Backend {
     /// Write `data` at `offset` (any alignment; the device sees the covering sectors).
     /// Returns the simulated completion time.
     pub fn write(&mut self, offset: u64, data: &[u8], fua: bool, placement: Option<u16>) -> Result<u64> {
-        self.image.write_all_at(data, offset)?;
+        self.image.write_at(data, offset)?;
         let t = self.now();
         let (a, n) = self.covering(offset, data.len() as u64);
         let done = self.dev.write_len(a, n, fua, placement)?;
@@ -361,7 +460,7 @@ impl Backend {
 
     /// Read into `out` from `offset`; returns the simulated completion time.
     pub fn read(&mut self, offset: u64, out: &mut [u8]) -> Result<u64> {
-        self.image.read_exact_at(out, offset)?;
+        self.image.read_at(out, offset)?;
         let t = self.now();
         let (a, n) = self.covering(offset, out.len() as u64);
         let done = self.dev.read_len(a, n)?;
@@ -372,7 +471,7 @@ impl Backend {
     /// Deallocate (the whole sectors inside the range are unmapped; the image range reads
     /// back as zeros).
     pub fn trim(&mut self, offset: u64, len: u64, fua: bool) -> Result<u64> {
-        punch_hole(&self.image, offset, len)?;
+        self.image.punch(offset, len)?;
         let t = self.now();
         let mut done = t;
         if let Some((a, n)) = self.inside(offset, len) {
@@ -394,7 +493,7 @@ impl Backend {
     /// the edges are written.
     pub fn write_zeroes(&mut self, offset: u64, len: u64, no_hole: bool, fua: bool, placement: Option<u16>) -> Result<u64> {
         if no_hole {
-            zero_range(&self.image, offset, len)?;
+            self.image.zero(offset, len)?;
             let t = self.now();
             let (a, n) = self.covering(offset, len);
             let done = self.dev.write_len(a, n, fua, placement)?;
@@ -408,7 +507,7 @@ impl Backend {
             self.maybe_snapshot()?;
             return Ok(done);
         }
-        punch_hole(&self.image, offset, len)?;
+        self.image.punch(offset, len)?;
         let mut done = self.now();
         match self.inside(offset, len) {
             Some((a, n)) => {
@@ -451,7 +550,7 @@ impl Backend {
 
     fn sync(&mut self) -> Result<()> {
         if self.paths.is_some() {
-            self.image.sync_data()?;
+            self.image.sync()?;
             if let Some(j) = self.journal.as_mut() {
                 j.file.sync_data()?;
             }
@@ -460,8 +559,12 @@ impl Backend {
     }
 
     /// Allocation status of `offset..offset + len` from the image's holes: (length, is hole).
+    /// Memory images report everything as data (allowed: "status 0" is always safe).
     pub fn extents(&self, offset: u64, len: u64, max: usize) -> Result<Vec<(u64, bool)>> {
-        let fd = self.image.as_raw_fd();
+        let fd = match &self.image {
+            Image::File(f) => f.as_raw_fd(),
+            Image::Memory(_) => return Ok(vec![(len, false)]),
+        };
         let end = offset + len;
         let mut out: Vec<(u64, bool)> = vec![];
         let mut pos = offset;
@@ -519,7 +622,7 @@ impl Backend {
     /// Save the device state and start a new journal (clean shutdown, or a long journal).
     pub fn snapshot(&mut self) -> Result<()> {
         let Some(paths) = &self.paths else { return Ok(()) };
-        self.image.sync_data()?;
+        self.image.sync()?;
         let cfg_text = serde_json::to_string(&self.cfg).map_err(|e| BackendError(e.to_string()))?;
         self.generation += 1;
         write_state(&paths.state, self.generation, &cfg_text, &self.dev)?;

@@ -56,6 +56,27 @@ pub struct ServeOptions {
     /// Where metrics.json goes at exit and on SIGUSR1 (None: only on request).
     pub metrics_out: Option<PathBuf>,
     pub quiet: bool,
+    /// PEM certificate chain and private key: TLS is then required of every client
+    /// (NBD_OPT_STARTTLS, the protocol's FORCEDTLS mode), and non-loopback addresses allowed.
+    pub tls: Option<(PathBuf, PathBuf)>,
+}
+
+/// Build the TLS server configuration from PEM files.
+pub fn tls_config(cert: &std::path::Path, key: &std::path::Path) -> Result<Arc<rustls::ServerConfig>, String> {
+    let open = |p: &std::path::Path| std::fs::File::open(p).map(io::BufReader::new).map_err(|e| format!("{}: {e}", p.display()));
+    let certs: Vec<_> = rustls_pemfile::certs(&mut open(cert)?).collect::<Result<_, _>>().map_err(|e| format!("{}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no PEM certificate in it", cert.display()));
+    }
+    let key_der = rustls_pemfile::private_key(&mut open(key)?).map_err(|e| format!("{}: {e}", key.display()))?.ok_or_else(|| format!("{}: no PEM private key in it", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key_der)
+        .map(Arc::new)
+        .map_err(|e| format!("TLS certificate/key: {e}"))
 }
 
 /// The read-only export whose contents are the live metrics.json.
@@ -73,6 +94,7 @@ struct Counters {
 pub struct Server {
     backend: Mutex<Backend>,
     opts: ServeOptions,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: Arc<AtomicBool>,
     active: AtomicUsize,
     counters: Counters,
@@ -113,6 +135,23 @@ pub struct Session {
     pub meta: bool,
     /// Contents of the metrics export, frozen when it was opened.
     pub frozen: Option<Arc<Vec<u8>>>,
+    pub tls: bool,
+}
+
+/// Negotiation state carried across STARTTLS.
+#[derive(Debug, Clone)]
+pub struct Negotiation {
+    no_zeroes: bool,
+    structured: bool,
+    meta: bool,
+    options: u32,
+}
+
+/// How option haggling ended.
+pub enum Haggle {
+    Go(Session),
+    StartTls,
+    Closed,
 }
 
 fn read_exact_or_closed<R: Read>(r: &mut R, buf: &mut [u8]) -> Result<(), ConnEnd> {
@@ -152,8 +191,13 @@ impl Server {
         if names.windows(2).any(|w| w[0] == w[1]) {
             return Err("export names must be unique".into());
         }
+        let tls = match &opts.tls {
+            Some((cert, key)) => Some(tls_config(cert, key)?),
+            None => None,
+        };
         Ok(Arc::new(Server {
             backend: Mutex::new(backend),
+            tls,
             opts,
             shutdown: Arc::new(AtomicBool::new(false)),
             active: AtomicUsize::new(0),
@@ -236,8 +280,18 @@ impl Server {
         }
     }
 
-    /// The handshake, up to the transmission phase. Returns None if the client left.
+    /// The handshake without TLS, up to the transmission phase. Returns None if the client
+    /// left (or asked for TLS, which the caller must then start: see [`Server::options`]).
     pub fn handshake<S: Read + Write>(&self, s: &mut S) -> Result<Option<Session>, ConnEnd> {
+        let mut st = self.greeting(s)?;
+        match self.options(s, false, &mut st)? {
+            Haggle::Go(sess) => Ok(Some(sess)),
+            Haggle::StartTls | Haggle::Closed => Ok(None),
+        }
+    }
+
+    /// Send the greeting and read the client's flags.
+    pub fn greeting<S: Read + Write>(&self, s: &mut S) -> Result<Negotiation, ConnEnd> {
         let mut hello = Vec::with_capacity(18);
         hello.extend_from_slice(&NBDMAGIC.to_be_bytes());
         hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
@@ -250,11 +304,18 @@ impl Server {
         if cflags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
             return Err(ConnEnd::Protocol(format!("unknown client flags {cflags:#x}")));
         }
-        let no_zeroes = cflags & FLAG_C_NO_ZEROES != 0;
-        let mut structured = false;
-        let mut meta = false;
+        Ok(Negotiation { no_zeroes: cflags & FLAG_C_NO_ZEROES != 0, structured: false, meta: false, options: 0 })
+    }
+
+    /// Option haggling, until the client picks an export, asks for TLS or leaves. With TLS
+    /// configured, every option but STARTTLS and ABORT is refused until TLS is running.
+    pub fn options<S: Read + Write>(&self, s: &mut S, tls_active: bool, st: &mut Negotiation) -> Result<Haggle, ConnEnd> {
+        let no_zeroes = st.no_zeroes;
         let mut frozen: Option<Arc<Vec<u8>>> = None;
-        for _ in 0..1024 {
+        let tls_required = self.tls.is_some() && !tls_active;
+        while st.options < 1024 {
+            st.options += 1;
+            let (structured, meta) = (st.structured, st.meta);
             let mut h = [0u8; 16];
             read_exact_or_closed(s, &mut h)?;
             let oh = parse_option_header(&h)?;
@@ -267,9 +328,16 @@ impl Server {
             read_exact_or_closed(s, &mut data)?;
             if self.shutdown.load(Ordering::Relaxed) && oh.option != OPT_ABORT {
                 if oh.option == OPT_EXPORT_NAME {
-                    return Ok(None);
+                    return Ok(Haggle::Closed);
                 }
                 self.reply(s, oh.option, REP_ERR_SHUTDOWN, b"the server is shutting down")?;
+                continue;
+            }
+            if tls_required && !matches!(oh.option, OPT_STARTTLS | OPT_ABORT) {
+                if oh.option == OPT_EXPORT_NAME {
+                    return Err(ConnEnd::Protocol("NBD_OPT_EXPORT_NAME without TLS on a TLS-only server".into()));
+                }
+                self.reply(s, oh.option, REP_ERR_TLS_REQD, b"this server requires TLS: send NBD_OPT_STARTTLS first")?;
                 continue;
             }
             match oh.option {
@@ -288,11 +356,11 @@ impl Server {
                     }
                     s.write_all(&r)?;
                     s.flush()?;
-                    return Ok(Some(Session { export: idx, structured, meta, frozen }));
+                    return Ok(Haggle::Go(Session { export: idx, structured, meta, frozen, tls: tls_active }));
                 }
                 OPT_ABORT => {
                     let _ = self.reply(s, oh.option, REP_ACK, &[]);
-                    return Ok(None);
+                    return Ok(Haggle::Closed);
                 }
                 OPT_LIST => {
                     if !data.is_empty() {
@@ -307,7 +375,16 @@ impl Server {
                     self.reply(s, oh.option, REP_ACK, &[])?;
                 }
                 OPT_STARTTLS => {
-                    self.reply(s, oh.option, REP_ERR_POLICY, b"TLS is not configured on this server")?;
+                    if !data.is_empty() {
+                        self.reply(s, oh.option, REP_ERR_INVALID, b"NBD_OPT_STARTTLS takes no data")?;
+                    } else if tls_active {
+                        self.reply(s, oh.option, REP_ERR_INVALID, b"TLS is already running")?;
+                    } else if self.tls.is_none() {
+                        self.reply(s, oh.option, REP_ERR_POLICY, b"TLS is not configured on this server (--tls-cert, --tls-key)")?;
+                    } else {
+                        self.reply(s, oh.option, REP_ACK, &[])?;
+                        return Ok(Haggle::StartTls);
+                    }
                 }
                 OPT_INFO | OPT_GO => {
                     let go = match parse_go(&data) {
@@ -347,14 +424,14 @@ impl Server {
                     }
                     self.reply(s, oh.option, REP_ACK, &[])?;
                     if oh.option == OPT_GO {
-                        return Ok(Some(Session { export: idx, structured, meta, frozen }));
+                        return Ok(Haggle::Go(Session { export: idx, structured, meta, frozen, tls: tls_active }));
                     }
                 }
                 OPT_STRUCTURED_REPLY => {
                     if !data.is_empty() {
                         self.reply(s, oh.option, REP_ERR_INVALID, b"NBD_OPT_STRUCTURED_REPLY takes no data")?;
                     } else {
-                        structured = true;
+                        st.structured = true;
                         self.reply(s, oh.option, REP_ACK, &[])?;
                     }
                 }
@@ -381,7 +458,7 @@ impl Server {
                         m.queries.iter().any(|q| q == BASE_ALLOCATION || (list && q == "base:"))
                     };
                     if !list {
-                        meta = wanted;
+                        st.meta = wanted;
                     }
                     if wanted {
                         let mut p = (if list { 0 } else { BASE_ALLOCATION_ID }).to_be_bytes().to_vec();
@@ -514,7 +591,10 @@ impl Server {
     /// The transmission phase of one session, until the client disconnects.
     pub fn transmission<R: Read, W: Write + Send + 'static>(&self, r: R, w: W, sess: &Session) -> Result<(), ConnEnd> {
         let mut r = BufReader::with_capacity(256 * 1024, r);
-        let mut sink = Sink::new(w, self.opts.latency);
+        // A TLS stream has one owner, so its replies cannot come from a second thread: emulated
+        // latency is then served by waiting before each reply (no pipelining across the wait).
+        let mode = if sess.tls { Latency::None } else { self.opts.latency };
+        let mut sink = Sink::new(w, mode);
         let res = self.transmission_loop(&mut r, &mut sink, sess);
         let fin = sink.finish();
         res?;
@@ -544,6 +624,10 @@ impl Server {
                         (Latency::Emulated, Some(t)) => self.backend().wall_of(t),
                         _ => now,
                     };
+                    if sess.tls && due > now {
+                        sink.flush()?;
+                        std::thread::sleep(due - now);
+                    }
                     if req.kind == CMD_READ {
                         if sess.structured {
                             chunk_header(&mut head, REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, req.cookie, 8 + data_len as u32);
@@ -693,10 +777,8 @@ fn human(b: u64) -> String {
 /// Returns the final metrics.
 pub fn serve(srv: Arc<Server>, stop: Option<Arc<AtomicBool>>) -> Result<Value, String> {
     let addr: SocketAddr = srv.opts.listen.parse().map_err(|e| format!("--listen {:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:10809)", srv.opts.listen))?;
-    if !addr.ip().is_loopback() {
-        return Err(format!(
-            "--listen {addr}: only loopback addresses are served (the NBD traffic is unencrypted and this server has no TLS yet); use 127.0.0.1 and an SSH tunnel for remote clients"
-        ));
+    if !addr.ip().is_loopback() && srv.tls.is_none() {
+        return Err(format!("--listen {addr}: a non-loopback address needs TLS (--tls-cert and --tls-key): NBD traffic is otherwise unencrypted and unauthenticated"));
     }
     let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -722,7 +804,13 @@ pub fn serve(srv: Arc<Server>, stop: Option<Arc<AtomicBool>>) -> Result<Value, S
         ));
     }
     let names: Vec<String> = srv.opts.exports.iter().map(|e| format!("{} ({}{})", e.name, human(e.size), e.placement.map(|p| format!(", placement {p}")).unwrap_or_default())).collect();
-    log(srv.opts.quiet, &format!("listening on {} (latency {:?}); exports: {}, {METRICS_EXPORT}", listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), srv.opts.latency, names.join(", ")));
+    log(srv.opts.quiet, &format!(
+        "listening on {} (latency {:?}{}); exports: {}, {METRICS_EXPORT}",
+        listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        srv.opts.latency,
+        if srv.tls.is_some() { ", TLS required" } else { "" },
+        names.join(", ")
+    ));
     let conns: Arc<Mutex<HashMap<u64, TcpStream>>> = Arc::new(Mutex::new(HashMap::new()));
     let mut threads: Vec<JoinHandle<()>> = vec![];
     let mut next_id = 0u64;
@@ -792,17 +880,47 @@ pub fn serve(srv: Arc<Server>, stop: Option<Arc<AtomicBool>>) -> Result<Value, S
 }
 
 fn connection(srv: &Server, mut s: TcpStream) -> ConnEnd {
-    let sess = match srv.handshake(&mut s) {
-        Ok(Some(sess)) => sess,
-        Ok(None) => return ConnEnd::Closed,
-        Err(e) => return e,
+    let mut run = || -> Result<(), ConnEnd> {
+        let mut st = srv.greeting(&mut s)?;
+        match srv.options(&mut s, false, &mut st)? {
+            Haggle::Closed => Ok(()),
+            Haggle::Go(sess) => {
+                let r = s.try_clone()?;
+                srv.transmission(r, s.try_clone()?, &sess)
+            }
+            Haggle::StartTls => {
+                let cfg = srv.tls.clone().expect("STARTTLS is only accepted with TLS configured");
+                let conn = rustls::ServerConnection::new(cfg).map_err(|e| ConnEnd::Protocol(format!("TLS: {e}")))?;
+                let tls = Arc::new(Mutex::new(rustls::StreamOwned::new(conn, s.try_clone()?)));
+                let mut io = TlsIo(tls);
+                match srv.options(&mut io, true, &mut st)? {
+                    Haggle::Go(sess) => srv.transmission(io.clone(), io, &sess),
+                    _ => Ok(()),
+                }
+            }
+        }
     };
-    let r = match s.try_clone() {
-        Ok(r) => r,
-        Err(e) => return ConnEnd::Io(e),
-    };
-    match srv.transmission(r, s, &sess) {
+    match run() {
         Ok(()) => ConnEnd::Closed,
         Err(e) => e,
+    }
+}
+
+/// A TLS stream shared by the reading and the writing side of one connection thread.
+#[derive(Clone)]
+struct TlsIo(Arc<Mutex<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>>);
+
+impl Read for TlsIo {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).read(b)
+    }
+}
+
+impl Write for TlsIo {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).write(b)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).flush()
     }
 }

@@ -15,7 +15,7 @@ fn server() -> Arc<Server> {
     c.timing.enabled = false;
     let b = Backend::open(c, &BackendOptions::default()).unwrap();
     let exports = default_exports(b.config(), b.logical_bytes(), false);
-    let opts = ServeOptions { listen: "127.0.0.1:0".into(), exports, latency: Latency::None, max_connections: 4, max_request: 1 << 20, metrics_out: None, quiet: true };
+    let opts = ServeOptions { listen: "127.0.0.1:0".into(), exports, latency: Latency::None, max_connections: 4, max_request: 1 << 20, metrics_out: None, quiet: true, tls: None };
     Server::new(b, opts).unwrap()
 }
 

@@ -18,6 +18,8 @@ struct Opts {
     metrics_out: Option<std::path::PathBuf>,
     snapshot_every: u64,
     quiet: bool,
+    tls_cert: Option<std::path::PathBuf>,
+    tls_key: Option<std::path::PathBuf>,
 }
 
 /// Serve the device of `config_json` over NBD until SIGINT/SIGTERM; returns the final
@@ -43,6 +45,11 @@ pub fn nbd_serve(py: Python<'_>, config_json: &str, options_json: &str) -> PyRes
             max_request: o.max_request,
             metrics_out: o.metrics_out,
             quiet: o.quiet,
+            tls: match (o.tls_cert, o.tls_key) {
+                (Some(c), Some(k)) => Some((c, k)),
+                (None, None) => None,
+                _ => return Err(PyValueError::new_err("TLS needs both --tls-cert and --tls-key")),
+            },
         };
         let srv = Server::new(backend, opts).map_err(PyValueError::new_err)?;
         let m = ssdlab_nbd::serve(srv, None).map_err(PyOSError::new_err)?;

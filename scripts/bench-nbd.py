@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""NBD server bench: fio (ioengine=nbd, 4 KiB random read and random write, iodepth 32)
+against `ssdlab serve` (latency none) and against `nbdkit memory` on the same machine.
+Prints IOPS and the ratio; the goal is >= 1.0x nbdkit while ssdlab does the FTL work.
+
+    .venv/bin/python scripts/bench-nbd.py [--size 1G] [--runtime 10]
+"""
+
+import argparse
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SSDLAB = str(Path(sys.executable).parent / "ssdlab")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("server did not start")
+
+
+def fio(uri: str, rw: str, size: str, runtime: int) -> float:
+    p = subprocess.run(["fio", "--name=bench", "--ioengine=nbd", f"--uri={uri}", f"--rw={rw}", "--bs=4k",
+                        f"--size={size}", "--iodepth=32", f"--runtime={runtime}", "--time_based",
+                        "--randrepeat=1", "--output-format=json"], capture_output=True, text=True, check=True)
+    job = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]
+    return job["read" if "read" in rw else "write"]["iops"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", default="1G", help="region fio touches (default %(default)s)")
+    ap.add_argument("--runtime", type=int, default=10, help="seconds per fio run (default %(default)s)")
+    a = ap.parse_args()
+    for tool in ("fio", "nbdkit"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} is missing: run `make setup`")
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Path(tmp) / "bench.toml"
+        # The default preset's FTL (32 GiB, timing model on), answering as soon as the work is done.
+        cfg.write_text('preset = "default"\n')
+        servers = {
+            "ssdlab": lambda port: [SSDLAB, "serve", str(cfg), "--listen", f"127.0.0.1:{port}", "-q"],
+            "nbdkit": lambda port: ["nbdkit", "-f", "-p", str(port), "-i", "127.0.0.1", "memory", "32G"],
+        }
+        for name, cmd in servers.items():
+            port = free_port()
+            proc = subprocess.Popen(cmd(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                wait_port(port, proc)
+                uri = f"nbd://127.0.0.1:{port}/ssdlab" if name == "ssdlab" else f"nbd://127.0.0.1:{port}"
+                # Fill the region once so reads hit written data on both servers.
+                subprocess.run(["fio", "--name=fill", "--ioengine=nbd", f"--uri={uri}", "--rw=write", "--bs=1M",
+                                f"--size={a.size}", "--iodepth=8"], capture_output=True, check=True)
+                for rw in ("randread", "randwrite"):
+                    results[(name, rw)] = fio(uri, rw, a.size, a.runtime)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    for rw in ("randread", "randwrite"):
+        s, n = results[("ssdlab", rw)], results[("nbdkit", rw)]
+        print(f"nbd 4 KiB {rw:<9} iodepth 32: ssdlab serve {s / 1e3:7.1f} k IOPS, nbdkit memory {n / 1e3:7.1f} k IOPS "
+              f"-> {s / n:.2f}x (goal >= 1.0x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
