@@ -19,6 +19,7 @@ test-python:
 
 bench: setup
 	cargo run --release --locked -p ssdlab-bench
+	.venv/bin/python scripts/bench-nbd.py
 
 docs: setup
 	.venv/bin/ssdlab config keys > docs/CONFIG.md
