@@ -753,25 +753,23 @@ fn import(dev: &mut Device, image: &File, logical: u64, sector: u64) -> Result<u
     Ok(bytes)
 }
 
+/// Deallocate a range of the image file (reads back zeros).
 fn punch_hole(f: &File, offset: u64, len: u64) -> Result<()> {
-    if len == 0 {
-        return Ok(());
-    }
-    // SAFETY: fallocate on our own descriptor with valid ranges; errors are checked.
-    let r = unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, offset as libc::off_t, len as libc::off_t) };
-    if r == 0 {
-        return Ok(());
-    }
-    // File systems without hole punching: write zeros instead.
-    write_zeros(f, offset, len)
+    fallocate_or_zero(f, libc::FALLOC_FL_PUNCH_HOLE, offset, len)
 }
 
+/// Zero a range of the image file, keeping it allocated.
 fn zero_range(f: &File, offset: u64, len: u64) -> Result<()> {
+    fallocate_or_zero(f, libc::FALLOC_FL_ZERO_RANGE, offset, len)
+}
+
+/// fallocate(mode) on the range; on file systems without it, write zeros instead.
+fn fallocate_or_zero(f: &File, mode: libc::c_int, offset: u64, len: u64) -> Result<()> {
     if len == 0 {
         return Ok(());
     }
-    // SAFETY: as above.
-    let r = unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE, offset as libc::off_t, len as libc::off_t) };
+    // SAFETY: fallocate on our own descriptor with a valid range; the result is checked.
+    let r = unsafe { libc::fallocate(f.as_raw_fd(), mode | libc::FALLOC_FL_KEEP_SIZE, offset as libc::off_t, len as libc::off_t) };
     if r == 0 {
         return Ok(());
     }
