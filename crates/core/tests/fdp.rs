@@ -56,6 +56,13 @@ fn sequential_handle_stays_at_dlwa_one_and_fdp_beats_mixing() {
     let mixed = off["dlwa"].as_f64().unwrap();
     println!("FDP on: handle 0 DLWA {seq}, overall {rnd_on}; FDP off: overall {mixed}");
     assert!(seq < 1.1, "sequential handle DLWA {seq}");
+    // Reclaim units: the sequential handle's completed RUs are whole (all valid), the random
+    // handle's are spread over many fill levels.
+    let ru = |h: u64| -> Vec<u64> { handle(&on, h)["ru_valid_fraction_histogram"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect() };
+    let (ru0, ru1) = (ru(0), ru(1));
+    println!("RU valid-fraction histograms: handle 0 {ru0:?}, handle 1 {ru1:?}");
+    assert!(ru0.iter().sum::<u64>() > 0 && ru0[9] * 10 >= ru0.iter().sum::<u64>() * 9, "{ru0:?}");
+    assert!(ru1.iter().filter(|&&c| c > 0).count() >= 3, "{ru1:?}");
     assert!(mixed > rnd_on * 1.1, "FDP off should mix streams: {mixed} vs {rnd_on}");
     assert!(off.get("fdp").is_none());
 }

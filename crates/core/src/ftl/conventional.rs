@@ -71,6 +71,8 @@ pub(crate) struct Stream {
     gc_dest: usize,
     /// Host sectors written into the current reclaim unit.
     pub(crate) ru_written: u64,
+    /// Serial number of the current reclaim unit (blocks opened now belong to it).
+    pub(crate) ru_serial: u32,
 }
 
 /// A reclaim group: its dies, free blocks, victims and GC state.
@@ -200,6 +202,7 @@ impl Conventional {
             handle,
             gc_dest: usize::MAX,
             ru_written: 0,
+            ru_serial: 0,
         };
         let mut streams = Vec::new();
         let mut host_streams = Vec::new();
@@ -365,6 +368,7 @@ impl Conventional {
             assert_eq!(m.valid, 0);
             m.state = BlockState::Open;
             m.stream = s as u16;
+            m.ru = self.streams[s].ru_serial;
             m.programmed_pages = 0;
             opened.push(b);
         }
@@ -546,6 +550,7 @@ impl Conventional {
             }
         }
         self.streams[s].cur = 0;
+        self.streams[s].ru_serial += 1;
         std::mem::take(&mut self.streams[s].ru_written) > 0
     }
 

@@ -188,6 +188,7 @@ impl Fdp {
         st.ru_written += sectors;
         while st.ru_written >= ru {
             st.ru_written -= ru;
+            st.ru_serial += 1;
             self.ru_switches[idx] += 1;
         }
     }
@@ -328,6 +329,21 @@ impl Conventional {
                 hist[m.stream as usize][bin] += 1;
             }
         }
+        // Valid fraction of each completed reclaim unit of the host streams, over its blocks
+        // still on the media (10 bins).
+        let mut ru_fill: std::collections::BTreeMap<(usize, u32), (u64, u64)> = Default::default();
+        for m in self.blocks() {
+            let st = &self.streams[m.stream as usize];
+            if m.state == BlockState::Full && st.host && m.ru < st.ru_serial {
+                let e = ru_fill.entry((m.stream as usize, m.ru)).or_default();
+                e.0 += m.valid as u64;
+                e.1 += lay.sectors_per_block as u64;
+            }
+        }
+        let mut ru_hist = vec![[0u64; 10]; self.streams.len()];
+        for (&(s, _), &(valid, cap)) in &ru_fill {
+            ru_hist[s][((valid * 10) / cap).min(9) as usize] += 1;
+        }
         let mut handles = vec![];
         let mut shared = vec![];
         for (s, st) in self.streams.iter().enumerate() {
@@ -353,6 +369,7 @@ impl Conventional {
                     "dlwa": if host == 0 { 0.0 } else { (media as f64 / (host * sb) as f64 * 1e6).round() / 1e6 },
                     "ru_switches": f.ru_switches[st.rg as usize * f.handles as usize + h as usize],
                     "full_block_valid_fraction_histogram": hist[s].to_vec(),
+                    "ru_valid_fraction_histogram": ru_hist[s].to_vec(),
                 }));
             } else if st.handle == SHARED {
                 shared.push(json!({

@@ -109,6 +109,8 @@ pub struct BlockMeta {
     pub stream: u16,
     /// Reclaim group (FDP) the block belongs to; 0 without FDP.
     pub rg: u8,
+    /// Serial number of the reclaim unit (of its stream) the block was opened for (FDP).
+    pub ru: u32,
     /// Intrusive doubly-linked list links (greedy victim buckets); u32::MAX = none.
     pub prev: u32,
     pub next: u32,
@@ -131,6 +133,7 @@ impl BlockMeta {
             factory_bad: false,
             stream: 0,
             rg: 0,
+            ru: 0,
             prev: NIL,
             next: NIL,
             programmed_pages: 0,
@@ -158,6 +161,6 @@ mod tests {
     #[test]
     fn block_meta_stays_small() {
         // docs/PERFORMANCE.md quotes this size; a 2 TiB device has 256 Ki blocks.
-        assert_eq!(std::mem::size_of::<super::BlockMeta>(), 40);
+        assert_eq!(std::mem::size_of::<super::BlockMeta>(), 48);
     }
 }
