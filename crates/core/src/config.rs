@@ -155,6 +155,7 @@ pub struct FdpConfig {
     pub handle_types: Vec<HandleType>,
     pub ru_superblocks: u32,
     pub extra_configurations: Vec<FdpConfiguration>,
+    pub namespace_handles: Vec<u32>,
     pub max_events: u32,
 }
 
@@ -185,6 +186,7 @@ impl Default for FdpConfig {
             handle_types: c.handle_types,
             ru_superblocks: c.ru_superblocks,
             extra_configurations: vec![],
+            namespace_handles: vec![],
             max_events: 1024,
         }
     }
@@ -466,6 +468,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("fdp.handle_types", "-", Other, "Configuration 0: type of each handle, initially-isolated or persistently-isolated; the last entry repeats for the remaining handles."),
     k("fdp.ru_superblocks", "superblocks", Num(1.0, 4096.0), "Configuration 0: reclaim unit size, this many superblocks (one block per plane of every die of the group)."),
     k("fdp.extra_configurations", "-", Other, "More FDP configurations the device offers (configurations 1, 2, ...; 0 is given by the keys above), each a table with reclaim_groups, handles, handle_types and ru_superblocks, e.g. [{ handles = 8, handle_types = [\"persistently-isolated\"] }] (missing fields take the defaults of the default preset)."),
+    k("fdp.namespace_handles", "-", Other, "The namespace's placement handle list: placement handle i of a write uses reclaim unit handle namespace_handles[i] (in every reclaim group); empty = every handle of the configuration, in order. Handles not listed are not writable by the namespace."),
     k("fdp.max_events", "events", Num(0.0, 1e6), "FDP events kept for the events log (oldest dropped first)."),
     k("zns.zone_blocks", "blocks", Num(1.0, 65536.0), "Blocks per plane of each die in one zone (zone size = zone_width x planes x zone_blocks blocks)."),
     k("zns.zone_width", "dies", Num(0.0, 16384.0), "Dies a zone is striped over (0 = all dies); must divide the die count."),
@@ -675,6 +678,16 @@ impl Config {
             }
             if fc.reclaim_groups > dies {
                 return Err(Error::config(&key("reclaim_groups"), format!("{} reclaim groups need at least as many dies ({dies} here)", fc.reclaim_groups)));
+            }
+        }
+        let active = f.active();
+        let mut seen = std::collections::HashSet::new();
+        for &h in &f.namespace_handles {
+            if h >= active.handles || !seen.insert(h) {
+                return Err(Error::config(
+                    "fdp.namespace_handles",
+                    format!("{:?} must list distinct reclaim unit handles below {} (the configuration in force has {})", f.namespace_handles, active.handles, active.handles),
+                ));
             }
         }
         let w = &self.workload;

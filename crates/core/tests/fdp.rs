@@ -276,3 +276,26 @@ mix = [
         assert!(e.contains(needle), "{part}: {e}");
     }
 }
+
+#[test]
+fn the_namespace_placement_handle_list_maps_to_reclaim_unit_handles() {
+    let mut c = device(true, &[HandleType::InitiallyIsolated]);
+    c.fdp.namespace_handles = vec![2, 0];
+    let mut dev = Device::new(c.clone()).unwrap();
+    let sector = vec![0u8; 4096];
+    dev.write_placed(0, &sector, false, Some(0)).unwrap(); // placement handle 0 -> RUH 2
+    dev.write_placed(4096, &sector, false, Some(1)).unwrap(); // placement handle 1 -> RUH 0
+    dev.write_placed(8192, &sector, false, None).unwrap(); // default: placement handle 0
+    let e = dev.write_placed(0, &sector, false, Some(2)).unwrap_err();
+    assert!(matches!(e, Error::Nvme(Status::InvalidField, _)), "{e}");
+    let st = dev.ftl().ruh_status().unwrap();
+    assert_eq!(st.iter().map(|s| (s.handle, s.ruhid)).collect::<Vec<_>>(), vec![(0, 2), (1, 0)]);
+    let ru = dev.ftl().fdp().unwrap().ru_sectors[0];
+    assert_eq!(st.iter().map(|s| ru - s.ruamw).collect::<Vec<_>>(), vec![2, 1]);
+    assert_eq!(dev.ftl().ruh_usage().unwrap(), vec!["host-specified", "unused", "host-specified", "unused"]);
+    // A list naming a handle the configuration lacks, or twice, is a config error.
+    for bad in [vec![4], vec![1, 1]] {
+        c.fdp.namespace_handles = bad;
+        assert!(c.validate().unwrap_err().to_string().contains("fdp.namespace_handles"));
+    }
+}

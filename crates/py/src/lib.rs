@@ -305,8 +305,8 @@ impl NativeDevice {
     /// Placement identifier of (reclaim group, handle).
     fn placement_id(&self, reclaim_group: u32, handle: u32) -> PyResult<u16> {
         let f = self.conventional()?.fdp().ok_or_else(|| NvmeError::new_err("FDP is not enabled on this device (fdp.enabled = false)"))?;
-        if reclaim_group >= f.groups || handle >= f.handles {
-            return Err(PyValueError::new_err(format!("reclaim group {reclaim_group} / handle {handle} out of range ({} x {})", f.groups, f.handles)));
+        if reclaim_group >= f.groups || handle >= f.placement_handles() {
+            return Err(PyValueError::new_err(format!("reclaim group {reclaim_group} / placement handle {handle} out of range ({} x {})", f.groups, f.placement_handles())));
         }
         Ok(f.pid(reclaim_group, handle))
     }

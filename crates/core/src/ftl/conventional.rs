@@ -881,9 +881,11 @@ impl BlockDevice for Conventional {
         }
         let s = match (&self.fdp, opts.placement) {
             (Some(f), Some(pid)) => {
-                let (rg, h) = f.decode(pid).ok_or_else(|| Error::Nvme(Status::InvalidField, format!("placement identifier {pid:#06x} names no reclaim group and handle of this device ({} groups x {} handles)", f.groups, f.handles)))?;
+                let (rg, h) = f.decode(pid).ok_or_else(|| Error::Nvme(Status::InvalidField, format!("placement identifier {pid:#06x} names no reclaim group and placement handle of this namespace ({} groups x {} placement handles)", f.groups, f.placement_handles())))?;
                 self.host_streams[rg * f.handles as usize + h]
             }
+            // No identifier: placement handle 0 of reclaim group 0.
+            (Some(f), None) => self.host_streams[f.phndl[0] as usize],
             _ => HOST,
         };
         let t = now + self.tl.command_overhead_ns();

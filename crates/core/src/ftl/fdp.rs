@@ -75,12 +75,16 @@ pub struct Event {
     pub time_ns: u64,
 }
 
-/// Reclaim Unit Handle Status descriptor (I/O Management Receive).
+/// Reclaim Unit Handle Status descriptor (I/O Management Receive), one per placement
+/// identifier of the namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuhStatus {
     pub pid: u16,
     pub reclaim_group: u16,
+    /// Placement handle (index into the namespace's list).
     pub handle: u16,
+    /// Reclaim unit handle it selects.
+    pub ruhid: u16,
     pub handle_type: HandleType,
     /// Reclaim unit available media writes: logical blocks (sectors) left in the current RU.
     pub ruamw: u64,
@@ -123,6 +127,8 @@ pub struct Fdp {
     pub offered: Vec<(FdpConfiguration, u64)>,
     pub groups: u32,
     pub handles: u32,
+    /// The namespace's placement handle list: placement handle -> reclaim unit handle.
+    pub phndl: Vec<u16>,
     pub types: Vec<HandleType>,
     /// Bits of the placement identifier that name the reclaim group.
     pub rgif: u32,
@@ -150,6 +156,7 @@ impl Fdp {
             offered: cfg.configurations().into_iter().map(|c| { let ru = ru_sectors_of(&c, lay)[0] * sb; (c, ru) }).collect(),
             groups: fc.reclaim_groups,
             handles: fc.handles,
+            phndl: if cfg.namespace_handles.is_empty() { (0..fc.handles as u16).collect() } else { cfg.namespace_handles.iter().map(|&h| h as u16).collect() },
             types: (0..fc.handles).map(|h| fc.handle_type(h)).collect(),
             rgif,
             ru_bytes: ru_sectors.iter().map(|s| s * sb).collect(),
@@ -171,10 +178,17 @@ impl Fdp {
         }
     }
 
-    /// (reclaim group, handle) of a placement identifier, if both exist.
+    /// (reclaim group, reclaim unit handle) a placement identifier selects, if it names a
+    /// group and a placement handle of the namespace.
     pub fn decode(&self, pid: u16) -> Option<(usize, usize)> {
-        let (rg, h) = if self.rgif == 0 { (0u32, pid as u32) } else { ((pid as u32) >> (16 - self.rgif), pid as u32 & ((1 << (16 - self.rgif)) - 1)) };
-        (rg < self.groups && h < self.handles).then_some((rg as usize, h as usize))
+        let (rg, ph) = if self.rgif == 0 { (0u32, pid as u32) } else { ((pid as u32) >> (16 - self.rgif), pid as u32 & ((1 << (16 - self.rgif)) - 1)) };
+        let ruh = *self.phndl.get(ph as usize)?;
+        (rg < self.groups).then_some((rg as usize, ruh as usize))
+    }
+
+    /// Placement handles of the namespace.
+    pub fn placement_handles(&self) -> u32 {
+        self.phndl.len() as u32
     }
 
     /// Account `sectors` host sectors written through stream `st` (RU switches).
@@ -272,13 +286,14 @@ impl Conventional {
         let f = self.fdp_ref()?;
         let mut out = vec![];
         for rg in 0..f.groups {
-            for h in 0..f.handles {
-                let s = self.host_stream_of(rg as usize, h as usize);
+            for (ph, &ruh) in f.phndl.iter().enumerate() {
+                let s = self.host_stream_of(rg as usize, ruh as usize);
                 out.push(RuhStatus {
-                    pid: f.pid(rg, h),
+                    pid: f.pid(rg, ph as u32),
                     reclaim_group: rg as u16,
-                    handle: h as u16,
-                    handle_type: f.types[h as usize],
+                    handle: ph as u16,
+                    ruhid: ruh,
+                    handle_type: f.types[ruh as usize],
                     ruamw: f.ru_sectors[rg as usize] - self.streams[s].ru_written,
                 });
             }
@@ -359,7 +374,7 @@ impl Conventional {
                 let moved_again = own_gc.map(|i| d(i).2).unwrap_or(0);
                 let media = nand + (moved + moved_again) * sb;
                 handles.push(json!({
-                    "pid": f.pid(st.rg as u32, h),
+                    "pid": f.phndl.iter().position(|&r| r as u32 == h).map(|ph| f.pid(st.rg as u32, ph as u32)),
                     "reclaim_group": st.rg,
                     "handle": h,
                     "type": f.types[h as usize],
