@@ -214,6 +214,14 @@ def test_stats_sigusr1_and_clean_shutdown(tmp_path):
     assert json.loads((out / "metrics.json").read_text())["nbd"]["requests"] >= 1
 
 
+def test_ctrl_c_stops_cleanly_with_a_summary(tmp_path):
+    srv = Server(tmp_path).start()
+    qemu_io(srv.uri(), "write -P 3 0 1M")
+    assert srv.stop(signal.SIGINT) == 0
+    log = srv.log.read_text()
+    assert "shutting down" in log and "served" in log and "Traceback" not in log
+
+
 def test_bad_clients_get_dropped_and_the_server_keeps_serving(tmp_path):
     with Server(tmp_path, args=["--max-connections", "4"]) as srv:
         for garbage in [b"", b"\xff" * 4, b"\x00\x00\x00\x03" + b"GARBAGE" * 10, os.urandom(300)]:

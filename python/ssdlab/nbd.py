@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -45,7 +46,18 @@ def serve(config: Dict[str, Any], listen: str = "127.0.0.1:10809", image: Option
     opts = {"listen": listen, "image": image, "latency": latency, "exports": exports, "per_handle": per_handle,
             "max_connections": max_connections, "max_request": max_request, "metrics_out": metrics_out,
             "snapshot_every": snapshot_every, "quiet": quiet, "tls_cert": tls_cert, "tls_key": tls_key}
-    return json.loads(_native.nbd_serve(json.dumps(config), json.dumps(opts)))
+    # The server handles SIGINT itself (a clean shutdown); Python's own handler would raise
+    # KeyboardInterrupt after the server returned and lose its final metrics.
+    previous = None
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals stay with the main thread's handlers
+        pass
+    try:
+        return json.loads(_native.nbd_serve(json.dumps(config), json.dumps(opts)))
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def stats(addr: str) -> Dict[str, Any]:
