@@ -333,5 +333,8 @@ def test_tls_is_required_and_works_with_libnbd(tmp_path):
         run("nbdcopy", tls_uri, back)
         with open(back, "rb") as f:
             assert f.read(4 * MiB) == src.read_bytes()
+        m = json.loads(ssdlab("stats", srv.addr, "--json", "--tls-ca", pki).stdout)
+        assert m["host_write_bytes"] >= 4 * MiB
+        assert ssdlab("stats", srv.addr, check=False).returncode == 2  # plain NBD is refused
     # A non-loopback address without TLS is refused (checked before binding).
     assert "TLS" in ssdlab("serve", srv.cfg, "--listen", "0.0.0.0:10809", check=False).stderr

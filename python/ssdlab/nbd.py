@@ -60,9 +60,12 @@ def serve(config: Dict[str, Any], listen: str = "127.0.0.1:10809", image: Option
             signal.signal(signal.SIGINT, previous)
 
 
-def stats(addr: str) -> Dict[str, Any]:
-    """Live metrics of the server at HOST:PORT (read from its ssdlab-metrics export)."""
-    return json.loads(_native.nbd_stats(addr))
+def stats(addr: str, tls_ca: Optional[str] = None) -> Dict[str, Any]:
+    """Live metrics of the server at HOST:PORT (read from its ssdlab-metrics export). For a TLS
+    server give the CA certificate (PEM file, or a directory holding ca-cert.pem)."""
+    if tls_ca and Path(tls_ca).is_dir():
+        tls_ca = str(Path(tls_ca) / "ca-cert.pem")
+    return json.loads(_native.nbd_stats(addr, tls_ca))
 
 
 def cmd_serve(args) -> int:
@@ -81,7 +84,7 @@ def cmd_serve(args) -> int:
 
 
 def cmd_stats(args) -> int:
-    m = stats(args.address)
+    m = stats(args.address, args.tls_ca)
     text = json.dumps(m, indent=2) + "\n"
     if args.out:
         Path(args.out).write_text(text)
@@ -127,4 +130,5 @@ def add_parsers(sub) -> None:
     st.add_argument("address", help="HOST:PORT of the server")
     st.add_argument("--json", action="store_true", help="print the whole metrics.json")
     st.add_argument("--out", help="write metrics.json here")
+    st.add_argument("--tls-ca", help="TLS servers: the CA certificate (PEM file, or a directory with ca-cert.pem)")
     st.set_defaults(func=cmd_stats)

@@ -11,25 +11,34 @@ fn io_err(msg: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
 }
 
+/// A byte stream to the server: plain TCP or TLS.
+pub trait Stream: Read + Write + Send {}
+impl<T: Read + Write + Send> Stream for T {}
+
 /// A connected session in the transmission phase (simple replies).
 pub struct Client {
-    s: TcpStream,
+    s: Box<dyn Stream>,
     pub size: u64,
     pub flags: u16,
     cookie: u64,
 }
 
 impl Client {
-    /// Connect to `addr` and open `export` with NBD_OPT_GO.
-    pub fn connect(addr: &str, export: &str) -> std::io::Result<Client> {
-        let mut s = TcpStream::connect(addr)?;
-        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    /// Connect to `addr` and open `export` with NBD_OPT_GO; with `tls_ca` (a PEM file of
+    /// the CA that signed the server's certificate) the session is upgraded with STARTTLS.
+    pub fn connect(addr: &str, export: &str, tls_ca: Option<&std::path::Path>) -> std::io::Result<Client> {
+        let mut tcp = TcpStream::connect(addr)?;
+        tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
         let mut hello = [0u8; 18];
-        s.read_exact(&mut hello)?;
+        tcp.read_exact(&mut hello)?;
         if u64::from_be_bytes(hello[0..8].try_into().unwrap()) != NBDMAGIC || u64::from_be_bytes(hello[8..16].try_into().unwrap()) != IHAVEOPT {
             return Err(io_err(format!("{addr} is not a newstyle NBD server")));
         }
-        s.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes())?;
+        tcp.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes())?;
+        let mut s: Box<dyn Stream> = match tls_ca {
+            None => Box::new(tcp),
+            Some(ca) => Box::new(start_tls(tcp, addr, ca)?),
+        };
         let mut data = (export.len() as u32).to_be_bytes().to_vec();
         data.extend_from_slice(export.as_bytes());
         data.extend_from_slice(&0u16.to_be_bytes());
@@ -111,9 +120,42 @@ impl Client {
     }
 }
 
+/// Send NBD_OPT_STARTTLS and run the TLS handshake, checking the server's certificate
+/// against the CA in `ca` and the host of `addr`.
+fn start_tls(mut tcp: TcpStream, addr: &str, ca: &std::path::Path) -> std::io::Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
+    let mut opt = IHAVEOPT.to_be_bytes().to_vec();
+    opt.extend_from_slice(&OPT_STARTTLS.to_be_bytes());
+    opt.extend_from_slice(&0u32.to_be_bytes());
+    tcp.write_all(&opt)?;
+    let mut h = [0u8; 20];
+    tcp.read_exact(&mut h)?;
+    let kind = u32::from_be_bytes(h[12..16].try_into().unwrap());
+    let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+    let mut p = vec![0u8; len.min(1 << 16)];
+    tcp.read_exact(&mut p)?;
+    if kind != REP_ACK {
+        return Err(io_err(format!("{addr} refused TLS: {}", String::from_utf8_lossy(&p))));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    let mut r = std::io::BufReader::new(std::fs::File::open(ca).map_err(|e| io_err(format!("{}: {e}", ca.display())))?);
+    for cert in rustls_pemfile::certs(&mut r) {
+        roots.add(cert?).map_err(|e| io_err(format!("{}: {e}", ca.display())))?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| io_err(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let host = addr.rsplit_once(':').map(|(h, _)| h.trim_start_matches('[').trim_end_matches(']')).unwrap_or(addr);
+    let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| io_err(format!("{host}: {e}")))?;
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).map_err(|e| io_err(e.to_string()))?;
+    Ok(rustls::StreamOwned::new(conn, tcp))
+}
+
 /// The server's live metrics.json (the `ssdlab-metrics` export), as text.
-pub fn fetch_metrics(addr: &str) -> std::io::Result<String> {
-    let mut c = Client::connect(addr, crate::server::METRICS_EXPORT)?;
+pub fn fetch_metrics(addr: &str, tls_ca: Option<&std::path::Path>) -> std::io::Result<String> {
+    let mut c = Client::connect(addr, crate::server::METRICS_EXPORT, tls_ca)?;
     let size = c.size;
     let mut out = Vec::with_capacity(size as usize);
     let mut off = 0;

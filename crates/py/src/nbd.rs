@@ -57,9 +57,11 @@ pub fn nbd_serve(py: Python<'_>, config_json: &str, options_json: &str) -> PyRes
     })
 }
 
-/// The live metrics.json of the server at `addr` (HOST:PORT).
+/// The live metrics.json of the server at `addr` (HOST:PORT); `tls_ca` = the CA's PEM file
+/// for a TLS server.
 #[pyfunction]
-pub fn nbd_stats(py: Python<'_>, addr: &str) -> PyResult<String> {
+#[pyo3(signature = (addr, tls_ca=None))]
+pub fn nbd_stats(py: Python<'_>, addr: &str, tls_ca: Option<std::path::PathBuf>) -> PyResult<String> {
     let addr = addr.to_string();
-    py.allow_threads(move || ssdlab_nbd::client::fetch_metrics(&addr).map_err(|e| PyOSError::new_err(format!("{addr}: {e}"))))
+    py.allow_threads(move || ssdlab_nbd::client::fetch_metrics(&addr, tls_ca.as_deref()).map_err(|e| PyOSError::new_err(format!("{addr}: {e}"))))
 }
