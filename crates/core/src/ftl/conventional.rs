@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::fdp::{Fdp, StreamStats, SHARED};
 use super::victim::Victims;
 use super::{BlockDevice, Counters, WriteOpts};
-use crate::config::{Config, GcPolicy, HandleType, StorageMode};
+use crate::config::{Config, HandleType, StorageMode};
 use crate::engine::{Timelines, WriteBuffer};
 use crate::error::{Error, Result, Status};
 use crate::media::store::DataStore;
@@ -296,7 +296,7 @@ impl Conventional {
         match &self.groups[0].victims {
             Victims::Greedy { .. } => "greedy",
             Victims::Fifo { .. } => "fifo",
-            Victims::Dense { policy: GcPolicy::CostBenefit, .. } => "cost-benefit",
+            Victims::CostBenefit { .. } => "cost-benefit",
             Victims::Dense { .. } => "d-choices",
         }
     }
