@@ -11,6 +11,7 @@ from typing import List, Optional
 
 from . import _native
 from ._native import SsdlabError
+from .spi import add_spi_parser
 
 EPILOG = """examples:
   ssdlab config show default > my.toml      # a complete, commented config
@@ -194,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run on Ray: auto starts a local Ray on 127.0.0.1, host:port joins a cluster")
     sw.add_argument("-q", "--quiet", action="store_true")
     sw.set_defaults(func=cmd_sweep)
+
+    add_spi_parser(sub)
     return p
 
 

@@ -18,6 +18,8 @@ use ssdlab_core::media::presets;
 use ssdlab_core::workload::trace::{self, TraceFormat};
 use ssdlab_core::{analytic, Error};
 
+mod spi;
+
 create_exception!(_native, SsdlabError, PyException, "Base class of ssdlab errors.");
 create_exception!(_native, ConfigError, SsdlabError, "A configuration key is unknown, malformed or out of range.");
 create_exception!(_native, TraceError, SsdlabError, "A trace line cannot be parsed.");
@@ -477,5 +479,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(waf_fifo, m)?)?;
     m.add_function(wrap_pyfunction!(waf_greedy, m)?)?;
     m.add_function(wrap_pyfunction!(workload_defaults, m)?)?;
+    spi::register(m)?;
     Ok(())
 }

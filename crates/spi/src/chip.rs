@@ -101,6 +101,8 @@ pub struct Flash {
     now_ns: u64,
     clock_rem: u64,
     busy_until_ns: u64,
+    /// WEL stays set while a program/erase/WRSR runs and clears when it completes.
+    wel_clears_when_ready: bool,
     /// After release from power-down or a reset, commands are ignored until this time.
     ready_at_ns: u64,
     powered_down: bool,
@@ -178,6 +180,7 @@ impl Flash {
             now_ns: 0,
             clock_rem: 0,
             busy_until_ns: 0,
+            wel_clears_when_ready: false,
             ready_at_ns: 0,
             powered_down: false,
             volatile_armed: false,
@@ -229,7 +232,19 @@ impl Flash {
     }
     /// Register file (SR1, SR2, SR3 or SR, CR, 0) without WIP.
     pub fn registers(&self) -> [u8; 3] {
-        self.sr
+        let mut r = self.sr;
+        if self.wel_clears_when_ready && !self.busy() {
+            r[0] &= !WEL;
+        }
+        r
+    }
+
+    /// Apply what completed in the meantime (WEL clears at the end of a program/erase/WRSR).
+    fn settle(&mut self) {
+        if self.wel_clears_when_ready && !self.busy() {
+            self.sr[0] &= !WEL;
+            self.wel_clears_when_ready = false;
+        }
     }
     pub fn sfdp(&self) -> &[u8] {
         &self.sfdp
@@ -357,6 +372,7 @@ impl Flash {
         if !self.frame.active {
             self.begin();
         }
+        self.settle();
         let pos = self.frame.pos;
         let mut clocks = 8u64;
         let out = if pos == 0 {
@@ -386,7 +402,7 @@ impl Flash {
         } else {
             let op = self.frame.op;
             match op {
-                0x05 => self.sr[0] | if self.busy() { WIP } else { 0 },
+                0x05 => self.registers()[0] | if self.busy() { WIP } else { 0 },
                 0x35 => self.sr[1],
                 0x15 => match self.part.registers {
                     Registers::Winbond => self.sr[2],
@@ -557,11 +573,14 @@ impl Flash {
         }
     }
 
+    /// A self-timed operation starts: WIP for `ns`, WEL cleared when it ends.
     fn start_busy(&mut self, ns: u64) {
         self.busy_until_ns = self.now_ns + ns;
+        self.wel_clears_when_ready = true;
     }
 
     fn execute(&mut self, op: u8, pos: u32, was_reset_enable: bool) -> String {
+        self.settle();
         let t = *self.part.times(self.opts.timing);
         let wel = self.sr[0] & WEL != 0;
         match op {
@@ -602,9 +621,9 @@ impl Flash {
                 self.apply_stuck(base..base + page);
                 self.write_through(base..base + page);
                 let n = self.frame.page_bytes_in.min(page) as u64;
-                let ns = (t.byte_first_ns + (n - 1) * t.byte_next_ns).min(t.page_program_ns);
+                // A full page takes tPP; a partial one tBP1 + (n - 1) * tBP2, at most tPP.
+                let ns = if n >= page as u64 { t.page_program_ns } else { (t.byte_first_ns + (n - 1) * t.byte_next_ns).min(t.page_program_ns) };
                 self.start_busy(ns);
-                self.sr[0] &= !WEL;
                 self.stats.programs += 1;
                 self.stats.program_bytes += n;
                 format!("program {n} B at {addr:#x}, busy {ns} ns")
@@ -636,7 +655,6 @@ impl Flash {
                 let failed = self.erase(range.clone());
                 self.write_through(range.clone());
                 self.start_busy(ns);
-                self.sr[0] &= !WEL;
                 match op {
                     0x20 => self.stats.sector_erases += 1,
                     0x52 => self.stats.block32_erases += 1,
@@ -671,6 +689,7 @@ impl Flash {
                 }
                 self.sr = self.sr_nv;
                 self.sr[0] &= !WEL;
+                self.wel_clears_when_ready = false;
                 self.volatile_armed = false;
                 self.ready_at_ns = self.now_ns + self.part.reset_ns;
                 "software reset".into()
@@ -723,7 +742,7 @@ impl Flash {
             }
             _ => return "ignored".into(),
         }
-        new[0] &= !WEL;
+        new[0] = (new[0] & !WEL) | (self.sr[0] & WEL);
         self.sr = new;
         self.stats.status_writes += 1;
         if volatile {
@@ -731,6 +750,7 @@ impl Flash {
             return format!("status (volatile) = {:02x} {:02x} {:02x}", new[0], new[1], new[2]);
         }
         self.sr_nv = new;
+        self.sr_nv[0] &= !WEL;
         self.start_busy(tw_ns);
         format!("status = {:02x} {:02x} {:02x}, busy {tw_ns} ns", new[0], new[1], new[2])
     }

@@ -260,6 +260,15 @@ impl Part {
     /// The byte range the block-protect bits protect (empty when none). `sr` is the chip's
     /// register file (SR1, SR2, SR3 or SR, CR, -).
     pub fn protected_range(&self, sr: &[u8; 3]) -> Range<u32> {
+        let r = self.protected_range_raw(sr);
+        if r.is_empty() {
+            0..0
+        } else {
+            r
+        }
+    }
+
+    fn protected_range_raw(&self, sr: &[u8; 3]) -> Range<u32> {
         let size = self.size_bytes;
         match self.protection {
             Protection::Winbond { unit_bytes } => {

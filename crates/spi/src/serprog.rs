@@ -269,6 +269,14 @@ impl Server {
     /// Serve clients one after another until `stop` returns true (checked at least every 100
     /// ms). Each program/erase is already in the image file; the trace is flushed per client.
     pub fn run(&self, flash: &mut Flash, stop: &dyn Fn() -> bool) -> Result<ServeSummary, Error> {
+        // Once asked to stop, stay stopped (a signal is reported only once).
+        let stopped = std::cell::Cell::new(false);
+        let stop = &|| {
+            if !stopped.get() && stop() {
+                stopped.set(true);
+            }
+            stopped.get()
+        };
         let mut sum = ServeSummary::default();
         loop {
             if stop() {
