@@ -114,15 +114,15 @@ const US: u64 = 1_000;
 const S: u64 = 1_000_000_000;
 
 /// Winbond W25Q128JV, datasheet "W25Q128JV 3V 128M-bit serial flash memory with uniform 4KB
-/// sectors and dual/quad SPI", Revision F (Winbond, 2018): ID table (EF 40 18, device ID 17h),
-/// status registers (section 7.1), block protection table (7.1.8, SEC/TB/BP/CMP), AC
+/// sectors and dual/quad SPI" (Winbond): ID table (EF 40 18, device ID 17h),
+/// status registers, block protection table (SEC/TB/BP/CMP), AC
 /// characteristics (tPP 0.7/3 ms, tBP1 30/50 us, tBP2 2.5/12 us, tSE 45/400 ms, tBE1 120/1600
 /// ms, tBE2 150/2000 ms, tCE 40/200 s, tW 10/15 ms, tDP 3 us, tRES1 3 us, tRST 30 us).
 pub fn w25q128jv() -> Part {
     Part {
         name: "W25Q128JV",
         vendor: "Winbond",
-        datasheet: "Winbond W25Q128JV datasheet, rev. F (2018)",
+        datasheet: "Winbond W25Q128JV datasheet (3V 128M-bit serial flash, dual/quad SPI)",
         jedec_id: [0xEF, 0x40, 0x18],
         device_id: 0x17,
         rems_id: [0xEF, 0x17],
@@ -153,7 +153,7 @@ pub fn w25q128jv() -> Part {
         reset_ns: 30 * US,
         registers: Registers::Winbond,
         protection: Protection::Winbond { unit_bytes: 256 * 1024 },
-        // IQ/JQ ordering codes ship with QE = 1 (datasheet 7.1.10).
+        // IQ/JQ ordering codes ship with QE = 1 (datasheet, Quad Enable bit).
         sr_default: [0x00, 0x02, 0x60],
         has_unique_id: true,
         dual_output: true,
@@ -167,13 +167,13 @@ pub fn w25q128jv() -> Part {
 }
 
 /// Winbond W25Q16JV, datasheet "W25Q16JV 3V 16M-bit serial flash memory with uniform 4KB sectors
-/// and dual/quad SPI", Revision H (Winbond): ID EF 40 15, device ID 14h, same register set and
+/// and dual/quad SPI" (Winbond): ID EF 40 15, device ID 14h, same register set and
 /// protection rules as the W25Q128JV with a 64 KiB smallest BP region (1/32 of the array), tPP
 /// 0.7/3 ms, tSE 45/400 ms, tBE1 120/1600 ms, tBE2 150/2000 ms, tCE 5/25 s, tW 10/15 ms.
 pub fn w25q16jv() -> Part {
     let mut p = w25q128jv();
     p.name = "W25Q16JV";
-    p.datasheet = "Winbond W25Q16JV datasheet, rev. H";
+    p.datasheet = "Winbond W25Q16JV datasheet (3V 16M-bit serial flash, dual/quad SPI)";
     p.jedec_id = [0xEF, 0x40, 0x15];
     p.device_id = 0x14;
     p.rems_id = [0xEF, 0x14];
@@ -185,16 +185,18 @@ pub fn w25q16jv() -> Part {
 }
 
 /// Macronix MX25L6436F, datasheet "MX25L6436F 3V, 64M-bit [x1/x2/x4] CMOS MXSMIO serial flash
-/// memory", P/N PM1978 (Macronix): RDID C2 20 17, RES 16h, REMS C2 16, status and configuration
-/// register, protected-area table (BP3..BP0 with TB in the configuration register), tPP 0.5/3 ms,
-/// tSE 40/200 ms, tBE32 0.2/1 s, tBE64 0.4/2 s, tCE 25/50 s, tW 40/? ms (we use 40/100 ms),
-/// tDP 10 us, tRES1 8.8 us. No 4Bh unique ID (the part has a secured OTP area instead, not
-/// modelled), no 50h.
+/// memory" (Macronix): RDID C2 20 17, RES 16h, REMS C2 16, status and configuration
+/// register, protected-area table (BP3..BP0 with TB in the configuration register). The AC
+/// timings below (tPP 0.5/3 ms, tSE 40/200 ms, tBE32 0.2/1 s, tBE64 0.4/2 s, tCE 25/50 s, tW
+/// 40 ms typical, tDP 10 us, tRES1 8.8 us) were transcribed without a copy of the datasheet at
+/// hand to cross-check; the tW maximum (100 ms) is our placeholder. Check them against your
+/// copy before relying on absolute Macronix times. No 4Bh unique ID (the part has a secured OTP
+/// area instead, not modelled), no 50h.
 pub fn mx25l6436f() -> Part {
     Part {
         name: "MX25L6436F",
         vendor: "Macronix",
-        datasheet: "Macronix MX25L6436F datasheet, P/N PM1978",
+        datasheet: "Macronix MX25L6436F datasheet (3V 64M-bit MXSMIO serial flash)",
         jedec_id: [0xC2, 0x20, 0x17],
         device_id: 0x16,
         rems_id: [0xC2, 0x16],
