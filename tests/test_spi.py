@@ -240,5 +240,33 @@ def test_python_api_max_timing_protection_and_faults(tmp_path):
     assert {c["name"] for c in chips()} == set(PRESETS)
 
 
+def test_a_driver_that_skips_busy_polling_loses_its_writes():
+    """What the emulator is for: QEMU's m25p80 applies program/erase at once, so this bug
+    passes there; a real chip (and this model) ignores commands while busy."""
+    def careless_write(f, addr, data):          # WREN + PP per page, never reads WIP
+        for off in range(0, len(data), 256):
+            a = addr + off
+            f.transfer(b"\x06")
+            f.transfer(bytes([0x02, a >> 16 & 0xFF, a >> 8 & 0xFF, a & 0xFF]) + data[off:off + 256])
+
+    def careful_write(f, addr, data):
+        for off in range(0, len(data), 256):
+            a = addr + off
+            f.transfer(b"\x06")
+            f.transfer(bytes([0x02, a >> 16 & 0xFF, a >> 8 & 0xFF, a & 0xFF]) + data[off:off + 256])
+            f.wait_ready()
+
+    data = random_bytes(1024, seed=9)
+    f = Flash(chip="W25Q16JV")
+    careless_write(f, 0, data)
+    f.wait_ready()
+    assert f.read(0, 1024) != data
+    assert f.read(0, 256) == data[:256], "only the first page made it"
+    assert f.stats["ignored_busy"] == 6, "3 x (WREN + PP) while the first page was programming"
+    g = Flash(chip="W25Q16JV")
+    careful_write(g, 0, data)
+    assert g.read(0, 1024) == data
+
+
 def test_module_doctest():
     assert doctest.testmod(spi_module).failed == 0

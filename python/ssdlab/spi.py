@@ -155,8 +155,11 @@ def cmd_spi(args) -> int:
         return 2
     stuck = []
     for s in args.stuck_bit or []:
-        a, b, v = s.split(":")
-        stuck.append((int(a, 0), int(b), int(v)))
+        try:
+            a, b, v = s.split(":")
+            stuck.append((int(a, 0), int(b), int(v)))
+        except ValueError:
+            raise ValueError(f"--stuck-bit {s!r}: expected ADDR:BIT:VALUE, e.g. 0x1000:3:0") from None
     flash = Flash(args.chip, args.image, timing=args.timing, clock_hz=args.clock_hz, stuck_bits=stuck,
                   erase_fail_after=args.erase_fail_after, trace=args.trace)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
