@@ -602,3 +602,33 @@ fn trace_records_frames_with_simulated_time() {
     assert_eq!(lines[3]["advance_ns"], 50_000);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn same_frames_same_trace_and_contents() {
+    let dir = std::env::temp_dir().join(format!("ssdlab-spi-det-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |name: &str| {
+        let path = dir.join(name);
+        let mut f = chip("MX25L6436F");
+        f.trace_to(&path).unwrap();
+        let mut x: u32 = 12345;
+        for i in 0..200u32 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            match x % 4 {
+                0 => program(&mut f, (x >> 8) % (8 * MB), &[(i & 0xFF) as u8; 16]),
+                1 => erase(&mut f, 0x20, (x >> 8) % (8 * MB)),
+                2 => {
+                    read(&mut f, (x >> 8) % (8 * MB), 64);
+                }
+                _ => f.advance((x >> 12) as u64),
+            }
+        }
+        f.flush().unwrap();
+        (std::fs::read(&path).unwrap(), f.contents().to_vec(), f.now_ns())
+    };
+    let a = run("a.jsonl");
+    let b = run("b.jsonl");
+    assert!(a.0.len() > 10_000);
+    assert_eq!(a, b);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
