@@ -157,6 +157,29 @@ def test_flashrom_writes_a_region_of_the_larger_parts(tmp_path, chip):
     assert image.read_bytes() == bytes(new)
 
 
+def test_protection_bits_decode_like_flashroms_own_tables(tmp_path):
+    """flashrom 1.3 has its own decoder of the W25Q128 protection bits (--wp-range/--wp-list):
+    let it set ranges through the emulator, replay the status writes it sent (from the trace)
+    on a fresh chip and check that our table protects exactly the range flashrom meant."""
+    trace = tmp_path / "trace.jsonl"
+    srv = Server("W25Q128JV", tmp_path / "f.bin", "--trace", str(trace))
+    ranges = [(0xFC0000, 0x40000), (0, 0x1000), (0xFF8000, 0x8000), (0, 0x800000), (0x400000, 0xC00000),
+              (0x1000, 0xFFF000), (0, 0x1000000), (0, 0)]
+    try:
+        for start, length in ranges:
+            out = srv.flashrom(f"--wp-range={start:#x},{length:#x}")
+            assert f"start=0x{start:08x} length=0x{length:08x}" in out, out
+            f = Flash(chip="W25Q128JV")
+            for line in trace.read_text().splitlines():
+                rec = json.loads(line)
+                if rec.get("op", "")[:2] in ("06", "04", "50", "01", "31", "11") and not rec["result"].startswith("ignored"):
+                    f.transfer(bytes.fromhex(rec["mosi"]))
+                    f.wait_ready()
+            assert f.protected_range == ((start, start + length) if length else (0, 0)), (hex(start), hex(length))
+    finally:
+        srv.stop()
+
+
 def test_server_survives_a_client_that_disconnects_mid_command_and_garbage(tmp_path):
     srv = Server("W25Q16JV", tmp_path / "f.bin")
     try:
