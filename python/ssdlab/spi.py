@@ -39,7 +39,7 @@ class Flash:
     bytes clocked at ``clock_hz`` and by ``advance(ns)``; nothing sleeps.
 
     image: a file holding the array (created erased if missing; written through on every program
-    and erase). stuck_bits: (address, bit, value) cells that ignore program/erase.
+    and erase); the non-volatile status bits are kept in IMAGE.status. stuck_bits: (address, bit, value) cells that ignore program/erase.
     erase_fail_after: erases of a sector already erased that many times fail silently.
     trace: a JSON-lines file with every frame and its simulated timestamps.
     """

@@ -168,10 +168,22 @@ impl Flash {
             h.to_be_bytes()
         });
         let sectors = (part.size_bytes / SECTOR_BYTES) as usize;
+        // Non-volatile status bits live next to the image (IMAGE.status: 3 bytes), so block
+        // protection set by one run is still there in the next, as on a real chip.
+        let mut sr_nv = part.sr_default;
+        if let Some((_, p)) = image.as_ref() {
+            let sp = status_path(p);
+            if let Ok(b) = std::fs::read(&sp) {
+                if b.len() != 3 {
+                    return Err(Error::Invalid(format!("{}: expected 3 status bytes, found {}", sp.display(), b.len())));
+                }
+                sr_nv = [b[0] & !(WIP | WEL), b[1], b[2]];
+            }
+        }
         let mut f = Flash {
             sfdp: sfdp::image(&part),
-            sr: part.sr_default,
-            sr_nv: part.sr_default,
+            sr: sr_nv,
+            sr_nv,
             part,
             opts,
             mem,
@@ -751,6 +763,12 @@ impl Flash {
         }
         self.sr_nv = new;
         self.sr_nv[0] &= !WEL;
+        if let Some((_, p)) = self.image.as_ref() {
+            let sp = status_path(p);
+            if let Err(e) = std::fs::write(&sp, self.sr_nv) {
+                eprintln!("ssdlab-spi: cannot write {}: {e}", sp.display());
+            }
+        }
         self.start_busy(tw_ns);
         format!("status = {:02x} {:02x} {:02x}, busy {tw_ns} ns", new[0], new[1], new[2])
     }
@@ -789,6 +807,13 @@ impl Flash {
             }
         }
     }
+}
+
+/// Where the non-volatile status registers of an image are kept.
+pub fn status_path(image: &Path) -> PathBuf {
+    let mut s = image.as_os_str().to_os_string();
+    s.push(".status");
+    PathBuf::from(s)
 }
 
 fn overlaps(a: &Range<u32>, b: Range<u32>) -> bool {

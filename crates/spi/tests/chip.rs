@@ -543,8 +543,19 @@ fn image_file_persists_and_must_match_the_size() {
     }
     let mut f = Flash::new(parts::w25q16jv(), Some(&img), Options::default()).unwrap();
     assert_eq!(read(&mut f, 0x1234, 2), vec![0xA5, 0x5A]);
+    // Non-volatile status bits persist next to the image; volatile (50h) writes do not.
+    write_sr(&mut f, &[0x04]);
+    f.transfer(&[0x50]);
+    f.transfer(&[0x31, 0x42]);
+    drop(f);
+    let f = Flash::new(parts::w25q16jv(), Some(&img), Options::default()).unwrap();
+    assert_eq!(f.registers(), [0x04, 0x02, 0x60]);
+    assert_eq!(f.protected_range(), 2 * MB - 64 * KB..2 * MB);
     let e = Flash::new(parts::w25q128jv(), Some(&img), Options::default()).err().unwrap();
     assert!(e.to_string().contains("image is 2097152 bytes"), "{e}");
+    std::fs::write(ssdlab_spi::chip::status_path(&img), [0u8; 2]).unwrap();
+    let e = Flash::new(parts::w25q16jv(), Some(&img), Options::default()).err().unwrap();
+    assert!(e.to_string().contains("expected 3 status bytes"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
