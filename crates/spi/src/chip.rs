@@ -67,6 +67,14 @@ pub struct Stats {
     pub status_writes: u64,
 }
 
+/// What the running self-timed operation is (suspend needs to know).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Busy {
+    Program(Range<u32>),
+    Erase(Range<u32>),
+    Other,
+}
+
 #[derive(Debug, Default)]
 struct Frame {
     active: bool,
@@ -103,6 +111,9 @@ pub struct Flash {
     busy_until_ns: u64,
     /// WEL stays set while a program/erase/WRSR runs and clears when it completes.
     wel_clears_when_ready: bool,
+    busy_kind: Busy,
+    /// A suspended program/erase and the busy time it still needs.
+    suspended: Option<(Busy, u64)>,
     /// After release from power-down or a reset, commands are ignored until this time.
     ready_at_ns: u64,
     powered_down: bool,
@@ -193,6 +204,8 @@ impl Flash {
             clock_rem: 0,
             busy_until_ns: 0,
             wel_clears_when_ready: false,
+            busy_kind: Busy::Other,
+            suspended: None,
             ready_at_ns: 0,
             powered_down: false,
             volatile_armed: false,
@@ -361,13 +374,14 @@ impl Flash {
             0x3B => self.part.dual_output,
             0x6B => self.part.quad_output,
             0x4B => self.part.has_unique_id,
+            0x75 | 0x7A => self.part.suspend_ns.is_some(),
             _ => false,
         }
     }
 
     fn allowed_while_busy(&self, op: u8) -> bool {
         match self.part.registers {
-            Registers::Winbond => matches!(op, 0x05 | 0x35 | 0x15),
+            Registers::Winbond => matches!(op, 0x05 | 0x35 | 0x15 | 0x75),
             Registers::Macronix => op == 0x05,
         }
     }
@@ -399,6 +413,14 @@ impl Flash {
                 Some("unknown opcode")
             } else if mosi == 0x6B && !self.qe() {
                 Some("quad read with QE = 0")
+            } else if self.suspended.as_ref().is_some_and(|(kind, _)| match mosi {
+                // While suspended: no erase, no status write, no second suspend, and no program
+                // during a program suspend.
+                0x20 | 0x52 | 0xD8 | 0x60 | 0xC7 | 0x01 | 0x31 | 0x11 | 0x50 | 0x75 => true,
+                0x02 => matches!(kind, Busy::Program(_)),
+                _ => false,
+            }) {
+                Some("not allowed while suspended")
             } else {
                 None
             };
@@ -586,9 +608,10 @@ impl Flash {
     }
 
     /// A self-timed operation starts: WIP for `ns`, WEL cleared when it ends.
-    fn start_busy(&mut self, ns: u64) {
+    fn start_busy(&mut self, ns: u64, kind: Busy) {
         self.busy_until_ns = self.now_ns + ns;
         self.wel_clears_when_ready = true;
+        self.busy_kind = kind;
     }
 
     fn execute(&mut self, op: u8, pos: u32, was_reset_enable: bool) -> String {
@@ -626,6 +649,12 @@ impl Flash {
                     self.stats.ignored_protected += 1;
                     return format!("ignored: page {base:#x} protected");
                 }
+                if let Some((Busy::Erase(r), _)) = &self.suspended {
+                    if overlaps(r, base..base + page) {
+                        self.stats.ignored_other += 1;
+                        return format!("ignored: page {base:#x} is in the suspended erase");
+                    }
+                }
                 let data = std::mem::take(&mut self.frame.page);
                 for (i, d) in data.iter().enumerate() {
                     self.mem[base as usize + i] &= d;
@@ -635,7 +664,7 @@ impl Flash {
                 let n = self.frame.page_bytes_in.min(page) as u64;
                 // A full page takes tPP; a partial one tBP1 + (n - 1) * tBP2, at most tPP.
                 let ns = if n >= page as u64 { t.page_program_ns } else { (t.byte_first_ns + (n - 1) * t.byte_next_ns).min(t.page_program_ns) };
-                self.start_busy(ns);
+                self.start_busy(ns, Busy::Program(base..base + page));
                 self.stats.programs += 1;
                 self.stats.program_bytes += n;
                 format!("program {n} B at {addr:#x}, busy {ns} ns")
@@ -666,7 +695,7 @@ impl Flash {
                 }
                 let failed = self.erase(range.clone());
                 self.write_through(range.clone());
-                self.start_busy(ns);
+                self.start_busy(ns, if len == self.part.size_bytes { Busy::Other } else { Busy::Erase(range.clone()) });
                 match op {
                     0x20 => self.stats.sector_erases += 1,
                     0x52 => self.stats.block32_erases += 1,
@@ -690,6 +719,35 @@ impl Flash {
                     "device ID".into()
                 }
             }
+            0x75 => {
+                let kind = self.busy_kind.clone();
+                if !self.busy() || kind == Busy::Other {
+                    self.stats.ignored_other += 1;
+                    return "ignored: no program or sector/block erase to suspend".into();
+                }
+                let tsus = self.part.suspend_ns.unwrap_or(0);
+                let left = self.busy_until_ns - self.now_ns;
+                self.suspended = Some((kind, left));
+                // The operation stops within tSUS; then WIP = 0 and SUS = 1.
+                self.busy_until_ns = self.now_ns + tsus.min(left);
+                self.busy_kind = Busy::Other;
+                self.sr[1] |= 0x80;
+                format!("suspended with {left} ns to go")
+            }
+            0x7A => {
+                let Some((kind, left)) = self.suspended.take() else {
+                    self.stats.ignored_other += 1;
+                    return "ignored: nothing suspended".into();
+                };
+                if self.busy() {
+                    self.suspended = Some((kind, left));
+                    self.stats.ignored_other += 1;
+                    return "ignored: busy".into();
+                }
+                self.sr[1] &= !0x80;
+                self.start_busy(left, kind);
+                format!("resumed, busy {left} ns")
+            }
             0x66 => {
                 self.reset_enabled = true;
                 "reset enabled".into()
@@ -702,6 +760,7 @@ impl Flash {
                 self.sr = self.sr_nv;
                 self.sr[0] &= !WEL;
                 self.wel_clears_when_ready = false;
+                self.suspended = None;
                 self.volatile_armed = false;
                 self.ready_at_ns = self.now_ns + self.part.reset_ns;
                 "software reset".into()
@@ -769,7 +828,7 @@ impl Flash {
                 eprintln!("ssdlab-spi: cannot write {}: {e}", sp.display());
             }
         }
-        self.start_busy(tw_ns);
+        self.start_busy(tw_ns, Busy::Other);
         format!("status = {:02x} {:02x} {:02x}, busy {tw_ns} ns", new[0], new[1], new[2])
     }
 
@@ -849,6 +908,8 @@ pub fn op_name(op: u8) -> &'static str {
         0x90 => "REMS",
         0x66 => "RSTEN",
         0x99 => "RST",
+        0x75 => "SUSPEND",
+        0x7A => "RESUME",
         _ => "?",
     }
 }

@@ -85,6 +85,9 @@ pub struct Part {
     pub page_bytes: u32,
     pub typ: OpTimes,
     pub max: OpTimes,
+    /// Erase/program suspend (75h) and resume (7Ah) with the suspend latency tSUS; None = not
+    /// modelled for this part.
+    pub suspend_ns: Option<u64>,
     /// Deep power-down entry (tDP) and release (tRES1) times; software reset recovery (tRST).
     pub power_down_ns: u64,
     pub release_ns: u64,
@@ -117,7 +120,8 @@ const S: u64 = 1_000_000_000;
 /// sectors and dual/quad SPI" (Winbond): ID table (EF 40 18, device ID 17h),
 /// status registers, block protection table (SEC/TB/BP/CMP), AC
 /// characteristics (tPP 0.7/3 ms, tBP1 30/50 us, tBP2 2.5/12 us, tSE 45/400 ms, tBE1 120/1600
-/// ms, tBE2 150/2000 ms, tCE 40/200 s, tW 10/15 ms, tDP 3 us, tRES1 3 us, tRST 30 us).
+/// ms, tBE2 150/2000 ms, tCE 40/200 s, tW 10/15 ms, tSUS 20 us, tDP 3 us, tRES1 3 us, tRST 30 us),
+/// erase/program suspend and resume (75h/7Ah, SUS = SR2 bit 7).
 pub fn w25q128jv() -> Part {
     Part {
         name: "W25Q128JV",
@@ -148,6 +152,7 @@ pub fn w25q128jv() -> Part {
             chip_erase_ns: 200 * S,
             write_status_ns: 15 * MS,
         },
+        suspend_ns: Some(20 * US),
         power_down_ns: 3 * US,
         release_ns: 3 * US,
         reset_ns: 30 * US,
@@ -222,6 +227,7 @@ pub fn mx25l6436f() -> Part {
             chip_erase_ns: 50 * S,
             write_status_ns: 100 * MS,
         },
+        suspend_ns: None,
         power_down_ns: 10 * US,
         release_ns: 8800,
         reset_ns: 100 * US,

@@ -643,3 +643,68 @@ fn same_frames_same_trace_and_contents() {
     assert_eq!(a, b);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn erase_suspend_lets_firmware_read_and_program_elsewhere_then_resume() {
+    let mut f = chip("W25Q128JV");
+    program(&mut f, 0x2000, &[0x42]);
+    program(&mut f, 0x1000, &[0x00]);
+    f.transfer(&[0x06]);
+    f.transfer(&cmd_addr(0x20, 0x1000, &[])); // tSE 45 ms
+    f.advance(10_000_000);
+    f.transfer(&[0x75]);
+    assert_eq!(f.transfer(&[0x35, 0])[1] & 0x80, 0x80, "SUS = 1");
+    f.advance(20_000); // tSUS
+    assert_eq!(rdsr(&mut f) & 1, 0, "not busy while suspended");
+    assert_eq!(read(&mut f, 0x2000, 1), vec![0x42], "reads elsewhere work");
+    program(&mut f, 0x3000, &[0x24]);
+    assert_eq!(read(&mut f, 0x3000, 1), vec![0x24], "programs elsewhere work");
+    f.transfer(&[0x06]);
+    f.transfer(&cmd_addr(0x02, 0x1000, &[0]));
+    assert!(!f.busy(), "no program into the sector being erased");
+    f.transfer(&cmd_addr(0x20, 0x5000, &[]));
+    assert!(!f.busy(), "no erase while suspended");
+    f.transfer(&[0x01, 0x00]);
+    assert!(!f.busy(), "no status write while suspended");
+    let t = f.now_ns();
+    f.transfer(&[0x7A]);
+    assert_eq!(f.transfer(&[0x35, 0])[1] & 0x80, 0, "SUS = 0");
+    let left = f.busy_until_ns() - t;
+    // 45 ms - 10 ms - the 75h byte itself (1 us): about 35 ms to go after the resume.
+    assert!((34_990_000..=35_000_000).contains(&left), "{left}");
+    wait(&mut f);
+    assert_eq!(read(&mut f, 0x1000, 1), vec![0xFF]);
+    assert_eq!(f.erase_counts()[1], 1);
+}
+
+#[test]
+fn suspend_is_refused_when_nothing_suspendable_runs() {
+    let mut f = chip("W25Q16JV");
+    f.transfer(&[0x75]);
+    assert_eq!(f.transfer(&[0x35, 0])[1] & 0x80, 0, "idle: nothing to suspend");
+    f.transfer(&[0x06]);
+    f.transfer(&[0xC7]);
+    f.transfer(&[0x75]);
+    assert_eq!(f.transfer(&[0x35, 0])[1] & 0x80, 0, "chip erase cannot be suspended");
+    wait(&mut f);
+    f.transfer(&[0x7A]);
+    assert!(!f.busy(), "resume without suspend ignored");
+    // Program suspend: no second program until resumed.
+    f.transfer(&[0x06]);
+    f.transfer(&cmd_addr(0x02, 0, &[0u8; 256]));
+    f.transfer(&[0x75]);
+    f.advance(20_000);
+    f.transfer(&[0x06]);
+    f.transfer(&cmd_addr(0x02, 0x100, &[0]));
+    assert!(!f.busy());
+    f.transfer(&[0x7A]);
+    wait(&mut f);
+    assert_eq!(read(&mut f, 0, 1), vec![0x00]);
+    assert_eq!(read(&mut f, 0x100, 1), vec![0xFF]);
+    // The Macronix preset does not model suspend: 75h is an unknown opcode there.
+    let mut m = chip("MX25L6436F");
+    m.transfer(&[0x06]);
+    m.transfer(&cmd_addr(0x20, 0, &[]));
+    m.transfer(&[0x75]);
+    assert!(m.busy());
+}
