@@ -177,7 +177,8 @@ def cmd_spi(args) -> int:
     st = flash.stats
     print(f"ssdlab spi: stopped; {st['frames']} frames, {st['programs']} programs, "
           f"{st['sector_erases'] + st['block32_erases'] + st['block64_erases'] + st['chip_erases']} erases, "
-          f"{st['ignored_busy']} frames ignored while busy" + (f"; {summary}" if summary else ""), flush=True)
+          f"{st['ignored_busy']} frames ignored while busy, max sector erase count {max(flash.erase_counts())}"
+          + (f"; {summary}" if summary else ""), flush=True)
     return 0
 
 

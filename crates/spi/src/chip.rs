@@ -703,7 +703,10 @@ impl Flash {
                     _ => self.stats.chip_erases += 1,
                 }
                 let fail = if failed > 0 { format!(", {failed} sectors FAILED (fault injection)") } else { String::new() };
-                format!("erase {:#x}..{:#x}, busy {ns} ns{fail}", range.start, range.end)
+                let limit = self.part.endurance_cycles;
+                let worn = self.erase_counts[(range.start / SECTOR_BYTES) as usize..(range.end / SECTOR_BYTES) as usize].iter().filter(|&&c| c > limit).count();
+                let worn = if worn > 0 { format!(", {worn} sectors beyond the {limit}-cycle endurance") } else { String::new() };
+                format!("erase {:#x}..{:#x}, busy {ns} ns{fail}{worn}", range.start, range.end)
             }
             0xB9 => {
                 self.powered_down = true;

@@ -582,10 +582,17 @@ fn endurance_limit_is_reported() {
     let mut p = parts::w25q16jv();
     p.endurance_cycles = 3;
     let mut f = Flash::new(p, None, Options::default()).unwrap();
+    let dir = std::env::temp_dir().join(format!("ssdlab-spi-endurance-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    f.trace_to(&dir.join("t.jsonl")).unwrap();
     for _ in 0..4 {
         erase(&mut f, 0x20, 0);
     }
     assert_eq!(f.sectors_beyond_endurance(), 1);
+    f.flush().unwrap();
+    let text = std::fs::read_to_string(dir.join("t.jsonl")).unwrap();
+    assert_eq!(text.matches("1 sectors beyond the 3-cycle endurance").count(), 1, "only the 4th erase");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
