@@ -361,8 +361,8 @@ impl Flash {
     }
 
     fn tick(&mut self, clocks: u64) {
-        let num = clocks * 1_000_000_000 + self.clock_rem;
-        self.now_ns += num / self.opts.clock_hz as u64;
+        let num = clocks.saturating_mul(1_000_000_000).saturating_add(self.clock_rem);
+        self.now_ns = self.now_ns.saturating_add(num / self.opts.clock_hz as u64);
         self.clock_rem = num % self.opts.clock_hz as u64;
     }
 
@@ -609,7 +609,7 @@ impl Flash {
 
     /// A self-timed operation starts: WIP for `ns`, WEL cleared when it ends.
     fn start_busy(&mut self, ns: u64, kind: Busy) {
-        self.busy_until_ns = self.now_ns + ns;
+        self.busy_until_ns = self.now_ns.saturating_add(ns);
         self.wel_clears_when_ready = true;
         self.busy_kind = kind;
     }
@@ -710,13 +710,13 @@ impl Flash {
             }
             0xB9 => {
                 self.powered_down = true;
-                self.ready_at_ns = self.now_ns + self.part.power_down_ns;
+                self.ready_at_ns = self.now_ns.saturating_add(self.part.power_down_ns);
                 "deep power-down".into()
             }
             0xAB => {
                 if self.powered_down {
                     self.powered_down = false;
-                    self.ready_at_ns = self.now_ns + self.part.release_ns;
+                    self.ready_at_ns = self.now_ns.saturating_add(self.part.release_ns);
                     "released from deep power-down".into()
                 } else {
                     "device ID".into()
@@ -732,7 +732,7 @@ impl Flash {
                 let left = self.busy_until_ns - self.now_ns;
                 self.suspended = Some((kind, left));
                 // The operation stops within tSUS; then WIP = 0 and SUS = 1.
-                self.busy_until_ns = self.now_ns + tsus.min(left);
+                self.busy_until_ns = self.now_ns.saturating_add(tsus.min(left));
                 self.busy_kind = Busy::Other;
                 self.sr[1] |= 0x80;
                 format!("suspended with {left} ns to go")
@@ -765,7 +765,7 @@ impl Flash {
                 self.wel_clears_when_ready = false;
                 self.suspended = None;
                 self.volatile_armed = false;
-                self.ready_at_ns = self.now_ns + self.part.reset_ns;
+                self.ready_at_ns = self.now_ns.saturating_add(self.part.reset_ns);
                 "software reset".into()
             }
             _ => "read".into(),

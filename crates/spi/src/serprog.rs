@@ -136,7 +136,7 @@ pub fn serve_one<R: Read, W: Write>(flash: &mut Flash, s: &mut Session, input: &
         O_EXEC => {
             // The buffer only ever holds delays (no parallel bus): they pass in simulated time.
             if s.opbuf_delay_us > 0 {
-                flash.advance(s.opbuf_delay_us * 1000);
+                flash.advance(s.opbuf_delay_us.saturating_mul(1000));
             }
             s.opbuf_delay_us = 0;
             s.opbuf_used = 0;

@@ -715,3 +715,16 @@ fn suspend_is_refused_when_nothing_suspendable_runs() {
     m.transfer(&[0x75]);
     assert!(m.busy());
 }
+
+#[test]
+fn the_end_of_simulated_time_does_not_panic() {
+    let mut f = chip("W25Q16JV");
+    f.advance(u64::MAX - 10);
+    f.transfer(&[0x06]);
+    f.transfer(&cmd_addr(0x20, 0, &[]));
+    f.advance(u64::MAX);
+    assert_eq!(f.now_ns(), u64::MAX);
+    f.transfer(&[0x9F, 0, 0, 0]);
+    f.transfer(&[0xB9]);
+    f.transfer(&[0xAB]);
+}
