@@ -200,6 +200,20 @@ def test_server_survives_a_client_that_disconnects_mid_command_and_garbage(tmp_p
         srv.stop()
 
 
+def test_wp_pin_low_locks_the_status_register_against_flashrom(tmp_path):
+    """SRP = 1 (persisted in IMAGE.status) with --wp low: flashrom cannot change the protection."""
+    image = tmp_path / "f.bin"
+    (tmp_path / "f.bin.status").write_bytes(bytes([0x80 | 0x04, 0x02, 0x60]))  # SRP, BP0; QE; DRV
+    srv = Server("W25Q128JV", image, "--wp", "low")
+    try:
+        out = srv.flashrom("--wp-range=0,0", check=False)
+        status = srv.flashrom("--wp-status")
+    finally:
+        srv.stop()
+    assert "start=0x00fc0000 length=0x00040000" in status, out + status
+    assert (tmp_path / "f.bin.status").read_bytes()[0] == 0x84
+
+
 def test_serve_stops_cleanly_on_sigint(tmp_path):
     srv = Server("W25Q16JV", tmp_path / "f.bin")
     srv.proc.send_signal(signal.SIGINT)

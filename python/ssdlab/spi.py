@@ -162,6 +162,7 @@ def cmd_spi(args) -> int:
             raise ValueError(f"--stuck-bit {s!r}: expected ADDR:BIT:VALUE, e.g. 0x1000:3:0") from None
     flash = Flash(args.chip, args.image, timing=args.timing, clock_hz=args.clock_hz, stuck_bits=stuck,
                   erase_fail_after=args.erase_fail_after, trace=args.trace)
+    flash.set_wp(args.wp == "high")
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
 
     def listening(addr):
@@ -197,4 +198,6 @@ def add_spi_parser(sub) -> None:
     p.add_argument("--trace", help="write every SPI frame (JSON lines, simulated time) here")
     p.add_argument("--stuck-bit", action="append", metavar="ADDR:BIT:VALUE", help="fault: a stuck cell (repeatable)")
     p.add_argument("--erase-fail-after", type=int, help="fault: erases fail once a sector has this many")
+    p.add_argument("--wp", default="high", choices=["high", "low"],
+                   help="/WP pin level (low + SRP/SRWD = 1 locks the status registers)")
     p.set_defaults(func=cmd_spi)
