@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Real clients the tests and benches drive: NBD (qemu-io, nbdinfo/nbdcopy, fio's nbd engine,
-# nbdkit as the reference server), openssl for throwaway TLS certificates.
-APT_PACKAGES=(build-essential pkg-config qemu-utils libnbd-bin nbdkit fio openssl)
+# nbdkit as the reference server), flashrom (serprog), openssl for throwaway TLS certificates.
+APT_PACKAGES=(build-essential pkg-config qemu-utils libnbd-bin nbdkit fio flashrom openssl)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

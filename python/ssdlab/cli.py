@@ -11,6 +11,7 @@ from typing import List, Optional
 
 from . import _native
 from ._native import SsdlabError
+from .spi import add_spi_parser
 
 EPILOG = """examples:
   ssdlab config show default > my.toml      # a complete, commented config
@@ -200,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .nbd import add_parsers as add_nbd_parsers
 
     add_nbd_parsers(sub)
+    add_spi_parser(sub)
     return p
 
 

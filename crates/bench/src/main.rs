@@ -1,9 +1,11 @@
 //! `make bench`: simulator speed and memory, printed as figures and ratios to the goals.
 //!
 //! Usage: ssdlab-bench [--gib N] [--device-writes X] [--only NAME]
-//!   NAME: notiming | timing | personalities | memory
+//!   NAME: notiming | timing | personalities | memory | spi
 
 use std::time::Instant;
+
+mod spi;
 
 use ssdlab_core::config::{GcPolicy, Pattern, WorkloadConfig};
 use ssdlab_core::device::no_progress;
@@ -30,7 +32,7 @@ fn parse_args() -> Args {
             "--only" => a.only = Some(val),
             "--memory-tib" => a.memory_tib = val.parse().expect("--memory-tib X"),
             "-h" | "--help" => {
-                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|personalities|memory] [--memory-tib T (default 2)]");
+                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|personalities|memory|spi] [--memory-tib T (default 2)]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other}"),
@@ -225,5 +227,8 @@ fn main() {
             meta as f64 / logical as f64,
             10.0 / (rss as f64 / logical as f64)
         );
+    }
+    if want("spi") {
+        spi::run();
     }
 }

@@ -19,6 +19,7 @@ use ssdlab_core::workload::trace::{self, TraceFormat};
 use ssdlab_core::{analytic, Error};
 
 mod nbd;
+mod spi;
 
 create_exception!(_native, SsdlabError, PyException, "Base class of ssdlab errors.");
 create_exception!(_native, ConfigError, SsdlabError, "A configuration key is unknown, malformed or out of range.");
@@ -482,5 +483,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workload_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(nbd::nbd_serve, m)?)?;
     m.add_function(wrap_pyfunction!(nbd::nbd_stats, m)?)?;
+    spi::register(m)?;
     Ok(())
 }

@@ -1,0 +1,169 @@
+//! `ssdlab._native.SpiFlash`: the SPI NOR emulator (crates/spi) for Python; ssdlab.spi wraps it.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use ssdlab_spi::parts::{self, TimingMode};
+use ssdlab_spi::serprog::Server;
+use ssdlab_spi::{Flash, Options, StuckBit};
+
+fn to_py(e: ssdlab_spi::Error) -> PyErr {
+    match e {
+        ssdlab_spi::Error::Invalid(m) => PyValueError::new_err(m),
+        ssdlab_spi::Error::Io(m) => PyOSError::new_err(m),
+    }
+}
+
+#[pyclass(module = "ssdlab._native")]
+struct SpiFlash {
+    flash: Flash,
+}
+
+#[pymethods]
+impl SpiFlash {
+    #[new]
+    #[pyo3(signature = (chip, image=None, timing="typical", clock_hz=8_000_000, stuck_bits=Vec::new(), erase_fail_after=None, unique_id=None, trace=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        chip: &str,
+        image: Option<PathBuf>,
+        timing: &str,
+        clock_hz: u32,
+        stuck_bits: Vec<(u32, u8, bool)>,
+        erase_fail_after: Option<u32>,
+        unique_id: Option<[u8; 8]>,
+        trace: Option<PathBuf>,
+    ) -> PyResult<SpiFlash> {
+        let part = parts::part(chip).ok_or_else(|| PyValueError::new_err(format!("unknown chip {chip:?}; valid: {}", parts::NAMES.join(", "))))?;
+        let timing = TimingMode::parse(timing).ok_or_else(|| PyValueError::new_err(format!("timing must be 'typical' or 'max', got {timing:?}")))?;
+        let stuck_bits = stuck_bits.into_iter().map(|(addr, bit, value)| StuckBit { addr, bit, value }).collect();
+        let opts = Options { timing, clock_hz, stuck_bits, erase_fail_after, unique_id };
+        let mut flash = Flash::new(part, image.as_deref(), opts).map_err(to_py)?;
+        if let Some(t) = trace {
+            flash.trace_to(&t).map_err(to_py)?;
+        }
+        flash.set_source("python");
+        Ok(SpiFlash { flash })
+    }
+
+    fn transfer<'py>(&mut self, py: Python<'py>, data: &[u8]) -> Bound<'py, PyBytes> {
+        PyBytes::new_bound(py, &self.flash.transfer(data))
+    }
+
+    fn advance(&mut self, ns: u64) {
+        self.flash.advance(ns);
+    }
+
+    #[getter]
+    fn now_ns(&self) -> u64 {
+        self.flash.now_ns()
+    }
+    #[getter]
+    fn busy(&self) -> bool {
+        self.flash.busy()
+    }
+    #[getter]
+    fn busy_until_ns(&self) -> u64 {
+        self.flash.busy_until_ns()
+    }
+    #[getter]
+    fn clock_hz(&self) -> u32 {
+        self.flash.clock_hz()
+    }
+    #[setter]
+    fn set_clock_hz(&mut self, hz: u32) -> PyResult<()> {
+        self.flash.set_clock_hz(hz).map_err(to_py)
+    }
+    fn set_wp(&mut self, high: bool) {
+        self.flash.set_wp(high);
+    }
+    fn erase_counts(&self) -> Vec<u32> {
+        self.flash.erase_counts().to_vec()
+    }
+    fn sectors_beyond_endurance(&self) -> usize {
+        self.flash.sectors_beyond_endurance()
+    }
+    fn stats_json(&self) -> String {
+        serde_json::to_string(self.flash.stats()).unwrap_or_default()
+    }
+    fn registers(&self) -> (u8, u8, u8) {
+        let r = self.flash.registers();
+        (r[0], r[1], r[2])
+    }
+    fn protected_range(&self) -> (u32, u32) {
+        let r = self.flash.protected_range();
+        (r.start, r.end)
+    }
+    fn contents<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new_bound(py, self.flash.contents())
+    }
+    fn flush(&mut self) -> PyResult<()> {
+        self.flash.flush().map_err(to_py)
+    }
+
+    /// Serve flashrom's serprog on `listen` until a signal handler raises (Ctrl-C, or SIGTERM
+    /// when the caller installed a handler). `on_listening(addr)` is called once bound. The GIL is
+    /// released while serving; signals are checked every 100 ms. Returns a JSON summary.
+    #[pyo3(signature = (listen, on_listening=None))]
+    fn serve(&mut self, py: Python<'_>, listen: &str, on_listening: Option<PyObject>) -> PyResult<String> {
+        let server = Server::bind(listen).map_err(to_py)?;
+        let addr = server.local_addr().map_err(to_py)?.to_string();
+        if let Some(cb) = on_listening {
+            cb.call1(py, (addr,))?;
+        }
+        let pending: Mutex<Option<PyErr>> = Mutex::new(None);
+        let flash = &mut self.flash;
+        let res = py.allow_threads(|| {
+            let stop = || {
+                Python::with_gil(|py| match py.check_signals() {
+                    Ok(()) => false,
+                    Err(e) => {
+                        if let Ok(mut p) = pending.lock() {
+                            *p = Some(e);
+                        }
+                        true
+                    }
+                })
+            };
+            server.run(flash, &stop)
+        });
+        let sum = res.map_err(to_py)?;
+        if let Some(e) = pending.into_inner().ok().flatten() {
+            return Err(e);
+        }
+        Ok(serde_json::to_string(&sum).unwrap_or_default())
+    }
+}
+
+/// The presets as JSON: name, vendor, size, IDs, timings, datasheet.
+#[pyfunction]
+fn spi_chips() -> String {
+    let list: Vec<serde_json::Value> = parts::NAMES
+        .iter()
+        .filter_map(|n| parts::part(n))
+        .map(|p| {
+            serde_json::json!({
+                "name": p.name, "vendor": p.vendor, "size_bytes": p.size_bytes, "page_bytes": p.page_bytes,
+                "jedec_id": format!("{:02X} {:02X} {:02X}", p.jedec_id[0], p.jedec_id[1], p.jedec_id[2]),
+                "device_id": format!("{:02X}", p.device_id),
+                "page_program_us": [p.typ.page_program_ns / 1000, p.max.page_program_ns / 1000],
+                "sector_erase_ms": [p.typ.sector_erase_ns / 1_000_000, p.max.sector_erase_ns / 1_000_000],
+                "block64_erase_ms": [p.typ.block64_erase_ns / 1_000_000, p.max.block64_erase_ns / 1_000_000],
+                "chip_erase_s": [p.typ.chip_erase_ns as f64 / 1e9, p.max.chip_erase_ns as f64 / 1e9],
+                "unique_id": p.has_unique_id, "dual_output": p.dual_output, "quad_output": p.quad_output,
+                "datasheet": p.datasheet,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(list).to_string()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<SpiFlash>()?;
+    m.add_function(wrap_pyfunction!(spi_chips, m)?)?;
+    Ok(())
+}
