@@ -242,6 +242,19 @@ def test_bad_clients_get_dropped_and_the_server_keeps_serving(tmp_path):
         assert srv.stats()["nbd"]["protocol_errors"] >= 1
 
 
+def test_connections_beyond_the_limit_are_refused_until_one_closes(tmp_path):
+    with Server(tmp_path, args=["--max-connections", "1"]) as srv:
+        hold = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        assert hold.recv(18)[:8] == b"NBDMAGIC"
+        assert run("nbdinfo", srv.uri(), check=False).returncode != 0
+        assert "refused" in srv.log.read_text()
+        hold.close()
+        deadline = time.time() + 10
+        while run("nbdinfo", srv.uri(), check=False).returncode != 0:
+            assert time.time() < deadline, "the slot was not given back"
+            time.sleep(0.1)
+
+
 def test_non_loopback_listen_is_refused(tmp_path):
     cfg = write(tmp_path / "c.toml", PLAIN)
     p = ssdlab("serve", cfg, "--listen", "0.0.0.0:10809", check=False, timeout=60)
