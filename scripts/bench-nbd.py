@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """NBD server bench: fio (ioengine=nbd, 4 KiB random read and random write, iodepth 32)
-against `ssdlab serve` (latency none) and against `nbdkit memory` on the same machine.
-Prints IOPS and the ratio; the goal is >= 1.0x nbdkit while ssdlab does the FTL work.
+against `ssdlab serve` (latency none, contents in memory) and against `nbdkit memory` on the
+same machine. Prints IOPS and the ratio; the goal is >= 1.0x nbdkit while ssdlab does the FTL
+work. Also measures `ssdlab serve --image` (a persistent raw image file and the journal), which
+has no nbdkit counterpart here.
 
     .venv/bin/python scripts/bench-nbd.py [--size 1G] [--runtime 10]
 """
@@ -61,16 +63,19 @@ def main() -> int:
         cfg = Path(tmp) / "bench.toml"
         # The default preset's FTL (32 GiB, timing model on), answering as soon as the work is done.
         cfg.write_text('preset = "default"\n')
+        image = Path(tmp) / "disk.img"
         servers = {
             "ssdlab": lambda port: [SSDLAB, "serve", str(cfg), "--listen", f"127.0.0.1:{port}", "-q"],
             "nbdkit": lambda port: ["nbdkit", "-f", "-p", str(port), "-i", "127.0.0.1", "memory", "32G"],
+            "ssdlab-image": lambda port: [SSDLAB, "serve", str(cfg), "--listen", f"127.0.0.1:{port}", "-q",
+                                          "--image", str(image)],
         }
         for name, cmd in servers.items():
             port = free_port()
             proc = subprocess.Popen(cmd(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 wait_port(port, proc)
-                uri = f"nbd://127.0.0.1:{port}/ssdlab" if name == "ssdlab" else f"nbd://127.0.0.1:{port}"
+                uri = f"nbd://127.0.0.1:{port}" + ("/ssdlab" if name.startswith("ssdlab") else "")
                 # Fill the region once so reads hit written data on both servers.
                 subprocess.run(["fio", "--name=fill", "--ioengine=nbd", f"--uri={uri}", "--rw=write", "--bs=1M",
                                 f"--size={a.size}", "--iodepth=8"], capture_output=True, check=True)
@@ -86,6 +91,10 @@ def main() -> int:
         s, n = results[("ssdlab", rw)], results[("nbdkit", rw)]
         print(f"nbd 4 KiB {rw:<9} iodepth 32: ssdlab serve {s / 1e3:7.1f} k IOPS, nbdkit memory {n / 1e3:7.1f} k IOPS "
               f"-> {s / n:.2f}x (goal >= 1.0x)")
+    for rw in ("randread", "randwrite"):
+        i = results[("ssdlab-image", rw)]
+        print(f"nbd 4 KiB {rw:<9} iodepth 32: ssdlab serve --image (file + journal) {i / 1e3:7.1f} k IOPS "
+              f"({i / results[('ssdlab', rw)]:.2f}x in-memory)")
     return 0
 
 
