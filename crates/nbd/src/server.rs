@@ -628,7 +628,15 @@ impl Server {
                         sink.flush()?;
                         std::thread::sleep(due - now);
                     }
-                    if req.kind == CMD_READ {
+                    if req.kind == CMD_READ && data_len == 0 {
+                        // Nothing to send: an empty data chunk is not allowed.
+                        if sess.structured {
+                            chunk_header(&mut head, REPLY_FLAG_DONE, REPLY_TYPE_NONE, req.cookie, 0);
+                        } else {
+                            simple_reply(&mut head, 0, req.cookie);
+                        }
+                        sink.send(due, &head, &[])?;
+                    } else if req.kind == CMD_READ {
                         if sess.structured {
                             chunk_header(&mut head, REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, req.cookie, 8 + data_len as u32);
                             head.extend_from_slice(&req.offset.to_be_bytes());
@@ -710,6 +718,9 @@ impl Server {
         let e = &self.opts.exports[sess.export];
         if e.read_only && matches!(req.kind, CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES) {
             return Err((EPERM, format!("export {:?} is read-only", e.name)));
+        }
+        if req.len == 0 && matches!(req.kind, CMD_READ | CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES) {
+            return Ok((None, 0)); // a zero-length request touches nothing
         }
         let at = e.offset + req.offset;
         let io = |x: crate::backend::BackendError| (EIO, x.0);

@@ -131,12 +131,14 @@ fn write_read_and_errors_over_a_session() {
     c.extend(req(CMD_READ, 0x40, 6, 0, 512)); // unknown flag: EINVAL
     c.extend(req(99, 0, 7, 0, 0)); // unknown command: EINVAL
     c.extend(req(CMD_FLUSH, 0, 8, 0, 0));
-    c.extend(req(CMD_DISC, 0, 9, 0, 0));
+    c.extend(req(CMD_READ, 0, 9, 4096, 0)); // zero-length: success, no data
+    c.extend(req(CMD_WRITE, 0, 10, 4096, 0));
+    c.extend(req(CMD_DISC, 0, 11, 0, 0));
     let (end, out) = session(&srv, c);
     assert_eq!(end, Ok(()));
     let replies = simple_errors(&out);
     let errs: Vec<(u64, u32)> = replies.iter().map(|&(e, c)| (c, e)).collect();
-    assert_eq!(errs, vec![(1, 0), (2, 0), (3, EINVAL), (4, ENOSPC), (5, EINVAL), (6, EINVAL), (7, EINVAL), (8, 0)]);
+    assert_eq!(errs, vec![(1, 0), (2, 0), (3, EINVAL), (4, ENOSPC), (5, EINVAL), (6, EINVAL), (7, EINVAL), (8, 0), (9, 0), (10, 0)]);
     // The read returned what was written.
     let pos = out.windows(8).position(|w| w == 2u64.to_be_bytes()).unwrap();
     assert!(out[pos + 8..pos + 8 + 8192].iter().all(|&b| b == 0x5a));
@@ -231,5 +233,67 @@ proptest! {
         let (end, out) = session(&srv, c);
         prop_assert_eq!(end, Ok(()));
         prop_assert_eq!(simple_errors(&out).len(), expected);
+    }
+}
+
+/// Final replies in a structured session: (cookie, was an error) per request, in order sent.
+fn structured_finals(out: &[u8]) -> Vec<(u64, bool)> {
+    let (sm, cm) = (SIMPLE_REPLY_MAGIC.to_be_bytes(), STRUCTURED_REPLY_MAGIC.to_be_bytes());
+    // Skip the handshake: the greeting and the option replies.
+    let mut i = 18;
+    while i + 20 <= out.len() && out[i..i + 8] == REPLY_MAGIC.to_be_bytes() {
+        i += 20 + u32::from_be_bytes(out[i + 16..i + 20].try_into().unwrap()) as usize;
+    }
+    let mut v = vec![];
+    while i + 16 <= out.len() {
+        if out[i..i + 4] == sm {
+            let err = u32::from_be_bytes(out[i + 4..i + 8].try_into().unwrap());
+            v.push((u64::from_be_bytes(out[i + 8..i + 16].try_into().unwrap()), err != 0));
+            i += 16;
+        } else {
+            assert_eq!(out[i..i + 4], cm, "reply stream out of step at byte {i}");
+            let flags = u16::from_be_bytes(out[i + 4..i + 6].try_into().unwrap());
+            let kind = u16::from_be_bytes(out[i + 6..i + 8].try_into().unwrap());
+            let cookie = u64::from_be_bytes(out[i + 8..i + 16].try_into().unwrap());
+            let len = u32::from_be_bytes(out[i + 16..i + 20].try_into().unwrap()) as usize;
+            if kind == REPLY_TYPE_OFFSET_DATA {
+                assert!(len >= 9, "a data chunk carries at least one byte");
+            }
+            if flags & REPLY_FLAG_DONE != 0 {
+                v.push((cookie, kind & 0x8000 != 0));
+            }
+            i += 20 + len;
+        }
+    }
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, .. ProptestConfig::default() })]
+
+    /// With structured replies and base:allocation, every request gets exactly one final
+    /// chunk, and the reply stream parses from start to end.
+    #[test]
+    fn structured_sessions_reply_once_per_request(reqs in proptest::collection::vec((0u16..9, any::<u16>(), 0u64..(300 << 20), 0u32..70000), 1..20)) {
+        let srv = server();
+        let mut c = start();
+        c.extend(opt(OPT_STRUCTURED_REPLY, &[]));
+        let mut meta = 0u32.to_be_bytes().to_vec();
+        meta.extend_from_slice(&1u32.to_be_bytes());
+        meta.extend_from_slice(&(BASE_ALLOCATION.len() as u32).to_be_bytes());
+        meta.extend_from_slice(BASE_ALLOCATION.as_bytes());
+        c.extend(opt(OPT_SET_META_CONTEXT, &meta));
+        c.extend(go("ssdlab"));
+        let mut cookies = vec![];
+        for (i, (kind, flags, off, len)) in reqs.into_iter().enumerate() {
+            if kind == CMD_DISC { continue; }
+            c.extend(req(kind, flags, i as u64 + 1, off, len));
+            if kind == CMD_WRITE { c.extend(vec![7u8; len as usize]); }
+            cookies.push(i as u64 + 1);
+        }
+        let (end, out) = session(&srv, c);
+        prop_assert_eq!(end, Ok(()));
+        let finals: Vec<u64> = structured_finals(&out).into_iter().map(|(c, _)| c).collect();
+        prop_assert_eq!(finals, cookies);
     }
 }
