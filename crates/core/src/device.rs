@@ -296,6 +296,23 @@ impl Device {
         let now = self.now_ns;
         self.raw().write(lba, n, Some(data), WriteOpts { fua, placement }, now)
     }
+    /// Write `len` bytes at byte `offset` without carrying data: for hosts that only model
+    /// placement and timing (cache simulations) on a metadata-only device. A data-backed device
+    /// refuses it, since the sectors would keep stale contents.
+    pub fn write_placed_len(&mut self, offset: u64, len: u64, fua: bool, placement: Option<u16>) -> Result<u64> {
+        if self.cfg.storage == crate::config::StorageMode::Data {
+            return Err(Error::Command("a write without data needs storage = \"metadata\"; this device keeps data".into()));
+        }
+        let (lba, n) = self.sectors(offset, len)?;
+        let now = self.now_ns;
+        self.raw().write(lba, n, None, WriteOpts { fua, placement }, now)
+    }
+    /// Read `len` bytes at byte `offset`, discarding the data (timing and counters only).
+    pub fn read_len(&mut self, offset: u64, len: u64) -> Result<u64> {
+        let (lba, n) = self.sectors(offset, len)?;
+        let now = self.now_ns;
+        self.raw().read(lba, n, None, now)
+    }
     /// Read `out.len()` bytes at byte `offset`.
     pub fn read(&mut self, offset: u64, out: &mut [u8]) -> Result<u64> {
         let (lba, n) = self.sectors(offset, out.len() as u64)?;
