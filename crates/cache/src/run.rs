@@ -222,19 +222,22 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: 
     let nvm = s.nvm_hits - ws.nvm_hits;
     let item_bytes = s.flash_item_bytes - ws.flash_item_bytes;
     let dlwa = ratio(nand, host);
-    // Per handle (FDP): media and host bytes of each handle since the window opened; the
-    // shared GC stream of initially isolated handles is attributed to the SOC, whose data is
-    // what garbage collection moves (the LOC's own relocations are reported beside it).
+    // Per handle (FDP), since the window opened: the SOC's DLWA is its handle's (its own
+    // programs plus garbage collection moving its data out of its blocks: Theorem 1's live
+    // SOC migrations). Relocated data of initially isolated handles then lives in the shared
+    // GC stream; a second move from there is reported beside it, attributed to the SOC.
     let fdp = if cfg.personality == ssdlab_core::config::Personality::Conventional { dev.ftl().fdp_metrics(&w.streams) } else { None };
     let mut soc_dlwa = Value::Null;
+    let mut soc_dlwa_shared = Value::Null;
     if let Some(f) = &fdp {
         let find = |h: u16| f["handles"].as_array().and_then(|a| a.iter().find(|x| x["handle"].as_u64() == Some(h as u64)).cloned());
-        if let Some(sh) = find(cache.soc.handle.ruh()) {
+        if let (Some(sh), Some(_)) = (find(cache.soc.handle.ruh()), cache.soc.handle.pid) {
             let shared: u64 = f["shared_gc_streams"].as_array().map(|a| a.iter().map(|x| x["media_write_bytes"].as_u64().unwrap_or(0)).sum()).unwrap_or(0);
             let host_b = sh["host_write_bytes"].as_u64().unwrap_or(0);
-            let media = sh["media_write_bytes"].as_u64().unwrap_or(0) + shared;
+            let media = sh["media_write_bytes"].as_u64().unwrap_or(0);
             if host_b > 0 {
                 soc_dlwa = json!(r6(media as f64 / host_b as f64));
+                soc_dlwa_shared = json!(r6((media + shared) as f64 / host_b as f64));
             }
         }
     }
@@ -283,6 +286,7 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: 
         "host_write_bytes": host,
         "nand_write_bytes": nand,
         "soc_dlwa": soc_dlwa,
+        "soc_dlwa_with_shared_gc": soc_dlwa_shared,
         "theorem1": {
             "s_soc_bytes": soc_bytes, "s_p_soc_bytes": p_soc,
             "alpha": if soc_bytes > 0 { r6(p_soc as f64 / soc_bytes as f64) } else { 0.0 },
