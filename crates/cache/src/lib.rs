@@ -21,6 +21,7 @@ pub mod model;
 pub mod placement;
 pub mod run;
 pub mod soc;
+pub mod trace;
 pub mod workload;
 
 pub use cache::{HybridCache, Outcome};
