@@ -32,9 +32,14 @@ impl Flash {
         Flash { dev, now_ns: 0, read_ns: hist(), write_ns: hist(), last_done_ns: 0 }
     }
 
+    /// A request arrives at `t_ns`: the device clock moves there and idle dies get a chance
+    /// to collect garbage in the background first (as on a real SSD between commands).
     pub fn set_time(&mut self, t_ns: u64) {
-        self.now_ns = self.now_ns.max(t_ns);
-        self.dev.advance_to(self.now_ns);
+        if t_ns > self.now_ns {
+            self.now_ns = t_ns;
+            self.dev.advance_to(t_ns);
+            self.dev.idle();
+        }
     }
 
     #[inline]

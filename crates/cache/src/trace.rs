@@ -47,7 +47,7 @@ fn num<T: std::str::FromStr>(s: &str, what: &str, path: &str, line: u64) -> Resu
 /// Reads the ssdlab cache-trace CSV.
 pub struct TraceReader {
     path: String,
-    rd: Box<dyn BufRead>,
+    rd: Box<dyn BufRead + Send>,
     line: u64,
     buf: String,
     t0: Option<f64>,
@@ -60,7 +60,7 @@ impl TraceReader {
         Self::new(Box::new(BufReader::new(f)), &path.display().to_string())
     }
 
-    pub fn new(rd: Box<dyn BufRead>, name: &str) -> Result<TraceReader> {
+    pub fn new(rd: Box<dyn BufRead + Send>, name: &str) -> Result<TraceReader> {
         let mut t = TraceReader { path: name.to_string(), rd, line: 0, buf: String::new(), t0: None, last: 0.0 };
         match t.read_line()? {
             Some(h) if h.trim() == HEADER => Ok(t),

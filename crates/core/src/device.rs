@@ -328,6 +328,12 @@ impl Device {
         let now = self.now_ns;
         self.raw().flush(now)
     }
+    /// Let the device work in the background at its current time (garbage collection on idle
+    /// dies), as the drivers do between open-loop arrivals.
+    pub fn idle(&mut self) {
+        let now = self.now_ns;
+        self.bd().idle(now);
+    }
     /// Advance the device's clock (host commands issued later start no earlier).
     pub fn advance_to(&mut self, t_ns: u64) {
         self.now_ns = self.now_ns.max(t_ns);

@@ -2,6 +2,8 @@
 //! wraps it in the user-facing API; configs cross the boundary as JSON, metrics come back as
 //! JSON and CSV text.
 
+mod cache;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -477,5 +479,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(waf_fifo, m)?)?;
     m.add_function(wrap_pyfunction!(waf_greedy, m)?)?;
     m.add_function(wrap_pyfunction!(workload_defaults, m)?)?;
+    cache::register(m)?;
     Ok(())
 }
