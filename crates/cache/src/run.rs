@@ -222,23 +222,26 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: 
     let nvm = s.nvm_hits - ws.nvm_hits;
     let item_bytes = s.flash_item_bytes - ws.flash_item_bytes;
     let dlwa = ratio(nand, host);
-    // Per handle (FDP), since the window opened: the SOC's DLWA is its handle's (its own
-    // programs plus garbage collection moving its data out of its blocks: Theorem 1's live
-    // SOC migrations). Relocated data of initially isolated handles then lives in the shared
-    // GC stream; a second move from there is reported beside it, attributed to the SOC.
+    // Per handle (FDP), since the window opened. The SOC's DLWA counts its own programs and
+    // every garbage-collection move of its data: out of its blocks (the handle's figure) and,
+    // since relocated data of initially isolated handles continues in a GC stream they share,
+    // the moves out of that stream too. Those can include LOC data moved a second time, so
+    // the LOC handle's DLWA is reported beside it; the SOC handle's own-blocks figure as well.
     let fdp = if cfg.personality == ssdlab_core::config::Personality::Conventional { dev.ftl().fdp_metrics(&w.streams) } else { None };
-    let mut soc_dlwa = Value::Null;
-    let mut soc_dlwa_shared = Value::Null;
+    let (mut soc_dlwa, mut soc_own, mut loc_dlwa) = (Value::Null, Value::Null, Value::Null);
     if let Some(f) = &fdp {
         let find = |h: u16| f["handles"].as_array().and_then(|a| a.iter().find(|x| x["handle"].as_u64() == Some(h as u64)).cloned());
         if let (Some(sh), Some(_)) = (find(cache.soc.handle.ruh()), cache.soc.handle.pid) {
-            let shared: u64 = f["shared_gc_streams"].as_array().map(|a| a.iter().map(|x| x["media_write_bytes"].as_u64().unwrap_or(0)).sum()).unwrap_or(0);
+            let shared_moves: u64 = f["shared_gc_streams"].as_array().map(|a| a.iter().map(|x| x["gc_relocated_out_bytes"].as_u64().unwrap_or(0)).sum()).unwrap_or(0);
             let host_b = sh["host_write_bytes"].as_u64().unwrap_or(0);
             let media = sh["media_write_bytes"].as_u64().unwrap_or(0);
             if host_b > 0 {
-                soc_dlwa = json!(r6(media as f64 / host_b as f64));
-                soc_dlwa_shared = json!(r6((media + shared) as f64 / host_b as f64));
+                soc_dlwa = json!(r6((media + shared_moves) as f64 / host_b as f64));
+                soc_own = json!(r6(media as f64 / host_b as f64));
             }
+        }
+        if let (Some(lh), Some(_)) = (find(cache.loc.handle.ruh()), cache.loc.handle.pid) {
+            loc_dlwa = lh["dlwa"].clone();
         }
     }
     let soc_bytes = cache.soc.bytes();
@@ -246,7 +249,8 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: 
     let p_soc = model::soc_physical_bytes(raw, loc_bytes);
     let t1 = model::theorem1_dlwa(soc_bytes as f64, p_soc as f64);
     let spb = g.pages_per_block as u64 * g.page_bytes as u64 / g.sector_bytes as u64;
-    let t1_greedy = (soc_bytes > 0 && p_soc > soc_bytes).then(|| ssdlab_core::analytic::waf_greedy(p_soc as f64 / soc_bytes as f64, spb as u32));
+    // Desnoyers' greedy approximation dips just below 1 when spare is plentiful: clamp.
+    let t1_greedy = (soc_bytes > 0 && p_soc > soc_bytes).then(|| ssdlab_core::analytic::waf_greedy(p_soc as f64 / soc_bytes as f64, spb as u32).max(1.0));
     let device_gb = if spec.carbon.device_gb > 0.0 { spec.carbon.device_gb } else { raw as f64 / 1e9 };
     let t = &cfg.timing;
     let busy = |cc: &Counters| -> f64 {
@@ -286,7 +290,8 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: 
         "host_write_bytes": host,
         "nand_write_bytes": nand,
         "soc_dlwa": soc_dlwa,
-        "soc_dlwa_with_shared_gc": soc_dlwa_shared,
+        "soc_dlwa_own_blocks": soc_own,
+        "loc_dlwa": loc_dlwa,
         "theorem1": {
             "s_soc_bytes": soc_bytes, "s_p_soc_bytes": p_soc,
             "alpha": if soc_bytes > 0 { r6(p_soc as f64 / soc_bytes as f64) } else { 0.0 },
