@@ -110,33 +110,50 @@ impl Dram {
     /// are appended to `evicted`. An item larger than the whole tier is not stored and comes
     /// straight back in `evicted`.
     pub fn insert(&mut self, it: Evicted, evicted: &mut Vec<Evicted>) {
-        self.remove(it.key);
         let bytes = self.item_bytes(it.key_bytes, it.value_bytes);
         if bytes > self.capacity_bytes {
+            self.remove(it.key);
             evicted.push(it);
             return;
         }
-        while self.used_bytes + bytes > self.capacity_bytes {
+        let slot = Slot { key: it.key, key_bytes: it.key_bytes, value_bytes: it.value_bytes, expiry_s: it.expiry_s, nvm_clean: it.nvm_clean, prev: NIL, next: NIL };
+        // One map probe for insert-or-replace; the item goes to the head, then the tail is
+        // evicted until the bytes fit (never the new item: it fits alone and is most recent).
+        match self.map.entry(it.key) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let i = *e.get();
+                let old = self.slots[i as usize];
+                self.used_bytes -= old.key_bytes as u64 + old.value_bytes as u64 + self.overhead_bytes as u64;
+                self.unlink(i);
+                self.slots[i as usize] = slot;
+                self.push_front(i);
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.slots[i as usize] = slot;
+                        i
+                    }
+                    None => {
+                        self.slots.push(slot);
+                        (self.slots.len() - 1) as u32
+                    }
+                };
+                v.insert(i);
+                self.push_front(i);
+            }
+        }
+        self.used_bytes += bytes;
+        while self.used_bytes > self.capacity_bytes {
             let t = self.tail;
-            debug_assert!(t != NIL, "used bytes without items");
+            debug_assert!(t != NIL && t != self.head, "the new item fits alone");
             let s = self.slots[t as usize];
-            self.remove(s.key);
+            self.map.remove(&s.key);
+            self.unlink(t);
+            self.used_bytes -= self.item_bytes(s.key_bytes, s.value_bytes);
+            self.free.push(t);
             evicted.push(Evicted { key: s.key, key_bytes: s.key_bytes, value_bytes: s.value_bytes, expiry_s: s.expiry_s, nvm_clean: s.nvm_clean });
         }
-        let slot = Slot { key: it.key, key_bytes: it.key_bytes, value_bytes: it.value_bytes, expiry_s: it.expiry_s, nvm_clean: it.nvm_clean, prev: NIL, next: NIL };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = slot;
-                i
-            }
-            None => {
-                self.slots.push(slot);
-                (self.slots.len() - 1) as u32
-            }
-        };
-        self.map.insert(it.key, i);
-        self.push_front(i);
-        self.used_bytes += bytes;
     }
 
     /// Keys from most to least recent (tests and debugging).
