@@ -75,7 +75,7 @@ def _plan(spec: Dict[str, Any], mode: str) -> Tuple[Dict[str, Any], List[Tuple[s
     g = cfg["geometry"]
     raw = g["channels"] * g["dies_per_channel"] * g["planes_per_die"] * g["blocks_per_plane"] * g["pages_per_block"] * g["page_bytes"]
     logical = raw * (1 - cfg["ftl"]["spare_factor"])
-    c = dict(spec.get("cache", {}))
+    c = dict(spec.get("cache", {}), **m.get("cache", {}))
     dram_fraction = c.pop("dram_fraction", 0.045)
     working_set = c.pop("working_set", 2.0)
     c["region_bytes"] = m["region_bytes"]
