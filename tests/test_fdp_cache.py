@@ -104,3 +104,35 @@ def test_python_api_trace_replay_and_errors(tmp_path):
     bad.write_text("key,op,key_bytes,value_bytes,ttl_s,time_s\nk,frob,1,1,0,0\n")
     with pytest.raises(_native.TraceError, match="frob"):
         run_cache(dev, spec, trace=str(bad))
+
+
+def test_cli_cache_run_and_convert(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text("""stop_device_writes = 0.5
+[device]
+preset = "fdp-ssd"
+geometry = { channels = 2, dies_per_channel = 2, planes_per_die = 2, pages_per_block = 16, blocks_per_plane = 512 }
+fdp = { handles = 4, ru_superblocks = 1 }
+ftl = { spare_factor = 0.145 }
+[cache]
+utilization = 1.0
+region_bytes = 131072
+loc_write_bytes = 131072
+dram_bytes = 40000000
+[workload]
+preset = "kvcache-wo"
+keys = 1000000
+""")
+    ssd = str(BIN / "ssdlab")
+    r = subprocess.run([ssd, "cache", "run", str(spec), "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["cache"]["total"]["gets"] == 0 and s["layout"]["soc_pid"] == 1 and s["layout"]["loc_pid"] == 2
+    assert 0.5 <= s["device_writes"] < 0.6
+    tw = tmp_path / "tw.txt"
+    tw.write_text("1,a,1,10,7,get,0\n2,a,1,10,7,set,60\n")
+    r = subprocess.run([ssd, "cache", "convert", str(tw), "--format", "twitter", "--out", str(tmp_path / "tw.csv")], capture_output=True, text=True)
+    assert r.returncode == 0 and "2 requests" in r.stdout, r.stderr
+    spec.write_text("[cache]\nutilization = 3\n")
+    r = subprocess.run([ssd, "cache", "run", str(spec), "--out", str(tmp_path / "bad")], capture_output=True, text=True)
+    assert r.returncode == 2 and "utilization" in r.stderr

@@ -194,6 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run on Ray: auto starts a local Ray on 127.0.0.1, host:port joins a cluster")
     sw.add_argument("-q", "--quiet", action="store_true")
     sw.set_defaults(func=cmd_sweep)
+
+    from .fdpcache import add_cli as add_cache_cli
+
+    add_cache_cli(sub)
     return p
 
 

@@ -330,3 +330,78 @@ def _why_soc(ok: List[float], socs: List[float], rows: List[Dict[str, Any]]) -> 
                 "device evidently behaves more like FIFO.")
     return ("Small SOCs agree. Large SOCs come out above Theorem 1: the FTL's reserved blocks shrink the SOC's spare, and greedy "
             "GC also collects LOC blocks part-way through a region sweep, against the model's LOC DLWA = 1.")
+
+
+# `ssdlab cache ...`: run a cache spec file, convert traces, list workload presets.
+
+CACHE_EPILOG = """spec file (TOML):
+  [device]                  a device config (preset + tables), e.g. preset = "fdp-ssd"
+  [cache]                   cache keys (utilization, soc_fraction, dram_bytes, region_bytes, ...)
+  [workload]                preset = "kvcache" | "kvcache-wo" | "twitter-cluster12", then overrides
+  stop_device_writes = 2.0  and the other run keys (stop_requests, warmup_fraction, prefill_loc)
+docs: docs/case-studies/fdp-cache.md"""
+
+
+def load_cache_spec(path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """(device config, run spec) from a cache spec file."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover
+        import tomli as tomllib  # type: ignore
+    text = Path(path).read_text()
+    try:
+        d = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: {e}") from None
+    device = d.pop("device", {"preset": "fdp-ssd"})
+    w = d.get("workload")
+    if isinstance(w, dict) and "preset" in w:
+        w = dict(w)
+        base = json.loads(_native.cache_workload(w.pop("preset")))
+        d["workload"] = {**base, **w}
+    return device, d
+
+
+def _cmd_cache(args) -> int:
+    if args.action == "workloads":
+        for n in _native.cache_workloads():
+            w = json.loads(_native.cache_workload(n))
+            print(f"{n:<18} get {w['get_fraction']:.2f} set {w['set_fraction']:.2f} zipf {w['zipf_alpha']} "
+                  f"mean value {_mean_value(w):.0f} B ttl {w['ttl_s']} s one-hit {w['one_hit_fraction']}")
+        return 0
+    if args.action == "convert":
+        if not args.format or not args.out:
+            raise ValueError("ssdlab cache convert SRC --format FORMAT --out DST.csv")
+        lines, reqs, skipped = _native.cache_convert_trace(args.path, args.format, args.out)
+        print(f"{args.out}: {reqs} requests from {lines} lines ({skipped} skipped)")
+        return 0
+    if not args.out:
+        raise ValueError("ssdlab cache run SPEC.toml --out DIR [--trace CSV]")
+    device, spec = load_cache_spec(args.path)
+    summary, series, wall = run_cache(device, spec, trace=args.trace)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    (out / "timeseries.csv").write_text(series)
+    (out / "run-info.json").write_text(json.dumps({"wall_seconds": round(wall, 3)}, indent=2) + "\n")
+    lat = summary["latency_ns"]
+    print(f"{summary['requests']} requests ({wall:.1f} s wall): DLWA {summary['dlwa']:.3f} (SOC {summary['soc_dlwa']}, "
+          f"Theorem 1 {summary['theorem1']['dlwa_fifo']}), ALWA {summary['alwa']:.3f}, hit ratio DRAM "
+          f"{summary['dram_hit_ratio']:.3f} NVM {summary['nvm_hit_ratio']:.3f}, p99 read {lat['read'].get('p99', 0) / 1e3:.1f} us "
+          f"write {lat['write'].get('p99', 0) / 1e3:.1f} us")
+    print(f"wrote {out / 'summary.json'}, {out / 'timeseries.csv'}")
+    return 0
+
+
+def add_cli(sub) -> None:
+    """Register `ssdlab cache` on the CLI's subparsers."""
+    import argparse
+
+    c = sub.add_parser("cache", help="fdp-cache: run a hybrid flash cache, convert cache traces",
+                       epilog=CACHE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("action", choices=["run", "convert", "workloads"])
+    c.add_argument("path", nargs="?", help="spec file (run) or source trace (convert)")
+    c.add_argument("--out", help="output directory (run) or CSV file (convert)")
+    c.add_argument("--trace", help="run: replay this ssdlab cache-trace CSV instead of the generator")
+    c.add_argument("--format", choices=["cachelib-kvcache", "twitter"], help="convert: the source trace's format")
+    c.set_defaults(func=_cmd_cache)

@@ -9,7 +9,6 @@ use ssdlab_cache::loc::Loc;
 use ssdlab_cache::placement::PlacementHandle;
 use ssdlab_cache::soc::Soc;
 use ssdlab_cache::{HybridCache, Outcome};
-use ssdlab_core::ftl::BlockDevice;
 use ssdlab_core::Device;
 
 fn flash(fdp: bool) -> Flash {
