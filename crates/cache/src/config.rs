@@ -117,8 +117,9 @@ impl CacheConfig {
         if !(self.soc_fraction >= 0.0 && self.soc_fraction <= self.utilization) {
             return Err(bad("soc_fraction", format!("{} must be in [0, utilization = {}]", self.soc_fraction, self.utilization)));
         }
-        if self.bucket_bytes == 0 || self.bucket_bytes as u64 % sector_bytes != 0 {
-            return Err(bad("bucket_bytes", format!("{} must be a non-zero multiple of the {sector_bytes}-byte sector", self.bucket_bytes)));
+        // Bucket sizes are kept in 16-bit fields.
+        if self.bucket_bytes == 0 || self.bucket_bytes as u64 % sector_bytes != 0 || self.bucket_bytes > 32768 {
+            return Err(bad("bucket_bytes", format!("{} must be a non-zero multiple of the {sector_bytes}-byte sector, at most 32768", self.bucket_bytes)));
         }
         if self.bucket_slots == 0 || self.bucket_slots > 255 {
             return Err(bad("bucket_slots", format!("{} is not in 1..=255", self.bucket_slots)));

@@ -175,6 +175,10 @@ fn bad_configs_are_errors_not_panics() {
         (CacheConfig { utilization: 1.5, ..Default::default() }, "utilization"),
         (CacheConfig { soc_fraction: 0.9, utilization: 0.5, ..Default::default() }, "soc_fraction"),
         (CacheConfig { bucket_bytes: 1000, ..Default::default() }, "bucket_bytes"),
+        (CacheConfig { bucket_bytes: 1 << 17, ..Default::default() }, "bucket_bytes"),
+        (CacheConfig { bucket_slots: 0, ..Default::default() }, "bucket_slots"),
+        (CacheConfig { utilization: f64::NAN, ..Default::default() }, "utilization"),
+        (CacheConfig { loc_write_bytes: 3 << 20, ..Default::default() }, "loc_write_bytes"),
         (CacheConfig { region_bytes: 1 << 30, ..Default::default() }, "region_bytes"),
         (CacheConfig { small_item_max_bytes: 4095, ..Default::default() }, "small_item_max_bytes"),
     ] {
