@@ -8,6 +8,7 @@ setup:
 
 demo: setup
 	.venv/bin/ssdlab reproduce gc-policies --quick
+	.venv/bin/ssdlab reproduce fdp-cache --quick
 
 test: setup test-rust test-python
 

@@ -202,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_nbd_parsers(sub)
     add_spi_parser(sub)
+    from .fdpcache import add_cli as add_cache_cli
+
+    add_cache_cli(sub)
     return p
 
 

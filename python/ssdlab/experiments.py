@@ -136,7 +136,13 @@ def gc_policies(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str],
     return md
 
 
-KINDS: Dict[str, Callable[..., Path]] = {"gc-policies": gc_policies}
+def fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None]) -> Path:
+    from .fdpcache import reproduce_fdp_cache
+
+    return reproduce_fdp_cache(spec, mode, out, log)
+
+
+KINDS: Dict[str, Callable[..., Path]] = {"gc-policies": gc_policies, "fdp-cache": fdp_cache}
 
 
 def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), log: Callable[[str], None] = print) -> Path:

@@ -1,7 +1,7 @@
 //! `make bench`: simulator speed and memory, printed as figures and ratios to the goals.
 //!
 //! Usage: ssdlab-bench [--gib N] [--device-writes X] [--only NAME]
-//!   NAME: notiming | timing | personalities | memory | spi
+//!   NAME: notiming | timing | personalities | memory | spi | cache
 
 use std::time::Instant;
 
@@ -32,7 +32,7 @@ fn parse_args() -> Args {
             "--only" => a.only = Some(val),
             "--memory-tib" => a.memory_tib = val.parse().expect("--memory-tib X"),
             "-h" | "--help" => {
-                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|personalities|memory|spi] [--memory-tib T (default 2)]");
+                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|personalities|memory|spi|cache] [--memory-tib T (default 2)]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other}"),
@@ -171,6 +171,33 @@ fn ocssd_rate(dev: &mut Device) -> (f64, f64) {
     (r, r)
 }
 
+/// Simulated cache requests per wall second: the kvcache workload on a CacheLib-style hybrid
+/// cache (ssdlab-cache) over a 16 GiB raw FDP device at 50% utilisation, SOC and LOC on their
+/// own handles, LOC prefilled, two logical capacities of device writes. Returns (requests/s,
+/// requests, DLWA, wall seconds).
+fn cache_requests(timing: bool) -> (f64, u64, f64, f64) {
+    let mut c = preset("fdp-ssd").unwrap();
+    c.geometry.pages_per_block = 16;
+    c.geometry.blocks_per_plane = 1024;
+    c.fdp.ru_superblocks = 1;
+    c.ftl.spare_factor = 0.145;
+    c.timing.enabled = timing;
+    let logical = 16.0 * (1u64 << 30) as f64 * 0.855;
+    let mut spec = ssdlab_cache::RunSpec::default();
+    spec.cache.utilization = 0.5;
+    spec.cache.region_bytes = 512 << 10;
+    spec.cache.loc_write_bytes = 128 << 10;
+    spec.cache.region_eviction = ssdlab_cache::config::RegionEviction::Fifo;
+    spec.cache.dram_bytes = (0.045 * 0.5 * logical) as u64;
+    spec.workload = ssdlab_cache::workload::preset("kvcache").unwrap();
+    spec.workload.keys = (2.0 * 0.5 * logical / (spec.workload.mean_value_bytes() + 32.0)) as u64;
+    spec.workload.rate_rps = 8000.0;
+    spec.stop_device_writes = 2.0;
+    let r = ssdlab_cache::run(c, &spec, None, &mut |_| true).expect("cache bench run");
+    let reqs = r.summary["requests"].as_u64().unwrap_or(0);
+    (reqs as f64 / r.wall_seconds, reqs, r.summary["dlwa_cumulative"].as_f64().unwrap_or(0.0), r.wall_seconds)
+}
+
 fn main() {
     let a = parse_args();
     let want = |n: &str| a.only.as_deref().map_or(true, |o| o == n);
@@ -200,6 +227,20 @@ fn main() {
             );
         }
         println!("goals: FDP within 10% of conventional per flash write (>= 0.90x); ZNS faster than conventional on the same host writes (> 1.0x host writes/s)");
+    }
+    if want("cache") {
+        for timing in [false, true] {
+            let (rps, reqs, dlwa, secs) = cache_requests(timing);
+            println!(
+                "fdp-cache, kvcache preset, 16 GiB raw FDP device at 50% utilisation, metadata-only, timing {}: {:.2} M simulated cache requests/s ({} requests in {:.1} s, DLWA {:.3}); goal 2 M/s -> {:.2}x",
+                if timing { "on" } else { "off" },
+                rps / 1e6,
+                reqs,
+                secs,
+                dlwa,
+                rps / 2e6
+            );
+        }
     }
     if want("memory") {
         let tib = a.memory_tib;

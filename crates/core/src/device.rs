@@ -302,9 +302,14 @@ impl Device {
         let now = self.now_ns;
         self.raw().write(lba, n, Some(data), WriteOpts { fua, placement }, now)
     }
-    /// Write `len` bytes at byte `offset` without contents (metadata-only devices, or hosts
-    /// that keep the data elsewhere); returns the completion time.
-    pub fn write_len(&mut self, offset: u64, len: u64, fua: bool, placement: Option<u16>) -> Result<u64> {
+    /// Write `len` bytes at byte `offset` without carrying data, for hosts that keep the data
+    /// elsewhere or only model placement and timing (the NBD server's image, cache
+    /// simulations). A data-backed device refuses it, since the sectors would keep stale
+    /// contents. Returns the completion time.
+    pub fn write_placed_len(&mut self, offset: u64, len: u64, fua: bool, placement: Option<u16>) -> Result<u64> {
+        if self.cfg.storage == crate::config::StorageMode::Data {
+            return Err(Error::Command("a write without data needs storage = \"metadata\"; this device keeps data".into()));
+        }
         let (lba, n) = self.sectors(offset, len)?;
         let now = self.now_ns;
         self.raw().write(lba, n, None, WriteOpts { fua, placement }, now)
@@ -331,6 +336,12 @@ impl Device {
     pub fn flush(&mut self) -> Result<u64> {
         let now = self.now_ns;
         self.bd().flush(now)
+    }
+    /// Let the device work in the background at its current time (garbage collection on idle
+    /// dies), as the drivers do between open-loop arrivals.
+    pub fn idle(&mut self) {
+        let now = self.now_ns;
+        self.bd().idle(now);
     }
     /// Advance the device's clock (host commands issued later start no earlier).
     pub fn advance_to(&mut self, t_ns: u64) {

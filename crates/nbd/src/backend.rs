@@ -446,7 +446,7 @@ impl Backend {
         self.image.write_at(data, offset)?;
         let t = self.now();
         let (a, n) = self.covering(offset, data.len() as u64);
-        let done = self.dev.write_len(a, n, fua, placement)?;
+        let done = self.dev.write_placed_len(a, n, fua, placement)?;
         self.account(Op::Write, t, done);
         if let Some(j) = self.journal.as_mut() {
             j.append(t, JOp::Write, a, n, fua as u8, placement)?;
@@ -496,7 +496,7 @@ impl Backend {
             self.image.zero(offset, len)?;
             let t = self.now();
             let (a, n) = self.covering(offset, len);
-            let done = self.dev.write_len(a, n, fua, placement)?;
+            let done = self.dev.write_placed_len(a, n, fua, placement)?;
             self.account(Op::Write, t, done);
             if let Some(j) = self.journal.as_mut() {
                 j.append(t, JOp::Write, a, n, fua as u8, placement)?;
@@ -529,7 +529,7 @@ impl Backend {
     fn write_zero_edge(&mut self, offset: u64, len: u64, placement: Option<u16>) -> Result<u64> {
         let t = self.now();
         let (a, n) = self.covering(offset, len);
-        let done = self.dev.write_len(a, n, false, placement)?;
+        let done = self.dev.write_placed_len(a, n, false, placement)?;
         self.account(Op::Write, t, done);
         if let Some(j) = self.journal.as_mut() {
             j.append(t, JOp::Write, a, n, 0, placement)?;
@@ -711,7 +711,7 @@ fn replay_journal(dev: &mut Device, path: &Path, generation: u64, logical: u64, 
         };
         dev.advance_to(rec_.t);
         match rec_.op {
-            JOp::Write => dev.write_len(rec_.offset, rec_.len, rec_.fua, rec_.placement)?,
+            JOp::Write => dev.write_placed_len(rec_.offset, rec_.len, rec_.fua, rec_.placement)?,
             JOp::Trim => dev.trim(rec_.offset, rec_.len)?,
             JOp::Flush => dev.flush()?,
         };
@@ -743,7 +743,7 @@ fn import(dev: &mut Device, image: &File, logical: u64, sector: u64) -> Result<u
         let mut o = a;
         while o < b {
             let n = (b - o).min(STEP);
-            dev.write_len(o, n, false, None)?;
+            dev.write_placed_len(o, n, false, None)?;
             o += n;
         }
         bytes += b - a;

@@ -2,6 +2,8 @@
 //! wraps it in the user-facing API; configs cross the boundary as JSON, metrics come back as
 //! JSON and CSV text.
 
+mod cache;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -484,5 +486,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(nbd::nbd_serve, m)?)?;
     m.add_function(wrap_pyfunction!(nbd::nbd_stats, m)?)?;
     spi::register(m)?;
+    cache::register(m)?;
     Ok(())
 }

@@ -1,0 +1,217 @@
+//! DRAM tier: LRU by bytes over items with their key and value sizes.
+//!
+//! Slab of slots with an intrusive doubly-linked LRU list (u32 links) and a key -> slot map:
+//! no allocation per request once the slab has grown to the tier's item count.
+
+use crate::hash::{key_map, KeyMap};
+
+const NIL: u32 = u32::MAX;
+
+/// An item leaving the DRAM tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evicted {
+    pub key: u64,
+    pub key_bytes: u32,
+    pub value_bytes: u32,
+    /// Expiry in workload seconds (0 = never).
+    pub expiry_s: u32,
+    /// The item came from flash and was not modified: its flash copy is still current.
+    pub nvm_clean: bool,
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    key: u64,
+    key_bytes: u32,
+    value_bytes: u32,
+    expiry_s: u32,
+    nvm_clean: bool,
+    prev: u32,
+    next: u32,
+}
+
+pub struct Dram {
+    capacity_bytes: u64,
+    overhead_bytes: u32,
+    used_bytes: u64,
+    map: KeyMap<u32>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    head: u32, // most recent
+    tail: u32, // least recent
+}
+
+impl Dram {
+    pub fn new(capacity_bytes: u64, overhead_bytes: u32) -> Dram {
+        Dram { capacity_bytes, overhead_bytes, used_bytes: 0, map: key_map(1024), slots: vec![], free: vec![], head: NIL, tail: NIL }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+    pub fn used_bytes(&self) -> u64 {
+        self.used_bytes
+    }
+    pub fn item_bytes(&self, key_bytes: u32, value_bytes: u32) -> u64 {
+        key_bytes as u64 + value_bytes as u64 + self.overhead_bytes as u64
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (p, n) = (self.slots[i as usize].prev, self.slots[i as usize].next);
+        if p != NIL { self.slots[p as usize].next = n } else { self.head = n }
+        if n != NIL { self.slots[n as usize].prev = p } else { self.tail = p }
+    }
+
+    fn push_front(&mut self, i: u32) {
+        self.slots[i as usize].prev = NIL;
+        self.slots[i as usize].next = self.head;
+        if self.head != NIL {
+            self.slots[self.head as usize].prev = i;
+        } else {
+            self.tail = i;
+        }
+        self.head = i;
+    }
+
+    /// Look up `key`: Some((value bytes, expiry)) and the item becomes most recent.
+    /// An item past its expiry is dropped and reported as a miss.
+    pub fn get(&mut self, key: u64, now_s: u32) -> Option<u32> {
+        let &i = self.map.get(&key)?;
+        let s = self.slots[i as usize];
+        if s.expiry_s != 0 && s.expiry_s <= now_s {
+            self.remove(key);
+            return None;
+        }
+        if self.head != i {
+            self.unlink(i);
+            self.push_front(i);
+        }
+        Some(s.value_bytes)
+    }
+
+    pub fn contains(&self, key: u64) -> bool {
+        self.map.contains_key(&key)
+    }
+
+    /// Remove `key`; true if it was present.
+    pub fn remove(&mut self, key: u64) -> bool {
+        let Some(i) = self.map.remove(&key) else { return false };
+        self.unlink(i);
+        let s = self.slots[i as usize];
+        self.used_bytes -= self.item_bytes(s.key_bytes, s.value_bytes);
+        self.free.push(i);
+        true
+    }
+
+    /// Insert or replace `key` as the most recent item; items pushed out (least recent first)
+    /// are appended to `evicted`. An item larger than the whole tier is not stored and comes
+    /// straight back in `evicted`.
+    pub fn insert(&mut self, it: Evicted, evicted: &mut Vec<Evicted>) {
+        let bytes = self.item_bytes(it.key_bytes, it.value_bytes);
+        if bytes > self.capacity_bytes {
+            self.remove(it.key);
+            evicted.push(it);
+            return;
+        }
+        let slot = Slot { key: it.key, key_bytes: it.key_bytes, value_bytes: it.value_bytes, expiry_s: it.expiry_s, nvm_clean: it.nvm_clean, prev: NIL, next: NIL };
+        // One map probe for insert-or-replace; the item goes to the head, then the tail is
+        // evicted until the bytes fit (never the new item: it fits alone and is most recent).
+        match self.map.entry(it.key) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let i = *e.get();
+                let old = self.slots[i as usize];
+                self.used_bytes -= old.key_bytes as u64 + old.value_bytes as u64 + self.overhead_bytes as u64;
+                self.unlink(i);
+                self.slots[i as usize] = slot;
+                self.push_front(i);
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.slots[i as usize] = slot;
+                        i
+                    }
+                    None => {
+                        self.slots.push(slot);
+                        (self.slots.len() - 1) as u32
+                    }
+                };
+                v.insert(i);
+                self.push_front(i);
+            }
+        }
+        self.used_bytes += bytes;
+        while self.used_bytes > self.capacity_bytes {
+            let t = self.tail;
+            debug_assert!(t != NIL && t != self.head, "the new item fits alone");
+            let s = self.slots[t as usize];
+            self.map.remove(&s.key);
+            self.unlink(t);
+            self.used_bytes -= self.item_bytes(s.key_bytes, s.value_bytes);
+            self.free.push(t);
+            evicted.push(Evicted { key: s.key, key_bytes: s.key_bytes, value_bytes: s.value_bytes, expiry_s: s.expiry_s, nvm_clean: s.nvm_clean });
+        }
+    }
+
+    /// Keys from most to least recent (tests and debugging).
+    pub fn keys_mru(&self) -> Vec<u64> {
+        let mut out = vec![];
+        let mut i = self.head;
+        while i != NIL {
+            out.push(self.slots[i as usize].key);
+            i = self.slots[i as usize].next;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(key: u64, value_bytes: u32) -> Evicted {
+        Evicted { key, key_bytes: 8, value_bytes, expiry_s: 0, nvm_clean: false }
+    }
+
+    #[test]
+    fn lru_by_bytes_evicts_least_recent_first() {
+        // 3 items of 100 B (8 + 60 + 32 header) fit in 300 B.
+        let mut d = Dram::new(300, 32);
+        let mut ev = vec![];
+        for k in 1..=3 {
+            d.insert(item(k, 60), &mut ev);
+        }
+        assert!(ev.is_empty());
+        assert_eq!(d.get(1, 0), Some(60)); // 1 becomes most recent
+        d.insert(item(4, 60), &mut ev);
+        assert_eq!(ev.iter().map(|e| e.key).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(d.keys_mru(), vec![4, 1, 3]);
+        // A 200-byte item pushes out the two least recent.
+        ev.clear();
+        d.insert(item(5, 160), &mut ev);
+        assert_eq!(ev.iter().map(|e| e.key).collect::<Vec<_>>(), vec![3, 1]);
+        assert_eq!(d.used_bytes(), 300);
+        assert_eq!(d.get(2, 0), None);
+    }
+
+    #[test]
+    fn replace_updates_size_and_expired_items_miss() {
+        let mut d = Dram::new(1000, 0);
+        let mut ev = vec![];
+        d.insert(item(1, 100), &mut ev);
+        d.insert(item(1, 200), &mut ev);
+        assert_eq!(d.used_bytes(), 208);
+        assert_eq!(d.len(), 1);
+        d.insert(Evicted { expiry_s: 10, ..item(2, 10) }, &mut ev);
+        assert_eq!(d.get(2, 9), Some(10));
+        assert_eq!(d.get(2, 10), None);
+        assert!(!d.contains(2));
+        // Too large for the tier: handed straight back.
+        d.insert(item(3, 5000), &mut ev);
+        assert_eq!(ev.len(), 1);
+        assert!(!d.contains(3));
+    }
+}

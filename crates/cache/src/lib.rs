@@ -1,0 +1,31 @@
+//! ssdlab-cache: the fdp-cache case study. A CacheLib-style hybrid flash cache, a DRAM tier
+//! (LRU by bytes) in front of a small-object cache (set-associative 4 KiB buckets) and a
+//! large-object cache (log-structured regions), doing its I/O on an emulated FDP SSD, so the
+//! effect of segregating the two engines onto different reclaim unit handles can be measured.
+//!
+//! - [`config`]: cache sizes and policies; [`placement`]: the placement-handle allocator (the
+//!   only code that knows about FDP); [`flash`]: device I/O and latency histograms;
+//! - [`dram`], [`soc`], [`loc`], [`admission`]: the tiers and engines; [`cache`]: the whole;
+//! - [`workload`]: generator and presets; [`trace`]: trace replay and converters;
+//! - [`run`]: measured runs; [`model`]: Theorems 1-3 of the paper.
+
+pub mod admission;
+pub mod cache;
+pub mod config;
+pub mod dram;
+pub mod error;
+pub mod flash;
+pub mod hash;
+pub mod loc;
+pub mod model;
+pub mod placement;
+pub mod run;
+pub mod soc;
+pub mod trace;
+pub mod workload;
+
+pub use cache::{HybridCache, Outcome};
+pub use config::CacheConfig;
+pub use error::{CacheError, Result};
+pub use run::{run, RunResult, RunSpec};
+pub use workload::{Generator, Request, WorkloadSpec};

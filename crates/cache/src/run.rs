@@ -1,0 +1,337 @@
+//! One measured cache run: a device, a cache on it, a request source; counters, time series,
+//! latency percentiles and the paper's models in one JSON summary.
+//!
+//! The summary holds nothing wall-clock, so a config and seed give byte-identical output; wall
+//! time is returned beside it.
+
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use ssdlab_core::ftl::fdp::StreamStats;
+use ssdlab_core::ftl::Counters;
+use ssdlab_core::{Config, Device};
+
+use crate::cache::{CacheStats, HybridCache, Outcome};
+use crate::config::CacheConfig;
+use crate::error::Result;
+use crate::model::{self, CarbonParams};
+use crate::workload::{Generator, Op, Request, WorkloadSpec};
+
+/// Where requests come from: the generator or a trace.
+pub trait RequestSource {
+    fn next_request(&mut self) -> Option<Result<Request>>;
+    /// A GET missed (sources that do look-aside SETs react).
+    fn miss(&mut self, _r: &Request) {}
+}
+
+impl RequestSource for Generator {
+    fn next_request(&mut self) -> Option<Result<Request>> {
+        Some(Ok(Generator::next_request(self)))
+    }
+    fn miss(&mut self, r: &Request) {
+        self.feedback_miss(r)
+    }
+}
+
+/// What to run and when to stop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunSpec {
+    pub cache: CacheConfig,
+    pub workload: WorkloadSpec,
+    /// Stop after host writes of this many times the device's logical capacity (0 = no limit).
+    pub stop_device_writes: f64,
+    /// Stop after this many requests (0 = no limit).
+    pub stop_requests: u64,
+    /// Share of the run (by the stop limit) before the measurement window opens.
+    pub warmup_fraction: f64,
+    /// Write the LOC's regions once before the run (a warm cache's device state), so short
+    /// runs reach the steady state of a large LOC.
+    pub prefill_loc: bool,
+    /// Rows of the time series.
+    pub series_points: u32,
+    pub carbon: CarbonParams,
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        RunSpec { cache: CacheConfig::default(), workload: WorkloadSpec::default(), stop_device_writes: 2.0, stop_requests: 0, warmup_fraction: 0.5, prefill_loc: true, series_points: 60, carbon: CarbonParams::default() }
+    }
+}
+
+pub struct RunResult {
+    pub summary: Value,
+    pub series_csv: String,
+    pub wall_seconds: f64,
+    pub interrupted: bool,
+}
+
+struct Mark {
+    c: Counters,
+    streams: Vec<StreamStats>,
+    stats: CacheStats,
+    requests: u64,
+    time_ns: u64,
+}
+
+fn mark(cache: &HybridCache, requests: u64, time_ns: u64) -> Mark {
+    let dev = &cache.flash.dev;
+    let streams = if dev.config().personality == ssdlab_core::config::Personality::Conventional { dev.ftl().stream_stats() } else { vec![] };
+    Mark { c: dev.block_device().counters().clone(), streams, stats: cache.stats, requests, time_ns }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+fn r6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+fn lat(h: &Histogram<u64>) -> Value {
+    if h.is_empty() {
+        return json!({"count": 0});
+    }
+    json!({"count": h.len(), "mean": r6(h.mean()), "p50": h.value_at_quantile(0.5), "p99": h.value_at_quantile(0.99), "p999": h.value_at_quantile(0.999), "max": h.max()})
+}
+
+/// Build the device and cache and run `spec.workload` (or `source`) to the stop limit.
+pub fn run(device: Config, spec: &RunSpec, source: Option<&mut dyn RequestSource>, progress: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
+    let dev = Device::new(device)?;
+    let mut cache = HybridCache::new(dev, spec.cache.clone())?;
+    let mut gen;
+    let src: &mut dyn RequestSource = match source {
+        Some(s) => s,
+        None => {
+            gen = Generator::new(&spec.workload)?;
+            &mut gen
+        }
+    };
+    run_on(&mut cache, spec, src, progress)
+}
+
+/// Run on an existing cache (tests use this to look inside afterwards).
+pub fn run_on(cache: &mut HybridCache, spec: &RunSpec, src: &mut dyn RequestSource, progress: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
+    let wall = Instant::now();
+    let logical = cache.flash.dev.logical_bytes();
+    let stop_bytes = (spec.stop_device_writes.max(0.0) * logical as f64) as u64;
+    let stop_reqs = spec.stop_requests;
+    if stop_bytes == 0 && stop_reqs == 0 {
+        return Err(crate::error::CacheError::Config("run: set stop_device_writes or stop_requests".into()));
+    }
+    let warm = spec.warmup_fraction.clamp(0.0, 0.99);
+    if spec.prefill_loc {
+        cache.loc.prefill(&mut cache.flash)?;
+    }
+    let start = mark(cache, 0, 0);
+    let host0 = start.c.host_write_bytes;
+    // Progress along whichever limit is set (bytes first).
+    let frac = |c: &HybridCache, reqs: u64| -> f64 {
+        let b = if stop_bytes > 0 { (c.flash.dev.block_device().counters().host_write_bytes - host0) as f64 / stop_bytes as f64 } else { 0.0 };
+        let r = if stop_reqs > 0 { reqs as f64 / stop_reqs as f64 } else { 0.0 };
+        b.max(r)
+    };
+    let points = spec.series_points.max(1) as f64;
+    let mut next_row = 1.0 / points;
+    let mut window: Option<Mark> = if warm == 0.0 { Some(mark(cache, 0, 0)) } else { None };
+    let mut prev = mark(cache, 0, 0);
+    let mut csv = String::from("requests,time_s,device_writes,host_write_bytes,nand_write_bytes,dlwa_interval,dlwa_cumulative,dram_hit_ratio_interval,nvm_hit_ratio_interval,gc_events,erases\n");
+    let mut reqs = 0u64;
+    let mut last_t = 0u64;
+    let mut interrupted = false;
+    let mut next_poll = 0u64;
+    loop {
+        let f = frac(cache, reqs);
+        if f >= 1.0 {
+            break;
+        }
+        if window.is_none() && f >= warm {
+            cache.flash.reset_histograms();
+            window = Some(mark(cache, reqs, last_t));
+        }
+        if f >= next_row {
+            let m = mark(cache, reqs, last_t);
+            let (dh, dn) = (m.c.host_write_bytes - prev.c.host_write_bytes, m.c.nand_write_bytes - prev.c.nand_write_bytes);
+            let gets = m.stats.gets - prev.stats.gets;
+            let dram = m.stats.dram_hits - prev.stats.dram_hits;
+            let nvm = m.stats.nvm_hits - prev.stats.nvm_hits;
+            csv.push_str(&format!(
+                "{},{:.3},{:.4},{},{},{:.5},{:.5},{:.5},{:.5},{},{}\n",
+                reqs,
+                last_t as f64 / 1e9,
+                (m.c.host_write_bytes - host0) as f64 / logical as f64,
+                m.c.host_write_bytes - host0,
+                m.c.nand_write_bytes - start.c.nand_write_bytes,
+                ratio(dn, dh),
+                ratio(m.c.nand_write_bytes - start.c.nand_write_bytes, m.c.host_write_bytes - host0),
+                ratio(dram, gets),
+                ratio(nvm, gets - dram),
+                m.c.gc_events - start.c.gc_events,
+                m.c.nand_erase_count - start.c.nand_erase_count,
+            ));
+            prev = m;
+            while next_row <= f {
+                next_row += 1.0 / points;
+            }
+        }
+        if reqs >= next_poll {
+            next_poll = reqs + 65_536;
+            if !progress(f) {
+                interrupted = true;
+                break;
+            }
+        }
+        let Some(r) = src.next_request() else { break };
+        let r = r?;
+        last_t = last_t.max(r.time_ns);
+        reqs += 1;
+        match r.op {
+            Op::Get => {
+                if cache.get(r.key, r.key_bytes, r.time_ns)? == Outcome::Miss {
+                    src.miss(&r);
+                }
+            }
+            Op::Set => cache.set(r.key, r.key_bytes, r.value_bytes, r.ttl_s, r.time_ns)?,
+            Op::Delete => {
+                cache.delete(r.key, r.time_ns)?;
+            }
+        }
+    }
+    progress(1.0);
+    let w = window.unwrap_or_else(|| mark(cache, 0, 0));
+    let summary = summarize(cache, spec, &start, &w, reqs, last_t);
+    Ok(RunResult { summary, series_csv: csv, wall_seconds: wall.elapsed().as_secs_f64(), interrupted })
+}
+
+fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: u64, last_t: u64) -> Value {
+    let dev = &cache.flash.dev;
+    let cfg = dev.config();
+    let g = &cfg.geometry;
+    let raw = g.channels as u64 * g.dies_per_channel as u64 * g.planes_per_die as u64 * g.blocks_per_plane as u64 * g.pages_per_block as u64 * g.page_bytes as u64;
+    let logical = dev.logical_bytes();
+    let c = dev.block_device().counters();
+    let s = cache.stats;
+    let ws = &w.stats;
+    // Window deltas.
+    let host = c.host_write_bytes - w.c.host_write_bytes;
+    let nand = c.nand_write_bytes - w.c.nand_write_bytes;
+    let gets = s.gets - ws.gets;
+    let dram = s.dram_hits - ws.dram_hits;
+    let nvm = s.nvm_hits - ws.nvm_hits;
+    let item_bytes = s.flash_item_bytes - ws.flash_item_bytes;
+    let dlwa = ratio(nand, host);
+    // Per handle (FDP), since the window opened. The SOC's DLWA counts its own programs and
+    // every garbage-collection move of its data: out of its blocks (the handle's figure) and,
+    // since relocated data of initially isolated handles continues in a GC stream they share,
+    // the moves out of that stream too. Those can include LOC data moved a second time, so
+    // the LOC handle's DLWA is reported beside it; the SOC handle's own-blocks figure as well.
+    let fdp = if cfg.personality == ssdlab_core::config::Personality::Conventional { dev.ftl().fdp_metrics(&w.streams) } else { None };
+    let (mut soc_dlwa, mut soc_own, mut loc_dlwa) = (Value::Null, Value::Null, Value::Null);
+    if let Some(f) = &fdp {
+        let find = |h: u16| f["handles"].as_array().and_then(|a| a.iter().find(|x| x["handle"].as_u64() == Some(h as u64)).cloned());
+        if let (Some(sh), Some(_)) = (find(cache.soc.handle.ruh()), cache.soc.handle.pid) {
+            let shared_moves: u64 = f["shared_gc_streams"].as_array().map(|a| a.iter().map(|x| x["gc_relocated_out_bytes"].as_u64().unwrap_or(0)).sum()).unwrap_or(0);
+            let host_b = sh["host_write_bytes"].as_u64().unwrap_or(0);
+            let media = sh["media_write_bytes"].as_u64().unwrap_or(0);
+            if host_b > 0 {
+                soc_dlwa = json!(r6((media + shared_moves) as f64 / host_b as f64));
+                soc_own = json!(r6(media as f64 / host_b as f64));
+            }
+        }
+        if let (Some(lh), Some(_)) = (find(cache.loc.handle.ruh()), cache.loc.handle.pid) {
+            loc_dlwa = lh["dlwa"].clone();
+        }
+    }
+    let soc_bytes = cache.soc.bytes();
+    let loc_bytes = cache.loc.bytes();
+    let p_soc = model::soc_physical_bytes(raw, loc_bytes);
+    let t1 = model::theorem1_dlwa(soc_bytes as f64, p_soc as f64);
+    let spb = g.pages_per_block as u64 * g.page_bytes as u64 / g.sector_bytes as u64;
+    // Desnoyers' greedy approximation dips just below 1 when spare is plentiful: clamp.
+    let t1_greedy = (soc_bytes > 0 && p_soc > soc_bytes).then(|| ssdlab_core::analytic::waf_greedy(p_soc as f64 / soc_bytes as f64, spb as u32).max(1.0));
+    let device_gb = if spec.carbon.device_gb > 0.0 { spec.carbon.device_gb } else { raw as f64 / 1e9 };
+    let t = &cfg.timing;
+    let busy = |cc: &Counters| -> f64 {
+        (cc.nand_page_reads as f64 * t.page_read_ns as f64 + cc.nand_page_programs as f64 * t.page_program_ns as f64 + cc.nand_erase_count as f64 * t.block_erase_ns as f64) * 1e-9
+    };
+    let gc_pages = c.gc_relocated_pages - w.c.gc_relocated_pages;
+    let wc = Counters {
+        nand_page_reads: c.nand_page_reads - w.c.nand_page_reads,
+        nand_page_programs: c.nand_page_programs - w.c.nand_page_programs,
+        nand_erase_count: c.nand_erase_count - w.c.nand_erase_count,
+        ..Default::default()
+    };
+    let migration_busy = gc_pages as f64 * (t.page_read_ns + t.page_program_ns) as f64 * 1e-9;
+    let erases: Vec<u32> = dev.block_device().blocks().iter().map(|b| b.erase_count).collect();
+    let erase_max = erases.iter().copied().max().unwrap_or(0);
+    let erase_mean = erases.iter().map(|&e| e as f64).sum::<f64>() / erases.len().max(1) as f64;
+    let span_ns = last_t.saturating_sub(w.time_ns).max(cache.flash.last_done_ns.saturating_sub(w.time_ns)).max(1);
+    json!({
+        "requests": reqs,
+        "window_requests": reqs - w.requests,
+        "workload_seconds": r6(last_t as f64 / 1e9),
+        "device": {
+            "preset": cfg.preset, "raw_bytes": raw, "logical_bytes": logical, "spare_factor": cfg.ftl.spare_factor,
+            "gc_policy": cfg.ftl.gc_policy, "fdp_enabled": cfg.fdp.enabled, "timing": t.enabled,
+        },
+        "layout": {
+            "soc_bytes": soc_bytes, "buckets": cache.soc.buckets, "loc_bytes": loc_bytes, "regions": cache.loc.regions,
+            "soc_pid": cache.soc.handle.pid, "loc_pid": cache.loc.handle.pid, "utilization": spec.cache.utilization, "soc_fraction": spec.cache.soc_fraction,
+        },
+        "dram_hit_ratio": r6(ratio(dram, gets)),
+        "nvm_hit_ratio": r6(ratio(nvm, gets - dram)),
+        "hit_ratio": r6(ratio(dram + nvm, gets)),
+        "alwa": r6(ratio(host, item_bytes)),
+        "dlwa": r6(dlwa),
+        "dlwa_cumulative": r6(ratio(c.nand_write_bytes - start.c.nand_write_bytes, c.host_write_bytes - start.c.host_write_bytes)),
+        "device_writes": r6((c.host_write_bytes - start.c.host_write_bytes) as f64 / logical as f64),
+        "host_write_bytes": host,
+        "nand_write_bytes": nand,
+        "soc_dlwa": soc_dlwa,
+        "soc_dlwa_own_blocks": soc_own,
+        "loc_dlwa": loc_dlwa,
+        "theorem1": {
+            "s_soc_bytes": soc_bytes, "s_p_soc_bytes": p_soc,
+            "alpha": if soc_bytes > 0 { r6(p_soc as f64 / soc_bytes as f64) } else { 0.0 },
+            "dlwa_fifo": t1.map(r6), "dlwa_greedy_approx": t1_greedy.map(r6),
+        },
+        "theorem2": {
+            "params": spec.carbon, "device_gb": r6(device_gb),
+            "embodied_kg_co2e": r6(model::theorem2_embodied_kg(dlwa.max(1.0), device_gb, &spec.carbon)),
+        },
+        "theorem3": {
+            "host_ops": (c.host_read_cmds - w.c.host_read_cmds) + (c.host_write_cmds - w.c.host_write_cmds),
+            "device_migrations_pages": gc_pages,
+            "media_busy_die_seconds": r6(busy(&wc)),
+            "migration_busy_die_seconds": r6(migration_busy),
+        },
+        "throughput_rps_simulated": r6((reqs - w.requests) as f64 / (span_ns as f64 * 1e-9)),
+        "latency_ns": {"read": lat(&cache.flash.read_ns), "write": lat(&cache.flash.write_ns)},
+        "gc_events": c.gc_events - w.c.gc_events,
+        "erases": c.nand_erase_count - w.c.nand_erase_count,
+        "erase_count_max": erase_max,
+        "erase_count_mean": r6(erase_mean),
+        "cache": {
+            "window": {
+                "gets": gets, "dram_hits": dram, "nvm_hits": nvm, "sets": s.sets - ws.sets, "deletes": s.deletes - ws.deletes,
+                "flash_items": s.flash_items - ws.flash_items, "flash_item_bytes": item_bytes,
+                "soc_items": s.soc_items - ws.soc_items, "loc_items": s.loc_items - ws.loc_items,
+            },
+            "total": s,
+            "soc": {
+                "lookups": cache.soc.stats.lookups, "bloom_rejects": cache.soc.stats.bloom_rejects, "hits": cache.soc.stats.hits,
+                "inserts": cache.soc.stats.inserts, "evictions": cache.soc.stats.evictions, "removes": cache.soc.stats.removes,
+                "bucket_reads": cache.soc.stats.bucket_reads, "bucket_writes": cache.soc.stats.bucket_writes,
+            },
+            "loc": {
+                "lookups": cache.loc.stats.lookups, "hits": cache.loc.stats.hits, "buffer_hits": cache.loc.stats.buffer_hits,
+                "inserts": cache.loc.stats.inserts, "regions_flushed": cache.loc.stats.regions_flushed, "regions_evicted": cache.loc.stats.regions_evicted,
+                "items_evicted": cache.loc.stats.items_evicted, "reinserted": cache.loc.stats.reinserted, "items": cache.loc.items(),
+            },
+            "dram_items": cache.dram.len(),
+        },
+        "fdp": fdp,
+    })
+}

@@ -1,0 +1,407 @@
+"""fdp-cache: a CacheLib-style hybrid flash cache on an emulated FDP SSD.
+
+`ssdlab reproduce fdp-cache [--quick|--full]` runs the paper's experiments (Fig. 5: DLWA over
+time; Fig. 6: utilisation sweep; the SOC-size sweep against Theorem 1; write-only KV and
+Twitter variants) and writes reports/fdp-cache/: report.md (paper number, ssdlab number, a
+sentence on any difference), CSV tables, PNG figures, and each run's summary and time series.
+
+The Python API is one function, :func:`run_cache`, over ``ssdlab._native.cache_run``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from . import _native
+
+# What the paper reports (seed 001, sections 6.2-6.3).
+PAPER = {
+    "dlwa_nonfdp_50": 1.3,
+    "dlwa_fdp_50": 1.03,
+    "dlwa_nonfdp_100": 3.5,
+    "dlwa_fdp_100": 1.03,
+    "p99_read_gain_100": 1.75,
+    "p99_write_gain_100": 10.0,
+}
+
+
+def _merge(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def run_cache(device: Dict[str, Any], spec: Dict[str, Any], trace: Optional[str] = None) -> Tuple[Dict[str, Any], str, float]:
+    """Run one cache experiment.
+
+    ``device``: a device config (``{"preset": "fdp-ssd", "ftl": {...}, ...}``); ``spec``: a run
+    spec overriding ``_native.cache_defaults()`` (keys ``cache``, ``workload``,
+    ``stop_device_writes``, ``stop_requests``, ``warmup_fraction``, ``prefill_loc``,
+    ``series_points``, ``carbon``); ``trace``: an ssdlab cache-trace CSV to replay instead of
+    the generator. Returns (summary, time-series CSV text, wall seconds).
+    """
+    full = _merge(json.loads(_native.cache_defaults()), spec)
+    s, series, wall, interrupted = _native.cache_run(json.dumps(device), json.dumps(full), trace)
+    if interrupted:
+        raise KeyboardInterrupt
+    return json.loads(s), series, wall
+
+
+def _point(args: Tuple[str, Dict[str, Any], Dict[str, Any], str]) -> Tuple[str, Dict[str, Any], float]:
+    name, device, spec, out = args
+    summary, series, wall = run_cache(device, spec)
+    d = Path(out) / "runs" / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    (d / "timeseries.csv").write_text(series)
+    (d / "spec.json").write_text(json.dumps({"device": device, "spec": spec}, indent=2, sort_keys=True) + "\n")
+    return name, summary, wall
+
+
+def _plan(spec: Dict[str, Any], mode: str) -> Tuple[Dict[str, Any], List[Tuple[str, Dict[str, Any], Dict[str, Any]]]]:
+    """Every run of the experiment: (name, device config, run spec)."""
+    m = spec[mode]
+    base_dev = dict(spec.get("device", {}))
+    base_dev["seed"] = spec.get("seed", 42)
+    dev_common = _merge(base_dev, {k: m[k] for k in ("geometry", "fdp") if k in m})
+    cfg = json.loads(_native.config_resolve(json.dumps(dev_common)))
+    g = cfg["geometry"]
+    raw = g["channels"] * g["dies_per_channel"] * g["planes_per_die"] * g["blocks_per_plane"] * g["pages_per_block"] * g["page_bytes"]
+    logical = raw * (1 - cfg["ftl"]["spare_factor"])
+    c = dict(spec.get("cache", {}), **m.get("cache", {}))
+    dram_fraction = c.pop("dram_fraction", 0.045)
+    working_set = c.pop("working_set", 2.0)
+    c["region_bytes"] = m["region_bytes"]
+    c["loc_write_bytes"] = m["loc_write_bytes"]
+
+    def one(util: float, soc: float, fdp: bool, wl: str, dw: float) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        w = json.loads(_native.cache_workload(wl))
+        mean_item = _mean_value(w) + (w["key_bytes_min"] + w["key_bytes_max"]) / 2
+        w["keys"] = max(1000, int(working_set * util * logical / mean_item))
+        w["rate_rps"] = m["rate_rps"]
+        w["seed"] = spec.get("seed", 42)
+        cache = dict(c, utilization=util, soc_fraction=soc, dram_bytes=int(dram_fraction * util * logical), seed=spec.get("seed", 42))
+        dev = _merge(dev_common, {"fdp": {"enabled": fdp}})
+        return dev, {"cache": cache, "workload": w, "stop_device_writes": dw, "warmup_fraction": 0.5, "prefill_loc": True, "series_points": 80}
+
+    runs = []
+    dw = m["device_writes"]
+    for u in m["utilizations"]:
+        for fdp in (True, False):
+            runs.append((f"kvcache_u{int(round(u * 100))}_soc4_{'fdp' if fdp else 'nofdp'}", *one(u, 0.04, fdp, "kvcache", dw)))
+    su = m["soc_sweep_utilization"]
+    for s in m["soc_fractions"]:
+        name = f"kvcache_u{int(round(su * 100))}_soc{int(round(s * 100))}_fdp"
+        if not any(r[0] == name for r in runs):
+            runs.append((name, *one(su, s, True, "kvcache", dw)))
+    for wl in m["variants"]:
+        for fdp in (True, False):
+            runs.append((f"{wl}_u{int(round(m['variant_utilization'] * 100))}_soc4_{'fdp' if fdp else 'nofdp'}", *one(m["variant_utilization"], 0.04, fdp, wl, m["variant_device_writes"])))
+    info = {"raw_bytes": raw, "logical_bytes": logical, "spare_factor": cfg["ftl"]["spare_factor"]}
+    return info, runs
+
+
+def _mean_value(w: Dict[str, Any]) -> float:
+    import math
+
+    tw = sum(b["weight"] for b in w["value_bins"])
+    tot = 0.0
+    for b in w["value_bins"]:
+        lo, hi = b["min"], b["max"]
+        mean = (hi - lo) / math.log(hi / lo) if hi > lo else lo
+        tot += b["weight"] / tw * mean
+    return tot
+
+
+def reproduce_fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None]) -> Path:
+    import matplotlib.pyplot as plt
+
+    info, runs = _plan(spec, mode)
+    jobs = max(1, int(spec[mode].get("jobs", 2)))
+    res: Dict[str, Dict[str, Any]] = {}
+    t0 = time.time()
+    args = [(n, d, s, str(out)) for n, d, s in runs]
+    log(f"fdp-cache ({mode}): {len(runs)} runs on {info['raw_bytes'] / 2**30:.0f} GiB raw, {jobs} at a time")
+    if jobs == 1:
+        it = map(_point, args)
+        for i, (name, summary, wall) in enumerate(it, 1):
+            res[name] = summary
+            log(f"[{i}/{len(runs)}] {name}: DLWA {summary['dlwa']:.3f} ({wall:.1f} s)")
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as ex:
+            for i, (name, summary, wall) in enumerate(ex.map(_point, args), 1):
+                res[name] = summary
+                log(f"[{i}/{len(runs)}] {name}: DLWA {summary['dlwa']:.3f} ({wall:.1f} s)")
+    m = spec[mode]
+
+    def row(name: str) -> Dict[str, Any]:
+        s = res[name]
+        lat = s["latency_ns"]
+        return {
+            "run": name, "utilization": s["layout"]["utilization"], "soc_fraction": s["layout"]["soc_fraction"],
+            "fdp": s["device"]["fdp_enabled"], "dlwa": s["dlwa"], "dlwa_cumulative": s["dlwa_cumulative"],
+            "soc_dlwa": s["soc_dlwa"], "soc_dlwa_own_blocks": s["soc_dlwa_own_blocks"], "loc_dlwa": s["loc_dlwa"],
+            "theorem1_dlwa": s["theorem1"]["dlwa_fifo"],
+            "theorem1_greedy_dlwa": s["theorem1"]["dlwa_greedy_approx"], "alwa": s["alwa"],
+            "dram_hit_ratio": s["dram_hit_ratio"], "nvm_hit_ratio": s["nvm_hit_ratio"],
+            "throughput_rps_simulated": s["throughput_rps_simulated"],
+            "read_p50_us": lat["read"].get("p50", 0) / 1e3, "read_p99_us": lat["read"].get("p99", 0) / 1e3,
+            "read_p999_us": lat["read"].get("p999", 0) / 1e3, "write_p50_us": lat["write"].get("p50", 0) / 1e3,
+            "write_p99_us": lat["write"].get("p99", 0) / 1e3, "write_p999_us": lat["write"].get("p999", 0) / 1e3,
+            "gc_events": s["gc_events"], "erases": s["erases"], "erase_count_max": s["erase_count_max"],
+            "embodied_kg_co2e": s["theorem2"]["embodied_kg_co2e"],
+            "media_busy_die_s": s["theorem3"]["media_busy_die_seconds"], "migration_busy_die_s": s["theorem3"]["migration_busy_die_seconds"],
+        }
+
+    rows = [row(n) for n, _, _ in runs]
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    by = {r["run"]: r for r in rows}
+    u_list = m["utilizations"]
+    key = lambda u, fdp: f"kvcache_u{int(round(u * 100))}_soc4_{'fdp' if fdp else 'nofdp'}"  # noqa: E731
+
+    # Figure 5: DLWA over time at 50% (or the lowest utilisation), FDP vs non-FDP.
+    u5 = 0.5 if 0.5 in u_list else u_list[0]
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for fdp, style in ((False, "C3-"), (True, "C0-")):
+        text = (out / "runs" / key(u5, fdp) / "timeseries.csv").read_text()
+        rr = list(csv.DictReader(io.StringIO(text)))
+        ax.plot([float(r["time_s"]) / 3600 for r in rr], [float(r["dlwa_interval"]) for r in rr], style, label="FDP (SOC, LOC on own handles)" if fdp else "non-FDP")
+    ax.set_xlabel("workload time (simulated hours)")
+    ax.set_ylabel("interval DLWA")
+    ax.set_title(f"kvcache, {int(u5 * 100)}% utilisation, SOC 4% (paper Fig. 5)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "fig5_dlwa_over_time.png", dpi=120)
+    plt.close(fig)
+
+    # Figure 6: utilisation sweep.
+    panels = [("dlwa", "DLWA"), ("dram_hit_ratio", "DRAM hit ratio"), ("nvm_hit_ratio", "NVM hit ratio"),
+              ("throughput_rps_simulated", "throughput (req/s, simulated)"), ("read_p99_us", "p99 read (us)"), ("write_p99_us", "p99 write (us)")]
+    fig, axs = plt.subplots(2, 3, figsize=(12, 6.5))
+    for ax, (col, label) in zip(axs.flat, panels):
+        for fdp, style in ((False, "C3o-"), (True, "C0s-")):
+            ax.plot([u * 100 for u in u_list], [by[key(u, fdp)][col] for u in u_list], style, label="FDP" if fdp else "non-FDP")
+        ax.set_xlabel("device utilisation (%)")
+        ax.set_title(label)
+        if col.endswith("_us"):
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axs[0][0].legend()
+    fig.suptitle("kvcache, SOC 4%: utilisation sweep (paper Fig. 6)")
+    fig.tight_layout()
+    fig.savefig(out / "fig6_utilization_sweep.png", dpi=120)
+    plt.close(fig)
+
+    # SOC-size sweep with Theorem 1.
+    su = m["soc_sweep_utilization"]
+    socs = m["soc_fractions"]
+    names = [f"kvcache_u{int(round(su * 100))}_soc{int(round(s * 100))}_fdp" for s in socs]
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    ax.plot([s * 100 for s in socs], [by[n]["theorem1_dlwa"] for n in names], "k--", label="Theorem 1 (Lambert W)")
+    ax.plot([s * 100 for s in socs], [by[n]["theorem1_greedy_dlwa"] for n in names], "k:", label="same spare, greedy cleaning (Desnoyers)")
+    ax.plot([s * 100 for s in socs], [by[n]["soc_dlwa"] for n in names], "C0o-", label="ssdlab: SOC DLWA (all GC moves of its data)")
+    ax.plot([s * 100 for s in socs], [by[n]["dlwa"] for n in names], "C2^:", label="ssdlab: device DLWA")
+    ax.set_xlabel("SOC size (% of the device)")
+    ax.set_ylabel("DLWA")
+    ax.set_title(f"FDP, {int(su * 100)}% utilisation: SOC size vs Theorem 1")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "soc_sweep_theorem1.png", dpi=120)
+    plt.close(fig)
+
+    md = _report(spec, mode, info, by, key, u_list, socs, names, time.time() - t0)
+    path = out / "report.md"
+    path.write_text(md)
+    return path
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("inf")
+
+
+def _report(spec, mode, info, by, key, u_list, socs, names, wall) -> str:
+    m = spec[mode]
+    lo, hi = u_list[0], u_list[-1]
+    nf_lo, f_lo = by[key(lo, False)], by[key(lo, True)]
+    nf_hi, f_hi = by[key(hi, False)], by[key(hi, True)]
+    rgain = _ratio(nf_hi["read_p99_us"], f_hi["read_p99_us"])
+    wgain = _ratio(nf_hi["write_p99_us"], f_hi["write_p99_us"])
+    devs = [abs(by[n]["soc_dlwa"] / by[n]["theorem1_dlwa"] - 1) for n in names if by[n]["theorem1_dlwa"] and by[n]["soc_dlwa"]]
+    dev_ok = [s for s, n in zip(socs, names) if by[n]["theorem1_dlwa"] and by[n]["soc_dlwa"] and abs(by[n]["soc_dlwa"] / by[n]["theorem1_dlwa"] - 1) <= 0.16]
+
+    def ok(b: bool) -> str:
+        return "met" if b else "**missed**"
+
+    L = [
+        "# fdp-cache: CacheLib-style flash cache on an FDP SSD", "",
+        f"Mode `{mode}`: device {info['raw_bytes'] / 2**30:.0f} GiB raw, {info['logical_bytes'] / 2**30:.1f} GiB logical "
+        f"(spare {info['spare_factor']:.3f}), preset fdp-ssd (1 RG, 8 initially isolated handles), greedy GC, timing on; "
+        f"kvcache workload at {m['rate_rps']} requests/s, {m['device_writes']} device writes per run (LOC prefilled), "
+        "figures from the second half of each run. Wall time "
+        f"{wall:.0f} s. Paper: *Towards Efficient Flash Caches with Emerging NVMe FDP SSDs* (seed 001).", "",
+        "| quantity | paper | ssdlab | target | note |", "|---|---|---|---|---|",
+        f"| DLWA non-FDP, {int(lo * 100)}% util | {PAPER['dlwa_nonfdp_50']} | {nf_lo['dlwa']:.3f} | 1.15..1.45: {ok(1.15 <= nf_lo['dlwa'] <= 1.45)} | SOC random writes and LOC regions share blocks; the never-written half of the device is spare. |",
+        f"| DLWA FDP, {int(lo * 100)}% util | {PAPER['dlwa_fdp_50']} | {f_lo['dlwa']:.3f} | <= 1.05: {ok(f_lo['dlwa'] <= 1.05)} | SOC and LOC on handles 1 and 2; each LOC region rewrite frees whole blocks. |",
+        f"| DLWA non-FDP, {int(hi * 100)}% util | {PAPER['dlwa_nonfdp_100']} | {nf_hi['dlwa']:.3f} | >= 3: {ok(nf_hi['dlwa'] >= 3)} | {_why_hi(nf_hi['dlwa'])} |",
+        f"| DLWA FDP, {int(hi * 100)}% util | {PAPER['dlwa_fdp_100']} | {f_hi['dlwa']:.3f} | <= 1.05: {ok(f_hi['dlwa'] <= 1.05)} | The 4% SOC has the device spare to itself: Theorem 1 gives {f_hi['theorem1_dlwa']:.3f}. |",
+        f"| p99 read, non-FDP / FDP at {int(hi * 100)}% | {PAPER['p99_read_gain_100']}x | {rgain:.2f}x ({nf_hi['read_p99_us']:.0f} / {f_hi['read_p99_us']:.0f} us) | - | {_why_lat(rgain, 'read')} |",
+        f"| p99 write, non-FDP / FDP at {int(hi * 100)}% | {PAPER['p99_write_gain_100']}x | {wgain:.2f}x ({nf_hi['write_p99_us']:.0f} / {f_hi['write_p99_us']:.1f} us) | >= 3x: {ok(wgain >= 3)} | {_why_lat(wgain, 'write')} |",
+        f"| throughput FDP vs non-FDP at {int(hi * 100)}% | unchanged | {f_hi['throughput_rps_simulated']:.0f} vs {nf_hi['throughput_rps_simulated']:.0f} req/s | - | Open-loop arrivals: throughput is the offered load unless the device saturates; the cost shows in latency. |",
+        f"| DRAM / NVM hit ratio FDP vs non-FDP at {int(hi * 100)}% | unchanged | {f_hi['dram_hit_ratio']:.3f} / {f_hi['nvm_hit_ratio']:.3f} vs {nf_hi['dram_hit_ratio']:.3f} / {nf_hi['nvm_hit_ratio']:.3f} | - | Placement does not change what the cache stores. |",
+        f"| ALWA FDP vs non-FDP | unchanged | {f_hi['alwa']:.3f} vs {nf_hi['alwa']:.3f} | - | Same cache, same writes. |",
+        f"| SOC DLWA vs Theorem 1 (SOC {', '.join(f'{int(s * 100)}%' for s in socs)}) | matches | max deviation {max(devs) * 100 if devs else 0:.1f}%; within 16% at {', '.join(f'{int(s * 100)}%' for s in dev_ok) or 'none'} | within 16%: {ok(len(dev_ok) == len(socs))} | {_why_soc(dev_ok, socs, [by[n] for n in names])} |",
+        f"| embodied carbon (Theorem 2), FDP / non-FDP at {int(hi * 100)}% | ~1/3.4 | {f_hi['embodied_kg_co2e'] / max(nf_hi['embodied_kg_co2e'], 1e-9):.3f} | - | Proportional to DLWA by construction (T = L_dev = 5 years, 0.16 kg CO2e/GB). |",
+        f"| media busy time (Theorem 3 proxy), FDP / non-FDP at {int(hi * 100)}% | lower | {f_hi['media_busy_die_s'] / max(nf_hi['media_busy_die_s'], 1e-9):.3f} | - | Die-seconds of reads, programs and erases; GC migrations {f_hi['migration_busy_die_s']:.0f} vs {nf_hi['migration_busy_die_s']:.0f} die-s. |",
+        "",
+        "![DLWA over time](fig5_dlwa_over_time.png)", "",
+        "![Utilisation sweep](fig6_utilization_sweep.png)", "",
+        "![SOC size vs Theorem 1](soc_sweep_theorem1.png)", "",
+        "## Utilisation sweep", "",
+        "| util | FDP | DLWA | DRAM hit | NVM hit | ALWA | p99 read (us) | p99 write (us) | GC events |", "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for u in u_list:
+        for fdp in (False, True):
+            r = by[key(u, fdp)]
+            L.append(f"| {int(u * 100)}% | {'yes' if fdp else 'no'} | {r['dlwa']:.3f} | {r['dram_hit_ratio']:.3f} | {r['nvm_hit_ratio']:.3f} | {r['alwa']:.3f} | {r['read_p99_us']:.0f} | {r['write_p99_us']:.1f} | {r['gc_events']} |")
+    L += ["", "## SOC size sweep (FDP)", "", "Theorem 1 is Desnoyers' FIFO-cleaning model; the emulated device cleans greedily, so the "
+          "greedy approximation for the same spare (k = 1 + 1/(2 Np)) is shown beside it.", "",
+          "SOC DLWA counts the SOC's programs and every garbage-collection move of its data (out of its own blocks, "
+          "and out of the GC stream that initially isolated handles share, which may include LOC data moved a second "
+          "time); the own-blocks column counts only the first move; the LOC column is the LOC handle's DLWA.", "",
+          "| SOC | Theorem 1 | greedy, same spare | SOC DLWA | deviation from Theorem 1 | SOC own blocks | LOC handle | device DLWA |", "|---|---|---|---|---|---|---|---|"]
+    for s, n in zip(socs, names):
+        r = by[n]
+        t1 = r["theorem1_dlwa"]
+        dev = f"{(r['soc_dlwa'] / t1 - 1) * 100:+.1f}%" if t1 and r["soc_dlwa"] else "-"
+        gr = r["theorem1_greedy_dlwa"]
+        L.append(f"| {int(s * 100)}% | {t1:.3f} | {gr:.3f} | {r['soc_dlwa']:.3f} | {dev} | {r['soc_dlwa_own_blocks']:.3f} | {r['loc_dlwa']:.3f} | {r['dlwa']:.3f} |" if t1 else f"| {int(s * 100)}% | - | - | {r['soc_dlwa']} | - | - | - | {r['dlwa']:.3f} |")
+    L += ["", "## Variants", "", "| workload | FDP | DLWA | DRAM hit | NVM hit | ALWA | p99 write (us) |", "|---|---|---|---|---|---|---|"]
+    for wl in m["variants"]:
+        for fdp in (False, True):
+            n = f"{wl}_u{int(round(m['variant_utilization'] * 100))}_soc4_{'fdp' if fdp else 'nofdp'}"
+            r = by[n]
+            L.append(f"| {wl} | {'yes' if fdp else 'no'} | {r['dlwa']:.3f} | {r['dram_hit_ratio']:.3f} | {r['nvm_hit_ratio']:.3f} | {r['alwa']:.3f} | {r['write_p99_us']:.1f} |")
+    L += ["", "The paper shows these two variants in figures whose numbers our copy does not state; the shape to compare is FDP DLWA near 1 and the non-FDP one well above it.", "",
+          "Every run's summary.json and timeseries.csv are in `runs/`; all rows are in `results.csv`. "
+          "How the model works and where its numbers come from: docs/case-studies/fdp-cache.md.", ""]
+    return "\n".join(L)
+
+
+def _why_hi(d: float) -> str:
+    if d >= 3:
+        return ("Mixing SOC and LOC data leaves long-lived LOC data in every victim block; with 14.5% spare that costs about what "
+                "uniform random writes at 15% spare cost (3.5, Desnoyers). Above 3.5 because the FTL holds back open blocks for "
+                "9 streams and a GC reserve, so the effective spare is smaller.")
+    return "Below the target: the effective spare or the LOC's share of writes differs from the paper's device and trace."
+
+
+def _why_lat(g: float, op: str) -> str:
+    if g < 1.5:
+        return "Little difference at this load: the garbage collector keeps up in the background in both cases."
+    big = " Far larger than the paper's: without program/erase suspend, and with garbage collection running in bursts " \
+          "on a few dies when free blocks run short, ssdlab's non-FDP tail is extreme; the direction is the paper's, the size is not." if g > 30 else ""
+    if op == "write":
+        return ("Writes complete in the write buffer unless garbage-collection programs back it up; without FDP, GC runs "
+                "several times as many programs, the buffer fills and tail writes wait for whole programs." + big)
+    return "Reads wait behind programs and erases on their die; more GC means more such waits." + big
+
+
+def _why_soc(ok: List[float], socs: List[float], rows: List[Dict[str, Any]]) -> str:
+    if len(ok) == len(socs):
+        return ("Within the bound at every size. Above the model at large SOCs: the FTL's open blocks and GC reserve shrink "
+                "the SOC's spare, and greedy GC collects LOC blocks part-way through a region sweep (LOC handle DLWA above 1, "
+                "against the model's assumption), moving data the model does not count.")
+    below = [r for r in rows if r["theorem1_dlwa"] and r["soc_dlwa"] and r["soc_dlwa"] < r["theorem1_dlwa"] * 0.84]
+    if below:
+        return ("Small SOCs agree. Large SOCs come out below Theorem 1: the model assumes FIFO cleaning, the emulated "
+                "device cleans greedily, which saves most when spare is scarce (see the greedy column below); the paper's "
+                "device evidently behaves more like FIFO.")
+    return ("Small SOCs agree. Large SOCs come out above Theorem 1: the FTL's reserved blocks shrink the SOC's spare, and greedy "
+            "GC also collects LOC blocks part-way through a region sweep, against the model's LOC DLWA = 1.")
+
+
+# `ssdlab cache ...`: run a cache spec file, convert traces, list workload presets.
+
+CACHE_EPILOG = """spec file (TOML):
+  [device]                  a device config (preset + tables), e.g. preset = "fdp-ssd"
+  [cache]                   cache keys (utilization, soc_fraction, dram_bytes, region_bytes, ...)
+  [workload]                preset = "kvcache" | "kvcache-wo" | "twitter-cluster12", then overrides
+  stop_device_writes = 2.0  and the other run keys (stop_requests, warmup_fraction, prefill_loc)
+docs: docs/case-studies/fdp-cache.md"""
+
+
+def load_cache_spec(path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """(device config, run spec) from a cache spec file."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover
+        import tomli as tomllib  # type: ignore
+    text = Path(path).read_text()
+    try:
+        d = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: {e}") from None
+    device = d.pop("device", {"preset": "fdp-ssd"})
+    w = d.get("workload")
+    if isinstance(w, dict) and "preset" in w:
+        w = dict(w)
+        base = json.loads(_native.cache_workload(w.pop("preset")))
+        d["workload"] = {**base, **w}
+    return device, d
+
+
+def _cmd_cache(args) -> int:
+    if args.action == "workloads":
+        for n in _native.cache_workloads():
+            w = json.loads(_native.cache_workload(n))
+            print(f"{n:<18} get {w['get_fraction']:.2f} set {w['set_fraction']:.2f} zipf {w['zipf_alpha']} "
+                  f"mean value {_mean_value(w):.0f} B ttl {w['ttl_s']} s one-hit {w['one_hit_fraction']}")
+        return 0
+    if args.action == "convert":
+        if not args.format or not args.out:
+            raise ValueError("ssdlab cache convert SRC --format FORMAT --out DST.csv")
+        lines, reqs, skipped = _native.cache_convert_trace(args.path, args.format, args.out)
+        print(f"{args.out}: {reqs} requests from {lines} lines ({skipped} skipped)")
+        return 0
+    if not args.out:
+        raise ValueError("ssdlab cache run SPEC.toml --out DIR [--trace CSV]")
+    device, spec = load_cache_spec(args.path)
+    summary, series, wall = run_cache(device, spec, trace=args.trace)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    (out / "timeseries.csv").write_text(series)
+    (out / "run-info.json").write_text(json.dumps({"wall_seconds": round(wall, 3)}, indent=2) + "\n")
+    lat = summary["latency_ns"]
+    print(f"{summary['requests']} requests ({wall:.1f} s wall): DLWA {summary['dlwa']:.3f} (SOC {summary['soc_dlwa']}, "
+          f"Theorem 1 {summary['theorem1']['dlwa_fifo']}), ALWA {summary['alwa']:.3f}, hit ratio DRAM "
+          f"{summary['dram_hit_ratio']:.3f} NVM {summary['nvm_hit_ratio']:.3f}, p99 read {lat['read'].get('p99', 0) / 1e3:.1f} us "
+          f"write {lat['write'].get('p99', 0) / 1e3:.1f} us")
+    print(f"wrote {out / 'summary.json'}, {out / 'timeseries.csv'}")
+    return 0
+
+
+def add_cli(sub) -> None:
+    """Register `ssdlab cache` on the CLI's subparsers."""
+    import argparse
+
+    c = sub.add_parser("cache", help="fdp-cache: run a hybrid flash cache, convert cache traces",
+                       epilog=CACHE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("action", choices=["run", "convert", "workloads"])
+    c.add_argument("path", nargs="?", help="spec file (run) or source trace (convert)")
+    c.add_argument("--out", help="output directory (run) or CSV file (convert)")
+    c.add_argument("--trace", help="run: replay this ssdlab cache-trace CSV instead of the generator")
+    c.add_argument("--format", choices=["cachelib-kvcache", "twitter"], help="convert: the source trace's format")
+    c.set_defaults(func=_cmd_cache)

@@ -1,0 +1,138 @@
+"""fdp-cache as a user runs it: `ssdlab reproduce fdp-cache` on a tiny device writes the report,
+CSV and figures, and FDP segregation beats mixing; the Python API and trace conversion."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ssdlab import _native
+from ssdlab.fdpcache import run_cache
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+# The experiment's own file with a tiny quick mode: 1 GiB raw, 4 handles, a few seconds a run.
+TINY_QUICK = """
+[quick]
+geometry = { channels = 2, dies_per_channel = 2, planes_per_die = 2, pages_per_block = 16, blocks_per_plane = 512 }
+fdp = { handles = 4, ru_superblocks = 1 }
+region_bytes = 131072
+loc_write_bytes = 131072
+rate_rps = 2000
+device_writes = 4.0
+utilizations = [0.5, 1.0]
+soc_fractions = [0.04, 0.2]
+soc_sweep_utilization = 1.0
+variants = ["twitter-cluster12"]
+variant_utilization = 1.0
+variant_device_writes = 1.0
+jobs = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    exp = tmp_path_factory.mktemp("experiments")
+    text = (ROOT / "experiments" / "fdp-cache" / "experiment.toml").read_text()
+    head = text.split("[quick]")[0]
+    (exp / "fdp-cache").mkdir()
+    (exp / "fdp-cache" / "experiment.toml").write_text(head + TINY_QUICK)
+    out = tmp_path_factory.mktemp("reports")
+    env = dict(os.environ, SSDLAB_EXPERIMENTS=str(exp))
+    r = subprocess.run([str(BIN / "ssdlab"), "reproduce", "fdp-cache", "--quick", "--out", str(out)],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr + r.stdout
+    return out / "fdp-cache"
+
+
+def test_reproduce_writes_report_csv_and_figures(report):
+    for f in ["report.md", "results.csv", "fig5_dlwa_over_time.png", "fig6_utilization_sweep.png", "soc_sweep_theorem1.png"]:
+        assert (report / f).stat().st_size > 0, f
+    md = (report / "report.md").read_text()
+    assert "| quantity | paper | ssdlab |" in md
+    assert "Theorem 1" in md
+    rows = list(csv.DictReader(open(report / "results.csv")))
+    assert len(rows) == 7  # 2 utilisations x FDP on/off, one more SOC size, 1 variant x FDP on/off
+    runs = sorted(p.name for p in (report / "runs").iterdir())
+    assert "kvcache_u100_soc4_fdp" in runs and "twitter-cluster12_u100_soc4_nofdp" in runs
+    ts = list(csv.DictReader(open(report / "runs" / "kvcache_u50_soc4_fdp" / "timeseries.csv")))
+    assert len(ts) > 10 and float(ts[-1]["device_writes"]) > 3.0
+
+
+def test_fdp_beats_mixing_and_leaves_the_cache_unchanged(report):
+    by = {r["run"]: r for r in csv.DictReader(open(report / "results.csv"))}
+    on, off = by["kvcache_u100_soc4_fdp"], by["kvcache_u100_soc4_nofdp"]
+    assert float(on["dlwa"]) < 1.1
+    assert float(off["dlwa"]) > 2 * float(on["dlwa"])
+    assert float(by["kvcache_u50_soc4_nofdp"]["dlwa"]) < float(off["dlwa"])  # more utilisation, more GC
+    assert on["alwa"] == off["alwa"] and on["nvm_hit_ratio"] == off["nvm_hit_ratio"]
+    assert float(on["read_p99_us"]) <= float(off["read_p99_us"])
+    assert float(on["write_p99_us"]) <= float(off["write_p99_us"])
+    # Theorem 3's proxy: less garbage collection, less media time.
+    assert float(on["migration_busy_die_s"]) < 0.1 * float(off["migration_busy_die_s"])
+    assert float(on["media_busy_die_s"]) < float(off["media_busy_die_s"])
+    # SOC DLWA rises with SOC size, as Theorem 1 says.
+    big = by["kvcache_u100_soc20_fdp"]
+    assert float(big["soc_dlwa"]) > float(on["soc_dlwa"])
+    assert abs(float(big["soc_dlwa"]) / float(big["theorem1_dlwa"]) - 1) < 0.16
+
+
+def test_python_api_trace_replay_and_errors(tmp_path):
+    dev = {"preset": "fdp-ssd", "geometry": {"channels": 2, "dies_per_channel": 2, "planes_per_die": 2, "pages_per_block": 16, "blocks_per_plane": 512},
+           "fdp": {"handles": 4, "ru_superblocks": 1}, "ftl": {"spare_factor": 0.145}, "timing": {"enabled": False},
+           "precondition": {"sequential_fill": False, "random_device_writes": 0.0}}
+    tw = tmp_path / "tw.txt"
+    tw.write_text("".join(f"{i // 10},key{i % 37},5,{300 + 40 * (i % 50)},1,{'get' if i % 5 == 0 else 'set'},300\n" for i in range(3000)))
+    csv_path = tmp_path / "tw.csv"
+    lines, reqs, skipped = _native.cache_convert_trace(str(tw), "twitter", str(csv_path))
+    assert (lines, reqs, skipped) == (3000, 3000, 0)
+    spec = {"cache": {"region_bytes": 131072, "loc_write_bytes": 131072, "dram_bytes": 4096}, "stop_requests": 10**9, "stop_device_writes": 0, "prefill_loc": False}
+    s, series, _ = run_cache(dev, spec, trace=str(csv_path))
+    assert s["requests"] == 3000
+    assert s["cache"]["total"]["sets"] == 2400
+    assert s["cache"]["total"]["dram_hits"] + s["cache"]["total"]["nvm_hits"] > 0
+    with pytest.raises(_native.ConfigError, match="utilization"):
+        run_cache(dev, {"cache": {"utilization": 2.0}})
+    with pytest.raises(_native.ConfigError, match="unknown field"):
+        run_cache(dev, {"cache": {"no_such_key": 1}})
+    bad = tmp_path / "bad.csv"
+    bad.write_text("key,op,key_bytes,value_bytes,ttl_s,time_s\nk,frob,1,1,0,0\n")
+    with pytest.raises(_native.TraceError, match="frob"):
+        run_cache(dev, spec, trace=str(bad))
+
+
+def test_cli_cache_run_and_convert(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text("""stop_device_writes = 0.5
+[device]
+preset = "fdp-ssd"
+geometry = { channels = 2, dies_per_channel = 2, planes_per_die = 2, pages_per_block = 16, blocks_per_plane = 512 }
+fdp = { handles = 4, ru_superblocks = 1 }
+ftl = { spare_factor = 0.145 }
+[cache]
+utilization = 1.0
+region_bytes = 131072
+loc_write_bytes = 131072
+dram_bytes = 40000000
+[workload]
+preset = "kvcache-wo"
+keys = 1000000
+""")
+    ssd = str(BIN / "ssdlab")
+    r = subprocess.run([ssd, "cache", "run", str(spec), "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["cache"]["total"]["gets"] == 0 and s["layout"]["soc_pid"] == 1 and s["layout"]["loc_pid"] == 2
+    assert 0.5 <= s["device_writes"] < 0.6
+    tw = tmp_path / "tw.txt"
+    tw.write_text("1,a,1,10,7,get,0\n2,a,1,10,7,set,60\n")
+    r = subprocess.run([ssd, "cache", "convert", str(tw), "--format", "twitter", "--out", str(tmp_path / "tw.csv")], capture_output=True, text=True)
+    assert r.returncode == 0 and "2 requests" in r.stdout, r.stderr
+    spec.write_text("[cache]\nutilization = 3\n")
+    r = subprocess.run([ssd, "cache", "run", str(spec), "--out", str(tmp_path / "bad")], capture_output=True, text=True)
+    assert r.returncode == 2 and "utilization" in r.stderr
