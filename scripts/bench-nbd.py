@@ -11,6 +11,7 @@ has no nbdkit counterpart here.
 import argparse
 import json
 import shutil
+import statistics
 import signal
 import socket
 import subprocess
@@ -53,7 +54,9 @@ def fio(uri: str, rw: str, size: str, runtime: int) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", default="1G", help="region fio touches (default %(default)s)")
-    ap.add_argument("--runtime", type=int, default=10, help="seconds per fio run (default %(default)s)")
+    ap.add_argument("--runtime", type=int, default=5, help="seconds per fio run (default %(default)s)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds over all servers; each figure is the median (default %(default)s)")
     a = ap.parse_args()
     for tool in ("fio", "nbdkit"):
         if shutil.which(tool) is None:
@@ -70,23 +73,29 @@ def main() -> int:
             "ssdlab-image": lambda port: [SSDLAB, "serve", str(cfg), "--listen", f"127.0.0.1:{port}", "-q",
                                           "--image", str(image)],
         }
-        for name, cmd in servers.items():
-            port = free_port()
-            proc = subprocess.Popen(cmd(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                wait_port(port, proc)
-                uri = f"nbd://127.0.0.1:{port}" + ("/ssdlab" if name.startswith("ssdlab") else "")
-                # Fill the region once so reads hit written data on both servers.
-                subprocess.run(["fio", "--name=fill", "--ioengine=nbd", f"--uri={uri}", "--rw=write", "--bs=1M",
-                                f"--size={a.size}", "--iodepth=8"], capture_output=True, check=True)
-                for rw in ("randread", "randwrite"):
-                    results[(name, rw)] = fio(uri, rw, a.size, a.runtime)
-            finally:
+        procs, uris = {}, {}
+        try:
+            for name, cmd in servers.items():
+                port = free_port()
+                procs[name] = subprocess.Popen(cmd(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                wait_port(port, procs[name])
+                uris[name] = f"nbd://127.0.0.1:{port}" + ("/ssdlab" if name.startswith("ssdlab") else "")
+                # Fill the region once so reads hit written data on every server.
+                subprocess.run(["fio", "--name=fill", "--ioengine=nbd", f"--uri={uris[name]}", "--rw=write",
+                                "--bs=1M", f"--size={a.size}", "--iodepth=8"], capture_output=True, check=True)
+            # Rounds interleave the servers, so a noisy moment does not favour one of them.
+            for _ in range(a.rounds):
+                for name in servers:
+                    for rw in ("randread", "randwrite"):
+                        results.setdefault((name, rw), []).append(fio(uris[name], rw, a.size, a.runtime))
+        finally:
+            for proc in procs.values():
                 proc.send_signal(signal.SIGTERM)
                 try:
                     proc.wait(60)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+    results = {k: statistics.median(v) for k, v in results.items()}
     for rw in ("randread", "randwrite"):
         s, n = results[("ssdlab", rw)], results[("nbdkit", rw)]
         print(f"nbd 4 KiB {rw:<9} iodepth 32: ssdlab serve {s / 1e3:7.1f} k IOPS, nbdkit memory {n / 1e3:7.1f} k IOPS "

@@ -1,5 +1,5 @@
-//! The served disk: contents in a raw image file (or, without one, in anonymous memory), the
-//! emulated SSD (metadata only) beside it.
+//! The served disk: contents in a raw image file (or, without one, a memfd: the same thing in
+//! memory), the emulated SSD (metadata only) beside it.
 //!
 //! Every host command goes to both: the bytes to the image, the command to
 //! the device, whose FTL maps, garbage-collects and wears exactly as it would with the data
@@ -174,116 +174,25 @@ fn decode(r: &[u8; RECORD]) -> Option<Record> {
     })
 }
 
-/// Where the contents live: a persistent raw image file, or anonymous memory (no --image:
-/// nothing to keep, so no file system in the data path).
-enum Image {
-    File(File),
-    Memory(Memory),
-}
-
-/// A private anonymous mapping of the export's size; pages are allocated on first write and
-/// given back on trim, like a sparse file.
-struct Memory {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the mapping is owned by this struct and only accessed through &self / &mut self of
-// the Backend, which the server keeps behind a Mutex.
-unsafe impl Send for Memory {}
-
-impl Memory {
-    fn new(len: u64) -> Result<Memory> {
-        let len = len.max(1) as usize;
-        // SAFETY: a fresh anonymous mapping; the result is checked.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0) };
-        if p == libc::MAP_FAILED {
-            return Err(BackendError(format!("cannot map {len} bytes of memory for the anonymous image: {}", std::io::Error::last_os_error())));
-        }
-        Ok(Memory { ptr: p as *mut u8, len })
+/// Contents without a file: a memfd (shared memory behind a file descriptor, allocated as
+/// written, holes punched on trim), so the in-memory and the file image share one code path.
+fn anonymous_image(len: u64) -> Result<File> {
+    // SAFETY: memfd_create with a valid C string; the result is checked.
+    let fd = unsafe { libc::memfd_create(c"ssdlab-image".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(BackendError(format!("cannot create the in-memory image (memfd_create): {}", std::io::Error::last_os_error())));
     }
-    fn slice(&self, offset: u64, len: usize) -> &[u8] {
-        assert!(offset as usize + len <= self.len);
-        // SAFETY: bounds checked above; the mapping lives as long as self.
-        unsafe { std::slice::from_raw_parts(self.ptr.add(offset as usize), len) }
-    }
-    fn slice_mut(&mut self, offset: u64, len: usize) -> &mut [u8] {
-        assert!(offset as usize + len <= self.len);
-        // SAFETY: as above, and &mut self gives exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(offset as usize), len) }
-    }
-    /// Zero a range, returning whole pages to the system.
-    fn zero(&mut self, offset: u64, len: u64) {
-        const PAGE: u64 = 4096;
-        let (a, b) = (offset.div_ceil(PAGE) * PAGE, (offset + len) / PAGE * PAGE);
-        if b > a {
-            // SAFETY: a page-aligned range inside the mapping; MADV_DONTNEED on a private
-            // anonymous mapping makes it read back as zeros.
-            unsafe { libc::madvise(self.ptr.add(a as usize) as *mut libc::c_void, (b - a) as usize, libc::MADV_DONTNEED) };
-            self.slice_mut(offset, (a - offset) as usize).fill(0);
-            self.slice_mut(b, (offset + len - b) as usize).fill(0);
-        } else {
-            self.slice_mut(offset, len as usize).fill(0);
-        }
-    }
-}
-
-impl Drop for Memory {
-    fn drop(&mut self) {
-        // SAFETY: unmapping the mapping made in new().
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
-    }
-}
-
-impl Image {
-    fn write_at(&mut self, data: &[u8], offset: u64) -> Result<()> {
-        match self {
-            Image::File(f) => Ok(f.write_all_at(data, offset)?),
-            Image::Memory(m) => {
-                m.slice_mut(offset, data.len()).copy_from_slice(data);
-                Ok(())
-            }
-        }
-    }
-    fn read_at(&self, out: &mut [u8], offset: u64) -> Result<()> {
-        match self {
-            Image::File(f) => Ok(f.read_exact_at(out, offset)?),
-            Image::Memory(m) => {
-                out.copy_from_slice(m.slice(offset, out.len()));
-                Ok(())
-            }
-        }
-    }
-    fn punch(&mut self, offset: u64, len: u64) -> Result<()> {
-        match self {
-            Image::File(f) => punch_hole(f, offset, len),
-            Image::Memory(m) => {
-                m.zero(offset, len);
-                Ok(())
-            }
-        }
-    }
-    fn zero(&mut self, offset: u64, len: u64) -> Result<()> {
-        match self {
-            Image::File(f) => zero_range(f, offset, len),
-            Image::Memory(m) => {
-                m.zero(offset, len);
-                Ok(())
-            }
-        }
-    }
-    fn sync(&self) -> Result<()> {
-        match self {
-            Image::File(f) => Ok(f.sync_data()?),
-            Image::Memory(_) => Ok(()),
-        }
-    }
+    use std::os::unix::io::FromRawFd;
+    // SAFETY: fd is a fresh descriptor nothing else owns.
+    let f = unsafe { File::from_raw_fd(fd) };
+    f.set_len(len)?;
+    Ok(f)
 }
 
 /// Options of [`Backend::open`].
 #[derive(Debug, Clone, Default)]
 pub struct BackendOptions {
-    /// Persistent image file; None = anonymous memory (contents gone when the server stops).
+    /// Persistent image file; None = an in-memory image (contents gone when the server stops).
     pub image: Option<PathBuf>,
     /// Take a snapshot (and start a new journal) after this many journal records.
     pub snapshot_every: u64,
@@ -294,7 +203,7 @@ pub struct Backend {
     cfg: Config,
     dev: Device,
     rec: Recorder,
-    image: Image,
+    image: File,
     paths: Option<Paths>,
     journal: Option<Journal>,
     generation: u64,
@@ -326,7 +235,7 @@ impl Backend {
         let (image, paths, dev, generation, journal) = match &opts.image {
             None => {
                 recovery.source = "anonymous".into();
-                (Image::Memory(Memory::new(logical)?), None, fresh, 0, None)
+                (anonymous_image(logical)?, None, fresh, 0, None)
             }
             Some(img) => {
                 let paths = Paths::of(img);
@@ -369,7 +278,7 @@ impl Backend {
                 let generation = generation + 1;
                 write_state(&paths.state, generation, &cfg_text, &dev)?;
                 let journal = Journal::create(&paths.journal, generation, logical)?;
-                (Image::File(image), Some(paths), dev, generation, Some(journal))
+                (image, Some(paths), dev, generation, Some(journal))
             }
         };
         recovery.seconds = t0.elapsed().as_secs_f64();
@@ -443,7 +352,7 @@ impl Backend {
     /// Write `data` at `offset` (any alignment; the device sees the covering sectors).
     /// Returns the simulated completion time.
     pub fn write(&mut self, offset: u64, data: &[u8], fua: bool, placement: Option<u16>) -> Result<u64> {
-        self.image.write_at(data, offset)?;
+        self.image.write_all_at(data, offset)?;
         let t = self.now();
         let (a, n) = self.covering(offset, data.len() as u64);
         let done = self.dev.write_placed_len(a, n, fua, placement)?;
@@ -460,9 +369,14 @@ impl Backend {
 
     /// Read into `out` from `offset`; returns the simulated completion time.
     pub fn read(&mut self, offset: u64, out: &mut [u8]) -> Result<u64> {
-        self.image.read_at(out, offset)?;
+        self.image.read_exact_at(out, offset)?;
+        self.read_device(offset, out.len() as u64)
+    }
+
+    /// The device side of a read of `len` bytes at `offset` (timing, counters).
+    fn read_device(&mut self, offset: u64, len: u64) -> Result<u64> {
         let t = self.now();
-        let (a, n) = self.covering(offset, out.len() as u64);
+        let (a, n) = self.covering(offset, len);
         let done = self.dev.read_len(a, n)?;
         self.account(Op::Read, t, done);
         Ok(done)
@@ -471,7 +385,7 @@ impl Backend {
     /// Deallocate (the whole sectors inside the range are unmapped; the image range reads
     /// back as zeros).
     pub fn trim(&mut self, offset: u64, len: u64, fua: bool) -> Result<u64> {
-        self.image.punch(offset, len)?;
+        punch_hole(&self.image, offset, len)?;
         let t = self.now();
         let mut done = t;
         if let Some((a, n)) = self.inside(offset, len) {
@@ -493,7 +407,7 @@ impl Backend {
     /// the edges are written.
     pub fn write_zeroes(&mut self, offset: u64, len: u64, no_hole: bool, fua: bool, placement: Option<u16>) -> Result<u64> {
         if no_hole {
-            self.image.zero(offset, len)?;
+            zero_range(&self.image, offset, len)?;
             let t = self.now();
             let (a, n) = self.covering(offset, len);
             let done = self.dev.write_placed_len(a, n, fua, placement)?;
@@ -507,7 +421,7 @@ impl Backend {
             self.maybe_snapshot()?;
             return Ok(done);
         }
-        self.image.punch(offset, len)?;
+        punch_hole(&self.image, offset, len)?;
         let mut done = self.now();
         match self.inside(offset, len) {
             Some((a, n)) => {
@@ -550,7 +464,7 @@ impl Backend {
 
     fn sync(&mut self) -> Result<()> {
         if self.paths.is_some() {
-            self.image.sync()?;
+            self.image.sync_data()?;
             if let Some(j) = self.journal.as_mut() {
                 j.file.sync_data()?;
             }
@@ -559,12 +473,8 @@ impl Backend {
     }
 
     /// Allocation status of `offset..offset + len` from the image's holes: (length, is hole).
-    /// Memory images report everything as data (allowed: "status 0" is always safe).
     pub fn extents(&self, offset: u64, len: u64, max: usize) -> Result<Vec<(u64, bool)>> {
-        let fd = match &self.image {
-            Image::File(f) => f.as_raw_fd(),
-            Image::Memory(_) => return Ok(vec![(len, false)]),
-        };
+        let fd = self.image.as_raw_fd();
         let end = offset + len;
         let mut out: Vec<(u64, bool)> = vec![];
         let mut pos = offset;
@@ -622,7 +532,7 @@ impl Backend {
     /// Save the device state and start a new journal (clean shutdown, or a long journal).
     pub fn snapshot(&mut self) -> Result<()> {
         let Some(paths) = &self.paths else { return Ok(()) };
-        self.image.sync()?;
+        self.image.sync_data()?;
         let cfg_text = serde_json::to_string(&self.cfg).map_err(|e| BackendError(e.to_string()))?;
         self.generation += 1;
         write_state(&paths.state, self.generation, &cfg_text, &self.dev)?;
