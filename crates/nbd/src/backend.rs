@@ -353,8 +353,14 @@ impl Backend {
     /// Returns the simulated completion time.
     pub fn write(&mut self, offset: u64, data: &[u8], fua: bool, placement: Option<u16>) -> Result<u64> {
         self.image.write_all_at(data, offset)?;
+        self.device_write(offset, data.len() as u64, fua, placement)
+    }
+
+    /// The device side of a write whose bytes are already in the image: the covering sectors
+    /// go to the FTL, the command to the journal; FUA syncs.
+    fn device_write(&mut self, offset: u64, len: u64, fua: bool, placement: Option<u16>) -> Result<u64> {
         let t = self.now();
-        let (a, n) = self.covering(offset, data.len() as u64);
+        let (a, n) = self.covering(offset, len);
         let done = self.dev.write_placed_len(a, n, fua, placement)?;
         self.account(Op::Write, t, done);
         if let Some(j) = self.journal.as_mut() {
@@ -408,18 +414,7 @@ impl Backend {
     pub fn write_zeroes(&mut self, offset: u64, len: u64, no_hole: bool, fua: bool, placement: Option<u16>) -> Result<u64> {
         if no_hole {
             zero_range(&self.image, offset, len)?;
-            let t = self.now();
-            let (a, n) = self.covering(offset, len);
-            let done = self.dev.write_placed_len(a, n, fua, placement)?;
-            self.account(Op::Write, t, done);
-            if let Some(j) = self.journal.as_mut() {
-                j.append(t, JOp::Write, a, n, fua as u8, placement)?;
-            }
-            if fua {
-                self.sync()?;
-            }
-            self.maybe_snapshot()?;
-            return Ok(done);
+            return self.device_write(offset, len, fua, placement);
         }
         punch_hole(&self.image, offset, len)?;
         let mut done = self.now();
@@ -441,14 +436,7 @@ impl Backend {
     }
 
     fn write_zero_edge(&mut self, offset: u64, len: u64, placement: Option<u16>) -> Result<u64> {
-        let t = self.now();
-        let (a, n) = self.covering(offset, len);
-        let done = self.dev.write_placed_len(a, n, false, placement)?;
-        self.account(Op::Write, t, done);
-        if let Some(j) = self.journal.as_mut() {
-            j.append(t, JOp::Write, a, n, 0, placement)?;
-        }
-        Ok(done)
+        self.device_write(offset, len, false, placement)
     }
 
     /// Flush: the device's write buffer, then the image and journal to stable storage.
