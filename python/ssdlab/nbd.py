@@ -107,7 +107,7 @@ def add_parsers(sub) -> None:
                                    "SIGUSR1 writes metrics.json to --metrics-out. See docs/nbd.md.")
     s.add_argument("config", help="device config (conventional or FDP personality)")
     s.add_argument("--image", help="image file: contents + device state persist across restarts "
-                                   "(default: a temporary, anonymous image)")
+                                   "(default: in memory, gone when the server stops)")
     s.add_argument("--listen", default="127.0.0.1:10809",
                    help="HOST:PORT (default %(default)s; other than loopback only with TLS)")
     s.add_argument("--latency", choices=["none", "emulated"], default="none",
@@ -116,7 +116,7 @@ def add_parsers(sub) -> None:
                    help="an export (repeatable); default: the whole device as 'ssdlab'")
     s.add_argument("--per-handle-exports", action="store_true",
                    help="FDP: also one export per placement handle (handle0, handle1, ...), each a slice")
-    s.add_argument("--max-connections", type=int, default=16)
+    s.add_argument("--max-connections", type=int, default=16, help="clients served at once (default %(default)s)")
     s.add_argument("--max-request", default="32M", help="largest read/write payload (default %(default)s)")
     s.add_argument("--metrics-out", help="directory for metrics.json + timeseries.csv (at exit and on SIGUSR1)")
     s.add_argument("--snapshot-every", type=int, default=0,
