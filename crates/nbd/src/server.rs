@@ -79,6 +79,9 @@ pub fn tls_config(cert: &std::path::Path, key: &std::path::Path) -> Result<Arc<r
         .map_err(|e| format!("TLS certificate/key: {e}"))
 }
 
+/// Longest wait for each read of the handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The read-only export whose contents are the live metrics.json.
 pub const METRICS_EXPORT: &str = "ssdlab-metrics";
 
@@ -115,6 +118,8 @@ impl From<io::Error> for ConnEnd {
     fn from(e: io::Error) -> Self {
         if matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) {
             ConnEnd::Closed
+        } else if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+            ConnEnd::Protocol("the client went silent during the handshake".into())
         } else {
             ConnEnd::Io(e)
         }
@@ -892,10 +897,14 @@ pub fn serve(srv: Arc<Server>, stop: Option<Arc<AtomicBool>>) -> Result<Value, S
 
 fn connection(srv: &Server, mut s: TcpStream) -> ConnEnd {
     let mut run = || -> Result<(), ConnEnd> {
+        // A client that connects and says nothing must not hold a connection slot forever;
+        // once in transmission, idle clients (a guest with nothing to do) are fine.
+        s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
         let mut st = srv.greeting(&mut s)?;
         match srv.options(&mut s, false, &mut st)? {
             Haggle::Closed => Ok(()),
             Haggle::Go(sess) => {
+                s.set_read_timeout(None)?;
                 let r = s.try_clone()?;
                 srv.transmission(r, s.try_clone()?, &sess)
             }
@@ -905,7 +914,10 @@ fn connection(srv: &Server, mut s: TcpStream) -> ConnEnd {
                 let tls = Arc::new(Mutex::new(rustls::StreamOwned::new(conn, s.try_clone()?)));
                 let mut io = TlsIo(tls);
                 match srv.options(&mut io, true, &mut st)? {
-                    Haggle::Go(sess) => srv.transmission(io.clone(), io, &sess),
+                    Haggle::Go(sess) => {
+                        s.set_read_timeout(None)?;
+                        srv.transmission(io.clone(), io, &sess)
+                    }
                     _ => Ok(()),
                 }
             }
