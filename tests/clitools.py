@@ -16,6 +16,21 @@ def ssdlab(*args, cwd=None, env=None, check=True, timeout=300):
     return p
 
 
+# A small FDP device (4 handles) without timing, as TOML: the FDP tests' common device.
+TINY_FDP_TOML = """preset = "tiny"
+[timing]
+enabled = false
+[geometry]
+blocks_per_plane = 256
+pages_per_block = 32
+[ftl]
+spare_factor = 0.12
+[fdp]
+enabled = true
+handles = 4
+"""
+
+
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path

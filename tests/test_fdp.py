@@ -79,18 +79,9 @@ def test_fdp_preset_offers_configurations_chosen_at_format_time():
         Device("fdp-ssd", fdp={"configuration": 5})
 
 
-MIX_RUN = """preset = "tiny"
-[timing]
-enabled = false
-[geometry]
-blocks_per_plane = 256
-pages_per_block = 32
-[ftl]
-spare_factor = 0.12
-[fdp]
-enabled = true
-handles = 4
-[precondition]
+from clitools import TINY_FDP_TOML  # noqa: E402
+
+MIX_RUN = TINY_FDP_TOML + """[precondition]
 sequential_fill = false
 random_device_writes = 0.0
 [workload]

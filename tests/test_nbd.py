@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clitools import SSDLAB, ssdlab, write
+from clitools import SSDLAB, TINY_FDP_TOML, ssdlab, write
 
 CLIENTS = ["nbdinfo", "nbdcopy", "qemu-io", "fio"]
 pytestmark = pytest.mark.skipif(any(shutil.which(c) is None for c in CLIENTS),
@@ -261,18 +261,7 @@ def test_non_loopback_listen_is_refused(tmp_path):
     assert p.returncode == 2 and "loopback" in p.stderr
 
 
-FDP = """preset = "tiny"
-[timing]
-enabled = false
-[geometry]
-blocks_per_plane = 256
-pages_per_block = 32
-[ftl]
-spare_factor = 0.12
-[fdp]
-enabled = true
-handles = 4
-"""
+FDP = TINY_FDP_TOML
 
 
 def test_fdp_exports_write_through_their_placement_handles(tmp_path):

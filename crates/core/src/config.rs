@@ -218,11 +218,6 @@ impl FdpConfig {
         let i = (self.configuration as usize).min(all.len() - 1);
         all.swap_remove(i)
     }
-
-    /// Type of handle `h` in the selected configuration.
-    pub fn handle_type(&self, h: u32) -> HandleType {
-        self.active().handle_type(h)
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

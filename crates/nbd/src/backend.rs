@@ -376,13 +376,8 @@ impl Backend {
     /// Read into `out` from `offset`; returns the simulated completion time.
     pub fn read(&mut self, offset: u64, out: &mut [u8]) -> Result<u64> {
         self.image.read_exact_at(out, offset)?;
-        self.read_device(offset, out.len() as u64)
-    }
-
-    /// The device side of a read of `len` bytes at `offset` (timing, counters).
-    fn read_device(&mut self, offset: u64, len: u64) -> Result<u64> {
         let t = self.now();
-        let (a, n) = self.covering(offset, len);
+        let (a, n) = self.covering(offset, out.len() as u64);
         let done = self.dev.read_len(a, n)?;
         self.account(Op::Read, t, done);
         Ok(done)
@@ -423,11 +418,11 @@ impl Backend {
                 done = done.max(self.trim(a, n, false)?);
                 for (o, l) in [(offset, a - offset), (a + n, offset + len - (a + n))] {
                     if l > 0 {
-                        done = done.max(self.write_zero_edge(o, l, placement)?);
+                        done = done.max(self.device_write(o, l, false, placement)?);
                     }
                 }
             }
-            None => done = done.max(self.write_zero_edge(offset, len, placement)?),
+            None => done = done.max(self.device_write(offset, len, false, placement)?),
         }
         if fua {
             self.sync()?;
@@ -435,9 +430,6 @@ impl Backend {
         Ok(done)
     }
 
-    fn write_zero_edge(&mut self, offset: u64, len: u64, placement: Option<u16>) -> Result<u64> {
-        self.device_write(offset, len, false, placement)
-    }
 
     /// Flush: the device's write buffer, then the image and journal to stable storage.
     pub fn flush(&mut self) -> Result<u64> {

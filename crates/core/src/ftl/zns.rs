@@ -659,7 +659,8 @@ impl Zns {
     /// Append conventional LBA `l` (its data, if kept) to the pool's log.
     fn conv_put(&mut self, l: u64, data: Option<&[u8]>, t: u64) {
         self.conv_unmap(l);
-        if self.conv.as_ref().expect("conventional zones").segs[self.conv.as_ref().unwrap().active].written == self.zone_sectors {
+        let conv = self.conv.as_ref().expect("conventional zones");
+        if conv.segs[conv.active].written == self.zone_sectors {
             self.conv_next_segment(t);
         }
         self.conv_append(l, data, t);
