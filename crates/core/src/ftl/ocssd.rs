@@ -564,9 +564,16 @@ impl ChunkLog {
         self.state.next_pu = (pu + 1) % self.state.current.len();
         let c = self.chunk_for(pu, now)?;
         let start = c as u64 * self.oc.geo.clba + self.oc.chunks[c].written;
-        let lbas: Vec<u64> = (start..start + self.state.pending as u64).collect();
-        let data = if self.oc.data.is_some() { Some(std::mem::take(&mut self.state.pending_data)) } else { None };
-        let done = self.oc.vector_write(&lbas, data.as_deref(), now)?;
+        let n = self.state.pending as usize;
+        if n > MAX_VECTOR {
+            return Err(Error::Command(format!("ws_min = {n} sectors exceeds the {MAX_VECTOR} addresses of a vector write")));
+        }
+        let mut lbas = [0u64; MAX_VECTOR];
+        for (i, l) in lbas[..n].iter_mut().enumerate() {
+            *l = start + i as u64;
+        }
+        let data = self.oc.data.is_some().then_some(&self.state.pending_data[..]);
+        let done = self.oc.vector_write(&lbas[..n], data, now)?;
         self.state.pending = 0;
         self.state.pending_data.clear();
         Ok(done)

@@ -724,6 +724,7 @@ impl Zns {
         let base = conv.base;
         self.c.gc_events += 1;
         let mut last_page = u32::MAX;
+        let mut buf = if self.data.is_some() { vec![0u8; self.lay.sector_bytes as usize] } else { vec![] };
         for o in 0..zs {
             let pool = victim as u64 * zs + o;
             let l = self.conv.as_ref().unwrap().p2l[pool as usize];
@@ -742,9 +743,7 @@ impl Zns {
                     conv.segs[conv.active].ready_ns = conv.segs[conv.active].ready_ns.max(r);
                 }
             }
-            let mut buf = vec![];
             if let Some(store) = self.data.as_ref() {
-                buf.resize(self.lay.sector_bytes as usize, 0);
                 store.get(psa, &mut buf);
             }
             self.conv_unmap(l as u64);
