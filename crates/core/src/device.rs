@@ -18,7 +18,7 @@ use crate::metrics::Recorder;
 use crate::workload::{Mix, Source, Synthetic};
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"SSDLABSN";
-const SNAPSHOT_VERSION: u32 = 1;
+const SNAPSHOT_VERSION: u32 = 2;
 
 /// Progress callback: (phase, fraction done) -> keep going?
 pub type Progress<'a> = &'a mut dyn FnMut(&str, f64) -> bool;

@@ -24,16 +24,133 @@ enum DieOp {
     Erase,
 }
 
+/// Most idle gaps a lane remembers (a gap it forgets counts as busy: conservative).
+const GAPS: usize = 32;
+
+/// One resource's reservations: busy until `free_ns`, except for the idle `gaps` before it.
+///
+/// Operations are reserved in issue order, but an operation may have to start later than the
+/// resource is free (a relocation program waits for its page to be read on another die, say).
+/// A plain busy-until timeline would waste that idle stretch and push every later operation
+/// behind it, so one busy die would drag all the others along; a lane keeps the stretch as a
+/// gap that later operations fill first-fit (work-conserving, as a controller's per-die queue
+/// is).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+struct Lane {
+    free_ns: u64,
+    n: u8,
+    /// Idle intervals [start, end) before `free_ns`, sorted, disjoint.
+    gaps: [(u64, u64); GAPS],
+}
+
+impl Lane {
+    /// Earliest start >= `earliest` of an operation lasting `dur`.
+    #[inline]
+    fn fit(&self, earliest: u64, dur: u64) -> u64 {
+        for &(a, b) in &self.gaps[..self.n as usize] {
+            let t = a.max(earliest);
+            if t + dur <= b {
+                return t;
+            }
+        }
+        earliest.max(self.free_ns)
+    }
+
+    /// Whether the resource is busy at `t`.
+    #[inline]
+    fn busy_at(&self, t: u64) -> bool {
+        t < self.free_ns && !self.gaps[..self.n as usize].iter().any(|&(a, b)| a <= t && t < b)
+    }
+
+    fn remove_gap(&mut self, i: usize) {
+        let n = self.n as usize;
+        self.gaps.copy_within(i + 1..n, i);
+        self.n -= 1;
+    }
+
+    fn insert_gap(&mut self, i: usize, g: (u64, u64), horizon: u64) {
+        if self.n as usize == GAPS {
+            // Forget gaps that are over by `horizon` (the operation being placed), else the
+            // shortest.
+            if let Some(j) = self.gaps[..GAPS].iter().position(|&(_, b)| b <= horizon) {
+                self.remove_gap(j);
+                return self.insert_gap(if j < i { i - 1 } else { i }, g, horizon);
+            }
+            let (j, _) = self.gaps.iter().enumerate().min_by_key(|&(_, &(a, b))| b - a).expect("full");
+            if self.gaps[j].1 - self.gaps[j].0 <= g.1 - g.0 {
+                self.remove_gap(j);
+                return self.insert_gap(if j < i { i - 1 } else { i }, g, horizon);
+            }
+            return;
+        }
+        let n = self.n as usize;
+        self.gaps.copy_within(i..n, i + 1);
+        self.gaps[i] = g;
+        self.n += 1;
+    }
+
+    /// Mark [start, start + dur) busy.
+    fn reserve(&mut self, start: u64, dur: u64) {
+        let end = start + dur;
+        let mut i = 0;
+        while i < self.n as usize {
+            let (a, b) = self.gaps[i];
+            if b <= start {
+                i += 1;
+                continue;
+            }
+            if a >= end {
+                break;
+            }
+            // Overlap: keep what is left on either side.
+            match (a < start, b > end) {
+                (true, true) => {
+                    self.gaps[i] = (a, start);
+                    self.insert_gap(i + 1, (end, b), start);
+                    return;
+                }
+                (true, false) => {
+                    self.gaps[i] = (a, start);
+                    i += 1;
+                }
+                (false, true) => {
+                    self.gaps[i] = (end, b);
+                    return;
+                }
+                (false, false) => self.remove_gap(i),
+            }
+        }
+        if end > self.free_ns {
+            if start > self.free_ns {
+                let n = self.n as usize;
+                self.insert_gap(n, (self.free_ns, start), start);
+            }
+            self.free_ns = end;
+        }
+    }
+
+    /// Push everything reserved after `t` later by `d` (a suspended operation resumes later).
+    fn delay_after(&mut self, t: u64, d: u64) {
+        for g in &mut self.gaps[..self.n as usize] {
+            if g.0 >= t {
+                *g = (g.0 + d, g.1 + d);
+            }
+        }
+        self.free_ns += d;
+    }
+}
+
 /// Per-die and per-channel timelines plus busy-time accounting.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Timelines {
     pub enabled: bool,
     t: Timing,
     dies_per_channel: u32,
-    die_free_ns: Vec<u64>,
+    die: Vec<Lane>,
+    /// The kind of each die's latest operation (what a read would suspend).
     die_op: Vec<DieOp>,
     die_busy_ns: Vec<u64>,
-    chan_free_ns: Vec<u64>,
+    chan: Vec<Lane>,
     chan_busy_ns: Vec<u64>,
     /// Picoseconds per byte on a channel (integer arithmetic keeps runs bit-exact).
     chan_ps_per_byte: u64,
@@ -45,10 +162,10 @@ impl Timelines {
             enabled: t.enabled,
             t: t.clone(),
             dies_per_channel: lay.dies_per_channel,
-            die_free_ns: vec![0; lay.dies as usize],
+            die: vec![Lane::default(); lay.dies as usize],
             die_op: vec![DieOp::Idle; lay.dies as usize],
             die_busy_ns: vec![0; lay.dies as usize],
-            chan_free_ns: vec![0; lay.channels as usize],
+            chan: vec![Lane::default(); lay.channels as usize],
             chan_busy_ns: vec![0; lay.channels as usize],
             chan_ps_per_byte: (1_000_000_000_000u64 / t.channel_bytes_per_s.max(1)).max(1),
         }
@@ -64,44 +181,99 @@ impl Timelines {
         self.t.command_overhead_ns
     }
 
+    /// Earliest start >= `earliest` at which `die` is free for `die_dur` from the start and
+    /// its channel for `xfer` from `xfer_at` after the start (a few rounds of first-fit on
+    /// both; if they do not agree, the die's choice wins and the transfer goes where it fits).
+    #[inline]
+    fn co_fit(&self, d: usize, c: usize, earliest: u64, die_dur: u64, xfer_at: u64, xfer: u64) -> (u64, u64) {
+        let mut t = earliest;
+        for _ in 0..4 {
+            let td = self.die[d].fit(t, die_dur);
+            let tc = self.chan[c].fit(td + xfer_at, xfer);
+            if tc == td + xfer_at {
+                return (td, tc);
+            }
+            t = tc - xfer_at;
+        }
+        let td = self.die[d].fit(t, die_dur);
+        (td, self.chan[c].fit(td + xfer_at, xfer))
+    }
+
     /// Transfer `bytes` to `die` and program them; returns the completion time.
     pub fn program(&mut self, die: u32, bytes: u64, earliest: u64) -> u64 {
         let (d, c) = (die as usize, (die / self.dies_per_channel) as usize);
         let x = self.xfer_ns(bytes);
-        let t0 = earliest.max(self.die_free_ns[d]).max(self.chan_free_ns[c]);
-        self.chan_free_ns[c] = t0 + x;
+        let p = self.t.page_program_ns;
+        let (t0, tc) = self.co_fit(d, c, earliest, x + p, 0, x);
+        self.chan[c].reserve(tc, x);
         self.chan_busy_ns[c] += x;
-        let done = t0 + x + self.t.page_program_ns;
-        self.die_free_ns[d] = done;
-        self.die_busy_ns[d] += x + self.t.page_program_ns;
+        let done = (tc + x).max(t0 + x) + p;
+        self.die[d].reserve(t0, done - t0);
+        self.die_busy_ns[d] += x + p;
         self.die_op[d] = DieOp::Program;
         done
     }
 
-    /// Sense a page on `die` and transfer `bytes` of it out; returns the completion time.
+    /// A host read: sense a page on `die` and transfer `bytes` of it out; returns the
+    /// completion time. With `timing.read_priority` it waits only for the operation in
+    /// progress on its die (the rest of the die's queue, at most one operation's time), with
+    /// `timing.suspend` it also suspends a program or erase in progress; either way it goes
+    /// ahead of the work queued on the die, which finishes that much later (completion times
+    /// already returned for that work are not revised). Without either, reads queue in issue
+    /// order.
     pub fn read(&mut self, die: u32, bytes: u64, earliest: u64) -> u64 {
+        if !(self.t.suspend || self.t.read_priority) {
+            return self.read_queued(die, bytes, earliest);
+        }
         let (d, c) = (die as usize, (die / self.dies_per_channel) as usize);
         let x = self.xfer_ns(bytes);
-        let busy = self.die_free_ns[d] > earliest;
-        if self.t.suspend && busy && matches!(self.die_op[d], DieOp::Program | DieOp::Erase) {
-            // Suspend the program/erase, read, resume: the read goes first, the suspended
-            // operation finishes later by the read's time plus the suspend/resume overheads.
-            let sensed = earliest + self.t.suspend_ns + self.t.page_read_ns;
-            let t1 = sensed.max(self.chan_free_ns[c]);
-            self.chan_free_ns[c] = t1 + x;
-            self.chan_busy_ns[c] += x;
-            let extra = (t1 + x - earliest) + self.t.resume_ns;
-            self.die_free_ns[d] += extra;
+        let r = self.t.page_read_ns;
+        let busy = self.die[d].busy_at(earliest);
+        let suspend = busy && self.t.suspend && matches!(self.die_op[d], DieOp::Program | DieOp::Erase);
+        let (start, sensed) = if !busy {
+            (earliest, earliest + r)
+        } else if suspend {
+            (earliest, earliest + self.t.suspend_ns + r)
+        } else {
+            // Behind a read (or, without suspend, any operation): wait for it to finish.
+            let op = match self.die_op[d] {
+                DieOp::Erase => self.t.block_erase_ns,
+                DieOp::Program => self.t.page_program_ns + x,
+                _ => r + x,
+            };
+            let t0 = earliest + op.min(self.die[d].free_ns - earliest);
+            (t0, t0 + r)
+        };
+        // The data-out goes ahead of queued transfers too, after the one in progress.
+        let t1 = if self.chan[c].busy_at(sensed) { sensed + x.min(self.chan[c].free_ns - sensed) } else { sensed };
+        self.chan[c].delay_after(t1, x);
+        self.chan_busy_ns[c] += x;
+        let hold = t1 + x - start;
+        if !busy && self.die[d].fit(start, hold) == start {
+            self.die[d].reserve(start, hold);
+            self.die_op[d] = DieOp::Read;
+            self.die_busy_ns[d] += hold;
+        } else {
+            // Ahead of the queue: everything after it on the die (the suspended operation
+            // included) finishes later by the read's time (plus the resume overhead).
+            let extra = hold + if suspend { self.t.resume_ns } else { 0 };
+            self.die[d].delay_after(start, extra);
             self.die_busy_ns[d] += extra;
-            return t1 + x;
         }
-        let t0 = earliest.max(self.die_free_ns[d]);
-        let sensed = t0 + self.t.page_read_ns;
-        let t1 = sensed.max(self.chan_free_ns[c]);
-        self.chan_free_ns[c] = t1 + x;
+        t1 + x
+    }
+
+    /// A read in issue order (garbage collection, copies): sense a page on `die` once the work
+    /// queued before it is done, transfer `bytes` out; returns the completion time.
+    pub fn read_queued(&mut self, die: u32, bytes: u64, earliest: u64) -> u64 {
+        let (d, c) = (die as usize, (die / self.dies_per_channel) as usize);
+        let x = self.xfer_ns(bytes);
+        let r = self.t.page_read_ns;
+        let (t0, t1) = self.co_fit(d, c, earliest, r + x, r, x);
+        self.chan[c].reserve(t1, x);
         self.chan_busy_ns[c] += x;
         // The die holds the page in its register until the transfer ends.
-        self.die_free_ns[d] = t1 + x;
+        self.die[d].reserve(t0, t1 + x - t0);
         self.die_busy_ns[d] += t1 + x - t0;
         self.die_op[d] = DieOp::Read;
         t1 + x
@@ -110,23 +282,28 @@ impl Timelines {
     /// Erase a block on `die`; returns the completion time.
     pub fn erase(&mut self, die: u32, earliest: u64) -> u64 {
         let d = die as usize;
-        let t0 = earliest.max(self.die_free_ns[d]);
-        let done = t0 + self.t.block_erase_ns;
-        self.die_free_ns[d] = done;
-        self.die_busy_ns[d] += self.t.block_erase_ns;
+        let e = self.t.block_erase_ns;
+        let t0 = self.die[d].fit(earliest, e);
+        self.die[d].reserve(t0, e);
+        self.die_busy_ns[d] += e;
         self.die_op[d] = DieOp::Erase;
-        done
+        t0 + e
     }
 
     /// Whether `die` has nothing scheduled at `now`.
     #[inline]
     pub fn die_idle(&self, die: u32, now: u64) -> bool {
-        self.die_free_ns[die as usize] <= now
+        !self.die[die as usize].busy_at(now)
+    }
+
+    /// When `die` has finished everything reserved on it so far.
+    pub fn die_free_ns(&self, die: u32) -> u64 {
+        self.die[die as usize].free_ns
     }
 
     /// Latest time any die or channel is busy until.
     pub fn horizon_ns(&self) -> u64 {
-        self.die_free_ns.iter().chain(self.chan_free_ns.iter()).copied().max().unwrap_or(0)
+        self.die.iter().chain(self.chan.iter()).map(|l| l.free_ns).max().unwrap_or(0)
     }
 
     pub fn die_busy_ns(&self) -> &[u64] {
@@ -191,5 +368,100 @@ impl WriteBuffer {
     /// When every host program issued so far is done (flush completion).
     pub fn drained_at(&self) -> u64 {
         self.last_done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn tl(f: impl FnOnce(&mut Timing)) -> Timelines {
+        let c = Config::from_toml_str("preset = \"fdp-ssd\"", "test").unwrap();
+        let mut t = c.timing.clone();
+        f(&mut t);
+        Timelines::new(&t, &Layout::new(&c.geometry))
+    }
+
+    #[test]
+    fn lane_keeps_and_fills_gaps() {
+        let mut l = Lane::default();
+        l.reserve(100, 10); // idle 0..100 stays a gap
+        assert_eq!((l.free_ns, l.n), (110, 1));
+        assert_eq!(l.fit(0, 50), 0);
+        assert_eq!(l.fit(60, 50), 110, "does not fit before 100");
+        l.reserve(20, 30); // splits the gap into 0..20 and 50..100
+        assert_eq!(&l.gaps[..l.n as usize], &[(0, 20), (50, 100)]);
+        assert!(l.busy_at(25) && !l.busy_at(60) && l.busy_at(105) && !l.busy_at(110));
+        l.reserve(50, 50);
+        assert_eq!(&l.gaps[..l.n as usize], &[(0, 20)]);
+        l.delay_after(0, 5);
+        assert_eq!((l.free_ns, l.gaps[0]), (115, (5, 25)));
+    }
+
+    #[test]
+    fn lane_forgets_gaps_conservatively() {
+        let mut l = Lane::default();
+        for i in 0..20u64 {
+            l.reserve(100 * i + 50, 10);
+        }
+        assert_eq!(l.n as usize, GAPS);
+        // Whatever it forgot counts as busy: nothing is placed where it was not idle.
+        for &(a, b) in &l.gaps[..l.n as usize] {
+            assert!(a < b && (a % 100 == 60 || a == 0) && b % 100 == 50);
+        }
+    }
+
+    #[test]
+    fn an_op_waiting_for_its_data_does_not_hold_the_die_meanwhile() {
+        let mut t = tl(|_| ());
+        let p = t.t.page_program_ns;
+        // A relocation program that must wait until t = 10 ms for its page...
+        let late = t.program(0, 16384, 10_000_000);
+        assert!(late >= 10_000_000 + p);
+        // ...leaves die 0 free before then: an erase issued at 0 runs at once.
+        assert_eq!(t.erase(0, 0), t.t.block_erase_ns);
+        // Its channel neighbour is not dragged along either.
+        assert!(t.program(1, 16384, 0) < 10_000_000);
+    }
+
+    fn queue_programs(t: &mut Timelines, n: u64) -> u64 {
+        (0..n).map(|_| t.program(0, 32768, 0)).max().unwrap()
+    }
+
+    #[test]
+    fn reads_queue_in_issue_order_by_default() {
+        let mut t = tl(|_| ());
+        let end = queue_programs(&mut t, 20);
+        assert!(t.read(0, 4096, 1_000) > end);
+    }
+
+    #[test]
+    fn read_priority_waits_for_one_operation_only() {
+        let mut t = tl(|t| t.read_priority = true);
+        let end = queue_programs(&mut t, 20);
+        let (p, r) = (t.t.page_program_ns, t.t.page_read_ns);
+        let done = t.read(0, 4096, 1_000);
+        assert!(done < 1_000 + p + r + 200_000, "read done at {done}, queue ends at {end}");
+        // The queue behind it finishes later by the read's time.
+        assert!(t.die[0].free_ns > end && t.die[0].free_ns < end + r + 100_000);
+        // Garbage collection's reads still queue.
+        assert!(t.read_queued(0, 4096, 1_000) >= t.die[0].free_ns - r - 100_000);
+    }
+
+    #[test]
+    fn suspend_reads_do_not_wait_and_stay_bounded() {
+        let mut t = tl(|t| t.suspend = true);
+        let end = queue_programs(&mut t, 20);
+        let (s, r) = (t.t.suspend_ns, t.t.page_read_ns);
+        for i in 0..1000u64 {
+            let at = 1_000 + i * 1_000;
+            let done = t.read(0, 4096, at);
+            assert!(done - at <= s + r + 2 * t.xfer_ns(4096), "read {i} took {}", done - at);
+        }
+        // A thousand suspensions delay the queue by their time (a transfer may wait for the
+        // one in progress on its channel), no more.
+        let per = s + r + 2 * t.xfer_ns(4096) + t.t.resume_ns;
+        assert!(t.horizon_ns() <= end + 1000 * per + 1_000_000, "horizon {} end {end}", t.horizon_ns());
     }
 }

@@ -82,11 +82,27 @@ struct Group {
     free: u32,
     fg_free_blocks: u32,
     bg_free_blocks: u32,
+    /// Pages programmed into the group's open blocks. Paced GC keeps free blocks net of these
+    /// above the background watermark: write points open and close a whole stripe of blocks
+    /// at a time, and counting free blocks alone would make each stripe change look like a
+    /// sudden shortage (and the GC catch-up that follows a burst).
+    open_written_pages: u64,
     victims: Victims,
-    /// Victim being collected (NIL if none), its next page, and its latest read completion.
-    gc_victim: u32,
-    gc_page: u32,
-    gc_last_read: u64,
+    /// Victims being collected, at most `gc_width`, advanced a page at a time in turn.
+    gc: Vec<GcCursor>,
+    gc_width: usize,
+    gc_turn: usize,
+    /// Pages of the victims in `gc` already cleared (their data is stale or moved): space that
+    /// is as good as free, counted as such by the pacing.
+    gc_cleared_pages: u64,
+}
+
+/// A victim being collected: its next page and its latest read completion.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct GcCursor {
+    victim: u32,
+    page: u32,
+    last_read: u64,
 }
 
 /// Free blocks of one die, least-worn first (dynamic wear-levelling) or first-in first-out.
@@ -179,16 +195,23 @@ impl Conventional {
             let fg = if cfg.ftl.gc_fg_free_blocks == 0 { auto_fg } else { cfg.ftl.gc_fg_free_blocks.max(auto_fg) };
             // Paced GC keeps free space between the two watermarks; a narrow band keeps few
             // blocks idle (they are spare space the data cannot use).
-            let bg = if cfg.ftl.gc_bg_free_blocks == 0 { fg + n * planes_u / 2 + 2 } else { cfg.ftl.gc_bg_free_blocks.max(fg) };
+            // Free blocks net of open blocks' written pages stay at or above `bg` >= fg + planes,
+            // so a host write point always opens without foreground GC.
+            let bg = if cfg.ftl.gc_bg_free_blocks == 0 { fg + planes_u + 2 } else { cfg.ftl.gc_bg_free_blocks.max(fg + planes_u) };
+            // GC reads of one victim all queue on its die: collect one victim per die at a
+            // time, as controllers that collect whole superblocks do.
+            let gc_width = if cfg.ftl.gc_parallel_victims == 0 { n as usize } else { cfg.ftl.gc_parallel_victims as usize };
             groups.push(Group {
                 dies,
                 free: 0,
                 fg_free_blocks: fg,
                 bg_free_blocks: bg,
+                open_written_pages: 0,
                 victims: Victims::new(cfg.ftl.gc_policy, lay.sectors_per_block, cfg.ftl.gc_d),
-                gc_victim: NIL,
-                gc_page: 0,
-                gc_last_read: 0,
+                gc: Vec::with_capacity(gc_width),
+                gc_width,
+                gc_turn: 0,
+                gc_cleared_pages: 0,
             });
         }
         // Streams: host streams (group-major), then per group a shared GC stream and one GC
@@ -417,7 +440,7 @@ impl Conventional {
         // unit pays for some collection, so free space rarely falls to the foreground
         // watermark (where a host write waits for whole-block collections).
         let rg = self.streams[s].rg as usize;
-        if self.streams[s].host && !self.in_wl && self.groups[rg].free < self.groups[rg].bg_free_blocks {
+        if self.streams[s].host && !self.in_wl && self.gc_short(rg) {
             self.gc_paced(rg)?;
         }
         Ok(())
@@ -471,6 +494,8 @@ impl Conventional {
         if self.next_seq > u32::MAX - planes - 1 {
             self.renumber_sequences();
         }
+        let rg = self.streams[s].rg as usize;
+        self.groups[rg].open_written_pages += planes as u64;
         for i in 0..planes as usize {
             let b = self.streams[s].ways[cur].blocks[i];
             self.page_seq[(b * self.lay.pages_per_block + page) as usize] = self.next_seq;
@@ -532,6 +557,7 @@ impl Conventional {
             m.state = BlockState::Full;
             m.closed_at = host_clock;
             let rg = m.rg as usize;
+            self.groups[rg].open_written_pages -= m.programmed_pages as u64;
             self.groups[rg].victims.insert(b, &mut self.blocks);
         }
         let mut closed = closed;
@@ -598,18 +624,32 @@ impl Conventional {
             self.c.gc_background_events += 1;
         }
         self.blocks[v as usize].state = BlockState::Collecting;
-        let g = &mut self.groups[rg];
-        g.gc_victim = v;
-        g.gc_page = 0;
-        g.gc_last_read = self.now;
+        let now = self.now;
+        self.groups[rg].gc.push(GcCursor { victim: v, page: 0, last_read: now });
         Ok(v)
     }
 
-    /// Collect one whole victim of group `rg`: the one in progress, or a new one.
+    /// Collect one whole victim of group `rg`: the oldest in progress, or a new one.
     fn gc_one(&mut self, rg: usize, foreground: bool) -> Result<()> {
-        let v = if self.groups[rg].gc_victim != NIL { self.groups[rg].gc_victim } else { self.gc_pick(rg, foreground)? };
-        self.gc_advance(rg, v, u64::MAX)?;
+        if self.groups[rg].gc.is_empty() {
+            self.gc_pick(rg, foreground)?;
+        }
+        self.gc_advance(rg, 0, u32::MAX, u64::MAX)?;
         Ok(())
+    }
+
+    /// Pages by which group `rg`'s free blocks, net of the pages written in its open blocks,
+    /// fall short of the background watermark (<= 0: no GC needed).
+    #[inline]
+    fn gc_shortfall_pages(&self, rg: usize) -> i64 {
+        let g = &self.groups[rg];
+        let ppb = self.lay.pages_per_block as i64;
+        g.bg_free_blocks as i64 * ppb - (g.free as i64 * ppb - g.open_written_pages as i64 + g.gc_cleared_pages as i64)
+    }
+
+    #[inline]
+    fn gc_short(&self, rg: usize) -> bool {
+        self.gc_shortfall_pages(rg) > 0
     }
 
     /// GC paced by host writes: called once per programmed host unit below the background
@@ -618,54 +658,69 @@ impl Conventional {
     /// with host programs on the dies instead of arriving in bursts.
     fn gc_paced(&mut self, rg: usize) -> Result<()> {
         let unit = (self.lay.sectors_per_page * self.lay.planes_per_die) as u64;
-        let g = &self.groups[rg];
-        let mid = (g.fg_free_blocks + g.bg_free_blocks) / 2;
-        let mut want = if g.free < mid { 2 * unit } else { unit };
-        for _ in 0..4 {
-            if want == 0 || self.groups[rg].free >= self.groups[rg].bg_free_blocks {
-                break;
-            }
-            let v = if self.groups[rg].gc_victim != NIL {
-                self.groups[rg].gc_victim
-            } else {
+        // Twice the pace when more than half a stripe short.
+        let half_stripe = (self.groups[rg].dies.len() as u32 * self.lay.planes_per_die / 2) as i64 * self.lay.pages_per_block as i64;
+        let mut want = if self.gc_shortfall_pages(rg) > half_stripe { 2 * unit } else { unit };
+        // A page of a victim per step, victims in turn; at most four blocks' worth of pages per
+        // host unit.
+        let mut steps = 4 * self.lay.pages_per_block as usize;
+        while want > 0 && steps > 0 && self.gc_short(rg) {
+            steps -= 1;
+            if self.groups[rg].gc.len() < self.groups[rg].gc_width {
                 match self.gc_pick(rg, true) {
-                    Ok(v) => v,
+                    Ok(_) => {}
                     // Nothing reclaimable yet: the data still fits above the foreground
                     // watermark, which is where a host write would have to fail.
-                    Err(Error::WornOut(_)) => return Ok(()),
+                    Err(Error::WornOut(_)) if self.groups[rg].gc.is_empty() => return Ok(()),
+                    Err(Error::WornOut(_)) => {}
                     Err(e) => return Err(e),
                 }
-            };
-            let got = self.gc_advance(rg, v, want)?;
+            }
+            let g = &mut self.groups[rg];
+            let i = g.gc_turn % g.gc.len();
+            g.gc_turn = g.gc_turn.wrapping_add(1);
+            let got = self.gc_advance(rg, i, 1, want)?;
             want = want.saturating_sub(got);
         }
         Ok(())
     }
 
-    /// Relocate victim pages from group `rg`'s cursor until `want` stale sectors have been
-    /// passed over or the block is done; erase it when done. Returns the stale sectors passed
-    /// over.
-    fn gc_advance(&mut self, rg: usize, v: u32, want: u64) -> Result<u64> {
+    /// Relocate up to `pages` pages of group `rg`'s victim in progress number `i`, stopping
+    /// once `want` stale sectors have been passed over or the block is done; erase it when
+    /// done (the cursor leaves the list). Returns the stale sectors passed over.
+    fn gc_advance(&mut self, rg: usize, i: usize, pages: u32, want: u64) -> Result<u64> {
         let spp = self.lay.sectors_per_page as u64;
         let ppb = self.lay.pages_per_block;
+        let v = self.groups[rg].gc[i].victim;
         let mut reclaimed = 0u64;
-        while self.groups[rg].gc_page < ppb && reclaimed < want {
+        let mut done = 0u32;
+        while self.groups[rg].gc[i].page < ppb && reclaimed < want && done < pages {
+            done += 1;
+            let g = &mut self.groups[rg];
             if self.blocks[v as usize].valid == 0 {
-                reclaimed += (ppb - self.groups[rg].gc_page) as u64 * spp;
-                self.groups[rg].gc_page = ppb;
+                let rest = ppb - g.gc[i].page;
+                reclaimed += rest as u64 * spp;
+                g.gc[i].page = ppb;
+                g.gc_cleared_pages += rest as u64;
                 break;
             }
-            let page = self.groups[rg].gc_page;
-            self.groups[rg].gc_page += 1;
+            let page = g.gc[i].page;
+            g.gc[i].page += 1;
+            g.gc_cleared_pages += 1;
             let (live, read_done) = self.relocate_page(v, page)?;
+            // Relocation may have run paced GC of its own (GC streams do not, but stay safe):
+            // find the cursor again by its victim.
             let g = &mut self.groups[rg];
-            g.gc_last_read = g.gc_last_read.max(read_done);
+            debug_assert_eq!(g.gc[i].victim, v);
+            g.gc[i].last_read = g.gc[i].last_read.max(read_done);
             reclaimed += spp - live;
         }
-        if self.groups[rg].gc_page >= ppb || self.blocks[v as usize].valid == 0 {
+        if self.groups[rg].gc[i].page >= ppb || self.blocks[v as usize].valid == 0 {
             assert_eq!(self.blocks[v as usize].valid, 0, "victim {v} still has valid sectors after collection");
-            self.groups[rg].gc_victim = NIL;
-            let t = self.groups[rg].gc_last_read.max(self.now);
+            let g = &mut self.groups[rg];
+            let c = g.gc.remove(i);
+            g.gc_cleared_pages -= c.page as u64;
+            let t = c.last_read.max(self.now);
             self.erase(v, t);
         }
         Ok(reclaimed)
@@ -696,7 +751,7 @@ impl Conventional {
         self.sstats[src].relocated_out_sectors += live;
         let mut read_done = self.now;
         if self.tl.enabled {
-            read_done = self.tl.read(self.lay.die_of_block(v), live * self.lay.sector_bytes as u64, self.now);
+            read_done = self.tl.read_queued(self.lay.die_of_block(v), live * self.lay.sector_bytes as u64, self.now);
             let st = &mut self.streams[dest];
             st.ready_ns = st.ready_ns.max(read_done);
         }
@@ -1006,12 +1061,12 @@ impl BlockDevice for Conventional {
     }
 
     fn idle(&mut self, now: u64) {
-        if !self.tl.enabled || self.groups.iter().all(|g| g.free >= g.bg_free_blocks) || self.tl.horizon_ns() > now {
+        if !self.tl.enabled || (0..self.groups.len()).all(|rg| !self.gc_short(rg)) || self.tl.horizon_ns() > now {
             return;
         }
         self.now = now;
         for rg in 0..self.groups.len() {
-            if self.groups[rg].free < self.groups[rg].bg_free_blocks {
+            if self.gc_short(rg) {
                 // Background GC never fails the host: if nothing is collectable, foreground GC
                 // will say so.
                 let _ = self.gc_one(rg, false);
@@ -1078,6 +1133,15 @@ impl BlockDevice for Conventional {
             members.sort_unstable();
             let full: Vec<u32> = (0..self.blocks.len() as u32).filter(|&b| self.blocks[b as usize].state == BlockState::Full && self.blocks[b as usize].rg as usize == rg).collect();
             assert_eq!(members, full, "group {rg}: victim set != full blocks");
+            let open_pages: u64 = self.blocks.iter().filter(|m| m.state == BlockState::Open && m.rg as usize == rg).map(|m| m.programmed_pages as u64).sum();
+            assert_eq!(open_pages, g.open_written_pages, "group {rg}: pages written in open blocks");
+            // The victims in progress are exactly the group's blocks being collected.
+            let mut collecting: Vec<u32> = g.gc.iter().map(|c| c.victim).collect();
+            collecting.sort_unstable();
+            let want: Vec<u32> = (0..self.blocks.len() as u32).filter(|&b| self.blocks[b as usize].state == BlockState::Collecting && self.blocks[b as usize].rg as usize == rg).collect();
+            assert_eq!(collecting, want, "group {rg}: victims in progress");
+            assert!(g.gc.len() <= g.gc_width.max(1), "group {rg}: more victims in progress than gc_width");
+            assert_eq!(g.gc.iter().map(|c| c.page as u64).sum::<u64>(), g.gc_cleared_pages, "group {rg}: cleared victim pages");
         }
         // Blocks only ever hold data of their own group's streams.
         for (b, m) in self.blocks.iter().enumerate() {

@@ -738,7 +738,7 @@ impl Zns {
                 self.c.nand_page_reads += 1;
                 self.c.nand_read_bytes += self.lay.page_bytes as u64;
                 if self.tl.enabled {
-                    let r = self.tl.read(self.lay.die_of_block(psa / self.lay.sectors_per_block), self.lay.page_bytes as u64, t);
+                    let r = self.tl.read_queued(self.lay.die_of_block(psa / self.lay.sectors_per_block), self.lay.page_bytes as u64, t);
                     let conv = self.conv.as_mut().unwrap();
                     conv.segs[conv.active].ready_ns = conv.segs[conv.active].ready_ns.max(r);
                 }

@@ -34,6 +34,7 @@ fn base() -> Config {
             channel_bytes_per_s: 166_000_000,
             command_overhead_ns: 5_000,
             suspend: false,
+            read_priority: false,
             suspend_ns: 20_000,
             resume_ns: 20_000,
         },
