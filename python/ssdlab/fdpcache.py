@@ -54,6 +54,21 @@ def run_cache(device: Dict[str, Any], spec: Dict[str, Any], trace: Optional[str]
     return json.loads(s), series, wall
 
 
+def _saturated(series_csv: str) -> bool:
+    """Whether the device fell behind the offered load: over the last third of the measurement
+    window, the typical (median) interval's write p99 is over 1 ms and far above the first
+    third's (a queue that grows with time, not one burst)."""
+    import statistics
+
+    rows = list(csv.DictReader(io.StringIO(series_csv)))
+    w = [float(r["write_p99_us_interval"]) for r in rows[len(rows) // 2 + 1:] if r.get("write_p99_us_interval")]
+    if len(w) < 9:
+        return False
+    k = len(w) // 3
+    first, last = statistics.median(w[:k]), statistics.median(w[-k:])
+    return last > 1000.0 and last > 4 * first
+
+
 def _point(args: Tuple[str, Dict[str, Any], Dict[str, Any], str]) -> Tuple[str, Dict[str, Any], float]:
     name, device, spec, out = args
     summary, series, wall = run_cache(device, spec)
@@ -62,7 +77,7 @@ def _point(args: Tuple[str, Dict[str, Any], Dict[str, Any], str]) -> Tuple[str, 
     (d / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     (d / "timeseries.csv").write_text(series)
     (d / "spec.json").write_text(json.dumps({"device": device, "spec": spec}, indent=2, sort_keys=True) + "\n")
-    return name, summary, wall
+    return name, summary, wall, series
 
 
 def _plan(spec: Dict[str, Any], mode: str) -> Tuple[Dict[str, Any], List[Tuple[str, Dict[str, Any], Dict[str, Any]]]]:
@@ -81,11 +96,11 @@ def _plan(spec: Dict[str, Any], mode: str) -> Tuple[Dict[str, Any], List[Tuple[s
     c["region_bytes"] = m["region_bytes"]
     c["loc_write_bytes"] = m["loc_write_bytes"]
 
-    def one(util: float, soc: float, fdp: bool, wl: str, dw: float) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    def one(util: float, soc: float, fdp: bool, wl: str, dw: float, rate: float = 0) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         w = json.loads(_native.cache_workload(wl))
         mean_item = _mean_value(w) + (w["key_bytes_min"] + w["key_bytes_max"]) / 2
         w["keys"] = max(1000, int(working_set * util * logical / mean_item))
-        w["rate_rps"] = m["rate_rps"]
+        w["rate_rps"] = rate or m["rate_rps"]
         w["seed"] = spec.get("seed", 42)
         cache = dict(c, utilization=util, soc_fraction=soc, dram_bytes=int(dram_fraction * util * logical), seed=spec.get("seed", 42))
         dev = _merge(dev_common, {"fdp": {"enabled": fdp}})
@@ -104,8 +119,16 @@ def _plan(spec: Dict[str, Any], mode: str) -> Tuple[Dict[str, Any], List[Tuple[s
     for wl in m["variants"]:
         for fdp in (True, False):
             runs.append((f"{wl}_u{int(round(m['variant_utilization'] * 100))}_soc4_{'fdp' if fdp else 'nofdp'}", *one(m["variant_utilization"], 0.04, fdp, wl, m["variant_device_writes"])))
+    for r in m.get("load_rates", []):
+        if r != m["rate_rps"]:
+            for fdp in (True, False):
+                runs.append((f"{_load_key(su, r, fdp)}", *one(su, 0.04, fdp, "kvcache", dw, r)))
     info = {"raw_bytes": raw, "logical_bytes": logical, "spare_factor": cfg["ftl"]["spare_factor"]}
     return info, runs
+
+
+def _load_key(u: float, rate: float, fdp: bool) -> str:
+    return f"kvcache_u{int(round(u * 100))}_soc4_{'fdp' if fdp else 'nofdp'}_r{int(rate)}"
 
 
 def _mean_value(w: Dict[str, Any]) -> float:
@@ -126,18 +149,19 @@ def reproduce_fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callabl
     info, runs = _plan(spec, mode)
     jobs = max(1, int(spec[mode].get("jobs", 2)))
     res: Dict[str, Dict[str, Any]] = {}
+    res_series: Dict[str, str] = {}
     t0 = time.time()
     args = [(n, d, s, str(out)) for n, d, s in runs]
     log(f"fdp-cache ({mode}): {len(runs)} runs on {info['raw_bytes'] / 2**30:.0f} GiB raw, {jobs} at a time")
     if jobs == 1:
         it = map(_point, args)
-        for i, (name, summary, wall) in enumerate(it, 1):
-            res[name] = summary
+        for i, (name, summary, wall, series) in enumerate(it, 1):
+            res[name], res_series[name] = summary, series
             log(f"[{i}/{len(runs)}] {name}: DLWA {summary['dlwa']:.3f} ({wall:.1f} s)")
     else:
         with ProcessPoolExecutor(max_workers=jobs) as ex:
-            for i, (name, summary, wall) in enumerate(ex.map(_point, args), 1):
-                res[name] = summary
+            for i, (name, summary, wall, series) in enumerate(ex.map(_point, args), 1):
+                res[name], res_series[name] = summary, series
                 log(f"[{i}/{len(runs)}] {name}: DLWA {summary['dlwa']:.3f} ({wall:.1f} s)")
     m = spec[mode]
 
@@ -151,10 +175,11 @@ def reproduce_fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callabl
             "theorem1_dlwa": s["theorem1"]["dlwa_fifo"],
             "theorem1_greedy_dlwa": s["theorem1"]["dlwa_greedy_approx"], "alwa": s["alwa"],
             "dram_hit_ratio": s["dram_hit_ratio"], "nvm_hit_ratio": s["nvm_hit_ratio"],
-            "throughput_rps_simulated": s["throughput_rps_simulated"],
+            "throughput_rps_simulated": s["throughput_rps_simulated"], "die_utilization": s["die_utilization"],
             "read_p50_us": lat["read"].get("p50", 0) / 1e3, "read_p99_us": lat["read"].get("p99", 0) / 1e3,
             "read_p999_us": lat["read"].get("p999", 0) / 1e3, "write_p50_us": lat["write"].get("p50", 0) / 1e3,
             "write_p99_us": lat["write"].get("p99", 0) / 1e3, "write_p999_us": lat["write"].get("p999", 0) / 1e3,
+            "saturated": _saturated(res_series.get(name, "")),
             "gc_events": s["gc_events"], "erases": s["erases"], "erase_count_max": s["erase_count_max"],
             "embodied_kg_co2e": s["theorem2"]["embodied_kg_co2e"],
             "media_busy_die_s": s["theorem3"]["media_busy_die_seconds"], "migration_busy_die_s": s["theorem3"]["migration_busy_die_seconds"],
@@ -221,7 +246,27 @@ def reproduce_fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callabl
     fig.savefig(out / "soc_sweep_theorem1.png", dpi=120)
     plt.close(fig)
 
-    md = _report(spec, mode, info, by, key, u_list, socs, names, time.time() - t0)
+    # Offered load at the SOC sweep's utilisation: where GC starts to show in the tails.
+    loads = sorted(set(m.get("load_rates", [])) | ({m["rate_rps"]} if m.get("load_rates") else set()))
+    lkey = lambda r, fdp: key(su, fdp) if r == m["rate_rps"] else _load_key(su, r, fdp)  # noqa: E731
+    if loads:
+        fig, axs = plt.subplots(1, 2, figsize=(11, 4))
+        for ax, op in zip(axs, ("read", "write")):
+            for fdp, c in ((False, "C3"), (True, "C0")):
+                lab = "FDP" if fdp else "non-FDP"
+                ax.plot(loads, [by[lkey(r, fdp)][f"{op}_p99_us"] for r in loads], c + "o-", label=f"{lab} p99")
+                ax.plot(loads, [by[lkey(r, fdp)][f"{op}_p50_us"] for r in loads], c + ":", label=f"{lab} p50")
+            ax.set_yscale("log")
+            ax.set_xlabel("offered load (requests/s)")
+            ax.set_ylabel(f"device {op} latency (us)")
+            ax.set_title(f"{op}s, kvcache, {int(su * 100)}% utilisation, SOC 4%")
+            ax.grid(alpha=0.3)
+        axs[0].legend()
+        fig.tight_layout()
+        fig.savefig(out / "latency_vs_load.png", dpi=120)
+        plt.close(fig)
+
+    md = _report(spec, mode, info, by, key, u_list, socs, names, time.time() - t0, loads, lkey)
     path = out / "report.md"
     path.write_text(md)
     return path
@@ -231,13 +276,18 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else float("inf")
 
 
-def _report(spec, mode, info, by, key, u_list, socs, names, wall) -> str:
+def _report(spec, mode, info, by, key, u_list, socs, names, wall, loads, lkey) -> str:
     m = spec[mode]
     lo, hi = u_list[0], u_list[-1]
     nf_lo, f_lo = by[key(lo, False)], by[key(lo, True)]
     nf_hi, f_hi = by[key(hi, False)], by[key(hi, True)]
     rgain = _ratio(nf_hi["read_p99_us"], f_hi["read_p99_us"])
     wgain = _ratio(nf_hi["write_p99_us"], f_hi["write_p99_us"])
+    # The write target depends on load: below some offered load both devices absorb every write
+    # in the write buffer. Judge it at each load of the sweep and say from which load it holds.
+    gains = [(r, _ratio(by[lkey(r, False)]["write_p99_us"], by[lkey(r, True)]["write_p99_us"]),
+              _ratio(by[lkey(r, False)]["read_p99_us"], by[lkey(r, True)]["read_p99_us"])) for r in loads]
+    met_from = next((r for r, g, _ in gains if g >= 3), None)
     devs = [abs(by[n]["soc_dlwa"] / by[n]["theorem1_dlwa"] - 1) for n in names if by[n]["theorem1_dlwa"] and by[n]["soc_dlwa"]]
     dev_ok = [s for s, n in zip(socs, names) if by[n]["theorem1_dlwa"] and by[n]["soc_dlwa"] and abs(by[n]["soc_dlwa"] / by[n]["theorem1_dlwa"] - 1) <= 0.16]
 
@@ -248,6 +298,7 @@ def _report(spec, mode, info, by, key, u_list, socs, names, wall) -> str:
         "# fdp-cache: CacheLib-style flash cache on an FDP SSD", "",
         f"Mode `{mode}`: device {info['raw_bytes'] / 2**30:.0f} GiB raw, {info['logical_bytes'] / 2**30:.1f} GiB logical "
         f"(spare {info['spare_factor']:.3f}), preset fdp-ssd (1 RG, 8 initially isolated handles), greedy GC, timing on; "
+        f"host reads go ahead of queued work on their die (`timing.read_priority`); "
         f"kvcache workload at {m['rate_rps']} requests/s, {m['device_writes']} device writes per run (LOC prefilled), "
         "figures from the second half of each run. Wall time "
         f"{wall:.0f} s. Paper: *Towards Efficient Flash Caches with Emerging NVMe FDP SSDs* (seed 001).", "",
@@ -257,7 +308,14 @@ def _report(spec, mode, info, by, key, u_list, socs, names, wall) -> str:
         f"| DLWA non-FDP, {int(hi * 100)}% util | {PAPER['dlwa_nonfdp_100']} | {nf_hi['dlwa']:.3f} | >= 3: {ok(nf_hi['dlwa'] >= 3)} | {_why_hi(nf_hi['dlwa'])} |",
         f"| DLWA FDP, {int(hi * 100)}% util | {PAPER['dlwa_fdp_100']} | {f_hi['dlwa']:.3f} | <= 1.05: {ok(f_hi['dlwa'] <= 1.05)} | The 4% SOC has the device spare to itself: Theorem 1 gives {f_hi['theorem1_dlwa']:.3f}. |",
         f"| p99 read, non-FDP / FDP at {int(hi * 100)}% | {PAPER['p99_read_gain_100']}x | {rgain:.2f}x ({nf_hi['read_p99_us']:.0f} / {f_hi['read_p99_us']:.0f} us) | - | {_why_lat(rgain, 'read')} |",
-        f"| p99 write, non-FDP / FDP at {int(hi * 100)}% | {PAPER['p99_write_gain_100']}x | {wgain:.2f}x ({nf_hi['write_p99_us']:.0f} / {f_hi['write_p99_us']:.1f} us) | >= 3x: {ok(wgain >= 3)} | {_why_lat(wgain, 'write')} |",
+        f"| p99 write, non-FDP / FDP at {int(hi * 100)}% | {PAPER['p99_write_gain_100']}x | {wgain:.2f}x ({nf_hi['write_p99_us']:.0f} / {f_hi['write_p99_us']:.1f} us) | - | {_why_lat(wgain, 'write')} |",
+        *([f"| p99 write, non-FDP / FDP at {int(hi * 100)}% vs offered load | {PAPER['p99_write_gain_100']}x | "
+           + ", ".join(f"{r}: {g:.3g}x" for r, g, _ in gains) + " (requests/s: ratio) | "
+           f"write >= 3x: {ok(met_from is not None)}{f' from {met_from} requests/s' if met_from else ''} | "
+           f"{_why_load(met_from, [(r, by[lkey(r, False)], by[lkey(r, True)]) for r in loads])} |",
+           f"| p99 read, non-FDP / FDP at {int(hi * 100)}% vs offered load | {PAPER['p99_read_gain_100']}x | "
+           + ", ".join(f"{r}: {rg:.2f}x" for r, _, rg in gains) + " | - | Reads wait for at most the operation in progress on their die; "
+           "more GC makes that more likely, whatever the load. |"] if loads else []),
         f"| throughput FDP vs non-FDP at {int(hi * 100)}% | unchanged | {f_hi['throughput_rps_simulated']:.0f} vs {nf_hi['throughput_rps_simulated']:.0f} req/s | - | Open-loop arrivals: throughput is the offered load unless the device saturates; the cost shows in latency. |",
         f"| DRAM / NVM hit ratio FDP vs non-FDP at {int(hi * 100)}% | unchanged | {f_hi['dram_hit_ratio']:.3f} / {f_hi['nvm_hit_ratio']:.3f} vs {nf_hi['dram_hit_ratio']:.3f} / {nf_hi['nvm_hit_ratio']:.3f} | - | Placement does not change what the cache stores. |",
         f"| ALWA FDP vs non-FDP | unchanged | {f_hi['alwa']:.3f} vs {nf_hi['alwa']:.3f} | - | Same cache, same writes. |",
@@ -268,6 +326,7 @@ def _report(spec, mode, info, by, key, u_list, socs, names, wall) -> str:
         "![DLWA over time](fig5_dlwa_over_time.png)", "",
         "![Utilisation sweep](fig6_utilization_sweep.png)", "",
         "![SOC size vs Theorem 1](soc_sweep_theorem1.png)", "",
+        *(["![Latency vs offered load](latency_vs_load.png)", ""] if loads else []),
         "## Utilisation sweep", "",
         "| util | FDP | DLWA | DRAM hit | NVM hit | ALWA | p99 read (us) | p99 write (us) | GC events |", "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -275,6 +334,19 @@ def _report(spec, mode, info, by, key, u_list, socs, names, wall) -> str:
         for fdp in (False, True):
             r = by[key(u, fdp)]
             L.append(f"| {int(u * 100)}% | {'yes' if fdp else 'no'} | {r['dlwa']:.3f} | {r['dram_hit_ratio']:.3f} | {r['nvm_hit_ratio']:.3f} | {r['alwa']:.3f} | {r['read_p99_us']:.0f} | {r['write_p99_us']:.1f} | {r['gc_events']} |")
+    if loads:
+        su = m["soc_sweep_utilization"]
+        L += ["", f"## Offered load ({int(su * 100)}% utilisation, SOC 4%)", "",
+              "Open-loop arrivals: the same requests, arriving faster. Write latency is the device's: a write completes once "
+              "the write-back buffer holds it, so it only waits when programs (host and GC) fall behind. \"Keeps up\": the write "
+              "p99 at the end of the measurement window is not far above its start (a device that falls behind queues more and "
+              "more). \"Dies busy\" counts the time dies spend on reads, transfers, programs and erases; a die can also be held "
+              "waiting for its channel or for the data of a relocation, so a device stops keeping up below 100%.", "",
+              "| requests/s | FDP | DLWA | dies busy | keeps up | p50 read (us) | p99 read (us) | p50 write (us) | p99 write (us) |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in loads:
+            for fdp in (False, True):
+                x = by[lkey(r, fdp)]
+                L.append(f"| {r} | {'yes' if fdp else 'no'} | {x['dlwa']:.3f} | {x['die_utilization'] * 100:.0f}% | {'no' if x['saturated'] else 'yes'} | {x['read_p50_us']:.0f} | {x['read_p99_us']:.0f} | {x['write_p50_us']:.1f} | {x['write_p99_us']:.1f} |")
     L += ["", "## SOC size sweep (FDP)", "", "Theorem 1 is Desnoyers' FIFO-cleaning model; the emulated device cleans greedily, so the "
           "greedy approximation for the same spare (k = 1 + 1/(2 Np)) is shown beside it.", "",
           "SOC DLWA counts the SOC's programs and every garbage-collection move of its data (out of its own blocks, "
@@ -308,14 +380,32 @@ def _why_hi(d: float) -> str:
 
 
 def _why_lat(g: float, op: str) -> str:
-    if g < 1.5:
-        return "Little difference at this load: the garbage collector keeps up in the background in both cases."
-    big = " Far larger than the paper's: without program/erase suspend, and with garbage collection running in bursts " \
-          "on a few dies when free blocks run short, ssdlab's non-FDP tail is extreme; the direction is the paper's, the size is not." if g > 30 else ""
     if op == "write":
-        return ("Writes complete in the write buffer unless garbage-collection programs back it up; without FDP, GC runs "
-                "several times as many programs, the buffer fills and tail writes wait for whole programs." + big)
-    return "Reads wait behind programs and erases on their die; more GC means more such waits." + big
+        if g < 1.5:
+            return ("No difference at this load: writes complete in the 4 MiB write-back buffer, and the dies drain it faster "
+                    "than it fills even at non-FDP's DLWA; see the next row for higher loads.")
+        return ("Writes complete in the write buffer unless programs (host and GC) back it up; without FDP, GC runs "
+                "several times as many programs and the buffer fills in bursts.")
+    if g < 1.3:
+        return "Little difference at this load: reads rarely find their die busy."
+    return ("A read waits for the operation in progress on its die (programs 1.6 ms, erases 3 ms), never for the queue "
+            "behind it; without FDP, GC keeps dies busy several times as often.")
+
+
+def _why_load(rate, rows) -> str:
+    nf_top = [r for r, nf, _ in rows if not nf["saturated"]]
+    keep = f"The non-FDP device keeps up to {max(nf_top)} requests/s" if nf_top else "The non-FDP device falls behind at every load"
+    fdp_all = all(not f["saturated"] for _, _, f in rows)
+    fdp = ("FDP keeps up at every load of the sweep, its dies" if fdp_all else "FDP, its dies") + \
+        f" {rows[-1][2]['die_utilization'] * 100:.0f}% busy at {rows[-1][0]} requests/s"
+    if rate is None:
+        return (f"{keep}: below that, writes complete in the 4 MiB write-back buffer on both devices (1x). {fdp}. "
+                "Raise `load_rates` past the non-FDP device's limit to see the gap.")
+    return (f"{keep}; below that, both devices absorb every write in the 4 MiB write-back buffer (1x). Past it, GC at DLWA "
+            f"{rows[-1][1]['dlwa']:.2f} needs more media time than there is, the buffer stays full and write latency grows with "
+            f"the run, while {fdp}: FDP has about DLWA-ratio times the write headroom. The paper's 10x is one point on that "
+            "cliff; ssdlab's ratio is larger because its buffered writes cost only the 5 us command overhead (no host stack "
+            "or PCIe time).")
 
 
 def _why_soc(ok: List[float], socs: List[float], rows: List[Dict[str, Any]]) -> str:

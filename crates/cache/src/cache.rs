@@ -73,7 +73,7 @@ impl HybridCache {
         let soc = Soc::new(soc_start, buckets, cfg.bucket_bytes, cfg.bucket_slots, cfg.bloom_hashes, cfg.soc_item_overhead_bytes, soc_h);
         let loc = Loc::new(loc_start, regions, cfg.region_bytes, cfg.loc_write_bytes, sector, cfg.loc_item_overhead_bytes, cfg.region_eviction, cfg.reinsert_hits, loc_h);
         Ok(HybridCache {
-            dram: Dram::new(cfg.dram_bytes, cfg.dram_item_overhead_bytes),
+            dram: Dram::new(cfg.dram_bytes, cfg.dram_item_overhead_bytes, cfg.dram_lru_refresh_s),
             adm: Admission::new(&cfg.admission, cfg.seed),
             flash: Flash::new(dev),
             soc,
@@ -137,7 +137,7 @@ impl HybridCache {
     fn dram_insert(&mut self, it: Evicted, now_ns: u64) -> Result<()> {
         let mut ev = std::mem::take(&mut self.ev);
         ev.clear();
-        self.dram.insert(it, &mut ev);
+        self.dram.insert(it, secs(now_ns), &mut ev);
         let r = ev.iter().try_for_each(|e| self.to_flash(e, now_ns));
         self.ev = ev;
         r

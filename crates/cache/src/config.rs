@@ -47,6 +47,9 @@ impl Default for AdmissionConfig {
 pub struct CacheConfig {
     /// DRAM tier capacity (item bytes, headers included).
     pub dram_bytes: u64,
+    /// A DRAM hit moves the item to the LRU head at most once per this many seconds of
+    /// workload time (CacheLib's `lruRefreshTime`, default 60; 0 = on every hit).
+    pub dram_lru_refresh_s: u32,
     /// Fraction of the device's logical space the flash cache may use (host utilisation);
     /// the rest is never written.
     pub utilization: f64,
@@ -83,6 +86,7 @@ impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
             dram_bytes: 64 << 20,
+            dram_lru_refresh_s: 60,
             utilization: 0.5,
             soc_fraction: 0.04,
             small_item_max_bytes: 2048,

@@ -2,6 +2,10 @@
 //!
 //! Slab of slots with an intrusive doubly-linked LRU list (u32 links) and a key -> slot map:
 //! no allocation per request once the slab has grown to the tier's item count.
+//!
+//! As in CacheLib's MMLru, a hit moves an item to the head only if it was last moved at least
+//! `refresh_s` seconds ago (`lruRefreshTime`, 60 s by default there): popular items are hit
+//! far more often than that, and each move costs cache misses on the item's neighbours.
 
 use crate::hash::{key_map, KeyMap};
 
@@ -25,6 +29,8 @@ struct Slot {
     key_bytes: u32,
     value_bytes: u32,
     expiry_s: u32,
+    /// When the item last moved to the head (workload seconds).
+    moved_s: u32,
     nvm_clean: bool,
     prev: u32,
     next: u32,
@@ -33,6 +39,7 @@ struct Slot {
 pub struct Dram {
     capacity_bytes: u64,
     overhead_bytes: u32,
+    refresh_s: u32,
     used_bytes: u64,
     map: KeyMap<u32>,
     slots: Vec<Slot>,
@@ -42,8 +49,10 @@ pub struct Dram {
 }
 
 impl Dram {
-    pub fn new(capacity_bytes: u64, overhead_bytes: u32) -> Dram {
-        Dram { capacity_bytes, overhead_bytes, used_bytes: 0, map: key_map(1024), slots: vec![], free: vec![], head: NIL, tail: NIL }
+    /// A tier of `capacity_bytes` whose items cost `overhead_bytes` each beyond key and value;
+    /// hits promote an item at most once per `refresh_s` seconds (0: on every hit).
+    pub fn new(capacity_bytes: u64, overhead_bytes: u32, refresh_s: u32) -> Dram {
+        Dram { capacity_bytes, overhead_bytes, refresh_s, used_bytes: 0, map: key_map(1024), slots: vec![], free: vec![], head: NIL, tail: NIL }
     }
 
     pub fn len(&self) -> usize {
@@ -76,8 +85,9 @@ impl Dram {
         self.head = i;
     }
 
-    /// Look up `key`: Some((value bytes, expiry)) and the item becomes most recent.
-    /// An item past its expiry is dropped and reported as a miss.
+    /// Look up `key` at workload second `now_s`: Some(value bytes), and the item becomes most
+    /// recent unless it moved there less than the refresh time ago. An item past its expiry is
+    /// dropped and reported as a miss.
     pub fn get(&mut self, key: u64, now_s: u32) -> Option<u32> {
         let &i = self.map.get(&key)?;
         let s = self.slots[i as usize];
@@ -85,7 +95,8 @@ impl Dram {
             self.remove(key);
             return None;
         }
-        if self.head != i {
+        if self.head != i && now_s.wrapping_sub(s.moved_s) >= self.refresh_s {
+            self.slots[i as usize].moved_s = now_s;
             self.unlink(i);
             self.push_front(i);
         }
@@ -109,14 +120,14 @@ impl Dram {
     /// Insert or replace `key` as the most recent item; items pushed out (least recent first)
     /// are appended to `evicted`. An item larger than the whole tier is not stored and comes
     /// straight back in `evicted`.
-    pub fn insert(&mut self, it: Evicted, evicted: &mut Vec<Evicted>) {
+    pub fn insert(&mut self, it: Evicted, now_s: u32, evicted: &mut Vec<Evicted>) {
         let bytes = self.item_bytes(it.key_bytes, it.value_bytes);
         if bytes > self.capacity_bytes {
             self.remove(it.key);
             evicted.push(it);
             return;
         }
-        let slot = Slot { key: it.key, key_bytes: it.key_bytes, value_bytes: it.value_bytes, expiry_s: it.expiry_s, nvm_clean: it.nvm_clean, prev: NIL, next: NIL };
+        let slot = Slot { key: it.key, key_bytes: it.key_bytes, value_bytes: it.value_bytes, expiry_s: it.expiry_s, moved_s: now_s, nvm_clean: it.nvm_clean, prev: NIL, next: NIL };
         // One map probe for insert-or-replace; the item goes to the head, then the tail is
         // evicted until the bytes fit (never the new item: it fits alone and is most recent).
         match self.map.entry(it.key) {
@@ -179,19 +190,19 @@ mod tests {
     #[test]
     fn lru_by_bytes_evicts_least_recent_first() {
         // 3 items of 100 B (8 + 60 + 32 header) fit in 300 B.
-        let mut d = Dram::new(300, 32);
+        let mut d = Dram::new(300, 32, 0);
         let mut ev = vec![];
         for k in 1..=3 {
-            d.insert(item(k, 60), &mut ev);
+            d.insert(item(k, 60), 0, &mut ev);
         }
         assert!(ev.is_empty());
         assert_eq!(d.get(1, 0), Some(60)); // 1 becomes most recent
-        d.insert(item(4, 60), &mut ev);
+        d.insert(item(4, 60), 0, &mut ev);
         assert_eq!(ev.iter().map(|e| e.key).collect::<Vec<_>>(), vec![2]);
         assert_eq!(d.keys_mru(), vec![4, 1, 3]);
         // A 200-byte item pushes out the two least recent.
         ev.clear();
-        d.insert(item(5, 160), &mut ev);
+        d.insert(item(5, 160), 0, &mut ev);
         assert_eq!(ev.iter().map(|e| e.key).collect::<Vec<_>>(), vec![3, 1]);
         assert_eq!(d.used_bytes(), 300);
         assert_eq!(d.get(2, 0), None);
@@ -199,19 +210,35 @@ mod tests {
 
     #[test]
     fn replace_updates_size_and_expired_items_miss() {
-        let mut d = Dram::new(1000, 0);
+        let mut d = Dram::new(1000, 0, 0);
         let mut ev = vec![];
-        d.insert(item(1, 100), &mut ev);
-        d.insert(item(1, 200), &mut ev);
+        d.insert(item(1, 100), 0, &mut ev);
+        d.insert(item(1, 200), 0, &mut ev);
         assert_eq!(d.used_bytes(), 208);
         assert_eq!(d.len(), 1);
-        d.insert(Evicted { expiry_s: 10, ..item(2, 10) }, &mut ev);
+        d.insert(Evicted { expiry_s: 10, ..item(2, 10) }, 0, &mut ev);
         assert_eq!(d.get(2, 9), Some(10));
         assert_eq!(d.get(2, 10), None);
         assert!(!d.contains(2));
         // Too large for the tier: handed straight back.
-        d.insert(item(3, 5000), &mut ev);
+        d.insert(item(3, 5000), 0, &mut ev);
         assert_eq!(ev.len(), 1);
         assert!(!d.contains(3));
+    }
+
+    #[test]
+    fn hits_promote_at_most_once_per_refresh_time() {
+        // CacheLib's lruRefreshTime: 3 items of 100 B in 300 B, refresh every 60 s.
+        let mut d = Dram::new(300, 32, 60);
+        let mut ev = vec![];
+        for k in 1..=3 {
+            d.insert(item(k, 60), 100, &mut ev);
+        }
+        assert_eq!(d.get(1, 130), Some(60)); // inserted at 100: too recent to move
+        assert_eq!(d.keys_mru(), vec![3, 2, 1]);
+        assert_eq!(d.get(1, 160), Some(60)); // 60 s later: moves
+        assert_eq!(d.keys_mru(), vec![1, 3, 2]);
+        d.insert(item(4, 60), 161, &mut ev);
+        assert_eq!(ev.iter().map(|e| e.key).collect::<Vec<_>>(), vec![2]);
     }
 }

@@ -6,7 +6,7 @@
 //! - [`config`]: cache sizes and policies; [`placement`]: the placement-handle allocator (the
 //!   only code that knows about FDP); [`flash`]: device I/O and latency histograms;
 //! - [`dram`], [`soc`], [`loc`], [`admission`]: the tiers and engines; [`cache`]: the whole;
-//! - [`workload`]: generator and presets; [`trace`]: trace replay and converters;
+//! - [`workload`]: generator and presets ([`zipf`]: table-driven Zipf ranks); [`trace`]: trace replay and converters;
 //! - [`run`]: measured runs; [`model`]: Theorems 1-3 of the paper.
 
 pub mod admission;
@@ -23,6 +23,7 @@ pub mod run;
 pub mod soc;
 pub mod trace;
 pub mod workload;
+pub mod zipf;
 
 pub use cache::{HybridCache, Outcome};
 pub use config::CacheConfig;

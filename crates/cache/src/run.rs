@@ -70,6 +70,8 @@ pub struct RunResult {
 
 struct Mark {
     c: Counters,
+    /// Sum over dies of their busy time so far.
+    die_busy_ns: u64,
     streams: Vec<StreamStats>,
     stats: CacheStats,
     requests: u64,
@@ -79,7 +81,8 @@ struct Mark {
 fn mark(cache: &HybridCache, requests: u64, time_ns: u64) -> Mark {
     let dev = &cache.flash.dev;
     let streams = if dev.config().personality == ssdlab_core::config::Personality::Conventional { dev.ftl().stream_stats() } else { vec![] };
-    Mark { c: dev.block_device().counters().clone(), streams, stats: cache.stats, requests, time_ns }
+    let die_busy_ns = dev.block_device().timelines().die_busy_ns().iter().sum();
+    Mark { c: dev.block_device().counters().clone(), die_busy_ns, streams, stats: cache.stats, requests, time_ns }
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -137,7 +140,9 @@ pub fn run_on(cache: &mut HybridCache, spec: &RunSpec, src: &mut dyn RequestSour
     let mut next_row = 1.0 / points;
     let mut window: Option<Mark> = if warm == 0.0 { Some(mark(cache, 0, 0)) } else { None };
     let mut prev = mark(cache, 0, 0);
-    let mut csv = String::from("requests,time_s,device_writes,host_write_bytes,nand_write_bytes,dlwa_interval,dlwa_cumulative,dram_hit_ratio_interval,nvm_hit_ratio_interval,gc_events,erases\n");
+    let mut csv = String::from("requests,time_s,device_writes,host_write_bytes,nand_write_bytes,dlwa_interval,dlwa_cumulative,dram_hit_ratio_interval,nvm_hit_ratio_interval,gc_events,erases,read_p99_us_interval,write_p99_us_interval\n");
+    // Latency histograms at the previous row: a row's percentiles are of the difference.
+    let (mut prev_read, mut prev_write) = (cache.flash.read_ns.clone(), cache.flash.write_ns.clone());
     let mut reqs = 0u64;
     let mut last_t = 0u64;
     let mut interrupted = false;
@@ -148,6 +153,10 @@ pub fn run_on(cache: &mut HybridCache, spec: &RunSpec, src: &mut dyn RequestSour
             break;
         }
         if window.is_none() && f >= warm {
+            // The window's histograms start empty: the next row's percentiles cover only the
+            // part of its interval after this point.
+            prev_read.reset();
+            prev_write.reset();
             cache.flash.reset_histograms();
             window = Some(mark(cache, reqs, last_t));
         }
@@ -157,8 +166,18 @@ pub fn run_on(cache: &mut HybridCache, spec: &RunSpec, src: &mut dyn RequestSour
             let gets = m.stats.gets - prev.stats.gets;
             let dram = m.stats.dram_hits - prev.stats.dram_hits;
             let nvm = m.stats.nvm_hits - prev.stats.nvm_hits;
+            let p99_us = |now: &Histogram<u64>, before: &mut Histogram<u64>| -> f64 {
+                let mut d = now.clone();
+                // `before` is a snapshot of `now` (or empty after the window reset): its counts are
+                // a subset, so the subtraction cannot fail.
+                d.subtract(&*before).expect("interval histogram");
+                *before = now.clone();
+                if d.is_empty() { 0.0 } else { d.value_at_quantile(0.99) as f64 / 1e3 }
+            };
+            let rp99 = p99_us(&cache.flash.read_ns, &mut prev_read);
+            let wp99 = p99_us(&cache.flash.write_ns, &mut prev_write);
             csv.push_str(&format!(
-                "{},{:.3},{:.4},{},{},{:.5},{:.5},{:.5},{:.5},{},{}\n",
+                "{},{:.3},{:.4},{},{},{:.5},{:.5},{:.5},{:.5},{},{},{:.1},{:.1}\n",
                 reqs,
                 last_t as f64 / 1e9,
                 (m.c.host_write_bytes - host0) as f64 / logical as f64,
@@ -170,6 +189,8 @@ pub fn run_on(cache: &mut HybridCache, spec: &RunSpec, src: &mut dyn RequestSour
                 ratio(nvm, gets - dram),
                 m.c.gc_events - start.c.gc_events,
                 m.c.nand_erase_count - start.c.nand_erase_count,
+                rp99,
+                wp99,
             ));
             prev = m;
             while next_row <= f {
@@ -308,6 +329,10 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: 
             "migration_busy_die_seconds": r6(migration_busy),
         },
         "throughput_rps_simulated": r6((reqs - w.requests) as f64 / (span_ns as f64 * 1e-9)),
+        // Mean share of the window the dies were busy (host and GC work): how close the
+        // offered load is to what the device sustains.
+        "die_utilization": r6((dev.block_device().timelines().die_busy_ns().iter().sum::<u64>() - w.die_busy_ns) as f64
+            / (span_ns as f64 * (g.channels * g.dies_per_channel) as f64)),
         "latency_ns": {"read": lat(&cache.flash.read_ns), "write": lat(&cache.flash.write_ns)},
         "gc_events": c.gc_events - w.c.gc_events,
         "erases": c.nand_erase_count - w.c.nand_erase_count,

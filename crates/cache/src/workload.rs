@@ -4,12 +4,12 @@
 //! Sources of the preset numbers are in docs/case-studies/fdp-cache.md.
 
 use rand::{Rng, SeedableRng};
-use rand_distr::{Distribution, Zipf};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{CacheError, Result};
 use crate::hash::mix64;
+use crate::zipf::ZipfTable;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -182,8 +182,10 @@ impl WorkloadSpec {
 pub struct Generator {
     spec: WorkloadSpec,
     rng: Pcg64Mcg,
-    zipf: Zipf<f64>,
+    zipf: ZipfTable,
     cum: Vec<f64>,
+    /// ln(max / min) of each value-size bin (log-uniform sizes by one `exp`).
+    ln_span: Vec<f64>,
     i: u64,
     fresh: u64,
     salt: u64,
@@ -194,14 +196,15 @@ pub struct Generator {
 impl Generator {
     pub fn new(spec: &WorkloadSpec) -> Result<Generator> {
         spec.validate()?;
-        let zipf = Zipf::new(spec.keys, spec.zipf_alpha).map_err(|e| CacheError::Config(format!("workload.zipf_alpha: {e}")))?;
+        let zipf = ZipfTable::new(spec.keys, spec.zipf_alpha);
+        let ln_span = spec.value_bins.iter().map(|b| (b.max as f64 / b.min as f64).ln()).collect();
         let tw: f64 = spec.value_bins.iter().map(|b| b.weight).sum();
         let mut acc = 0.0;
         let cum = spec.value_bins.iter().map(|b| {
             acc += b.weight / tw;
             acc
         }).collect();
-        Ok(Generator { rng: Pcg64Mcg::seed_from_u64(spec.seed), zipf, cum, i: 0, fresh: 0, salt: mix64(spec.seed ^ 0x6b79_6b79), pending: None, spec: spec.clone() })
+        Ok(Generator { rng: Pcg64Mcg::seed_from_u64(spec.seed), zipf, cum, ln_span, i: 0, fresh: 0, salt: mix64(spec.seed ^ 0x6b79_6b79), pending: None, spec: spec.clone() })
     }
 
     /// Key and value sizes of `key`.
@@ -214,7 +217,7 @@ impl Generator {
         let b = &s.value_bins[bin];
         let v = mix64(h ^ 0x9e37) >> 11;
         let f = v as f64 / (1u64 << 53) as f64;
-        let vb = if b.max > b.min { (b.min as f64 * (b.max as f64 / b.min as f64).powf(f)) as u32 } else { b.min };
+        let vb = if b.max > b.min { (b.min as f64 * (f * self.ln_span[bin]).exp()) as u32 } else { b.min };
         (kb, vb.clamp(b.min, b.max))
     }
 
@@ -236,7 +239,7 @@ impl Generator {
             self.fresh += 1;
             mix64((1u64 << 63) | self.fresh) ^ self.salt
         } else {
-            let rank = self.zipf.sample(&mut self.rng) as u64;
+            let rank = self.zipf.rank(self.rng.gen());
             mix64(rank ^ self.salt)
         };
         let u: f64 = self.rng.gen();
