@@ -291,7 +291,7 @@ impl HybridCache {
         let now_s = secs(now_ns);
         if self.dram.get(hash, now_s).is_some() {
             let it = self.ds().values.get(hash).expect("a DRAM item without its bytes").clone();
-            debug_assert_eq!(it.expiry_s != 0 && it.expiry_s <= now_s, false);
+            debug_assert!(!it.expired(now_s), "the DRAM tier and its bytes disagree on expiry");
             if it.key[..] == *key {
                 self.stats.dram_hits += 1;
                 return Ok(Some(it));
@@ -356,15 +356,15 @@ impl HybridCache {
             // its bytes with it.
             let it = self.ds().values.remove(e.key).expect("an evicted DRAM item without its bytes");
             if r.is_ok() {
-                r = self.to_flash_item(e, &it, now_ns);
+                r = self.demote_item(e, &it, now_ns);
             }
         }
         self.ev = ev;
         r
     }
 
-    /// [`HybridCache::to_flash`] with the item's bytes.
-    fn to_flash_item(&mut self, e: &Evicted, it: &Item, now_ns: u64) -> Result<()> {
+    /// `to_flash` with the item's bytes: an item leaving DRAM goes to the SOC or LOC.
+    fn demote_item(&mut self, e: &Evicted, it: &Item, now_ns: u64) -> Result<()> {
         if e.nvm_clean {
             self.stats.clean_evictions += 1;
             return Ok(());
