@@ -95,7 +95,11 @@ struct ServeOpts {
 fn cache_serve(py: Python<'_>, device_json: &str, cache_json: &str, options_json: &str) -> PyResult<String> {
     let mut dev = config_from_json(device_json, "[device]")?;
     dev.storage = StorageMode::Data;
-    let cfg: CacheConfig = serde_json::from_str(cache_json).map_err(|e| ConfigError::new_err(format!("[cache]: {e}")))?;
+    let cfg: CacheConfig = serde_json::from_str(cache_json).map_err(|e| {
+        // The table crossed as JSON: its line and column would point nowhere in the user's file.
+        let m = e.to_string();
+        ConfigError::new_err(format!("[cache]: {}", m.rsplit_once(" at line ").map_or(m.as_str(), |(a, _)| a)))
+    })?;
     let o: ServeOpts = serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("cache serve options: {e}")))?;
     py.allow_threads(move || {
         let dev = Device::new(dev).map_err(to_py)?;
