@@ -87,6 +87,8 @@ pub struct Server {
     active: AtomicUsize,
     conns: ConnCounters,
     started: Instant,
+    /// A broken invariant seen by a connection (a panic): the server stops and reports it.
+    failure: Mutex<Option<String>>,
 }
 
 /// How a connection ended (for logs; never fatal to the server).
@@ -166,6 +168,7 @@ impl Server {
             active: AtomicUsize::new(0),
             conns: ConnCounters::default(),
             started: Instant::now(),
+            failure: Mutex::new(None),
         }))
     }
 
@@ -306,6 +309,11 @@ impl Server {
             m.insert(k, j);
         }
         Value::Object(m)
+    }
+
+    /// Run `f` on the cache under the server's lock (tests, embedding).
+    pub fn with_cache<R>(&self, f: impl FnOnce(&mut HybridCache) -> R) -> R {
+        f(&mut self.state().cache)
     }
 
     /// Verify that the cache's index and the bytes on the device agree (tests).
@@ -681,13 +689,21 @@ pub fn serve_on(srv: Arc<Server>, listener: TcpListener) -> Result<Value, String
                 srv.conns.total.fetch_add(1, Ordering::Relaxed);
                 let (srv2, conns2) = (srv.clone(), conns.clone());
                 threads.push(std::thread::spawn(move || {
-                    match srv2.connection(s) {
-                        ConnEnd::Closed => {}
-                        ConnEnd::Protocol(m) => {
+                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| srv2.connection(s))) {
+                        Ok(ConnEnd::Closed) => {}
+                        Ok(ConnEnd::Protocol(m)) => {
                             srv2.conns.protocol_errors.fetch_add(1, Ordering::Relaxed);
                             log(srv2.opts.quiet, &format!("{peer}: dropped: {m}"));
                         }
-                        ConnEnd::Io(e) => log(srv2.opts.quiet, &format!("{peer}: {e}")),
+                        Ok(ConnEnd::Io(e)) => log(srv2.opts.quiet, &format!("{peer}: {e}")),
+                        Err(p) => {
+                            // A broken invariant (e.g. device bytes that disagree with the
+                            // index): the cache can no longer be trusted. Stop loudly.
+                            let m = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                            log(false, &format!("{peer}: internal error, shutting down: {m}"));
+                            srv2.failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(m);
+                            srv2.shutdown.store(true, Ordering::Relaxed);
+                        }
                     }
                     conns2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
                     srv2.active.fetch_sub(1, Ordering::Relaxed);
@@ -706,6 +722,9 @@ pub fn serve_on(srv: Arc<Server>, listener: TcpListener) -> Result<Value, String
     }
     for t in threads {
         let _ = t.join();
+    }
+    if let Some(f) = srv.failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        return Err(format!("internal error (a bug in ssdlab; the cache stopped): {f}"));
     }
     let m = srv.summary();
     log(srv.opts.quiet, &format!(

@@ -16,7 +16,7 @@ use ssdlab_core::media::presets::preset;
 use ssdlab_core::Device;
 use ssdlab_memcached::{serve_on, ServeOptions, Server};
 
-fn start(max_connections: usize) -> (Arc<Server>, String, JoinHandle<serde_json::Value>) {
+fn cache() -> HybridCache {
     let mut c = preset("fdp-ssd").unwrap();
     c.geometry.channels = 2;
     c.geometry.dies_per_channel = 2;
@@ -27,13 +27,20 @@ fn start(max_connections: usize) -> (Arc<Server>, String, JoinHandle<serde_json:
     c.fdp.ru_superblocks = 1;
     c.storage = StorageMode::Data;
     let cfg = CacheConfig { dram_bytes: 32 << 10, utilization: 0.01, soc_fraction: 0.002, region_bytes: 256 << 10, loc_write_bytes: 64 << 10, region_eviction: RegionEviction::Fifo, ..CacheConfig::default() };
-    let cache = HybridCache::data_backed(Device::new(c).unwrap(), cfg).unwrap();
-    let srv = Server::new(cache, ServeOptions { max_connections, max_value_bytes: 100_000, quiet: true, ..ServeOptions::default() }).unwrap();
+    HybridCache::data_backed(Device::new(c).unwrap(), cfg).unwrap()
+}
+
+fn start_result(max_connections: usize) -> (Arc<Server>, String, JoinHandle<Result<serde_json::Value, String>>) {
+    let srv = Server::new(cache(), ServeOptions { max_connections, max_value_bytes: 100_000, quiet: true, ..ServeOptions::default() }).unwrap();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     let s2 = srv.clone();
-    let h = std::thread::spawn(move || serve_on(s2, l).unwrap());
-    (srv, addr, h)
+    (srv, addr, std::thread::spawn(move || serve_on(s2, l)))
+}
+
+fn start(max_connections: usize) -> (Arc<Server>, String, JoinHandle<serde_json::Value>) {
+    let (srv, addr, h) = start_result(max_connections);
+    (srv, addr, std::thread::spawn(move || h.join().unwrap().unwrap()))
 }
 
 struct Client {
@@ -207,4 +214,26 @@ fn extra_connections_are_refused_and_the_slot_comes_back() {
     srv.shutdown_flag().store(true, Ordering::Relaxed);
     let m = h.join().unwrap();
     assert_eq!(m["rejected_connections"], 1);
+}
+
+#[test]
+fn device_bytes_that_disagree_with_the_index_stop_the_server_loudly() {
+    let (srv, addr, h) = start_result(4);
+    let mut c = Client::new(&addr);
+    // "a" and the filler go from the 32 KiB DRAM tier to SOC buckets.
+    c.send(b"set a 0 0 3\r\nabc\r\n");
+    assert_eq!(c.line(), "STORED\r\n");
+    for i in 0..60 {
+        c.send(format!("set f{i} 0 0 1000\r\n{}\r\n", "x".repeat(1000)).as_bytes());
+        assert_eq!(c.line(), "STORED\r\n");
+    }
+    // Overwrite the whole SOC on the device behind the cache's back.
+    srv.with_cache(|cache| {
+        let n = cache.soc.bytes() as usize;
+        cache.flash.dev.write(cache.soc.start_byte, &vec![0xA5; n], false).unwrap();
+    });
+    c.send(b"get a\r\n");
+    assert!(c.closed(), "the request that hit the corruption gets no answer");
+    let err = h.join().unwrap().unwrap_err();
+    assert!(err.contains("internal error") && err.contains("SOC bucket"), "{err}");
 }
