@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Real clients the tests and benches drive: NBD (qemu-io, nbdinfo/nbdcopy, fio's nbd engine,
-# nbdkit as the reference server), flashrom (serprog), openssl for throwaway TLS certificates.
-APT_PACKAGES=(build-essential pkg-config qemu-utils libnbd-bin nbdkit fio flashrom openssl)
+# nbdkit as the reference server), flashrom (serprog), openssl for throwaway TLS certificates,
+# libmemcached's memccp/memccat/memcstat and netcat (`ssdlab cache serve`).
+APT_PACKAGES=(build-essential pkg-config qemu-utils libnbd-bin nbdkit fio flashrom openssl libmemcached-tools netcat-openbsd)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -27,9 +28,11 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 # Pinned build and test tools (runtime deps are pinned in pyproject.toml). Ray is an optional
-# extra (ssdlab[ray]) installed here so the tests cover `ssdlab sweep --ray`.
+# extra (ssdlab[ray]) installed here so the tests cover `ssdlab sweep --ray`; pymemcache is the
+# third-party memcached client the `ssdlab cache serve` tests drive.
 .venv/bin/python -m pip install -q --disable-pip-version-check \
-    "maturin==1.16.0" "pytest==8.4.2" "numpy==2.3.5" "matplotlib==3.10.8" "tqdm==4.70.1" "ray==2.60.0"
+    "maturin==1.16.0" "pytest==8.4.2" "numpy==2.3.5" "matplotlib==3.10.8" "tqdm==4.70.1" "ray==2.60.0" \
+    "pymemcache==4.0.0"
 
 echo "setup: building ssdlab (release)"
 mkdir -p target

@@ -465,6 +465,13 @@ def _cmd_cache(args) -> int:
         lines, reqs, skipped = _native.cache_convert_trace(args.path, args.format, args.out)
         print(f"{args.out}: {reqs} requests from {lines} lines ({skipped} skipped)")
         return 0
+    if args.action == "serve":
+        from .cacheserve import cmd_serve
+
+        if not args.path:
+            raise ValueError("ssdlab cache serve SPEC.toml [--listen 127.0.0.1:11211]")
+        device, spec = load_cache_spec(args.path)
+        return cmd_serve(args, device, spec)
     if not args.out:
         raise ValueError("ssdlab cache run SPEC.toml --out DIR [--trace CSV]")
     device, spec = load_cache_spec(args.path)
@@ -487,11 +494,18 @@ def add_cli(sub) -> None:
     """Register `ssdlab cache` on the CLI's subparsers."""
     import argparse
 
-    c = sub.add_parser("cache", help="fdp-cache: run a hybrid flash cache, convert cache traces",
-                       epilog=CACHE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("action", choices=["run", "convert", "workloads"])
-    c.add_argument("path", nargs="?", help="spec file (run) or source trace (convert)")
+    c = sub.add_parser("cache", help="fdp-cache: run a hybrid flash cache, serve it to memcached clients, convert cache traces",
+                       epilog=CACHE_EPILOG + "\n\nserve: the [device] (made data-backed) and [cache] of a spec behind the memcached\n"
+                       "text protocol until Ctrl-C or SIGTERM; real clients' values go through DRAM, SOC and LOC on\n"
+                       "the emulated SSD; `stats` shows DLWA, hit ratios and ALWA",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("action", choices=["run", "serve", "convert", "workloads"])
+    c.add_argument("path", nargs="?", help="spec file (run, serve) or source trace (convert)")
     c.add_argument("--out", help="output directory (run) or CSV file (convert)")
     c.add_argument("--trace", help="run: replay this ssdlab cache-trace CSV instead of the generator")
     c.add_argument("--format", choices=["cachelib-kvcache", "twitter"], help="convert: the source trace's format")
+    c.add_argument("--listen", default="127.0.0.1:11211", help="serve: HOST:PORT, loopback only (default %(default)s)")
+    c.add_argument("--max-connections", type=int, default=64, help="serve: clients served at once (default %(default)s)")
+    c.add_argument("--max-value-bytes", help="serve: largest value, e.g. 512K (default 1M, or what a LOC region holds)")
+    c.add_argument("-q", "--quiet", action="store_true", help="serve: no log lines")
     c.set_defaults(func=_cmd_cache)

@@ -1,6 +1,7 @@
 //! The cache's view of the device: byte-addressed reads and placed writes through
-//! ssdlab-core's `Device` (metadata-only: no data buffers), with device-side latency
-//! histograms.
+//! ssdlab-core's `Device`, with device-side latency histograms. Simulation runs use the
+//! metadata-only commands (`read`, `write`: no data buffers); a data-backed cache (the
+//! memcached front-end) moves real bytes with `read_into` and `write_data`.
 //!
 //! Time: every request carries its arrival time; its device commands are submitted at that
 //! time (an open-loop host with enough threads that requests never wait for each other), so
@@ -54,6 +55,24 @@ impl Flash {
     #[inline]
     pub fn write(&mut self, offset: u64, len: u64, h: PlacementHandle) -> Result<()> {
         let done = self.dev.write_placed_len(offset, len, false, h.pid)?;
+        let lat = done.saturating_sub(self.dev.now_ns());
+        self.write_ns.saturating_record(lat.max(1));
+        self.last_done_ns = self.last_done_ns.max(done);
+        Ok(())
+    }
+
+    /// Read `out.len()` bytes at `offset` (a data-backed device).
+    pub fn read_into(&mut self, offset: u64, out: &mut [u8]) -> Result<()> {
+        let done = self.dev.read(offset, out)?;
+        let lat = done.saturating_sub(self.dev.now_ns());
+        self.read_ns.saturating_record(lat.max(1));
+        self.last_done_ns = self.last_done_ns.max(done);
+        Ok(())
+    }
+
+    /// Write `data` at `offset` with placement handle `h` (a data-backed device).
+    pub fn write_data(&mut self, offset: u64, data: &[u8], h: PlacementHandle) -> Result<()> {
+        let done = self.dev.write_placed(offset, data, false, h.pid)?;
         let lat = done.saturating_sub(self.dev.now_ns());
         self.write_ns.saturating_record(lat.max(1));
         self.last_done_ns = self.last_done_ns.max(done);

@@ -6,6 +6,8 @@
 //! - [`config`]: cache sizes and policies; [`placement`]: the placement-handle allocator (the
 //!   only code that knows about FDP); [`flash`]: device I/O and latency histograms;
 //! - [`dram`], [`soc`], [`loc`], [`admission`]: the tiers and engines; [`cache`]: the whole;
+//! - [`item`], [`values`]: a data-backed cache's items (on-device formats, DRAM bytes), for
+//!   the memcached front-end (crate ssdlab-memcached);
 //! - [`workload`]: generator and presets ([`zipf`]: table-driven Zipf ranks); [`trace`]: trace replay and converters;
 //! - [`run`]: measured runs; [`model`]: Theorems 1-3 of the paper.
 
@@ -16,16 +18,18 @@ pub mod dram;
 pub mod error;
 pub mod flash;
 pub mod hash;
+pub mod item;
 pub mod loc;
 pub mod model;
 pub mod placement;
 pub mod run;
 pub mod soc;
 pub mod trace;
+pub mod values;
 pub mod workload;
 pub mod zipf;
 
-pub use cache::{HybridCache, Outcome};
+pub use cache::{HybridCache, Outcome, Tier};
 pub use config::CacheConfig;
 pub use error::{CacheError, Result};
 pub use run::{run, RunResult, RunSpec};

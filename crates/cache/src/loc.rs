@@ -6,11 +6,17 @@
 //! sealed region is evicted whole, FIFO (oldest written) or LRU (least recently read), and its
 //! items leave the index; with reinsertion, items hit often enough while on flash are copied
 //! into the open region instead of being dropped.
+//!
+//! In data-backed mode (see [`Loc::enable_data`]) the open region's buffer holds the items'
+//! bytes (format in [`crate::item`]) and is written to the device when sealed; a lookup reads
+//! the item's sectors back (or parses the open buffer) and asserts the bytes agree with the
+//! index entry.
 
 use crate::config::RegionEviction;
 use crate::error::Result;
 use crate::flash::Flash;
 use crate::hash::{key_map, KeyMap};
+use crate::item::{self, Item, ITEM_HEADER_BYTES};
 use crate::placement::PlacementHandle;
 
 const NIL: u32 = u32::MAX;
@@ -62,6 +68,14 @@ pub struct Loc {
     fill: u64,
     scratch: Vec<(u64, u32, u32, u64)>,
     pub stats: LocStats,
+    /// Buffers of a data-backed LOC (None: metadata-only).
+    data: Option<Box<LocData>>,
+}
+
+/// A data-backed LOC's buffers: the open region's bytes and a read buffer.
+struct LocData {
+    open: Vec<u8>,
+    rd: Vec<u8>,
 }
 
 impl Loc {
@@ -91,6 +105,7 @@ impl Loc {
             fill: 0,
             scratch: vec![],
             stats: LocStats::default(),
+            data: None,
         }
     }
 
@@ -275,5 +290,165 @@ impl Loc {
         self.index.insert(key, Entry { region: r, offset: self.fill as u32, size, expiry_s, hits: 0 });
         self.members[r as usize].push(key);
         self.fill += size as u64;
+    }
+}
+
+/// Data-backed mode: the same log and index as above, with the items' bytes in the open
+/// region's buffer and on the device.
+impl Loc {
+    /// Keep real items from now on (the LOC must be empty; `prefill` is for simulations):
+    /// per-item header of [`ITEM_HEADER_BYTES`], one region buffer in memory.
+    pub fn enable_data(&mut self) {
+        assert!(self.index.is_empty(), "enable_data on a LOC holding items");
+        self.overhead = ITEM_HEADER_BYTES;
+        self.data = Some(Box::new(LocData { open: vec![0; self.region_bytes as usize], rd: vec![] }));
+    }
+
+    pub fn data_backed(&self) -> bool {
+        self.data.is_some()
+    }
+
+    /// Whether the index holds `hash` (no I/O, expiry ignored; tests).
+    pub fn holds(&self, hash: u64) -> bool {
+        self.index.contains_key(&hash)
+    }
+
+    /// Bring the item at region `region`, byte `offset`, `size` bytes into view: from the open
+    /// buffer (`in_open`), or read from the device into the read buffer. Returns where it
+    /// starts, after checking it against the index entry.
+    #[allow(clippy::too_many_arguments)]
+    fn fetch(&mut self, hash: u64, region: u32, offset: u32, size: u32, expiry_s: u32, in_open: bool, flash: &mut Flash) -> Result<usize> {
+        let at = if in_open {
+            offset as usize
+        } else {
+            let start = self.start_byte + region as u64 * self.region_bytes + offset as u64;
+            let first = start / self.sector_bytes * self.sector_bytes;
+            let end = (start + size as u64).div_ceil(self.sector_bytes) * self.sector_bytes;
+            let d = self.data.as_mut().expect("data-backed LOC");
+            d.rd.resize((end - first) as usize, 0);
+            flash.read_into(first, &mut d.rd)?;
+            (start - first) as usize
+        };
+        let d = self.data.as_ref().expect("data-backed LOC");
+        let buf = if in_open { &d.open } else { &d.rd };
+        let v = match item::decode(&buf[at..]) {
+            Ok(v) => v,
+            Err(e) => panic!("LOC region {region} offset {offset}: device bytes do not parse: {e}"),
+        };
+        assert!(
+            v.hash == hash && v.stored_bytes() == size as u64 && v.expiry_s == expiry_s,
+            "LOC region {region} offset {offset}: bytes (hash {:#x}, {} B, expiry {}) != index (hash {hash:#x}, {size} B, expiry {expiry_s})",
+            v.hash, v.stored_bytes(), v.expiry_s
+        );
+        Ok(at)
+    }
+
+    fn view(&self, in_open: bool, at: usize) -> item::ItemView<'_> {
+        let d = self.data.as_ref().expect("data-backed LOC");
+        item::decode(if in_open { &d.open[at..] } else { &d.rd[at..] }).expect("checked by fetch")
+    }
+
+    /// Look `key` (hash `hash`) up: the item if the index holds it with this very key and it
+    /// has not expired (from the open buffer, else a read of its sectors).
+    pub fn lookup_item(&mut self, hash: u64, key: &[u8], now_s: u32, flash: &mut Flash) -> Result<Option<Item>> {
+        self.stats.lookups += 1;
+        let Some(e) = self.index.get(&hash) else { return Ok(None) };
+        if e.expiry_s != 0 && e.expiry_s <= now_s {
+            self.index.remove(&hash);
+            return Ok(None);
+        }
+        let e = *e;
+        let in_open = e.region == self.open;
+        let at = self.fetch(hash, e.region, e.offset, e.size, e.expiry_s, in_open, flash)?;
+        if !in_open {
+            if let Some(m) = self.index.get_mut(&hash) {
+                m.hits = m.hits.saturating_add(1);
+            }
+            if self.policy == RegionEviction::Lru && self.tail != e.region {
+                self.unlink(e.region);
+                self.push_back(e.region);
+            }
+        }
+        let v = self.view(in_open, at);
+        if v.key != key {
+            return Ok(None); // another key with the same hash
+        }
+        let it = v.to_item();
+        if in_open {
+            self.stats.buffer_hits += 1;
+        }
+        self.stats.hits += 1;
+        Ok(Some(it))
+    }
+
+    fn flush_open_data(&mut self, flash: &mut Flash) -> Result<()> {
+        let base = self.start_byte + self.open as u64 * self.region_bytes;
+        let (h, wb, fill) = (self.handle, self.write_bytes as usize, self.fill as usize);
+        let d = self.data.as_mut().expect("data-backed LOC");
+        d.open[fill..].fill(0); // no bytes of an earlier region go to the device
+        for (i, chunk) in d.open.chunks(wb).enumerate() {
+            flash.write_data(base + (i * wb) as u64, chunk, h)?;
+        }
+        self.stats.regions_flushed += 1;
+        self.push_back(self.open);
+        self.open = NIL;
+        self.fill = 0;
+        Ok(())
+    }
+
+    /// Append `it` under `hash`. Returns false if it cannot fit a region.
+    pub fn insert_item(&mut self, hash: u64, it: &Item, flash: &mut Flash) -> Result<bool> {
+        let size = it.stored_bytes();
+        if size > self.region_bytes || self.regions < 2 {
+            self.stats.rejected_too_large += 1;
+            return Ok(false);
+        }
+        self.index.remove(&hash);
+        if self.fill + size > self.region_bytes || self.open == NIL {
+            if self.open != NIL {
+                self.flush_open_data(flash)?;
+            }
+            let r = match self.clean.pop() {
+                Some(r) => r,
+                None => self.evict_one(),
+            };
+            self.open = r;
+            self.fill = 0;
+            // Reinsertion: the victim's popular items are read back from the device (the
+            // region's new contents are only written when it is sealed) into the buffer.
+            let cands = std::mem::take(&mut self.scratch);
+            for &(k, sz, exp, at) in &cands {
+                if self.fill + sz as u64 + size > self.region_bytes {
+                    break;
+                }
+                if self.index.contains_key(&k) {
+                    continue;
+                }
+                let off = (at - self.start_byte - r as u64 * self.region_bytes) as u32;
+                // Region r's old contents: on the device, not in the (new) open buffer.
+                let a = self.fetch(k, r, off, sz, exp, false, flash)?;
+                let fill = self.fill as usize;
+                let d = self.data.as_mut().expect("data-backed LOC");
+                d.open[fill..fill + sz as usize].copy_from_slice(&d.rd[a..a + sz as usize]);
+                self.append(k, sz, exp);
+                self.stats.reinserted += 1;
+            }
+            self.scratch = cands;
+        }
+        let fill = self.fill as usize;
+        let d = self.data.as_mut().expect("data-backed LOC");
+        item::encode(hash, it, &mut d.open[fill..fill + size as usize]);
+        self.append(hash, size as u32, it.expiry_s);
+        self.stats.inserts += 1;
+        Ok(true)
+    }
+
+    /// Read every indexed item back and check it against the index. Returns the items seen.
+    pub fn verify_data(&mut self, flash: &mut Flash) -> Result<u64> {
+        let entries: Vec<(u64, Entry)> = self.index.iter().map(|(&k, &e)| (k, e)).collect();
+        for &(k, e) in &entries {
+            self.fetch(k, e.region, e.offset, e.size, e.expiry_s, e.region == self.open, flash)?;
+        }
+        Ok(entries.len() as u64)
     }
 }

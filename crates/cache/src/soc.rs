@@ -7,11 +7,15 @@
 //! bucket unless its Bloom filter rules the key out.
 //!
 //! The bucket contents live in flat arrays (`bucket_slots` per bucket): in metadata-only mode
-//! these mirror what the bucket on flash holds.
+//! these mirror what the bucket on flash holds. In data-backed mode (see [`Soc::enable_data`])
+//! the bucket on the device really holds the items (format in [`crate::item`]): every read
+//! parses it and asserts it agrees with the arrays, and every change rewrites it; the arrays
+//! and the filter stay the DRAM index, as in metadata mode.
 
 use crate::error::Result;
 use crate::flash::Flash;
 use crate::hash::{fast_range, mix64};
+use crate::item::{self, Item, BUCKET_HEADER_BYTES, ITEM_HEADER_BYTES};
 use crate::placement::PlacementHandle;
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +46,15 @@ pub struct Soc {
     sizes: Vec<u16>,
     expiry: Vec<u32>,
     pub stats: SocStats,
+    /// Bucket buffers of a data-backed SOC (None: metadata-only).
+    data: Option<Box<SocData>>,
+}
+
+/// A data-backed SOC's buffers: the bucket as read, the bucket to write, its items' places.
+struct SocData {
+    rd: Vec<u8>,
+    wr: Vec<u8>,
+    ents: Vec<(u32, u32)>,
 }
 
 #[inline]
@@ -74,6 +87,7 @@ impl Soc {
             sizes: vec![0; s],
             expiry: vec![0; s],
             stats: SocStats::default(),
+            data: None,
         }
     }
 
@@ -207,5 +221,178 @@ impl Soc {
     /// DRAM bytes of the SOC's index (Bloom filters and bucket mirrors).
     pub fn dram_bytes(&self) -> u64 {
         self.buckets * (8 + 3) + self.keys.len() as u64 * (8 + 2 + 4)
+    }
+}
+
+/// Data-backed mode: the same index operations as above, with the bucket's bytes read from
+/// and written to the device.
+impl Soc {
+    /// Keep real items in the buckets from now on (the SOC must be empty): per-item header of
+    /// [`ITEM_HEADER_BYTES`], bucket header of [`BUCKET_HEADER_BYTES`].
+    pub fn enable_data(&mut self) {
+        assert!(self.count.iter().all(|&c| c == 0), "enable_data on an SOC holding items");
+        assert!(self.bucket_bytes > BUCKET_HEADER_BYTES + ITEM_HEADER_BYTES);
+        self.overhead = ITEM_HEADER_BYTES;
+        let n = self.bucket_bytes as usize;
+        self.data = Some(Box::new(SocData { rd: vec![0; n], wr: vec![0; n], ents: Vec::with_capacity(self.slots as usize) }));
+    }
+
+    pub fn data_backed(&self) -> bool {
+        self.data.is_some()
+    }
+
+    /// Bytes of a bucket that items can use.
+    fn item_capacity(&self) -> u32 {
+        self.bucket_bytes - if self.data.is_some() { BUCKET_HEADER_BYTES } else { 0 }
+    }
+
+    /// Items held (all buckets).
+    pub fn items(&self) -> u64 {
+        self.count.iter().map(|&c| c as u64).sum()
+    }
+
+    /// Read bucket `b` into the read buffer and parse it. The device's bytes must agree with
+    /// the index (count, bytes used, and each item's key hash, size and expiry, in order).
+    fn load_bucket(&mut self, b: u64, flash: &mut Flash) -> Result<()> {
+        let off = self.offset(b);
+        let d = self.data.as_mut().expect("data-backed SOC");
+        flash.read_into(off, &mut d.rd)?;
+        self.stats.bucket_reads += 1;
+        if let Err(e) = item::parse_bucket(&d.rd, b, &mut d.ents) {
+            panic!("SOC bucket {b}: device bytes do not parse: {e}");
+        }
+        let bi = b as usize;
+        let base = bi * self.slots as usize;
+        assert_eq!(d.ents.len(), self.count[bi] as usize, "SOC bucket {b}: item count on the device != index");
+        let used: u32 = d.ents.iter().map(|e| e.1).sum();
+        assert_eq!(used, self.used[bi] as u32, "SOC bucket {b}: bytes used on the device != index");
+        for (i, &(o, len)) in d.ents.iter().enumerate() {
+            let v = item::decode(&d.rd[o as usize..]).expect("parsed above");
+            let j = base + i;
+            assert!(
+                v.hash == self.keys[j] && len == self.sizes[j] as u32 && v.expiry_s == self.expiry[j],
+                "SOC bucket {b} item {i}: device (hash {:#x}, {} B, expiry {}) != index (hash {:#x}, {} B, expiry {})",
+                v.hash, len, v.expiry_s, self.keys[j], self.sizes[j], self.expiry[j]
+            );
+        }
+        Ok(())
+    }
+
+    /// Build the write buffer from the surviving items of the read buffer (`keep`, in order),
+    /// plus `new` at the end, and write it to bucket `b`.
+    fn store_bucket(&mut self, b: u64, keep: &[(u32, u32)], new: Option<(u64, &Item)>, flash: &mut Flash) -> Result<()> {
+        let off = self.offset(b);
+        let bi = b as usize;
+        let d = self.data.as_mut().expect("data-backed SOC");
+        d.wr.fill(0);
+        let mut at = BUCKET_HEADER_BYTES as usize;
+        for &(o, len) in keep {
+            let (o, len) = (o as usize, len as usize);
+            d.wr[at..at + len].copy_from_slice(&d.rd[o..o + len]);
+            at += len;
+        }
+        if let Some((hash, it)) = new {
+            let n = it.stored_bytes() as usize;
+            item::encode(hash, it, &mut d.wr[at..at + n]);
+            at += n;
+        }
+        let used = (at - BUCKET_HEADER_BYTES as usize) as u16;
+        assert_eq!((self.count[bi], used), ((keep.len() + new.is_some() as usize) as u8, self.used[bi]), "SOC bucket {b}: image != index");
+        item::seal_bucket(&mut d.wr, b, self.count[bi] as u16, used);
+        flash.write_data(off, &d.wr, self.handle)?;
+        self.stats.bucket_writes += 1;
+        Ok(())
+    }
+
+    /// Look `key` (hash `hash`) up: the item if its bucket holds it with this very key and it
+    /// has not expired. Reads the bucket unless the Bloom filter rules the hash out.
+    pub fn lookup_item(&mut self, hash: u64, key: &[u8], now_s: u32, flash: &mut Flash) -> Result<Option<Item>> {
+        self.stats.lookups += 1;
+        if !self.may_contain(hash) {
+            self.stats.bloom_rejects += 1;
+            return Ok(None);
+        }
+        let b = self.bucket_of(hash);
+        self.load_bucket(b, flash)?;
+        let Some(i) = self.find(b as usize, hash) else { return Ok(None) };
+        let d = self.data.as_ref().expect("data-backed SOC");
+        let v = item::decode(&d.rd[d.ents[i].0 as usize..]).expect("parsed by load_bucket");
+        if v.key != key || (v.expiry_s != 0 && v.expiry_s <= now_s) {
+            return Ok(None); // another key with the same hash, or expired
+        }
+        self.stats.hits += 1;
+        Ok(Some(v.to_item()))
+    }
+
+    /// Insert `it` under `hash`: read the bucket, drop an item of the same hash and the oldest
+    /// items until it fits, write the bucket back. Returns the number of items evicted.
+    pub fn insert_item(&mut self, hash: u64, it: &Item, flash: &mut Flash) -> Result<u32> {
+        let size = it.stored_bytes();
+        assert!(size <= self.item_capacity() as u64, "SOC item of {size} bytes exceeds the bucket (the cache routes it to the LOC)");
+        let size = size as u32;
+        let bo = self.bucket_of(hash);
+        self.load_bucket(bo, flash)?;
+        let b = bo as usize;
+        let mut keep = std::mem::take(&mut self.data.as_mut().expect("data-backed SOC").ents);
+        if let Some(i) = self.find(b, hash) {
+            self.remove_at(b, i);
+            keep.remove(i);
+        }
+        let mut evicted = 0;
+        while self.count[b] as u32 == self.slots || self.used[b] as u32 + size > self.item_capacity() {
+            self.remove_at(b, 0);
+            keep.remove(0);
+            evicted += 1;
+        }
+        let j = b * self.slots as usize + self.count[b] as usize;
+        self.keys[j] = hash;
+        self.sizes[j] = size as u16;
+        self.expiry[j] = it.expiry_s;
+        self.count[b] += 1;
+        self.used[b] += size as u16;
+        self.rebuild_bloom(b);
+        let r = self.store_bucket(bo, &keep, Some((hash, it)), flash);
+        self.data.as_mut().expect("data-backed SOC").ents = keep;
+        r?;
+        self.stats.inserts += 1;
+        self.stats.evictions += evicted as u64;
+        Ok(evicted)
+    }
+
+    /// Delete the item of `hash` (whatever its key: a set of a colliding key replaces it).
+    /// True if an item was removed.
+    pub fn remove_item(&mut self, hash: u64, flash: &mut Flash) -> Result<bool> {
+        if !self.may_contain(hash) {
+            return Ok(false);
+        }
+        let bo = self.bucket_of(hash);
+        self.load_bucket(bo, flash)?;
+        let b = bo as usize;
+        let Some(i) = self.find(b, hash) else { return Ok(false) };
+        let mut keep = std::mem::take(&mut self.data.as_mut().expect("data-backed SOC").ents);
+        self.remove_at(b, i);
+        keep.remove(i);
+        self.rebuild_bloom(b);
+        let r = self.store_bucket(bo, &keep, None, flash);
+        self.data.as_mut().expect("data-backed SOC").ents = keep;
+        r?;
+        self.stats.removes += 1;
+        Ok(true)
+    }
+
+    /// Whether the index holds `hash` (no I/O, expiry ignored; tests).
+    pub fn holds(&self, hash: u64) -> bool {
+        self.buckets > 0 && self.find(self.bucket_of(hash) as usize, hash).is_some()
+    }
+
+    /// Read every bucket and check it against the index (the checks of every data-backed
+    /// read). Returns the items seen.
+    pub fn verify_data(&mut self, flash: &mut Flash) -> Result<u64> {
+        let mut n = 0;
+        for b in 0..self.buckets {
+            self.load_bucket(b, flash)?;
+            n += self.count[b as usize] as u64;
+        }
+        Ok(n)
     }
 }

@@ -1,13 +1,17 @@
 //! `ssdlab._native` functions of the fdp-cache case study (crate ssdlab-cache): measured cache
-//! runs, workload presets, trace conversion, Theorem 1. Specs cross as JSON.
+//! runs, workload presets, trace conversion, Theorem 1, and `ssdlab cache serve` (crate
+//! ssdlab-memcached). Specs cross as JSON.
 
 use std::path::PathBuf;
 
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
+use serde::Deserialize;
 
 use ssdlab_cache::trace::{self, TraceReader};
-use ssdlab_cache::{model, workload, CacheError, RunSpec};
+use ssdlab_cache::{model, workload, CacheConfig, CacheError, HybridCache, RunSpec};
+use ssdlab_core::config::StorageMode;
+use ssdlab_core::Device;
 
 use crate::{config_from_json, to_py, ConfigError, TraceError};
 
@@ -74,7 +78,41 @@ fn cache_theorem1(soc_bytes: f64, soc_physical_bytes: f64) -> Option<f64> {
     model::theorem1_dlwa(soc_bytes, soc_physical_bytes)
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServeOpts {
+    listen: String,
+    max_connections: usize,
+    /// 0: the default (1 MiB, or what a LOC region holds).
+    max_value_bytes: u64,
+    quiet: bool,
+}
+
+/// `ssdlab cache serve`: the cache `cache_json` (a CacheConfig), data-backed on the device
+/// `device_json` (switched to storage = "data"), behind the memcached text protocol until
+/// SIGINT/SIGTERM. Returns the final stats as JSON.
+#[pyfunction]
+fn cache_serve(py: Python<'_>, device_json: &str, cache_json: &str, options_json: &str) -> PyResult<String> {
+    let mut dev = config_from_json(device_json, "[device]")?;
+    dev.storage = StorageMode::Data;
+    let cfg: CacheConfig = serde_json::from_str(cache_json).map_err(|e| {
+        // The table crossed as JSON: its line and column would point nowhere in the user's file.
+        let m = e.to_string();
+        ConfigError::new_err(format!("[cache]: {}", m.rsplit_once(" at line ").map_or(m.as_str(), |(a, _)| a)))
+    })?;
+    let o: ServeOpts = serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("cache serve options: {e}")))?;
+    py.allow_threads(move || {
+        let dev = Device::new(dev).map_err(to_py)?;
+        let cache = HybridCache::data_backed(dev, cfg).map_err(cache_err)?;
+        let opts = ssdlab_memcached::ServeOptions { listen: o.listen, max_connections: o.max_connections, max_value_bytes: o.max_value_bytes, quiet: o.quiet, ..Default::default() };
+        let srv = ssdlab_memcached::Server::new(cache, opts).map_err(ConfigError::new_err)?;
+        let m = ssdlab_memcached::serve(srv).map_err(PyOSError::new_err)?;
+        Ok(serde_json::to_string(&m).unwrap_or_default())
+    })
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(cache_serve, m)?)?;
     m.add_function(wrap_pyfunction!(cache_run, m)?)?;
     m.add_function(wrap_pyfunction!(cache_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(cache_workload, m)?)?;
