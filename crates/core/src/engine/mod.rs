@@ -402,7 +402,7 @@ mod tests {
     #[test]
     fn lane_forgets_gaps_conservatively() {
         let mut l = Lane::default();
-        for i in 0..20u64 {
+        for i in 0..(2 * GAPS as u64 + 8) {
             l.reserve(100 * i + 50, 10);
         }
         assert_eq!(l.n as usize, GAPS);
