@@ -46,7 +46,7 @@ def test_invalid_placement_is_an_nvme_error_naming_the_status():
 
 def test_fdp_segregation_beats_the_same_device_without_fdp():
     mix = Mix([(Workload(pattern="sequential", span=0.5, block_bytes=131072, placement=0), 1),
-               (Workload(pattern="uniform", offset=0.5, span=0.4, placement=1), 32)], stop_device_writes=1.5, queue_depth=1)
+               (Workload(pattern="uniform", offset=0.5, span=0.4, placement=1), 16)], stop_device_writes=1.5, queue_depth=1)
     results = {}
     for enabled in (True, False):
         dev = Device("tiny", timing={"enabled": False}, geometry={"blocks_per_plane": 256, "pages_per_block": 32},

@@ -5,6 +5,7 @@ import csv
 import json
 import os
 import shutil
+import secrets
 import signal
 import socket
 import subprocess
@@ -90,6 +91,13 @@ def ray_cluster(request):
     cluster, not for every Ray process on the machine)."""
     temp = tempfile.mkdtemp(prefix="ssdlab-ray-")  # short: Ray's socket paths must fit 107 bytes
     port = free_port()
+    # The cluster's own authentication token (Ray's token mode), in the temp dir: `ray start`
+    # does not create one, and a fresh machine has no ~/.ray/auth_token. The sweeps that join
+    # the cluster find it through the same variable.
+    token = Path(temp) / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    saved_token_path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(token)
     env = {**os.environ, **local_ray_env()}  # loopback only, no usage stats, no metadata probes
     start = subprocess.Popen(
         [str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
@@ -107,6 +115,10 @@ def ray_cluster(request):
         while processes_in_group(start.pid) and time.time() < deadline:
             time.sleep(0.2)
         shutil.rmtree(temp, ignore_errors=True)
+        if saved_token_path is None:
+            os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+        else:
+            os.environ["RAY_AUTH_TOKEN_PATH"] = saved_token_path
 
     request.addfinalizer(stop)
     out, _ = start.communicate(timeout=120)
