@@ -105,7 +105,7 @@ def cmd_reproduce(args) -> int:
         return 2
     mode = "full" if args.full else "quick"
     started = time.time()
-    md = reproduce(args.name, mode, Path(args.out), log=(lambda s: None) if args.quiet else print)
+    md = reproduce(args.name, mode, Path(args.out), log=(lambda s: None) if args.quiet else print, resume=args.resume)
     print(f"{md} ({time.time() - started:.0f} s)")
     return 0
 
@@ -183,6 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--full", action="store_true", help="the full-scale version")
     x.add_argument("--out", default="reports")
     x.add_argument("--list", action="store_true")
+    x.add_argument("--resume", action="store_true",
+                   help="reuse runs already in OUT/NAME/runs/ whose spec is unchanged (an interrupted reproduction "
+                        "goes on where it stopped; results also depend on the ssdlab build, so do not resume across "
+                        "code changes); fdp-cache only")
     x.add_argument("-q", "--quiet", action="store_true")
     x.set_defaults(func=cmd_reproduce)
 

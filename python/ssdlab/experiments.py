@@ -136,17 +136,19 @@ def gc_policies(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str],
     return md
 
 
-def fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None]) -> Path:
+def fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None], resume: bool = False) -> Path:
     from .fdpcache import reproduce_fdp_cache
 
-    return reproduce_fdp_cache(spec, mode, out, log)
+    return reproduce_fdp_cache(spec, mode, out, log, resume=resume)
 
 
 KINDS: Dict[str, Callable[..., Path]] = {"gc-policies": gc_policies, "fdp-cache": fdp_cache}
 
 
-def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), log: Callable[[str], None] = print) -> Path:
-    """Run experiment ``name`` in ``mode`` (quick or full); returns its report.md."""
+def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), log: Callable[[str], None] = print,
+              resume: bool = False) -> Path:
+    """Run experiment ``name`` in ``mode`` (quick or full); returns its report.md. With ``resume``,
+    runs already in the output whose spec is unchanged are reused (fdp-cache)."""
     spec = _load(name)
     kind = spec.get("kind", name)
     if kind not in KINDS:
@@ -156,4 +158,8 @@ def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), 
     out = Path(out_root) / name
     out.mkdir(parents=True, exist_ok=True)
     (out / "experiment.json").write_text(json.dumps({"name": name, "mode": mode, "spec": spec}, indent=2) + "\n")
+    if resume:
+        if kind != "fdp-cache":
+            raise ValueError(f"--resume is supported by fdp-cache experiments, not {kind!r}")
+        return KINDS[kind](spec, mode, out, log, resume=True)
     return KINDS[kind](spec, mode, out, log)
