@@ -50,6 +50,27 @@ def report(tmp_path_factory):
     return out / "fdp-cache"
 
 
+def test_resume_reuses_finished_runs_and_reruns_changed_ones(report, tmp_path):
+    exp = tmp_path / "experiments"
+    (exp / "fdp-cache").mkdir(parents=True)
+    text = (ROOT / "experiments" / "fdp-cache" / "experiment.toml").read_text()
+    (exp / "fdp-cache" / "experiment.toml").write_text(text.split("[quick]")[0] + TINY_QUICK)
+    env = dict(os.environ, SSDLAB_EXPERIMENTS=str(exp))
+    before = (report / "results.csv").read_bytes()
+    # A run whose spec no longer matches (or that never finished) is run again.
+    stale = report / "runs" / "kvcache_u50_soc4_fdp" / "spec.json"
+    stale.write_text(stale.read_text().replace('"utilization": 0.5', '"utilization": 0.55'))
+    cmd = [str(BIN / "ssdlab"), "reproduce", "fdp-cache", "--quick", "--out", str(report.parent), "--resume"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr + r.stdout
+    lines = [l for l in r.stdout.splitlines() if l.startswith("[")]
+    rerun = [l for l in lines if "reused" not in l]
+    assert len(lines) == 7 and len(rerun) == 1 and "kvcache_u50_soc4_fdp" in rerun[0], r.stdout
+    # Same specs, same build: the same table, byte for byte.
+    assert (report / "results.csv").read_bytes() == before
+    assert "6 of 7 runs reused" in (report / "report.md").read_text()
+
+
 def test_reproduce_writes_report_csv_and_figures(report):
     for f in ["report.md", "results.csv", "fig5_dlwa_over_time.png", "fig6_utilization_sweep.png", "soc_sweep_theorem1.png"]:
         assert (report / f).stat().st_size > 0, f
