@@ -89,8 +89,19 @@ impl Lane {
         self.n += 1;
     }
 
-    /// Mark [start, start + dur) busy.
-    fn reserve(&mut self, start: u64, dur: u64) {
+    /// Mark [start, start + dur) busy. Gaps that end by `now` are dropped first: no operation
+    /// can start before the present, so they are only a cost to scan.
+    fn reserve(&mut self, start: u64, dur: u64, now: u64) {
+        let dead = self.gaps[..self.n as usize].iter().take_while(|&&(_, b)| b <= now).count();
+        if dead > 0 {
+            let n = self.n as usize;
+            self.gaps.copy_within(dead..n, 0);
+            self.n -= dead as u8;
+        }
+        self.occupy(start, dur);
+    }
+
+    fn occupy(&mut self, start: u64, dur: u64) {
         let end = start + dur;
         let mut i = 0;
         while i < self.n as usize {
@@ -146,6 +157,9 @@ pub struct Timelines {
     pub enabled: bool,
     t: Timing,
     dies_per_channel: u32,
+    /// The present, as the device last said (`set_now`): idle gaps before it are dead.
+    #[serde(default)]
+    now_ns: u64,
     die: Vec<Lane>,
     /// The kind of each die's latest operation (what a read would suspend).
     die_op: Vec<DieOp>,
@@ -162,6 +176,7 @@ impl Timelines {
             enabled: t.enabled,
             t: t.clone(),
             dies_per_channel: lay.dies_per_channel,
+            now_ns: 0,
             die: vec![Lane::default(); lay.dies as usize],
             die_op: vec![DieOp::Idle; lay.dies as usize],
             die_busy_ns: vec![0; lay.dies as usize],
@@ -205,10 +220,10 @@ impl Timelines {
         let x = self.xfer_ns(bytes);
         let p = self.t.page_program_ns;
         let (t0, tc) = self.co_fit(d, c, earliest, x + p, 0, x);
-        self.chan[c].reserve(tc, x);
+        self.chan[c].reserve(tc, x, self.now_ns);
         self.chan_busy_ns[c] += x;
         let done = (tc + x).max(t0 + x) + p;
-        self.die[d].reserve(t0, done - t0);
+        self.die[d].reserve(t0, done - t0, self.now_ns);
         self.die_busy_ns[d] += x + p;
         self.die_op[d] = DieOp::Program;
         done
@@ -250,7 +265,7 @@ impl Timelines {
         self.chan_busy_ns[c] += x;
         let hold = t1 + x - start;
         if !busy && self.die[d].fit(start, hold) == start {
-            self.die[d].reserve(start, hold);
+            self.die[d].reserve(start, hold, self.now_ns);
             self.die_op[d] = DieOp::Read;
             self.die_busy_ns[d] += hold;
         } else {
@@ -270,10 +285,10 @@ impl Timelines {
         let x = self.xfer_ns(bytes);
         let r = self.t.page_read_ns;
         let (t0, t1) = self.co_fit(d, c, earliest, r + x, r, x);
-        self.chan[c].reserve(t1, x);
+        self.chan[c].reserve(t1, x, self.now_ns);
         self.chan_busy_ns[c] += x;
         // The die holds the page in its register until the transfer ends.
-        self.die[d].reserve(t0, t1 + x - t0);
+        self.die[d].reserve(t0, t1 + x - t0, self.now_ns);
         self.die_busy_ns[d] += t1 + x - t0;
         self.die_op[d] = DieOp::Read;
         t1 + x
@@ -284,7 +299,7 @@ impl Timelines {
         let d = die as usize;
         let e = self.t.block_erase_ns;
         let t0 = self.die[d].fit(earliest, e);
-        self.die[d].reserve(t0, e);
+        self.die[d].reserve(t0, e, self.now_ns);
         self.die_busy_ns[d] += e;
         self.die_op[d] = DieOp::Erase;
         t0 + e
@@ -294,6 +309,13 @@ impl Timelines {
     #[inline]
     pub fn die_idle(&self, die: u32, now: u64) -> bool {
         !self.die[die as usize].busy_at(now)
+    }
+
+    /// The device's present moment: operations are never placed before it, so idle time
+    /// before it is forgotten. Optional (a personality that never calls it keeps every gap).
+    #[inline]
+    pub fn set_now(&mut self, now: u64) {
+        self.now_ns = self.now_ns.max(now);
     }
 
     /// When `die` has finished everything reserved on it so far.
@@ -386,14 +408,14 @@ mod tests {
     #[test]
     fn lane_keeps_and_fills_gaps() {
         let mut l = Lane::default();
-        l.reserve(100, 10); // idle 0..100 stays a gap
+        l.reserve(100, 10, 0); // idle 0..100 stays a gap
         assert_eq!((l.free_ns, l.n), (110, 1));
         assert_eq!(l.fit(0, 50), 0);
         assert_eq!(l.fit(60, 50), 110, "does not fit before 100");
-        l.reserve(20, 30); // splits the gap into 0..20 and 50..100
+        l.reserve(20, 30, 0); // splits the gap into 0..20 and 50..100
         assert_eq!(&l.gaps[..l.n as usize], &[(0, 20), (50, 100)]);
         assert!(l.busy_at(25) && !l.busy_at(60) && l.busy_at(105) && !l.busy_at(110));
-        l.reserve(50, 50);
+        l.reserve(50, 50, 0);
         assert_eq!(&l.gaps[..l.n as usize], &[(0, 20)]);
         l.delay_after(0, 5);
         assert_eq!((l.free_ns, l.gaps[0]), (115, (5, 25)));
@@ -403,7 +425,7 @@ mod tests {
     fn lane_forgets_gaps_conservatively() {
         let mut l = Lane::default();
         for i in 0..(2 * GAPS as u64 + 8) {
-            l.reserve(100 * i + 50, 10);
+            l.reserve(100 * i + 50, 10, 0);
         }
         assert_eq!(l.n as usize, GAPS);
         // Whatever it forgot counts as busy: nothing is placed where it was not idle.

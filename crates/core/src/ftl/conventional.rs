@@ -661,11 +661,15 @@ impl Conventional {
         // Twice the pace when more than half a stripe short.
         let half_stripe = (self.groups[rg].dies.len() as u32 * self.lay.planes_per_die / 2) as i64 * self.lay.pages_per_block as i64;
         let mut want = if self.gc_shortfall_pages(rg) > half_stripe { 2 * unit } else { unit };
-        // A page of a victim per step, victims in turn; at most four blocks' worth of pages per
-        // host unit.
-        let mut steps = 4 * self.lay.pages_per_block as usize;
-        while want > 0 && steps > 0 && self.gc_short(rg) {
-            steps -= 1;
+        // Each host unit's share goes to the next victim in turn (consecutive pages of one
+        // block: its reads and map updates stay local), so successive units spread GC reads
+        // over the victims' dies; at most four blocks' worth of pages per host unit.
+        let mut budget = 4 * self.lay.pages_per_block;
+        {
+            let g = &mut self.groups[rg];
+            g.gc_turn = g.gc_turn.wrapping_add(1);
+        }
+        while want > 0 && budget > 0 && self.gc_short(rg) {
             if self.groups[rg].gc.len() < self.groups[rg].gc_width {
                 match self.gc_pick(rg, true) {
                     Ok(_) => {}
@@ -676,11 +680,16 @@ impl Conventional {
                     Err(e) => return Err(e),
                 }
             }
-            let g = &mut self.groups[rg];
+            let g = &self.groups[rg];
             let i = g.gc_turn % g.gc.len();
-            g.gc_turn = g.gc_turn.wrapping_add(1);
-            let got = self.gc_advance(rg, i, 1, want)?;
+            let page0 = g.gc[i].page;
+            let (n, v) = (g.gc.len(), g.gc[i].victim);
+            let got = self.gc_advance(rg, i, budget, want)?;
             want = want.saturating_sub(got);
+            // Pages scanned (a finished victim left the list: count the rest of its block).
+            let g = &self.groups[rg];
+            let now_page = if g.gc.len() < n || g.gc.get(i).map(|c| c.victim) != Some(v) { self.lay.pages_per_block } else { g.gc[i].page };
+            budget = budget.saturating_sub((now_page - page0).max(1));
         }
         Ok(())
     }
@@ -945,6 +954,7 @@ impl BlockDevice for Conventional {
         };
         let t = now + self.tl.command_overhead_ns();
         self.now = now;
+        self.tl.set_now(now);
         self.buffer.begin(t);
         if self.tl.enabled {
             let st = &mut self.streams[s];
@@ -988,6 +998,7 @@ impl BlockDevice for Conventional {
 
     fn read(&mut self, lba: u64, sectors: u32, mut out: Option<&mut [u8]>, now: u64) -> Result<u64> {
         self.check_range(lba, sectors)?;
+        self.tl.set_now(now);
         let sb = self.lay.sector_bytes as usize;
         if let Some(o) = out.as_deref() {
             if o.len() != sectors as usize * sb {
@@ -1050,6 +1061,7 @@ impl BlockDevice for Conventional {
 
     fn flush(&mut self, now: u64) -> Result<u64> {
         self.now = now;
+        self.tl.set_now(now);
         let t = now + self.tl.command_overhead_ns();
         // Every stream's partial unit, relocated data in GC buffers included, so a flushed
         // device holds everything on the media.
@@ -1065,6 +1077,7 @@ impl BlockDevice for Conventional {
             return;
         }
         self.now = now;
+        self.tl.set_now(now);
         for rg in 0..self.groups.len() {
             if self.gc_short(rg) {
                 // Background GC never fails the host: if nothing is collectable, foreground GC
