@@ -209,14 +209,14 @@ impl HybridCache {
         let mut ev = std::mem::take(&mut self.ev);
         ev.clear();
         self.dram.insert(it, secs(now_ns), &mut ev);
-        let r = ev.iter().try_for_each(|e| self.to_flash(e, now_ns));
+        let r = ev.iter().try_for_each(|e| self.to_flash(e, None, now_ns));
         self.ev = ev;
         r
     }
 
     /// An item leaving DRAM: skip it if flash already holds it or it expired, else ask the
-    /// admission policy and route it by size.
-    fn to_flash(&mut self, e: &Evicted, now_ns: u64) -> Result<()> {
+    /// admission policy and route it by size. `data`: the item's bytes (a data-backed cache).
+    fn to_flash(&mut self, e: &Evicted, data: Option<&Item>, now_ns: u64) -> Result<()> {
         if e.nvm_clean {
             self.stats.clean_evictions += 1;
             return Ok(());
@@ -225,7 +225,7 @@ impl HybridCache {
             self.stats.expired_evictions += 1;
             return Ok(());
         }
-        let item = e.key_bytes as u64 + e.value_bytes as u64;
+        let item = data.map_or(e.key_bytes as u64 + e.value_bytes as u64, |it| it.item_bytes());
         if item > u32::MAX as u64 / 2 {
             self.stats.dropped_too_large += 1;
             return Ok(());
@@ -236,9 +236,15 @@ impl HybridCache {
             return Ok(());
         }
         if item <= self.cfg.small_item_max_bytes && self.soc.buckets > 0 {
-            self.soc.insert(e.key, item, e.expiry_s, &mut self.flash)?;
+            match data {
+                Some(it) => self.soc.insert_item(e.key, it, &mut self.flash)?,
+                None => self.soc.insert(e.key, item, e.expiry_s, &mut self.flash)?,
+            };
             self.stats.soc_items += 1;
-        } else if self.loc.insert(e.key, item, e.expiry_s, &mut self.flash)? {
+        } else if match data {
+            Some(it) => self.loc.insert_item(e.key, it, &mut self.flash)?,
+            None => self.loc.insert(e.key, item, e.expiry_s, &mut self.flash)?,
+        } {
             self.stats.loc_items += 1;
         } else {
             self.stats.dropped_too_large += 1;
@@ -356,45 +362,11 @@ impl HybridCache {
             // its bytes with it.
             let it = self.ds().values.remove(e.key).expect("an evicted DRAM item without its bytes");
             if r.is_ok() {
-                r = self.demote_item(e, &it, now_ns);
+                r = self.to_flash(e, Some(&it), now_ns);
             }
         }
         self.ev = ev;
         r
-    }
-
-    /// `to_flash` with the item's bytes: an item leaving DRAM goes to the SOC or LOC.
-    fn demote_item(&mut self, e: &Evicted, it: &Item, now_ns: u64) -> Result<()> {
-        if e.nvm_clean {
-            self.stats.clean_evictions += 1;
-            return Ok(());
-        }
-        if e.expiry_s != 0 && e.expiry_s <= secs(now_ns) {
-            self.stats.expired_evictions += 1;
-            return Ok(());
-        }
-        let item = it.item_bytes();
-        if item > u32::MAX as u64 / 2 {
-            self.stats.dropped_too_large += 1;
-            return Ok(());
-        }
-        let item = item as u32;
-        if !self.adm.admit(item, now_ns) {
-            self.stats.admission_rejected += 1;
-            return Ok(());
-        }
-        if item <= self.cfg.small_item_max_bytes && self.soc.buckets > 0 {
-            self.soc.insert_item(e.key, it, &mut self.flash)?;
-            self.stats.soc_items += 1;
-        } else if self.loc.insert_item(e.key, it, &mut self.flash)? {
-            self.stats.loc_items += 1;
-        } else {
-            self.stats.dropped_too_large += 1;
-            return Ok(());
-        }
-        self.stats.flash_items += 1;
-        self.stats.flash_item_bytes += item as u64;
-        Ok(())
     }
 
     /// Where the index holds `hash` (DRAM first; no I/O, expiry ignored).

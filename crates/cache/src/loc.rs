@@ -253,36 +253,57 @@ impl Loc {
         }
         self.index.remove(&key); // a replacement: the older copy becomes dead space
         if self.fill + size > self.region_bytes || self.open == NIL {
-            if self.open != NIL {
-                self.flush_open(flash)?;
-            }
-            let r = match self.clean.pop() {
-                Some(r) => r,
-                None => self.evict_one(),
-            };
-            self.open = r;
-            self.fill = 0;
-            // Reinsert the victim's popular items into the fresh region (read back from flash
-            // first), as long as they fit; the rest are dropped.
-            let cands = std::mem::take(&mut self.scratch);
-            for &(k, sz, exp, at) in &cands {
-                if self.fill + sz as u64 + size > self.region_bytes {
-                    break; // keep room for the item being inserted
-                }
-                if self.index.contains_key(&k) {
-                    continue; // set again meanwhile: the newer copy wins
-                }
-                let first = at / self.sector_bytes * self.sector_bytes;
-                let end = (at + sz as u64).div_ceil(self.sector_bytes) * self.sector_bytes;
-                flash.read(first, end - first)?;
-                self.append(k, sz, exp);
-                self.stats.reinserted += 1;
-            }
-            self.scratch = cands;
+            self.next_region(size, flash)?;
         }
         self.append(key, size as u32, expiry_s);
         self.stats.inserts += 1;
         Ok(true)
+    }
+
+    /// Seal the open region (if any) and open the next: a clean one, else the eviction
+    /// victim. The victim's popular items are reinserted into it (read back from the device
+    /// first) as long as they leave `room` bytes for the item being inserted; the rest are
+    /// dropped.
+    fn next_region(&mut self, room: u64, flash: &mut Flash) -> Result<()> {
+        if self.open != NIL {
+            if self.data.is_some() {
+                self.flush_open_data(flash)?;
+            } else {
+                self.flush_open(flash)?;
+            }
+        }
+        let r = match self.clean.pop() {
+            Some(r) => r,
+            None => self.evict_one(),
+        };
+        self.open = r;
+        self.fill = 0;
+        let cands = std::mem::take(&mut self.scratch);
+        for &(k, sz, exp, at) in &cands {
+            if self.fill + sz as u64 + room > self.region_bytes {
+                break; // keep room for the item being inserted
+            }
+            if self.index.contains_key(&k) {
+                continue; // set again meanwhile: the newer copy wins
+            }
+            if self.data.is_some() {
+                // Region r's old contents: on the device, not in the (new) open buffer, which
+                // is only written when it is sealed.
+                let off = (at - self.start_byte - r as u64 * self.region_bytes) as u32;
+                let a = self.fetch(k, r, off, sz, exp, false, flash)?;
+                let fill = self.fill as usize;
+                let d = self.data.as_mut().expect("data-backed LOC");
+                d.open[fill..fill + sz as usize].copy_from_slice(&d.rd[a..a + sz as usize]);
+            } else {
+                let first = at / self.sector_bytes * self.sector_bytes;
+                let end = (at + sz as u64).div_ceil(self.sector_bytes) * self.sector_bytes;
+                flash.read(first, end - first)?;
+            }
+            self.append(k, sz, exp);
+            self.stats.reinserted += 1;
+        }
+        self.scratch = cands;
+        Ok(())
     }
 
     fn append(&mut self, key: u64, size: u32, expiry_s: u32) {
@@ -405,35 +426,7 @@ impl Loc {
         }
         self.index.remove(&hash);
         if self.fill + size > self.region_bytes || self.open == NIL {
-            if self.open != NIL {
-                self.flush_open_data(flash)?;
-            }
-            let r = match self.clean.pop() {
-                Some(r) => r,
-                None => self.evict_one(),
-            };
-            self.open = r;
-            self.fill = 0;
-            // Reinsertion: the victim's popular items are read back from the device (the
-            // region's new contents are only written when it is sealed) into the buffer.
-            let cands = std::mem::take(&mut self.scratch);
-            for &(k, sz, exp, at) in &cands {
-                if self.fill + sz as u64 + size > self.region_bytes {
-                    break;
-                }
-                if self.index.contains_key(&k) {
-                    continue;
-                }
-                let off = (at - self.start_byte - r as u64 * self.region_bytes) as u32;
-                // Region r's old contents: on the device, not in the (new) open buffer.
-                let a = self.fetch(k, r, off, sz, exp, false, flash)?;
-                let fill = self.fill as usize;
-                let d = self.data.as_mut().expect("data-backed LOC");
-                d.open[fill..fill + sz as usize].copy_from_slice(&d.rd[a..a + sz as usize]);
-                self.append(k, sz, exp);
-                self.stats.reinserted += 1;
-            }
-            self.scratch = cands;
+            self.next_region(size, flash)?;
         }
         let fill = self.fill as usize;
         let d = self.data.as_mut().expect("data-backed LOC");

@@ -126,6 +126,15 @@ fn expiry_s(exptime: i64, now_ns: u64) -> u32 {
     now_s.saturating_add(rel.min(u32::MAX as i64) as u32).min(u32::MAX - 1)
 }
 
+/// A storage or delete/touch reply line; `noreply` silences all but server errors.
+fn send_reply<W: Write>(w: &mut W, reply: &str, noreply: bool) -> io::Result<()> {
+    if !noreply || reply.starts_with("SERVER_ERROR") {
+        w.write_all(reply.as_bytes())?;
+        w.write_all(b"\r\n")?;
+    }
+    Ok(())
+}
+
 fn r6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
@@ -512,10 +521,7 @@ impl Server {
                     return Err(ConnEnd::Protocol(format!("data block of {bytes} bytes not followed by \\r\\n")));
                 }
                 let reply = self.store(kind, key, flags, exptime, value.into_boxed_slice(), cas_unique);
-                if !noreply || reply.starts_with("SERVER_ERROR") {
-                    w.write_all(reply.as_bytes())?;
-                    w.write_all(b"\r\n")?;
-                }
+                send_reply(w, &reply, noreply)?;
             }
             Command::Delete { key, noreply } => {
                 let mut st = self.state();
@@ -532,10 +538,7 @@ impl Server {
                     Err(e) => self.server_error(&mut st, e),
                 };
                 drop(st);
-                if !noreply || reply.starts_with("SERVER_ERROR") {
-                    w.write_all(reply.as_bytes())?;
-                    w.write_all(b"\r\n")?;
-                }
+                send_reply(w, &reply, noreply)?;
             }
             Command::Touch { key, exptime, noreply } => {
                 let mut st = self.state();
@@ -561,10 +564,7 @@ impl Server {
                     Err(e) => self.server_error(&mut st, e),
                 };
                 drop(st);
-                if !noreply || reply.starts_with("SERVER_ERROR") {
-                    w.write_all(reply.as_bytes())?;
-                    w.write_all(b"\r\n")?;
-                }
+                send_reply(w, &reply, noreply)?;
             }
             Command::Stats { group } => {
                 let list = match group {
