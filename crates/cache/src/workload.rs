@@ -138,8 +138,8 @@ pub fn preset(name: &str) -> Option<WorkloadSpec> {
 impl WorkloadSpec {
     pub fn validate(&self) -> Result<()> {
         let bad = |k: &str, m: String| Err(CacheError::Config(format!("workload.{k}: {m}")));
-        if self.keys == 0 {
-            return bad("keys", "must be positive".into());
+        if self.keys == 0 || self.keys > 1 << 62 {
+            return bad("keys", format!("{} is not in 1..=2^62", self.keys));
         }
         if !(self.zipf_alpha >= 0.0 && self.zipf_alpha.is_finite()) {
             return bad("zipf_alpha", format!("{} must be >= 0", self.zipf_alpha));

@@ -456,7 +456,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("ftl.gc_policy", "-", OneOf(&["greedy", "cost-benefit", "fifo", "d-choices"]), "Victim selection: fewest valid sectors; (1-u)/2u x age; oldest block; best of gc_d random blocks."),
     k("ftl.gc_d", "count", Num(1.0, 1024.0), "Sample size of d-choices."),
     k("ftl.gc_fg_free_blocks", "blocks", Num(0.0, 1e9), "Foreground GC: host writes wait for whole-block collections below this many free blocks (0 = automatic: dies x planes + planes + 2, the most a GC round can consume; smaller values are raised to it)."),
-    k("ftl.gc_bg_free_blocks", "blocks", Num(0.0, 1e9), "Background GC: when free blocks, net of the pages already written in open blocks and of the pages GC has already cleared in its victims, fall below this, GC is paced with host writes and runs on idle dies (0 = automatic: foreground + planes + 2; smaller values are raised to foreground + planes)."),
+    k("ftl.gc_bg_free_blocks", "blocks", Num(0.0, 1e9), "Background GC: when free blocks, net of the pages already written in open blocks, fall below this, GC is paced with host writes and runs on idle dies (0 = automatic: foreground + planes + 2; smaller values are raised to foreground + planes)."),
     k("ftl.gc_parallel_victims", "blocks", Num(0.0, 1e6), "Victims collected at once per reclaim group, a page from each in turn, so GC reads spread over their dies (0 = one per die of the group; 1 = one victim at a time)."),
     k("ftl.write_buffer_bytes", "bytes", Num(0.0, 1e12), "Write-back buffer; host writes complete when buffered. 0 = write-through: each command waits for its programs and partial pages are padded."),
     k("ftl.wl_dynamic", "-", Bool, "Dynamic wear-levelling: open the least-worn free block of a die."),

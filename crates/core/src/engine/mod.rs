@@ -140,12 +140,34 @@ impl Lane {
         }
     }
 
-    /// Push everything reserved after `t` later by `d` (a suspended operation resumes later).
-    fn delay_after(&mut self, t: u64, d: u64) {
-        for g in &mut self.gaps[..self.n as usize] {
+    /// End of the busy stretch that contains `t` (`t` itself if the resource is idle then).
+    #[inline]
+    fn busy_end(&self, t: u64) -> u64 {
+        if !self.busy_at(t) {
+            return t;
+        }
+        self.gaps[..self.n as usize].iter().find(|&&(a, _)| a > t).map_or(self.free_ns, |&(a, _)| a)
+    }
+
+    /// Make [t, t + d) busy by pushing everything reserved after `t` later by `d` (an
+    /// operation that goes ahead of the queue; a suspended one resumes later). A gap around
+    /// `t` keeps its part before `t` and moves the rest.
+    fn delay_after(&mut self, t: u64, d: u64, now: u64) {
+        if t >= self.free_ns {
+            return self.occupy(t, d);
+        }
+        let n = self.n as usize;
+        let mut split = None;
+        for (i, g) in self.gaps[..n].iter_mut().enumerate() {
             if g.0 >= t {
                 *g = (g.0 + d, g.1 + d);
+            } else if g.1 > t {
+                split = Some((i, (t + d, g.1 + d)));
+                g.1 = t;
             }
+        }
+        if let Some((i, rest)) = split {
+            self.insert_gap(i + 1, rest, now);
         }
         self.free_ns += d;
     }
@@ -217,6 +239,7 @@ impl Timelines {
     /// Transfer `bytes` to `die` and program them; returns the completion time.
     pub fn program(&mut self, die: u32, bytes: u64, earliest: u64) -> u64 {
         let (d, c) = (die as usize, (die / self.dies_per_channel) as usize);
+        let earliest = earliest.max(self.now_ns);
         let x = self.xfer_ns(bytes);
         let p = self.t.page_program_ns;
         let (t0, tc) = self.co_fit(d, c, earliest, x + p, 0, x);
@@ -241,27 +264,36 @@ impl Timelines {
             return self.read_queued(die, bytes, earliest);
         }
         let (d, c) = (die as usize, (die / self.dies_per_channel) as usize);
+        let earliest = earliest.max(self.now_ns);
         let x = self.xfer_ns(bytes);
         let r = self.t.page_read_ns;
         let busy = self.die[d].busy_at(earliest);
+        // The kind of the die's latest operation stands for the one in progress (the lane keeps
+        // busy stretches, not operation boundaries).
         let suspend = busy && self.t.suspend && matches!(self.die_op[d], DieOp::Program | DieOp::Erase);
         let (start, sensed) = if !busy {
             (earliest, earliest + r)
         } else if suspend {
             (earliest, earliest + self.t.suspend_ns + r)
         } else {
-            // Behind a read (or, without suspend, any operation): wait for it to finish.
+            // Behind a read (or, without suspend, any operation): wait for it to finish, at most
+            // one operation's time and never past the end of the die's busy stretch.
             let op = match self.die_op[d] {
                 DieOp::Erase => self.t.block_erase_ns,
-                DieOp::Program => self.t.page_program_ns + x,
+                DieOp::Program => self.t.page_program_ns,
                 _ => r + x,
             };
-            let t0 = earliest + op.min(self.die[d].free_ns - earliest);
+            let t0 = earliest + op.min(self.die[d].busy_end(earliest) - earliest);
             (t0, t0 + r)
         };
         // The data-out goes ahead of queued transfers too, after the one in progress.
-        let t1 = if self.chan[c].busy_at(sensed) { sensed + x.min(self.chan[c].free_ns - sensed) } else { sensed };
-        self.chan[c].delay_after(t1, x);
+        let ch = &mut self.chan[c];
+        let t1 = sensed + x.min(ch.busy_end(sensed) - sensed);
+        if !ch.busy_at(t1) && ch.fit(t1, x) == t1 {
+            ch.reserve(t1, x, self.now_ns);
+        } else {
+            ch.delay_after(t1, x, self.now_ns);
+        }
         self.chan_busy_ns[c] += x;
         let hold = t1 + x - start;
         if !busy && self.die[d].fit(start, hold) == start {
@@ -272,7 +304,7 @@ impl Timelines {
             // Ahead of the queue: everything after it on the die (the suspended operation
             // included) finishes later by the read's time (plus the resume overhead).
             let extra = hold + if suspend { self.t.resume_ns } else { 0 };
-            self.die[d].delay_after(start, extra);
+            self.die[d].delay_after(start, extra, self.now_ns);
             self.die_busy_ns[d] += extra;
         }
         t1 + x
@@ -282,6 +314,7 @@ impl Timelines {
     /// queued before it is done, transfer `bytes` out; returns the completion time.
     pub fn read_queued(&mut self, die: u32, bytes: u64, earliest: u64) -> u64 {
         let (d, c) = (die as usize, (die / self.dies_per_channel) as usize);
+        let earliest = earliest.max(self.now_ns);
         let x = self.xfer_ns(bytes);
         let r = self.t.page_read_ns;
         let (t0, t1) = self.co_fit(d, c, earliest, r + x, r, x);
@@ -297,6 +330,7 @@ impl Timelines {
     /// Erase a block on `die`; returns the completion time.
     pub fn erase(&mut self, die: u32, earliest: u64) -> u64 {
         let d = die as usize;
+        let earliest = earliest.max(self.now_ns);
         let e = self.t.block_erase_ns;
         let t0 = self.die[d].fit(earliest, e);
         self.die[d].reserve(t0, e, self.now_ns);
@@ -417,7 +451,7 @@ mod tests {
         assert!(l.busy_at(25) && !l.busy_at(60) && l.busy_at(105) && !l.busy_at(110));
         l.reserve(50, 50, 0);
         assert_eq!(&l.gaps[..l.n as usize], &[(0, 20)]);
-        l.delay_after(0, 5);
+        l.delay_after(0, 5, 0);
         assert_eq!((l.free_ns, l.gaps[0]), (115, (5, 25)));
     }
 
@@ -485,5 +519,37 @@ mod tests {
         // one in progress on its channel), no more.
         let per = s + r + 2 * t.xfer_ns(4096) + t.t.resume_ns;
         assert!(t.horizon_ns() <= end + 1000 * per + 1_000_000, "horizon {} end {end}", t.horizon_ns());
+    }
+
+    #[test]
+    fn nothing_is_placed_before_the_present() {
+        let mut t = tl(|_| ());
+        t.set_now(1_000_000_000);
+        // A caller with a stale earliest time still gets work that starts now or later.
+        assert!(t.program(3, 32768, 0) >= 1_000_000_000 + t.t.page_program_ns);
+        assert!(t.read_queued(3, 4096, 0) >= 1_000_000_000);
+        assert!(t.erase(3, 0) >= 1_000_000_000 + t.t.block_erase_ns);
+    }
+
+    #[test]
+    fn a_priority_read_on_an_idle_channel_books_its_transfer() {
+        let mut t = tl(|t| t.read_priority = true);
+        let done = t.read(0, 16384, 10_000_000);
+        let x = t.xfer_ns(16384);
+        // The channel is busy with the read's data-out, so a program on a neighbour die
+        // cannot transfer over it.
+        assert!(t.chan[0].busy_at(done - x / 2), "channel free during the read's transfer");
+        let p = t.program(1, 16384, done - x);
+        assert!(p >= done + t.t.page_program_ns, "program {p} overlapped the read ending at {done}");
+    }
+
+    #[test]
+    fn delay_after_splits_a_gap_around_its_start() {
+        let mut l = Lane::default();
+        l.reserve(1000, 10, 0); // gap 0..1000
+        l.delay_after(400, 50, 0); // busy 400..450 inside the gap
+        assert_eq!(&l.gaps[..l.n as usize], &[(0, 400), (450, 1050)]);
+        assert!(l.busy_at(420) && !l.busy_at(460) && l.busy_at(1055));
+        assert_eq!(l.free_ns, 1060);
     }
 }

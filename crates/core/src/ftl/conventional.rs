@@ -92,9 +92,6 @@ struct Group {
     gc: Vec<GcCursor>,
     gc_width: usize,
     gc_turn: usize,
-    /// Pages of the victims in `gc` already cleared (their data is stale or moved): space that
-    /// is as good as free, counted as such by the pacing.
-    gc_cleared_pages: u64,
 }
 
 /// A victim being collected: its next page and its latest read completion.
@@ -211,7 +208,6 @@ impl Conventional {
                 gc: Vec::with_capacity(gc_width),
                 gc_width,
                 gc_turn: 0,
-                gc_cleared_pages: 0,
             });
         }
         // Streams: host streams (group-major), then per group a shared GC stream and one GC
@@ -531,7 +527,9 @@ impl Conventional {
                 self.buffer.programmed(done);
             }
         }
-        self.streams[s].ready_ns = 0;
+        // The next unit waits for its own data: a GC stream's is read later; a host command's
+        // later units are as ready as its first (its arrival plus the command overhead).
+        self.streams[s].ready_ns = if host && self.tl.enabled { self.now + self.tl.command_overhead_ns() } else { 0 };
         let ppb = self.lay.pages_per_block;
         let host_clock = self.host_clock;
         let way = &mut self.streams[s].ways[cur];
@@ -644,7 +642,7 @@ impl Conventional {
     fn gc_shortfall_pages(&self, rg: usize) -> i64 {
         let g = &self.groups[rg];
         let ppb = self.lay.pages_per_block as i64;
-        g.bg_free_blocks as i64 * ppb - (g.free as i64 * ppb - g.open_written_pages as i64 + g.gc_cleared_pages as i64)
+        g.bg_free_blocks as i64 * ppb - (g.free as i64 * ppb - g.open_written_pages as i64)
     }
 
     #[inline]
@@ -669,14 +667,16 @@ impl Conventional {
             let g = &mut self.groups[rg];
             g.gc_turn = g.gc_turn.wrapping_add(1);
         }
+        let mut can_pick = true;
         while want > 0 && budget > 0 && self.gc_short(rg) {
-            if self.groups[rg].gc.len() < self.groups[rg].gc_width {
+            if can_pick && self.groups[rg].gc.len() < self.groups[rg].gc_width {
                 match self.gc_pick(rg, true) {
                     Ok(_) => {}
                     // Nothing reclaimable yet: the data still fits above the foreground
                     // watermark, which is where a host write would have to fail.
                     Err(Error::WornOut(_)) if self.groups[rg].gc.is_empty() => return Ok(()),
-                    Err(Error::WornOut(_)) => {}
+                    // Work on the victims in progress; no new pick this call.
+                    Err(Error::WornOut(_)) => can_pick = false,
                     Err(e) => return Err(e),
                 }
             }
@@ -710,12 +710,10 @@ impl Conventional {
                 let rest = ppb - g.gc[i].page;
                 reclaimed += rest as u64 * spp;
                 g.gc[i].page = ppb;
-                g.gc_cleared_pages += rest as u64;
                 break;
             }
             let page = g.gc[i].page;
             g.gc[i].page += 1;
-            g.gc_cleared_pages += 1;
             let (live, read_done) = self.relocate_page(v, page)?;
             // Relocation may have run paced GC of its own (GC streams do not, but stay safe):
             // find the cursor again by its victim.
@@ -728,7 +726,6 @@ impl Conventional {
             assert_eq!(self.blocks[v as usize].valid, 0, "victim {v} still has valid sectors after collection");
             let g = &mut self.groups[rg];
             let c = g.gc.remove(i);
-            g.gc_cleared_pages -= c.page as u64;
             let t = c.last_read.max(self.now);
             self.erase(v, t);
         }
@@ -1154,7 +1151,6 @@ impl BlockDevice for Conventional {
             let want: Vec<u32> = (0..self.blocks.len() as u32).filter(|&b| self.blocks[b as usize].state == BlockState::Collecting && self.blocks[b as usize].rg as usize == rg).collect();
             assert_eq!(collecting, want, "group {rg}: victims in progress");
             assert!(g.gc.len() <= g.gc_width.max(1), "group {rg}: more victims in progress than gc_width");
-            assert_eq!(g.gc.iter().map(|c| c.page as u64).sum::<u64>(), g.gc_cleared_pages, "group {rg}: cleared victim pages");
         }
         // Blocks only ever hold data of their own group's streams.
         for (b, m) in self.blocks.iter().enumerate() {
