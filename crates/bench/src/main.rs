@@ -115,7 +115,11 @@ fn personalities(gib: u64) -> Vec<(&'static str, f64, f64, f64)> {
     c.fdp.enabled = true;
     c.fdp.handles = 8;
     c.fdp.handle_types = vec![HandleType::InitiallyIsolated];
-    let parts: Vec<(WorkloadConfig, f64)> = (0..8).map(|h| (WorkloadConfig { pattern: Pattern::Uniform, offset: h as f64 / 8.0, span: 1.0 / 8.0, placement: h, ..Default::default() }, 1.0)).collect();
+    let parts: Vec<(WorkloadConfig, f64)> = (0..8)
+        .map(|h| {
+            (WorkloadConfig { pattern: Pattern::Uniform, offset: h as f64 / 8.0, span: 1.0 / 8.0, placement: h, ..Default::default() }, 1.0)
+        })
+        .collect();
     let mut fdp = Device::new(c).unwrap();
     let (r, h, waf) = time(&mut fdp, &mut |d| d.run_mix(&parts, &w, &mut no_progress).unwrap().dlwa());
     out.push(("fdp (8 handles)", r, h, waf));

@@ -65,7 +65,22 @@ pub fn run() {
     for (chip, mib) in [("W25Q128JV", 16usize), ("MX25L6436F", 8), ("W25Q16JV", 2)] {
         let image = img(&format!("{chip}.bin"));
         random_file(&image, mib << 20, 7);
-        let r = with_flashrom(chip, &image, &["-c", if chip == "MX25L6436F" { "MX25L6436E/MX25L6445E/MX25L6465E/MX25L6473E/MX25L6473F" } else if chip == "W25Q128JV" { "W25Q128.V" } else { "W25Q16.V" }, "-r", img("read.bin").to_str().unwrap_or_default()]);
+        let r = with_flashrom(
+            chip,
+            &image,
+            &[
+                "-c",
+                if chip == "MX25L6436F" {
+                    "MX25L6436E/MX25L6445E/MX25L6465E/MX25L6473E/MX25L6473F"
+                } else if chip == "W25Q128JV" {
+                    "W25Q128.V"
+                } else {
+                    "W25Q16.V"
+                },
+                "-r",
+                img("read.bin").to_str().unwrap_or_default(),
+            ],
+        );
         let net = (r.wall_s - base.wall_s).max(1e-3);
         println!(
             "spi: {chip} full read {mib} MiB: {:.2} s wall ({:.2} s over the baseline = {:.0} MiB/s); the chip's simulated time {:.2} s at 8 MHz",

@@ -47,7 +47,11 @@ impl Admission {
                 }
             }
         };
-        if ok { self.admitted += 1 } else { self.rejected += 1 }
+        if ok {
+            self.admitted += 1
+        } else {
+            self.rejected += 1
+        }
         ok
     }
 }

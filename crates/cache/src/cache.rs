@@ -109,21 +109,30 @@ impl HybridCache {
             return Err(CacheError::Config("a data-backed cache needs a device with storage = \"data\"".into()));
         }
         if dev.config().personality != Personality::Conventional {
-            return Err(CacheError::Config(format!("the cache runs on a conventional or FDP device, not personality {:?}", dev.config().personality)));
+            return Err(CacheError::Config(format!(
+                "the cache runs on a conventional or FDP device, not personality {:?}",
+                dev.config().personality
+            )));
         }
         if !cfg.invalidate_on_set {
-            return Err(CacheError::Config("cache.invalidate_on_set = false would let a reader see an older value; a data-backed cache needs it on".into()));
+            return Err(CacheError::Config(
+                "cache.invalidate_on_set = false would let a reader see an older value; a data-backed cache needs it on".into(),
+            ));
         }
         cfg.soc_item_overhead_bytes = ITEM_HEADER_BYTES;
         cfg.loc_item_overhead_bytes = ITEM_HEADER_BYTES;
-        if cfg.soc_fraction > 0.0 && cfg.small_item_max_bytes as u64 + (ITEM_HEADER_BYTES + BUCKET_HEADER_BYTES) as u64 > cfg.bucket_bytes as u64 {
+        if cfg.soc_fraction > 0.0
+            && cfg.small_item_max_bytes as u64 + (ITEM_HEADER_BYTES + BUCKET_HEADER_BYTES) as u64 > cfg.bucket_bytes as u64
+        {
             return Err(CacheError::Config(format!(
                 "cache.small_item_max_bytes: {} plus the {ITEM_HEADER_BYTES}-byte item header and the {BUCKET_HEADER_BYTES}-byte bucket header does not fit a {}-byte bucket",
                 cfg.small_item_max_bytes, cfg.bucket_bytes
             )));
         }
         if cfg.utilization <= cfg.soc_fraction {
-            return Err(CacheError::Config("a data-backed cache needs a LOC for large items: cache.utilization must exceed cache.soc_fraction".into()));
+            return Err(CacheError::Config(
+                "a data-backed cache needs a LOC for large items: cache.utilization must exceed cache.soc_fraction".into(),
+            ));
         }
         let mut c = Self::build(dev, cfg)?;
         c.soc.enable_data();
@@ -141,7 +150,17 @@ impl HybridCache {
         let soc_h = alloc.allocate();
         let loc_h = alloc.allocate();
         let soc = Soc::new(soc_start, buckets, cfg.bucket_bytes, cfg.bucket_slots, cfg.bloom_hashes, cfg.soc_item_overhead_bytes, soc_h);
-        let loc = Loc::new(loc_start, regions, cfg.region_bytes, cfg.loc_write_bytes, sector, cfg.loc_item_overhead_bytes, cfg.region_eviction, cfg.reinsert_hits, loc_h);
+        let loc = Loc::new(
+            loc_start,
+            regions,
+            cfg.region_bytes,
+            cfg.loc_write_bytes,
+            sector,
+            cfg.loc_item_overhead_bytes,
+            cfg.region_eviction,
+            cfg.reinsert_hits,
+            loc_h,
+        );
         Ok(HybridCache {
             dram: Dram::new(cfg.dram_bytes, cfg.dram_item_overhead_bytes, cfg.dram_lru_refresh_s),
             adm: Admission::new(&cfg.admission, cfg.seed),

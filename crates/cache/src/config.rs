@@ -123,7 +123,10 @@ impl CacheConfig {
         }
         // Bucket sizes are kept in 16-bit fields.
         if self.bucket_bytes == 0 || self.bucket_bytes as u64 % sector_bytes != 0 || self.bucket_bytes > 32768 {
-            return Err(bad("bucket_bytes", format!("{} must be a non-zero multiple of the {sector_bytes}-byte sector, at most 32768", self.bucket_bytes)));
+            return Err(bad(
+                "bucket_bytes",
+                format!("{} must be a non-zero multiple of the {sector_bytes}-byte sector, at most 32768", self.bucket_bytes),
+            ));
         }
         if self.bucket_slots == 0 || self.bucket_slots > 255 {
             return Err(bad("bucket_slots", format!("{} is not in 1..=255", self.bucket_slots)));
@@ -132,13 +135,25 @@ impl CacheConfig {
             return Err(bad("bloom_hashes", format!("{} is not in 1..=10", self.bloom_hashes)));
         }
         if self.small_item_max_bytes as u64 + self.soc_item_overhead_bytes as u64 > self.bucket_bytes as u64 {
-            return Err(bad("small_item_max_bytes", format!("{} plus the {}-byte header does not fit a {}-byte bucket", self.small_item_max_bytes, self.soc_item_overhead_bytes, self.bucket_bytes)));
+            return Err(bad(
+                "small_item_max_bytes",
+                format!(
+                    "{} plus the {}-byte header does not fit a {}-byte bucket",
+                    self.small_item_max_bytes, self.soc_item_overhead_bytes, self.bucket_bytes
+                ),
+            ));
         }
         if self.region_bytes == 0 || self.region_bytes % sector_bytes != 0 || self.region_bytes > u32::MAX as u64 {
-            return Err(bad("region_bytes", format!("{} must be a non-zero multiple of the {sector_bytes}-byte sector below 4 GiB", self.region_bytes)));
+            return Err(bad(
+                "region_bytes",
+                format!("{} must be a non-zero multiple of the {sector_bytes}-byte sector below 4 GiB", self.region_bytes),
+            ));
         }
         if self.loc_write_bytes == 0 || self.loc_write_bytes % sector_bytes != 0 || self.region_bytes % self.loc_write_bytes != 0 {
-            return Err(bad("loc_write_bytes", format!("{} must be a multiple of the sector that divides region_bytes {}", self.loc_write_bytes, self.region_bytes)));
+            return Err(bad(
+                "loc_write_bytes",
+                format!("{} must be a multiple of the sector that divides region_bytes {}", self.loc_write_bytes, self.region_bytes),
+            ));
         }
         if self.dram_bytes == 0 {
             return Err(bad("dram_bytes", "must be positive".into()));
@@ -157,7 +172,10 @@ impl CacheConfig {
             return Err(bad("soc_fraction", format!("{} of {logical_bytes} bytes is less than one bucket", self.soc_fraction)));
         }
         if loc.1 < 2 && self.utilization > self.soc_fraction {
-            return Err(bad("region_bytes", format!("the LOC gets fewer than 2 regions of {} bytes; lower region_bytes or raise utilization", self.region_bytes)));
+            return Err(bad(
+                "region_bytes",
+                format!("the LOC gets fewer than 2 regions of {} bytes; lower region_bytes or raise utilization", self.region_bytes),
+            ));
         }
         Ok(())
     }

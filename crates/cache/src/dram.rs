@@ -52,7 +52,17 @@ impl Dram {
     /// A tier of `capacity_bytes` whose items cost `overhead_bytes` each beyond key and value;
     /// hits promote an item at most once per `refresh_s` seconds (0: on every hit).
     pub fn new(capacity_bytes: u64, overhead_bytes: u32, refresh_s: u32) -> Dram {
-        Dram { capacity_bytes, overhead_bytes, refresh_s, used_bytes: 0, map: key_map(1024), slots: vec![], free: vec![], head: NIL, tail: NIL }
+        Dram {
+            capacity_bytes,
+            overhead_bytes,
+            refresh_s,
+            used_bytes: 0,
+            map: key_map(1024),
+            slots: vec![],
+            free: vec![],
+            head: NIL,
+            tail: NIL,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -70,8 +80,16 @@ impl Dram {
 
     fn unlink(&mut self, i: u32) {
         let (p, n) = (self.slots[i as usize].prev, self.slots[i as usize].next);
-        if p != NIL { self.slots[p as usize].next = n } else { self.head = n }
-        if n != NIL { self.slots[n as usize].prev = p } else { self.tail = p }
+        if p != NIL {
+            self.slots[p as usize].next = n
+        } else {
+            self.head = n
+        }
+        if n != NIL {
+            self.slots[n as usize].prev = p
+        } else {
+            self.tail = p
+        }
     }
 
     fn push_front(&mut self, i: u32) {
@@ -127,7 +145,16 @@ impl Dram {
             evicted.push(it);
             return;
         }
-        let slot = Slot { key: it.key, key_bytes: it.key_bytes, value_bytes: it.value_bytes, expiry_s: it.expiry_s, moved_s: now_s, nvm_clean: it.nvm_clean, prev: NIL, next: NIL };
+        let slot = Slot {
+            key: it.key,
+            key_bytes: it.key_bytes,
+            value_bytes: it.value_bytes,
+            expiry_s: it.expiry_s,
+            moved_s: now_s,
+            nvm_clean: it.nvm_clean,
+            prev: NIL,
+            next: NIL,
+        };
         // One map probe for insert-or-replace; the item goes to the head, then the tail is
         // evicted until the bytes fit (never the new item: it fits alone and is most recent).
         match self.map.entry(it.key) {
@@ -163,7 +190,13 @@ impl Dram {
             self.unlink(t);
             self.used_bytes -= self.item_bytes(s.key_bytes, s.value_bytes);
             self.free.push(t);
-            evicted.push(Evicted { key: s.key, key_bytes: s.key_bytes, value_bytes: s.value_bytes, expiry_s: s.expiry_s, nvm_clean: s.nvm_clean });
+            evicted.push(Evicted {
+                key: s.key,
+                key_bytes: s.key_bytes,
+                value_bytes: s.value_bytes,
+                expiry_s: s.expiry_s,
+                nvm_clean: s.nvm_clean,
+            });
         }
     }
 

@@ -80,7 +80,17 @@ struct LocData {
 
 impl Loc {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(start_byte: u64, regions: u64, region_bytes: u64, write_bytes: u64, sector_bytes: u64, overhead: u32, policy: RegionEviction, reinsert_hits: u32, handle: PlacementHandle) -> Loc {
+    pub fn new(
+        start_byte: u64,
+        regions: u64,
+        region_bytes: u64,
+        write_bytes: u64,
+        sector_bytes: u64,
+        overhead: u32,
+        policy: RegionEviction,
+        reinsert_hits: u32,
+        handle: PlacementHandle,
+    ) -> Loc {
         let n = regions.min(u32::MAX as u64 - 1) as u32;
         let mut clean: Vec<u32> = (0..n).rev().collect();
         let open = clean.pop().unwrap_or(NIL);
@@ -118,8 +128,16 @@ impl Loc {
 
     fn unlink(&mut self, r: u32) {
         let (p, n) = (self.prev[r as usize], self.next[r as usize]);
-        if p != NIL { self.next[p as usize] = n } else { self.head = n }
-        if n != NIL { self.prev[n as usize] = p } else { self.tail = p }
+        if p != NIL {
+            self.next[p as usize] = n
+        } else {
+            self.head = n
+        }
+        if n != NIL {
+            self.prev[n as usize] = p
+        } else {
+            self.tail = p
+        }
         self.prev[r as usize] = NIL;
         self.next[r as usize] = NIL;
     }

@@ -57,7 +57,16 @@ pub struct RunSpec {
 
 impl Default for RunSpec {
     fn default() -> Self {
-        RunSpec { cache: CacheConfig::default(), workload: WorkloadSpec::default(), stop_device_writes: 2.0, stop_requests: 0, warmup_fraction: 0.5, prefill_loc: true, series_points: 60, carbon: CarbonParams::default() }
+        RunSpec {
+            cache: CacheConfig::default(),
+            workload: WorkloadSpec::default(),
+            stop_device_writes: 2.0,
+            stop_requests: 0,
+            warmup_fraction: 0.5,
+            prefill_loc: true,
+            series_points: 60,
+            carbon: CarbonParams::default(),
+        }
     }
 }
 
@@ -80,13 +89,18 @@ struct Mark {
 
 fn mark(cache: &HybridCache, requests: u64, time_ns: u64) -> Mark {
     let dev = &cache.flash.dev;
-    let streams = if dev.config().personality == ssdlab_core::config::Personality::Conventional { dev.ftl().stream_stats() } else { vec![] };
+    let streams =
+        if dev.config().personality == ssdlab_core::config::Personality::Conventional { dev.ftl().stream_stats() } else { vec![] };
     let die_busy_ns = dev.block_device().timelines().die_busy_ns().iter().sum();
     Mark { c: dev.block_device().counters().clone(), die_busy_ns, streams, stats: cache.stats, requests, time_ns }
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
 }
 
 fn r6(x: f64) -> f64 {
@@ -101,7 +115,12 @@ fn lat(h: &Histogram<u64>) -> Value {
 }
 
 /// Build the device and cache and run `spec.workload` (or `source`) to the stop limit.
-pub fn run(device: Config, spec: &RunSpec, source: Option<&mut dyn RequestSource>, progress: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
+pub fn run(
+    device: Config,
+    spec: &RunSpec,
+    source: Option<&mut dyn RequestSource>,
+    progress: &mut dyn FnMut(f64) -> bool,
+) -> Result<RunResult> {
     let dev = Device::new(device)?;
     let mut cache = HybridCache::new(dev, spec.cache.clone())?;
     let mut gen;
@@ -116,7 +135,12 @@ pub fn run(device: Config, spec: &RunSpec, source: Option<&mut dyn RequestSource
 }
 
 /// Run on an existing cache (tests use this to look inside afterwards).
-pub fn run_on(cache: &mut HybridCache, spec: &RunSpec, src: &mut dyn RequestSource, progress: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
+pub fn run_on(
+    cache: &mut HybridCache,
+    spec: &RunSpec,
+    src: &mut dyn RequestSource,
+    progress: &mut dyn FnMut(f64) -> bool,
+) -> Result<RunResult> {
     let wall = Instant::now();
     let logical = cache.flash.dev.logical_bytes();
     let stop_bytes = (spec.stop_device_writes.max(0.0) * logical as f64) as u64;
@@ -132,7 +156,8 @@ pub fn run_on(cache: &mut HybridCache, spec: &RunSpec, src: &mut dyn RequestSour
     let host0 = start.c.host_write_bytes;
     // Progress along whichever limit is set (bytes first).
     let frac = |c: &HybridCache, reqs: u64| -> f64 {
-        let b = if stop_bytes > 0 { (c.flash.dev.block_device().counters().host_write_bytes - host0) as f64 / stop_bytes as f64 } else { 0.0 };
+        let b =
+            if stop_bytes > 0 { (c.flash.dev.block_device().counters().host_write_bytes - host0) as f64 / stop_bytes as f64 } else { 0.0 };
         let r = if stop_reqs > 0 { reqs as f64 / stop_reqs as f64 } else { 0.0 };
         b.max(r)
     };
@@ -172,7 +197,11 @@ pub fn run_on(cache: &mut HybridCache, spec: &RunSpec, src: &mut dyn RequestSour
                 // a subset, so the subtraction cannot fail.
                 d.subtract(&*before).expect("interval histogram");
                 *before = now.clone();
-                if d.is_empty() { 0.0 } else { d.value_at_quantile(0.99) as f64 / 1e3 }
+                if d.is_empty() {
+                    0.0
+                } else {
+                    d.value_at_quantile(0.99) as f64 / 1e3
+                }
             };
             let rp99 = p99_us(&cache.flash.read_ns, &mut prev_read);
             let wp99 = p99_us(&cache.flash.write_ns, &mut prev_write);
@@ -230,7 +259,12 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: 
     let dev = &cache.flash.dev;
     let cfg = dev.config();
     let g = &cfg.geometry;
-    let raw = g.channels as u64 * g.dies_per_channel as u64 * g.planes_per_die as u64 * g.blocks_per_plane as u64 * g.pages_per_block as u64 * g.page_bytes as u64;
+    let raw = g.channels as u64
+        * g.dies_per_channel as u64
+        * g.planes_per_die as u64
+        * g.blocks_per_plane as u64
+        * g.pages_per_block as u64
+        * g.page_bytes as u64;
     let logical = dev.logical_bytes();
     let c = dev.block_device().counters();
     let s = cache.stats;
@@ -253,7 +287,10 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: 
     if let Some(f) = &fdp {
         let find = |h: u16| f["handles"].as_array().and_then(|a| a.iter().find(|x| x["handle"].as_u64() == Some(h as u64)).cloned());
         if let (Some(sh), Some(_)) = (find(cache.soc.handle.ruh()), cache.soc.handle.pid) {
-            let shared_moves: u64 = f["shared_gc_streams"].as_array().map(|a| a.iter().map(|x| x["gc_relocated_out_bytes"].as_u64().unwrap_or(0)).sum()).unwrap_or(0);
+            let shared_moves: u64 = f["shared_gc_streams"]
+                .as_array()
+                .map(|a| a.iter().map(|x| x["gc_relocated_out_bytes"].as_u64().unwrap_or(0)).sum())
+                .unwrap_or(0);
             let host_b = sh["host_write_bytes"].as_u64().unwrap_or(0);
             let media = sh["media_write_bytes"].as_u64().unwrap_or(0);
             if host_b > 0 {
@@ -271,11 +308,15 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: 
     let t1 = model::theorem1_dlwa(soc_bytes as f64, p_soc as f64);
     let spb = g.pages_per_block as u64 * g.page_bytes as u64 / g.sector_bytes as u64;
     // Desnoyers' greedy approximation dips just below 1 when spare is plentiful: clamp.
-    let t1_greedy = (soc_bytes > 0 && p_soc > soc_bytes).then(|| ssdlab_core::analytic::waf_greedy(p_soc as f64 / soc_bytes as f64, spb as u32).max(1.0));
+    let t1_greedy = (soc_bytes > 0 && p_soc > soc_bytes)
+        .then(|| ssdlab_core::analytic::waf_greedy(p_soc as f64 / soc_bytes as f64, spb as u32).max(1.0));
     let device_gb = if spec.carbon.device_gb > 0.0 { spec.carbon.device_gb } else { raw as f64 / 1e9 };
     let t = &cfg.timing;
     let busy = |cc: &Counters| -> f64 {
-        (cc.nand_page_reads as f64 * t.page_read_ns as f64 + cc.nand_page_programs as f64 * t.page_program_ns as f64 + cc.nand_erase_count as f64 * t.block_erase_ns as f64) * 1e-9
+        (cc.nand_page_reads as f64 * t.page_read_ns as f64
+            + cc.nand_page_programs as f64 * t.page_program_ns as f64
+            + cc.nand_erase_count as f64 * t.block_erase_ns as f64)
+            * 1e-9
     };
     let gc_pages = c.gc_relocated_pages - w.c.gc_relocated_pages;
     let wc = Counters {

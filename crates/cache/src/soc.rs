@@ -272,7 +272,12 @@ impl Soc {
             assert!(
                 v.hash == self.keys[j] && len == self.sizes[j] as u32 && v.expiry_s == self.expiry[j],
                 "SOC bucket {b} item {i}: device (hash {:#x}, {} B, expiry {}) != index (hash {:#x}, {} B, expiry {})",
-                v.hash, len, v.expiry_s, self.keys[j], self.sizes[j], self.expiry[j]
+                v.hash,
+                len,
+                v.expiry_s,
+                self.keys[j],
+                self.sizes[j],
+                self.expiry[j]
             );
         }
         Ok(())

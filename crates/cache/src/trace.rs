@@ -186,10 +186,22 @@ pub fn convert(src: &Path, format: &str, dst: &Path) -> Result<ConvertStats> {
                     }
                 };
                 let vb: u32 = num(get("size").unwrap_or(""), "size", &name, n)?;
-                let kb: u32 = match get("key_size") { Some(s) if !s.is_empty() => num(s, "key_size", &name, n)?, _ => key.len().max(1) as u32 };
-                let cnt: u64 = match get("op_count") { Some(s) if !s.is_empty() => num(s, "op_count", &name, n)?, _ => 1 };
-                let ttl: u32 = match get("ttl") { Some(s) if !s.is_empty() => num::<f64>(s, "ttl", &name, n)? as u32, _ => 0 };
-                let t: f64 = match get("op_time") { Some(s) if !s.is_empty() => num(s, "op_time", &name, n)?, _ => last_t };
+                let kb: u32 = match get("key_size") {
+                    Some(s) if !s.is_empty() => num(s, "key_size", &name, n)?,
+                    _ => key.len().max(1) as u32,
+                };
+                let cnt: u64 = match get("op_count") {
+                    Some(s) if !s.is_empty() => num(s, "op_count", &name, n)?,
+                    _ => 1,
+                };
+                let ttl: u32 = match get("ttl") {
+                    Some(s) if !s.is_empty() => num::<f64>(s, "ttl", &name, n)? as u32,
+                    _ => 0,
+                };
+                let t: f64 = match get("op_time") {
+                    Some(s) if !s.is_empty() => num(s, "op_time", &name, n)?,
+                    _ => last_t,
+                };
                 let t = t.max(last_t);
                 last_t = t;
                 emit(&mut out, &key.replace(',', "_"), op, kb, vb, ttl, t, cnt.min(1_000_000))?;
@@ -208,7 +220,11 @@ pub fn convert(src: &Path, format: &str, dst: &Path) -> Result<ConvertStats> {
                 // both ends.
                 let f: Vec<&str> = l.split(',').collect();
                 if f.len() < 7 {
-                    return Err(terr(&name, n, format!("expected 7 fields (timestamp,key,key size,value size,client id,operation,TTL), got {}", f.len())));
+                    return Err(terr(
+                        &name,
+                        n,
+                        format!("expected 7 fields (timestamp,key,key size,value size,client id,operation,TTL), got {}", f.len()),
+                    ));
                 }
                 let k = f.len();
                 let key = f[1..k - 5].join("_");
@@ -267,7 +283,10 @@ mod tests {
         assert_eq!(v[1].ttl_s, 300);
         assert_eq!(v[1].time_ns, 1_000_000_000);
         assert_eq!(v[0].key, v[1].key);
-        let kv = tmp("kv", "op_time,key,key_size,op,op_count,size,cache_hits,ttl\n10,abc,3,GET,2,100,1,\n11,abc,3,SET,1,120,0,3600\n12,x,1,WEIRD,1,1,0,\n");
+        let kv = tmp(
+            "kv",
+            "op_time,key,key_size,op,op_count,size,cache_hits,ttl\n10,abc,3,GET,2,100,1,\n11,abc,3,SET,1,120,0,3600\n12,x,1,WEIRD,1,1,0,\n",
+        );
         let st = convert(&kv, "cachelib-kvcache", &out).unwrap();
         assert_eq!((st.requests, st.skipped), (3, 1));
         let v = all(&out).unwrap();

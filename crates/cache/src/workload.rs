@@ -152,9 +152,15 @@ impl WorkloadSpec {
             return bad("one_hit_fraction", format!("{} is not in [0, 1)", self.one_hit_fraction));
         }
         if self.key_bytes_min == 0 || self.key_bytes_min > self.key_bytes_max || self.key_bytes_max > 250 {
-            return bad("key_bytes_min", format!("key sizes {}..{} must satisfy 1 <= min <= max <= 250", self.key_bytes_min, self.key_bytes_max));
+            return bad(
+                "key_bytes_min",
+                format!("key sizes {}..{} must satisfy 1 <= min <= max <= 250", self.key_bytes_min, self.key_bytes_max),
+            );
         }
-        if self.value_bins.is_empty() || self.value_bins.iter().any(|b| b.min == 0 || b.min > b.max || !(b.weight >= 0.0)) || self.value_bins.iter().map(|b| b.weight).sum::<f64>() <= 0.0 {
+        if self.value_bins.is_empty()
+            || self.value_bins.iter().any(|b| b.min == 0 || b.min > b.max || !(b.weight >= 0.0))
+            || self.value_bins.iter().map(|b| b.weight).sum::<f64>() <= 0.0
+        {
             return bad("value_bins", "need at least one bin with 1 <= min <= max and non-negative weights summing above 0".into());
         }
         if !(self.rate_rps > 0.0 && self.rate_rps.is_finite()) {
@@ -200,11 +206,25 @@ impl Generator {
         let ln_span = spec.value_bins.iter().map(|b| (b.max as f64 / b.min as f64).ln()).collect();
         let tw: f64 = spec.value_bins.iter().map(|b| b.weight).sum();
         let mut acc = 0.0;
-        let cum = spec.value_bins.iter().map(|b| {
-            acc += b.weight / tw;
-            acc
-        }).collect();
-        Ok(Generator { rng: Pcg64Mcg::seed_from_u64(spec.seed), zipf, cum, ln_span, i: 0, fresh: 0, salt: mix64(spec.seed ^ 0x6b79_6b79), pending: None, spec: spec.clone() })
+        let cum = spec
+            .value_bins
+            .iter()
+            .map(|b| {
+                acc += b.weight / tw;
+                acc
+            })
+            .collect();
+        Ok(Generator {
+            rng: Pcg64Mcg::seed_from_u64(spec.seed),
+            zipf,
+            cum,
+            ln_span,
+            i: 0,
+            fresh: 0,
+            salt: mix64(spec.seed ^ 0x6b79_6b79),
+            pending: None,
+            spec: spec.clone(),
+        })
     }
 
     /// Key and value sizes of `key`.
@@ -280,15 +300,24 @@ mod tests {
     #[test]
     fn deterministic_by_seed_and_sizes_follow_the_key() {
         let s = preset("twitter-cluster12").unwrap();
-        let a: Vec<Request> = { let mut g = Generator::new(&s).unwrap(); (0..1000).map(|_| g.next_request()).collect() };
-        let b: Vec<Request> = { let mut g = Generator::new(&s).unwrap(); (0..1000).map(|_| g.next_request()).collect() };
+        let a: Vec<Request> = {
+            let mut g = Generator::new(&s).unwrap();
+            (0..1000).map(|_| g.next_request()).collect()
+        };
+        let b: Vec<Request> = {
+            let mut g = Generator::new(&s).unwrap();
+            (0..1000).map(|_| g.next_request()).collect()
+        };
         assert_eq!(a, b);
         let g = Generator::new(&s).unwrap();
         for r in &a {
             assert_eq!(g.sizes(r.key), (r.key_bytes, r.value_bytes));
             assert!(r.value_bytes >= 64 && r.value_bytes <= 8192);
         }
-        let c: Vec<Request> = { let mut g = Generator::new(&WorkloadSpec { seed: 7, ..s }).unwrap(); (0..1000).map(|_| g.next_request()).collect() };
+        let c: Vec<Request> = {
+            let mut g = Generator::new(&WorkloadSpec { seed: 7, ..s }).unwrap();
+            (0..1000).map(|_| g.next_request()).collect()
+        };
         assert_ne!(a, c);
     }
 

@@ -166,7 +166,12 @@ mod tests {
         for k in 1..=10u64 {
             let p = (k as f64).powf(-alpha) / h;
             let sd = (draws as f64 * p * (1.0 - p)).sqrt();
-            assert!((counts[k as usize] as f64 - draws as f64 * p).abs() < 5.0 * sd, "rank {k}: {} vs {}", counts[k as usize], draws as f64 * p);
+            assert!(
+                (counts[k as usize] as f64 - draws as f64 * p).abs() < 5.0 * sd,
+                "rank {k}: {} vs {}",
+                counts[k as usize],
+                draws as f64 * p
+            );
         }
         let p_tail = 1.0 - exact_h(50_000, alpha) / h;
         let sd = (draws as f64 * p_tail).sqrt();

@@ -59,7 +59,8 @@ fn metadata_and_data_devices_are_not_mixed_up() {
     assert!(e.contains("storage = \"data\""), "{e}");
     let e = HybridCache::data_backed(data_device(true), CacheConfig { invalidate_on_set: false, ..small_cfg() }).err().unwrap().to_string();
     assert!(e.contains("invalidate_on_set"), "{e}");
-    let e = HybridCache::data_backed(data_device(true), CacheConfig { small_item_max_bytes: 4060, ..small_cfg() }).err().unwrap().to_string();
+    let e =
+        HybridCache::data_backed(data_device(true), CacheConfig { small_item_max_bytes: 4060, ..small_cfg() }).err().unwrap().to_string();
     assert!(e.contains("small_item_max_bytes"), "{e}");
 }
 
@@ -126,7 +127,13 @@ fn colliding_hashes_never_return_another_keys_value() {
             }
         }
     }
-    assert!(c.soc.stats.inserts > 0 && c.loc.stats.regions_evicted > 0 && c.stats.nvm_hits > 0, "{:?} {:?} {:?}", c.soc.stats, c.loc.stats, c.stats);
+    assert!(
+        c.soc.stats.inserts > 0 && c.loc.stats.regions_evicted > 0 && c.stats.nvm_hits > 0,
+        "{:?} {:?} {:?}",
+        c.soc.stats,
+        c.loc.stats,
+        c.stats
+    );
     c.verify_data().unwrap();
 }
 

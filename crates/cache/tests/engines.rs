@@ -154,7 +154,7 @@ fn hybrid_cache_serves_from_dram_then_flash_and_honours_ttl() {
     assert!(c.stats.soc_items > 0);
     assert_eq!(c.get(1, 10, 3).unwrap(), Outcome::NvmHit);
     assert_eq!(c.get(1, 10, 4).unwrap(), Outcome::DramHit); // promoted
-    // A large item goes to the LOC; an item with a TTL expires.
+                                                            // A large item goes to the LOC; an item with a TTL expires.
     c.set(7, 10, 60_000, 0, 5).unwrap();
     c.set(8, 10, 100, 5, 5).unwrap();
     assert_eq!(c.get(8, 10, 4_000_000_000).unwrap(), Outcome::DramHit);

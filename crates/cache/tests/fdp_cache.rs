@@ -28,7 +28,10 @@ fn spec(util: f64, soc: f64, device_writes: f64) -> RunSpec {
 fn dlwa(fdp: bool, s: &RunSpec) -> serde_json::Value {
     let r = run(common::device(fdp, false), s, None, &mut |_| true).unwrap();
     let m = r.summary;
-    println!("fdp={fdp} util={} soc={}: DLWA {} (SOC {}, Theorem 1 {}), {:.1} s", s.cache.utilization, s.cache.soc_fraction, m["dlwa"], m["soc_dlwa"], m["theorem1"]["dlwa_fifo"], r.wall_seconds);
+    println!(
+        "fdp={fdp} util={} soc={}: DLWA {} (SOC {}, Theorem 1 {}), {:.1} s",
+        s.cache.utilization, s.cache.soc_fraction, m["dlwa"], m["soc_dlwa"], m["theorem1"]["dlwa_fifo"], r.wall_seconds
+    );
     m
 }
 

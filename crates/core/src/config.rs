@@ -126,7 +126,15 @@ pub struct ZnsConfig {
 
 impl Default for ZnsConfig {
     fn default() -> Self {
-        ZnsConfig { zone_blocks: 1, zone_width: 0, zone_capacity: 1.0, max_open: 14, max_active: 14, conventional_zones: 0, conventional_spare_zones: 2 }
+        ZnsConfig {
+            zone_blocks: 1,
+            zone_width: 0,
+            zone_capacity: 1.0,
+            max_open: 14,
+            max_active: 14,
+            conventional_zones: 0,
+            conventional_spare_zones: 2,
+        }
     }
 }
 
@@ -265,7 +273,8 @@ pub struct WorkloadConfig {
 }
 
 /// Keys of `[workload]` that belong to the whole run, not to one part of a mix.
-const RUN_KEYS: &[&str] = &["queue_depth", "rate_iops", "arrival", "stop_ops", "stop_host_write_bytes", "stop_sim_ns", "stop_device_writes", "mix"];
+const RUN_KEYS: &[&str] =
+    &["queue_depth", "rate_iops", "arrival", "stop_ops", "stop_host_write_bytes", "stop_sim_ns", "stop_device_writes", "mix"];
 
 impl WorkloadConfig {
     /// The parts of `mix` as complete workloads with their weights. Each part starts from this
@@ -282,7 +291,10 @@ impl WorkloadConfig {
             let mut weight = 1.0;
             for (k, v) in part {
                 if k == "weight" {
-                    weight = v.as_float().or_else(|| v.as_integer().map(|x| x as f64)).ok_or_else(|| Error::config(key(k), "expected a number"))?;
+                    weight = v
+                        .as_float()
+                        .or_else(|| v.as_integer().map(|x| x as f64))
+                        .ok_or_else(|| Error::config(key(k), "expected a number"))?;
                     if !(weight > 0.0 && weight.is_finite()) {
                         return Err(Error::config(key(k), format!("{weight} must be a positive number")));
                     }
@@ -299,7 +311,8 @@ impl WorkloadConfig {
                     t.insert(k.clone(), v);
                 }
             }
-            let w: WorkloadConfig = toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| Error::config(key("*"), e.message().to_string()))?;
+            let w: WorkloadConfig =
+                toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| Error::config(key("*"), e.message().to_string()))?;
             out.push((w, weight));
         }
         Ok(out)
@@ -584,9 +597,8 @@ impl Config {
             Some(toml::Value::String(s)) => s.clone(),
             Some(_) => return Err(locate(Some("preset".into()), "must be a string".into())),
         };
-        let base = presets::preset(&preset).ok_or_else(|| {
-            locate(Some("preset".into()), format!("unknown preset {preset:?}; valid: {}", presets::NAMES.join(", ")))
-        })?;
+        let base = presets::preset(&preset)
+            .ok_or_else(|| locate(Some("preset".into()), format!("unknown preset {preset:?}; valid: {}", presets::NAMES.join(", "))))?;
         let mut tree = toml::Value::try_from(&base).expect("config serialises");
         check_unknown_keys(&user, "").map_err(|k| {
             let (table, name) = k.rsplit_once('.').unwrap_or(("", &k));
@@ -622,7 +634,10 @@ impl Config {
     /// Check ranges (from [`KEYS`]) and the relations between keys.
     pub fn validate(&self) -> Result<()> {
         if self.seed > i64::MAX as u64 {
-            return Err(Error::config("seed", format!("{} is out of range; valid: 0 to {} (TOML integers are signed 64-bit)", self.seed, i64::MAX)));
+            return Err(Error::config(
+                "seed",
+                format!("{} is out of range; valid: 0 to {} (TOML integers are signed 64-bit)", self.seed, i64::MAX),
+            ));
         }
         let mut tree = toml::Value::try_from(self).map_err(|e| Error::config("config", e.to_string()))?;
         let defaults = tree.clone();
@@ -632,15 +647,29 @@ impl Config {
             return Err(Error::config("geometry.sector_bytes", format!("{} is not a power of two", g.sector_bytes)));
         }
         if g.page_bytes % g.sector_bytes != 0 {
-            return Err(Error::config("geometry.page_bytes", format!("{} is not a multiple of sector_bytes ({})", g.page_bytes, g.sector_bytes)));
+            return Err(Error::config(
+                "geometry.page_bytes",
+                format!("{} is not a multiple of sector_bytes ({})", g.page_bytes, g.sector_bytes),
+            ));
         }
         let spp = g.page_bytes / g.sector_bytes;
         if (g.oob_bytes as u64) < 4 * spp as u64 + 8 {
-            return Err(Error::config("geometry.oob_bytes", format!("{} bytes cannot hold {} logical addresses and a sequence number (need >= {})", g.oob_bytes, spp, 4 * spp + 8)));
+            return Err(Error::config(
+                "geometry.oob_bytes",
+                format!("{} bytes cannot hold {} logical addresses and a sequence number (need >= {})", g.oob_bytes, spp, 4 * spp + 8),
+            ));
         }
-        let phys_sectors = g.channels as u64 * g.dies_per_channel as u64 * g.planes_per_die as u64 * g.blocks_per_plane as u64 * g.pages_per_block as u64 * spp as u64;
+        let phys_sectors = g.channels as u64
+            * g.dies_per_channel as u64
+            * g.planes_per_die as u64
+            * g.blocks_per_plane as u64
+            * g.pages_per_block as u64
+            * spp as u64;
         if phys_sectors >= (u32::MAX - 1) as u64 {
-            return Err(Error::config("geometry.blocks_per_plane", format!("device has {phys_sectors} physical sectors; at most {} are supported (use larger sector_bytes)", u32::MAX - 2)));
+            return Err(Error::config(
+                "geometry.blocks_per_plane",
+                format!("device has {phys_sectors} physical sectors; at most {} are supported (use larger sector_bytes)", u32::MAX - 2),
+            ));
         }
         let dies = g.channels * g.dies_per_channel;
         let open_blocks = 2 * dies * g.planes_per_die; // host + GC write points
@@ -661,7 +690,11 @@ impl Config {
         if f.configuration as usize >= offered.len() {
             return Err(Error::config(
                 "fdp.configuration",
-                format!("{} names no configuration: the device offers {} (0 = the flat keys, 1.. = extra_configurations)", f.configuration, offered.len()),
+                format!(
+                    "{} names no configuration: the device offers {} (0 = the flat keys, 1.. = extra_configurations)",
+                    f.configuration,
+                    offered.len()
+                ),
             ));
         }
         for (i, fc) in offered.iter().enumerate() {
@@ -670,14 +703,21 @@ impl Config {
                 return Err(Error::config(&key("handle_types"), "needs at least one type (initially-isolated or persistently-isolated)"));
             }
             if i > 0 {
-                for (name, v, lo, hi) in [("reclaim_groups", fc.reclaim_groups, 1, 64), ("handles", fc.handles, 1, 128), ("ru_superblocks", fc.ru_superblocks, 1, 4096)] {
+                for (name, v, lo, hi) in [
+                    ("reclaim_groups", fc.reclaim_groups, 1, 64),
+                    ("handles", fc.handles, 1, 128),
+                    ("ru_superblocks", fc.ru_superblocks, 1, 4096),
+                ] {
                     if !(lo..=hi).contains(&v) {
                         return Err(Error::config(&key(name), format!("{v} is out of range; valid: {lo} to {hi}")));
                     }
                 }
             }
             if fc.reclaim_groups > dies {
-                return Err(Error::config(&key("reclaim_groups"), format!("{} reclaim groups need at least as many dies ({dies} here)", fc.reclaim_groups)));
+                return Err(Error::config(
+                    &key("reclaim_groups"),
+                    format!("{} reclaim groups need at least as many dies ({dies} here)", fc.reclaim_groups),
+                ));
             }
         }
         let active = f.active();
@@ -686,7 +726,10 @@ impl Config {
             if h >= active.handles || !seen.insert(h) {
                 return Err(Error::config(
                     "fdp.namespace_handles",
-                    format!("{:?} must list distinct reclaim unit handles below {} (the configuration in force has {})", f.namespace_handles, active.handles, active.handles),
+                    format!(
+                        "{:?} must list distinct reclaim unit handles below {} (the configuration in force has {})",
+                        f.namespace_handles, active.handles, active.handles
+                    ),
                 ));
             }
         }
@@ -705,14 +748,23 @@ impl Config {
             }
         }
         if w.offset + w.span > 1.0 + 1e-9 {
-            return Err(Error::config("workload.span", format!("offset {} + span {} exceeds the logical space (must be <= 1)", w.offset, w.span)));
+            return Err(Error::config(
+                "workload.span",
+                format!("offset {} + span {} exceeds the logical space (must be <= 1)", w.offset, w.span),
+            ));
         }
         if w.block_bytes.is_empty() || w.block_bytes.len() != w.block_weights.len() {
-            return Err(Error::config("workload.block_weights", format!("needs one weight per block_bytes entry ({} sizes, {} weights)", w.block_bytes.len(), w.block_weights.len())));
+            return Err(Error::config(
+                "workload.block_weights",
+                format!("needs one weight per block_bytes entry ({} sizes, {} weights)", w.block_bytes.len(), w.block_weights.len()),
+            ));
         }
         for &b in &w.block_bytes {
             if b == 0 || b % g.sector_bytes as u64 != 0 || b > (32 << 20) {
-                return Err(Error::config("workload.block_bytes", format!("{b} must be a positive multiple of sector_bytes ({}) up to 32 MiB", g.sector_bytes)));
+                return Err(Error::config(
+                    "workload.block_bytes",
+                    format!("{b} must be a positive multiple of sector_bytes ({}) up to 32 MiB", g.sector_bytes),
+                ));
             }
         }
         if w.block_weights.iter().any(|&x| !(x >= 0.0 && x.is_finite())) || w.block_weights.iter().sum::<f64>() <= 0.0 {
@@ -722,7 +774,10 @@ impl Config {
             return Err(Error::config("workload.trim_fraction", "read_fraction + trim_fraction must be <= 1"));
         }
         if w.stop_ops == 0 && w.stop_host_write_bytes == 0 && w.stop_sim_ns == 0 && w.stop_device_writes == 0.0 {
-            return Err(Error::config("workload.stop_ops", "no stop condition: set stop_ops, stop_host_write_bytes, stop_sim_ns or stop_device_writes"));
+            return Err(Error::config(
+                "workload.stop_ops",
+                "no stop condition: set stop_ops, stop_host_write_bytes, stop_sim_ns or stop_device_writes",
+            ));
         }
         if w.stop_sim_ns > 0 && !self.timing.enabled {
             return Err(Error::config("workload.stop_sim_ns", "needs timing.enabled = true"));
@@ -758,7 +813,11 @@ fn check_tree(tree: &mut toml::Value, defaults: &toml::Value) -> Result<()> {
     for kd in KEYS {
         let Some(def) = lookup(defaults, kd.path) else { continue };
         let (table, name) = kd.path.rsplit_once('.').unwrap_or(("", kd.path));
-        let parent = if table.is_empty() { Some(&mut *tree) } else { table.split('.').try_fold(&mut *tree, |cur, part| cur.as_table_mut()?.get_mut(part)) };
+        let parent = if table.is_empty() {
+            Some(&mut *tree)
+        } else {
+            table.split('.').try_fold(&mut *tree, |cur, part| cur.as_table_mut()?.get_mut(part))
+        };
         let Some(v) = parent.and_then(|p| p.as_table_mut()).and_then(|t| t.get_mut(name)) else { continue };
         let kind = |v: &V| match v {
             V::Integer(_) => "an integer",
@@ -784,7 +843,10 @@ fn check_tree(tree: &mut toml::Value, defaults: &toml::Value) -> Result<()> {
                     _ => continue,
                 };
                 if !(x >= lo && x <= hi) {
-                    return Err(Error::config(kd.path, format!("{} is out of range; valid: {} to {} ({})", v, fmt_num(lo), fmt_num(hi), kd.unit)));
+                    return Err(Error::config(
+                        kd.path,
+                        format!("{} is out of range; valid: {} to {} ({})", v, fmt_num(lo), fmt_num(hi), kd.unit),
+                    ));
                 }
             }
             OneOf(set) => {

@@ -6,13 +6,13 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::config::Personality;
 use crate::config::{Arrival, Config, Pattern, WorkloadConfig};
 use crate::engine::driver::{self, Ending, Limits, Loop};
 use crate::error::{Error, Result};
-use crate::config::Personality;
 use crate::ftl::conventional::Conventional;
 use crate::ftl::ocssd::{ChunkLog, Ocssd};
-use crate::ftl::zns::{ZoneLog, Zns};
+use crate::ftl::zns::{Zns, ZoneLog};
 use crate::ftl::{BlockDevice, WriteOpts};
 use crate::metrics::Recorder;
 use crate::workload::{Mix, Source, Synthetic};
@@ -163,7 +163,8 @@ impl Device {
             let unit = (self.cfg.geometry.page_bytes as u64 * self.cfg.geometry.planes_per_die as u64).max(sector);
             let chunk = (128 * 1024 / unit).max(1) * unit;
             let chunk = if logical % chunk == 0 { chunk } else { sector };
-            let w = WorkloadConfig { pattern: Pattern::Sequential, block_bytes: vec![chunk], block_weights: vec![1.0], ..Default::default() };
+            let w =
+                WorkloadConfig { pattern: Pattern::Sequential, block_bytes: vec![chunk], block_weights: vec![1.0], ..Default::default() };
             let e = self.drive(&w, Limits { host_write_bytes: logical, ..Default::default() }, None, "fill", progress)?.1;
             if e == Ending::Interrupted {
                 return Ok(e);
@@ -223,11 +224,22 @@ impl Device {
         Recorder::new(self.block_device(), self.now_ns, m.series_interval_ns, bytes)
     }
 
-    fn drive(&mut self, w: &WorkloadConfig, limits: Limits, measured: Option<()>, phase: &str, progress: Progress) -> Result<(Option<RunReport>, Ending)> {
+    fn drive(
+        &mut self,
+        w: &WorkloadConfig,
+        limits: Limits,
+        measured: Option<()>,
+        phase: &str,
+        progress: Progress,
+    ) -> Result<(Option<RunReport>, Ending)> {
         let sector = self.cfg.geometry.sector_bytes;
         let seed = self.cfg.seed.wrapping_add(phase.len() as u64 * 0x9E37_79B9);
         let mut src = Synthetic::new(w, self.block_device().logical_sectors(), sector, seed)?;
-        let lp = if w.rate_iops > 0.0 { Loop::Rate { iops: w.rate_iops, poisson: w.arrival == Arrival::Poisson } } else { Loop::Closed { depth: w.queue_depth } };
+        let lp = if w.rate_iops > 0.0 {
+            Loop::Rate { iops: w.rate_iops, poisson: w.arrival == Arrival::Poisson }
+        } else {
+            Loop::Closed { depth: w.queue_depth }
+        };
         self.drive_source(&mut src, lp, limits, measured, phase, progress)
     }
 
@@ -247,10 +259,17 @@ impl Device {
                 }
                 other => other,
             })?;
-            gens.push((Synthetic::new(w, self.block_device().logical_sectors(), sector, self.cfg.seed.wrapping_add(7919 * (i as u64 + 1)))?, *weight));
+            gens.push((
+                Synthetic::new(w, self.block_device().logical_sectors(), sector, self.cfg.seed.wrapping_add(7919 * (i as u64 + 1)))?,
+                *weight,
+            ));
         }
         let mut src = Mix::new(gens, self.cfg.seed)?;
-        let lp = if stop.rate_iops > 0.0 { Loop::Rate { iops: stop.rate_iops, poisson: stop.arrival == Arrival::Poisson } } else { Loop::Closed { depth: stop.queue_depth } };
+        let lp = if stop.rate_iops > 0.0 {
+            Loop::Rate { iops: stop.rate_iops, poisson: stop.arrival == Arrival::Poisson }
+        } else {
+            Loop::Closed { depth: stop.queue_depth }
+        };
         let limits = self.limits(stop);
         let (rep, _) = self.drive_source(&mut src, lp, limits, Some(()), "run", progress)?;
         Ok(rep.expect("measured run"))
@@ -262,7 +281,15 @@ impl Device {
         Ok(rep.expect("measured run"))
     }
 
-    fn drive_source(&mut self, src: &mut dyn Source, lp: Loop, limits: Limits, measured: Option<()>, phase: &str, progress: Progress) -> Result<(Option<RunReport>, Ending)> {
+    fn drive_source(
+        &mut self,
+        src: &mut dyn Source,
+        lp: Loop,
+        limits: Limits,
+        measured: Option<()>,
+        phase: &str,
+        progress: Progress,
+    ) -> Result<(Option<RunReport>, Ending)> {
         let mut rec = self.recorder(limits.host_write_bytes);
         let start = self.now_ns;
         let seed = self.cfg.seed;

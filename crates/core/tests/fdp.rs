@@ -58,7 +58,9 @@ fn sequential_handle_stays_at_dlwa_one_and_fdp_beats_mixing() {
     assert!(seq < 1.1, "sequential handle DLWA {seq}");
     // Reclaim units: the sequential handle's completed RUs are whole (all valid), the random
     // handle's are spread over many fill levels.
-    let ru = |h: u64| -> Vec<u64> { handle(&on, h)["ru_valid_fraction_histogram"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect() };
+    let ru = |h: u64| -> Vec<u64> {
+        handle(&on, h)["ru_valid_fraction_histogram"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect()
+    };
     let (ru0, ru1) = (ru(0), ru(1));
     println!("RU valid-fraction histograms: handle 0 {ru0:?}, handle 1 {ru1:?}");
     assert!(ru0.iter().sum::<u64>() > 0 && ru0[9] * 10 >= ru0.iter().sum::<u64>() * 9, "{ru0:?}");
@@ -188,7 +190,12 @@ fn configurations_are_offered_in_the_log_and_chosen_at_format_time() {
     let mut c = device(true, &[HandleType::InitiallyIsolated]);
     c.fdp.extra_configurations = vec![
         FdpConfiguration { reclaim_groups: 1, handles: 2, handle_types: vec![HandleType::PersistentlyIsolated], ru_superblocks: 2 },
-        FdpConfiguration { reclaim_groups: 2, handles: 3, handle_types: vec![HandleType::InitiallyIsolated, HandleType::PersistentlyIsolated], ru_superblocks: 1 },
+        FdpConfiguration {
+            reclaim_groups: 2,
+            handles: 3,
+            handle_types: vec![HandleType::InitiallyIsolated, HandleType::PersistentlyIsolated],
+            ru_superblocks: 1,
+        },
     ];
     for (index, (groups, handles, ruht)) in [(1u64, 4u64, 1u64), (1, 2, 2), (2, 3, 1)].into_iter().enumerate() {
         let mut c = c.clone();

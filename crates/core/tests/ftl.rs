@@ -64,7 +64,14 @@ fn every_policy_keeps_invariants_and_cost_benefit_beats_fifo_on_hot_cold() {
         c.ftl.gc_policy = policy;
         let mut dev = Device::new(c).unwrap();
         dev.precondition(&mut no_progress).unwrap();
-        let w = WorkloadConfig { pattern: Pattern::Hotcold, hot_space: 0.1, hot_writes: 0.9, queue_depth: 1, stop_device_writes: 3.0, ..Default::default() };
+        let w = WorkloadConfig {
+            pattern: Pattern::Hotcold,
+            hot_space: 0.1,
+            hot_writes: 0.9,
+            queue_depth: 1,
+            stop_device_writes: 3.0,
+            ..Default::default()
+        };
         let rep = dev.run(&w, &mut no_progress).unwrap();
         dev.ftl().check_invariants();
         wafs.insert(format!("{policy:?}"), rep.dlwa());
@@ -80,7 +87,16 @@ fn same_seed_same_metrics_bytes() {
     let run = |seed: u64| {
         let mut c = tiny();
         c.seed = seed;
-        c.workload = WorkloadConfig { pattern: Pattern::Zipf, read_fraction: 0.3, trim_fraction: 0.05, block_bytes: vec![4096, 65536], block_weights: vec![3.0, 1.0], stop_ops: 30_000, stop_device_writes: 0.0, ..Default::default() };
+        c.workload = WorkloadConfig {
+            pattern: Pattern::Zipf,
+            read_fraction: 0.3,
+            trim_fraction: 0.05,
+            block_bytes: vec![4096, 65536],
+            block_weights: vec![3.0, 1.0],
+            stop_ops: 30_000,
+            stop_device_writes: 0.0,
+            ..Default::default()
+        };
         c.precondition.random_device_writes = 0.5;
         c.ftl.gc_policy = GcPolicy::DChoices;
         let mut dev = Device::new(c).unwrap();
@@ -103,7 +119,11 @@ fn gc_shows_in_write_tail_latency() {
         let mut dev = Device::new(c).unwrap();
         let rep = dev.run_configured(&mut no_progress).unwrap();
         let m = rep.metrics;
-        (m["gc_events"].as_u64().unwrap(), m["latency_ns"]["write"]["p99"].as_u64().unwrap(), m["throughput"]["host_write_bytes_per_s"].as_f64().unwrap())
+        (
+            m["gc_events"].as_u64().unwrap(),
+            m["latency_ns"]["write"]["p99"].as_u64().unwrap(),
+            m["throughput"]["host_write_bytes_per_s"].as_f64().unwrap(),
+        )
     };
     let (gc_fresh, p99_fresh, bw_fresh) = measure(0.0);
     let (gc_steady, p99_steady, bw_steady) = measure(1.5);
@@ -150,7 +170,13 @@ fn mapping_rebuilds_from_media_alone() {
     c.timing.enabled = false;
     let mut dev = Device::new(c).unwrap();
     dev.precondition(&mut no_progress).unwrap();
-    let w = WorkloadConfig { pattern: Pattern::Zipf, block_bytes: vec![4096, 32768], block_weights: vec![1.0, 1.0], stop_device_writes: 2.0, ..Default::default() };
+    let w = WorkloadConfig {
+        pattern: Pattern::Zipf,
+        block_bytes: vec![4096, 32768],
+        block_weights: vec![1.0, 1.0],
+        stop_device_writes: 2.0,
+        ..Default::default()
+    };
     dev.run(&w, &mut no_progress).unwrap();
     dev.flush().unwrap();
     let ftl = dev.ftl();
@@ -171,7 +197,8 @@ fn wear_levelling_narrows_the_erase_spread() {
         let mut dev = Device::new(c).unwrap();
         dev.precondition(&mut no_progress).unwrap();
         // 95% of writes to 5% of the space: the cold blocks never get erased without static WL.
-        let w = WorkloadConfig { pattern: Pattern::Hotcold, hot_space: 0.05, hot_writes: 1.0, stop_device_writes: 20.0, ..Default::default() };
+        let w =
+            WorkloadConfig { pattern: Pattern::Hotcold, hot_space: 0.05, hot_writes: 1.0, stop_device_writes: 20.0, ..Default::default() };
         let rep = dev.run(&w, &mut no_progress).unwrap();
         dev.ftl().check_invariants();
         let e = &rep.metrics["erase_count"];

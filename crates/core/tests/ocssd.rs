@@ -169,7 +169,14 @@ fn chunk_log_buffers_partial_units_until_flush_and_pads_them() {
     // ... while a workload writes through the chunk log: 3 sectors stay in the host buffer.
     use ssdlab_core::config::{Pattern, WorkloadConfig};
     use ssdlab_core::device::no_progress;
-    let w = WorkloadConfig { pattern: Pattern::Sequential, block_bytes: vec![4096], block_weights: vec![1.0], stop_ops: 11, queue_depth: 1, ..Default::default() };
+    let w = WorkloadConfig {
+        pattern: Pattern::Sequential,
+        block_bytes: vec![4096],
+        block_weights: vec![1.0],
+        stop_ops: 11,
+        queue_depth: 1,
+        ..Default::default()
+    };
     let rep = dev.run(&w, &mut no_progress).unwrap();
     // 11 sectors: the device has seen one 8-sector unit; 3 sectors wait in the host buffer.
     let written = |dev: &mut Device| -> u64 { dev.ocssd_mut().unwrap().chunk_info(None).iter().map(|ci| ci.wp - ci.slba).sum() };

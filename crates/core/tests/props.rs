@@ -129,12 +129,25 @@ enum Addr {
 #[derive(Debug, Clone)]
 enum Op {
     /// `content` 0 writes zeros; otherwise each sector gets its own pattern derived from it.
-    Write { at: Addr, len: u8, fua: bool, content: u64 },
-    Read { at: Addr, len: u8 },
-    Trim { at: Addr, len: u8 },
+    Write {
+        at: Addr,
+        len: u8,
+        fua: bool,
+        content: u64,
+    },
+    Read {
+        at: Addr,
+        len: u8,
+    },
+    Trim {
+        at: Addr,
+        len: u8,
+    },
     Flush,
     /// Let the device idle for a while (background GC when timing is on).
-    Idle { us: u32 },
+    Idle {
+        us: u32,
+    },
 }
 
 fn addr() -> impl Strategy<Value = Addr> {
@@ -366,12 +379,22 @@ impl Harness {
         prop_assert_eq!(c.nand_write_bytes, c.nand_page_programs * lay.page_bytes as u64);
         prop_assert_eq!(c.nand_read_bytes, c.nand_page_reads * lay.page_bytes as u64);
         let nand_sectors = c.nand_write_bytes / sb;
-        prop_assert!(c.gc_relocated_sectors <= nand_sectors, "gc_relocated_sectors {} > NAND writes {} sectors", c.gc_relocated_sectors, nand_sectors);
+        prop_assert!(
+            c.gc_relocated_sectors <= nand_sectors,
+            "gc_relocated_sectors {} > NAND writes {} sectors",
+            c.gc_relocated_sectors,
+            nand_sectors
+        );
         prop_assert!(c.gc_relocated_pages <= c.nand_page_programs);
         prop_assert_eq!(c.gc_events, c.gc_foreground_events + c.gc_background_events + c.wl_static_moves);
         if flushed {
             if c.host_write_bytes > 0 {
-                prop_assert!(c.nand_write_bytes >= c.host_write_bytes, "nand_write_bytes {} < host_write_bytes {}", c.nand_write_bytes, c.host_write_bytes);
+                prop_assert!(
+                    c.nand_write_bytes >= c.host_write_bytes,
+                    "nand_write_bytes {} < host_write_bytes {}",
+                    c.nand_write_bytes,
+                    c.host_write_bytes
+                );
             }
             // Relocated sectors still in the GC buffer are programmed by now.
             prop_assert!(c.gc_relocated_sectors <= c.gc_relocated_pages * lay.sectors_per_page as u64);
@@ -496,7 +519,15 @@ fn restored_snapshot_behaves_like_the_original() {
         let _ = std::fs::remove_file(&path);
         snap.map_err(|e| fail(format!("snapshot after {cut} ops failed: {e}")))?;
         let restored = restored.map_err(|e| fail(format!("restore after {cut} ops failed: {e}")))?;
-        let mut b = Harness { dev: restored, model: a.model.clone(), sb: a.sb, logical: a.logical, timing: a.timing, buf: Vec::new(), exp: Vec::new() };
+        let mut b = Harness {
+            dev: restored,
+            model: a.model.clone(),
+            sb: a.sb,
+            logical: a.logical,
+            timing: a.timing,
+            buf: Vec::new(),
+            exp: Vec::new(),
+        };
         prop_assert_eq!(b.dev.now_ns(), a.dev.now_ns());
         prop_assert_eq!(b.dev.config(), a.dev.config());
         prop_assert_eq!(b.dev.ftl().counters(), a.dev.ftl().counters());
@@ -509,7 +540,11 @@ fn restored_snapshot_behaves_like_the_original() {
         }
         prop_assert_eq!(a.dev.ftl().counters(), b.dev.ftl().counters(), "counters differ at the end");
         prop_assert_eq!(a.dev.now_ns(), b.dev.now_ns());
-        prop_assert!(bincode::serialize(&a.dev).unwrap() == bincode::serialize(&b.dev).unwrap(), "device states differ at the end (snapshot after {} ops)", cut);
+        prop_assert!(
+            bincode::serialize(&a.dev).unwrap() == bincode::serialize(&b.dev).unwrap(),
+            "device states differ at the end (snapshot after {} ops)",
+            cut
+        );
         a.finish().map_err(|e| fail(format!("original device: {e}")))?;
         b.finish().map_err(|e| fail(format!("restored device: {e}")))?;
         prop_assert_eq!(a.dev.ftl().counters(), b.dev.ftl().counters(), "counters differ after the final flush");
@@ -601,7 +636,12 @@ fn most_configs_are_valid() {
         let p = strategy.new_tree(&mut runner).unwrap().current();
         match Device::new(p.config()) {
             Ok(_) => ok += 1,
-            Err(e) => { if reasons.is_empty() { eprintln!("first rejection: {e} ({p:?})"); } *reasons.entry(e.to_string().split(':').next().unwrap_or("").to_string()).or_default() += 1 }
+            Err(e) => {
+                if reasons.is_empty() {
+                    eprintln!("first rejection: {e} ({p:?})");
+                }
+                *reasons.entry(e.to_string().split(':').next().unwrap_or("").to_string()).or_default() += 1
+            }
         }
     }
     eprintln!("{ok} of {total} generated configs are valid; rejections: {reasons:?}");

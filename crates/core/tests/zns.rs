@@ -3,7 +3,7 @@
 use ssdlab_core::config::{Config, Personality, StorageMode, WorkloadConfig};
 use ssdlab_core::device::no_progress;
 use ssdlab_core::error::Status;
-use ssdlab_core::ftl::zns::{ZoneAction, ZoneState, Zns};
+use ssdlab_core::ftl::zns::{Zns, ZoneAction, ZoneState};
 use ssdlab_core::ftl::{BlockDevice, WriteOpts};
 use ssdlab_core::media::presets::preset;
 use ssdlab_core::{Device, Error};

@@ -23,16 +23,36 @@ pub enum StoreKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command<'a> {
     /// `get`/`gets <key>*` (`cas`: gets, replies carry the CAS unique).
-    Get { keys: Vec<&'a [u8]>, cas: bool },
+    Get {
+        keys: Vec<&'a [u8]>,
+        cas: bool,
+    },
     /// `set|add|replace <key> <flags> <exptime> <bytes> [noreply]`,
     /// `cas <key> <flags> <exptime> <bytes> <cas unique> [noreply]`; a data block follows.
-    Store { kind: StoreKind, key: &'a [u8], flags: u32, exptime: i64, bytes: u32, cas_unique: u64, noreply: bool },
+    Store {
+        kind: StoreKind,
+        key: &'a [u8],
+        flags: u32,
+        exptime: i64,
+        bytes: u32,
+        cas_unique: u64,
+        noreply: bool,
+    },
     /// `delete <key> [0] [noreply]`
-    Delete { key: &'a [u8], noreply: bool },
+    Delete {
+        key: &'a [u8],
+        noreply: bool,
+    },
     /// `touch <key> <exptime> [noreply]`
-    Touch { key: &'a [u8], exptime: i64, noreply: bool },
+    Touch {
+        key: &'a [u8],
+        exptime: i64,
+        noreply: bool,
+    },
     /// `stats [group]`
-    Stats { group: Option<&'a [u8]> },
+    Stats {
+        group: Option<&'a [u8]>,
+    },
     Version,
     Quit,
 }
@@ -119,7 +139,11 @@ pub fn parse(line: &[u8], max_value_bytes: u64) -> Result<Command<'_>, Refusal> 
             let skip = |reply: String| Refusal { reply, skip_bytes: bytes + 2, close: false, noreply };
             let want = if kind == StoreKind::Cas { 5 } else { 4 } + noreply as usize;
             if args.len() != want {
-                let usage = if kind == StoreKind::Cas { "cas <key> <flags> <exptime> <bytes> <cas unique> [noreply]" } else { "<command> <key> <flags> <exptime> <bytes> [noreply]" };
+                let usage = if kind == StoreKind::Cas {
+                    "cas <key> <flags> <exptime> <bytes> <cas unique> [noreply]"
+                } else {
+                    "<command> <key> <flags> <exptime> <bytes> [noreply]"
+                };
                 return Err(skip(format!("CLIENT_ERROR bad command line format; usage: {usage}")));
             }
             let key = args[0];

@@ -100,7 +100,8 @@ enum ConnEnd {
 
 impl From<io::Error> for ConnEnd {
     fn from(e: io::Error) -> Self {
-        if matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe | ErrorKind::ConnectionAborted) {
+        if matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe | ErrorKind::ConnectionAborted)
+        {
             ConnEnd::Closed
         } else {
             ConnEnd::Io(e)
@@ -140,7 +141,11 @@ fn r6(x: f64) -> f64 {
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 { 0.0 } else { r6(a as f64 / b as f64) }
+    if b == 0 {
+        0.0
+    } else {
+        r6(a as f64 / b as f64)
+    }
 }
 
 impl Server {
@@ -168,7 +173,8 @@ impl Server {
             return Err(format!("cache.region_bytes {region} leaves no room for values"));
         }
         let dev = &cache.flash.dev;
-        let streams0 = if dev.config().personality == ssdlab_core::config::Personality::Conventional { dev.ftl().stream_stats() } else { vec![] };
+        let streams0 =
+            if dev.config().personality == ssdlab_core::config::Personality::Conventional { dev.ftl().stream_stats() } else { vec![] };
         Ok(Arc::new(Server {
             state: Mutex::new(State { cache, ops: Ops::default(), streams0 }),
             max_value_bytes,
@@ -548,7 +554,13 @@ impl Server {
                 let res = st.cache.peek_item(h, key, now).and_then(|cur| match cur {
                     None => Ok(false),
                     Some(c) => {
-                        let it = Item { key: c.key.clone(), value: c.value.clone(), flags: c.flags, expiry_s: expiry_s(exptime, now), cas: c.cas };
+                        let it = Item {
+                            key: c.key.clone(),
+                            value: c.value.clone(),
+                            flags: c.flags,
+                            expiry_s: expiry_s(exptime, now),
+                            cas: c.cas,
+                        };
                         st.cache.set_item(h, it, now).map(|_| true)
                     }
                 });
@@ -571,7 +583,11 @@ impl Server {
                     None => self.stats(),
                     Some(b"settings") => self.settings(),
                     Some(g) => {
-                        write!(w, "CLIENT_ERROR unknown stats group {:?}; this server has `stats` and `stats settings`\r\n", String::from_utf8_lossy(g))?;
+                        write!(
+                            w,
+                            "CLIENT_ERROR unknown stats group {:?}; this server has `stats` and `stats settings`\r\n",
+                            String::from_utf8_lossy(g)
+                        )?;
                         return Ok(true);
                     }
                 };
@@ -630,9 +646,12 @@ fn log(quiet: bool, msg: &str) {
 
 /// Bind `opts.listen` (loopback only: the protocol has no authentication).
 pub fn bind(srv: &Server) -> Result<TcpListener, String> {
-    let addr: SocketAddr = srv.opts.listen.parse().map_err(|e| format!("--listen {:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:11211)", srv.opts.listen))?;
+    let addr: SocketAddr =
+        srv.opts.listen.parse().map_err(|e| format!("--listen {:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:11211)", srv.opts.listen))?;
     if !addr.ip().is_loopback() {
-        return Err(format!("--listen {addr}: only loopback addresses (127.0.0.1, ::1): the memcached protocol has no authentication or encryption"));
+        return Err(format!(
+            "--listen {addr}: only loopback addresses (127.0.0.1, ::1): the memcached protocol has no authentication or encryption"
+        ));
     }
     TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))
 }
@@ -676,7 +695,9 @@ pub fn serve_on(srv: Arc<Server>, listener: TcpListener) -> Result<Value, String
                     srv.conns.rejected.fetch_add(1, Ordering::Relaxed);
                     log(srv.opts.quiet, &format!("refused {peer}: {} connections open (--max-connections)", srv.opts.max_connections));
                     let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
-                    let _ = s.write_all(format!("SERVER_ERROR too many open connections (--max-connections {})\r\n", srv.opts.max_connections).as_bytes());
+                    let _ = s.write_all(
+                        format!("SERVER_ERROR too many open connections (--max-connections {})\r\n", srv.opts.max_connections).as_bytes(),
+                    );
                     continue;
                 }
                 let _ = s.set_nodelay(true);
@@ -699,7 +720,11 @@ pub fn serve_on(srv: Arc<Server>, listener: TcpListener) -> Result<Value, String
                         Err(p) => {
                             // A broken invariant (e.g. device bytes that disagree with the
                             // index): the cache can no longer be trusted. Stop loudly.
-                            let m = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                            let m = p
+                                .downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                                .unwrap_or_default();
                             log(false, &format!("{peer}: internal error, shutting down: {m}"));
                             srv2.failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(m);
                             srv2.shutdown.store(true, Ordering::Relaxed);

@@ -26,12 +26,21 @@ fn cache() -> HybridCache {
     c.fdp.handles = 4;
     c.fdp.ru_superblocks = 1;
     c.storage = StorageMode::Data;
-    let cfg = CacheConfig { dram_bytes: 32 << 10, utilization: 0.01, soc_fraction: 0.002, region_bytes: 256 << 10, loc_write_bytes: 64 << 10, region_eviction: RegionEviction::Fifo, ..CacheConfig::default() };
+    let cfg = CacheConfig {
+        dram_bytes: 32 << 10,
+        utilization: 0.01,
+        soc_fraction: 0.002,
+        region_bytes: 256 << 10,
+        loc_write_bytes: 64 << 10,
+        region_eviction: RegionEviction::Fifo,
+        ..CacheConfig::default()
+    };
     HybridCache::data_backed(Device::new(c).unwrap(), cfg).unwrap()
 }
 
 fn start_result(max_connections: usize) -> (Arc<Server>, String, JoinHandle<Result<serde_json::Value, String>>) {
-    let srv = Server::new(cache(), ServeOptions { max_connections, max_value_bytes: 100_000, quiet: true, ..ServeOptions::default() }).unwrap();
+    let srv =
+        Server::new(cache(), ServeOptions { max_connections, max_value_bytes: 100_000, quiet: true, ..ServeOptions::default() }).unwrap();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     let s2 = srv.clone();
@@ -126,7 +135,21 @@ fn protocol_end_to_end() {
         assert_eq!(p.next(), Some("STAT"));
         stats.insert(p.next().unwrap().to_string(), p.next().unwrap().to_string());
     }
-    for k in ["pid", "uptime", "curr_items", "get_hits", "get_misses", "cmd_get", "cmd_set", "dlwa", "alwa", "dram_hit_ratio", "nvm_hit_ratio", "device_host_write_bytes", "device_media_write_bytes"] {
+    for k in [
+        "pid",
+        "uptime",
+        "curr_items",
+        "get_hits",
+        "get_misses",
+        "cmd_get",
+        "cmd_set",
+        "dlwa",
+        "alwa",
+        "dram_hit_ratio",
+        "nvm_hit_ratio",
+        "device_host_write_bytes",
+        "device_media_write_bytes",
+    ] {
         assert!(stats.contains_key(k), "stats lacks {k}");
     }
     assert_eq!(stats["pid"], std::process::id().to_string());

@@ -221,7 +221,10 @@ impl Backend {
     /// Open (or create) the image for `cfg` and bring the device to the image's state.
     pub fn open(mut cfg: Config, opts: &BackendOptions) -> Result<Backend> {
         if !matches!(cfg.personality, Personality::Conventional) {
-            return Err(BackendError(format!("ssdlab serve exports conventional and FDP devices; personality {:?} has its own host interface (use the Python API)", cfg.personality)));
+            return Err(BackendError(format!(
+                "ssdlab serve exports conventional and FDP devices; personality {:?} has its own host interface (use the Python API)",
+                cfg.personality
+            )));
         }
         // The image holds the contents: the device needs none.
         cfg.storage = StorageMode::Metadata;
@@ -267,7 +270,13 @@ impl Backend {
                 };
                 let replayed = replay_journal(&mut dev, &paths.journal, generation, logical, &mut recovery)?;
                 if recovery.source.is_empty() {
-                    recovery.source = if replayed { "journal".into() } else if existed && len > 0 { "imported".into() } else { "new".into() };
+                    recovery.source = if replayed {
+                        "journal".into()
+                    } else if existed && len > 0 {
+                        "imported".into()
+                    } else {
+                        "new".into()
+                    };
                 } else if replayed {
                     recovery.source = "snapshot+journal".into();
                 }
@@ -283,7 +292,8 @@ impl Backend {
         };
         recovery.seconds = t0.elapsed().as_secs_f64();
         let timing = cfg.timing.enabled;
-        let rec = Recorder::new(dev.block_device(), dev.now_ns(), cfg.metrics.series_interval_ns, if timing { 0 } else { (logical / 50).max(1) });
+        let rec =
+            Recorder::new(dev.block_device(), dev.now_ns(), cfg.metrics.series_interval_ns, if timing { 0 } else { (logical / 50).max(1) });
         let origin_ns = dev.now_ns();
         Ok(Backend {
             cfg,
@@ -429,7 +439,6 @@ impl Backend {
         }
         Ok(done)
     }
-
 
     /// Flush: the device's write buffer, then the image and journal to stable storage.
     pub fn flush(&mut self) -> Result<u64> {

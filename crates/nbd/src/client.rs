@@ -31,7 +31,9 @@ impl Client {
         tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
         let mut hello = [0u8; 18];
         tcp.read_exact(&mut hello)?;
-        if u64::from_be_bytes(hello[0..8].try_into().unwrap()) != NBDMAGIC || u64::from_be_bytes(hello[8..16].try_into().unwrap()) != IHAVEOPT {
+        if u64::from_be_bytes(hello[0..8].try_into().unwrap()) != NBDMAGIC
+            || u64::from_be_bytes(hello[8..16].try_into().unwrap()) != IHAVEOPT
+        {
             return Err(io_err(format!("{addr} is not a newstyle NBD server")));
         }
         tcp.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes())?;
@@ -85,7 +87,9 @@ impl Client {
         self.s.write_all(&r)?;
         let mut h = [0u8; 16];
         self.s.read_exact(&mut h)?;
-        if u32::from_be_bytes(h[0..4].try_into().unwrap()) != SIMPLE_REPLY_MAGIC || u64::from_be_bytes(h[8..16].try_into().unwrap()) != self.cookie {
+        if u32::from_be_bytes(h[0..4].try_into().unwrap()) != SIMPLE_REPLY_MAGIC
+            || u64::from_be_bytes(h[8..16].try_into().unwrap()) != self.cookie
+        {
             return Err(io_err("malformed reply".into()));
         }
         Ok(u32::from_be_bytes(h[4..8].try_into().unwrap()))
@@ -122,7 +126,11 @@ impl Client {
 
 /// Send NBD_OPT_STARTTLS and run the TLS handshake, checking the server's certificate
 /// against the CA in `ca` and the host of `addr`.
-fn start_tls(mut tcp: TcpStream, addr: &str, ca: &std::path::Path) -> std::io::Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
+fn start_tls(
+    mut tcp: TcpStream,
+    addr: &str,
+    ca: &std::path::Path,
+) -> std::io::Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
     let mut opt = IHAVEOPT.to_be_bytes().to_vec();
     opt.extend_from_slice(&OPT_STARTTLS.to_be_bytes());
     opt.extend_from_slice(&0u32.to_be_bytes());

@@ -15,11 +15,19 @@ use ssdlab_core::config::Config;
 /// `per_handle` on an FDP device, one export per placement handle of the namespace (reclaim group 0; each an
 /// equal slice of the LBA space, written through its handle).
 pub fn default_exports(cfg: &Config, logical: u64, per_handle: bool) -> Vec<Export> {
-    let mut out = vec![Export { name: "ssdlab".into(), offset: 0, size: logical, placement: None, read_only: false, description: format!("ssdlab emulated SSD ({} preset)", cfg.preset) }];
+    let mut out = vec![Export {
+        name: "ssdlab".into(),
+        offset: 0,
+        size: logical,
+        placement: None,
+        read_only: false,
+        description: format!("ssdlab emulated SSD ({} preset)", cfg.preset),
+    }];
     if per_handle && cfg.fdp.enabled {
         let a = cfg.fdp.active();
         // The namespace's placement handles (all handles by default), in reclaim group 0.
-        let list: Vec<u32> = if cfg.fdp.namespace_handles.is_empty() { (0..a.handles).collect() } else { cfg.fdp.namespace_handles.clone() };
+        let list: Vec<u32> =
+            if cfg.fdp.namespace_handles.is_empty() { (0..a.handles).collect() } else { cfg.fdp.namespace_handles.clone() };
         let n = list.len() as u64;
         let sector = cfg.geometry.sector_bytes as u64;
         let slice = logical / n / sector * sector;
@@ -31,7 +39,12 @@ pub fn default_exports(cfg: &Config, logical: u64, per_handle: bool) -> Vec<Expo
                 size: slice,
                 placement: Some(ph as u16),
                 read_only: false,
-                description: format!("FDP placement handle {ph} (reclaim unit handle {ruh}, {:?}): bytes {}..{} of the device", a.handle_type(ruh), ph * slice, (ph + 1) * slice),
+                description: format!(
+                    "FDP placement handle {ph} (reclaim unit handle {ruh}, {:?}): bytes {}..{} of the device",
+                    a.handle_type(ruh),
+                    ph * slice,
+                    (ph + 1) * slice
+                ),
             });
         }
     }

@@ -240,7 +240,13 @@ pub fn parse_request(b: &[u8; REQUEST_BYTES]) -> Result<Request, ProtoError> {
     if magic != REQUEST_MAGIC {
         return err(format!("request magic {magic:#010x} is not NBD_REQUEST_MAGIC"));
     }
-    Ok(Request { flags: c.u16("command flags")?, kind: c.u16("command")?, cookie: c.u64("cookie")?, offset: c.u64("offset")?, len: c.u32("length")? })
+    Ok(Request {
+        flags: c.u16("command flags")?,
+        kind: c.u16("command")?,
+        cookie: c.u64("cookie")?,
+        offset: c.u64("offset")?,
+        len: c.u32("length")?,
+    })
 }
 
 /// Option reply header + payload.

@@ -64,11 +64,14 @@ pub struct ServeOptions {
 /// Build the TLS server configuration from PEM files.
 pub fn tls_config(cert: &std::path::Path, key: &std::path::Path) -> Result<Arc<rustls::ServerConfig>, String> {
     let open = |p: &std::path::Path| std::fs::File::open(p).map(io::BufReader::new).map_err(|e| format!("{}: {e}", p.display()));
-    let certs: Vec<_> = rustls_pemfile::certs(&mut open(cert)?).collect::<Result<_, _>>().map_err(|e| format!("{}: {e}", cert.display()))?;
+    let certs: Vec<_> =
+        rustls_pemfile::certs(&mut open(cert)?).collect::<Result<_, _>>().map_err(|e| format!("{}: {e}", cert.display()))?;
     if certs.is_empty() {
         return Err(format!("{}: no PEM certificate in it", cert.display()));
     }
-    let key_der = rustls_pemfile::private_key(&mut open(key)?).map_err(|e| format!("{}: {e}", key.display()))?.ok_or_else(|| format!("{}: no PEM private key in it", key.display()))?;
+    let key_der = rustls_pemfile::private_key(&mut open(key)?)
+        .map_err(|e| format!("{}: {e}", key.display()))?
+        .ok_or_else(|| format!("{}: no PEM private key in it", key.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -182,7 +185,12 @@ impl Server {
                 return Err(format!("export name {METRICS_EXPORT:?} is reserved for the live metrics"));
             }
             if e.size == 0 || e.offset.checked_add(e.size).map_or(true, |end| end > size) {
-                return Err(format!("export {:?}: bytes {}..{} are not inside the device's {size} bytes", e.name, e.offset, e.offset.saturating_add(e.size)));
+                return Err(format!(
+                    "export {:?}: bytes {}..{} are not inside the device's {size} bytes",
+                    e.name,
+                    e.offset,
+                    e.offset.saturating_add(e.size)
+                ));
             }
             if e.name.len() > 4096 {
                 return Err("export names are at most 4096 bytes".into());
@@ -326,7 +334,12 @@ impl Server {
             let oh = parse_option_header(&h)?;
             if oh.len > MAX_OPTION_BYTES {
                 discard(s, oh.len as u64)?;
-                self.reply(s, oh.option, REP_ERR_TOO_BIG, format!("option data of {} bytes; at most {MAX_OPTION_BYTES}", oh.len).as_bytes())?;
+                self.reply(
+                    s,
+                    oh.option,
+                    REP_ERR_TOO_BIG,
+                    format!("option data of {} bytes; at most {MAX_OPTION_BYTES}", oh.len).as_bytes(),
+                )?;
                 continue;
             }
             let mut data = vec![0u8; oh.len as usize];
@@ -400,7 +413,12 @@ impl Server {
                         }
                     };
                     let Some(idx) = self.find(&go.name) else {
-                        self.reply(s, oh.option, REP_ERR_UNKNOWN, format!("no export named {:?}; NBD_OPT_LIST shows them", go.name).as_bytes())?;
+                        self.reply(
+                            s,
+                            oh.option,
+                            REP_ERR_UNKNOWN,
+                            format!("no export named {:?}; NBD_OPT_LIST shows them", go.name).as_bytes(),
+                        )?;
                         continue;
                     };
                     if idx == usize::MAX {
@@ -417,8 +435,14 @@ impl Server {
                     self.reply(s, oh.option, REP_INFO, &p)?;
                     for &i in &go.infos {
                         let text = match i {
-                            INFO_NAME => Some(if idx == usize::MAX { METRICS_EXPORT.to_string() } else { self.opts.exports[idx].name.clone() }),
-                            INFO_DESCRIPTION => Some(if idx == usize::MAX { "live metrics.json of this ssdlab server".to_string() } else { self.opts.exports[idx].description.clone() }),
+                            INFO_NAME => {
+                                Some(if idx == usize::MAX { METRICS_EXPORT.to_string() } else { self.opts.exports[idx].name.clone() })
+                            }
+                            INFO_DESCRIPTION => Some(if idx == usize::MAX {
+                                "live metrics.json of this ssdlab server".to_string()
+                            } else {
+                                self.opts.exports[idx].description.clone()
+                            }),
                             _ => None,
                         };
                         if let Some(t) = text {
@@ -606,7 +630,12 @@ impl Server {
         fin.map_err(ConnEnd::from)
     }
 
-    fn transmission_loop<R: Read, W: Write + Send + 'static>(&self, r: &mut BufReader<R>, sink: &mut Sink<W>, sess: &Session) -> Result<(), ConnEnd> {
+    fn transmission_loop<R: Read, W: Write + Send + 'static>(
+        &self,
+        r: &mut BufReader<R>,
+        sink: &mut Sink<W>,
+        sess: &Session,
+    ) -> Result<(), ConnEnd> {
         let mut hdr = [0u8; REQUEST_BYTES];
         let mut buf: Vec<u8> = Vec::new();
         let mut head: Vec<u8> = Vec::with_capacity(64);
@@ -792,7 +821,8 @@ fn human(b: u64) -> String {
 /// Serve until SIGINT/SIGTERM (or `stop` becomes true). SIGUSR1 writes metrics.json.
 /// Returns the final metrics.
 pub fn serve(srv: Arc<Server>, stop: Option<Arc<AtomicBool>>) -> Result<Value, String> {
-    let addr: SocketAddr = srv.opts.listen.parse().map_err(|e| format!("--listen {:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:10809)", srv.opts.listen))?;
+    let addr: SocketAddr =
+        srv.opts.listen.parse().map_err(|e| format!("--listen {:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:10809)", srv.opts.listen))?;
     if !addr.ip().is_loopback() && srv.tls.is_none() {
         return Err(format!("--listen {addr}: a non-loopback address needs TLS (--tls-cert and --tls-key): NBD traffic is otherwise unencrypted and unauthenticated"));
     }
@@ -807,26 +837,42 @@ pub fn serve(srv: Arc<Server>, stop: Option<Arc<AtomicBool>>) -> Result<Value, S
     {
         let b = srv.backend();
         let rc = &b.recovery;
-        log(srv.opts.quiet, &format!(
-            "device ready ({}): {} in {:.3} s{}",
-            human(b.logical_bytes()),
-            rc.source,
-            rc.seconds,
-            if rc.journal_records_replayed > 0 || rc.imported_bytes > 0 {
-                format!(" ({} journal records replayed, {} torn dropped, {} imported)", rc.journal_records_replayed, rc.torn_records_dropped, human(rc.imported_bytes))
-            } else {
-                String::new()
-            }
-        ));
+        log(
+            srv.opts.quiet,
+            &format!(
+                "device ready ({}): {} in {:.3} s{}",
+                human(b.logical_bytes()),
+                rc.source,
+                rc.seconds,
+                if rc.journal_records_replayed > 0 || rc.imported_bytes > 0 {
+                    format!(
+                        " ({} journal records replayed, {} torn dropped, {} imported)",
+                        rc.journal_records_replayed,
+                        rc.torn_records_dropped,
+                        human(rc.imported_bytes)
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        );
     }
-    let names: Vec<String> = srv.opts.exports.iter().map(|e| format!("{} ({}{})", e.name, human(e.size), e.placement.map(|p| format!(", placement {p}")).unwrap_or_default())).collect();
-    log(srv.opts.quiet, &format!(
-        "listening on {} (latency {:?}{}); exports: {}, {METRICS_EXPORT}",
-        listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-        srv.opts.latency,
-        if srv.tls.is_some() { ", TLS required" } else { "" },
-        names.join(", ")
-    ));
+    let names: Vec<String> = srv
+        .opts
+        .exports
+        .iter()
+        .map(|e| format!("{} ({}{})", e.name, human(e.size), e.placement.map(|p| format!(", placement {p}")).unwrap_or_default()))
+        .collect();
+    log(
+        srv.opts.quiet,
+        &format!(
+            "listening on {} (latency {:?}{}); exports: {}, {METRICS_EXPORT}",
+            listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            srv.opts.latency,
+            if srv.tls.is_some() { ", TLS required" } else { "" },
+            names.join(", ")
+        ),
+    );
     let conns: Arc<Mutex<HashMap<u64, TcpStream>>> = Arc::new(Mutex::new(HashMap::new()));
     let mut threads: Vec<JoinHandle<()>> = vec![];
     let mut next_id = 0u64;

@@ -15,7 +15,16 @@ fn server() -> Arc<Server> {
     c.timing.enabled = false;
     let b = Backend::open(c, &BackendOptions::default()).unwrap();
     let exports = default_exports(b.config(), b.logical_bytes(), false);
-    let opts = ServeOptions { listen: "127.0.0.1:0".into(), exports, latency: Latency::None, max_connections: 4, max_request: 1 << 20, metrics_out: None, quiet: true, tls: None };
+    let opts = ServeOptions {
+        listen: "127.0.0.1:0".into(),
+        exports,
+        latency: Latency::None,
+        max_connections: 4,
+        max_request: 1 << 20,
+        metrics_out: None,
+        quiet: true,
+        tls: None,
+    };
     Server::new(b, opts).unwrap()
 }
 
@@ -153,7 +162,10 @@ fn corpus_of_malformed_sessions_ends_cleanly() {
         ("bad option magic", [start(), vec![0; 16]].concat()),
         ("truncated option", [start(), opt(OPT_GO, &[0, 0, 0, 9])[..20].to_vec()].concat()),
         ("GO with garbage", [start(), opt(OPT_GO, &[0xff; 7]), opt(OPT_ABORT, &[])].concat()),
-        ("huge option", [start(), IHAVEOPT.to_be_bytes().to_vec(), OPT_LIST.to_be_bytes().to_vec(), 0xffff_fff0u32.to_be_bytes().to_vec()].concat()),
+        (
+            "huge option",
+            [start(), IHAVEOPT.to_be_bytes().to_vec(), OPT_LIST.to_be_bytes().to_vec(), 0xffff_fff0u32.to_be_bytes().to_vec()].concat(),
+        ),
         ("unknown export by name", [start(), opt(OPT_EXPORT_NAME, b"nope")].concat()),
         ("meta before structured", [start(), opt(OPT_SET_META_CONTEXT, &[0; 8]), opt(OPT_ABORT, &[])].concat()),
         ("bad request magic", [start(), go(""), vec![0xee; 28]].concat()),

@@ -54,7 +54,8 @@ fn cache_defaults() -> String {
 /// A workload preset as JSON.
 #[pyfunction]
 fn cache_workload(name: &str) -> PyResult<String> {
-    let w = workload::preset(name).ok_or_else(|| PyValueError::new_err(format!("unknown cache workload {name:?}; presets: {}", workload::PRESETS.join(", "))))?;
+    let w = workload::preset(name)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown cache workload {name:?}; presets: {}", workload::PRESETS.join(", "))))?;
     Ok(serde_json::to_string(&w).unwrap())
 }
 
@@ -104,7 +105,13 @@ fn cache_serve(py: Python<'_>, device_json: &str, cache_json: &str, options_json
     py.allow_threads(move || {
         let dev = Device::new(dev).map_err(to_py)?;
         let cache = HybridCache::data_backed(dev, cfg).map_err(cache_err)?;
-        let opts = ssdlab_memcached::ServeOptions { listen: o.listen, max_connections: o.max_connections, max_value_bytes: o.max_value_bytes, quiet: o.quiet, ..Default::default() };
+        let opts = ssdlab_memcached::ServeOptions {
+            listen: o.listen,
+            max_connections: o.max_connections,
+            max_value_bytes: o.max_value_bytes,
+            quiet: o.quiet,
+            ..Default::default()
+        };
         let srv = ssdlab_memcached::Server::new(cache, opts).map_err(ConfigError::new_err)?;
         let m = ssdlab_memcached::serve(srv).map_err(PyOSError::new_err)?;
         Ok(serde_json::to_string(&m).unwrap_or_default())

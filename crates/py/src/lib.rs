@@ -65,7 +65,8 @@ fn config_resolve(json: &str, origin: &str) -> PyResult<String> {
 /// A complete, commented TOML config for a preset.
 #[pyfunction]
 fn config_show(preset: &str) -> PyResult<String> {
-    let c = presets::preset(preset).ok_or_else(|| ConfigError::new_err(format!("unknown preset {preset:?}; valid: {}", presets::NAMES.join(", "))))?;
+    let c = presets::preset(preset)
+        .ok_or_else(|| ConfigError::new_err(format!("unknown preset {preset:?}; valid: {}", presets::NAMES.join(", "))))?;
     Ok(c.to_commented_toml())
 }
 
@@ -117,7 +118,11 @@ impl Watch {
             if phase != self.phase {
                 bar.finish_and_clear();
                 let b = ProgressBar::new(1000);
-                b.set_style(ProgressStyle::with_template("{prefix:>12} [{bar:40}] {percent:>3}% {elapsed_precise} eta {eta}").unwrap().progress_chars("=> "));
+                b.set_style(
+                    ProgressStyle::with_template("{prefix:>12} [{bar:40}] {percent:>3}% {elapsed_precise} eta {eta}")
+                        .unwrap()
+                        .progress_chars("=> "),
+                );
                 b.set_prefix(phase.to_string());
                 b.enable_steady_tick(Duration::from_millis(250));
                 self.bar = Some(b);
@@ -234,13 +239,25 @@ impl NativeDevice {
     /// Replay a trace. `queue_depth` = None honours timestamps (open loop); a number ignores
     /// them and keeps that many commands in flight.
     #[pyo3(signature = (path, format, queue_depth=None, max_ops=0, progress=false, blkparse_action="Q"))]
-    fn replay(&mut self, py: Python<'_>, path: PathBuf, format: &str, queue_depth: Option<u32>, max_ops: u64, progress: bool, blkparse_action: &str) -> PyResult<RunOut> {
-        let fmt = TraceFormat::parse(format).ok_or_else(|| PyValueError::new_err(format!("unknown trace format {format:?}; valid: {}", TraceFormat::NAMES.join(", "))))?;
+    fn replay(
+        &mut self,
+        py: Python<'_>,
+        path: PathBuf,
+        format: &str,
+        queue_depth: Option<u32>,
+        max_ops: u64,
+        progress: bool,
+        blkparse_action: &str,
+    ) -> PyResult<RunOut> {
+        let fmt = TraceFormat::parse(format)
+            .ok_or_else(|| PyValueError::new_err(format!("unknown trace format {format:?}; valid: {}", TraceFormat::NAMES.join(", "))))?;
         let sector = self.dev.config().geometry.sector_bytes;
         let logical = self.dev.block_device().logical_sectors();
         let mut src = trace::open(&path, fmt, sector, logical).map_err(to_py)?.with_blkparse_action(blkparse_action);
         if queue_depth.is_none() && !self.dev.config().timing.enabled {
-            return Err(PyValueError::new_err("replaying timestamps needs timing.enabled = true; give a queue depth to replay closed-loop"));
+            return Err(PyValueError::new_err(
+                "replaying timestamps needs timing.enabled = true; give a queue depth to replay closed-loop",
+            ));
         }
         let lp = match queue_depth {
             Some(d) => Loop::Closed { depth: d.max(1) },
@@ -293,7 +310,11 @@ impl NativeDevice {
             "statistics" => serde_json::to_value(f.fdp_statistics().map_err(to_py)?).unwrap(),
             "events" => serde_json::to_value(f.fdp_events().map_err(to_py)?).unwrap(),
             "ruh_status" => serde_json::to_value(f.ruh_status().map_err(to_py)?).unwrap(),
-            other => return Err(PyValueError::new_err(format!("unknown FDP log {other:?}; valid: configurations, usage, statistics, events, ruh_status"))),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown FDP log {other:?}; valid: configurations, usage, statistics, events, ruh_status"
+                )))
+            }
         };
         Ok(v.to_string())
     }
@@ -309,7 +330,11 @@ impl NativeDevice {
     fn placement_id(&self, reclaim_group: u32, handle: u32) -> PyResult<u16> {
         let f = self.conventional()?.fdp().ok_or_else(|| NvmeError::new_err("FDP is not enabled on this device (fdp.enabled = false)"))?;
         if reclaim_group >= f.groups || handle >= f.placement_handles() {
-            return Err(PyValueError::new_err(format!("reclaim group {reclaim_group} / placement handle {handle} out of range ({} x {})", f.groups, f.placement_handles())));
+            return Err(PyValueError::new_err(format!(
+                "reclaim group {reclaim_group} / placement handle {handle} out of range ({} x {})",
+                f.groups,
+                f.placement_handles()
+            )));
         }
         Ok(f.pid(reclaim_group, handle))
     }
@@ -356,7 +381,8 @@ impl NativeDevice {
     /// starting at `lba` or on all zones it applies to.
     #[pyo3(signature = (lba, action, select_all=false))]
     fn zone_action(&mut self, lba: u64, action: &str, select_all: bool) -> PyResult<u64> {
-        let a: ZoneAction = serde_json::from_value(serde_json::Value::String(action.into())).map_err(|_| PyValueError::new_err(format!("unknown zone action {action:?}; valid: open, close, finish, reset, offline")))?;
+        let a: ZoneAction = serde_json::from_value(serde_json::Value::String(action.into()))
+            .map_err(|_| PyValueError::new_err(format!("unknown zone action {action:?}; valid: open, close, finish, reset, offline")))?;
         let now = self.dev.now_ns();
         self.zns()?.zone_action(lba, a, select_all, now).map_err(to_py)
     }
@@ -367,7 +393,10 @@ impl NativeDevice {
     fn zone_report(&mut self, lba: u64, filter: &str, max_zones: u32) -> PyResult<String> {
         let f: Option<ZoneState> = match filter {
             "all" => None,
-            other => Some(serde_json::from_value(serde_json::Value::String(other.into())).map_err(|_| PyValueError::new_err(format!("unknown zone filter {other:?}; valid: all or a zone state")))?),
+            other => Some(
+                serde_json::from_value(serde_json::Value::String(other.into()))
+                    .map_err(|_| PyValueError::new_err(format!("unknown zone filter {other:?}; valid: all or a zone state")))?,
+            ),
         };
         let r = self.zns()?.report(lba, f, max_zones as usize).map_err(to_py)?;
         Ok(serde_json::to_string(&r).unwrap())
@@ -379,7 +408,10 @@ impl NativeDevice {
     fn zone_append(&mut self, zslba: u64, data: &[u8], fua: bool) -> PyResult<(u64, u64)> {
         let sb = self.dev.config().geometry.sector_bytes as usize;
         if data.is_empty() || data.len() % sb != 0 {
-            return Err(PyValueError::new_err(format!("append of {} bytes: must be a non-zero multiple of the {sb}-byte sector", data.len())));
+            return Err(PyValueError::new_err(format!(
+                "append of {} bytes: must be a non-zero multiple of the {sb}-byte sector",
+                data.len()
+            )));
         }
         let now = self.dev.now_ns();
         self.zns()?.write_zone(zslba, (data.len() / sb) as u32, Some(data), true, fua, now).map_err(to_py)
@@ -402,7 +434,10 @@ impl NativeDevice {
         let o = self.oc()?;
         let g = o.geometry();
         if group >= g.num_grp || pu >= g.num_pu || chunk >= g.num_chk || sector >= g.clba {
-            return Err(PyValueError::new_err(format!("({group}, {pu}, {chunk}, {sector}) outside the geometry ({} x {} x {} x {})", g.num_grp, g.num_pu, g.num_chk, g.clba)));
+            return Err(PyValueError::new_err(format!(
+                "({group}, {pu}, {chunk}, {sector}) outside the geometry ({} x {} x {} x {})",
+                g.num_grp, g.num_pu, g.num_chk, g.clba
+            )));
         }
         Ok(o.lba(group, pu, chunk, sector))
     }
@@ -452,7 +487,8 @@ impl NativeDevice {
 
     /// Mark a zone read-only or offline (failure injection).
     fn inject_zone_state(&mut self, zone: usize, state: &str) -> PyResult<()> {
-        let st: ZoneState = serde_json::from_value(serde_json::Value::String(state.into())).map_err(|_| PyValueError::new_err(format!("unknown zone state {state:?}")))?;
+        let st: ZoneState = serde_json::from_value(serde_json::Value::String(state.into()))
+            .map_err(|_| PyValueError::new_err(format!("unknown zone state {state:?}")))?;
         self.zns()?.inject_zone_state(zone, st).map_err(to_py)
     }
 }

@@ -32,7 +32,8 @@ pub fn nbd_serve(py: Python<'_>, config_json: &str, options_json: &str) -> PyRes
         return Err(PyValueError::new_err("--latency emulated needs a device with timing (timing.enabled = true)"));
     }
     py.allow_threads(move || {
-        let backend = Backend::open(cfg.clone(), &BackendOptions { image: o.image.clone(), snapshot_every: o.snapshot_every }).map_err(|e| PyOSError::new_err(e.0))?;
+        let backend = Backend::open(cfg.clone(), &BackendOptions { image: o.image.clone(), snapshot_every: o.snapshot_every })
+            .map_err(|e| PyOSError::new_err(e.0))?;
         let exports = match o.exports {
             Some(e) if !e.is_empty() => e,
             _ => default_exports(backend.config(), backend.logical_bytes(), o.per_handle),
@@ -63,5 +64,7 @@ pub fn nbd_serve(py: Python<'_>, config_json: &str, options_json: &str) -> PyRes
 #[pyo3(signature = (addr, tls_ca=None))]
 pub fn nbd_stats(py: Python<'_>, addr: &str, tls_ca: Option<std::path::PathBuf>) -> PyResult<String> {
     let addr = addr.to_string();
-    py.allow_threads(move || ssdlab_nbd::client::fetch_metrics(&addr, tls_ca.as_deref()).map_err(|e| PyOSError::new_err(format!("{addr}: {e}"))))
+    py.allow_threads(move || {
+        ssdlab_nbd::client::fetch_metrics(&addr, tls_ca.as_deref()).map_err(|e| PyOSError::new_err(format!("{addr}: {e}")))
+    })
 }

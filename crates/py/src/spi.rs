@@ -38,8 +38,10 @@ impl SpiFlash {
         unique_id: Option<[u8; 8]>,
         trace: Option<PathBuf>,
     ) -> PyResult<SpiFlash> {
-        let part = parts::part(chip).ok_or_else(|| PyValueError::new_err(format!("unknown chip {chip:?}; valid: {}", parts::NAMES.join(", "))))?;
-        let timing = TimingMode::parse(timing).ok_or_else(|| PyValueError::new_err(format!("timing must be 'typical' or 'max', got {timing:?}")))?;
+        let part =
+            parts::part(chip).ok_or_else(|| PyValueError::new_err(format!("unknown chip {chip:?}; valid: {}", parts::NAMES.join(", "))))?;
+        let timing =
+            TimingMode::parse(timing).ok_or_else(|| PyValueError::new_err(format!("timing must be 'typical' or 'max', got {timing:?}")))?;
         let stuck_bits = stuck_bits.into_iter().map(|(addr, bit, value)| StuckBit { addr, bit, value }).collect();
         let opts = Options { timing, clock_hz, stuck_bits, erase_fail_after, unique_id };
         let mut flash = Flash::new(part, image.as_deref(), opts).map_err(to_py)?;

@@ -144,7 +144,13 @@ impl Flash {
             None => (vec![0xFFu8; size], None),
             Some(path) => {
                 let exists = path.exists();
-                let mut f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+                let mut f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)
+                    .map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
                 let mut mem = vec![0xFFu8; size];
                 if exists {
                     let len = f.metadata().map_err(|e| Error::Io(format!("{}: {e}", path.display())))?.len();
@@ -369,7 +375,8 @@ impl Flash {
     fn supported(&self, op: u8) -> bool {
         let winbond = self.part.registers == Registers::Winbond;
         match op {
-            0x06 | 0x04 | 0x05 | 0x01 | 0x15 | 0x03 | 0x0B | 0x02 | 0x20 | 0x52 | 0xD8 | 0x60 | 0xC7 | 0x9F | 0x5A | 0xB9 | 0xAB | 0x90 | 0x66 | 0x99 => true,
+            0x06 | 0x04 | 0x05 | 0x01 | 0x15 | 0x03 | 0x0B | 0x02 | 0x20 | 0x52 | 0xD8 | 0x60 | 0xC7 | 0x9F | 0x5A | 0xB9 | 0xAB | 0x90
+            | 0x66 | 0x99 => true,
             0x35 | 0x31 | 0x11 | 0x50 => winbond,
             0x3B => self.part.dual_output,
             0x6B => self.part.quad_output,
@@ -663,7 +670,8 @@ impl Flash {
                 self.write_through(base..base + page);
                 let n = self.frame.page_bytes_in.min(page) as u64;
                 // A full page takes tPP; a partial one tBP1 + (n - 1) * tBP2, at most tPP.
-                let ns = if n >= page as u64 { t.page_program_ns } else { (t.byte_first_ns + (n - 1) * t.byte_next_ns).min(t.page_program_ns) };
+                let ns =
+                    if n >= page as u64 { t.page_program_ns } else { (t.byte_first_ns + (n - 1) * t.byte_next_ns).min(t.page_program_ns) };
                 self.start_busy(ns, Busy::Program(base..base + page));
                 self.stats.programs += 1;
                 self.stats.program_bytes += n;
@@ -704,7 +712,10 @@ impl Flash {
                 }
                 let fail = if failed > 0 { format!(", {failed} sectors FAILED (fault injection)") } else { String::new() };
                 let limit = self.part.endurance_cycles;
-                let worn = self.erase_counts[(range.start / SECTOR_BYTES) as usize..(range.end / SECTOR_BYTES) as usize].iter().filter(|&&c| c > limit).count();
+                let worn = self.erase_counts[(range.start / SECTOR_BYTES) as usize..(range.end / SECTOR_BYTES) as usize]
+                    .iter()
+                    .filter(|&&c| c > limit)
+                    .count();
                 let worn = if worn > 0 { format!(", {worn} sectors beyond the {limit}-cycle endurance") } else { String::new() };
                 format!("erase {:#x}..{:#x}, busy {ns} ns{fail}{worn}", range.start, range.end)
             }

@@ -50,7 +50,23 @@ pub const OPBUF_BYTES: u16 = 4096;
 pub const SERBUF_BYTES: u16 = 0xFFFF; // TCP has flow control
 
 const SUPPORTED: [u8; 17] = [
-    NOP, Q_IFACE, Q_CMDMAP, Q_PGMNAME, Q_SERBUF, Q_BUSTYPE, Q_OPBUF, Q_WRNMAXLEN, O_INIT, O_DELAY, O_EXEC, SYNCNOP, Q_RDNMAXLEN, S_BUSTYPE, O_SPIOP, S_SPI_FREQ, S_PIN_STATE,
+    NOP,
+    Q_IFACE,
+    Q_CMDMAP,
+    Q_PGMNAME,
+    Q_SERBUF,
+    Q_BUSTYPE,
+    Q_OPBUF,
+    Q_WRNMAXLEN,
+    O_INIT,
+    O_DELAY,
+    O_EXEC,
+    SYNCNOP,
+    Q_RDNMAXLEN,
+    S_BUSTYPE,
+    O_SPIOP,
+    S_SPI_FREQ,
+    S_PIN_STATE,
 ];
 
 /// The 256-bit command map.
@@ -290,7 +306,9 @@ impl Server {
                     sum.naks += s.naks;
                     flash.flush()?;
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
                 Err(e) => return Err(Error::Io(format!("accept: {e}"))),
             }
         }

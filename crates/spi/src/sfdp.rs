@@ -99,7 +99,7 @@ pub fn bfpt(p: &Part) -> Vec<u32> {
         d[13] = (0xB9 << 23) | (0xAB << 15) | ((xc | (xu << 5)) << 8) | (1 << 2) | 0b11;
         // DWORD 15: HOLD/RESET allowed, quad-enable requirement, no 0-4-4 mode.
         let qer: u32 = match p.registers {
-            Registers::Winbond => 0b101, // QE = SR2 bit 1, read with 35h, written with 01h+2 bytes
+            Registers::Winbond => 0b101,  // QE = SR2 bit 1, read with 35h, written with 01h+2 bytes
             Registers::Macronix => 0b010, // QE = SR bit 6
         };
         d[14] = (0xFF << 24) | (qer << 20);

@@ -57,7 +57,9 @@ fn write_sr(f: &mut Flash, bytes: &[u8]) {
 
 #[test]
 fn identification_of_every_preset() {
-    for (name, id, dev) in [("W25Q128JV", [0xEF, 0x40, 0x18], 0x17), ("W25Q16JV", [0xEF, 0x40, 0x15], 0x14), ("MX25L6436F", [0xC2, 0x20, 0x17], 0x16)] {
+    for (name, id, dev) in
+        [("W25Q128JV", [0xEF, 0x40, 0x18], 0x17), ("W25Q16JV", [0xEF, 0x40, 0x15], 0x14), ("MX25L6436F", [0xC2, 0x20, 0x17], 0x16)]
+    {
         let mut f = chip(name);
         assert_eq!(&f.transfer(&[0x9F, 0, 0, 0])[1..], &id, "{name}");
         assert_eq!(f.transfer(&[0xAB, 0, 0, 0, 0])[4], dev, "{name} RES");
@@ -498,14 +500,21 @@ fn sfdp_tables_parse_back_to_the_part() {
         assert_eq!((bits(d(3), 31, 24), bits(d(3), 20, 16)), (0x6B, 8));
         assert_eq!((bits(d(4), 15, 8), bits(d(4), 4, 0)), (0x3B, 8));
         // DWORDs 8-9: erase types.
-        let types: Vec<(u32, u32)> = [bits(d(8), 15, 0), bits(d(8), 31, 16), bits(d(9), 15, 0), bits(d(9), 31, 16)].iter().map(|&t| (1u32.checked_shl(t & 0xFF).filter(|_| t & 0xFF != 0).unwrap_or(0), t >> 8)).collect();
+        let types: Vec<(u32, u32)> = [bits(d(8), 15, 0), bits(d(8), 31, 16), bits(d(9), 15, 0), bits(d(9), 31, 16)]
+            .iter()
+            .map(|&t| (1u32.checked_shl(t & 0xFF).filter(|_| t & 0xFF != 0).unwrap_or(0), t >> 8))
+            .collect();
         assert_eq!(types, vec![(4096, 0x20), (32768, 0x52), (65536, 0xD8), (0, 0)], "{name}");
         if p.bfpt_dwords >= 16 {
             // DWORD 10: erase times (count, units 1 ms / 16 ms / 128 ms / 1 s), within one unit
             // above the datasheet typical.
             let unit = [1_000_000u64, 16_000_000, 128_000_000, 1_000_000_000];
             let t = |f: u32| (bits(f, 4, 0) as u64 + 1) * unit[bits(f, 6, 5) as usize];
-            for (field, typ) in [(bits(d(10), 10, 4), p.typ.sector_erase_ns), (bits(d(10), 17, 11), p.typ.block32_erase_ns), (bits(d(10), 24, 18), p.typ.block64_erase_ns)] {
+            for (field, typ) in [
+                (bits(d(10), 10, 4), p.typ.sector_erase_ns),
+                (bits(d(10), 17, 11), p.typ.block32_erase_ns),
+                (bits(d(10), 24, 18), p.typ.block64_erase_ns),
+            ] {
                 let got = t(field);
                 assert!(got >= typ && got < typ + unit[bits(field, 6, 5) as usize], "{name}: {got} vs {typ}");
             }
@@ -515,7 +524,8 @@ fn sfdp_tables_parse_back_to_the_part() {
             assert_eq!(1u32 << bits(d(11), 7, 4), p.page_bytes);
             let pp = (bits(d(11), 12, 8) as u64 + 1) * [8_000u64, 64_000][bits(d(11), 13, 13) as usize];
             assert!(pp >= p.typ.page_program_ns && pp < p.typ.page_program_ns + 64_000, "{name} tPP {pp}");
-            let ce = (bits(d(11), 28, 24) as u64 + 1) * [16_000_000u64, 256_000_000, 4_000_000_000, 64_000_000_000][bits(d(11), 30, 29) as usize];
+            let ce = (bits(d(11), 28, 24) as u64 + 1)
+                * [16_000_000u64, 256_000_000, 4_000_000_000, 64_000_000_000][bits(d(11), 30, 29) as usize];
             assert!(ce >= p.typ.chip_erase_ns && ce <= p.typ.chip_erase_ns + 4_000_000_000, "{name} tCE {ce}");
             // DWORD 14: deep power-down B9h / ABh, WIP polling.
             assert_eq!((bits(d(14), 31, 31), bits(d(14), 30, 23), bits(d(14), 22, 15), bits(d(14), 2, 2)), (0, 0xB9, 0xAB, 1));
@@ -561,7 +571,11 @@ fn image_file_persists_and_must_match_the_size() {
 
 #[test]
 fn fault_injection_stuck_bits_and_failing_erases() {
-    let opts = Options { stuck_bits: vec![StuckBit { addr: 10, bit: 0, value: false }, StuckBit { addr: 11, bit: 7, value: true }], erase_fail_after: Some(2), ..Options::default() };
+    let opts = Options {
+        stuck_bits: vec![StuckBit { addr: 10, bit: 0, value: false }, StuckBit { addr: 11, bit: 7, value: true }],
+        erase_fail_after: Some(2),
+        ..Options::default()
+    };
     let mut f = Flash::new(parts::w25q16jv(), None, opts).unwrap();
     assert_eq!(read(&mut f, 10, 2), vec![0xFE, 0xFF], "stuck-at-0 shows in the erased state");
     program(&mut f, 11, &[0x00]);

@@ -85,12 +85,16 @@ fn malformed_streams_regression_corpus() {
         ("truncated O_SPIOP header", vec![0x13, 0x01, 0x00], vec![]),
         ("O_SPIOP with slen bytes missing", vec![0x13, 0x04, 0, 0, 0x00, 0, 0, 0x9F], vec![]),
         ("O_SPIOP over the read limit", vec![0x13, 0x01, 0, 0, 0xFF, 0xFF, 0xFF, 0x9F, 0x00], vec![NAK, ACK]),
-        ("O_SPIOP over the write limit is consumed", {
-            let mut v = vec![0x13, 0x01, 0x00, 0x01, 0, 0, 0];
-            v.extend(vec![0x9F; 65537]);
-            v.push(0x00);
-            v
-        }, vec![NAK, ACK]),
+        (
+            "O_SPIOP over the write limit is consumed",
+            {
+                let mut v = vec![0x13, 0x01, 0x00, 0x01, 0, 0, 0];
+                v.extend(vec![0x9F; 65537]);
+                v.push(0x00);
+                v
+            },
+            vec![NAK, ACK],
+        ),
         ("empty O_SPIOP", vec![0x13, 0, 0, 0, 0, 0, 0], vec![ACK]),
         ("parallel write-n consumed", vec![0x0D, 0x02, 0, 0, 0, 0, 0, 0xAA, 0xBB, 0x00], vec![NAK, ACK]),
         ("parallel read byte consumed", vec![0x09, 0, 0, 0, 0x00], vec![NAK, ACK]),
@@ -99,18 +103,22 @@ fn malformed_streams_regression_corpus() {
         ("chip size not supported", vec![0x06, 0x00], vec![NAK, ACK]),
         ("truncated delay", vec![0x0E, 0x01], vec![]),
         ("truncated frequency", vec![0x14, 0x01, 0x02], vec![]),
-        ("opbuf overflow", {
-            let mut v = vec![0x0B];
-            for _ in 0..820 {
-                v.extend([0x0E, 1, 0, 0, 0]);
-            }
-            v
-        }, {
-            let mut v = vec![ACK];
-            v.extend(vec![ACK; 819]);
-            v.push(NAK);
-            v
-        }),
+        (
+            "opbuf overflow",
+            {
+                let mut v = vec![0x0B];
+                for _ in 0..820 {
+                    v.extend([0x0E, 1, 0, 0, 0]);
+                }
+                v
+            },
+            {
+                let mut v = vec![ACK];
+                v.extend(vec![ACK; 819]);
+                v.push(NAK);
+                v
+            },
+        ),
     ];
     for (name, input, want) in cases {
         let mut f = flash();

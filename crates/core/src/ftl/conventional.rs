@@ -173,7 +173,10 @@ impl Conventional {
         let physical = good * lay.sectors_per_block as u64;
         let logical = (physical as f64 * (1.0 - cfg.ftl.spare_factor)).floor() as u64;
         if logical >= OOB_PAD as u64 - 1 {
-            return Err(Error::config("geometry.blocks_per_plane", format!("{logical} logical sectors exceed the supported 2^31 - 2; use larger sector_bytes")));
+            return Err(Error::config(
+                "geometry.blocks_per_plane",
+                format!("{logical} logical sectors exceed the supported 2^31 - 2; use larger sector_bytes"),
+            ));
         }
         let planes_u = lay.planes_per_die;
         let fdp_on = cfg.fdp.enabled;
@@ -367,7 +370,10 @@ impl Conventional {
             }
         }
         if self.groups[rg].free < planes as u32 {
-            return Err(Error::WornOut(format!("{} free blocks left in reclaim group {rg}, {planes} needed to open a write point", self.groups[rg].free)));
+            return Err(Error::WornOut(format!(
+                "{} free blocks left in reclaim group {rg}, {planes} needed to open a write point",
+                self.groups[rg].free
+            )));
         }
         // One block per plane from the way's own die when it has them; otherwise from the dies
         // of the group with the most free blocks (GC frees blocks wherever its victims were, so
@@ -871,7 +877,11 @@ impl Conventional {
 
     fn check_range(&self, lba: u64, sectors: u32) -> Result<()> {
         if sectors == 0 || lba.checked_add(sectors as u64).map_or(true, |end| end > self.logical) {
-            return Err(Error::Command(format!("sectors {lba}..{} outside the device (0..{})", lba.saturating_add(sectors as u64), self.logical)));
+            return Err(Error::Command(format!(
+                "sectors {lba}..{} outside the device (0..{})",
+                lba.saturating_add(sectors as u64),
+                self.logical
+            )));
         }
         Ok(())
     }
@@ -1141,14 +1151,19 @@ impl BlockDevice for Conventional {
             // The victim set holds exactly the group's full blocks.
             let mut members = g.victims.members(&self.blocks);
             members.sort_unstable();
-            let full: Vec<u32> = (0..self.blocks.len() as u32).filter(|&b| self.blocks[b as usize].state == BlockState::Full && self.blocks[b as usize].rg as usize == rg).collect();
+            let full: Vec<u32> = (0..self.blocks.len() as u32)
+                .filter(|&b| self.blocks[b as usize].state == BlockState::Full && self.blocks[b as usize].rg as usize == rg)
+                .collect();
             assert_eq!(members, full, "group {rg}: victim set != full blocks");
-            let open_pages: u64 = self.blocks.iter().filter(|m| m.state == BlockState::Open && m.rg as usize == rg).map(|m| m.programmed_pages as u64).sum();
+            let open_pages: u64 =
+                self.blocks.iter().filter(|m| m.state == BlockState::Open && m.rg as usize == rg).map(|m| m.programmed_pages as u64).sum();
             assert_eq!(open_pages, g.open_written_pages, "group {rg}: pages written in open blocks");
             // The victims in progress are exactly the group's blocks being collected.
             let mut collecting: Vec<u32> = g.gc.iter().map(|c| c.victim).collect();
             collecting.sort_unstable();
-            let want: Vec<u32> = (0..self.blocks.len() as u32).filter(|&b| self.blocks[b as usize].state == BlockState::Collecting && self.blocks[b as usize].rg as usize == rg).collect();
+            let want: Vec<u32> = (0..self.blocks.len() as u32)
+                .filter(|&b| self.blocks[b as usize].state == BlockState::Collecting && self.blocks[b as usize].rg as usize == rg)
+                .collect();
             assert_eq!(collecting, want, "group {rg}: victims in progress");
             assert!(g.gc.len() <= g.gc_width.max(1), "group {rg}: more victims in progress than gc_width");
         }
@@ -1177,7 +1192,10 @@ impl BlockDevice for Conventional {
                 // update closed it early).
                 BlockState::Full => {
                     let n = m.programmed_pages as usize;
-                    assert!(n > 0 && pages[..n].iter().all(|&s| s != 0) && pages[n..].iter().all(|&s| s == 0), "full block {b}: programmed pages not a prefix of {n}");
+                    assert!(
+                        n > 0 && pages[..n].iter().all(|&s| s != 0) && pages[n..].iter().all(|&s| s == 0),
+                        "full block {b}: programmed pages not a prefix of {n}"
+                    );
                 }
                 BlockState::Free => {
                     assert!(pages.iter().all(|&s| s == 0));

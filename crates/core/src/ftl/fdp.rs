@@ -153,10 +153,21 @@ impl Fdp {
         let sb = lay.sector_bytes as u64;
         Fdp {
             configuration: cfg.configuration,
-            offered: cfg.configurations().into_iter().map(|c| { let ru = ru_sectors_of(&c, lay)[0] * sb; (c, ru) }).collect(),
+            offered: cfg
+                .configurations()
+                .into_iter()
+                .map(|c| {
+                    let ru = ru_sectors_of(&c, lay)[0] * sb;
+                    (c, ru)
+                })
+                .collect(),
             groups: fc.reclaim_groups,
             handles: fc.handles,
-            phndl: if cfg.namespace_handles.is_empty() { (0..fc.handles as u16).collect() } else { cfg.namespace_handles.iter().map(|&h| h as u16).collect() },
+            phndl: if cfg.namespace_handles.is_empty() {
+                (0..fc.handles as u16).collect()
+            } else {
+                cfg.namespace_handles.iter().map(|&h| h as u16).collect()
+            },
             types: (0..fc.handles).map(|h| fc.handle_type(h)).collect(),
             rgif,
             ru_bytes: ru_sectors.iter().map(|s| s * sb).collect(),
@@ -181,7 +192,11 @@ impl Fdp {
     /// (reclaim group, reclaim unit handle) a placement identifier selects, if it names a
     /// group and a placement handle of the namespace.
     pub fn decode(&self, pid: u16) -> Option<(usize, usize)> {
-        let (rg, ph) = if self.rgif == 0 { (0u32, pid as u32) } else { ((pid as u32) >> (16 - self.rgif), pid as u32 & ((1 << (16 - self.rgif)) - 1)) };
+        let (rg, ph) = if self.rgif == 0 {
+            (0u32, pid as u32)
+        } else {
+            ((pid as u32) >> (16 - self.rgif), pid as u32 & ((1 << (16 - self.rgif)) - 1))
+        };
         let ruh = *self.phndl.get(ph as usize)?;
         (rg < self.groups).then_some((rg as usize, ruh as usize))
     }
@@ -308,7 +323,12 @@ impl Conventional {
         let f = self.fdp_ref()?;
         let mut targets = vec![];
         for &pid in pids {
-            let (rg, h) = f.decode(pid).ok_or_else(|| Error::Nvme(Status::InvalidPlacementHandleList, format!("placement identifier {pid:#06x} names no reclaim group and handle of this device")))?;
+            let (rg, h) = f.decode(pid).ok_or_else(|| {
+                Error::Nvme(
+                    Status::InvalidPlacementHandleList,
+                    format!("placement identifier {pid:#06x} names no reclaim group and handle of this device"),
+                )
+            })?;
             targets.push((pid, rg, self.host_stream_of(rg, h)));
         }
         for (pid, rg, s) in targets {

@@ -199,7 +199,9 @@ impl Ocssd {
         for (c, ch) in self.chunks.iter().enumerate() {
             per_die[self.die_of(c) as usize] += ch.erases as u64;
         }
-        let per_ch = (0..self.lay.channels).map(|g| per_die[(g * self.lay.dies_per_channel) as usize..((g + 1) * self.lay.dies_per_channel) as usize].iter().sum()).collect();
+        let per_ch = (0..self.lay.channels)
+            .map(|g| per_die[(g * self.lay.dies_per_channel) as usize..((g + 1) * self.lay.dies_per_channel) as usize].iter().sum())
+            .collect();
         (per_ch, per_die)
     }
 
@@ -228,8 +230,15 @@ impl Ocssd {
             let (c, s) = self.split(lba)?;
             let ch = &self.chunks[c];
             match ch.state {
-                ChunkState::Offline => return Err(Error::nvme(Status::OutOfOrderWrite, format!("chunk at LBA {} is offline", c as u64 * self.geo.clba))),
-                ChunkState::Closed => return Err(Error::nvme(Status::OutOfOrderWrite, format!("chunk at LBA {} is closed (written to its end)", c as u64 * self.geo.clba))),
+                ChunkState::Offline => {
+                    return Err(Error::nvme(Status::OutOfOrderWrite, format!("chunk at LBA {} is offline", c as u64 * self.geo.clba)))
+                }
+                ChunkState::Closed => {
+                    return Err(Error::nvme(
+                        Status::OutOfOrderWrite,
+                        format!("chunk at LBA {} is closed (written to its end)", c as u64 * self.geo.clba),
+                    ))
+                }
                 _ => {}
             }
             let expect = match next.iter().find(|x| x.0 == c) {
@@ -237,7 +246,10 @@ impl Ocssd {
                 None => ch.written,
             };
             if s != expect {
-                return Err(Error::nvme(Status::OutOfOrderWrite, format!("LBA {lba} is sector {s} of its chunk, whose write pointer is at sector {expect}")));
+                return Err(Error::nvme(
+                    Status::OutOfOrderWrite,
+                    format!("LBA {lba} is sector {s} of its chunk, whose write pointer is at sector {expect}"),
+                ));
             }
             match next.iter_mut().find(|x| x.0 == c) {
                 Some(x) => x.1 += 1,
@@ -249,7 +261,14 @@ impl Ocssd {
             }
         }
         if let Some(&(c, n)) = per_chunk.iter().find(|x| x.1 % self.geo.ws_min as u64 != 0) {
-            return Err(Error::nvme(Status::InvalidField, format!("{n} sectors for the chunk at LBA {}: writes come in multiples of ws_min = {}", c as u64 * self.geo.clba, self.geo.ws_min)));
+            return Err(Error::nvme(
+                Status::InvalidField,
+                format!(
+                    "{n} sectors for the chunk at LBA {}: writes come in multiples of ws_min = {}",
+                    c as u64 * self.geo.clba,
+                    self.geo.ws_min
+                ),
+            ));
         }
         let t = now + self.tl.command_overhead_ns();
         let mut done = t;
@@ -430,7 +449,9 @@ impl Ocssd {
 /// Consecutive LBAs `lba..lba + sectors` as vector commands of at most MAX_VECTOR addresses:
 /// (offset of the first address in the run, the addresses).
 fn vector_runs(lba: u64, sectors: u32) -> impl Iterator<Item = (usize, Vec<u64>)> {
-    (0..sectors as u64).step_by(MAX_VECTOR).map(move |k| (k as usize, (lba + k..lba + (k + MAX_VECTOR as u64).min(sectors as u64)).collect()))
+    (0..sectors as u64)
+        .step_by(MAX_VECTOR)
+        .map(move |k| (k as usize, (lba + k..lba + (k + MAX_VECTOR as u64).min(sectors as u64)).collect()))
 }
 
 /// The open-channel device as a plain block device: writes and reads of consecutive LBAs are
@@ -548,7 +569,9 @@ impl ChunkLog {
         let c = match (pu * n..(pu + 1) * n).find(|&c| self.oc.chunks[c].state == ChunkState::Free) {
             Some(c) => c,
             None => {
-                let c = self.state.filled[pu].pop_front().ok_or_else(|| Error::WornOut(format!("chunk log: parallel unit {pu} has no free or closed chunk to reuse")))?;
+                let c = self.state.filled[pu]
+                    .pop_front()
+                    .ok_or_else(|| Error::WornOut(format!("chunk log: parallel unit {pu} has no free or closed chunk to reuse")))?;
                 self.oc.vector_reset(&[c as u64 * self.oc.geo.clba], now)?;
                 self.state.resets += 1;
                 c

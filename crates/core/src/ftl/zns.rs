@@ -177,7 +177,10 @@ impl Zns {
             return Err(Error::config("zns.zone_width", format!("{width} does not divide the {} dies", lay.dies)));
         }
         if lay.blocks_per_plane % z.zone_blocks != 0 {
-            return Err(Error::config("zns.zone_blocks", format!("{} does not divide blocks_per_plane ({})", z.zone_blocks, lay.blocks_per_plane)));
+            return Err(Error::config(
+                "zns.zone_blocks",
+                format!("{} does not divide blocks_per_plane ({})", z.zone_blocks, lay.blocks_per_plane),
+            ));
         }
         let order = lay.way_order();
         let groups: Vec<Vec<u32>> = (0..lay.dies / width).map(|g| (0..width).map(|i| order[(g * width + i) as usize]).collect()).collect();
@@ -219,7 +222,13 @@ impl Zns {
             width,
             groups,
             zones: (0..nzones as usize)
-                .map(|i| Zone { state: if i < nconv { ZoneState::NotWritePointer } else { ZoneState::Empty }, written: 0, ready_ns: 0, resets: 0, opened: 0 })
+                .map(|i| Zone {
+                    state: if i < nconv { ZoneState::NotWritePointer } else { ZoneState::Empty },
+                    written: 0,
+                    ready_ns: 0,
+                    resets: 0,
+                    opened: 0,
+                })
                 .collect(),
             max_open: if z.max_open == 0 { nseq as u32 } else { z.max_open },
             max_active: if z.max_active == 0 { nseq as u32 } else { z.max_active },
@@ -258,7 +267,10 @@ impl Zns {
     fn zone_of(&self, lba: u64) -> Result<usize> {
         let z = (lba / self.zone_sectors) as usize;
         if z >= self.zones.len() {
-            return Err(Error::nvme(Status::LbaOutOfRange, format!("LBA {lba} is beyond the last zone ({} zones of {} blocks)", self.zones.len(), self.zone_sectors)));
+            return Err(Error::nvme(
+                Status::LbaOutOfRange,
+                format!("LBA {lba} is beyond the last zone ({} zones of {} blocks)", self.zones.len(), self.zone_sectors),
+            ));
         }
         Ok(z)
     }
@@ -307,18 +319,28 @@ impl Zns {
         let (open, active) = self.counts();
         let st = self.zones[z].state;
         if !st.is_active() && active >= self.max_active {
-            return Err(Error::nvme(Status::TooManyActiveZones, format!("zone {z}: {active} zones active, the limit is {}", self.max_active)));
+            return Err(Error::nvme(
+                Status::TooManyActiveZones,
+                format!("zone {z}: {active} zones active, the limit is {}", self.max_active),
+            ));
         }
         if !st.is_open() && open >= self.max_open {
             // The oldest implicitly opened zone makes room; explicitly opened ones never do.
             let victim = if implicit_close_ok {
-                (0..self.zones.len()).filter(|&i| self.zones[i].state == ZoneState::ImplicitlyOpen).min_by_key(|&i| (self.zones[i].opened, i))
+                (0..self.zones.len())
+                    .filter(|&i| self.zones[i].state == ZoneState::ImplicitlyOpen)
+                    .min_by_key(|&i| (self.zones[i].opened, i))
             } else {
                 None
             };
             match victim {
                 Some(v) => self.close_zone(v)?,
-                None => return Err(Error::nvme(Status::TooManyOpenZones, format!("zone {z}: {open} zones open, the limit is {}", self.max_open))),
+                None => {
+                    return Err(Error::nvme(
+                        Status::TooManyOpenZones,
+                        format!("zone {z}: {open} zones open, the limit is {}", self.max_open),
+                    ))
+                }
             }
         }
         Ok(())
@@ -392,11 +414,17 @@ impl Zns {
         let start = z as u64 * self.zone_sectors;
         if z < self.nconv {
             if append {
-                return Err(Error::nvme(Status::InvalidField, format!("zone append to conventional zone {z}: conventional zones have no write pointer")));
+                return Err(Error::nvme(
+                    Status::InvalidField,
+                    format!("zone append to conventional zone {z}: conventional zones have no write pointer"),
+                ));
             }
             let end = lba + sectors as u64;
             if end > self.conv_sectors() {
-                return Err(Error::nvme(Status::ZoneBoundaryError, format!("{sectors} blocks at {lba} cross from the conventional zones into sequential zone {}", self.nconv)));
+                return Err(Error::nvme(
+                    Status::ZoneBoundaryError,
+                    format!("{sectors} blocks at {lba} cross from the conventional zones into sequential zone {}", self.nconv),
+                ));
             }
             return Ok((lba, self.conv_write(lba, sectors, data, fua, now)?));
         }
@@ -414,7 +442,10 @@ impl Zns {
             return Err(Error::nvme(Status::ZoneInvalidWrite, format!("write at LBA {lba} but zone {z}'s write pointer is {wp}")));
         }
         if self.zones[z].written + sectors as u64 > self.zone_cap {
-            return Err(Error::nvme(Status::ZoneBoundaryError, format!("{sectors} blocks at {wp} cross zone {z}'s capacity (ends at {})", start + self.zone_cap)));
+            return Err(Error::nvme(
+                Status::ZoneBoundaryError,
+                format!("{sectors} blocks at {wp} cross zone {z}'s capacity (ends at {})", start + self.zone_cap),
+            ));
         }
         let sb = self.lay.sector_bytes as usize;
         if let (Some(d), true) = (data, self.data.is_some()) {
@@ -538,7 +569,10 @@ impl Zns {
                     if st == Empty {
                         let (_, active) = self.counts();
                         if active >= self.max_active {
-                            return Err(Error::nvme(Status::TooManyActiveZones, format!("zone {z}: finishing an empty zone needs an active resource ({active} active)")));
+                            return Err(Error::nvme(
+                                Status::TooManyActiveZones,
+                                format!("zone {z}: finishing an empty zone needs an active resource ({active} active)"),
+                            ));
                         }
                     }
                     self.pad(z);
@@ -780,10 +814,30 @@ impl Zns {
                 let start = z as u64 * self.zone_sectors;
                 let zone = &self.zones[z];
                 if z < self.nconv {
-                    return ZoneDescriptor { index: z as u32, zone_type: ZoneType::Conventional, state: zone.state, zslba: start, zcap: self.zone_sectors, wp: u64::MAX, reset_count: 0 };
+                    return ZoneDescriptor {
+                        index: z as u32,
+                        zone_type: ZoneType::Conventional,
+                        state: zone.state,
+                        zslba: start,
+                        zcap: self.zone_sectors,
+                        wp: u64::MAX,
+                        reset_count: 0,
+                    };
                 }
-                let wp = if matches!(zone.state, ZoneState::Full | ZoneState::ReadOnly | ZoneState::Offline) { u64::MAX } else { start + zone.written };
-                ZoneDescriptor { index: z as u32, zone_type: ZoneType::SequentialWriteRequired, state: zone.state, zslba: start, zcap: self.zone_cap, wp, reset_count: zone.resets }
+                let wp = if matches!(zone.state, ZoneState::Full | ZoneState::ReadOnly | ZoneState::Offline) {
+                    u64::MAX
+                } else {
+                    start + zone.written
+                };
+                ZoneDescriptor {
+                    index: z as u32,
+                    zone_type: ZoneType::SequentialWriteRequired,
+                    state: zone.state,
+                    zslba: start,
+                    zcap: self.zone_cap,
+                    wp,
+                    reset_count: zone.resets,
+                }
             })
             .collect())
     }
@@ -830,7 +884,8 @@ impl BlockDevice for Zns {
             }
             let page = psa / self.lay.sectors_per_page;
             let b = psa / self.lay.sectors_per_block;
-            let programmed = (psa % self.lay.sectors_per_block) / self.lay.sectors_per_page < self.blocks[b as usize].programmed_pages as u32;
+            let programmed =
+                (psa % self.lay.sectors_per_block) / self.lay.sectors_per_page < self.blocks[b as usize].programmed_pages as u32;
             if written && programmed && page != last_page {
                 last_page = page;
                 self.c.nand_page_reads += 1;
@@ -926,7 +981,10 @@ impl BlockDevice for Zns {
             for (l, &pool) in conv.l2p.iter().enumerate() {
                 if pool != NIL {
                     assert_eq!(conv.p2l[pool as usize] as usize, l, "conventional LBA {l}: pool map disagrees");
-                    assert!(pool as u64 % zs < conv.segs[(pool as u64 / zs) as usize].written, "conventional LBA {l} maps past its segment's end");
+                    assert!(
+                        pool as u64 % zs < conv.segs[(pool as u64 / zs) as usize].written,
+                        "conventional LBA {l} maps past its segment's end"
+                    );
                     valid[(pool as u64 / zs) as usize] += 1;
                 }
             }

@@ -4,7 +4,8 @@
 use crate::config::*;
 
 /// Names accepted by `preset = "..."` and `ssdlab config show`.
-pub const NAMES: &[&str] = &["default", "tiny", "micron-mlc-16k", "femu-bbssd", "mqsim-default", "samsung-970pro", "fdp-ssd", "zns-ssd", "bench-256g"];
+pub const NAMES: &[&str] =
+    &["default", "tiny", "micron-mlc-16k", "femu-bbssd", "mqsim-default", "samsung-970pro", "fdp-ssd", "zns-ssd", "bench-256g"];
 
 fn base() -> Config {
     Config {
@@ -156,7 +157,12 @@ pub fn preset(name: &str) -> Option<Config> {
             c.fdp.handle_types = vec![HandleType::InitiallyIsolated];
             c.fdp.ru_superblocks = 12;
             c.fdp.extra_configurations = vec![
-                FdpConfiguration { reclaim_groups: 1, handles: 8, handle_types: vec![HandleType::PersistentlyIsolated], ru_superblocks: 12 },
+                FdpConfiguration {
+                    reclaim_groups: 1,
+                    handles: 8,
+                    handle_types: vec![HandleType::PersistentlyIsolated],
+                    ru_superblocks: 12,
+                },
                 FdpConfiguration { reclaim_groups: 4, handles: 8, handle_types: vec![HandleType::InitiallyIsolated], ru_superblocks: 12 },
             ];
         }

@@ -17,7 +17,12 @@ pub struct DataStore {
 
 impl DataStore {
     pub fn new(physical_sectors: u64, sector_bytes: u32) -> DataStore {
-        DataStore { sector_bytes: sector_bytes as usize, slot_of: vec![NIL; physical_sectors as usize], arena: Vec::new(), free: Vec::new() }
+        DataStore {
+            sector_bytes: sector_bytes as usize,
+            slot_of: vec![NIL; physical_sectors as usize],
+            arena: Vec::new(),
+            free: Vec::new(),
+        }
     }
 
     /// Bytes of user data held in memory.

@@ -72,7 +72,10 @@ impl Synthetic {
         let sizes: Vec<u32> = cfg.block_bytes.iter().map(|&b| (b / sector_bytes as u64) as u32).collect();
         if let Some(&big) = sizes.iter().max() {
             if big as u64 > span {
-                return Err(Error::config("workload.block_bytes", format!("requests of {big} sectors do not fit the span of {span} sectors")));
+                return Err(Error::config(
+                    "workload.block_bytes",
+                    format!("requests of {big} sectors do not fit the span of {span} sectors"),
+                ));
             }
         }
         let total: f64 = cfg.block_weights.iter().sum();
@@ -182,10 +185,13 @@ impl Mix {
             return Err(Error::config("mix", "needs at least one workload and weights >= 0 with a positive sum"));
         }
         let mut acc = 0.0;
-        let cum = parts.iter().map(|p| {
-            acc += p.1 / total;
-            acc
-        }).collect();
+        let cum = parts
+            .iter()
+            .map(|p| {
+                acc += p.1 / total;
+                acc
+            })
+            .collect();
         Ok(Mix { parts: parts.into_iter().map(|p| p.0).collect(), cum, rng: Pcg64Mcg::seed_from_u64(seed ^ 0x6d69_7800) })
     }
 }
@@ -246,7 +252,8 @@ mod tests {
 
     #[test]
     fn requests_are_aligned_and_inside_the_span() {
-        let cfg = WorkloadConfig { block_bytes: vec![4096, 16384, 65536], block_weights: vec![1.0, 1.0, 1.0], span: 0.5, ..Default::default() };
+        let cfg =
+            WorkloadConfig { block_bytes: vec![4096, 16384, 65536], block_weights: vec![1.0, 1.0, 1.0], span: 0.5, ..Default::default() };
         let mut g = Synthetic::new(&cfg, 10_000, 4096, 7).unwrap();
         for _ in 0..10_000 {
             let c = g.next();

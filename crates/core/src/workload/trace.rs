@@ -303,7 +303,13 @@ impl<R: BufRead> TraceReader<R> {
         };
         let time = blk_time(f[3]);
         let action_ok = (1..=2).contains(&f[5].len()) && f[5].bytes().all(|b| b.is_ascii_alphabetic());
-        if !dev_ok || f[1].parse::<u32>().is_err() || f[2].parse::<u64>().is_err() || time.is_none() || f[4].parse::<u64>().is_err() || !action_ok {
+        if !dev_ok
+            || f[1].parse::<u32>().is_err()
+            || f[2].parse::<u64>().is_err()
+            || time.is_none()
+            || f[4].parse::<u64>().is_err()
+            || !action_ok
+        {
             return Ok(None); // not an event line (summary, message, other output)
         }
         if f[5] != self.blk_action {
@@ -425,7 +431,9 @@ impl<R: BufRead> TraceReader<R> {
         let op = if f[4] == "0" { Op::Write } else { Op::Read };
         if let Some(prev) = self.mq_prev_ns {
             if time < prev {
-                return Err(format!("arrival time {time} ns is before the previous request's {prev} ns (MQSim requires non-decreasing times)"));
+                return Err(format!(
+                    "arrival time {time} ns is before the previous request's {prev} ns (MQSim requires non-decreasing times)"
+                ));
             }
         }
         self.mq_prev_ns = Some(time);
@@ -514,9 +522,9 @@ impl<R: BufRead> Source for TraceReader<R> {
                 self.done = true;
                 if self.format == TraceFormat::Fio && self.fio_version.is_none() {
                     self.line = 1;
-                    return Some(Err(self.err(format!(
-                        "empty file: expected fio iolog header {FIO_V2_HEADER:?} or {FIO_V3_HEADER:?} on line 1"
-                    ))));
+                    return Some(Err(
+                        self.err(format!("empty file: expected fio iolog header {FIO_V2_HEADER:?} or {FIO_V3_HEADER:?} on line 1"))
+                    ));
                 }
                 return None;
             }
@@ -585,12 +593,7 @@ mod tests {
         let v = all_ok(reader(text, TraceFormat::Msr, 512, GIB_512));
         assert_eq!(
             v,
-            vec![
-                c(Op::Read, 0, 8, 0),
-                c(Op::Write, 2048, 16, 100_000),
-                c(Op::Read, 1, 3, 250_000),
-                c(Op::Write, 16, 8, 250_000),
-            ]
+            vec![c(Op::Read, 0, 8, 0), c(Op::Write, 2048, 16, 100_000), c(Op::Read, 1, 3, 250_000), c(Op::Write, 16, 8, 250_000),]
         );
         // 4 KiB device sectors: the unaligned read 1000..2024 lies in sector 0.
         let v = all_ok(reader(text, TraceFormat::Msr, 4096, GIB_512 / 8));
@@ -732,15 +735,7 @@ mod tests {
     fn mqsim_sample() {
         let text = include_str!("../../../../tests/data/traces/sample.mqsim.txt");
         let v = all_ok(reader(text, TraceFormat::Mqsim, 512, GIB_512));
-        assert_eq!(
-            v,
-            vec![
-                c(Op::Write, 524288, 16, 0),
-                c(Op::Read, 100, 8, 1000),
-                c(Op::Read, 200, 8, 2000),
-                c(Op::Write, 400, 8, 4000),
-            ]
-        );
+        assert_eq!(v, vec![c(Op::Write, 524288, 16, 0), c(Op::Read, 100, 8, 1000), c(Op::Read, 200, 8, 2000), c(Op::Write, 400, 8, 4000),]);
     }
 
     #[test]
@@ -840,16 +835,87 @@ mod tests {
     #[test]
     fn fuzz_never_panics() {
         const TOKENS: &[&str] = &[
-            "0", "1", "7", "512", "4096", "65536", "99999999999", "18446744073709551615", "18446744073709551616", "-1", "1.5",
-            "0.000000001", "1e400", "nan", "inf", "+", "-", ",", ",,", "Read", "Write", "rd", "Q", "D", "C", "W", "R", "FN", "FWFS",
-            "RA", "ZR", "N", "8,0", "259,1", "[proc]", "[0]", "read", "write", "trim", "sync", "datasync", "wait", "add", "open",
-            "close", "/dev/sda", "fio version 2 iolog", "fio version 3 iolog", "#", "ff", "0x1", "zz", "\t", "é", "\u{feff}",
-            "CPU0", "(8,0):", "Total", "hm", "1,hm,0,Read,0,512,1",
+            "0",
+            "1",
+            "7",
+            "512",
+            "4096",
+            "65536",
+            "99999999999",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-1",
+            "1.5",
+            "0.000000001",
+            "1e400",
+            "nan",
+            "inf",
+            "+",
+            "-",
+            ",",
+            ",,",
+            "Read",
+            "Write",
+            "rd",
+            "Q",
+            "D",
+            "C",
+            "W",
+            "R",
+            "FN",
+            "FWFS",
+            "RA",
+            "ZR",
+            "N",
+            "8,0",
+            "259,1",
+            "[proc]",
+            "[0]",
+            "read",
+            "write",
+            "trim",
+            "sync",
+            "datasync",
+            "wait",
+            "add",
+            "open",
+            "close",
+            "/dev/sda",
+            "fio version 2 iolog",
+            "fio version 3 iolog",
+            "#",
+            "ff",
+            "0x1",
+            "zz",
+            "\t",
+            "é",
+            "\u{feff}",
+            "CPU0",
+            "(8,0):",
+            "Total",
+            "hm",
+            "1,hm,0,Read,0,512,1",
         ];
         let formats = [TraceFormat::Msr, TraceFormat::Blkparse, TraceFormat::Fio, TraceFormat::Disksim, TraceFormat::Mqsim];
         const NUMS: &[&str] = &[
-            "0", "1", "2", "8", "100", "511", "512", "4096", "65536", "1048576", "33554432", "33554433", "4294967295",
-            "4294967296", "999999999", "128166372003061629", "9223372036854775807", "18446744073709551615",
+            "0",
+            "1",
+            "2",
+            "8",
+            "100",
+            "511",
+            "512",
+            "4096",
+            "65536",
+            "1048576",
+            "33554432",
+            "33554433",
+            "4294967295",
+            "4294967296",
+            "999999999",
+            "128166372003061629",
+            "9223372036854775807",
+            "18446744073709551615",
         ];
         let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
         let mut oks = 0;
@@ -887,7 +953,9 @@ mod tests {
                     let (a, b, c2, d) = (n(), n(), n(), n());
                     let line = match fmt {
                         TraceFormat::Msr => format!("{a},hm,0,{},{b},{c2},{d}", if d.len() % 2 == 0 { "Read" } else { "write" }),
-                        TraceFormat::Blkparse => format!("  8,0 1 {a} {b}.{c2} 9 Q {} {d} + {a} [p]", ["W", "R", "D", "FN", "FWS", "RA"][d.len() % 6]),
+                        TraceFormat::Blkparse => {
+                            format!("  8,0 1 {a} {b}.{c2} 9 Q {} {d} + {a} [p]", ["W", "R", "D", "FN", "FWS", "RA"][d.len() % 6])
+                        }
                         TraceFormat::Fio if v3 => format!("{a} f {} {b} {c2}", ["read", "write", "trim", "sync", "add"][d.len() % 5]),
                         TraceFormat::Fio => format!("f {} {b} {c2}", ["read", "write", "trim", "sync", "wait"][d.len() % 5]),
                         TraceFormat::Disksim => format!("{a}.{d} 0 {b} {c2} {:x}", d.len()),
