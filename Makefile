@@ -1,7 +1,7 @@
 # Two commands for a fresh Debian machine:
 #   make demo   set up, then run the main job (quick reproductions with their reports)
 #   make test   set up, then run the whole suite (cargo tests + pytest)
-.PHONY: setup demo test test-rust test-python bench docs clean
+.PHONY: setup demo test lint test-rust test-python bench docs clean
 
 setup:
 	@bash scripts/setup.sh
@@ -10,7 +10,13 @@ demo: setup
 	.venv/bin/ssdlab reproduce gc-policies --quick
 	.venv/bin/ssdlab reproduce fdp-cache --quick
 
-test: setup test-rust test-python
+test: setup lint test-rust test-python
+
+# Formatting and lints are part of the suite: rustfmt, clippy (warnings are errors), ruff.
+lint:
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+	.venv/bin/ruff check python tests scripts
 
 test-rust:
 	cargo test --workspace --locked

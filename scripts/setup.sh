@@ -21,6 +21,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 command -v cargo >/dev/null || { echo "setup: Rust (cargo) is required: https://rustup.rs" >&2; exit 1; }
+# `make test` checks formatting and lints: rustfmt and clippy come with rustup's default profile.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+    command -v rustup >/dev/null || { echo "setup: cargo fmt and cargo clippy are required (rustfmt, clippy)" >&2; exit 1; }
+    rustup component add rustfmt clippy
+fi
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
@@ -29,10 +34,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # Pinned build and test tools (runtime deps are pinned in pyproject.toml). Ray is an optional
 # extra (ssdlab[ray]) installed here so the tests cover `ssdlab sweep --ray`; pymemcache is the
-# third-party memcached client the `ssdlab cache serve` tests drive.
+# third-party memcached client the `ssdlab cache serve` tests drive; ruff lints the Python.
 .venv/bin/python -m pip install -q --disable-pip-version-check \
     "maturin==1.16.0" "pytest==8.4.2" "numpy==2.3.5" "matplotlib==3.10.8" "tqdm==4.70.1" "ray==2.60.0" \
-    "pymemcache==4.0.0"
+    "pymemcache==4.0.0" "ruff==0.14.5"
 
 echo "setup: building ssdlab (release)"
 mkdir -p target

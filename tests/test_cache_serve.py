@@ -3,7 +3,6 @@ libmemcached's memccp/memccat/memcstat (Debian), plus raw sockets for bad input.
 the SOC/LOC threshold, spill from DRAM to flash and out of flash; what comes back is exact or a
 miss, never another value."""
 
-import os
 import random
 import shutil
 import signal

@@ -4,7 +4,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -78,7 +77,7 @@ def test_bad_config_gives_file_line_key_and_no_traceback(tmp_path, text, where, 
     p = ssdlab("run", cfg, "--out", tmp_path / "o", check=False)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and "panicked" not in p.stderr
-    assert f"bad.toml" in p.stderr and where in p.stderr and what in p.stderr, p.stderr
+    assert "bad.toml" in p.stderr and where in p.stderr and what in p.stderr, p.stderr
 
 
 def test_missing_config_file_is_a_clear_error(tmp_path):

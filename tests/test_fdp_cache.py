@@ -63,8 +63,8 @@ def test_resume_reuses_finished_runs_and_reruns_changed_ones(report, tmp_path):
     cmd = [str(BIN / "ssdlab"), "reproduce", "fdp-cache", "--quick", "--out", str(report.parent), "--resume"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr + r.stdout
-    lines = [l for l in r.stdout.splitlines() if l.startswith("[")]
-    rerun = [l for l in lines if "reused" not in l]
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("[")]
+    rerun = [ln for ln in lines if "reused" not in ln]
     assert len(lines) == 7 and len(rerun) == 1 and "kvcache_u50_soc4_fdp" in rerun[0], r.stdout
     # Same specs, same build: the same table, byte for byte.
     assert (report / "results.csv").read_bytes() == before

@@ -10,7 +10,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest

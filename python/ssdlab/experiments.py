@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List
@@ -129,7 +128,7 @@ def gc_policies(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str],
         "to greedy as d grows and to random selection (WAF = alpha / (alpha - 1)) at d = 1; with large blocks, "
         "where FIFO is already close to greedy, d = 8 lands slightly above FIFO.",
         "",
-        f"Raw runs (metrics.json + timeseries.csv per point) are in `runs/`; the table is `dlwa.csv`.",
+        "Raw runs (metrics.json + timeseries.csv per point) are in `runs/`; the table is `dlwa.csv`.",
     ]
     md = out / "report.md"
     md.write_text("\n".join(lines) + "\n")

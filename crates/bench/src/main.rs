@@ -204,7 +204,7 @@ fn cache_requests(timing: bool) -> (f64, u64, f64, f64) {
 
 fn main() {
     let a = parse_args();
-    let want = |n: &str| a.only.as_deref().map_or(true, |o| o == n);
+    let want = |n: &str| a.only.as_deref().is_none_or(|o| o == n);
     println!("ssdlab bench (one core; goals from issue 'Device core')");
     if want("notiming") {
         let (f, h, waf) = steady_state(a.gib, false, a.device_writes);

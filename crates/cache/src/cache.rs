@@ -228,14 +228,14 @@ impl HybridCache {
         let mut ev = std::mem::take(&mut self.ev);
         ev.clear();
         self.dram.insert(it, secs(now_ns), &mut ev);
-        let r = ev.iter().try_for_each(|e| self.to_flash(e, None, now_ns));
+        let r = ev.iter().try_for_each(|e| self.evict_to_flash(e, None, now_ns));
         self.ev = ev;
         r
     }
 
     /// An item leaving DRAM: skip it if flash already holds it or it expired, else ask the
     /// admission policy and route it by size. `data`: the item's bytes (a data-backed cache).
-    fn to_flash(&mut self, e: &Evicted, data: Option<&Item>, now_ns: u64) -> Result<()> {
+    fn evict_to_flash(&mut self, e: &Evicted, data: Option<&Item>, now_ns: u64) -> Result<()> {
         if e.nvm_clean {
             self.stats.clean_evictions += 1;
             return Ok(());
@@ -381,7 +381,7 @@ impl HybridCache {
             // its bytes with it.
             let it = self.ds().values.remove(e.key).expect("an evicted DRAM item without its bytes");
             if r.is_ok() {
-                r = self.to_flash(e, Some(&it), now_ns);
+                r = self.evict_to_flash(e, Some(&it), now_ns);
             }
         }
         self.ev = ev;

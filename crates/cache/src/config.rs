@@ -122,7 +122,7 @@ impl CacheConfig {
             return Err(bad("soc_fraction", format!("{} must be in [0, utilization = {}]", self.soc_fraction, self.utilization)));
         }
         // Bucket sizes are kept in 16-bit fields.
-        if self.bucket_bytes == 0 || self.bucket_bytes as u64 % sector_bytes != 0 || self.bucket_bytes > 32768 {
+        if self.bucket_bytes == 0 || !(self.bucket_bytes as u64).is_multiple_of(sector_bytes) || self.bucket_bytes > 32768 {
             return Err(bad(
                 "bucket_bytes",
                 format!("{} must be a non-zero multiple of the {sector_bytes}-byte sector, at most 32768", self.bucket_bytes),
@@ -143,13 +143,16 @@ impl CacheConfig {
                 ),
             ));
         }
-        if self.region_bytes == 0 || self.region_bytes % sector_bytes != 0 || self.region_bytes > u32::MAX as u64 {
+        if self.region_bytes == 0 || !self.region_bytes.is_multiple_of(sector_bytes) || self.region_bytes > u32::MAX as u64 {
             return Err(bad(
                 "region_bytes",
                 format!("{} must be a non-zero multiple of the {sector_bytes}-byte sector below 4 GiB", self.region_bytes),
             ));
         }
-        if self.loc_write_bytes == 0 || self.loc_write_bytes % sector_bytes != 0 || self.region_bytes % self.loc_write_bytes != 0 {
+        if self.loc_write_bytes == 0
+            || !self.loc_write_bytes.is_multiple_of(sector_bytes)
+            || !self.region_bytes.is_multiple_of(self.loc_write_bytes)
+        {
             return Err(bad(
                 "loc_write_bytes",
                 format!("{} must be a multiple of the sector that divides region_bytes {}", self.loc_write_bytes, self.region_bytes),

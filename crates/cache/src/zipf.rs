@@ -150,7 +150,7 @@ mod tests {
         let t = ZipfTable::new(n, alpha);
         let mut rng = Pcg64Mcg::seed_from_u64(7);
         let draws = 2_000_000;
-        let mut counts = vec![0u64; 11];
+        let mut counts = [0u64; 11];
         let mut tail = 0u64;
         for _ in 0..draws {
             let r = t.rank(rng.gen());

@@ -57,7 +57,7 @@ fn soc_bloom_filters_have_no_false_negatives_and_save_reads() {
     for i in 0..20_000u64 {
         rng = ssdlab_cache::hash::mix64(rng + i);
         let k = rng % 5000;
-        if rng % 3 == 0 {
+        if rng.is_multiple_of(3) {
             soc.remove(k, &mut f).unwrap();
         } else {
             soc.insert(k, 100 + (rng % 900) as u32, 0, &mut f).unwrap();

@@ -34,7 +34,9 @@ pub struct Config {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[derive(Default)]
 pub enum StorageMode {
+    #[default]
     Metadata,
     Data,
 }
@@ -339,12 +341,6 @@ impl Default for Config {
     }
 }
 
-impl Default for StorageMode {
-    fn default() -> Self {
-        StorageMode::Metadata
-    }
-}
-
 impl Default for Geometry {
     fn default() -> Self {
         presets::preset("default").unwrap().geometry
@@ -646,7 +642,7 @@ impl Config {
         if !g.sector_bytes.is_power_of_two() {
             return Err(Error::config("geometry.sector_bytes", format!("{} is not a power of two", g.sector_bytes)));
         }
-        if g.page_bytes % g.sector_bytes != 0 {
+        if !g.page_bytes.is_multiple_of(g.sector_bytes) {
             return Err(Error::config(
                 "geometry.page_bytes",
                 format!("{} is not a multiple of sector_bytes ({})", g.page_bytes, g.sector_bytes),
@@ -700,7 +696,7 @@ impl Config {
         for (i, fc) in offered.iter().enumerate() {
             let key = |name: &str| if i == 0 { format!("fdp.{name}") } else { format!("fdp.extra_configurations[{}].{name}", i - 1) };
             if fc.handle_types.is_empty() {
-                return Err(Error::config(&key("handle_types"), "needs at least one type (initially-isolated or persistently-isolated)"));
+                return Err(Error::config(key("handle_types"), "needs at least one type (initially-isolated or persistently-isolated)"));
             }
             if i > 0 {
                 for (name, v, lo, hi) in [
@@ -709,13 +705,13 @@ impl Config {
                     ("ru_superblocks", fc.ru_superblocks, 1, 4096),
                 ] {
                     if !(lo..=hi).contains(&v) {
-                        return Err(Error::config(&key(name), format!("{v} is out of range; valid: {lo} to {hi}")));
+                        return Err(Error::config(key(name), format!("{v} is out of range; valid: {lo} to {hi}")));
                     }
                 }
             }
             if fc.reclaim_groups > dies {
                 return Err(Error::config(
-                    &key("reclaim_groups"),
+                    key("reclaim_groups"),
                     format!("{} reclaim groups need at least as many dies ({dies} here)", fc.reclaim_groups),
                 ));
             }
@@ -827,7 +823,7 @@ fn check_tree(tree: &mut toml::Value, defaults: &toml::Value) -> Result<()> {
             V::Array(_) => "a list",
             _ => "a table",
         };
-        match (&*def, &*v) {
+        match (def, &*v) {
             (V::Float(_), V::Integer(i)) => *v = V::Float(*i as f64),
             (V::Array(_), V::Array(_)) => {}
             (d, u) if std::mem::discriminant(d) != std::mem::discriminant(u) => {

@@ -48,6 +48,7 @@ impl RunReport {
 
 /// The personality behind a device.
 #[derive(Clone, Serialize, Deserialize)]
+#[allow(clippy::large_enum_variant)] // one per device, never in arrays
 pub enum Personal {
     Conventional(Conventional),
     /// A ZNS device inside the zoned-log host that runs ordinary workloads on it.
@@ -162,7 +163,7 @@ impl Device {
         if p.sequential_fill {
             let unit = (self.cfg.geometry.page_bytes as u64 * self.cfg.geometry.planes_per_die as u64).max(sector);
             let chunk = (128 * 1024 / unit).max(1) * unit;
-            let chunk = if logical % chunk == 0 { chunk } else { sector };
+            let chunk = if logical.is_multiple_of(chunk) { chunk } else { sector };
             let w =
                 WorkloadConfig { pattern: Pattern::Sequential, block_bytes: vec![chunk], block_weights: vec![1.0], ..Default::default() };
             let e = self.drive(&w, Limits { host_write_bytes: logical, ..Default::default() }, None, "fill", progress)?.1;
@@ -294,7 +295,7 @@ impl Device {
         let start = self.now_ns;
         let seed = self.cfg.seed;
         let mut cb = |f: f64| progress(phase, f);
-        let (ending, last) = driver::run(self.bd(), src, lp, limits, start, seed, &mut rec, &mut cb)?;
+        let (ending, last) = driver::run(self.bd(), src, driver::Plan { lp, limits, start, seed }, &mut rec, &mut cb)?;
         self.now_ns = self.now_ns.max(last);
         progress(phase, 1.0);
         if measured.is_none() {
@@ -308,7 +309,7 @@ impl Device {
 
     fn sectors(&self, offset: u64, len: u64) -> Result<(u64, u32)> {
         let sb = self.cfg.geometry.sector_bytes as u64;
-        if offset % sb != 0 || len % sb != 0 || len == 0 {
+        if !offset.is_multiple_of(sb) || !len.is_multiple_of(sb) || len == 0 {
             return Err(Error::Command(format!("offset {offset} and length {len} must be non-zero multiples of the {sb}-byte sector")));
         }
         if len / sb > u32::MAX as u64 {

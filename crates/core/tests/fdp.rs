@@ -32,7 +32,7 @@ fn stop(device_writes: f64) -> WorkloadConfig {
     WorkloadConfig { queue_depth: 1, stop_device_writes: device_writes, ..Default::default() }
 }
 
-fn handle<'a>(m: &'a serde_json::Value, h: u64) -> &'a serde_json::Value {
+fn handle(m: &serde_json::Value, h: u64) -> &serde_json::Value {
     m["fdp"]["handles"].as_array().unwrap().iter().find(|x| x["handle"] == h).unwrap()
 }
 

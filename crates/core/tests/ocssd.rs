@@ -33,7 +33,7 @@ fn geometry_report() {
     assert_eq!((g.num_grp, g.num_pu, g.num_chk), (2, 2, 16));
     assert_eq!(g.clba, 2 * 8 * 4); // two planes x 8 pages x 4 sectors
     assert_eq!(g.ws_min, 8);
-    assert_eq!(d.lba(1, 1, 3, 5), ((1 * 2 + 1) * 16 + 3) * 64 + 5);
+    assert_eq!(d.lba(1, 1, 3, 5), ((2 + 1) * 16 + 3) * 64 + 5);
     assert_eq!(d.chunk_info(None).len(), 64);
 }
 

@@ -462,7 +462,7 @@ where
         ..PtConfig::default()
     };
     let mut runner = TestRunner::new(config);
-    match runner.run(&strategy, |v| test(v)) {
+    match runner.run(&strategy, test) {
         Ok(()) => {}
         Err(TestError::Fail(reason, value)) => {
             panic!("{name} failed (PROPTEST_RNG_SEED={seed}): {reason}\nminimal failing input:\n{value:#?}")

@@ -184,7 +184,7 @@ impl Server {
             if e.name == METRICS_EXPORT {
                 return Err(format!("export name {METRICS_EXPORT:?} is reserved for the live metrics"));
             }
-            if e.size == 0 || e.offset.checked_add(e.size).map_or(true, |end| end > size) {
+            if e.size == 0 || e.offset.checked_add(e.size).is_none_or(|end| end > size) {
                 return Err(format!(
                     "export {:?}: bytes {}..{} are not inside the device's {size} bytes",
                     e.name,
@@ -729,7 +729,7 @@ impl Server {
         let size = self.size_of(sess.export, &sess.frozen);
         if req.kind != CMD_FLUSH {
             let end = req.offset.checked_add(req.len as u64);
-            if end.map_or(true, |e| e > size) {
+            if end.is_none_or(|e| e > size) {
                 let code = if matches!(req.kind, CMD_WRITE | CMD_WRITE_ZEROES) { ENOSPC } else { EINVAL };
                 return Err((code, format!("bytes {}..+{} are beyond the export's {size} bytes", req.offset, req.len)));
             }

@@ -2,6 +2,9 @@
 //! wraps it in the user-facing API; configs cross the boundary as JSON, metrics come back as
 //! JSON and CSV text.
 
+// pyo3 0.22's #[pymethods] expansion converts PyErr into itself.
+#![allow(clippy::useless_conversion)]
+
 mod cache;
 
 use std::path::PathBuf;
@@ -239,6 +242,7 @@ impl NativeDevice {
     /// Replay a trace. `queue_depth` = None honours timestamps (open loop); a number ignores
     /// them and keeps that many commands in flight.
     #[pyo3(signature = (path, format, queue_depth=None, max_ops=0, progress=false, blkparse_action="Q"))]
+    #[allow(clippy::too_many_arguments)] // the Python keyword arguments, one each
     fn replay(
         &mut self,
         py: Python<'_>,
@@ -407,7 +411,7 @@ impl NativeDevice {
     #[pyo3(signature = (zslba, data, fua=false))]
     fn zone_append(&mut self, zslba: u64, data: &[u8], fua: bool) -> PyResult<(u64, u64)> {
         let sb = self.dev.config().geometry.sector_bytes as usize;
-        if data.is_empty() || data.len() % sb != 0 {
+        if data.is_empty() || !data.len().is_multiple_of(sb) {
             return Err(PyValueError::new_err(format!(
                 "append of {} bytes: must be a non-zero multiple of the {sb}-byte sector",
                 data.len()

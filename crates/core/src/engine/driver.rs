@@ -72,19 +72,27 @@ pub fn submit(dev: &mut dyn BlockDevice, cmd: &Cmd, now: u64) -> Result<u64> {
     }
 }
 
-/// Run `src` against `dev` from simulated time `start` until a limit, the end of the source,
-/// or `progress` returning false (called every [`PROGRESS_EVERY`] commands with the fraction
-/// done). Returns how it ended and the time of the last completion.
+/// How a run submits commands: the arrival loop, its stop limits, the simulated time of the
+/// first command and the seed of the arrival process.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    pub lp: Loop,
+    pub limits: Limits,
+    pub start: u64,
+    pub seed: u64,
+}
+
+/// Run `src` against `dev` from simulated time `plan.start` until a limit, the end of the
+/// source, or `progress` returning false (called every [`PROGRESS_EVERY`] commands with the
+/// fraction done). Returns how it ended and the time of the last completion.
 pub fn run(
     dev: &mut dyn BlockDevice,
     src: &mut dyn Source,
-    lp: Loop,
-    limits: Limits,
-    start: u64,
-    seed: u64,
+    plan: Plan,
     rec: &mut Recorder,
     progress: &mut dyn FnMut(f64) -> bool,
 ) -> Result<(Ending, u64)> {
+    let Plan { lp, limits, start, seed } = plan;
     let timing = dev.timelines().enabled;
     let base_hw = dev.counters().host_write_bytes;
     let mut inflight: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
@@ -103,7 +111,7 @@ pub fn run(
         if limits.host_write_bytes > 0 && hw >= limits.host_write_bytes {
             break Ending::Limit;
         }
-        if ops % PROGRESS_EVERY == 0 && ops > 0 && !progress(limits.progress(ops, hw, now - start)) {
+        if ops.is_multiple_of(PROGRESS_EVERY) && ops > 0 && !progress(limits.progress(ops, hw, now - start)) {
             break Ending::Interrupted;
         }
         // Keep LOOKAHEAD commands read ahead; hint the device about the newest (stage 1) and

@@ -876,7 +876,7 @@ impl Conventional {
     }
 
     fn check_range(&self, lba: u64, sectors: u32) -> Result<()> {
-        if sectors == 0 || lba.checked_add(sectors as u64).map_or(true, |end| end > self.logical) {
+        if sectors == 0 || lba.checked_add(sectors as u64).is_none_or(|end| end > self.logical) {
             return Err(Error::Command(format!(
                 "sectors {lba}..{} outside the device (0..{})",
                 lba.saturating_add(sectors as u64),

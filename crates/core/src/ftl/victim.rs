@@ -151,7 +151,7 @@ impl Victims {
                     let u = v as f64 / sectors_per_block as f64;
                     let age = (now - closed_at.min(now)) as f64 + 1.0;
                     let score = (1.0 - u) / (2.0 * u) * age;
-                    if best.map_or(true, |(s, _)| score > s) {
+                    if best.is_none_or(|(s, _)| score > s) {
                         best = Some((score, b));
                     }
                 }

@@ -173,10 +173,10 @@ impl Zns {
         let lay = Layout::new(&cfg.geometry);
         let z = &cfg.zns;
         let width = if z.zone_width == 0 { lay.dies } else { z.zone_width };
-        if lay.dies % width != 0 {
+        if !lay.dies.is_multiple_of(width) {
             return Err(Error::config("zns.zone_width", format!("{width} does not divide the {} dies", lay.dies)));
         }
-        if lay.blocks_per_plane % z.zone_blocks != 0 {
+        if !lay.blocks_per_plane.is_multiple_of(z.zone_blocks) {
             return Err(Error::config(
                 "zns.zone_blocks",
                 format!("{} does not divide blocks_per_plane ({})", z.zone_blocks, lay.blocks_per_plane),
@@ -397,7 +397,7 @@ impl Zns {
     fn pad(&mut self, z: usize) {
         let unit = self.unit_sectors();
         let w = self.zones[z].written;
-        if w % unit != 0 {
+        if !w.is_multiple_of(unit) {
             let end = (w / unit + 1) * unit;
             self.c.pad_sectors += end - w;
             self.program_unit(z, end);
@@ -530,7 +530,7 @@ impl Zns {
             return Ok(if self.tl.enabled { done } else { now });
         }
         let z = self.zone_of(lba)?;
-        if lba % self.zone_sectors != 0 {
+        if !lba.is_multiple_of(self.zone_sectors) {
             return Err(Error::nvme(Status::InvalidField, format!("LBA {lba} is not a zone start")));
         }
         if z < self.nconv {
@@ -719,7 +719,7 @@ impl Zns {
             store.put(psa, d);
         }
         self.blocks[(psa / self.lay.sectors_per_block) as usize].valid += 1;
-        if (o + 1) % unit == 0 {
+        if (o + 1).is_multiple_of(unit) {
             self.program_phys(pz, o + 1, ready);
             self.conv.as_mut().unwrap().segs[seg].ready_ns = 0;
         }
@@ -808,7 +808,7 @@ impl Zns {
     pub fn report(&self, lba: u64, filter: Option<ZoneState>, max: usize) -> Result<Vec<ZoneDescriptor>> {
         let z0 = self.zone_of(lba)?;
         Ok((z0..self.zones.len())
-            .filter(|&z| filter.map_or(true, |f| self.zones[z].state == f))
+            .filter(|&z| filter.is_none_or(|f| self.zones[z].state == f))
             .take(max)
             .map(|z| {
                 let start = z as u64 * self.zone_sectors;

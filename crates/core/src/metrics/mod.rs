@@ -272,7 +272,7 @@ fn round6(x: f64) -> f64 {
 }
 
 fn hist_summary(h: &Histogram<u64>) -> Value {
-    if h.len() == 0 {
+    if h.is_empty() {
         return json!({"count": 0});
     }
     json!({
@@ -290,7 +290,7 @@ fn hist_summary(h: &Histogram<u64>) -> Value {
 
 /// A compact CDF: latency at quantiles spaced evenly in -log10(1 - q), up to 0.99999.
 fn hist_cdf(h: &Histogram<u64>) -> Value {
-    if h.len() == 0 {
+    if h.is_empty() {
         return json!([]);
     }
     let mut pts = vec![];

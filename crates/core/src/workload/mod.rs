@@ -120,7 +120,7 @@ impl Synthetic {
 
     /// Next command (synthetic workloads never end by themselves).
     #[inline]
-    pub fn next(&mut self) -> Cmd {
+    pub fn generate(&mut self) -> Cmd {
         let op = if self.read_fraction == 0.0 && self.trim_fraction == 0.0 {
             Op::Write
         } else {
@@ -165,7 +165,7 @@ impl Synthetic {
 
 impl Source for Synthetic {
     fn next_cmd(&mut self) -> Option<Result<Cmd>> {
-        Some(Ok(self.next()))
+        Some(Ok(self.generate()))
     }
 }
 
@@ -200,7 +200,7 @@ impl Source for Mix {
     fn next_cmd(&mut self) -> Option<Result<Cmd>> {
         let r: f64 = self.rng.gen();
         let i = self.cum.iter().position(|&c| r < c).unwrap_or(self.parts.len() - 1);
-        Some(Ok(self.parts[i].next()))
+        Some(Ok(self.parts[i].generate()))
     }
 }
 
@@ -245,7 +245,7 @@ mod tests {
         let cfg = WorkloadConfig { pattern: Pattern::Hotcold, hot_space: 0.1, hot_writes: 0.9, ..Default::default() };
         let mut g = Synthetic::new(&cfg, 100_000, 4096, 1).unwrap();
         let n = 100_000;
-        let hot = (0..n).filter(|_| g.next().lba < 10_000).count();
+        let hot = (0..n).filter(|_| g.generate().lba < 10_000).count();
         let share = hot as f64 / n as f64;
         assert!((share - 0.9).abs() < 0.01, "{share}");
     }
@@ -256,7 +256,7 @@ mod tests {
             WorkloadConfig { block_bytes: vec![4096, 16384, 65536], block_weights: vec![1.0, 1.0, 1.0], span: 0.5, ..Default::default() };
         let mut g = Synthetic::new(&cfg, 10_000, 4096, 7).unwrap();
         for _ in 0..10_000 {
-            let c = g.next();
+            let c = g.generate();
             assert_eq!(c.lba % c.sectors as u64, 0);
             assert!(c.lba + c.sectors as u64 <= 5_000);
         }
@@ -268,7 +268,7 @@ mod tests {
         let mut g = Synthetic::new(&cfg, 100_000, 4096, 3).unwrap();
         let mut counts = std::collections::HashMap::new();
         for _ in 0..100_000 {
-            *counts.entry(g.next().lba).or_insert(0u32) += 1;
+            *counts.entry(g.generate().lba).or_insert(0u32) += 1;
         }
         let mut v: Vec<u32> = counts.into_values().collect();
         v.sort_unstable_by(|a, b| b.cmp(a));
