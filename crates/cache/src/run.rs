@@ -9,7 +9,7 @@ use std::time::Instant;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use ssdlab_core::ftl::fdp::StreamStats;
+use ssdlab_core::ftl::conventional::StreamStats;
 use ssdlab_core::ftl::Counters;
 use ssdlab_core::{Config, Device};
 

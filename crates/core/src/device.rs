@@ -11,14 +11,15 @@ use crate::config::{Arrival, Config, Pattern, WorkloadConfig};
 use crate::engine::driver::{self, Ending, Limits, Loop};
 use crate::error::{Error, Result};
 use crate::ftl::conventional::Conventional;
-use crate::ftl::ocssd::{ChunkLog, Ocssd};
-use crate::ftl::zns::{Zns, ZoneLog};
+use crate::ftl::hostlog::HostLog;
+use crate::ftl::ocssd::Ocssd;
+use crate::ftl::zns::Zns;
 use crate::ftl::{BlockDevice, WriteOpts};
 use crate::metrics::Recorder;
 use crate::workload::{Mix, Source, Synthetic};
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"SSDLABSN";
-const SNAPSHOT_VERSION: u32 = 2;
+const SNAPSHOT_VERSION: u32 = 3;
 
 /// Progress callback: (phase, fraction done) -> keep going?
 pub type Progress<'a> = &'a mut dyn FnMut(&str, f64) -> bool;
@@ -51,11 +52,11 @@ impl RunReport {
 #[allow(clippy::large_enum_variant)] // one per device, never in arrays
 pub enum Personal {
     Conventional(Conventional),
-    /// A ZNS device inside the zoned-log host that runs ordinary workloads on it.
-    Zns(ZoneLog),
-    /// An open-channel device inside the chunk-log host that runs ordinary workloads on it;
-    /// host FTLs of their own drive the device itself (case studies, the vector API).
-    Ocssd(ChunkLog),
+    /// A ZNS device inside the host log that runs ordinary workloads on it.
+    Zns(HostLog<Zns>),
+    /// An open-channel device inside the host log that runs ordinary workloads on it; host
+    /// FTLs of their own drive the device itself (case studies, the vector API).
+    Ocssd(HostLog<Ocssd>),
 }
 
 /// An emulated SSD.
@@ -75,14 +76,14 @@ impl Device {
             Personality::Zns => {
                 let z = Zns::new(&cfg)?;
                 let streams = z.max_open().min(4) as usize;
-                Personal::Zns(ZoneLog::new(z, streams))
+                Personal::Zns(HostLog::new(z, streams))
             }
-            Personality::Ocssd => Personal::Ocssd(ChunkLog::new(Ocssd::new(&cfg)?)),
+            Personality::Ocssd => Personal::Ocssd(HostLog::new(Ocssd::new(&cfg)?, 1)),
         };
         Ok(Device { cfg, dev, now_ns: 0 })
     }
 
-    /// The device as workloads see it (for ZNS: through the zoned-log host).
+    /// The device as workloads see it (for ZNS and open-channel: through the host log).
     fn bd(&mut self) -> &mut dyn BlockDevice {
         match &mut self.dev {
             Personal::Conventional(c) => c,
@@ -95,8 +96,8 @@ impl Device {
     fn raw(&mut self) -> &mut dyn BlockDevice {
         match &mut self.dev {
             Personal::Conventional(c) => c,
-            Personal::Zns(log) => &mut log.zns,
-            Personal::Ocssd(log) => &mut log.oc,
+            Personal::Zns(log) => &mut log.dev,
+            Personal::Ocssd(log) => &mut log.dev,
         }
     }
 
@@ -104,15 +105,15 @@ impl Device {
     pub fn block_device(&self) -> &dyn BlockDevice {
         match &self.dev {
             Personal::Conventional(c) => c,
-            Personal::Zns(log) => &log.zns,
-            Personal::Ocssd(log) => &log.oc,
+            Personal::Zns(log) => &log.dev,
+            Personal::Ocssd(log) => &log.dev,
         }
     }
 
     /// The open-channel device, if this is one.
     pub fn ocssd_mut(&mut self) -> Option<&mut Ocssd> {
         match &mut self.dev {
-            Personal::Ocssd(log) => Some(&mut log.oc),
+            Personal::Ocssd(log) => Some(&mut log.dev),
             _ => None,
         }
     }
@@ -120,13 +121,13 @@ impl Device {
     /// The ZNS device, if this is one.
     pub fn zns(&self) -> Option<&Zns> {
         match &self.dev {
-            Personal::Zns(log) => Some(&log.zns),
+            Personal::Zns(log) => Some(&log.dev),
             _ => None,
         }
     }
     pub fn zns_mut(&mut self) -> Option<&mut Zns> {
         match &mut self.dev {
-            Personal::Zns(log) => Some(&mut log.zns),
+            Personal::Zns(log) => Some(&mut log.dev),
             _ => None,
         }
     }
@@ -359,8 +360,8 @@ impl Device {
         let now = self.now_ns;
         self.raw().trim(lba, n, now)
     }
-    /// Flush: the device's write buffer, and the buffer of the host that runs workloads on it
-    /// (the open-channel chunk log's partial unit).
+    /// Flush: the device's write buffer, and the buffer of the host log that runs workloads on
+    /// it (the open-channel log's partial units).
     pub fn flush(&mut self) -> Result<u64> {
         let now = self.now_ns;
         self.bd().flush(now)
