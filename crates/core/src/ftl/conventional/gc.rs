@@ -73,6 +73,10 @@ impl Conventional {
                 }
             }
             let g = &self.groups[rg];
+            if g.gc.is_empty() {
+                // The last victim in progress is done and no new one could be picked.
+                return Ok(());
+            }
             let i = g.gc_turn % g.gc.len();
             let page0 = g.gc[i].page;
             let (n, v) = (g.gc.len(), g.gc[i].victim);
