@@ -155,3 +155,34 @@ measure_device_writes = 1.0
     md = (out / "report.md").read_text()
     assert "FIFO model" in md or "FIFO" in md
     assert "| 0.15 | fifo |" in md
+
+
+HUGE = """preset = "default"
+storage = "data"
+[geometry]
+blocks_per_plane = 2048
+"""
+
+
+def test_config_check_sizes_the_device_and_refuses_what_run_refuses(tmp_path):
+    ok = write(tmp_path / "ok.toml", TINY_RUN)
+    p = ssdlab("config", "check", ok)
+    assert "ok:" in p.stdout and "memory: about" in p.stdout and "FTL reserve:" in p.stdout
+    # A zone width the device cannot build: check says so exactly as run does.
+    bad = write(tmp_path / "zns.toml", 'preset = "tiny"\npersonality = "zns"\n[zns]\nzone_width = 3\n')
+    c = ssdlab("config", "check", bad, check=False)
+    r = ssdlab("run", bad, "--out", tmp_path / "z", check=False)
+    assert c.returncode == 2 and r.returncode == 2, (c.stderr, r.stderr)
+    assert "zone_width" in c.stderr and c.stderr.strip().splitlines()[-1] == r.stderr.strip().splitlines()[-1]
+
+
+def test_a_device_too_big_for_memory_is_refused_up_front(tmp_path):
+    # 1 TiB with its contents in memory: far beyond any test machine.
+    cfg = write(tmp_path / "huge.toml", HUGE)
+    c = ssdlab("config", "check", cfg, check=False)
+    assert c.returncode == 1 and "memory" in c.stderr, c.stderr
+    t0 = time.time()
+    r = ssdlab("run", cfg, "--out", tmp_path / "o", check=False)
+    assert r.returncode == 2 and "GiB of memory" in r.stderr and "--force" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert time.time() - t0 < 30, "refused before allocating"

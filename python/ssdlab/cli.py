@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -87,8 +88,20 @@ def cmd_config(args) -> int:
         sys.stdout.write(_native.config_markdown())
     elif args.action == "check":
         text = Path(args.preset).read_text()
-        _native.config_from_toml(text, args.preset)
-        print(f"{args.preset}: ok")
+        size = json.loads(_native.config_sizing(_native.config_from_toml(text, args.preset)))
+        gib = 2**30
+        print(f"{args.preset}: ok: {size['logical_bytes'] / gib:.2f} GiB logical of {size['physical_bytes'] / gib:.2f} GiB "
+              f"raw ({size['good_blocks']} good blocks)")
+        if size.get("reserve_blocks") is not None:
+            print(f"  FTL reserve: {size['reserve_blocks']} of {size['spare_blocks']:.0f} spare blocks kept free or open "
+                  "(GC watermarks, one open block per plane and die of each write stream)")
+        avail = size.get("available_memory_bytes")
+        print(f"  memory: about {size['memory_bytes'] / gib:.2f} GiB"
+              + (f" ({avail / gib:.1f} GiB available)" if avail is not None else ""))
+        if avail is not None and size["memory_bytes"] > avail:
+            print(f"ssdlab: error: {args.preset}: needs more memory than is available; runs refuse it unless forced "
+                  "(--force, or SSDLAB_IGNORE_MEMORY_ESTIMATE=1)", file=sys.stderr)
+            return 1
     elif args.action == "presets":
         print("\n".join(_native.preset_names()))
     return 0
@@ -150,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a TOML config (precondition + workload) and write its metrics")
     r.add_argument("config", help="config file (see `ssdlab config show`)")
     r.add_argument("--out", required=True, help="output directory")
+    r.add_argument("--force", action="store_true", help="build the device even if its memory estimate exceeds the memory available")
     r.add_argument("-q", "--quiet", action="store_true")
     r.set_defaults(func=cmd_run)
 
@@ -164,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--precondition", action="store_true", help="run the device's [precondition] first")
     rp.add_argument("--max-ops", type=int, default=0)
     rp.add_argument("--blkparse-action", default="Q", help="blkparse event to replay (default Q)")
+    rp.add_argument("--force", action="store_true", help="build the device even if its memory estimate exceeds the memory available")
     rp.add_argument("-q", "--quiet", action="store_true")
     rp.set_defaults(func=cmd_replay)
 
@@ -214,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "force", False):
+        os.environ["SSDLAB_IGNORE_MEMORY_ESTIMATE"] = "1"
     try:
         return args.func(args)
     except SsdlabError as e:

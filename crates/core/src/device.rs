@@ -70,7 +70,8 @@ pub struct Device {
 impl Device {
     /// Format a device. The config must be valid (`Config::validate`).
     pub fn new(cfg: Config) -> Result<Device> {
-        cfg.validate()?;
+        // The checks building runs, and the memory it will take, before allocating anything.
+        crate::sizing::ensure_memory(&crate::sizing::sizing(&cfg)?)?;
         let dev = match cfg.personality {
             Personality::Conventional => Personal::Conventional(Conventional::new(&cfg)?),
             Personality::Zns => {

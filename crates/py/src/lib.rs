@@ -65,6 +65,17 @@ fn config_resolve(json: &str, origin: &str) -> PyResult<String> {
     Ok(serde_json::to_string(&config_from_json(json, origin)?).unwrap())
 }
 
+/// Check a config (JSON) exactly as building the device would and size it: capacities, the
+/// FTL's reserve, the memory estimate, and the memory available; returns JSON.
+#[pyfunction]
+fn config_sizing(json: &str) -> PyResult<String> {
+    let cfg = config_from_json(json, "<config>")?;
+    let s = ssdlab_core::sizing::sizing(&cfg).map_err(to_py)?;
+    let mut v = serde_json::to_value(&s).unwrap();
+    v["available_memory_bytes"] = serde_json::json!(ssdlab_core::sizing::available_memory_bytes());
+    Ok(v.to_string())
+}
+
 /// A complete, commented TOML config for a preset.
 #[pyfunction]
 fn config_show(preset: &str) -> PyResult<String> {
@@ -517,6 +528,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(config_from_toml, m)?)?;
     m.add_function(wrap_pyfunction!(config_resolve, m)?)?;
     m.add_function(wrap_pyfunction!(config_show, m)?)?;
+    m.add_function(wrap_pyfunction!(config_sizing, m)?)?;
     m.add_function(wrap_pyfunction!(config_markdown, m)?)?;
     m.add_function(wrap_pyfunction!(preset_names, m)?)?;
     m.add_function(wrap_pyfunction!(trace_formats, m)?)?;

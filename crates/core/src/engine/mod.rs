@@ -210,6 +210,13 @@ impl Timelines {
         }
     }
 
+    /// Bytes of memory the timelines of `channels` x `dies_per_channel` dies take.
+    pub fn memory_bytes(channels: u32, dies_per_channel: u32) -> u64 {
+        let dies = (channels * dies_per_channel) as u64;
+        let lane = std::mem::size_of::<Lane>() as u64;
+        dies * (lane + 1 + 8) + channels as u64 * (lane + 8)
+    }
+
     #[inline]
     pub fn xfer_ns(&self, bytes: u64) -> u64 {
         (bytes * self.chan_ps_per_byte).div_ceil(1000)

@@ -24,6 +24,7 @@ use super::{BlockDevice, WriteOpts};
 use crate::config::Config;
 use crate::error::{Error, Result, Status};
 use crate::media::{BlockState, Layout, Media};
+use crate::sizing::Sizing;
 
 /// Most addresses one vector command may carry.
 pub const MAX_VECTOR: usize = 64;
@@ -117,6 +118,21 @@ impl Ocssd {
             }
         }
         Ok(oc)
+    }
+
+    /// Size a device of `cfg` (see [`crate::sizing`]): nothing to check beyond the config.
+    pub fn sizing(cfg: &Config) -> Result<Sizing> {
+        let lay = Layout::new(&cfg.geometry);
+        let logical = lay.physical_sectors;
+        let chunks = (lay.dies * lay.blocks_per_plane) as u64 * std::mem::size_of::<Chunk>() as u64;
+        Ok(Sizing {
+            logical_bytes: logical * lay.sector_bytes as u64,
+            physical_bytes: lay.physical_sectors * lay.sector_bytes as u64,
+            good_blocks: Media::good_blocks_of(cfg),
+            memory_bytes: Media::memory_bytes_of(cfg, logical) + chunks,
+            reserve_blocks: None,
+            spare_blocks: None,
+        })
     }
 
     pub fn geometry(&self) -> &Geometry {

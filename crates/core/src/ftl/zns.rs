@@ -21,6 +21,7 @@ use crate::config::Config;
 use crate::engine::WriteBuffer;
 use crate::error::{Error, Result, Status};
 use crate::media::{BlockState, Layout, Media};
+use crate::sizing::Sizing;
 
 /// Zone states with their ZNS state codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,6 +168,30 @@ pub struct Zns {
 
 impl Zns {
     pub fn new(cfg: &Config) -> Result<Zns> {
+        Self::build(cfg, true)
+    }
+
+    /// Check and size a device of `cfg` without building its large parts (see
+    /// [`crate::sizing`]).
+    pub fn sizing(cfg: &Config) -> Result<Sizing> {
+        let shell = Self::build(cfg, false)?;
+        let lay = shell.m.lay;
+        let logical = shell.logical_sectors();
+        let conv = shell.conv.as_ref().map_or(0, |c| (shell.nconv as u64 + c.segs.len() as u64) * shell.zone_sectors * 4);
+        let zones = shell.zones.len() as u64 * std::mem::size_of::<Zone>() as u64;
+        Ok(Sizing {
+            logical_bytes: logical * lay.sector_bytes as u64,
+            physical_bytes: lay.physical_sectors * lay.sector_bytes as u64,
+            good_blocks: shell.m.good_blocks(),
+            memory_bytes: Media::memory_bytes_of(cfg, logical) + zones + conv,
+            reserve_blocks: None,
+            spare_blocks: None,
+        })
+    }
+
+    /// The device of `cfg`; without `allocate`, a shell with every check done but no
+    /// per-sector maps or data store.
+    fn build(cfg: &Config, allocate: bool) -> Result<Zns> {
         let lay = Layout::new(&cfg.geometry);
         let z = &cfg.zns;
         let width = if z.zone_width == 0 { lay.dies } else { z.zone_width };
@@ -200,8 +225,8 @@ impl Zns {
         let conv = (nconv > 0).then(|| ConvArea {
             base: nseq,
             segs: vec![Segment::default(); nconv + spare],
-            l2p: vec![NIL; nconv * zone_sectors as usize],
-            p2l: vec![NIL; (nconv + spare) * zone_sectors as usize],
+            l2p: if allocate { vec![NIL; nconv * zone_sectors as usize] } else { vec![] },
+            p2l: if allocate { vec![NIL; (nconv + spare) * zone_sectors as usize] } else { vec![] },
             active: 0,
             free: (1..nconv + spare).collect(),
             gc_segments: 0,
@@ -212,7 +237,7 @@ impl Zns {
         }
         let unit_bytes = lay.page_bytes as u64 * lay.planes_per_die as u64;
         let mut zns = Zns {
-            m: Media::new(cfg),
+            m: if allocate { Media::new(cfg) } else { Media::without_data(cfg) },
             zone_sectors,
             zone_cap,
             zone_blocks: z.zone_blocks,

@@ -51,15 +51,22 @@ impl Media {
     /// Format the media of a validated config: blocks erased, factory bad blocks drawn with
     /// the seed.
     pub fn new(cfg: &Config) -> Media {
+        Self::build(cfg, true)
+    }
+
+    /// The media without its data store (sizing a config: the store is the one large part).
+    pub fn without_data(cfg: &Config) -> Media {
+        Self::build(cfg, false)
+    }
+
+    fn build(cfg: &Config, with_data: bool) -> Media {
         let lay = Layout::new(&cfg.geometry);
-        let mut rng = Pcg64Mcg::seed_from_u64(cfg.seed ^ 0x5eed_f7a1);
+        let mut rng = Self::rng(cfg);
         let mut blocks = vec![BlockMeta::new(); lay.blocks as usize];
-        if cfg.media.factory_bad_fraction > 0.0 {
-            for b in blocks.iter_mut() {
-                if rng.gen::<f64>() < cfg.media.factory_bad_fraction {
-                    b.state = BlockState::Bad;
-                    b.factory_bad = true;
-                }
+        for (b, bad) in blocks.iter_mut().zip(Self::factory_bad(cfg, &mut rng)) {
+            if bad {
+                b.state = BlockState::Bad;
+                b.factory_bad = true;
             }
         }
         Media {
@@ -67,8 +74,8 @@ impl Media {
             blocks,
             tl: Timelines::new(&cfg.timing, lay.channels, lay.dies_per_channel),
             data: match cfg.storage {
-                StorageMode::Data => Some(DataStore::new(lay.physical_sectors, lay.sector_bytes)),
-                StorageMode::Metadata => None,
+                StorageMode::Data if with_data => Some(DataStore::new(lay.physical_sectors, lay.sector_bytes)),
+                _ => None,
             },
             c: Counters::default(),
             rng,
@@ -76,6 +83,37 @@ impl Media {
             grown_bad_probability: cfg.media.grown_bad_probability,
             max_erase: 0,
         }
+    }
+
+    fn rng(cfg: &Config) -> Pcg64Mcg {
+        Pcg64Mcg::seed_from_u64(cfg.seed ^ 0x5eed_f7a1)
+    }
+
+    /// Whether each block (in address order) is bad from the factory, drawn from the device's
+    /// random stream.
+    fn factory_bad<'a>(cfg: &'a Config, rng: &'a mut Pcg64Mcg) -> impl Iterator<Item = bool> + 'a {
+        let f = cfg.media.factory_bad_fraction;
+        (0..Layout::new(&cfg.geometry).blocks).map(move |_| f > 0.0 && rng.gen::<f64>() < f)
+    }
+
+    /// Good blocks a device of `cfg` will have after format, without building it.
+    pub fn good_blocks_of(cfg: &Config) -> u64 {
+        let mut rng = Self::rng(cfg);
+        Self::factory_bad(cfg, &mut rng).filter(|&bad| !bad).count() as u64
+    }
+
+    /// Bytes of simulator memory the media of `cfg` takes: block metadata, timelines, and for
+    /// a data-backed device its sector index plus the contents when every logical sector holds
+    /// non-zero data (`logical_sectors`).
+    pub fn memory_bytes_of(cfg: &Config, logical_sectors: u64) -> u64 {
+        let lay = Layout::new(&cfg.geometry);
+        let blocks = lay.blocks as u64 * std::mem::size_of::<BlockMeta>() as u64;
+        let lanes = Timelines::memory_bytes(lay.channels, lay.dies_per_channel);
+        let data = match cfg.storage {
+            StorageMode::Data => lay.physical_sectors * 4 + logical_sectors * lay.sector_bytes as u64,
+            StorageMode::Metadata => 0,
+        };
+        blocks + lanes + data
     }
 
     /// Whether time is modelled.

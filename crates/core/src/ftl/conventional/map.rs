@@ -238,6 +238,11 @@ impl Mapping {
         (self.l2p.len() * 4 + self.p2l.len() * 4 + self.page_seq.len() * 4) as u64
     }
 
+    /// Bytes the maps of a device of `lay` with `logical` sectors take.
+    pub fn bytes_of(lay: &Layout, logical: u64) -> u64 {
+        logical * 4 + lay.physical_sectors * 4 + lay.blocks as u64 * lay.pages_per_block as u64 * 4
+    }
+
     /// Assert the mapping's invariants against the blocks: L2P and P2L agree, the valid count
     /// of each block equals the sectors mapped to it, the mapped count and the valid bits agree.
     pub fn check(&self, lay: &Layout, blocks: &[BlockMeta]) {

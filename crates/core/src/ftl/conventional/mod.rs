@@ -37,6 +37,7 @@ use crate::config::Config;
 use crate::engine::WriteBuffer;
 use crate::error::{Error, Result};
 use crate::media::{BlockMeta, BlockState, Media, NIL, OOB_PAD};
+use crate::sizing::Sizing;
 use groups::Group;
 use map::{Mapping, UNMAPPED};
 use pools::{FreePools, StaticWl};
@@ -46,29 +47,21 @@ pub use streams::{StreamStats, SHARED};
 /// The default host stream (reclaim group 0, placement handle 0).
 pub const HOST: usize = 0;
 
-/// The conventional page-mapped FTL. See the module docs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Conventional {
-    m: Media,
-    map: Mapping,
-    points: WritePoints,
+/// What formatting decides from the config and the good blocks: the logical capacity, the
+/// reclaim groups, the write points and FDP, checked against the spare they need.
+struct Parts {
+    logical: u64,
+    rg_of_die: Vec<u8>,
     groups: Vec<Group>,
-    pools: FreePools,
-    wl: StaticWl,
+    points: WritePoints,
     fdp: Option<Fdp>,
-    /// Host sectors written so far (the clock of block ages).
-    host_clock: u64,
-    /// Submission time of the command being processed.
-    now: u64,
-    buffer: WriteBuffer,
+    reserve_blocks: u64,
+    spare_blocks: f64,
 }
 
-impl Conventional {
-    /// Format a new device from a validated config.
-    pub fn new(cfg: &Config) -> Result<Conventional> {
-        let mut m = Media::new(cfg);
-        let lay = m.lay;
-        let good = m.good_blocks();
+impl Parts {
+    fn of(cfg: &Config, good: u64) -> Result<Parts> {
+        let lay = crate::media::Layout::new(&cfg.geometry);
         let physical = good * lay.sectors_per_block as u64;
         let logical = (physical as f64 * (1.0 - cfg.ftl.spare_factor)).floor() as u64;
         if logical >= OOB_PAD as u64 - 1 {
@@ -83,9 +76,6 @@ impl Conventional {
         let ngroups = if fdp_on { fdp_cfg.reclaim_groups } else { 1 };
         let nhandles = if fdp_on { fdp_cfg.handles } else { 1 };
         let rg_of_die = fdp::reclaim_group_of_dies(&lay, ngroups);
-        for (b, meta) in m.blocks.iter_mut().enumerate() {
-            meta.rg = rg_of_die[lay.die_of_block(b as u32) as usize];
-        }
         let group_dies: Vec<Vec<u32>> =
             (0..ngroups).map(|g| lay.way_order().into_iter().filter(|&d| rg_of_die[d as usize] as u32 == g).collect()).collect();
         let groups: Vec<Group> = group_dies.iter().map(|dies| Group::new(dies.clone(), &lay, &cfg.ftl)).collect();
@@ -109,14 +99,44 @@ impl Conventional {
                 ),
             ));
         }
-        let unit_bytes = lay.page_bytes as u64 * planes as u64;
+        Ok(Parts { logical, rg_of_die, groups, points, fdp, reserve_blocks: reserve, spare_blocks })
+    }
+}
+
+/// The conventional page-mapped FTL. See the module docs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Conventional {
+    m: Media,
+    map: Mapping,
+    points: WritePoints,
+    groups: Vec<Group>,
+    pools: FreePools,
+    wl: StaticWl,
+    fdp: Option<Fdp>,
+    /// Host sectors written so far (the clock of block ages).
+    host_clock: u64,
+    /// Submission time of the command being processed.
+    now: u64,
+    buffer: WriteBuffer,
+}
+
+impl Conventional {
+    /// Format a new device from a validated config.
+    pub fn new(cfg: &Config) -> Result<Conventional> {
+        let mut m = Media::new(cfg);
+        let lay = m.lay;
+        let parts = Parts::of(cfg, m.good_blocks())?;
+        for (b, meta) in m.blocks.iter_mut().enumerate() {
+            meta.rg = parts.rg_of_die[lay.die_of_block(b as u32) as usize];
+        }
+        let unit_bytes = lay.page_bytes as u64 * lay.planes_per_die as u64;
         let mut ftl = Conventional {
-            map: Mapping::new(&lay, logical),
-            points,
-            groups,
+            map: Mapping::new(&lay, parts.logical),
+            points: parts.points,
+            groups: parts.groups,
             pools: FreePools::new(lay.dies, cfg.ftl.wl_dynamic),
             wl: StaticWl::new(cfg.ftl.wl_static_threshold, lay.blocks),
-            fdp,
+            fdp: parts.fdp,
             host_clock: 0,
             now: 0,
             buffer: WriteBuffer::new((cfg.ftl.write_buffer_bytes / unit_bytes) as usize),
@@ -128,6 +148,26 @@ impl Conventional {
             }
         }
         Ok(ftl)
+    }
+
+    /// Check and size a device of `cfg` without building it (see [`crate::sizing`]).
+    pub fn sizing(cfg: &Config) -> Result<Sizing> {
+        let good = Media::good_blocks_of(cfg);
+        let parts = Parts::of(cfg, good)?;
+        let lay = crate::media::Layout::new(&cfg.geometry);
+        let blocks = lay.blocks as u64;
+        // Free pools hold (key, block) per free block; victim sets index the full ones.
+        let pools = blocks * 16;
+        let victims = Victims::memory_bytes_of(cfg.ftl.gc_policy, lay.sectors_per_block, blocks);
+        let memory = Media::memory_bytes_of(cfg, parts.logical) + Mapping::bytes_of(&lay, parts.logical) + pools + victims;
+        Ok(Sizing {
+            logical_bytes: parts.logical * lay.sector_bytes as u64,
+            physical_bytes: lay.physical_sectors * lay.sector_bytes as u64,
+            good_blocks: good,
+            memory_bytes: memory,
+            reserve_blocks: Some(parts.reserve_blocks),
+            spare_blocks: Some(parts.spare_blocks),
+        })
     }
 
     pub fn gc_policy_name(&self) -> &'static str {
