@@ -107,7 +107,7 @@ const CASES: &[(&str, &str, &str)] = &[
            block_bytes = [4096, 65536]
            block_weights = [4.0, 1.0]
            stop_device_writes = 3.0"#,
-        "472a122abb6b4de877626732e82ec7066c7ab2679558d0b43e9adc5cd3cb529b",
+        "0a423a34daf345fe18263113869f42fcdf30333e0b0042ae5e2dbd5423c3b6ea",
     ),
 ];
 

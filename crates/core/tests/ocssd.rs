@@ -187,3 +187,51 @@ fn chunk_log_buffers_partial_units_until_flush_and_pads_them() {
     assert_eq!(written(&mut dev), 16);
     assert_eq!(dev.block_device().counters().host_write_bytes, 16 * 4096);
 }
+
+#[test]
+fn chunk_oob_record_is_written_with_the_first_unit_and_dropped_by_reset() {
+    use ssdlab_core::ftl::ocssd::OOB_BYTES;
+    let mut d = Ocssd::new(&cfg()).unwrap();
+    let a = d.lba(1, 0, 4, 0);
+    assert_eq!(d.chunk_oob(a).unwrap(), None, "a free chunk has no record");
+    let rec: [u8; OOB_BYTES] = std::array::from_fn(|i| i as u8 + 1);
+    let mut meta = vec![0u8; 16 * OOB_BYTES];
+    meta[..OOB_BYTES].copy_from_slice(&rec);
+    meta[OOB_BYTES..2 * OOB_BYTES].fill(0xee); // sector 1: accepted, not kept
+    d.vector_write_oob(&(0..16).map(|i| a + i).collect::<Vec<_>>(), None, Some(&meta), 0).unwrap();
+    assert_eq!(d.chunk_oob(a).unwrap(), Some(rec));
+    assert!(d.chunk_oob(a + 1).is_err(), "records are per chunk start");
+    // Later units leave the record alone; a metadata buffer of the wrong size is refused whole.
+    d.vector_write_oob(&(16..24).map(|i| a + i).collect::<Vec<_>>(), None, Some(&[0xffu8; 8 * OOB_BYTES]), 0).unwrap();
+    assert_eq!(d.chunk_oob(a).unwrap(), Some(rec));
+    assert!(d.vector_write_oob(&(24..32).map(|i| a + i).collect::<Vec<_>>(), None, Some(&[0u8; 3]), 0).is_err());
+    assert_eq!(d.chunk(a as usize / 64).wp, a + 24);
+    d.vector_reset(&[a], 0).unwrap();
+    assert_eq!(d.chunk_oob(a).unwrap(), None);
+}
+
+#[test]
+fn reads_transfer_what_they_read_and_queued_reads_wait_their_turn() {
+    let mut c = cfg();
+    c.storage = StorageMode::Metadata;
+    c.timing.read_priority = true;
+    let mut d = Ocssd::new(&c).unwrap();
+    let a = d.lba(0, 0, 0, 0);
+    d.vector_write(&(0..16).map(|i| a + i).collect::<Vec<_>>(), None, 0).unwrap();
+    let t0 = 1_000_000_000;
+    let one = d.vector_read(&[a], None, t0).unwrap() - t0;
+    let t1 = 2 * t0;
+    let four = d.vector_read(&(0..4).map(|i| a + i).collect::<Vec<_>>(), None, t1).unwrap() - t1;
+    // One sense, four sectors over the channel instead of one.
+    let xfer = ssdlab_core::ftl::BlockDevice::media(&d).tl.xfer_ns(4096);
+    assert!(four >= one + 3 * xfer - 2 && four <= one + 3 * xfer + 2, "one {one} four {four} xfer {xfer}");
+    // Behind a queue of programs, a host read goes first; a queued (background) read does not.
+    let t2 = 3 * t0;
+    let b = d.lba(0, 0, 1, 0);
+    for k in 0..4 {
+        d.vector_write(&(0..8).map(|i| b + 8 * k + i).collect::<Vec<_>>(), None, t2).unwrap();
+    }
+    let host = d.vector_read(&[a], None, t2).unwrap() - t2;
+    let queued = d.vector_read_queued(&[a], None, t2).unwrap() - t2;
+    assert!(queued > 3 * c.timing.page_program_ns && host < 2 * c.timing.page_program_ns, "host {host} queued {queued}");
+}

@@ -29,6 +29,13 @@ use crate::sizing::Sizing;
 /// Most addresses one vector command may carry.
 pub const MAX_VECTOR: usize = 64;
 
+/// Bytes of out-of-band metadata a host may attach to each sector of a vector write (OCSSD
+/// 2.0 passes a metadata buffer beside the data). This device keeps the metadata of each
+/// chunk's first sector: the chunk's OOB record, which host FTLs use to rebuild their maps
+/// after a crash (FlashBlox keeps 16 bytes per erase block there). Metadata given for other
+/// sectors is accepted and not kept.
+pub const OOB_BYTES: usize = 16;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ChunkState {
@@ -79,6 +86,8 @@ struct Chunk {
     state: ChunkState,
     written: u64,
     erases: u32,
+    /// OOB metadata of the chunk's first sector (zeros until written; dropped by a reset).
+    oob: [u8; OOB_BYTES],
 }
 
 /// The open-channel device.
@@ -108,8 +117,11 @@ impl Ocssd {
             tbet_ns: cfg.timing.block_erase_ns,
         };
         let n = (lay.dies * lay.blocks_per_plane) as usize;
-        let mut oc =
-            Ocssd { m: Media::new(cfg), geo, chunks: (0..n).map(|_| Chunk { state: ChunkState::Free, written: 0, erases: 0 }).collect() };
+        let mut oc = Ocssd {
+            m: Media::new(cfg),
+            geo,
+            chunks: (0..n).map(|_| Chunk { state: ChunkState::Free, written: 0, erases: 0, oob: [0; OOB_BYTES] }).collect(),
+        };
         // A chunk holding a factory bad block is offline from the start (the chunk
         // information log says so; hosts skip such chunks).
         for c in 0..n {
@@ -197,6 +209,36 @@ impl Ocssd {
             .collect()
     }
 
+    /// Number of chunks (every group, PU and chunk).
+    pub fn chunks(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// Chunk information of chunk number `c` (`slba / clba`), without building a list.
+    pub fn chunk(&self, c: usize) -> ChunkInfo {
+        let ch = &self.chunks[c];
+        let slba = c as u64 * self.geo.clba;
+        ChunkInfo { slba, state: ch.state, wp: slba + ch.written, cnlb: self.geo.clba, erase_count: ch.erases }
+    }
+
+    /// The OOB record of the chunk starting at `chunk_lba`: the metadata written with its first
+    /// sector, or None while the chunk holds no data (free, or offline). Reading it costs what
+    /// reading the first sector costs (the host issues that read; this accessor is untimed).
+    pub fn chunk_oob(&self, chunk_lba: u64) -> Result<Option<[u8; OOB_BYTES]>> {
+        let (c, s) = self.split(chunk_lba)?;
+        if s != 0 {
+            return Err(Error::nvme(Status::InvalidField, format!("LBA {chunk_lba} is not a chunk start")));
+        }
+        let ch = &self.chunks[c];
+        Ok((ch.state != ChunkState::Offline && ch.written > 0).then_some(ch.oob))
+    }
+
+    /// The host's present: no operation is placed before it, so the timelines forget idle
+    /// time that has passed (optional; see `Timelines::set_now`).
+    pub fn set_now(&mut self, now: u64) {
+        self.m.tl.set_now(now);
+    }
+
     /// Erase counts summed per channel (group) and per die (PU): wear-levelling inputs.
     pub fn wear(&self) -> (Vec<u64>, Vec<u64>) {
         let mut per_die = vec![0u64; self.m.lay.dies as usize];
@@ -220,11 +262,23 @@ impl Ocssd {
     /// chunk must receive a multiple of ws_min sectors. `data` holds one sector per LBA.
     /// Returns the completion time.
     pub fn vector_write(&mut self, lbas: &[u64], data: Option<&[u8]>, now: u64) -> Result<u64> {
+        self.vector_write_oob(lbas, data, None, now)
+    }
+
+    /// [`Ocssd::vector_write`] with out-of-band metadata: `oob` holds [`OOB_BYTES`] per LBA;
+    /// the bytes of an LBA that starts a chunk become the chunk's OOB record (see
+    /// [`Ocssd::chunk_oob`]), programmed with its first unit.
+    pub fn vector_write_oob(&mut self, lbas: &[u64], data: Option<&[u8]>, oob: Option<&[u8]>, now: u64) -> Result<u64> {
         Self::check_vector(lbas.len())?;
         let sb = self.m.lay.sector_bytes as usize;
         if let (Some(d), true) = (data, self.m.data.is_some()) {
             if d.len() != lbas.len() * sb {
                 return Err(Error::Command(format!("{} addresses but {} bytes of data", lbas.len(), d.len())));
+            }
+        }
+        if let Some(m) = oob {
+            if m.len() != lbas.len() * OOB_BYTES {
+                return Err(Error::Command(format!("{} addresses but {} bytes of metadata (need {OOB_BYTES} each)", lbas.len(), m.len())));
             }
         }
         // Validate the whole command first: it is applied entirely or not at all.
@@ -284,6 +338,9 @@ impl Ocssd {
                 store.put(psa, &d[i * sb..(i + 1) * sb]);
             }
             let ch = &mut self.chunks[c];
+            if let (0, Some(m)) = (s, oob) {
+                ch.oob.copy_from_slice(&m[i * OOB_BYTES..(i + 1) * OOB_BYTES]);
+            }
             ch.state = ChunkState::Open;
             ch.written = s + 1;
             if (s + 1) % unit == 0 {
@@ -315,8 +372,19 @@ impl Ocssd {
     }
 
     /// Vector read. Returns the completion time; `out` receives one sector per LBA (zeros for
-    /// sectors holding no data, which cost no media read).
-    pub fn vector_read(&mut self, lbas: &[u64], mut out: Option<&mut [u8]>, now: u64) -> Result<u64> {
+    /// sectors holding no data, which cost no media read). Host reads: with
+    /// `timing.read_priority` they go ahead of work queued on their PU.
+    pub fn vector_read(&mut self, lbas: &[u64], out: Option<&mut [u8]>, now: u64) -> Result<u64> {
+        self.read_vector(lbas, out, now, false)
+    }
+
+    /// [`Ocssd::vector_read`] in issue order behind the work queued on each PU, as background
+    /// copies (wear-levelling migrations) read, so host reads keep their priority over them.
+    pub fn vector_read_queued(&mut self, lbas: &[u64], out: Option<&mut [u8]>, now: u64) -> Result<u64> {
+        self.read_vector(lbas, out, now, true)
+    }
+
+    fn read_vector(&mut self, lbas: &[u64], mut out: Option<&mut [u8]>, now: u64, queued: bool) -> Result<u64> {
         Self::check_vector(lbas.len())?;
         let sb = self.m.lay.sector_bytes as usize;
         for &lba in lbas {
@@ -324,7 +392,8 @@ impl Ocssd {
         }
         let t = now + self.m.tl.command_overhead_ns();
         let mut done = t;
-        let mut last_page = u32::MAX;
+        // Consecutive sectors of one page are sensed once and transferred together.
+        let mut run: Option<(u32, u32, u64)> = None; // (die, page, sectors)
         for (i, &lba) in lbas.iter().enumerate() {
             let (c, s) = self.split(lba)?;
             let psa = self.psa(c, s);
@@ -337,16 +406,35 @@ impl Ocssd {
                     _ => dst.fill(0),
                 }
             }
-            let page = psa / self.m.lay.sectors_per_page;
-            if page != last_page && readable {
-                last_page = page;
-                let die = self.die_of(c);
-                done = done.max(self.m.read(die, sb as u64, t));
+            if !readable {
+                continue;
             }
+            let page = psa / self.m.lay.sectors_per_page;
+            match run.as_mut() {
+                Some((_, p, n)) if *p == page => *n += 1,
+                _ => {
+                    if let Some((die, _, n)) = run.take() {
+                        done = done.max(self.sense(die, n * sb as u64, t, queued));
+                    }
+                    run = Some((self.die_of(c), page, 1));
+                }
+            }
+        }
+        if let Some((die, _, n)) = run {
+            done = done.max(self.sense(die, n * sb as u64, t, queued));
         }
         self.m.c.host_read_cmds += 1;
         self.m.c.host_read_bytes += (lbas.len() * sb) as u64;
         Ok(if self.m.tl.enabled { done } else { now })
+    }
+
+    #[inline]
+    fn sense(&mut self, die: u32, bytes: u64, t: u64, queued: bool) -> u64 {
+        if queued {
+            self.m.read_queued(die, bytes, t)
+        } else {
+            self.m.read(die, bytes, t)
+        }
     }
 
     /// Vector reset: erase each listed chunk (by its start LBA). Free chunks cannot be reset
@@ -377,6 +465,7 @@ impl Ocssd {
             let ch = &mut self.chunks[c];
             ch.erases += 1;
             ch.written = 0;
+            ch.oob = [0; OOB_BYTES];
             ch.state = if e.retired { ChunkState::Offline } else { ChunkState::Free };
         }
         self.m.c.host_trim_cmds += 1;
