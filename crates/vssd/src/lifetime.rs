@@ -1,0 +1,1 @@
+//! Block-level wear studies (see below).

@@ -1,0 +1,1 @@
+//! Timed multi-tenant runs (see below).
