@@ -26,9 +26,10 @@ pub fn device_config(name: &str) -> Option<Config> {
     c.geometry.channels = 16;
     c.geometry.dies_per_channel = 4;
     c.geometry.planes_per_die = 2;
-    // Host reads go ahead of work queued on their die (background copies, programs, erases):
-    // FlashBlox issues other blocks' I/O at a higher priority than migration traffic.
-    c.timing.read_priority = true;
+    // Each die serves its queue in order, as the document's modified CNEX firmware queues
+    // requests to each die. (Migration keeps out of the tenants' way by pacing itself: one
+    // unit at a time.)
+    c.timing.read_priority = false;
     match name {
         // 2 planes x 2048 blocks x 256 pages x 16 KiB = 16 GiB per die, 8 MiB chunks.
         "paper" => {
@@ -59,15 +60,25 @@ pub enum SwapPolicy {
     /// Never swap (channels age at their tenants' write rates).
     #[default]
     None,
-    /// FlashBlox's adaptive trigger: when a channel has erased `threshold_bytes` (g = M / f)
-    /// since the last swap, swap the channel with the most wear with the one with the lowest
-    /// wear rate since the last swap.
+    /// FlashBlox's adaptive trigger: swap when a channel has erased `threshold_bytes`
+    /// (g = M / f) since the last swap.
     Adaptive,
-    /// The same pair, every `period_ns`.
+    /// Swap every `period_ns`.
     Fixed,
-    /// The analysis's rotation: every `period_ns`, the channel with the highest wear rate
-    /// (where the write workload is) swaps with the least-worn channel.
-    RoundRobin,
+}
+
+/// Which two channels a swap exchanges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwapPair {
+    /// The document's rule: the channel with the most wear so far and the channel with the
+    /// lowest wear rate since the last swap (the most-worn channel gets the coolest workload).
+    #[default]
+    MaxWearMinRate,
+    /// The analysis's rotation: the channel with the highest wear rate since the last swap
+    /// (where the writes are) and the least-worn channel (the writes move to the channel that
+    /// can take them longest).
+    MaxRateMinWear,
 }
 
 /// Channel/die swap settings.
@@ -75,6 +86,7 @@ pub enum SwapPolicy {
 #[serde(deny_unknown_fields, default)]
 pub struct WearConfig {
     pub policy: SwapPolicy,
+    pub pair: SwapPair,
     /// Adaptive: erased bytes of one channel since the last swap that trigger a swap (g).
     pub threshold_bytes: u64,
     /// Fixed and round-robin: time between swaps.
@@ -90,7 +102,14 @@ pub struct WearConfig {
 
 impl Default for WearConfig {
     fn default() -> Self {
-        WearConfig { policy: SwapPolicy::None, threshold_bytes: 0, period_ns: 0, die_swaps: true, migration_units_per_step: 1 }
+        WearConfig {
+            policy: SwapPolicy::None,
+            pair: SwapPair::MaxWearMinRate,
+            threshold_bytes: 0,
+            period_ns: 0,
+            die_swaps: true,
+            migration_units_per_step: 1,
+        }
     }
 }
 
@@ -157,9 +176,7 @@ impl FlashBloxConfig {
         let w = &self.wear;
         match w.policy {
             SwapPolicy::Adaptive if w.threshold_bytes == 0 => return bad("wear.threshold_bytes", "the adaptive policy needs g > 0".into()),
-            SwapPolicy::Fixed | SwapPolicy::RoundRobin if w.period_ns == 0 => {
-                return bad("wear.period_ns", "fixed and round-robin swaps need a period > 0".into())
-            }
+            SwapPolicy::Fixed if w.period_ns == 0 => return bad("wear.period_ns", "fixed swaps need a period > 0".into()),
             _ => {}
         }
         if w.migration_units_per_step == 0 || w.migration_units_per_step > 1024 {

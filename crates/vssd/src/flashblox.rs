@@ -28,7 +28,7 @@ use ssdlab_core::ftl::ocssd::{ChunkState, Ocssd, MAX_VECTOR, OOB_BYTES};
 use ssdlab_core::ftl::BlockDevice;
 use ssdlab_core::Config;
 
-use crate::config::{FlashBloxConfig, SwapPolicy};
+use crate::config::{FlashBloxConfig, SwapPair, SwapPolicy};
 use crate::error::{Result, VssdError};
 use crate::oob::{OobRecord, TIMESTAMP_MAX};
 use crate::resources::{Isolation, Placement, Resources, Slot};
@@ -567,7 +567,7 @@ impl FlashBlox {
     /// `WriteData`: append `sectors` (a multiple of the write unit) at `offset`, which must be
     /// the block's write pointer. Returns the completion time.
     pub fn write_data(&mut self, id: u32, b: u32, offset: u32, sectors: u32, data: Option<&[u8]>, now: u64) -> Result<u64> {
-        self.wear_tick(now);
+        self.wear_tick(now)?;
         let g = self.geo;
         let v = self.check_block(id, b)?;
         let wp = v.wp[b as usize];
@@ -697,7 +697,7 @@ impl FlashBlox {
     /// `ReadData`: read `sectors` at `offset` of block `b` (written sectors only). Returns the
     /// completion time.
     pub fn read_data(&mut self, id: u32, b: u32, offset: u32, sectors: u32, out: Option<&mut [u8]>, now: u64) -> Result<u64> {
-        self.wear_tick(now);
+        self.wear_tick(now)?;
         let g = self.geo;
         let v = self.check_block(id, b)?;
         let wp = v.wp[b as usize];
@@ -767,7 +767,7 @@ impl FlashBlox {
     /// `FreeBlock`: erase the block's chunks (those written) and return them to their dies'
     /// free heaps; the block is free for `alloc_block` again. Returns the completion time.
     pub fn free_block(&mut self, id: u32, b: u32, now: u64) -> Result<u64> {
-        self.wear_tick(now);
+        self.wear_tick(now)?;
         let g = self.geo;
         let units = self.check_block(id, b)?.block_sectors(&g) / g.ws_min;
         let t = if self.swap.is_some() { self.stall(id, b, 0, units, now)? } else { now };
@@ -789,7 +789,7 @@ impl FlashBlox {
         v.free.push(b);
         v.stats.blocks_freed += 1;
         v.stats.chunk_erases += resets.len() as u64;
-        self.wear_tick(done.max(now));
+        self.wear_tick(done.max(now))?;
         Ok(done)
     }
 
@@ -843,42 +843,39 @@ impl FlashBlox {
     }
 
     /// Start a swap when the policy says so (see [`SwapPolicy`]).
-    pub(crate) fn wear_tick(&mut self, now: u64) {
+    pub(crate) fn wear_tick(&mut self, now: u64) -> Result<()> {
         if self.swap.is_some() {
-            return;
+            return Ok(());
         }
         let w = &self.cfg.wear;
-        let pick = match w.policy {
-            SwapPolicy::None => None,
-            SwapPolicy::Adaptive => {
-                if self.wear.epoch_bytes.iter().any(|&b| b >= w.threshold_bytes) {
-                    Some(self.pick_max_wear_min_rate())
-                } else {
-                    None
+        let due = match w.policy {
+            SwapPolicy::None => false,
+            SwapPolicy::Adaptive => self.wear.epoch_bytes.iter().any(|&b| b >= w.threshold_bytes),
+            SwapPolicy::Fixed => {
+                let due = now >= self.wear.next_due_ns;
+                while self.wear.next_due_ns <= now {
+                    self.wear.next_due_ns += w.period_ns;
                 }
-            }
-            SwapPolicy::Fixed | SwapPolicy::RoundRobin => {
-                if now >= self.wear.next_due_ns {
-                    while self.wear.next_due_ns <= now {
-                        self.wear.next_due_ns += w.period_ns;
-                    }
-                    Some(if w.policy == SwapPolicy::Fixed { self.pick_max_wear_min_rate() } else { self.pick_max_rate_min_wear() })
-                } else {
-                    None
-                }
+                due
             }
         };
-        if let Some((a, b)) = pick {
-            self.start_swap(a, b, now).expect("a swap between two channels of the device");
+        let pick = due.then(|| match w.pair {
+            SwapPair::MaxWearMinRate => self.pick_max_wear_min_rate(),
+            SwapPair::MaxRateMinWear => self.pick_max_rate_min_wear(),
+        });
+        match pick {
+            Some((a, b)) => self.start_swap(a, b, now),
+            None => Ok(()),
         }
     }
 
-    /// The document's pair: the channel with the most wear and the channel with the lowest wear
-    /// rate since the last swap (ties: less wear, then lower index).
+    /// The document's pair: the channel with the most wear (ties: the one wearing faster, then
+    /// the lower index) and the channel with the lowest wear rate since the last swap (ties:
+    /// less wear, then lower index).
     fn pick_max_wear_min_rate(&self) -> (u32, u32) {
         let (s, _) = self.wear();
-        let p = (0..s.len()).max_by_key(|&i| (s[i], Reverse(i))).expect("channels") as u32;
         let e = &self.wear.epoch_bytes;
+        let p = (0..s.len()).max_by_key(|&i| (s[i], e[i], Reverse(i))).expect("channels") as u32;
         let q = (0..s.len()).filter(|&i| i as u32 != p).min_by_key(|&i| (e[i], s[i], i)).expect("two channels") as u32;
         (p, q)
     }

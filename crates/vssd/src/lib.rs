@@ -26,7 +26,7 @@ pub mod recovery;
 pub mod resources;
 pub mod sim;
 
-pub use config::{device_config, FlashBloxConfig, SwapPolicy, WearConfig};
+pub use config::{device_config, FlashBloxConfig, SwapPair, SwapPolicy, WearConfig};
 pub use error::{Result, VssdError};
 pub use flashblox::{BlockApi, FlashBlox, LayoutTable, VssdIo};
 pub use resources::{Isolation, Placement, Slot};

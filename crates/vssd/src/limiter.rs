@@ -1,7 +1,7 @@
 //! The software isolation of soft-plane vSSDs: a weighted-fair token bucket per vSSD, as Linux
 //! containers and Docker throttle block I/O, priced in one currency for reads and writes.
 //!
-//! A tenant with weight w may use a share w of its region's nominal capacity: tokens are
+//! A tenant with weight w is guaranteed a share w of its region's nominal capacity: tokens are
 //! nanoseconds of the region working at full speed, refilled at w per nanosecond. Reading r
 //! bytes costs r / R and writing w bytes w / W, R and W being the region's nominal read and
 //! write bandwidths from the device's timing (a die reads a page in tR plus its transfer,
@@ -9,7 +9,11 @@
 //! second), so the work an SSD does is priced as the mix of IOPS and bandwidth it is. A tenant
 //! waits while its bucket is empty; an operation is charged after it runs, for everything it
 //! made the device do (its application's compaction too), so a bucket can go into debt and
-//! the tenant then waits longer. The per-die queues sit in the vSSD layer (`die_queue_depth`).
+//! the tenant then waits longer. Tokens a tenant cannot use (its bucket is full) spill into a
+//! pool the others borrow from before they wait, as Linux's hierarchical token bucket lends a
+//! class's unused rate to its siblings: weighted-fair and work-conserving, so capacity a
+//! tenant leaves idle is not lost (`borrow = false` makes every bucket a hard cap). The per-die
+//! queues sit in the vSSD layer (`die_queue_depth`).
 
 use serde::{Deserialize, Serialize};
 use ssdlab_core::Config;
@@ -63,11 +67,15 @@ impl TokenBucket {
         TokenBucket { rate, burst: burst_ns, tokens: burst_ns, last_ns: 0 }
     }
 
-    fn refill(&mut self, t: u64) {
-        if t > self.last_ns {
-            self.tokens = (self.tokens + (t - self.last_ns) as f64 * self.rate).min(self.burst);
-            self.last_ns = t;
+    /// Add the tokens of the time since the last refill; returns what did not fit.
+    fn refill(&mut self, t: u64) -> f64 {
+        if t <= self.last_ns {
+            return 0.0;
         }
+        let full = self.tokens + (t - self.last_ns) as f64 * self.rate;
+        self.last_ns = t;
+        self.tokens = full.min(self.burst);
+        full - self.tokens
     }
 
     /// When an operation arriving at `t` may start: once the bucket is out of debt.
@@ -88,6 +96,58 @@ impl TokenBucket {
 
     pub fn tokens(&self) -> f64 {
         self.tokens
+    }
+}
+
+/// The buckets of the tenants sharing a region, and the pool of tokens they lend each other.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limiter {
+    buckets: Vec<Option<TokenBucket>>,
+    borrow: bool,
+    pool: f64,
+    pool_max: f64,
+}
+
+impl Limiter {
+    /// One entry per tenant (None: not limited).
+    pub fn new(buckets: Vec<Option<TokenBucket>>, borrow: bool) -> Limiter {
+        let pool_max = buckets.iter().flatten().map(|b| b.burst).sum();
+        Limiter { buckets, borrow, pool: 0.0, pool_max }
+    }
+
+    fn refill_all(&mut self, t: u64) {
+        for b in self.buckets.iter_mut().flatten() {
+            let spill = b.refill(t);
+            if self.borrow {
+                self.pool = (self.pool + spill).min(self.pool_max);
+            }
+        }
+    }
+
+    /// When tenant `i`'s operation arriving at `t` may start.
+    pub fn ready(&mut self, i: usize, t: u64) -> u64 {
+        if self.buckets[i].is_none() {
+            return t;
+        }
+        self.refill_all(t);
+        let b = self.buckets[i].as_mut().expect("limited");
+        if b.tokens < 0.0 && self.pool > 0.0 {
+            let take = self.pool.min(-b.tokens);
+            b.tokens += take;
+            self.pool -= take;
+        }
+        b.ready(t)
+    }
+
+    /// Charge tenant `i` for work that ran at `t`.
+    pub fn charge(&mut self, i: usize, t: u64, cost: f64) {
+        if let Some(b) = self.buckets[i].as_mut() {
+            b.charge(t, cost);
+        }
+    }
+
+    pub fn bucket(&self, i: usize) -> Option<&TokenBucket> {
+        self.buckets[i].as_ref()
     }
 }
 
@@ -118,5 +178,25 @@ mod tests {
         assert!((two.read_bytes_per_s - 2.0 * one.read_bytes_per_s).abs() < 1.0);
         // Writes: 32 KiB per 1.6 ms + 197 us per die.
         assert!((one.write_bytes_per_s / 4.0 - 32768.0 / 1.797e-3).abs() < 1e4, "{one:?}");
+    }
+
+    #[test]
+    fn idle_shares_are_lent_only_when_borrowing() {
+        // Tenant 0 (weight 3/4) is idle; tenant 1 (1/4) asks for everything it can get.
+        let run = |borrow: bool| {
+            let mut l = Limiter::new(vec![Some(TokenBucket::new(0.75, 1e6)), Some(TokenBucket::new(0.25, 1e6))], borrow);
+            let mut t = 0;
+            let mut ops = 0;
+            while t < 1_000_000_000 {
+                t = l.ready(1, t);
+                l.charge(1, t, 1e6);
+                ops += 1;
+                t += 1;
+            }
+            ops
+        };
+        let (hard, lent) = (run(false), run(true));
+        assert!((240..=260).contains(&hard), "{hard}");
+        assert!(lent > 900, "{lent}");
     }
 }

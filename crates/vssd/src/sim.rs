@@ -1,1 +1,605 @@
-//! Timed multi-tenant runs (see below).
+//! Timed multi-tenant runs: tenants (a KV store under a YCSB mix, a fio-like job or a trace on
+//! a log-structured disk) each on its own vSSD, closed loop (a number of threads) or open loop
+//! (Poisson arrivals or trace timestamps), soft-plane tenants behind their token buckets,
+//! optionally a channel swap started at a given time. Events run in simulated-time order, so
+//! every operation is placed on the dies' and channels' timelines in the order it happens and
+//! tenants sharing a die or a channel delay each other exactly where they compete.
+//!
+//! Phases: each tenant loads its data (KV records, or a sequential fill of its disk), then
+//! optionally ages it (random overwrites of `age_writes` times its vSSD's capacity, so
+//! compaction is always active), one tenant after another; the run starts when the device is
+//! idle again, warms up for `warmup_ms` and is measured for `duration_ms`.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use ssdlab_core::config::WorkloadConfig;
+use ssdlab_core::ftl::BlockDevice;
+use ssdlab_core::workload::trace::{TraceFormat, TraceReader};
+use ssdlab_core::workload::{Cmd, Op, Source, Synthetic};
+use ssdlab_core::Config;
+
+use crate::apps::ycsb::KINDS as YCSB_KINDS;
+use crate::apps::{KvStore, LogDisk, LogKv, LogKvConfig, Value as KvValue, Ycsb, YcsbOp, YcsbSpec};
+use crate::config::FlashBloxConfig;
+use crate::error::{Result, VssdError};
+use crate::flashblox::{BlockApi, FlashBlox, VssdIo};
+use crate::limiter::{nominal, Capacity, Limiter, TokenBucket};
+use crate::resources::{Isolation, Placement};
+
+const MS: f64 = 1e6;
+
+/// What a tenant runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum AppSpec {
+    /// The log-structured KV under a YCSB mix.
+    Ycsb {
+        #[serde(default)]
+        ycsb: YcsbSpec,
+        #[serde(default)]
+        kv: LogKvConfig,
+    },
+    /// A fio-like job (ssdlab's workload keys: pattern, read_fraction, block_bytes, ...) on a
+    /// log-structured disk of `disk_fraction` of the vSSD, filled sequentially first.
+    Disk {
+        #[serde(default)]
+        io: WorkloadConfig,
+        #[serde(default = "default_disk_fraction")]
+        disk_fraction: f64,
+    },
+    /// A block trace (its own timestamps, open loop, sped up by `speed`) on such a disk.
+    Trace {
+        path: PathBuf,
+        format: String,
+        #[serde(default = "default_disk_fraction")]
+        disk_fraction: f64,
+        #[serde(default = "one")]
+        speed: f64,
+    },
+}
+
+fn default_disk_fraction() -> f64 {
+    0.75
+}
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TenantSpec {
+    pub name: String,
+    pub level: Isolation,
+    pub tput_level: u32,
+    pub capacity_bytes: u64,
+    pub placement: Placement,
+    /// Soft-plane vSSDs: the tenant's share of its dies' nominal capacity (token bucket);
+    /// 0 = no limiter.
+    pub weight: f64,
+    /// Bucket depth in ms of the region's time.
+    pub burst_ms: f64,
+    /// Closed loop: operations in flight.
+    pub threads: u32,
+    /// Open loop: Poisson arrivals per second (0 = closed loop).
+    pub rate_ops: f64,
+    /// Random overwrites before the run, in multiples of the vSSD's capacity.
+    pub age_writes: f64,
+    pub app: AppSpec,
+}
+
+impl Default for TenantSpec {
+    fn default() -> Self {
+        TenantSpec {
+            name: "tenant".into(),
+            level: Isolation::Channel,
+            tput_level: 0,
+            capacity_bytes: 0,
+            placement: Placement::default(),
+            weight: 0.0,
+            burst_ms: 1.0,
+            threads: 8,
+            rate_ops: 0.0,
+            age_writes: 0.0,
+            app: AppSpec::Ycsb { ycsb: YcsbSpec::default(), kv: LogKvConfig::default() },
+        }
+    }
+}
+
+/// A swap forced at a given time (the migration experiment).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForcedSwap {
+    /// Milliseconds after the measured window opens.
+    pub at_ms: f64,
+    pub channels: (u32, u32),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunSpec {
+    pub flashblox: FlashBloxConfig,
+    pub tenants: Vec<TenantSpec>,
+    pub warmup_ms: f64,
+    pub duration_ms: f64,
+    /// Rows of the per-tenant time series (interval throughput and p99).
+    pub series_ms: f64,
+    pub swap: Option<ForcedSwap>,
+    /// Limited tenants lend each other the tokens they cannot use (see `limiter.rs`).
+    pub limiter_borrow: bool,
+    pub seed: u64,
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        RunSpec {
+            flashblox: FlashBloxConfig::default(),
+            tenants: vec![],
+            warmup_ms: 200.0,
+            duration_ms: 1000.0,
+            series_ms: 0.0,
+            swap: None,
+            limiter_borrow: true,
+            seed: 42,
+        }
+    }
+}
+
+enum App {
+    Kv {
+        kv: LogKv,
+        gen: Ycsb,
+        value_bytes: u32,
+    },
+    Disk {
+        disk: LogDisk,
+        gen: Synthetic,
+    },
+    Trace {
+        disk: LogDisk,
+        reader: TraceReader<std::io::BufReader<std::fs::File>>,
+        speed: f64,
+        next: Option<Cmd>,
+        queue: VecDeque<Cmd>,
+        base_ns: u64,
+    },
+}
+
+fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
+}
+
+struct Tenant {
+    spec: TenantSpec,
+    id: u32,
+    app: App,
+    kinds: &'static [&'static str],
+    hists: Vec<Histogram<u64>>,
+    all: Histogram<u64>,
+    interval: Histogram<u64>,
+    ops: u64,
+    app_read_bytes: u64,
+    app_write_bytes: u64,
+    cap: Capacity,
+    limiter_wait_ns: u64,
+    rng: Pcg64Mcg,
+    series: Vec<(f64, u64, u64)>,
+    interval_ops: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// A tenant's operation: (tenant, arrival time).
+    Op(usize, u64),
+    /// The next Poisson arrival of an open-loop tenant.
+    Arrive(usize),
+    Migrate,
+    SwapStart,
+    Sample,
+}
+
+/// The result of a run: summary (deterministic) and wall seconds.
+pub struct RunResult {
+    pub summary: Value,
+    pub wall_seconds: f64,
+    pub interrupted: bool,
+}
+
+/// Run `spec` on a device of `device`.
+pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
+    let wall = Instant::now();
+    if spec.tenants.is_empty() {
+        return Err(VssdError::Config("run: no tenants".into()));
+    }
+    if !(spec.duration_ms > 0.0) || spec.warmup_ms < 0.0 {
+        return Err(VssdError::Config("run: duration_ms > 0 and warmup_ms >= 0".into()));
+    }
+    if !device.timing.enabled {
+        return Err(VssdError::Config("run: timed runs need timing.enabled = true".into()));
+    }
+    let mut fb = FlashBlox::new(device, spec.flashblox.clone())?;
+    let mut tenants = Vec::with_capacity(spec.tenants.len());
+    let mut t_ready = 0u64;
+    for (i, ts) in spec.tenants.iter().enumerate() {
+        let (t, ready) = setup(&mut fb, device, ts, spec.seed.wrapping_add(i as u64 * 0x9e37_79b9), t_ready)?;
+        t_ready = t_ready.max(ready);
+        tenants.push(t);
+    }
+    let mut limiter = Limiter::new(
+        spec.tenants.iter().map(|t| (t.weight > 0.0).then(|| TokenBucket::new(t.weight, t.burst_ms * MS))).collect(),
+        spec.limiter_borrow,
+    );
+    let start = t_ready.max(fb.device().timelines().horizon_ns());
+    let measure = start + (spec.warmup_ms * MS) as u64;
+    let end = measure + (spec.duration_ms * MS) as u64;
+    let mut heap: BinaryHeap<Reverse<(u64, u64, Ev)>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut push = |heap: &mut BinaryHeap<Reverse<(u64, u64, Ev)>>, t: u64, e: Ev| {
+        seq += 1;
+        heap.push(Reverse((t, seq, e)));
+    };
+    for (i, t) in tenants.iter_mut().enumerate() {
+        match &mut t.app {
+            App::Trace { next, base_ns, speed, .. } => {
+                *base_ns = start;
+                let at = start + (next.expect("first command").at_ns.unwrap_or(0) as f64 / *speed) as u64;
+                push(&mut heap, at, Ev::Arrive(i));
+            }
+            _ if t.spec.rate_ops > 0.0 => push(&mut heap, start, Ev::Arrive(i)),
+            _ => {
+                for _ in 0..t.spec.threads.max(1) {
+                    push(&mut heap, start, Ev::Op(i, start));
+                }
+            }
+        }
+    }
+    if let Some(sw) = &spec.swap {
+        push(&mut heap, measure + (sw.at_ms * MS) as u64, Ev::SwapStart);
+    }
+    let series_ns = (spec.series_ms * MS) as u64;
+    if series_ns > 0 {
+        push(&mut heap, measure + series_ns, Ev::Sample);
+    }
+    let mut migrate_pending = false;
+    let mut swap_window: Option<(u64, u64)> = None;
+    let mut interrupted = false;
+    let mut events = 0u64;
+    while let Some(Reverse((t, _, ev))) = heap.pop() {
+        if t >= end {
+            break;
+        }
+        events += 1;
+        if events.is_multiple_of(4096) && !stop((t - start) as f64 / (end - start) as f64) {
+            interrupted = true;
+            break;
+        }
+        fb.device_mut().set_now(t);
+        match ev {
+            Ev::Op(i, arrival) => {
+                let tn = &mut tenants[i];
+                let ready = limiter.ready(i, t);
+                if ready > t {
+                    tn.limiter_wait_ns += ready - t;
+                    push(&mut heap, ready, Ev::Op(i, arrival));
+                    continue;
+                }
+                let before = fb.vssd(tn.id)?.stats;
+                let (kind, done) = do_op(&mut fb, tn, t)?;
+                let after = fb.vssd(tn.id)?.stats;
+                limiter.charge(i, t, tn.cap.cost_ns(after.read_bytes - before.read_bytes, after.write_bytes - before.write_bytes));
+                if arrival >= measure {
+                    let lat = (done - arrival).max(1);
+                    tn.hists[kind].record(lat).expect("latency in range");
+                    tn.all.record(lat).expect("latency in range");
+                    tn.interval.record(lat).expect("latency in range");
+                    tn.ops += 1;
+                    tn.interval_ops += 1;
+                }
+                if tn.spec.rate_ops <= 0.0 && !matches!(tn.app, App::Trace { .. }) {
+                    push(&mut heap, done.max(t), Ev::Op(i, done.max(t)));
+                }
+            }
+            Ev::Arrive(i) => {
+                let tn = &mut tenants[i];
+                push(&mut heap, t, Ev::Op(i, t));
+                let next_at = match &mut tn.app {
+                    App::Trace { reader, speed, next, queue, base_ns, disk } => {
+                        queue.push_back(next.take().expect("an arrived command"));
+                        let sectors = disk.sectors();
+                        let mut c = reader.next_cmd().transpose()?;
+                        if c.is_none() {
+                            // The trace starts over.
+                            *base_ns = t + 1;
+                            *reader = TraceReader::open(reader_path(&tn.spec), reader.format(), fb.geo().sector_bytes, sectors)?;
+                            c = reader.next_cmd().transpose()?;
+                        }
+                        *next = c;
+                        c.map(|c| (*base_ns + (c.at_ns.unwrap_or(0) as f64 / *speed) as u64).max(t))
+                    }
+                    _ => {
+                        let gap = -(1.0 - tn.rng.gen::<f64>()).ln() / tn.spec.rate_ops * 1e9;
+                        Some(t + gap.max(1.0) as u64)
+                    }
+                };
+                if let Some(n) = next_at {
+                    push(&mut heap, n, Ev::Arrive(i));
+                }
+            }
+            Ev::Migrate => {
+                migrate_pending = false;
+                fb.migration_step(t)?;
+                if !fb.swapping() {
+                    if let Some(w) = swap_window.as_mut() {
+                        w.1 = t;
+                    }
+                }
+            }
+            Ev::SwapStart => {
+                let sw = spec.swap.as_ref().expect("forced swap");
+                fb.start_swap(sw.channels.0, sw.channels.1, t)?;
+                swap_window = Some((t, u64::MAX));
+            }
+            Ev::Sample => {
+                for tn in tenants.iter_mut() {
+                    let p99 = if tn.interval.is_empty() { 0 } else { tn.interval.value_at_quantile(0.99) };
+                    tn.series.push(((t - measure) as f64 / MS, tn.interval_ops, p99));
+                    tn.interval.reset();
+                    tn.interval_ops = 0;
+                }
+                push(&mut heap, t + series_ns, Ev::Sample);
+            }
+        }
+        if fb.swapping() && !migrate_pending {
+            let at = fb.migration_next_ns().unwrap_or(t).max(t);
+            push(&mut heap, at, Ev::Migrate);
+            migrate_pending = true;
+        }
+    }
+    let secs = spec.duration_ms / 1e3;
+    let tenants_json: Vec<Value> = tenants.iter().enumerate().map(|(i, t)| tenant_json(&fb, t, secs, limiter.bucket(i))).collect();
+    let c = fb.device().counters().clone();
+    let summary = json!({
+        "start_ns": start,
+        "measure_ns": measure,
+        "end_ns": end,
+        "duration_s": secs,
+        "tenants": tenants_json,
+        "flashblox": fb.summary(),
+        "swap_window_ms": swap_window.map(|(a, b)| [(a as f64 - measure as f64) / MS, if b == u64::MAX { f64::NAN } else { (b as f64 - measure as f64) / MS }]),
+        "device": {"nand_write_bytes": c.nand_write_bytes, "nand_read_bytes": c.nand_read_bytes, "nand_erase_count": c.nand_erase_count,
+                   "die_busy_fraction": fb.device().timelines().die_busy_ns().iter().sum::<u64>() as f64 / (end as f64 * fb.geo().dies as f64)},
+        "interrupted": interrupted,
+    });
+    Ok(RunResult { summary, wall_seconds: wall.elapsed().as_secs_f64(), interrupted })
+}
+
+fn reader_path(spec: &TenantSpec) -> &std::path::Path {
+    match &spec.app {
+        AppSpec::Trace { path, .. } => path,
+        _ => unreachable!("a trace tenant"),
+    }
+}
+
+/// Allocate the tenant's vSSD, build its application, load (and age) its data from `t0`;
+/// returns the tenant and when its loading finished.
+fn setup(fb: &mut FlashBlox, device: &Config, ts: &TenantSpec, seed: u64, t0: u64) -> Result<(Tenant, u64)> {
+    let id = fb.alloc_virtual_ssd(ts.level, ts.tput_level, ts.capacity_bytes.max(1), &ts.placement)?;
+    let g = *fb.geo();
+    let ldies = fb.vssd(id)?.ldies();
+    let chans = {
+        let mut c: Vec<u32> = ldies.iter().map(|d| d / g.dies_per_channel).collect();
+        c.dedup();
+        c.len() as u32
+    };
+    let cap = nominal(device, ldies.len() as u32, chans);
+    if ts.weight < 0.0 || ts.weight > 1.0 || !(ts.burst_ms >= 0.0) {
+        return Err(VssdError::Config(format!("tenant {}: weight {} must be in [0, 1] and burst_ms >= 0", ts.name, ts.weight)));
+    }
+    let mut rng = Pcg64Mcg::seed_from_u64(seed);
+    let mut io = VssdIo { fb, id };
+    let cap_sectors = io.blocks() as u64 * io.block_sectors() as u64;
+    let mut t = t0;
+    let (app, kinds): (App, &'static [&'static str]) = match &ts.app {
+        AppSpec::Ycsb { ycsb, kv } => {
+            let mut store = LogKv::new(&io, kv.clone())?;
+            let gen = Ycsb::new(ycsb.clone(), seed)?;
+            let value = KvValue::Len(ycsb.value_bytes);
+            for k in gen.load_keys() {
+                t = store.put(&mut io, k, value, t)?;
+            }
+            if ts.age_writes > 0.0 {
+                let target = store.stats().device_write_bytes + (ts.age_writes * cap_sectors as f64 * io.sector_bytes() as f64) as u64;
+                while store.stats().device_write_bytes < target {
+                    let k = crate::apps::ycsb::key_of(rng.gen_range(0..ycsb.records));
+                    t = store.put(&mut io, k, value, t)?;
+                }
+            }
+            (App::Kv { kv: store, gen, value_bytes: ycsb.value_bytes }, &YCSB_KINDS)
+        }
+        AppSpec::Disk { io: w, disk_fraction } => {
+            let mut disk = LogDisk::new(&io, (cap_sectors as f64 * disk_fraction) as u64, 2, 8)?;
+            t = fill(&mut disk, &mut io, t)?;
+            if ts.age_writes > 0.0 {
+                t = age(&mut disk, &mut io, &mut rng, ts.age_writes * cap_sectors as f64, t)?;
+            }
+            let gen = Synthetic::new(w, disk.sectors(), g.sector_bytes, seed).map_err(VssdError::Device)?;
+            (App::Disk { disk, gen }, &["read", "write", "trim", "flush"])
+        }
+        AppSpec::Trace { path, format, disk_fraction, speed } => {
+            let fmt = TraceFormat::parse(format)
+                .ok_or_else(|| VssdError::Config(format!("tenant {}: unknown trace format {format:?}", ts.name)))?;
+            if !(*speed > 0.0) {
+                return Err(VssdError::Config(format!("tenant {}: speed must be > 0", ts.name)));
+            }
+            let mut disk = LogDisk::new(&io, (cap_sectors as f64 * disk_fraction) as u64, 2, 8)?;
+            t = fill(&mut disk, &mut io, t)?;
+            let mut reader = TraceReader::open(path, fmt, g.sector_bytes, disk.sectors())?;
+            let next = reader.next_cmd().transpose()?;
+            if next.is_none() {
+                return Err(VssdError::Config(format!("{}: the trace has no commands", path.display())));
+            }
+            (App::Trace { disk, reader, speed: *speed, next, queue: VecDeque::new(), base_ns: 0 }, &["read", "write", "trim", "flush"])
+        }
+    };
+    let n = kinds.len();
+    Ok((
+        Tenant {
+            spec: ts.clone(),
+            id,
+            app,
+            kinds,
+            hists: (0..n).map(|_| hist()).collect(),
+            all: hist(),
+            interval: hist(),
+            ops: 0,
+            app_read_bytes: 0,
+            app_write_bytes: 0,
+            cap,
+            limiter_wait_ns: 0,
+            rng,
+            series: vec![],
+            interval_ops: 0,
+        },
+        t,
+    ))
+}
+
+/// Write the whole disk once, in order (1 MiB requests).
+fn fill(disk: &mut LogDisk, io: &mut VssdIo<'_>, mut t: u64) -> Result<u64> {
+    let step = (1 << 20) / io.sector_bytes() as u64;
+    let mut lba = 0;
+    while lba < disk.sectors() {
+        let n = step.min(disk.sectors() - lba) as u32;
+        t = disk.write(io, lba, n, None, t)?;
+        lba += n as u64;
+    }
+    Ok(t)
+}
+
+/// Random 64 KiB overwrites of `sectors` sectors in all.
+fn age(disk: &mut LogDisk, io: &mut VssdIo<'_>, rng: &mut Pcg64Mcg, sectors: f64, mut t: u64) -> Result<u64> {
+    let n = ((64 << 10) / io.sector_bytes()).min(disk.sectors() as u32);
+    let mut done = 0.0;
+    while done < sectors {
+        let lba = rng.gen_range(0..=disk.sectors() - n as u64);
+        t = disk.write(io, lba, n, None, t)?;
+        done += n as f64;
+    }
+    Ok(t)
+}
+
+/// One operation of tenant `tn` at `t`: (kind index, completion).
+fn do_op(fb: &mut FlashBlox, tn: &mut Tenant, t: u64) -> Result<(usize, u64)> {
+    let mut io = VssdIo { fb, id: tn.id };
+    let sb = io.sector_bytes() as u64;
+    match &mut tn.app {
+        App::Kv { kv, gen, value_bytes } => {
+            let op = gen.next_op();
+            let v = KvValue::Len(*value_bytes);
+            let done = match op {
+                YcsbOp::Read(k) => kv.get(&mut io, k, None, t)?.1,
+                YcsbOp::Update(k) | YcsbOp::Insert(k) => {
+                    tn.app_write_bytes += *value_bytes as u64;
+                    kv.put(&mut io, k, v, t)?
+                }
+                YcsbOp::Scan(k, n) => kv.scan(&mut io, k, n, t)?.1,
+                YcsbOp::ReadModifyWrite(k) => {
+                    let (_, r) = kv.get(&mut io, k, None, t)?;
+                    tn.app_write_bytes += *value_bytes as u64;
+                    kv.put(&mut io, k, v, r)?.max(r)
+                }
+            };
+            if matches!(op, YcsbOp::Read(_) | YcsbOp::ReadModifyWrite(_)) {
+                tn.app_read_bytes += *value_bytes as u64;
+            }
+            Ok((op.kind(), done))
+        }
+        App::Disk { disk, gen } => {
+            let c = gen.generate();
+            disk_op(disk, &mut io, c, t, sb, &mut tn.app_read_bytes, &mut tn.app_write_bytes)
+        }
+        App::Trace { disk, queue, .. } => {
+            let c = queue.pop_front().expect("an arrived trace command");
+            disk_op(disk, &mut io, c, t, sb, &mut tn.app_read_bytes, &mut tn.app_write_bytes)
+        }
+    }
+}
+
+fn disk_op(disk: &mut LogDisk, io: &mut VssdIo<'_>, c: Cmd, t: u64, sb: u64, rb: &mut u64, wb: &mut u64) -> Result<(usize, u64)> {
+    let n = c.sectors.min((disk.sectors() - c.lba.min(disk.sectors() - 1)) as u32);
+    if n == 0 && c.op != Op::Flush {
+        return Ok((c.op as usize, t));
+    }
+    Ok(match c.op {
+        Op::Read => {
+            *rb += n as u64 * sb;
+            (0, disk.read(io, c.lba, n, None, t)?)
+        }
+        Op::Write => {
+            *wb += n as u64 * sb;
+            (1, disk.write(io, c.lba, n, None, t)?)
+        }
+        Op::Trim => {
+            disk.trim(c.lba, n)?;
+            (2, t)
+        }
+        Op::Flush => (3, t),
+    })
+}
+
+fn lat_json(h: &Histogram<u64>) -> Value {
+    if h.is_empty() {
+        return json!({"count": 0});
+    }
+    let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
+    json!({"count": h.len(), "mean_us": h.mean() / 1e3, "p50_us": us(0.5), "p99_us": us(0.99), "p999_us": us(0.999), "max_us": h.max() as f64 / 1e3})
+}
+
+fn tenant_json(fb: &FlashBlox, t: &Tenant, secs: f64, bucket: Option<&TokenBucket>) -> Value {
+    let v = fb.vssd(t.id).expect("live vSSD");
+    let g = fb.geo();
+    let app = match &t.app {
+        App::Kv { kv, .. } => {
+            let s = kv.stats();
+            json!({"kind": "kv", "stats": s, "app_write_amplification": if s.app_write_bytes > 0 { s.device_write_bytes as f64 / s.app_write_bytes as f64 } else { 0.0 }})
+        }
+        App::Disk { disk, .. } | App::Trace { disk, .. } => {
+            let s = disk.stats();
+            json!({"kind": "disk", "stats": s, "utilization": disk.utilization(),
+                   "app_write_amplification": if s.host_write_bytes > 0 { s.device_write_bytes as f64 / s.host_write_bytes as f64 } else { 0.0 }})
+        }
+    };
+    let mut lat = serde_json::Map::new();
+    for (k, h) in t.kinds.iter().zip(&t.hists) {
+        if !h.is_empty() {
+            lat.insert(k.to_string(), lat_json(h));
+        }
+    }
+    lat.insert("all".into(), lat_json(&t.all));
+    json!({
+        "name": t.spec.name,
+        "level": t.spec.level,
+        "vssd": t.id,
+        "slots": v.slots.len(),
+        "logical_dies": v.ldies(),
+        "physical_dies": fb.physical_dies(t.id).expect("live vSSD"),
+        "capacity_bytes": v.capacity(g),
+        "ops": t.ops,
+        "ops_per_s": t.ops as f64 / secs,
+        "read_mb_per_s": t.app_read_bytes as f64 / secs / 1e6,
+        "write_mb_per_s": t.app_write_bytes as f64 / secs / 1e6,
+        "latency": lat,
+        "app": app,
+        "vssd_stats": v.stats,
+        "limiter": bucket.map(|b| json!({"weight": b.rate, "wait_ms": t.limiter_wait_ns as f64 / MS})),
+        "series": t.series.iter().map(|s| json!([s.0, s.1, s.2 as f64 / 1e3])).collect::<Vec<_>>(),
+        "pattern": match &t.spec.app { AppSpec::Disk { io, .. } => json!({"pattern": io.pattern, "read_fraction": io.read_fraction, "block_bytes": io.block_bytes}), _ => Value::Null },
+    })
+}
