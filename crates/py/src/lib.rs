@@ -25,6 +25,7 @@ use ssdlab_core::{analytic, Error};
 
 mod nbd;
 mod spi;
+mod vssd;
 
 create_exception!(_native, SsdlabError, PyException, "Base class of ssdlab errors.");
 create_exception!(_native, ConfigError, SsdlabError, "A configuration key is unknown, malformed or out of range.");
@@ -539,5 +540,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(nbd::nbd_stats, m)?)?;
     spi::register(m)?;
     cache::register(m)?;
+    vssd::register(m)?;
     Ok(())
 }

@@ -49,7 +49,8 @@ pub fn device_config(name: &str) -> Option<Config> {
         }
         _ => return None,
     }
-    c.preset = format!("flashblox-{name}");
+    // Built on the default preset (the name a config file would give).
+    c.preset = "default".into();
     Some(c)
 }
 

@@ -124,19 +124,37 @@ impl Limiter {
         }
     }
 
-    /// When tenant `i`'s operation arriving at `t` may start.
+    /// When tenant `i`'s operation arriving at `t` may start: now if its bucket (with what it
+    /// can borrow) is out of debt, else when its own refill and the spill of the tenants with
+    /// full buckets will have paid the debt.
     pub fn ready(&mut self, i: usize, t: u64) -> u64 {
         if self.buckets[i].is_none() {
             return t;
         }
         self.refill_all(t);
+        let lending: f64 = if self.borrow {
+            self.buckets
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .filter_map(|(_, b)| b.as_ref())
+                .filter(|b| b.tokens >= b.burst)
+                .map(|b| b.rate)
+                .sum()
+        } else {
+            0.0
+        };
         let b = self.buckets[i].as_mut().expect("limited");
         if b.tokens < 0.0 && self.pool > 0.0 {
             let take = self.pool.min(-b.tokens);
             b.tokens += take;
             self.pool -= take;
         }
-        b.ready(t)
+        if b.tokens >= 0.0 {
+            t
+        } else {
+            t + (-b.tokens / (b.rate + lending)).ceil() as u64
+        }
     }
 
     /// Charge tenant `i` for work that ran at `t`.

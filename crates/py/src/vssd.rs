@@ -1,0 +1,196 @@
+//! `ssdlab._native` functions of the flashblox case study (crate ssdlab-vssd): the vSSD layer
+//! as an object (`NativeFlashBlox`), timed multi-tenant runs, lifetime studies and the
+//! swap-frequency analysis. Specs and results cross as JSON; block data as bytes.
+
+use std::borrow::Cow;
+
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+
+use ssdlab_vssd::flashblox::{BlockApi, FlashBlox, LayoutTable, VssdIo};
+use ssdlab_vssd::{analysis, device_config, lifetime, sim, FlashBloxConfig, Isolation, Placement, VssdError};
+
+use crate::{config_from_json, to_py, ConfigError, DeviceError};
+
+fn err(e: VssdError) -> PyErr {
+    match e {
+        VssdError::Config(m) => ConfigError::new_err(m),
+        VssdError::Device(d) => to_py(d),
+        VssdError::Io(io) => PyOSError::new_err(io.to_string()),
+        VssdError::Api(m) => PyValueError::new_err(m),
+        e @ (VssdError::NoResources(_) | VssdError::WornOut(_) | VssdError::Recovery(_)) => DeviceError::new_err(e.to_string()),
+    }
+}
+
+fn json_in<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> PyResult<T> {
+    serde_json::from_str(text).map_err(|e| ConfigError::new_err(format!("{what}: {e}")))
+}
+
+/// The case study's devices by name (`paper`, `quick`, `lifetime`) as config JSON.
+#[pyfunction]
+fn vssd_device(name: &str) -> PyResult<String> {
+    let c = device_config(name).ok_or_else(|| {
+        ConfigError::new_err(format!("unknown flashblox device {name:?}; valid: {}", ssdlab_vssd::config::DEVICES.join(", ")))
+    })?;
+    Ok(serde_json::to_string(&c).unwrap())
+}
+
+/// Default layer settings, run spec and lifetime spec as JSON.
+#[pyfunction]
+fn vssd_defaults() -> String {
+    serde_json::json!({
+        "flashblox": FlashBloxConfig::default(),
+        "run": sim::RunSpec::default(),
+        "lifetime": lifetime::LifetimeSpec::default(),
+    })
+    .to_string()
+}
+
+/// A timed multi-tenant run: (summary JSON, wall seconds, interrupted).
+#[pyfunction]
+fn vssd_run(py: Python<'_>, device_json: &str, spec_json: &str) -> PyResult<(String, f64, bool)> {
+    let dev = config_from_json(device_json, "<device>")?;
+    let spec: sim::RunSpec = json_in(spec_json, "flashblox run spec")?;
+    let r = py.allow_threads(|| {
+        let mut stop = |_: f64| Python::with_gil(|py| py.check_signals()).is_ok();
+        sim::run(&dev, &spec, &mut stop)
+    });
+    let r = r.map_err(err)?;
+    Ok((r.summary.to_string(), r.wall_seconds, r.interrupted))
+}
+
+/// A lifetime study: (result JSON, wall seconds).
+#[pyfunction]
+fn vssd_lifetime(py: Python<'_>, device_json: &str, spec_json: &str) -> PyResult<(String, f64)> {
+    let dev = config_from_json(device_json, "<device>")?;
+    let spec: lifetime::LifetimeSpec = json_in(spec_json, "flashblox lifetime spec")?;
+    let r = py.allow_threads(|| {
+        let mut stop = |_: f64| Python::with_gil(|py| py.check_signals()).is_ok();
+        lifetime::run(dev, &spec, &mut stop)
+    });
+    let (v, wall) = r.map_err(err)?;
+    Ok((v.to_string(), wall))
+}
+
+/// The swap-frequency analysis for `channels` channels, `years` of service, `a` and `d`.
+#[pyfunction]
+fn vssd_swap_plan(channels: u32, years: f64, a: f64, d: f64) -> PyResult<String> {
+    if channels < 2 || !(years > 0.0) || !(a > 0.0 && a <= 1.0) || !(d > 0.0) {
+        return Err(PyValueError::new_err("need channels >= 2, years > 0, 0 < a <= 1, d > 0"));
+    }
+    Ok(serde_json::to_string(&analysis::plan(channels, years, a, d)).unwrap())
+}
+
+/// The vSSD layer on an open-channel device (see ssdlab.vssd.FlashBlox).
+#[pyclass(module = "ssdlab._native")]
+struct NativeFlashBlox {
+    fb: FlashBlox,
+    /// The caller's clock: each call starts here and moves it to its completion.
+    now: u64,
+}
+
+#[pymethods]
+impl NativeFlashBlox {
+    #[new]
+    fn new(device_json: &str, config_json: &str) -> PyResult<Self> {
+        let dev = config_from_json(device_json, "<device>")?;
+        let cfg: FlashBloxConfig = json_in(config_json, "flashblox config")?;
+        Ok(NativeFlashBlox { fb: FlashBlox::new(&dev, cfg).map_err(err)?, now: 0 })
+    }
+
+    /// Simulated time in ns.
+    fn now(&self) -> u64 {
+        self.now
+    }
+
+    fn alloc_virtual_ssd(&mut self, isolation: &str, tput_level: u32, capacity_bytes: u64, placement_json: &str) -> PyResult<u32> {
+        let level = Isolation::parse(isolation)
+            .ok_or_else(|| ConfigError::new_err(format!("unknown isolation level {isolation:?}; valid: channel, die, soft-plane, none")))?;
+        let p: Placement = json_in(placement_json, "placement")?;
+        self.fb.alloc_virtual_ssd(level, tput_level, capacity_bytes, &p).map_err(err)
+    }
+
+    fn dealloc_virtual_ssd(&mut self, id: u32) -> PyResult<()> {
+        self.now = self.fb.dealloc_virtual_ssd(id, self.now).map_err(err)?;
+        Ok(())
+    }
+
+    /// (blocks, free blocks, sectors per block, sectors per write unit, sector bytes).
+    fn geometry_of(&mut self, id: u32) -> PyResult<(u32, u32, u32, u32, u32)> {
+        self.fb.vssd(id).map_err(err)?;
+        let io = VssdIo { fb: &mut self.fb, id };
+        Ok((io.blocks(), io.free_blocks(), io.block_sectors(), io.unit_sectors(), io.sector_bytes()))
+    }
+
+    fn alloc_block(&mut self, id: u32) -> PyResult<u32> {
+        self.fb.alloc_block(id).map_err(err)
+    }
+
+    fn write_data(&mut self, id: u32, block: u32, offset: u32, data: &[u8]) -> PyResult<u64> {
+        let sb = self.fb.geo().sector_bytes as usize;
+        if data.is_empty() || !data.len().is_multiple_of(sb) {
+            return Err(PyValueError::new_err(format!("write of {} bytes: whole sectors of {sb} bytes", data.len())));
+        }
+        let done = self.fb.write_data(id, block, offset, (data.len() / sb) as u32, Some(data), self.now).map_err(err)?;
+        self.now = self.now.max(done);
+        Ok(done)
+    }
+
+    fn read_data(&mut self, id: u32, block: u32, offset: u32, sectors: u32) -> PyResult<Cow<'static, [u8]>> {
+        let mut out = vec![0u8; sectors as usize * self.fb.geo().sector_bytes as usize];
+        let done = self.fb.read_data(id, block, offset, sectors, Some(&mut out), self.now).map_err(err)?;
+        self.now = self.now.max(done);
+        Ok(Cow::Owned(out))
+    }
+
+    fn free_block(&mut self, id: u32, block: u32) -> PyResult<()> {
+        self.now = self.now.max(self.fb.free_block(id, block, self.now).map_err(err)?);
+        Ok(())
+    }
+
+    /// Swap two physical channels now and carry the migration out.
+    fn swap_channels(&mut self, a: u32, b: u32) -> PyResult<()> {
+        self.fb.start_swap(a, b, self.now).map_err(err)?;
+        while let Some(t) = self.fb.migration_next_ns() {
+            self.now = self.now.max(t);
+            self.fb.migration_step(self.now).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    fn summary(&self) -> String {
+        self.fb.summary().to_string()
+    }
+
+    fn layout(&self) -> String {
+        serde_json::to_string(&self.fb.layout()).unwrap()
+    }
+
+    /// Lose everything but the device and the layout table `layout_json` (default: the
+    /// current one), then rebuild from the OOB records; returns the recovery report.
+    #[pyo3(signature = (layout_json=None))]
+    fn crash_and_recover(&mut self, layout_json: Option<&str>) -> PyResult<String> {
+        let table: LayoutTable = match layout_json {
+            Some(t) => json_in(t, "layout table")?,
+            None => self.fb.layout(),
+        };
+        let (fb, rep) = FlashBlox::recover(self.fb.device().clone(), &table, self.now).map_err(err)?;
+        self.fb = fb;
+        self.now += rep.scan_ns;
+        Ok(serde_json::to_string(&rep).unwrap())
+    }
+
+    fn check_invariants(&self) {
+        self.fb.check_invariants();
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeFlashBlox>()?;
+    m.add_function(wrap_pyfunction!(vssd_device, m)?)?;
+    m.add_function(wrap_pyfunction!(vssd_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(vssd_run, m)?)?;
+    m.add_function(wrap_pyfunction!(vssd_lifetime, m)?)?;
+    m.add_function(wrap_pyfunction!(vssd_swap_plan, m)?)?;
+    Ok(())
+}
