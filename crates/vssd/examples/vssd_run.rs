@@ -8,6 +8,7 @@ fn main() {
     let dev = ssdlab_vssd::device_config(v["device"].as_str().unwrap_or("quick")).expect("device name");
     let t = std::time::Instant::now();
     let out = match args[1].as_str() {
+        "cost" => serde_json::to_value(ssdlab_vssd::cost::measure(&dev, 30).expect("cost")).unwrap(),
         "run" => {
             let spec: ssdlab_vssd::sim::RunSpec = serde_json::from_value(v["spec"].clone()).expect("run spec");
             ssdlab_vssd::sim::run(&dev, &spec, &mut |_| true).expect("run").summary

@@ -17,6 +17,7 @@
 pub mod analysis;
 pub mod apps;
 pub mod config;
+pub mod cost;
 pub mod error;
 pub mod flashblox;
 pub mod lifetime;

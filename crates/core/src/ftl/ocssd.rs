@@ -281,44 +281,47 @@ impl Ocssd {
                 return Err(Error::Command(format!("{} addresses but {} bytes of metadata (need {OOB_BYTES} each)", lbas.len(), m.len())));
             }
         }
-        // Validate the whole command first: it is applied entirely or not at all.
-        let mut next: Vec<(usize, u64)> = vec![];
-        let mut per_chunk: Vec<(usize, u64)> = vec![];
+        // Validate the whole command first: it is applied entirely or not at all. Runs per
+        // chunk: (chunk, next sector expected, sectors in this command); a command names at
+        // most MAX_VECTOR chunks, and consecutive LBAs mostly stay in one.
+        let mut runs = [(0usize, 0u64, 0u64); MAX_VECTOR];
+        let (mut nruns, mut last) = (0usize, 0usize);
         for &lba in lbas {
             let (c, s) = self.split(lba)?;
-            let ch = &self.chunks[c];
-            match ch.state {
-                ChunkState::Offline => {
-                    return Err(Error::nvme(Status::OutOfOrderWrite, format!("chunk at LBA {} is offline", c as u64 * self.geo.clba)))
+            let i = if nruns > 0 && runs[last].0 == c {
+                last
+            } else if let Some(i) = runs[..nruns].iter().position(|r| r.0 == c) {
+                i
+            } else {
+                let ch = &self.chunks[c];
+                match ch.state {
+                    ChunkState::Offline => {
+                        return Err(Error::nvme(Status::OutOfOrderWrite, format!("chunk at LBA {} is offline", c as u64 * self.geo.clba)))
+                    }
+                    ChunkState::Closed => {
+                        return Err(Error::nvme(
+                            Status::OutOfOrderWrite,
+                            format!("chunk at LBA {} is closed (written to its end)", c as u64 * self.geo.clba),
+                        ))
+                    }
+                    _ => {}
                 }
-                ChunkState::Closed => {
-                    return Err(Error::nvme(
-                        Status::OutOfOrderWrite,
-                        format!("chunk at LBA {} is closed (written to its end)", c as u64 * self.geo.clba),
-                    ))
-                }
-                _ => {}
-            }
-            let expect = match next.iter().find(|x| x.0 == c) {
-                Some(&(_, w)) => w,
-                None => ch.written,
+                runs[nruns] = (c, ch.written, 0);
+                nruns += 1;
+                nruns - 1
             };
+            let expect = runs[i].1;
             if s != expect {
                 return Err(Error::nvme(
                     Status::OutOfOrderWrite,
                     format!("LBA {lba} is sector {s} of its chunk, whose write pointer is at sector {expect}"),
                 ));
             }
-            match next.iter_mut().find(|x| x.0 == c) {
-                Some(x) => x.1 += 1,
-                None => next.push((c, s + 1)),
-            }
-            match per_chunk.iter_mut().find(|x| x.0 == c) {
-                Some(x) => x.1 += 1,
-                None => per_chunk.push((c, 1)),
-            }
+            runs[i].1 += 1;
+            runs[i].2 += 1;
+            last = i;
         }
-        if let Some(&(c, n)) = per_chunk.iter().find(|x| x.1 % self.geo.ws_min as u64 != 0) {
+        if let Some(&(c, _, n)) = runs[..nruns].iter().find(|r| r.2 % self.geo.ws_min as u64 != 0) {
             return Err(Error::nvme(
                 Status::InvalidField,
                 format!(
