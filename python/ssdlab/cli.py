@@ -224,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .fdpcache import add_cli as add_cache_cli
 
     add_cache_cli(sub)
+    from .vssd import add_cli as add_vssd_cli
+
+    add_vssd_cli(sub)
     return p
 
 

@@ -141,7 +141,13 @@ def fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], N
     return reproduce_fdp_cache(spec, mode, out, log, resume=resume)
 
 
-KINDS: Dict[str, Callable[..., Path]] = {"gc-policies": gc_policies, "fdp-cache": fdp_cache}
+def flashblox(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None]) -> Path:
+    from .vssd import reproduce_flashblox
+
+    return reproduce_flashblox(spec, mode, out, log)
+
+
+KINDS: Dict[str, Callable[..., Path]] = {"gc-policies": gc_policies, "fdp-cache": fdp_cache, "flashblox": flashblox}
 
 
 def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), log: Callable[[str], None] = print,

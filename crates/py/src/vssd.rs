@@ -81,6 +81,15 @@ fn vssd_swap_plan(channels: u32, years: f64, a: f64, d: f64) -> PyResult<String>
     Ok(serde_json::to_string(&analysis::plan(channels, years, a, d)).unwrap())
 }
 
+/// The vSSD layer's simulator cost per sector against the raw open-channel device (best of
+/// `rounds` interleaved passes; wall clock): JSON.
+#[pyfunction]
+fn vssd_layer_cost(py: Python<'_>, device_json: &str, rounds: u32) -> PyResult<String> {
+    let dev = config_from_json(device_json, "<device>")?;
+    let c = py.allow_threads(|| ssdlab_vssd::cost::measure(&dev, rounds)).map_err(err)?;
+    Ok(serde_json::to_string(&c).unwrap())
+}
+
 /// The vSSD layer on an open-channel device (see ssdlab.vssd.FlashBlox).
 #[pyclass(module = "ssdlab._native")]
 struct NativeFlashBlox {
@@ -192,5 +201,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vssd_run, m)?)?;
     m.add_function(wrap_pyfunction!(vssd_lifetime, m)?)?;
     m.add_function(wrap_pyfunction!(vssd_swap_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(vssd_layer_cost, m)?)?;
     Ok(())
 }

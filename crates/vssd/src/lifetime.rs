@@ -198,7 +198,6 @@ pub fn run(device: Config, spec: &LifetimeSpec, stop: &mut dyn FnMut(f64) -> boo
     }
     let mut death: Option<(u64, String)> = None;
     let mut now = 0u64;
-    let mut max_x = 0.0f64;
     let mut mig_wall = 0.0f64;
     loop {
         let Some(Reverse((at, i))) = heap.pop() else { break };
@@ -231,11 +230,6 @@ pub fn run(device: Config, spec: &LifetimeSpec, stop: &mut dyn FnMut(f64) -> boo
         if let Some(at) = next_time(&mut tenants[i])? {
             heap.push(Reverse((at, i)));
         }
-        let (ch, _) = fb.wear();
-        let avg = ch.iter().sum::<u64>() as f64 / ch.len() as f64;
-        if now as f64 >= 0.2 * week && avg > 0.0 {
-            max_x = max_x.max(*ch.iter().max().expect("channels") as f64 / avg);
-        }
     }
     series.push(sample(&fb, now, &tenants));
     let host: u64 = tenants.iter().map(|t| t.written_bytes).sum();
@@ -261,11 +255,9 @@ pub fn run(device: Config, spec: &LifetimeSpec, stop: &mut dyn FnMut(f64) -> boo
         "migration_erases": mig.erases,
         "channel_erases": ch,
         "die_erases": die,
-        "imbalance_max_after_week": max_x,
         "series": series,
         "swap_log": fb.summary()["swaps"].clone(),
     });
-    let _ = mig_wall;
     Ok((json!({"summary": summary, "migration_wall_fraction": if total_wall > 0.0 { mig_wall / total_wall } else { 0.0 }}), total_wall))
 }
 

@@ -249,11 +249,18 @@ impl LogKv {
             return Err(VssdError::Api(format!("value of {} bytes: at most {} fit a record", value.len(), self.max_value_bytes())));
         }
         let mut t = now;
-        if self.head.is_some() && self.fill + size > self.unit_bytes {
-            t = t.max(self.flush(io, now, earliest)?);
+        // Compaction while finding a head may leave a partly filled unit: check again after.
+        loop {
+            if self.head.is_some() && self.fill + size > self.unit_bytes {
+                t = t.max(self.flush(io, now, earliest)?);
+            }
+            t = t.max(self.ensure_head(io, now)?);
+            if self.fill + size <= self.unit_bytes {
+                break;
+            }
         }
-        t = t.max(self.ensure_head(io, now)?);
         let (b, u) = self.head.expect("head");
+        assert!(self.fill + size <= self.unit_bytes, "a record straddling units");
         let off = self.fill;
         if !self.buf.is_empty() {
             let r = &mut self.buf[off as usize..(off + size) as usize];
