@@ -437,7 +437,7 @@ def reproduce_flashblox(spec: Dict[str, Any], mode: str, out: Path, log: Callabl
     for i, (name, r, wall) in enumerate(it, 1):
         res[name] = r
         log(f"[{i}/{len(runs)}] {name} ({wall:.1f} s)")
-    cost = layer_cost(m["device"], rounds=3)
+    cost = layer_cost(m["device"], rounds=5)
     md = _report(spec, mode, info, res, cost, out, time.time() - t0)
     path = out / "report.md"
     path.write_text(md)

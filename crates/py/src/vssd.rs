@@ -75,7 +75,7 @@ fn vssd_lifetime(py: Python<'_>, device_json: &str, spec_json: &str) -> PyResult
 /// The swap-frequency analysis for `channels` channels, `years` of service, `a` and `d`.
 #[pyfunction]
 fn vssd_swap_plan(channels: u32, years: f64, a: f64, d: f64) -> PyResult<String> {
-    if channels < 2 || !(years > 0.0) || !(a > 0.0 && a <= 1.0) || !(d > 0.0) {
+    if !(channels >= 2 && years > 0.0 && a > 0.0 && a <= 1.0 && d > 0.0) {
         return Err(PyValueError::new_err("need channels >= 2, years > 0, 0 < a <= 1, d > 0"));
     }
     Ok(serde_json::to_string(&analysis::plan(channels, years, a, d)).unwrap())

@@ -111,6 +111,7 @@ pub fn erase_budget_bytes(fb: &FlashBlox, pe_limit: u32) -> f64 {
     good as f64 * pe_limit as f64 * fb.geo().chunk_bytes as f64
 }
 
+#[allow(clippy::large_enum_variant)] // one per tenant, a handful per study
 enum Work {
     Log {
         live: VecDeque<u32>,
@@ -199,8 +200,7 @@ pub fn run(device: Config, spec: &LifetimeSpec, stop: &mut dyn FnMut(f64) -> boo
     let mut death: Option<(u64, String)> = None;
     let mut now = 0u64;
     let mut mig_wall = 0.0f64;
-    loop {
-        let Some(Reverse((at, i))) = heap.pop() else { break };
+    while let Some(Reverse((at, i))) = heap.pop() {
         if at > max_ns {
             now = max_ns;
             break;
