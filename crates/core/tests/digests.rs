@@ -21,7 +21,7 @@ const CASES: &[(&str, &str, &str)] = &[
            block_bytes = [4096, 16384]
            block_weights = [3.0, 1.0]
            stop_device_writes = 1.5"#,
-        "1bad001f5945ff6e2e6dece123a3af1c6d4c9828ce1dc73b3a990357381a6e78",
+        "b71ce9a6c810923e1014113b65ec16efed2e74d593fa7f92542e147125faed36",
     ),
     (
         "conventional cost-benefit, read priority and suspend, open loop",
@@ -35,7 +35,7 @@ const CASES: &[(&str, &str, &str)] = &[
            read_fraction = 0.3
            rate_iops = 20000.0
            stop_device_writes = 1.0"#,
-        "dbe63b49a24ceff9298af6d2489135a931742d311f06ba94fe3a47528497978a",
+        "1e8d4c36afb55229ead11d55d28962648112878212874f3e8c1bcfbf1f2d85f6",
     ),
     (
         "conventional d-choices, bad blocks, static wear-levelling, no timing",
@@ -52,7 +52,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            pattern = "hotcold"
            stop_device_writes = 4.0"#,
-        "192d3bc7e70e28c186a62bb380d45f7f22ab2f2f275a9eeebb3870df57b8bbef",
+        "dc70d305a4978cf8a170084575232616dfbe8fd598fa6091ed13278988332c8a",
     ),
     (
         "conventional fifo, write-through, data-backed",
@@ -82,7 +82,7 @@ const CASES: &[(&str, &str, &str)] = &[
            mix = [{ weight = 1.0, pattern = "sequential", span = 0.3, block_bytes = [65536], placement = 0 },
                   { weight = 4.0, pattern = "uniform", offset = 0.3, span = 0.2, placement = 1 },
                   { weight = 4.0, pattern = "hotcold", offset = 0.5, span = 0.4, placement = 32768 }]"#,
-        "798b95bb2aa5474e5d46836347c40da1ec3e140bb7170e76eb70ae4aefc19e0b",
+        "cbab100303aa5550a7a6a059abc2851b288f4c7fb75e6ad6748d130cb444959b",
     ),
     (
         "ZNS with conventional zones, data-backed",

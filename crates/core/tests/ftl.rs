@@ -249,3 +249,31 @@ fn out_of_range_commands_are_errors() {
     assert!(ftl.trim(u64::MAX, 1, 0).is_err());
     assert!(dev.write(1, &[0u8; 4096], false).is_err(), "misaligned");
 }
+
+#[test]
+fn gc_counters_tell_paced_from_waiting_collections() {
+    // Steady state with the default watermarks: GC paced with host writes (background) keeps
+    // free space above the foreground watermark, so no host write waits for a collection.
+    let mut c = tiny();
+    c.timing.enabled = false;
+    let mut dev = Device::new(c).unwrap();
+    dev.precondition(&mut no_progress).unwrap();
+    let rep = dev.run(&uniform_writes(2.0), &mut no_progress).unwrap();
+    let (bg, fg) = (rep.metrics["gc_background_events"].as_u64().unwrap(), rep.metrics["gc_foreground_events"].as_u64().unwrap());
+    assert!(bg > 0, "paced GC counted as background");
+    assert_eq!(fg, 0, "no host write waited in steady state");
+    // Many write streams opening blocks at once (FDP, a handle per region) take free blocks
+    // faster than paced GC frees them: host writes then wait for whole collections, and
+    // those count as foreground.
+    let toml = "preset = \"tiny\"\n[timing]\nenabled = false\n[geometry]\nblocks_per_plane = 256\npages_per_block = 16\n[ftl]\nspare_factor = 0.2\n[fdp]\nenabled = true\nhandles = 8";
+    let mut dev = Device::new(ssdlab_core::Config::from_toml_str(toml, "t").unwrap()).unwrap();
+    dev.precondition(&mut no_progress).unwrap();
+    let parts: Vec<(WorkloadConfig, f64)> = (0..8)
+        .map(|h| {
+            (WorkloadConfig { pattern: Pattern::Uniform, offset: h as f64 / 8.0, span: 0.125, placement: h, ..Default::default() }, 1.0)
+        })
+        .collect();
+    let rep = dev.run_mix(&parts, &uniform_writes(2.0), &mut no_progress).unwrap();
+    let (bg, fg) = (rep.metrics["gc_background_events"].as_u64().unwrap(), rep.metrics["gc_foreground_events"].as_u64().unwrap());
+    assert!(fg > 0 && bg > fg, "foreground {fg}, background {bg}");
+}

@@ -184,6 +184,11 @@ impl Conventional {
         (self.groups[0].fg_free_blocks, self.groups[0].bg_free_blocks)
     }
 
+    /// Victims being collected right now, over all reclaim groups.
+    pub fn gc_in_progress(&self) -> usize {
+        self.groups.iter().map(|g| g.gc.len()).sum()
+    }
+
     /// Number of reclaim groups (1 without FDP).
     pub fn reclaim_groups(&self) -> usize {
         self.groups.len()
