@@ -86,8 +86,9 @@ def cmd_config(args) -> int:
     elif args.action == "keys":
         sys.stdout.write(_native.config_markdown())
     elif args.action == "check":
-        text = Path(args.preset).read_text()
-        _native.config_from_toml(text, args.preset)
+        from .config import check_file
+
+        check_file(args.preset)
         print(f"{args.preset}: ok")
     elif args.action == "presets":
         print("\n".join(_native.preset_names()))
