@@ -20,6 +20,20 @@ def pytest_configure(config):
     tempfile.tempdir = str(base)
 
 
+def _release_multiprocessing_tempdir(base: Path) -> None:
+    """A process pool (sweeps, fdp-cache) leaves multiprocessing's own temp directory (pymp-*,
+    the forkserver's socket) until the interpreter exits; remove it now, the way multiprocessing
+    itself would at exit (its finalizer, which then does not run again)."""
+    import multiprocessing.util as mu
+
+    d = mu.process.current_process()._config.get("tempdir")
+    if not d or Path(d).parent != base:
+        return
+    for f in list(getattr(mu, "_finalizer_registry", {}).values()):
+        if getattr(f, "_callback", None) is getattr(mu, "_remove_temp_dir", None):
+            f()
+
+
 def _leftovers(base: Path) -> list:
     return sorted(p.name for p in base.iterdir() if not p.name.startswith("pytest-of-"))
 
@@ -27,6 +41,7 @@ def _leftovers(base: Path) -> list:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     base = _saved["base"]
+    _release_multiprocessing_tempdir(base)
     left = _leftovers(base)
     if left:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -15,11 +15,11 @@ def test_sub_objects_of_another_personality_name_the_device_personality():
     conv, zns, oc = Device("tiny"), Device("tiny", personality="zns"), Device("tiny", personality="ocssd")
     assert (conv.personality, zns.personality, oc.personality) == ("conventional", "zns", "ocssd")
     with pytest.raises(ssdlab.NvmeError, match=r'not a ZNS device: this device\'s personality is "conventional"'):
-        conv.zns
+        _ = conv.zns
     with pytest.raises(ssdlab.NvmeError, match=r'not an open-channel device: this device\'s personality is "zns"'):
-        zns.ocssd
+        _ = zns.ocssd
     with pytest.raises(ssdlab.NvmeError, match=r'no FDP: this device\'s personality is "ocssd"'):
-        oc.fdp
+        _ = oc.fdp
     assert isinstance(conv.fdp, ssdlab.Fdp) and isinstance(zns.zns, ssdlab.Zns) and isinstance(oc.ocssd, ssdlab.Ocssd)
     assert "disabled" in repr(conv.fdp) and "zones" in repr(zns.zns) and "groups" in repr(oc.ocssd)
 

@@ -235,7 +235,7 @@ def reproduce_fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callabl
     panels = [("dlwa", "DLWA"), ("dram_hit_ratio", "DRAM hit ratio"), ("nvm_hit_ratio", "NVM hit ratio"),
               ("throughput_rps_simulated", "throughput (req/s, simulated)"), ("read_p99_us", "p99 read (us)"), ("write_p99_us", "p99 write (us)")]
     fig, axs = plt.subplots(2, 3, figsize=(12, 6.5))
-    for ax, (col, label) in zip(axs.flat, panels):
+    for ax, (col, label) in zip(axs.flat, panels, strict=True):
         for fdp, style in ((False, "C3o-"), (True, "C0s-")):
             ax.plot([u * 100 for u in u_list], [by[key(u, fdp)][col] for u in u_list], style, label="FDP" if fdp else "non-FDP")
         ax.set_xlabel("device utilisation (%)")
@@ -273,7 +273,7 @@ def reproduce_fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callabl
     lkey = lambda r, fdp: key(su, fdp) if r == m["rate_rps"] and su_swept else _load_key(su, r, fdp)  # noqa: E731
     if loads:
         fig, axs = plt.subplots(1, 2, figsize=(11, 4))
-        for ax, op in zip(axs, ("read", "write")):
+        for ax, op in zip(axs, ("read", "write"), strict=True):
             for fdp, c in ((False, "C3"), (True, "C0")):
                 lab = "FDP" if fdp else "non-FDP"
                 ax.plot(loads, [by[lkey(r, fdp)][f"{op}_p99_us"] for r in loads], c + "o-", label=f"{lab} p99")
@@ -312,7 +312,7 @@ def _report(spec, mode, info, by, key, u_list, socs, names, wall, loads, lkey) -
               _ratio(by[lkey(r, False)]["read_p99_us"], by[lkey(r, True)]["read_p99_us"])) for r in loads]
     met_from = next((r for r, g, _ in gains if g >= 3), None)
     devs = [abs(by[n]["soc_dlwa"] / by[n]["theorem1_dlwa"] - 1) for n in names if by[n]["theorem1_dlwa"] and by[n]["soc_dlwa"]]
-    dev_ok = [s for s, n in zip(socs, names) if by[n]["theorem1_dlwa"] and by[n]["soc_dlwa"] and abs(by[n]["soc_dlwa"] / by[n]["theorem1_dlwa"] - 1) <= 0.16]
+    dev_ok = [s for s, n in zip(socs, names, strict=True) if by[n]["theorem1_dlwa"] and by[n]["soc_dlwa"] and abs(by[n]["soc_dlwa"] / by[n]["theorem1_dlwa"] - 1) <= 0.16]
 
     def ok(b: bool) -> str:
         return "met" if b else "**missed**"
@@ -376,7 +376,7 @@ def _report(spec, mode, info, by, key, u_list, socs, names, wall, loads, lkey) -
           "and out of the GC stream that initially isolated handles share, which may include LOC data moved a second "
           "time); the own-blocks column counts only the first move; the LOC column is the LOC handle's DLWA.", "",
           "| SOC | Theorem 1 | greedy, same spare | SOC DLWA | deviation from Theorem 1 | SOC own blocks | LOC handle | device DLWA |", "|---|---|---|---|---|---|---|---|"]
-    for s, n in zip(socs, names):
+    for s, n in zip(socs, names, strict=True):
         r = by[n]
         t1 = r["theorem1_dlwa"]
         dev = f"{(r['soc_dlwa'] / t1 - 1) * 100:+.1f}%" if t1 and r["soc_dlwa"] else "-"

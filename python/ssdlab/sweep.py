@@ -230,10 +230,10 @@ def expand(spec: Spec) -> List[Point]:
     each resolved by the core or carrying the core's error."""
     combos: List[Dict[str, Any]] = []
     grid_keys = list(spec.grid)
-    zip_rows = [dict(zip(spec.zip, vals)) for vals in zip(*spec.zip.values())] if spec.zip else [{}]
+    zip_rows = [dict(zip(spec.zip, vals, strict=True)) for vals in zip(*spec.zip.values(), strict=True)] if spec.zip else [{}]
     for vals in itertools.product(*spec.grid.values()):
         for zrow in zip_rows:
-            combos.append({**dict(zip(grid_keys, vals)), **zrow})
+            combos.append({**dict(zip(grid_keys, vals, strict=True)), **zrow})
     points = []
     for i, values in enumerate(combos):
         user = copy.deepcopy(spec.base)
