@@ -47,6 +47,7 @@ def test_old_method_names_warn_and_still_work():
     o = Device("tiny", personality="ocssd", storage="data")
     calls = [
         (lambda: f.placement_id(0, 2), lambda: f.fdp.placement_id(0, 2)),
+        (lambda: f.placement_id(reclaim_group=0, handle=3), lambda: f.fdp.placement_id(reclaim_group=0, handle=3)),
         (lambda: f.fdp_log("ruh_status"), lambda: f.fdp.ruh_status()),
         (lambda: f.fdp_log("configurations"), lambda: f.fdp.configurations()),
         (lambda: z.zone_info(), lambda: z.zns.info()),
@@ -71,6 +72,11 @@ def test_old_method_names_warn_and_still_work():
         o.oc_vector_write([a + i for i in range(ws)], b"v" * SECTOR * ws)
     with pytest.warns(DeprecationWarning, match="ocssd.vector_read"):
         assert o.oc_vector_read([a]) == b"v" * SECTOR
+    pid = f.fdp.placement_id(0, 3)
+    f.write(0, b"p" * SECTOR, placement=pid)
+    with pytest.warns(DeprecationWarning, match="fdp.ruh_update"):
+        f.ruh_update(placement_ids=iter([pid]))
+    assert f.fdp.events()[-1]["pid"] == pid
     with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="unknown FDP log 'nope'"):
         f.fdp_log("nope")
     with warnings.catch_warnings():
