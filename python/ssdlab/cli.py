@@ -87,8 +87,9 @@ def cmd_config(args) -> int:
     elif args.action == "keys":
         sys.stdout.write(_native.config_markdown())
     elif args.action == "check":
-        text = Path(args.preset).read_text()
-        size = json.loads(_native.config_sizing(_native.config_from_toml(text, args.preset)))
+        from .config import check_file
+
+        size = _native.config_sizing(check_file(args.preset))
         gib = 2**30
         print(f"{args.preset}: ok: {size['logical_bytes'] / gib:.2f} GiB logical of {size['physical_bytes'] / gib:.2f} GiB "
               f"raw ({size['good_blocks']} good blocks)")

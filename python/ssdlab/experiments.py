@@ -18,12 +18,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from . import _native  # noqa: E402
-from .device import Device, Workload  # noqa: E402
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    tomllib = None
+from .config import merge, read_toml  # noqa: E402
+from .device import Device  # noqa: E402
+from .workload import Workload  # noqa: E402
 
 
 def experiments_root() -> Path:
@@ -48,13 +45,15 @@ def _load(name: str) -> Dict[str, Any]:
     path = experiments_root() / name / "experiment.toml"
     if not path.exists():
         raise FileNotFoundError(f"unknown experiment {name!r}; available: {', '.join(available())}")
-    return tomllib.loads(path.read_text())
+    return read_toml(path, "experiment file")
 
 
 def gc_policies(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None]) -> Path:
     """DLWA versus spare factor for every GC policy, beside Desnoyers' analytic models."""
     s = spec[mode]
-    device = spec.get("device", {})
+    # The experiment's device, its mode's geometry on top; the core fills the rest.
+    device = merge(spec.get("device", {}), {"seed": spec.get("seed", 42), "geometry": s.get("geometry", {}),
+                                            "timing": {"enabled": False}})
     rows = []
     total = len(s["spare_factors"]) * len(s["policies"])
     i = 0
@@ -62,10 +61,7 @@ def gc_policies(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str],
         for pol in s["policies"]:
             i += 1
             t0 = time.time()
-            ftl = {"spare_factor": sf, "gc_policy": pol}
-            dev = Device(device.get("preset", "default"), seed=spec.get("seed", 42),
-                         geometry={**device.get("geometry", {}), **s.get("geometry", {})},
-                         timing={"enabled": False}, ftl=ftl,
+            dev = Device(config=device, ftl={"spare_factor": sf, "gc_policy": pol},
                          precondition={"sequential_fill": True, "random_device_writes": s["warmup_device_writes"]})
             dev.precondition()
             rep = dev.run(Workload(pattern="uniform", block_bytes=dev.config["geometry"]["sector_bytes"],

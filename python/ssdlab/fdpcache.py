@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _native
+from .config import merge, read_toml, resolve
 
 # What the paper reports (seed 001, sections 6.2-6.3).
 PAPER = {
@@ -31,13 +32,6 @@ PAPER = {
 }
 
 
-def _merge(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def run_cache(device: Dict[str, Any], spec: Dict[str, Any], trace: Optional[str] = None) -> Tuple[Dict[str, Any], str, float]:
     """Run one cache experiment.
 
@@ -47,11 +41,11 @@ def run_cache(device: Dict[str, Any], spec: Dict[str, Any], trace: Optional[str]
     ``series_points``, ``carbon``); ``trace``: an ssdlab cache-trace CSV to replay instead of
     the generator. Returns (summary, time-series CSV text, wall seconds).
     """
-    full = _merge(json.loads(_native.cache_defaults()), spec)
-    s, series, wall, interrupted = _native.cache_run(json.dumps(device), json.dumps(full), trace)
+    full = merge(_native.cache_defaults(), spec)
+    summary, series, wall, interrupted = _native.cache_run(device, full, trace)
     if interrupted:
         raise KeyboardInterrupt
-    return json.loads(s), series, wall
+    return summary, series, wall
 
 
 def _saturated(series_csv: str) -> bool:
@@ -107,8 +101,8 @@ def _plan(spec: Dict[str, Any], mode: str) -> Tuple[Dict[str, Any], List[Tuple[s
     m = spec[mode]
     base_dev = dict(spec.get("device", {}))
     base_dev["seed"] = spec.get("seed", 42)
-    dev_common = _merge(base_dev, {k: m[k] for k in ("geometry", "fdp") if k in m})
-    cfg = json.loads(_native.config_resolve(json.dumps(dev_common)))
+    dev_common = merge(base_dev, {k: m[k] for k in ("geometry", "fdp") if k in m})
+    cfg = resolve(config=dev_common)
     g = cfg["geometry"]
     raw = g["channels"] * g["dies_per_channel"] * g["planes_per_die"] * g["blocks_per_plane"] * g["pages_per_block"] * g["page_bytes"]
     logical = raw * (1 - cfg["ftl"]["spare_factor"])
@@ -119,13 +113,13 @@ def _plan(spec: Dict[str, Any], mode: str) -> Tuple[Dict[str, Any], List[Tuple[s
     c["loc_write_bytes"] = m["loc_write_bytes"]
 
     def one(util: float, soc: float, fdp: bool, wl: str, dw: float, rate: float = 0) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        w = json.loads(_native.cache_workload(wl))
+        w = _native.cache_workload(wl)
         mean_item = _mean_value(w) + (w["key_bytes_min"] + w["key_bytes_max"]) / 2
         w["keys"] = max(1000, int(working_set * util * logical / mean_item))
         w["rate_rps"] = rate or m["rate_rps"]
         w["seed"] = spec.get("seed", 42)
         cache = dict(c, utilization=util, soc_fraction=soc, dram_bytes=int(dram_fraction * util * logical), seed=spec.get("seed", 42))
-        dev = _merge(dev_common, {"fdp": {"enabled": fdp}})
+        dev = merge(dev_common, {"fdp": {"enabled": fdp}})
         return dev, {"cache": cache, "workload": w, "stop_device_writes": dw, "warmup_fraction": 0.5, "prefill_loc": True, "series_points": 80}
 
     runs = []
@@ -241,7 +235,7 @@ def reproduce_fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callabl
     panels = [("dlwa", "DLWA"), ("dram_hit_ratio", "DRAM hit ratio"), ("nvm_hit_ratio", "NVM hit ratio"),
               ("throughput_rps_simulated", "throughput (req/s, simulated)"), ("read_p99_us", "p99 read (us)"), ("write_p99_us", "p99 write (us)")]
     fig, axs = plt.subplots(2, 3, figsize=(12, 6.5))
-    for ax, (col, label) in zip(axs.flat, panels):
+    for ax, (col, label) in zip(axs.flat, panels, strict=True):
         for fdp, style in ((False, "C3o-"), (True, "C0s-")):
             ax.plot([u * 100 for u in u_list], [by[key(u, fdp)][col] for u in u_list], style, label="FDP" if fdp else "non-FDP")
         ax.set_xlabel("device utilisation (%)")
@@ -279,7 +273,7 @@ def reproduce_fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callabl
     lkey = lambda r, fdp: key(su, fdp) if r == m["rate_rps"] and su_swept else _load_key(su, r, fdp)  # noqa: E731
     if loads:
         fig, axs = plt.subplots(1, 2, figsize=(11, 4))
-        for ax, op in zip(axs, ("read", "write")):
+        for ax, op in zip(axs, ("read", "write"), strict=True):
             for fdp, c in ((False, "C3"), (True, "C0")):
                 lab = "FDP" if fdp else "non-FDP"
                 ax.plot(loads, [by[lkey(r, fdp)][f"{op}_p99_us"] for r in loads], c + "o-", label=f"{lab} p99")
@@ -318,7 +312,7 @@ def _report(spec, mode, info, by, key, u_list, socs, names, wall, loads, lkey) -
               _ratio(by[lkey(r, False)]["read_p99_us"], by[lkey(r, True)]["read_p99_us"])) for r in loads]
     met_from = next((r for r, g, _ in gains if g >= 3), None)
     devs = [abs(by[n]["soc_dlwa"] / by[n]["theorem1_dlwa"] - 1) for n in names if by[n]["theorem1_dlwa"] and by[n]["soc_dlwa"]]
-    dev_ok = [s for s, n in zip(socs, names) if by[n]["theorem1_dlwa"] and by[n]["soc_dlwa"] and abs(by[n]["soc_dlwa"] / by[n]["theorem1_dlwa"] - 1) <= 0.16]
+    dev_ok = [s for s, n in zip(socs, names, strict=True) if by[n]["theorem1_dlwa"] and by[n]["soc_dlwa"] and abs(by[n]["soc_dlwa"] / by[n]["theorem1_dlwa"] - 1) <= 0.16]
 
     def ok(b: bool) -> str:
         return "met" if b else "**missed**"
@@ -382,7 +376,7 @@ def _report(spec, mode, info, by, key, u_list, socs, names, wall, loads, lkey) -
           "and out of the GC stream that initially isolated handles share, which may include LOC data moved a second "
           "time); the own-blocks column counts only the first move; the LOC column is the LOC handle's DLWA.", "",
           "| SOC | Theorem 1 | greedy, same spare | SOC DLWA | deviation from Theorem 1 | SOC own blocks | LOC handle | device DLWA |", "|---|---|---|---|---|---|---|---|"]
-    for s, n in zip(socs, names):
+    for s, n in zip(socs, names, strict=True):
         r = by[n]
         t1 = r["theorem1_dlwa"]
         dev = f"{(r['soc_dlwa'] / t1 - 1) * 100:+.1f}%" if t1 and r["soc_dlwa"] else "-"
@@ -463,20 +457,12 @@ docs: docs/case-studies/fdp-cache.md"""
 
 def load_cache_spec(path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """(device config, run spec) from a cache spec file."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover
-        import tomli as tomllib  # type: ignore
-    text = Path(path).read_text()
-    try:
-        d = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path}: {e}") from None
+    d = read_toml(path, "cache spec")
     device = d.pop("device", {"preset": "fdp-ssd"})
     w = d.get("workload")
     if isinstance(w, dict) and "preset" in w:
         w = dict(w)
-        base = json.loads(_native.cache_workload(w.pop("preset")))
+        base = _native.cache_workload(w.pop("preset"))
         d["workload"] = {**base, **w}
     return device, d
 
@@ -484,7 +470,7 @@ def load_cache_spec(path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
 def _cmd_cache(args) -> int:
     if args.action == "workloads":
         for n in _native.cache_workloads():
-            w = json.loads(_native.cache_workload(n))
+            w = _native.cache_workload(n)
             print(f"{n:<18} get {w['get_fraction']:.2f} set {w['set_fraction']:.2f} zipf {w['zipf_alpha']} "
                   f"mean value {_mean_value(w):.0f} B ttl {w['ttl_s']} s one-hit {w['one_hit_fraction']}")
         return 0

@@ -1,7 +1,7 @@
 """Parameter sweeps: run a grid of configs on a local process pool or a Ray cluster.
 
 A sweep is a base config plus axes. Every point of the grid is resolved into a complete config
-(``resolve_config``); the SHA-256 of its canonical JSON names the point's directory, so a point
+(``config.resolve``); the SHA-256 of its canonical JSON names the point's directory, so a point
 that already has its ``metrics.json`` is never run twice, whichever sweep asked for it::
 
     OUT/sweep.json                      what was swept (base, axes, metrics, points)
@@ -40,12 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
-from .device import SECTIONS, PathLike, _merge, resolve_config
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    tomllib = None
+from .config import PathLike, load_file, merge, read_toml, resolve, sections, set_dotted, top_keys
 
 # Metrics shown when a sweep names none: dotted paths into metrics.json. Latency and throughput
 # are empty (and not plotted) when timing is disabled.
@@ -53,7 +48,6 @@ DEFAULT_METRICS = ["dlwa", "gc_relocated_pages", "nand_erase_count", "erase_coun
                    "latency_ns.write.p99", "latency_ns.read.p99", "throughput.iops"]
 # Top-level keys of a sweep file that are not config overrides.
 SWEEP_KEYS = ("base", "preset", "experiment", "name", "description", "metrics", "grid", "zip")
-CONFIG_TOP = ("seed", "storage", "personality") + SECTIONS
 MAX_POINTS = 100_000  # a bound on the product of the axes; more is almost surely a typo
 HASH_CHARS = 16       # directory names: 64 bits of the SHA-256, checked against config.json
 
@@ -131,7 +125,7 @@ def _check_axes(where: str, table: Any, zipped: bool) -> Dict[str, List[Any]]:
             for sub, v in _check_axes(f"{where}", {f"{key}.{k}": v for k, v in values.items()}, zipped).items():
                 out[sub] = v
             continue
-        if key in SECTIONS and not all(isinstance(v, Mapping) for v in (values if isinstance(values, list) else [values])):
+        if key in sections() and not all(isinstance(v, Mapping) for v in (values if isinstance(values, list) else [values])):
             hint = ("; TOML puts every key after a [table] header into that table: move "
                     f"`{key} = ...` above the first [table]") if key == "metrics" else ""
             raise SweepError(f"{where}: {key} is a config table; vary a key inside it (e.g. \"{key}.<key>\") "
@@ -154,18 +148,6 @@ def _check_metrics(where: str, metrics: Any) -> List[str]:
     return list(dict.fromkeys(metrics))
 
 
-def _base_from_toml(path: Path) -> Dict[str, Any]:
-    """The user layer of a config file: validated by the core (file:line errors), kept unresolved
-    so an axis may change the preset underneath it."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such config file")
-    text = path.read_text()
-    _native.config_from_toml(text, str(path))
-    if tomllib is None:  # pragma: no cover
-        raise SweepError("reading a config file as a sweep base needs Python 3.11 or later (tomllib)")
-    return tomllib.loads(text)
-
-
 def _base_from(base: Union[PathLike, Mapping[str, Any]]) -> Tuple[Dict[str, Any], str]:
     if isinstance(base, Mapping):
         return copy.deepcopy(dict(base)), "dict"
@@ -174,26 +156,23 @@ def _base_from(base: Union[PathLike, Mapping[str, Any]]) -> Tuple[Dict[str, Any]
         return {"preset": s}, f"preset {s}"
     p = Path(s)
     if p.suffix == ".toml" or p.exists():
-        return _base_from_toml(p), str(p)
+        return load_file(p), str(p)
     raise SweepError(f"base {s!r} is neither a config file nor a preset; presets: {', '.join(_native.preset_names())}")
 
 
 def load_sweep(path: PathLike) -> Spec:
     """Read a sweep file (format: docs/sweeps.md)."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such sweep file")
-    if tomllib is None:  # pragma: no cover
-        raise SweepError("reading sweep files needs Python 3.11 or later (tomllib); use ssdlab.sweep() from Python")
     try:
-        doc = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise SweepError(f"{path}: not valid TOML: {e}") from None
+        doc = read_toml(path, "sweep file")
+    except _native.ConfigError as e:
+        raise SweepError(str(e)) from None
     where = str(path)
-    unknown = [k for k in doc if k not in SWEEP_KEYS + CONFIG_TOP]
+    config_top = tuple(k for k in top_keys() if k != "preset") + sections()
+    unknown = [k for k in doc if k not in SWEEP_KEYS + config_top]
     if unknown:
         raise SweepError(f"{where}: unknown key {unknown[0]!r}; valid: {', '.join(SWEEP_KEYS)}, "
-                         f"or config overrides ({', '.join(CONFIG_TOP)})")
+                         f"or config overrides ({', '.join(config_top)})")
     if "experiment" in doc:
         raise SweepError(f"{where}: experiment = {doc['experiment']!r}: sweeping a case-study experiment is "
                          "not yet supported; use base = \"config.toml\" or preset = \"NAME\"")
@@ -204,7 +183,7 @@ def load_sweep(path: PathLike) -> Spec:
         if not isinstance(doc["base"], str):
             raise SweepError(f"{where}: base must be the path of a config file, relative to the sweep file")
         base_path = (path.parent / doc["base"])
-        base = _base_from_toml(base_path)
+        base = load_file(base_path)
         source = f"{path} (base {doc['base']})"
     elif "preset" in doc:
         if doc["preset"] not in _native.preset_names():
@@ -219,8 +198,8 @@ def load_sweep(path: PathLike) -> Spec:
     chosen = None
     if "metrics" in doc and not isinstance(doc["metrics"], Mapping):
         chosen = _check_metrics(where, doc.pop("metrics"))
-    overrides = {k: v for k, v in doc.items() if k in CONFIG_TOP}
-    base = _merge(base, overrides)
+    overrides = {k: v for k, v in doc.items() if k in config_top}
+    base = merge(base, overrides)
     grid = _check_axes(f"{where}: [grid]", doc.get("grid"), zipped=False)
     zipped = _check_axes(f"{where}: [zip]", doc.get("zip"), zipped=True)
     both = set(grid) & set(zipped)
@@ -246,37 +225,23 @@ def _count_points(spec: Spec, where: str) -> int:
     return n
 
 
-def _set_dotted(cfg: Dict[str, Any], key: str, value: Any) -> None:
-    parts = key.split(".")
-    cur = cfg
-    for p in parts[:-1]:
-        if not isinstance(cur.get(p), dict):
-            cur[p] = {}  # a non-table in the way is replaced; the core then names the bad key
-        cur = cur[p]
-    last = parts[-1]
-    if isinstance(value, Mapping) and isinstance(cur.get(last), Mapping):
-        cur[last] = _merge(cur[last], value)
-    else:
-        cur[last] = copy.deepcopy(value)
-
-
 def expand(spec: Spec) -> List[Point]:
     """Every point of the sweep, in a fixed order (the last grid axis varies fastest, then zip),
     each resolved by the core or carrying the core's error."""
     combos: List[Dict[str, Any]] = []
     grid_keys = list(spec.grid)
-    zip_rows = [dict(zip(spec.zip, vals)) for vals in zip(*spec.zip.values())] if spec.zip else [{}]
+    zip_rows = [dict(zip(spec.zip, vals, strict=True)) for vals in zip(*spec.zip.values(), strict=True)] if spec.zip else [{}]
     for vals in itertools.product(*spec.grid.values()):
         for zrow in zip_rows:
-            combos.append({**dict(zip(grid_keys, vals)), **zrow})
+            combos.append({**dict(zip(grid_keys, vals, strict=True)), **zrow})
     points = []
     for i, values in enumerate(combos):
         user = copy.deepcopy(spec.base)
         for k, v in values.items():
-            _set_dotted(user, k, v)
+            set_dotted(user, k, v)
         pt = Point(index=i, values=values, user=user)
         try:
-            pt.config = resolve_config(config=user)
+            pt.config = resolve(config=user)
             pt.hash = config_hash(pt.config)[:HASH_CHARS]
         except _native.SsdlabError as e:
             pt.error = f"point {i} ({pt.label()}): {e}"
@@ -430,10 +395,16 @@ class _RayBackend:
         if self._loopback:
             ray_constants.ENABLE_RAY_CLUSTER = False
         common = dict(logging_level=logging.WARNING, log_to_driver=False)
+        # A local Ray keeps its sessions (logs, sockets, spilled objects) in a directory of its
+        # own that close() removes; by default they would pile up in $TMPDIR/ray.
+        self._temp_dir: Optional[str] = None
         try:
             if address == "auto":
+                import tempfile
+
+                self._temp_dir = tempfile.mkdtemp(prefix="ssdlab-ray-")  # short: socket paths fit 107 bytes
                 ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
-                         num_cpus=jobs or os.cpu_count(), **common)
+                         num_cpus=jobs or os.cpu_count(), _temp_dir=self._temp_dir, **common)
             else:
                 extra = {"_node_ip_address": "127.0.0.1"} if self._loopback else {}
                 ray.init(address=address, **common, **extra)
@@ -485,6 +456,9 @@ class _RayBackend:
 
         ray_constants.ENABLE_RAY_CLUSTER = self._cluster_flag
         self._restore_env()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
 
 
 # ---------------------------------------------------------------------------------------------
