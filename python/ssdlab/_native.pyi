@@ -46,6 +46,7 @@ class Sizing(TypedDict):
     physical_bytes: int
     good_blocks: int
     memory_bytes: int
+    data_bytes_max: int
     reserve_blocks: int | None
     spare_blocks: float | None
     available_memory_bytes: int | None

@@ -97,12 +97,17 @@ def cmd_config(args) -> int:
             print(f"  FTL reserve: {size['reserve_blocks']} of {size['spare_blocks']:.0f} spare blocks kept free or open "
                   "(GC watermarks, one open block per plane and die of each write stream)")
         avail = size.get("available_memory_bytes")
+        data = size["data_bytes_max"]
         print(f"  memory: about {size['memory_bytes'] / gib:.2f} GiB"
+              + (f", up to {(size['memory_bytes'] + data) / gib:.2f} GiB once every sector holds data" if data else "")
               + (f" ({avail / gib:.1f} GiB available)" if avail is not None else ""))
         if avail is not None and size["memory_bytes"] > avail:
             print(f"ssdlab: error: {args.preset}: needs more memory than is available; runs refuse it unless forced "
                   "(--force, or SSDLAB_IGNORE_MEMORY_ESTIMATE=1)", file=sys.stderr)
             return 1
+        if avail is not None and size["memory_bytes"] + data > avail:
+            print(f"ssdlab: warning: {args.preset}: its contents would not fit in memory once the host has written "
+                  f"{(avail - size['memory_bytes']) / gib:.1f} GiB of non-zero data", file=sys.stderr)
     elif args.action == "presets":
         print("\n".join(_native.preset_names()))
     return 0

@@ -21,7 +21,7 @@ const CASES: &[(&str, &str, &str)] = &[
            block_bytes = [4096, 16384]
            block_weights = [3.0, 1.0]
            stop_device_writes = 1.5"#,
-        "b71ce9a6c810923e1014113b65ec16efed2e74d593fa7f92542e147125faed36",
+        "9604d547b36628b2c1882785b786766587a6a06351407c2f11614d3edeea15be",
     ),
     (
         "conventional cost-benefit, read priority and suspend, open loop",
@@ -35,7 +35,7 @@ const CASES: &[(&str, &str, &str)] = &[
            read_fraction = 0.3
            rate_iops = 20000.0
            stop_device_writes = 1.0"#,
-        "1e8d4c36afb55229ead11d55d28962648112878212874f3e8c1bcfbf1f2d85f6",
+        "8b836d93eac176a73a04d245c5c4d34411e57052ff8c6e31c46e5c40c51d4615",
     ),
     (
         "conventional d-choices, bad blocks, static wear-levelling, no timing",
@@ -52,7 +52,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            pattern = "hotcold"
            stop_device_writes = 4.0"#,
-        "dc70d305a4978cf8a170084575232616dfbe8fd598fa6091ed13278988332c8a",
+        "62ac3abac20eb0bfaee2a97167aef24c6501ab0c934a5dd71e57dd2c10aa078d",
     ),
     (
         "conventional fifo, write-through, data-backed",
@@ -64,7 +64,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            queue_depth = 4
            stop_device_writes = 1.0"#,
-        "884b03916a009096e2543b894a2481b391ef11590ebf0a7e65bb3d3165b525bd",
+        "ee38542f851c781ef4ff8b6445ed514b9ded35fbd32d6005c32940112e79a0b9",
     ),
     (
         "FDP, two reclaim groups, persistently isolated handle, mix",
@@ -82,7 +82,7 @@ const CASES: &[(&str, &str, &str)] = &[
            mix = [{ weight = 1.0, pattern = "sequential", span = 0.3, block_bytes = [65536], placement = 0 },
                   { weight = 4.0, pattern = "uniform", offset = 0.3, span = 0.2, placement = 1 },
                   { weight = 4.0, pattern = "hotcold", offset = 0.5, span = 0.4, placement = 32768 }]"#,
-        "cbab100303aa5550a7a6a059abc2851b288f4c7fb75e6ad6748d130cb444959b",
+        "7d50d0b783eed5c18195f8c00ba81c89e185146736987caf5b11fe87f2345a3d",
     ),
     (
         "ZNS with conventional zones, data-backed",
@@ -96,7 +96,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            read_fraction = 0.2
            stop_device_writes = 3.0"#,
-        "324ea56e77b5b5574c2a24708c7e64a4f1fb4a0e6b11862f2e3699d5f5092315",
+        "95c381300d6c6d3016b92204c70984da8099b51a6553603d7f2efacd44c7d6b5",
     ),
     (
         "open-channel through the host chunk log",
@@ -107,7 +107,7 @@ const CASES: &[(&str, &str, &str)] = &[
            block_bytes = [4096, 65536]
            block_weights = [4.0, 1.0]
            stop_device_writes = 3.0"#,
-        "472a122abb6b4de877626732e82ec7066c7ab2679558d0b43e9adc5cd3cb529b",
+        "dcfce455328d70f7dcd68eec62029872dcf116342a9eb4f49a8e7902e78013ee",
     ),
 ];
 

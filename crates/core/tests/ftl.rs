@@ -277,3 +277,40 @@ fn gc_counters_tell_paced_from_waiting_collections() {
     let (bg, fg) = (rep.metrics["gc_background_events"].as_u64().unwrap(), rep.metrics["gc_foreground_events"].as_u64().unwrap());
     assert!(fg > 0 && bg > fg, "foreground {fg}, background {bg}");
 }
+
+#[test]
+fn steady_stop_reports_the_settled_dlwa_beside_the_whole_run() {
+    // From an empty device, DLWA climbs for a few device writes before it settles: a run that
+    // stops at steady state reports the settled figure, above the whole run's average.
+    let mut c = tiny();
+    c.timing.enabled = false;
+    let mut dev = Device::new(c.clone()).unwrap();
+    let w = WorkloadConfig {
+        pattern: Pattern::Uniform,
+        stop: ssdlab_core::config::StopRule::Steady,
+        stop_device_writes: 40.0,
+        steady_window_device_writes: 0.5,
+        steady_tolerance: 0.02,
+        ..Default::default()
+    };
+    let rep = dev.run(&w, &mut no_progress).unwrap();
+    let s = &rep.metrics["steady"];
+    assert_eq!(s["reached"], true, "{s}");
+    assert_eq!(rep.ending, ssdlab_core::engine::driver::Ending::Steady);
+    let host = rep.metrics["host_write_bytes"].as_u64().unwrap() as f64;
+    assert!(host < 40.0 * dev.logical_bytes() as f64, "stopped before the cap");
+    let (steady, whole) = (s["dlwa"].as_f64().unwrap(), s["dlwa_whole_run"].as_f64().unwrap());
+    assert_eq!(whole, rep.dlwa());
+    assert!(steady > whole * 1.05, "steady {steady} vs whole run {whole}");
+    // Against a long fixed-volume run, the steady figure is within the tolerance.
+    let mut dev = Device::new(c).unwrap();
+    dev.run(&WorkloadConfig { stop_device_writes: 20.0, ..w.clone() }.with_volume_stop(), &mut no_progress).unwrap();
+    let tail = dev.run(&uniform_writes(4.0), &mut no_progress).unwrap().dlwa();
+    assert!((steady / tail - 1.0).abs() < 0.03, "steady {steady} vs steady-state tail {tail}");
+    // A rule that cannot be met ends at the cap and says so.
+    let mut dev = Device::new(tiny()).unwrap();
+    let w = WorkloadConfig { steady_tolerance: 0.0, stop_device_writes: 3.0, ..w };
+    let rep = dev.run(&w, &mut no_progress).unwrap();
+    assert_eq!(rep.metrics["steady"]["reached"], false);
+    assert!(rep.metrics["steady"]["dlwa"].is_null());
+}

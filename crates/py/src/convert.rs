@@ -34,9 +34,6 @@ pub(crate) fn config_from_py(obj: &Bound<'_, PyAny>, origin: &str) -> PyResult<C
     Config::from_value(tree_from_py(obj, origin)?, None, origin).map_err(core_err)
 }
 
-/// Stop conditions of a `[workload]` table: a run ends at the first one reached.
-const STOP_KEYS: &[&str] = &["stop_ops", "stop_host_write_bytes", "stop_sim_ns", "stop_device_writes"];
-
 /// A `[workload]` table given from Python (ssdlab.Workload and ssdlab.Mix send only the keys
 /// the user set) as the core runs it on the device configured by `dev`:
 /// - keys not given take the core's defaults (`WorkloadConfig::default()`), never the
@@ -51,15 +48,7 @@ pub(crate) fn workload_from_py(dev: &Config, obj: &Bound<'_, PyAny>, what: &str)
     let user = user.as_table().expect("checked to be a table");
     let mut table = toml::Value::try_from(WorkloadConfig::default()).expect("workload serialises");
     let t = table.as_table_mut().expect("workload is a table");
-    if STOP_KEYS.iter().any(|k| user.contains_key(*k)) {
-        for k in STOP_KEYS {
-            let zero = match &t[*k] {
-                toml::Value::Float(_) => toml::Value::Float(0.0),
-                _ => toml::Value::Integer(0),
-            };
-            t.insert((*k).to_string(), zero);
-        }
-    }
+    ssdlab_core::config::apply_stop_rule(t, user);
     for (k, v) in user {
         t.insert(k.clone(), v.clone());
     }

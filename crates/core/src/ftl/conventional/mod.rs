@@ -159,12 +159,13 @@ impl Conventional {
         // Free pools hold (key, block) per free block; victim sets index the full ones.
         let pools = blocks * 16;
         let victims = Victims::memory_bytes_of(cfg.ftl.gc_policy, lay.sectors_per_block, blocks);
-        let memory = Media::memory_bytes_of(cfg, parts.logical) + Mapping::bytes_of(&lay, parts.logical) + pools + victims;
+        let memory = Media::memory_bytes_of(cfg) + Mapping::bytes_of(&lay, parts.logical) + pools + victims;
         Ok(Sizing {
             logical_bytes: parts.logical * lay.sector_bytes as u64,
             physical_bytes: lay.physical_sectors * lay.sector_bytes as u64,
             good_blocks: good,
             memory_bytes: memory,
+            data_bytes_max: Media::data_bytes_of(cfg, parts.logical),
             reserve_blocks: Some(parts.reserve_blocks),
             spare_blocks: Some(parts.spare_blocks),
         })
