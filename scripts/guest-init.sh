@@ -66,7 +66,9 @@ done
 set -o pipefail
 case "$SSDLAB_MODE" in
     fio)
-        fio --output-format=json --output=/ssdlab/out/fio.json /ssdlab/job/job.fio 2>&1 | tee /ssdlab/out/output.txt
+        # Options before the job file are defaults the job may override: the disk, libaio, O_DIRECT.
+        fio --output-format=json --output=/ssdlab/out/fio.json --filename="$disk" --ioengine=libaio --direct=1 \
+            /ssdlab/job/job.fio 2>&1 | tee /ssdlab/out/output.txt
         status=$? ;;
     script)
         (cd /tmp && sh -c '. /ssdlab/tools.sh; . /ssdlab/job/run.sh') 2>&1 | tee /ssdlab/out/output.txt
