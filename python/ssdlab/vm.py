@@ -207,6 +207,14 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join("  | " + r for r in rows) if rows else "  (empty)"
 
 
+def _guest_logs(console: Path, qemu_log: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The end of the guest's console, then QEMU's own messages when it printed any."""
+    text = f"the end of the guest's console ({console}):\n{_tail(console, lines)}"
+    if qemu_log.exists() and qemu_log.read_text(errors="replace").strip():
+        text += f"\nQEMU's messages ({qemu_log}):\n{_tail(qemu_log, 10)}"
+    return text
+
+
 def _qemu_args(qemu: str, accel: str, kernel: Path, initrd: Path, memory_bytes: int, cpus: int, console: Path,
                results: Path, drive: Optional[str], disk: str, block_bytes: int) -> List[str]:
     if accel == "kvm":
@@ -216,8 +224,9 @@ def _qemu_args(qemu: str, accel: str, kernel: Path, initrd: Path, memory_bytes: 
     args = [qemu, "-machine", "q35", *cpu, "-m", f"{memory_bytes >> 20}M", "-smp", str(cpus),
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
             "-kernel", str(kernel), "-initrd", str(initrd),
-            # panic=-1 reboots at once on a panic, and -no-reboot turns that into QEMU's exit.
-            "-append", "console=ttyS0 panic=-1 quiet loglevel=4",
+            # panic=-1 reboots at once on a panic, and -no-reboot turns that into QEMU's exit. Kernel
+            # messages stay on: they are what the error shows when a guest does not come up.
+            "-append", "console=ttyS0 panic=-1",
             "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console",
             "-chardev", f"file,id=results,path={results}", "-serial", "chardev:results"]
     if drive:
@@ -431,7 +440,7 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
                       f"{_tail(server_log)}")
     if status is None:
         raise VmError(f"the guest powered off without sending its results (QEMU {_exit_text(info['qemu_exit'])}); "
-                      f"the end of its console ({console}):\n{_tail(console)}\n{_tail(qemu_log, 5)}")
+                      + _guest_logs(console, qemu_log))
     info["status"] = status
     info["wall_s"] = round(time.monotonic() - started, 3)
     output = files.pop("output.txt", b"").decode(errors="replace")
@@ -528,7 +537,7 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
         if not booted and now - t_qemu > boot_timeout_s:
             _stop(qemu_proc, signal.SIGKILL)
             raise VmError(f"the guest did not reach its workload within {boot_timeout_s:.0f} s ({info['accel']}); "
-                          f"the end of its console ({console}):\n{_tail(console)}\nQEMU ({qemu_log}):\n{_tail(qemu_log, 5)}")
+                          + _guest_logs(console, qemu_log))
         if server.poll() is not None and server_dead_at is None:
             server_dead_at = now
             _say(log, f"ssdlab serve died ({_exit_text(server.returncode)}); stopping the guest")
@@ -537,8 +546,7 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
             break
         if now - t_qemu > timeout_s:
             _stop(qemu_proc, signal.SIGKILL)
-            raise VmError(f"the guest run took longer than {timeout_s:.0f} s and was stopped; the end of its console ({console}):\n"
-                          f"{_tail(console)}")
+            raise VmError(f"the guest run took longer than {timeout_s:.0f} s and was stopped; " + _guest_logs(console, qemu_log))
         if booted and now - last_progress >= 10.0 and server_dead_at is None:
             last_progress = now
             _say(log, f"workload running for {now - info['_t_workload']:.0f} s{_live(state['address'])}")
@@ -552,10 +560,10 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
                       f"was stopped. "
                       + (f"Everything the server acknowledged is in {image} and its journal: `ssdlab serve CONFIG --image {image}` "
                          "recovers it. " if image else "Its contents were in memory and are gone. ")
-                      + f"The end of the guest's console ({console}):\n{_tail(console, 12)}")
+                      + _guest_logs(console, qemu_log, 12))
     if not booted:
         raise VmError(f"QEMU exited ({_exit_text(qemu_proc.returncode)}) before the guest reached its workload; "
-                      f"QEMU ({qemu_log}):\n{_tail(qemu_log, 10)}\nthe end of its console ({console}):\n{_tail(console)}")
+                      + _guest_logs(console, qemu_log))
 
 
 def _live(addr: str) -> str:
