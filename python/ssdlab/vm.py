@@ -369,6 +369,8 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
         raise ValueError(f"--memory {memory}: the guest needs at least 256M (its tools unpack into RAM)")
     if not 1 <= cpus <= 64:
         raise ValueError(f"--cpus {cpus}: expected 1 to 64")
+    if not (boot_timeout_s > 0 and timeout_s > 0):
+        raise ValueError(f"--boot-timeout {boot_timeout_s:g} / --timeout {timeout_s:g}: expected seconds above 0")
     if script is None and fio is None:
         fio = _default_job()
     work_file = Path(script if script is not None else fio)
@@ -503,63 +505,70 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
     booted = False
     last_progress = time.monotonic()
     server_dead_at = None
-    seen = 0
-    while True:
-        now = time.monotonic()
-        try:
-            pid, status, usage = os.wait4(qemu_proc.pid, os.WNOHANG)
-        except ChildProcessError:
-            pid = 0
-        if pid == qemu_proc.pid:
-            qemu_proc.returncode = os.waitstatus_to_exitcode(status)
-            info["_qemu_rss"] = usage.ru_maxrss * 1024
-        text = console.read_text(errors="replace") if console.exists() else ""
-        for line in text[seen:].splitlines(keepends=True):
-            if not line.endswith("\n"):
+    pending = ""
+    con = None
+    try:
+        while True:
+            now = time.monotonic()
+            try:
+                pid, status, usage = os.wait4(qemu_proc.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid = 0
+            if pid == qemu_proc.pid:
+                qemu_proc.returncode = os.waitstatus_to_exitcode(status)
+                info["_qemu_rss"] = usage.ru_maxrss * 1024
+            if con is None and console.exists():
+                con = open(console, "r", errors="replace")
+            # Only what QEMU appended since the last look (a chatty workload's console grows).
+            pending += con.read() if con else ""
+            lines = pending.split("\n")
+            pending = lines.pop()
+            for line in lines:
+                if GUEST_MARK not in line:
+                    continue
+                msg = line.split(GUEST_MARK, 1)[1].strip()
+                if "workload start" in msg and not booted:
+                    booted = True
+                    info["boot_to_workload_s"] = round(now - t_qemu, 3)
+                    m = re.search(r"uptime ([\d.]+) s", msg)
+                    info["guest_uptime_at_workload_s"] = float(m.group(1)) if m else None
+                    info["_t_workload"] = now
+                    _say(log, f"guest up in {now - t_qemu:.1f} s; workload running")
+                    if on_workload:
+                        on_workload(state)
+                elif "workload done" in msg and "_t_workload" in info:
+                    info["workload_s"] = round(now - info["_t_workload"], 3)
+            if qemu_proc.returncode is not None:
                 break
-            seen += len(line)
-            if GUEST_MARK not in line:
-                continue
-            msg = line.split(GUEST_MARK, 1)[1].strip()
-            if "workload start" in msg and not booted:
-                booted = True
-                info["boot_to_workload_s"] = round(now - t_qemu, 3)
-                m = re.search(r"uptime ([\d.]+) s", msg)
-                info["guest_uptime_at_workload_s"] = float(m.group(1)) if m else None
-                info["_t_workload"] = now
-                _say(log, f"guest up in {now - t_qemu:.1f} s; workload running")
-                if on_workload:
-                    on_workload(state)
-            elif "workload done" in msg and "_t_workload" in info:
-                info["workload_s"] = round(now - info["_t_workload"], 3)
-        if qemu_proc.returncode is not None:
-            break
-        if not booted and now - t_qemu > boot_timeout_s:
-            _stop(qemu_proc, signal.SIGKILL)
-            raise VmError(f"the guest did not reach its workload within {boot_timeout_s:.0f} s ({info['accel']}); "
-                          + _guest_logs(console, qemu_log))
-        if server.poll() is not None and server_dead_at is None:
-            server_dead_at = now
-            _say(log, f"ssdlab serve died ({_exit_text(server.returncode)}); stopping the guest")
-        if server_dead_at is not None and now - server_dead_at > GRACE_AFTER_SERVER_DEATH_S:
-            _stop(qemu_proc, signal.SIGKILL)
-            break
-        if now - t_qemu > timeout_s:
-            _stop(qemu_proc, signal.SIGKILL)
-            raise VmError(f"the guest run took longer than {timeout_s:.0f} s and was stopped; " + _guest_logs(console, qemu_log))
-        if booted and now - last_progress >= 10.0 and server_dead_at is None:
-            last_progress = now
-            _say(log, f"workload running for {now - info['_t_workload']:.0f} s{_live(state['address'])}")
-        time.sleep(0.05)
+            if not booted and now - t_qemu > boot_timeout_s:
+                _stop(qemu_proc, signal.SIGKILL)
+                raise VmError(f"the guest did not reach its workload within {boot_timeout_s:.0f} s ({info['accel']}); "
+                              + _guest_logs(console, qemu_log))
+            if server.poll() is not None and server_dead_at is None:
+                server_dead_at = now
+                _say(log, f"ssdlab serve died ({_exit_text(server.returncode)}); stopping the guest")
+            if server_dead_at is not None and now - server_dead_at > GRACE_AFTER_SERVER_DEATH_S:
+                _stop(qemu_proc, signal.SIGKILL)
+                break
+            if now - t_qemu > timeout_s:
+                _stop(qemu_proc, signal.SIGKILL)
+                raise VmError(f"the guest run took longer than {timeout_s:.0f} s and was stopped; " + _guest_logs(console, qemu_log))
+            if booted and now - last_progress >= 10.0 and server_dead_at is None:
+                last_progress = now
+                _say(log, f"workload running for {now - info['_t_workload']:.0f} s{_live(state['address'])}")
+            time.sleep(0.05)
+    finally:
+        if con is not None:
+            con.close()
     info.pop("_t_workload", None)
     if "workload_s" not in info and booted:
         info["workload_s"] = None
     if server_dead_at is not None:
         image = info.get("image")
         raise VmError(f"ssdlab serve (the emulated SSD) died during the guest run ({_exit_text(server.returncode)}); the guest "
-                      f"was stopped. "
+                      f"was stopped; "
                       + (f"Everything the server acknowledged is in {image} and its journal: `ssdlab serve CONFIG --image {image}` "
-                         "recovers it. " if image else "Its contents were in memory and are gone. ")
+                         "recovers it; " if image else "its contents were in memory and are gone; ")
                       + _guest_logs(console, qemu_log, 12))
     if not booted:
         raise VmError(f"QEMU exited ({_exit_text(qemu_proc.returncode)}) before the guest reached its workload; "
