@@ -62,7 +62,7 @@ def test_guest_makes_ext4_verifies_files_with_fio_and_powers_off(tmp_path):
     cfg = write(tmp_path / "ssd.toml", TINY)
     script = write(tmp_path / "ext4.sh", EXT4_VERIFY)
     out = tmp_path / "run"
-    p = ssdlab("vm", cfg, "--run", script, "--out", out, "--memory", "512M", "--cpus", "2", timeout=300)
+    p = ssdlab("vm", cfg, "--run", script, "--out", out, "--memory", "512M", "--cpus", "2", "--timeout", "240", timeout=300)
     assert "device: DLWA" in p.stdout and "boot to workload" in p.stdout
     info = json.loads((out / "vm.json").read_text())
     assert info["status"] == 0 and info["qemu_exit"] == 0 and info["server_exit"] == 0
@@ -118,7 +118,8 @@ fio --name=busy --directory=/mnt/fs --size=64m --bs=4k --rw=randwrite --ioengine
         threading.Thread(target=killer, daemon=True).start()
 
     with pytest.raises(vm.VmError) as e:
-        vm.run(cfg, image=image, script=first, out=out1, memory="512M", on_workload=on_workload, log=lambda s: None)
+        vm.run(cfg, image=image, script=first, out=out1, memory="512M", on_workload=on_workload, timeout_s=300,
+               log=lambda s: None)
     msg = str(e.value)
     assert "ssdlab serve (the emulated SSD) died during the guest run (killed by SIGKILL)" in msg, msg
     assert str(image) in msg and "recovers it" in msg
