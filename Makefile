@@ -9,6 +9,7 @@ setup:
 demo: setup
 	.venv/bin/ssdlab reproduce gc-policies --quick
 	.venv/bin/ssdlab reproduce fdp-cache --quick
+	.venv/bin/ssdlab reproduce vm-baseline --quick
 
 test: setup lint test-rust test-python
 

@@ -23,6 +23,7 @@ EPILOG = """examples:
   ssdlab sweep experiments/sweeps/op-x-gc.toml --out runs/op-x-gc   # a grid on all cores
   ssdlab serve my.toml --image disk.img     # an NBD disk: qemu-io -f raw nbd://127.0.0.1:10809/ssdlab
   ssdlab stats 127.0.0.1:10809              # its live DLWA, latency, requests
+  ssdlab vm my.toml --fio job.fio --out runs/vm   # a Linux guest on the emulated SSD (docs/vm.md)
 """
 
 
@@ -230,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .fdpcache import add_cli as add_cache_cli
 
     add_cache_cli(sub)
+    from .vm import add_parser as add_vm_parser
+
+    add_vm_parser(sub)
     return p
 
 

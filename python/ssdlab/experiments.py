@@ -137,7 +137,13 @@ def fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], N
     return reproduce_fdp_cache(spec, mode, out, log, resume=resume)
 
 
-KINDS: Dict[str, Callable[..., Path]] = {"gc-policies": gc_policies, "fdp-cache": fdp_cache}
+def vm_baseline(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None]) -> Path:
+    from .vmbaseline import reproduce_vm_baseline
+
+    return reproduce_vm_baseline(spec, mode, out, log)
+
+
+KINDS: Dict[str, Callable[..., Path]] = {"gc-policies": gc_policies, "fdp-cache": fdp_cache, "vm-baseline": vm_baseline}
 
 
 def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), log: Callable[[str], None] = print,
