@@ -41,22 +41,24 @@ pub(super) struct Group {
 }
 
 impl Group {
-    /// A group owning `dies` (in way order), with the watermarks of `ftl`.
-    pub fn new(dies: Vec<u32>, lay: &Layout, ftl: &FtlConfig) -> Group {
+    /// A group owning `dies` (in way order), with the watermarks of `ftl`; write streams
+    /// stripe over `ways` of its dies.
+    pub fn new(dies: Vec<u32>, ways: u32, lay: &Layout, ftl: &FtlConfig) -> Group {
         let n = dies.len() as u32;
         let planes = lay.planes_per_die;
-        // Foreground: the most a GC round can consume (a new block per plane on every die),
-        // plus margin.
-        let auto_fg = n * planes + planes + 2;
+        // GC reads of one victim all queue on its die: collect one victim per die at a time,
+        // as controllers that collect whole superblocks do.
+        let gc_width = if ftl.gc_parallel_victims == 0 { n as usize } else { ftl.gc_parallel_victims as usize };
+        // Foreground: the most a GC round can consume (a new block per plane on every die of
+        // the GC stream, and a block's worth of relocations per victim in progress), plus
+        // margin.
+        let auto_fg = (ways.clamp(1, n) * planes).max(gc_width as u32) + planes + 2;
         let fg = if ftl.gc_fg_free_blocks == 0 { auto_fg } else { ftl.gc_fg_free_blocks.max(auto_fg) };
         // Paced GC keeps free space between the two watermarks; a narrow band keeps few
         // blocks idle (they are spare space the data cannot use). Free blocks net of open
         // blocks' written pages stay at or above `bg` >= fg + planes, so a host write point
         // always opens without foreground GC.
         let bg = if ftl.gc_bg_free_blocks == 0 { fg + planes + 2 } else { ftl.gc_bg_free_blocks.max(fg + planes) };
-        // GC reads of one victim all queue on its die: collect one victim per die at a time,
-        // as controllers that collect whole superblocks do.
-        let gc_width = if ftl.gc_parallel_victims == 0 { n as usize } else { ftl.gc_parallel_victims as usize };
         Group {
             dies,
             free: 0,

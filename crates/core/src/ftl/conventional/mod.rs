@@ -86,13 +86,19 @@ impl Parts {
         let rg_of_die = fdp::reclaim_group_of_dies(&lay, ngroups);
         let group_dies: Vec<Vec<u32>> =
             (0..ngroups).map(|g| lay.way_order().into_iter().filter(|&d| rg_of_die[d as usize] as u32 == g).collect()).collect();
-        let groups: Vec<Group> = group_dies.iter().map(|dies| Group::new(dies.clone(), &lay, &cfg.ftl)).collect();
+        let ways =
+            |dies: &Vec<u32>| if cfg.ftl.write_point_dies == 0 { dies.len() } else { (cfg.ftl.write_point_dies as usize).min(dies.len()) };
+        let groups: Vec<Group> = group_dies.iter().map(|dies| Group::new(dies.clone(), ways(dies) as u32, &lay, &cfg.ftl)).collect();
         let fdp = fdp_on.then(|| Fdp::new(&cfg.fdp, &lay));
         let pi = |h: u32| fdp.as_ref().is_some_and(|f| f.persistently_isolated(h));
-        let points = WritePoints::new(
-            &StreamPlan { group_dies: &group_dies, handles: nhandles, fdp: fdp_on, persistently_isolated: &pi },
-            planes as usize,
-        );
+        let plan = StreamPlan {
+            group_dies: &group_dies,
+            handles: nhandles,
+            ways: if cfg.ftl.write_point_dies == 0 { usize::MAX } else { cfg.ftl.write_point_dies as usize },
+            fdp: fdp_on,
+            persistently_isolated: &pi,
+        };
+        let points = WritePoints::new(&plan, planes as usize);
         // Every stream may hold one block per plane of its group's dies open, and a GC round
         // may need a fresh block per plane and die on top of the foreground watermark.
         let reserve: u64 = groups.iter().map(|g| g.fg_free_blocks as u64).sum::<u64>() + points.open_blocks_max(planes);
