@@ -362,8 +362,6 @@ fn narrower_write_points_shrink_the_reserve() {
         dev.precondition(&mut no_progress).unwrap();
         let rep = dev.run(&uniform_writes(1.0), &mut no_progress).unwrap();
         dev.ftl().check_invariants();
-        let busy = dev.block_device().blocks().iter().filter(|b| b.erase_count > 0).map(|b| b.rg).count();
-        assert!(busy > 0);
         let dies_used = (0..32).filter(|&d| dev.block_device().blocks()[d * 128..(d + 1) * 128].iter().any(|b| b.erase_count > 0)).count();
         (sizing.reserve_steady_blocks.unwrap(), rep.dlwa(), dies_used, rep.metrics["spare"]["model_waf_greedy_measured"].as_f64().unwrap())
     };
