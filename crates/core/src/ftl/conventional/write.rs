@@ -19,6 +19,8 @@ impl Conventional {
     }
 
     /// Open one block per plane for `way` of `stream`, from its die if it can.
+    #[cold]
+    #[inline(never)]
     pub(super) fn open_way(&mut self, s: usize, w: usize) -> Result<()> {
         let planes = self.m.lay.planes_per_die as usize;
         let rg = self.points.streams[s].rg as usize;
@@ -75,7 +77,7 @@ impl Conventional {
     /// completed the unit. The caller stores the sector's data (if any) and then calls
     /// [`Self::unit_placed`] when the unit is complete, so data is in place before the unit is
     /// programmed and before GC (which may pick this very block) runs.
-    #[inline]
+    #[inline(always)]
     pub(super) fn place(&mut self, s: usize, lba: u32) -> Result<(u32, bool)> {
         if !self.points.ready(s) {
             let cur = self.points.streams[s].cur;
