@@ -16,14 +16,14 @@ from ssdlab import Device, Mix, Workload
 ROOT = Path(__file__).resolve().parents[1]
 
 PINNED = {
-    "configured": "5e470d7d64475d02f8eebe27027dcd28d45b0b400edae3628b2eb4a5fbaf8621",
+    "configured": "397afe5b3683b7043219e0a883a2f9005f06df81edd96d47dba26845764d2120",
     "configured.series": "ebc8e09e31495a72e05dc3193b85e17e425a9667242afc10ecc2c2d88874ab27",
-    "conventional": "f513db563f7a87695d53dbd0a0c83562655df97e8beef9c0da21dd2ea470411f",
+    "conventional": "612a5ca4a7b27d31b36b25a1b6118de30ee7aa6a67f1496da56d6b2ba7f7ac61",
     "conventional.counters": "6520e5d36df88f73862e907eec0b51c30df9d44b1dc55f1a22f25060b5262e56",
     "conventional.series": "252311bd75c35ac84823612858fa417633d5d404186396e6e9e34325b3cee126",
     "fdp.configurations": "2f15b76c8aa0cfd33615b8a25b03dd7b1d4561add40fa0ead09a59f63881b996",
     "fdp.events": "4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945",
-    "fdp.mix": "f49e2be63f96b854295b51caad98e8374c57869e47eb720373811911e06ba626",
+    "fdp.mix": "1774a10ed3aa623af50788efdc771447a18d991e100824a7dde01b0d1714ebe4",
     "fdp.mix.series": "3aa3492065fbb4c197af16412e31a6835ffcf3d9af23d86273c32cbb4401eaa2",
     "fdp.ruh_status": "7f1fab99171e3bfebd874954ee4f9eb3a3c77e28684fe51af8547f22e89011e8",
     "fdp.statistics": "0ed3902c57d5b156c6bb789f36ff5f662501626fa97e8457fa7c1d799493c30c",
@@ -33,7 +33,7 @@ PINNED = {
     "ocssd.geometry": "4ff1c2be07e809c1f4ce67cf147dfd4e2937b790ae283354798539001f461405",
     "ocssd.series": "9c1df5c3d25e78e9b2f21503db36900d6183e3e7a9dd33942a9a916f2d368fc8",
     "ocssd.wear": "ea92f89ada3c270b433d73e3af8ebe40f5da8bfc8c2258963d93919fc1837a61",
-    "replay": "4733fd1ee68da5a9abaf7d041ed420fcab4eff30fcfb2d8bcacdc33161bf9b36",
+    "replay": "334561dc601d5e84465e2a17f035fc1b4dda076386768fb915b07a8e1db86523",
     "replay.series": "b25807349da5db3c75138a3636870c0a281f46584cb98bd65866cd2de2847617",
     "zns": "4a33f197c75d8dd3450ae9479fdb8fb026dfc5792541c3af4ebc52e49586a331",
     "zns.info": "d6b14fb1451467b3fd77fcfc1ad78dbd56042e3291624ce2f38a7e37c8c947b8",

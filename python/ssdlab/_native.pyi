@@ -41,6 +41,12 @@ _RunOut = tuple[dict[str, Any], str, bool]
 # Shapes of the dicts the device returns.
 
 @type_check_only
+class EffectiveSpare(TypedDict):
+    spare_factor: float
+    waf_greedy: float | None
+    waf_fifo: float | None
+
+@type_check_only
 class Sizing(TypedDict):
     logical_bytes: int
     physical_bytes: int
@@ -49,6 +55,9 @@ class Sizing(TypedDict):
     data_bytes_max: int
     reserve_blocks: int | None
     spare_blocks: float | None
+    reserve_steady_blocks: float | None
+    spare_factor: float | None
+    effective: EffectiveSpare | None
     available_memory_bytes: int | None
 
 @type_check_only

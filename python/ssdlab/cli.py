@@ -52,11 +52,24 @@ def _finish_run(rep, out: Path, started: float, quiet: bool) -> int:
     return 0
 
 
+def _warn_reserve(cfg: dict) -> None:
+    """Say so when the FTL's reserve eats more than a third of the configured spare."""
+    size = _native.config_sizing(cfg)
+    reserve, spare = size.get("reserve_steady_blocks"), size.get("spare_blocks")
+    if reserve is not None and spare and reserve > spare / 3:
+        e = size["effective"]
+        print(f"ssdlab: warning: the FTL holds back about {reserve:.0f} of the {spare:.0f} spare blocks (open blocks of "
+              f"every write stream on every die, GC watermarks): the effective spare is {e['spare_factor'] * 100:.2f}% of "
+              f"{size['spare_factor'] * 100:.2f}% configured (`ssdlab config check` has the details)", file=sys.stderr)
+
+
 def cmd_run(args) -> int:
     from .device import Device
 
     started = time.time()
     dev = Device(config=args.config)
+    if not args.quiet:
+        _warn_reserve(dev.config)
     rep = dev.run(progress=_progress_wanted(args))
     return _finish_run(rep, Path(args.out), started, args.quiet)
 
@@ -94,9 +107,14 @@ def cmd_config(args) -> int:
         gib = 2**30
         print(f"{args.preset}: ok: {size['logical_bytes'] / gib:.2f} GiB logical of {size['physical_bytes'] / gib:.2f} GiB "
               f"raw ({size['good_blocks']} good blocks)")
-        if size.get("reserve_blocks") is not None:
-            print(f"  FTL reserve: {size['reserve_blocks']} of {size['spare_blocks']:.0f} spare blocks kept free or open "
-                  "(GC watermarks, one open block per plane and die of each write stream)")
+        if size.get("reserve_steady_blocks") is not None:
+            e = size["effective"]
+            print(f"  FTL reserve: about {size['reserve_steady_blocks']:.0f} of {size['spare_blocks']:.0f} spare blocks held back "
+                  "in steady state (GC watermark, open blocks of every write stream, victims in progress); "
+                  f"effective spare {e['spare_factor'] * 100:.2f}% (configured {size['spare_factor'] * 100:.2f}%)")
+            if e["waf_greedy"] is not None:
+                print(f"  uniform random overwrites at that spare: WAF about {e['waf_greedy']:.2f} greedy, "
+                      f"{e['waf_fifo']:.2f} FIFO (Desnoyers' models)")
         avail = size.get("available_memory_bytes")
         data = size["data_bytes_max"]
         print(f"  memory: about {size['memory_bytes'] / gib:.2f} GiB"

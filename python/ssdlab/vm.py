@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
-from .device import PathLike, Report, resolve_config
+from .config import PathLike, resolve_config
+from .device import Report
 from .nbd import parse_bytes
 
 DISKS = ("nvme", "virtio")

@@ -23,7 +23,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .device import resolve_config  # noqa: E402
+from .config import resolve_config  # noqa: E402
 from .nbd import stats  # noqa: E402
 from .vm import (EXPORT, VmError, _exit_text, _free_port, _parse_fio, _stop, _tail, _wait_server,  # noqa: E402
                  config_toml, fio_summary, run as vm_run)

@@ -21,7 +21,7 @@ const CASES: &[(&str, &str, &str)] = &[
            block_bytes = [4096, 16384]
            block_weights = [3.0, 1.0]
            stop_device_writes = 1.5"#,
-        "9604d547b36628b2c1882785b786766587a6a06351407c2f11614d3edeea15be",
+        "3c76d4a20b848130c9667ae8ebae815fe8aa2e84f225bf9d54d86a05ff2863c7",
     ),
     (
         "conventional cost-benefit, read priority and suspend, open loop",
@@ -35,7 +35,7 @@ const CASES: &[(&str, &str, &str)] = &[
            read_fraction = 0.3
            rate_iops = 20000.0
            stop_device_writes = 1.0"#,
-        "8b836d93eac176a73a04d245c5c4d34411e57052ff8c6e31c46e5c40c51d4615",
+        "a5ccd0e83e86845fc1d887e955bbd923b6f8952d5ccbd6e1280b8c67724c2f56",
     ),
     (
         "conventional d-choices, bad blocks, static wear-levelling, no timing",
@@ -52,7 +52,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            pattern = "hotcold"
            stop_device_writes = 4.0"#,
-        "62ac3abac20eb0bfaee2a97167aef24c6501ab0c934a5dd71e57dd2c10aa078d",
+        "7e5df6c09d2d2bfe7079f43b682673a97ffa7849ba03a7bfeb7bdce12c97e99e",
     ),
     (
         "conventional fifo, write-through, data-backed",
@@ -64,7 +64,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            queue_depth = 4
            stop_device_writes = 1.0"#,
-        "ee38542f851c781ef4ff8b6445ed514b9ded35fbd32d6005c32940112e79a0b9",
+        "652638e64eb495375da6046caa49399fa6f4263024156e22b1101f383e009975",
     ),
     (
         "FDP, two reclaim groups, persistently isolated handle, mix",
@@ -82,7 +82,7 @@ const CASES: &[(&str, &str, &str)] = &[
            mix = [{ weight = 1.0, pattern = "sequential", span = 0.3, block_bytes = [65536], placement = 0 },
                   { weight = 4.0, pattern = "uniform", offset = 0.3, span = 0.2, placement = 1 },
                   { weight = 4.0, pattern = "hotcold", offset = 0.5, span = 0.4, placement = 32768 }]"#,
-        "7d50d0b783eed5c18195f8c00ba81c89e185146736987caf5b11fe87f2345a3d",
+        "a22441f8bf89e5249cfdcc7e510bf65b0019a6f6edde1473e052e44e3017ccb2",
     ),
     (
         "ZNS with conventional zones, data-backed",
