@@ -64,6 +64,9 @@ pub struct RunSpec {
     /// `steady` section says where they start (the warm-up window is used if DLWA never
     /// settled).
     pub stop: StopRule,
+    /// Steady stop: host writes (logical capacities) before the first window, so the cache is
+    /// warm (DRAM tier and SOC filled) before anything is measured.
+    pub steady_start_device_writes: f64,
     pub steady_window_device_writes: f64,
     pub steady_tolerance: f64,
     pub steady_windows: u32,
@@ -81,6 +84,7 @@ impl Default for RunSpec {
             series_points: 60,
             carbon: CarbonParams::default(),
             stop: StopRule::Volume,
+            steady_start_device_writes: 1.0,
             steady_window_device_writes: 0.5,
             steady_tolerance: 0.02,
             steady_windows: 4,
@@ -99,6 +103,9 @@ impl RunSpec {
             return bad("warmup_fraction", format!("{} is not in [0, 1)", self.warmup_fraction));
         }
         if self.stop == StopRule::Steady {
+            if !(self.steady_start_device_writes >= 0.0 && self.steady_start_device_writes.is_finite()) {
+                return bad("steady_start_device_writes", format!("{} must be >= 0", self.steady_start_device_writes));
+            }
             if !(self.steady_window_device_writes > 0.0 && self.steady_window_device_writes.is_finite()) {
                 return bad("steady_window_device_writes", format!("{} must be positive", self.steady_window_device_writes));
             }
@@ -243,13 +250,14 @@ pub fn run_on(
     // The warm-up window (opens after `warm` of the run), and with a steady stop the starts of
     // the latest windows (one more than the rule compares, so the steady ones are all there).
     let mut window: Option<WindowStart> = (warm == 0.0).then(|| WindowStart::of(cache, 0, 0, 0));
+    // The steady rule sees host and NAND bytes from `steady_start` on (the warm-up excluded);
+    // its windows' starts are kept in the run's host bytes.
+    let steady_start = (spec.steady_start_device_writes * logical as f64) as u64;
+    let mut steady_base: Option<(u64, u64)> = None;
     let mut windows: VecDeque<WindowStart> = VecDeque::new();
-    if steady.is_some() {
-        windows.push_back(WindowStart::of(cache, 0, 0, 0));
-    }
     let keep_windows = spec.steady_windows as usize + 1;
     let mut prev = mark(cache, 0, 0);
-    let mut csv = String::from("requests,time_s,device_writes,host_write_bytes,nand_write_bytes,dlwa_interval,dlwa_cumulative,dram_hit_ratio_interval,nvm_hit_ratio_interval,gc_events,erases,read_p99_us_interval,write_p99_us_interval\n");
+    let mut csv = String::from("requests,time_s,device_writes,host_write_bytes,nand_write_bytes,dlwa_interval,dlwa_cumulative,dram_hit_ratio_interval,nvm_hit_ratio_interval,gc_events,erases,read_p99_us_interval,write_p99_us_interval,gets,dram_hits,nvm_hits,flash_item_bytes\n");
     // Latency histograms at the previous row: a row's percentiles are of the difference.
     let (mut prev_read, mut prev_write) = (cache.flash.read_ns.clone(), cache.flash.write_ns.clone());
     let mut reqs = 0u64;
@@ -283,7 +291,7 @@ pub fn run_on(
             let rp99 = p99_us(&cache.flash.read_ns, &mut prev_read);
             let wp99 = p99_us(&cache.flash.write_ns, &mut prev_write);
             csv.push_str(&format!(
-                "{},{:.3},{:.4},{},{},{:.5},{:.5},{:.5},{:.5},{},{},{:.1},{:.1}\n",
+                "{},{:.3},{:.4},{},{},{:.5},{:.5},{:.5},{:.5},{},{},{:.1},{:.1},{},{},{},{}\n",
                 reqs,
                 last_t as f64 / 1e9,
                 (m.c.host_write_bytes - host0) as f64 / logical as f64,
@@ -297,6 +305,10 @@ pub fn run_on(
                 m.c.nand_erase_count - start.c.nand_erase_count,
                 rp99,
                 wp99,
+                m.stats.gets - start.stats.gets,
+                m.stats.dram_hits - start.stats.dram_hits,
+                m.stats.nvm_hits - start.stats.nvm_hits,
+                m.stats.flash_item_bytes - start.stats.flash_item_bytes,
             ));
             prev = m;
             while next_row <= f {
@@ -328,22 +340,31 @@ pub fn run_on(
         if let Some(s) = steady.as_mut() {
             let c = cache.flash.dev.block_device().counters();
             let (host, nand) = (c.host_write_bytes - host0, c.nand_write_bytes - nand0);
-            let closed = s.windows_measured();
-            let settled = s.observe(host, nand);
-            if s.windows_measured() != closed {
-                windows.push_back(WindowStart::of(cache, host, reqs, last_t));
-                if windows.len() > keep_windows {
-                    windows.pop_front();
+            match steady_base {
+                None if host >= steady_start => {
+                    steady_base = Some((host, nand));
+                    windows.push_back(WindowStart::of(cache, host, reqs, last_t));
                 }
-            }
-            if settled {
-                break;
+                None => {}
+                Some((h0, n0)) => {
+                    let closed = s.windows_measured();
+                    let settled = s.observe(host - h0, nand - n0);
+                    if s.windows_measured() != closed {
+                        windows.push_back(WindowStart::of(cache, host, reqs, last_t));
+                        if windows.len() > keep_windows {
+                            windows.pop_front();
+                        }
+                    }
+                    if settled {
+                        break;
+                    }
+                }
             }
         }
     }
     progress(1.0);
     // The steady windows when DLWA settled, else the warm-up window.
-    let settled_at = steady.as_ref().and_then(|s| s.steady_from_host_bytes());
+    let settled_at = steady.as_ref().and_then(|s| s.steady_from_host_bytes()).map(|from| from + steady_base.map_or(0, |b| b.0));
     let w = match settled_at {
         Some(from) => windows.into_iter().find(|x| x.host == from).expect("the steady windows' start is kept"),
         None => window.unwrap_or_else(|| WindowStart::of(cache, 0, 0, 0)),
@@ -351,7 +372,12 @@ pub fn run_on(
     let mut summary = summarize(cache, spec, &start, &w, reqs, last_t);
     if let Some(s) = &steady {
         let c = cache.flash.dev.block_device().counters();
-        summary["steady"] = s.report(ratio(c.nand_write_bytes - nand0, c.host_write_bytes - host0));
+        let mut st = s.report(ratio(c.nand_write_bytes - nand0, c.host_write_bytes - host0));
+        // The rule's host bytes count from its start; say where that was, and where the steady
+        // windows start in the run's own bytes.
+        st["start_host_bytes"] = json!(steady_start);
+        st["steady_from_host_bytes"] = json!(settled_at);
+        summary["steady"] = st;
     }
     Ok(RunResult { summary, series_csv: csv, wall_seconds: wall.elapsed().as_secs_f64(), interrupted })
 }
