@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import List, Optional
 
 from . import _native
 from ._native import SsdlabError
+from .args import Parser, int_in, read_text
 from .spi import add_spi_parser
 
 EPILOG = """examples:
@@ -86,7 +88,7 @@ def cmd_config(args) -> int:
     elif args.action == "keys":
         sys.stdout.write(_native.config_markdown())
     elif args.action == "check":
-        text = Path(args.preset).read_text()
+        text = read_text(args.preset, "a TOML device config")
         _native.config_from_toml(text, args.preset)
         print(f"{args.preset}: ok")
     elif args.action == "presets":
@@ -142,7 +144,7 @@ def cmd_sweep(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ssdlab", description="A fast, deterministic flash-storage emulation lab.",
+    p = Parser(prog="ssdlab", description="A fast, deterministic flash-storage emulation lab.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"ssdlab {_native.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
@@ -160,9 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--preset", default="default")
     rp.add_argument("--out", required=True)
     rp.add_argument("--timestamps", action="store_true", help="honour the trace's arrival times (open loop)")
-    rp.add_argument("--queue-depth", type=int, default=32, help="closed-loop depth when timestamps are ignored")
+    rp.add_argument("--queue-depth", type=int_in(1, 1 << 20), default=32, help="closed-loop depth when timestamps are ignored")
     rp.add_argument("--precondition", action="store_true", help="run the device's [precondition] first")
-    rp.add_argument("--max-ops", type=int, default=0)
+    rp.add_argument("--max-ops", type=int_in(0, 1 << 62), default=0, help="stop after this many records (0: all)")
     rp.add_argument("--blkparse-action", default="Q", help="blkparse event to replay (default Q)")
     rp.add_argument("-q", "--quiet", action="store_true")
     rp.set_defaults(func=cmd_replay)
@@ -196,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("sweep", help="sweep file (TOML: base or preset, [grid], [zip], metrics)")
     sw.add_argument("--out", required=True, help="output directory (points/, results.csv, plots/)")
     g = sw.add_mutually_exclusive_group()
-    g.add_argument("--jobs", "-j", type=int, help="local worker processes (default: all cores)")
+    g.add_argument("--jobs", "-j", type=int_in(1, 4096), help="local worker processes (default: all cores)")
     g.add_argument("--ray", metavar="ADDRESS|auto",
                    help="run on Ray: auto starts a local Ray on 127.0.0.1, host:port joins a cluster")
     sw.add_argument("-q", "--quiet", action="store_true")
@@ -225,6 +227,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print("ssdlab: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug: still one line for the user, the traceback on request
+        if os.environ.get("SSDLAB_TRACEBACK"):
+            raise
+        print(f"ssdlab: internal error: {type(e).__name__}: {e} (SSDLAB_TRACEBACK=1 shows where)", file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":

@@ -29,7 +29,9 @@ def _merge(base: Dict[str, Any], over: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def _load_toml(path: Path) -> Dict[str, Any]:
-    text = path.read_text()
+    from .args import read_text
+
+    text = read_text(path, "a TOML device config")
     # Validate with the core (file/line/key in errors), then read back the resolved config.
     return json.loads(_native.config_from_toml(text, str(path)))
 

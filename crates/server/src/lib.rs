@@ -244,6 +244,12 @@ impl<P: Protocol> Server<P> {
     /// Check the options (limits that leave the server unusable are refused), apply the
     /// loopback rule, load TLS and bind.
     pub fn bind(opts: Options, proto: Arc<P>) -> Result<Server<P>, String> {
+        Self::with_listener(opts, None, proto)
+    }
+
+    /// As [`Server::bind`], on a listener bound earlier with [`bind_listener`] (a front-end
+    /// that reports its address before it builds its protocol state).
+    pub fn with_listener(opts: Options, listener: Option<std::net::TcpListener>, proto: Arc<P>) -> Result<Server<P>, String> {
         if opts.max_connections == 0 || opts.max_connections > MAX_CONNECTIONS_LIMIT {
             return Err(format!("--max-connections {}: must be in 1..={MAX_CONNECTIONS_LIMIT}", opts.max_connections));
         }
@@ -258,7 +264,10 @@ impl<P: Protocol> Server<P> {
             None => None,
         };
         let addr = check_listen(&opts.listen, tls.is_some(), opts.tls_supported, opts.allow_remote)?;
-        let listener = listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let listener = match listener {
+            Some(l) => l,
+            None => listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?,
+        };
         let addr = listener.local_addr().map_err(|e| format!("{addr}: {e}"))?;
         let shared = Arc::new(Shared {
             epoch: Instant::now(),
@@ -526,6 +535,12 @@ async fn watchdog(m: &Meter, sh: &Shared, handshake: Duration, idle: Option<Dura
             _ = shutdown.changed() => {}
         }
     }
+}
+
+/// Bind `listen` after the loopback rule (see [`check_listen`]); for [`Server::with_listener`].
+pub fn bind_listener(listen_on: &str, tls: bool, tls_supported: bool, allow_remote: bool) -> Result<std::net::TcpListener, String> {
+    let addr = check_listen(listen_on, tls, tls_supported, allow_remote)?;
+    listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))
 }
 
 /// A listening socket with a backlog for bursts of clients (std's 128 makes a burst of

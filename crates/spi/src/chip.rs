@@ -65,6 +65,11 @@ pub struct Stats {
     pub chip_erases: u64,
     pub failed_erases: u64,
     pub status_writes: u64,
+    /// Busy time of the program, erase and status-write operations by the datasheet column
+    /// (typical, or max with `TimingMode::Max`), whatever the timing mode.
+    pub busy_ns_datasheet: u64,
+    /// Busy time the chip actually spent in simulated time (less with `instant` or `scale=X`).
+    pub busy_ns: u64,
 }
 
 /// What the running self-timed operation is (suspend needs to know).
@@ -614,7 +619,17 @@ impl Flash {
         }
     }
 
-    /// A self-timed operation starts: WIP for `ns`, WEL cleared when it ends.
+    /// A self-timed operation whose datasheet time is `ns` starts: busy for the timing mode's
+    /// share of it (counted in the statistics either way). Returns the busy time.
+    fn start_op(&mut self, ns: u64, kind: Busy) -> u64 {
+        let applied = self.opts.timing.apply(ns);
+        self.stats.busy_ns_datasheet += ns;
+        self.stats.busy_ns += applied;
+        self.start_busy(applied, kind);
+        applied
+    }
+
+    /// WIP for `ns`, WEL cleared when it ends.
     fn start_busy(&mut self, ns: u64, kind: Busy) {
         self.busy_until_ns = self.now_ns.saturating_add(ns);
         self.wel_clears_when_ready = true;
@@ -672,7 +687,7 @@ impl Flash {
                 // A full page takes tPP; a partial one tBP1 + (n - 1) * tBP2, at most tPP.
                 let ns =
                     if n >= page as u64 { t.page_program_ns } else { (t.byte_first_ns + (n - 1) * t.byte_next_ns).min(t.page_program_ns) };
-                self.start_busy(ns, Busy::Program(base..base + page));
+                let ns = self.start_op(ns, Busy::Program(base..base + page));
                 self.stats.programs += 1;
                 self.stats.program_bytes += n;
                 format!("program {n} B at {addr:#x}, busy {ns} ns")
@@ -703,7 +718,7 @@ impl Flash {
                 }
                 let failed = self.erase(range.clone());
                 self.write_through(range.clone());
-                self.start_busy(ns, if len == self.part.size_bytes { Busy::Other } else { Busy::Erase(range.clone()) });
+                let ns = self.start_op(ns, if len == self.part.size_bytes { Busy::Other } else { Busy::Erase(range.clone()) });
                 match op {
                     0x20 => self.stats.sector_erases += 1,
                     0x52 => self.stats.block32_erases += 1,
@@ -721,13 +736,13 @@ impl Flash {
             }
             0xB9 => {
                 self.powered_down = true;
-                self.ready_at_ns = self.now_ns.saturating_add(self.part.power_down_ns);
+                self.ready_at_ns = self.now_ns.saturating_add(self.opts.timing.apply(self.part.power_down_ns));
                 "deep power-down".into()
             }
             0xAB => {
                 if self.powered_down {
                     self.powered_down = false;
-                    self.ready_at_ns = self.now_ns.saturating_add(self.part.release_ns);
+                    self.ready_at_ns = self.now_ns.saturating_add(self.opts.timing.apply(self.part.release_ns));
                     "released from deep power-down".into()
                 } else {
                     "device ID".into()
@@ -776,7 +791,7 @@ impl Flash {
                 self.wel_clears_when_ready = false;
                 self.suspended = None;
                 self.volatile_armed = false;
-                self.ready_at_ns = self.now_ns.saturating_add(self.part.reset_ns);
+                self.ready_at_ns = self.now_ns.saturating_add(self.opts.timing.apply(self.part.reset_ns));
                 "software reset".into()
             }
             _ => "read".into(),
@@ -842,7 +857,7 @@ impl Flash {
                 eprintln!("ssdlab-spi: cannot write {}: {e}", sp.display());
             }
         }
-        self.start_busy(tw_ns, Busy::Other);
+        let tw_ns = self.start_op(tw_ns, Busy::Other);
         format!("status = {:02x} {:02x} {:02x}, busy {tw_ns} ns", new[0], new[1], new[2])
     }
 
