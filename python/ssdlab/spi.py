@@ -137,8 +137,9 @@ class Flash:
 
     def serve(self, listen: str = "127.0.0.1:0", on_listening=None, *, allow_remote: bool = False,
               evict_idle_s: float = 5.0, idle_timeout_s: float = 0.0, quiet: bool = False) -> dict:
-        """Serve flashrom's serprog protocol on ``listen`` until KeyboardInterrupt (or any
-        exception a signal handler raises). One client has the chip at a time; another is
+        """Serve flashrom's serprog protocol on ``listen`` until Ctrl-C (KeyboardInterrupt from
+        a signal handler: a clean stop that returns the counts; any other exception a handler
+        raises goes to the caller). One client has the chip at a time; another is
         refused at once, unless the first has been idle for ``evict_idle_s`` (then it takes
         over). ``idle_timeout_s`` > 0 closes idle clients even when nobody waits. A non-loopback
         ``listen`` needs ``allow_remote`` (serprog has no authentication). Returns counts of
@@ -207,7 +208,7 @@ def cmd_spi(args) -> int:
         raise ValueError("ssdlab spi serve: --image FILE is required (created erased if missing)")
     chip = next((c for c in chips() if c["name"].upper() == args.chip.upper()), None)
     if chip is None:
-        raise ValueError(f"--chip {args.chip}: unknown; valid: {', '.join(c['name'] for c in chips())}")
+        raise ValueError(f"--chip {args.chip}: unknown chip; valid: {', '.join(c['name'] for c in chips())}")
     if Path(args.image).is_dir():
         raise ValueError(f"--image {args.image}: is a directory; give an image file (created erased if missing)")
     stuck = [parse_stuck_bit(s, chip["size_bytes"]) for s in args.stuck_bit or []]
@@ -231,7 +232,8 @@ def cmd_spi(args) -> int:
     print(f"ssdlab spi: stopped; {st['frames']} frames, {st['programs']} programs, "
           f"{st['sector_erases'] + st['block32_erases'] + st['block64_erases'] + st['chip_erases']} erases, "
           f"{st['ignored_busy']} frames ignored while busy, max sector erase count {max(flash.erase_counts())}"
-          + (f"; {summary}" if summary else ""), flush=True)
+          + (f"; {summary['clients']} clients served, {summary['refused']} refused, {summary['evicted']} "
+             f"evicted, {summary['timeouts']} timed out" if summary else ""), flush=True)
     return 0
 
 

@@ -258,7 +258,10 @@ impl Backend {
             Some(img) => {
                 let paths = Paths::of(img);
                 if img.is_dir() {
-                    return Err(BackendError(format!("--image {}: is a directory; give an image file (created if missing)", img.display())));
+                    return Err(BackendError(format!(
+                        "--image {}: is a directory; give an image file (created if missing)",
+                        img.display()
+                    )));
                 }
                 let existed = img.exists();
                 let named = |e: std::io::Error| BackendError(format!("--image {}: {e}", img.display()));

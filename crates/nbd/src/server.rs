@@ -332,7 +332,12 @@ impl Server {
 
     /// Option haggling, until the client picks an export, asks for TLS or leaves. With TLS
     /// configured, every option but STARTTLS and ABORT is refused until TLS is running.
-    pub async fn options<S: AsyncRead + AsyncWrite + Unpin>(&self, s: &mut S, tls_active: bool, st: &mut Negotiation) -> Result<Haggle, ConnEnd> {
+    pub async fn options<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        s: &mut S,
+        tls_active: bool,
+        st: &mut Negotiation,
+    ) -> Result<Haggle, ConnEnd> {
         let no_zeroes = st.no_zeroes;
         let mut frozen: Option<Arc<Vec<u8>>> = None;
         let tls_required = self.tls && !tls_active;
@@ -349,7 +354,8 @@ impl Server {
                     oh.option,
                     REP_ERR_TOO_BIG,
                     format!("option data of {} bytes; at most {MAX_OPTION_BYTES}", oh.len).as_bytes(),
-                ).await?;
+                )
+                .await?;
                 continue;
             }
             let mut data = vec![0u8; oh.len as usize];
@@ -428,7 +434,8 @@ impl Server {
                             oh.option,
                             REP_ERR_UNKNOWN,
                             format!("no export named {:?}; NBD_OPT_LIST shows them", go.name).as_bytes(),
-                        ).await?;
+                        )
+                        .await?;
                         continue;
                     };
                     if idx == usize::MAX {

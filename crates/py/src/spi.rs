@@ -150,8 +150,12 @@ impl SpiFlash {
             server.run(flash, &stop)
         });
         let sum = res.map_err(to_py)?;
+        // Ctrl-C (or SIGTERM turned into KeyboardInterrupt) is a clean stop; other errors a
+        // signal handler raised go to the caller.
         if let Some(e) = pending.into_inner().ok().flatten() {
-            return Err(e);
+            if !e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
+                return Err(e);
+            }
         }
         Ok(serde_json::to_string(&sum).unwrap_or_default())
     }

@@ -85,6 +85,21 @@ pub trait Protocol: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Talk to a refused client before it is closed, for protocols whose clients need more
+    /// than a fixed message to report a refusal well (serprog: flashrom dies of SIGPIPE on a
+    /// closed socket, but prints a clear error when told the bus is unusable). By default it
+    /// sends [`Protocol::refusal`]. The core cuts it after `REFUSAL_SECONDS` and runs at most
+    /// `REFUSALS_AT_ONCE` of them; beyond that refused clients are just closed.
+    fn refused(self: Arc<Self>, mut conn: Conn, why: Refused) -> impl Future<Output = ()> + Send {
+        async move {
+            let bytes = self.refusal(why);
+            if !bytes.is_empty() {
+                let _ = conn.write_all(&bytes).await;
+            }
+            let _ = conn.shutdown().await;
+        }
+    }
+
     /// SIGUSR1 arrived (e.g. write the metrics now).
     fn on_usr1(&self) {}
 
@@ -120,6 +135,11 @@ impl Stats {
         c.load(Ordering::Relaxed)
     }
 }
+
+/// Longest conversation with a refused client.
+pub const REFUSAL_SECONDS: u64 = 10;
+/// Most refused clients talked to at once (a flood is closed without a word).
+pub const REFUSALS_AT_ONCE: usize = 64;
 
 /// Defaults shared by the front-ends (each may choose its own idle policy).
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -223,6 +243,8 @@ pub(crate) struct Shared {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub shutdown: Shutdown,
     pub log: RateLog,
+    /// Refused clients being talked to now.
+    pub refusing: std::sync::atomic::AtomicUsize,
 }
 
 /// Live connections, for eviction.
@@ -274,6 +296,7 @@ impl<P: Protocol> Server<P> {
             tls,
             shutdown: Shutdown::new(),
             log: RateLog::new(&opts.name, opts.quiet, opts.log_interval),
+            refusing: std::sync::atomic::AtomicUsize::new(0),
         });
         Ok(Server { proto, opts, listener, addr, shared })
     }
@@ -419,13 +442,21 @@ fn admit<P: Protocol>(
                         "refused connections",
                         format!("refused {peer}: {} connections open (--max-connections)", opts.max_connections),
                     );
-                    let bytes = proto.refusal(Refused::Full { max_connections: opts.max_connections });
+                    if shared.refusing.fetch_add(1, Ordering::AcqRel) >= REFUSALS_AT_ONCE {
+                        shared.refusing.fetch_sub(1, Ordering::AcqRel);
+                        return; // dropping the socket closes it
+                    }
+                    let conn = Conn::new(tcp, peer, meter, shared.clone());
+                    let (proto, shared) = (proto.clone(), shared.clone());
+                    let why = Refused::Full { max_connections: opts.max_connections };
                     tasks.spawn(async move {
-                        let mut tcp = tcp;
-                        if !bytes.is_empty() {
-                            let _ = tokio::time::timeout(Duration::from_secs(1), tcp.write_all(&bytes)).await;
+                        let mut shutdown = shared.shutdown.subscribe();
+                        tokio::select! {
+                            _ = proto.refused(conn, why) => {}
+                            _ = tokio::time::sleep(Duration::from_secs(REFUSAL_SECONDS)) => {}
+                            _ = shutdown.wait_for(|&s| s) => {}
                         }
-                        let _ = tcp.shutdown().await;
+                        shared.refusing.fetch_sub(1, Ordering::AcqRel);
                     });
                     return;
                 }

@@ -372,6 +372,58 @@ impl ssdlab_server::Protocol for Serprog {
         }
         end
     }
+
+    fn refused(self: Arc<Self>, mut conn: Conn, _why: ssdlab_server::Refused) -> impl std::future::Future<Output = ()> + Send {
+        async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut input: Vec<u8> = Vec::with_capacity(256);
+            let mut out = Vec::with_capacity(256);
+            loop {
+                let mut pos = 0;
+                while let Some(n) = frame_len(&input[pos..]) {
+                    if input.len() - pos < n {
+                        break;
+                    }
+                    busy_answer(&input[pos..pos + n], &mut out);
+                    pos += n;
+                }
+                input.drain(..pos);
+                if !out.is_empty() && conn.write_all(&out).await.is_err() {
+                    return;
+                }
+                out.clear();
+                // A refused client gets small commands only.
+                if input.len() > 4096 || !matches!(conn.read_buf(&mut input).await, Ok(n) if n > 0) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The programmer name a refused client sees (flashrom prints it).
+pub const BUSY_NAME: &[u8; 16] = b"BUSY:chip in use";
+
+/// The answer to one whole command from a client refused because another one has the chip:
+/// enough of the protocol for flashrom to synchronise and read the programmer name (which says
+/// the chip is in use), then no usable bus, so it stops with an error instead of hanging or
+/// dying of SIGPIPE on a closed socket.
+pub fn busy_answer(frame: &[u8], out: &mut Vec<u8>) {
+    match frame.first() {
+        Some(&NOP) => out.push(ACK),
+        Some(&SYNCNOP) => out.extend_from_slice(&[NAK, ACK]),
+        Some(&Q_IFACE) => out.extend_from_slice(&[ACK, 0x01, 0x00]),
+        Some(&Q_CMDMAP) => {
+            out.push(ACK);
+            out.extend_from_slice(&command_map());
+        }
+        Some(&Q_PGMNAME) => {
+            out.push(ACK);
+            out.extend_from_slice(BUSY_NAME);
+        }
+        Some(&Q_BUSTYPE) => out.extend_from_slice(&[ACK, 0x00]),
+        _ => out.push(NAK),
+    }
 }
 
 /// A serprog TCP server: bind first (to learn the port), then [`Server::run`] with a chip.
