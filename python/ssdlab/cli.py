@@ -69,8 +69,16 @@ def cmd_replay(args) -> int:
     if args.precondition:
         dev.precondition(progress=_progress_wanted(args))
     qd = None if args.timestamps else args.queue_depth
+    if Path(args.trace).is_dir():
+        raise ValueError(f"{args.trace}: is a directory; expected a {args.format} trace file")
     rep = dev.replay(args.trace, args.format, queue_depth=qd, max_ops=args.max_ops, progress=_progress_wanted(args),
                      blkparse_action=args.blkparse_action)
+    t = rep.metrics.get("trace", {})
+    if t.get("skipped_lines"):
+        nums = ", ".join(map(str, t["skipped_line_numbers"]))
+        more = ", ..." if t["skipped_lines"] > len(t["skipped_line_numbers"]) else ""
+        print(f"ssdlab replay: {args.trace}: {t['records']} records replayed, {t['skipped_lines']} lines skipped "
+              f"(lines {nums}{more}): not {args.format} requests (see docs for what each format skips)", file=sys.stderr)
     return _finish_run(rep, Path(args.out), started, args.quiet)
 
 

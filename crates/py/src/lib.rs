@@ -272,7 +272,11 @@ impl NativeDevice {
         let limits = Limits { ops: max_ops, ..Default::default() };
         let r = py.allow_threads(|| dev.run_source(&mut src, lp, limits, &mut |p, f| watch.tick(p, f)));
         watch.done();
-        Ok(finish(r.map_err(to_py)?))
+        let mut rep = r.map_err(to_py)?;
+        // What the trace held: the CLI reports skipped lines by number.
+        let (skipped, numbers) = src.skipped();
+        rep.metrics["trace"] = serde_json::json!({"records": src.records(), "skipped_lines": skipped, "skipped_line_numbers": numbers});
+        Ok(finish(rep))
     }
 
     /// Write bytes at a sector-aligned offset; returns the completion time (ns).

@@ -50,6 +50,8 @@ pub(crate) struct Meter {
     last_io_ms: AtomicU64,
     cut: AtomicU8,
     pub kick: Notify,
+    /// A connection handed to a blocking thread: the core shuts this socket down to cut it.
+    blocking: std::sync::Mutex<Option<std::net::TcpStream>>,
 }
 
 impl Meter {
@@ -61,6 +63,13 @@ impl Meter {
             last_io_ms: AtomicU64::new(now.duration_since(epoch).as_millis() as u64),
             cut: AtomicU8::new(0),
             kick: Notify::new(),
+            blocking: std::sync::Mutex::new(None),
+        }
+    }
+    /// Wake a blocking thread that serves this connection (its socket is shut down).
+    pub fn shut_blocking(&self) {
+        if let Some(s) = self.blocking.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }
     pub fn established(&self) -> bool {
@@ -157,6 +166,70 @@ impl Conn {
 
     fn touch(&self) {
         self.meter.touch(self.shared.epoch);
+    }
+
+    /// The connection as a blocking std socket, for a protocol whose sessions are strict
+    /// request-response ping-pong with one client (serprog): a thread blocked in `read` answers
+    /// a round trip with two system calls where the event loop needs three (`epoll_wait`
+    /// too). The core still enforces the deadlines, evictions and shutdown: it shuts the
+    /// socket down, which ends the blocking `read`. Run the session with
+    /// `tokio::task::spawn_blocking`. Plain TCP only (Err with TLS).
+    pub fn into_blocking(self) -> io::Result<BlockingConn> {
+        let Stream::Plain(tcp) = self.stream else {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "a TLS connection cannot be served blocking"));
+        };
+        let std = tcp.into_std()?;
+        std.set_nonblocking(false)?;
+        *self.meter.blocking.lock().unwrap_or_else(|e| e.into_inner()) = Some(std.try_clone()?);
+        // Cut while converting: the watchdog may already have fired.
+        if self.meter.cut_reason().is_some() || self.shared.shutdown.is_triggered() {
+            self.meter.shut_blocking();
+        }
+        Ok(BlockingConn { tcp: std, peer: self.peer, meter: self.meter, epoch: self.shared.epoch })
+    }
+}
+
+/// A connection served from a blocking thread (see [`Conn::into_blocking`]); reads and writes
+/// count as activity.
+pub struct BlockingConn {
+    tcp: std::net::TcpStream,
+    peer: SocketAddr,
+    meter: Arc<Meter>,
+    epoch: Instant,
+}
+
+impl BlockingConn {
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+    /// See [`Conn::established`].
+    pub fn established(&self) {
+        self.meter.established.store(true, Ordering::Release);
+        self.meter.touch(self.epoch);
+        self.meter.kick.notify_one();
+    }
+}
+
+impl std::io::Read for BlockingConn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.tcp.read(buf)?;
+        if n > 0 {
+            self.meter.touch(self.epoch);
+        }
+        Ok(n)
+    }
+}
+
+impl std::io::Write for BlockingConn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.tcp.write(buf)?;
+        if n > 0 {
+            self.meter.touch(self.epoch);
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.tcp.flush()
     }
 }
 

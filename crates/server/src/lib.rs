@@ -41,7 +41,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use conn::Meter;
-pub use conn::{Conn, Cut};
+pub use conn::{BlockingConn, Conn, Cut};
 pub use log::RateLog;
 
 /// How a connection ended, as the protocol reports it.
@@ -171,7 +171,8 @@ pub struct Options {
     pub quiet: bool,
     /// Handle SIGINT/SIGTERM (shutdown) and SIGUSR1 ([`Protocol::on_usr1`]).
     pub signals: bool,
-    /// Worker threads of the runtime (0: the cores, at most 4).
+    /// Worker threads of the runtime (0: the cores, at most 4; 1: a single-threaded runtime on
+    /// the thread that calls [`Server::run`]).
     pub worker_threads: usize,
     /// Interval of the rate-limited log.
     pub log_interval: Duration,
@@ -328,8 +329,14 @@ impl<P: Protocol> Server<P> {
         } else {
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).min(4)
         };
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
+        // One worker: everything on the calling thread (no cross-thread wake-ups, the lowest
+        // latency per round trip, which is what a one-client protocol like serprog needs).
+        let mut builder =
+            if workers == 1 { tokio::runtime::Builder::new_current_thread() } else { tokio::runtime::Builder::new_multi_thread() };
+        if workers > 1 {
+            builder.worker_threads(workers);
+        }
+        let rt = builder
             .thread_name(format!("{}-io", self.opts.name.replace(' ', "-")))
             .enable_all()
             .build()
@@ -487,6 +494,8 @@ fn admit<P: Protocol>(
             cut = watchdog(&meter, &shared, handshake, idle) => Err(cut),
             end = work => Ok(end),
         };
+        // A session on a blocking thread (Conn::into_blocking) ends when its socket does.
+        meter.shut_blocking();
         registry.lock().unwrap_or_else(|e| e.into_inner()).live.remove(&id);
         stats.connections_active.fetch_sub(1, Ordering::Relaxed);
         let log = &shared.log;

@@ -131,6 +131,9 @@ pub struct Flash {
     frame: Frame,
     trace: Option<BufWriter<File>>,
     source: String,
+    /// Write-through deferred until [`Flash::write_back`] (serprog answers first).
+    defer_write_through: bool,
+    pending_writes: Vec<Range<u32>>,
 }
 
 const WIP: u8 = 0x01;
@@ -228,6 +231,8 @@ impl Flash {
             frame: Frame::default(),
             trace: None,
             source: "host".into(),
+            defer_write_through: false,
+            pending_writes: Vec::new(),
         };
         // Stuck bits are a property of the cells: apply them to the loaded contents too.
         let addrs: Vec<u32> = f.stuck.keys().copied().collect();
@@ -320,8 +325,29 @@ impl Flash {
         Ok(())
     }
 
+    /// Defer the image write of each program and erase until [`Flash::write_back`] (a server
+    /// sends its answer first and writes while the client reads it; it calls `write_back`
+    /// before it answers the next command). Turning it off writes back what is pending.
+    pub fn set_deferred_write_through(&mut self, on: bool) {
+        if !on {
+            self.write_back();
+        }
+        self.defer_write_through = on;
+    }
+
+    /// Write the deferred program and erase ranges to the image.
+    pub fn write_back(&mut self) {
+        let pending = std::mem::take(&mut self.pending_writes);
+        let deferred = std::mem::replace(&mut self.defer_write_through, false);
+        for r in pending {
+            self.write_through(r);
+        }
+        self.defer_write_through = deferred;
+    }
+
     /// Flush the trace and the image to the OS (and the image to disk).
     pub fn flush(&mut self) -> Result<(), Error> {
+        self.write_back();
         if let Some(t) = self.trace.as_mut() {
             t.flush().map_err(|e| Error::Io(format!("trace: {e}")))?;
         }
@@ -888,6 +914,10 @@ impl Flash {
     }
 
     fn write_through(&mut self, r: Range<u32>) {
+        if self.defer_write_through && self.image.is_some() {
+            self.pending_writes.push(r);
+            return;
+        }
         if let Some((f, p)) = self.image.as_ref() {
             if let Err(e) = f.write_all_at(&self.mem[r.start as usize..r.end as usize], r.start as u64) {
                 // The chip keeps working from memory; a lost write-through is reported, not fatal.

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ssdlab_server::{Conn, ConnEnd};
+use ssdlab_server::{BlockingConn, Conn, ConnEnd};
 
 use crate::chip::Flash;
 use crate::Error;
@@ -237,6 +237,30 @@ pub fn respond(flash: &mut Flash, input: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Fuzzing entry point (fuzz/fuzz_targets/serprog.rs and the suite's corpus run): `data` as a
+/// client's byte stream. Never panics; every answer starts with ACK or NAK; [`frame_len`] says
+/// exactly what [`serve_one`] consumes; a refused client's answers are as long as a served one's
+/// would be for the queries it may make.
+pub fn fuzz_one(flash: &mut Flash, data: &[u8]) {
+    let out = respond(flash, data);
+    assert!(out.first().is_none_or(|&b| b == ACK || b == NAK));
+    let mut s = Session::default();
+    let mut at = 0;
+    while let Some(n) = frame_len(&data[at..]) {
+        let mut r = &data[at..];
+        let whole = data.len() - at >= n;
+        let mut busy = Vec::new();
+        match serve_one(flash, &mut s, &mut r, &mut Vec::new()) {
+            Ok(true) if whole => assert_eq!(data.len() - at - r.len(), n, "frame_len of {:#04x}", data[at]),
+            Err(_) if !whole => break,
+            other => panic!("{other:?} for a {} frame of {n} bytes", if whole { "whole" } else { "partial" }),
+        }
+        busy_answer(&data[at..at + n], &mut busy);
+        assert!(!busy.is_empty());
+        at += n;
+    }
+}
+
 /// How many bytes the command at the start of `buf` takes, parameters and data included;
 /// None while `buf` is too short to tell. [`serve_one`] consumes exactly this many bytes of a
 /// complete command (the property tests check it), so the server hands it whole commands only.
@@ -319,20 +343,23 @@ impl Serprog {
 /// Largest buffered command: O_SPIOP's 24-bit length plus its header.
 const FRAME_MAX: usize = 7 + 0xFF_FFFF;
 
-impl ssdlab_server::Protocol for Serprog {
-    async fn serve(self: Arc<Self>, mut conn: Conn) -> ConnEnd {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        self.clients.fetch_add(1, Ordering::Relaxed);
-        self.flash().set_source(&format!("serprog {}", conn.peer()));
+impl Serprog {
+    /// One session on a blocking thread: read what the client sent, answer every whole
+    /// command, send the answers together, then write the image ranges those commands changed
+    /// (while the client reads the answer), and read again.
+    fn session(&self, mut c: BlockingConn) -> ConnEnd {
         let mut input: Vec<u8> = Vec::with_capacity(1 << 16);
         let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
+        let mut chunk = vec![0u8; 1 << 16];
         let mut s = Session::default();
         let mut first = true;
         let end = loop {
-            // Answer every whole command buffered, then send the answers together.
             let mut pos = 0;
             {
                 let mut flash = self.flash();
+                // The previous answer is out: its programs and erases go to the image now,
+                // before this batch is answered.
+                flash.write_back();
                 while let Some(n) = frame_len(&input[pos..]) {
                     if input.len() - pos < n {
                         break;
@@ -346,19 +373,20 @@ impl ssdlab_server::Protocol for Serprog {
             }
             if pos > 0 && first {
                 first = false;
-                conn.established();
+                c.established();
             }
             input.drain(..pos);
+            debug_assert!(input.len() < FRAME_MAX);
             if !out.is_empty() {
-                if let Err(e) = conn.write_all(&out).await {
+                if let Err(e) = c.write_all(&out) {
                     break ConnEnd::from(e);
                 }
                 out.clear();
+                self.flash().write_back();
             }
-            debug_assert!(input.len() < FRAME_MAX);
-            match conn.read_buf(&mut input).await {
+            match c.read(&mut chunk) {
                 Ok(0) => break ConnEnd::Closed,
-                Ok(_) => {}
+                Ok(n) => input.extend_from_slice(&chunk[..n]),
                 Err(e) => break ConnEnd::from(e),
             }
         };
@@ -371,6 +399,22 @@ impl ssdlab_server::Protocol for Serprog {
             *self.flush_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
         }
         end
+    }
+}
+
+impl ssdlab_server::Protocol for Serprog {
+    async fn serve(self: Arc<Self>, conn: Conn) -> ConnEnd {
+        self.clients.fetch_add(1, Ordering::Relaxed);
+        self.flash().set_source(&format!("serprog {}", conn.peer()));
+        let c = match conn.into_blocking() {
+            Ok(c) => c,
+            Err(e) => return ConnEnd::from(e),
+        };
+        let me = self.clone();
+        match tokio::task::spawn_blocking(move || me.session(c)).await {
+            Ok(end) => end,
+            Err(_) => ConnEnd::Io(io::Error::other("the serprog session panicked")),
+        }
     }
 
     fn refused(self: Arc<Self>, mut conn: Conn, _why: ssdlab_server::Refused) -> impl std::future::Future<Output = ()> + Send {
@@ -456,6 +500,7 @@ impl Server {
     pub fn run(self, flash: &mut Flash, stop: &dyn Fn() -> bool) -> Result<ServeSummary, Error> {
         // The protocol owns the chip while serving; a small stand-in keeps `flash` valid.
         let standin = Flash::new(crate::parts::w25q16jv(), None, Default::default())?;
+        flash.set_deferred_write_through(true);
         let proto = Arc::new(Serprog {
             flash: Mutex::new(std::mem::replace(flash, standin)),
             clients: AtomicU64::new(0),
@@ -485,6 +530,7 @@ impl Server {
         // Take the chip back whatever happened.
         let standin = Flash::new(crate::parts::w25q16jv(), None, Default::default())?;
         *flash = std::mem::replace(&mut *proto.flash(), standin);
+        flash.set_deferred_write_through(false);
         res.map_err(Error::Io)?;
         flash.flush()?;
         if let Some(e) = proto.flush_error.lock().unwrap_or_else(|e| e.into_inner()).take() {
