@@ -74,11 +74,11 @@ def cmd_replay(args) -> int:
     rep = dev.replay(args.trace, args.format, queue_depth=qd, max_ops=args.max_ops, progress=_progress_wanted(args),
                      blkparse_action=args.blkparse_action)
     t = rep.metrics.get("trace", {})
-    if t.get("skipped_lines"):
+    if t.get("skipped_lines") and not args.quiet:
         nums = ", ".join(map(str, t["skipped_line_numbers"]))
         more = ", ..." if t["skipped_lines"] > len(t["skipped_line_numbers"]) else ""
         print(f"ssdlab replay: {args.trace}: {t['records']} records replayed, {t['skipped_lines']} lines skipped "
-              f"(lines {nums}{more}): not {args.format} requests (see docs for what each format skips)", file=sys.stderr)
+              f"(lines {nums}{more}): not {args.format} requests", file=sys.stderr)
     return _finish_run(rep, Path(args.out), started, args.quiet)
 
 

@@ -467,7 +467,9 @@ def load_cache_spec(path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         import tomllib
     except ModuleNotFoundError:  # pragma: no cover
         import tomli as tomllib  # type: ignore
-    text = Path(path).read_text()
+    from .args import read_text
+
+    text = read_text(path, "a TOML cache spec")
     try:
         d = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

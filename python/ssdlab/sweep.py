@@ -159,7 +159,9 @@ def _base_from_toml(path: Path) -> Dict[str, Any]:
     so an axis may change the preset underneath it."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such config file")
-    text = path.read_text()
+    from .args import read_text
+
+    text = read_text(path, "a TOML device config")
     _native.config_from_toml(text, str(path))
     if tomllib is None:  # pragma: no cover
         raise SweepError("reading a config file as a sweep base needs Python 3.11 or later (tomllib)")
@@ -186,7 +188,9 @@ def load_sweep(path: PathLike) -> Spec:
     if tomllib is None:  # pragma: no cover
         raise SweepError("reading sweep files needs Python 3.11 or later (tomllib); use ssdlab.sweep() from Python")
     try:
-        doc = tomllib.loads(path.read_text())
+        from .args import read_text
+
+        doc = tomllib.loads(read_text(path, "a TOML sweep file"))
     except tomllib.TOMLDecodeError as e:
         raise SweepError(f"{path}: not valid TOML: {e}") from None
     where = str(path)

@@ -266,6 +266,12 @@ impl Backend {
                 let existed = img.exists();
                 let named = |e: std::io::Error| BackendError(format!("--image {}: {e}", img.display()));
                 let image = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(img).map_err(named)?;
+                // Random access: no readahead, which would fill the page cache with large folios
+                // (see IMAGE_WRITE_CHUNK).
+                // SAFETY: posix_fadvise on our own descriptor; a failure only loses the hint.
+                unsafe {
+                    libc::posix_fadvise(image.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+                }
                 let meta = image.metadata().map_err(named)?;
                 if !meta.file_type().is_file() {
                     return Err(BackendError(format!("--image {}: not a regular file", img.display())));
@@ -388,7 +394,7 @@ impl Backend {
     /// Write `data` at `offset` (any alignment; the device sees the covering sectors).
     /// Returns the simulated completion time.
     pub fn write(&mut self, offset: u64, data: &[u8], fua: bool, placement: Option<u16>) -> Result<u64> {
-        self.image.write_all_at(data, offset)?;
+        write_image(&self.image, data, offset)?;
         self.device_write(offset, data.len() as u64, fua, placement)
     }
 
@@ -691,6 +697,26 @@ fn import(dev: &mut Device, image: &File, logical: u64, sector: u64) -> Result<u
     }
     dev.flush()?;
     Ok(bytes)
+}
+
+/// Largest single pwrite into the image. The page cache gives a buffered write a folio as large
+/// as the write; a later 4 KiB write into a large folio makes ext4 walk every buffer head of it
+/// (`ext4_block_write_begin` took 84% of the server's time for random 4 KiB writes after a fill
+/// in 1 MiB writes), so big writes go in pieces that keep folios small.
+const IMAGE_WRITE_CHUNK: usize = 16 * 1024;
+
+/// Write `data` at `offset` of the image in folio-friendly pieces (see [`IMAGE_WRITE_CHUNK`]),
+/// each inside one aligned chunk of the file.
+fn write_image(f: &File, data: &[u8], offset: u64) -> std::io::Result<()> {
+    let chunk = IMAGE_WRITE_CHUNK as u64;
+    let (mut at, mut rest) = (offset, data);
+    while !rest.is_empty() {
+        let n = ((chunk - at % chunk) as usize).min(rest.len());
+        f.write_all_at(&rest[..n], at)?;
+        at += n as u64;
+        rest = &rest[n..];
+    }
+    Ok(())
 }
 
 /// Deallocate a range of the image file (reads back zeros).

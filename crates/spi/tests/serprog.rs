@@ -346,6 +346,33 @@ mod over_tcp {
     }
 
     #[test]
+    fn a_program_is_in_the_image_file_before_the_next_command_is_answered() {
+        let dir = std::env::temp_dir().join(format!("ssdlab-serprog-wt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let image = dir.join("f.bin");
+        let server = Server::bind_with(ServeOptions::new("127.0.0.1:0")).unwrap();
+        let port = server.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (stop2, image2) = (stop.clone(), image.clone());
+        let t = std::thread::spawn(move || {
+            let mut f = Flash::new(parts::w25q16jv(), Some(&image2), Options::default()).unwrap();
+            server.run(&mut f, &|| stop2.load(Ordering::Relaxed)).unwrap();
+            f
+        });
+        let mut c = connect(port);
+        assert_eq!(ask(&mut c, &spiop(&[0x06], 0), 1), vec![ACK]);
+        assert_eq!(ask(&mut c, &spiop(&[0x02, 0x00, 0x10, 0x00, 0x12, 0x34], 0), 1), vec![ACK]);
+        // The answer to the program is out; the next answer comes after the image write.
+        assert_eq!(ask(&mut c, &[0x00], 1), vec![ACK]);
+        assert_eq!(&std::fs::read(&image).unwrap()[0x1000..0x1002], &[0x12, 0x34]);
+        drop(c);
+        stop.store(true, Ordering::Relaxed);
+        let f = t.join().unwrap();
+        assert_eq!(&f.contents()[0x1000..0x1002], &[0x12, 0x34], "the chip came back to the caller");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn non_loopback_needs_the_explicit_opt_in() {
         let e = Server::bind_with(ServeOptions::new("0.0.0.0:0")).err().unwrap().to_string();
         assert!(e.contains("--allow-remote") && e.contains("no TLS"), "{e}");
