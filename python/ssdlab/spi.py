@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 from pathlib import Path
 from typing import Iterable, List, Optional, Tuple, Union
 

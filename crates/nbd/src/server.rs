@@ -210,7 +210,7 @@ impl Server {
             return Err(format!("--max-connections {}: must be in 1..={}", opts.max_connections, ssdlab_server::MAX_CONNECTIONS_LIMIT));
         }
         for (name, v) in [("--handshake-timeout", opts.handshake_timeout_s), ("--idle-timeout", opts.idle_timeout_s)] {
-            if !(v >= 0.0 && v <= 1e9) {
+            if !(0.0..=1e9).contains(&v) {
                 return Err(format!("{name} {v}: seconds, 0 or more"));
             }
         }

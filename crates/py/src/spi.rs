@@ -110,6 +110,7 @@ impl SpiFlash {
     /// when the caller installed a handler). `on_listening(addr)` is called once bound. The GIL is
     /// released while serving; signals are checked every 100 ms. Returns a JSON summary.
     #[pyo3(signature = (listen, on_listening=None, allow_remote=false, evict_idle_s=5.0, idle_timeout_s=0.0, quiet=false))]
+    #[allow(clippy::too_many_arguments)] // the Python keyword arguments, one each
     fn serve(
         &mut self,
         py: Python<'_>,

@@ -417,29 +417,27 @@ impl ssdlab_server::Protocol for Serprog {
         }
     }
 
-    fn refused(self: Arc<Self>, mut conn: Conn, _why: ssdlab_server::Refused) -> impl std::future::Future<Output = ()> + Send {
-        async move {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let mut input: Vec<u8> = Vec::with_capacity(256);
-            let mut out = Vec::with_capacity(256);
-            loop {
-                let mut pos = 0;
-                while let Some(n) = frame_len(&input[pos..]) {
-                    if input.len() - pos < n {
-                        break;
-                    }
-                    busy_answer(&input[pos..pos + n], &mut out);
-                    pos += n;
+    async fn refused(self: Arc<Self>, mut conn: Conn, _why: ssdlab_server::Refused) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut input: Vec<u8> = Vec::with_capacity(256);
+        let mut out = Vec::with_capacity(256);
+        loop {
+            let mut pos = 0;
+            while let Some(n) = frame_len(&input[pos..]) {
+                if input.len() - pos < n {
+                    break;
                 }
-                input.drain(..pos);
-                if !out.is_empty() && conn.write_all(&out).await.is_err() {
-                    return;
-                }
-                out.clear();
-                // A refused client gets small commands only.
-                if input.len() > 4096 || !matches!(conn.read_buf(&mut input).await, Ok(n) if n > 0) {
-                    return;
-                }
+                busy_answer(&input[pos..pos + n], &mut out);
+                pos += n;
+            }
+            input.drain(..pos);
+            if !out.is_empty() && conn.write_all(&out).await.is_err() {
+                return;
+            }
+            out.clear();
+            // A refused client gets small commands only.
+            if input.len() > 4096 || !matches!(conn.read_buf(&mut input).await, Ok(n) if n > 0) {
+                return;
             }
         }
     }

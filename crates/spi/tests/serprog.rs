@@ -373,6 +373,21 @@ mod over_tcp {
     }
 
     #[test]
+    fn a_connection_flood_does_not_disturb_the_client_that_has_the_chip() {
+        let srv = start(ServeOptions::new("127.0.0.1:0"));
+        let mut first = connect(srv.port);
+        assert_eq!(ask(&mut first, &spiop(&[0x9F], 3), 4), vec![ACK, 0xEF, 0x40, 0x15]);
+        let flood: Vec<TcpStream> = (0..500).map(|_| TcpStream::connect(("127.0.0.1", srv.port)).unwrap()).collect();
+        for _ in 0..100 {
+            assert_eq!(ask(&mut first, &spiop(&[0x05], 1), 2), vec![ACK, 0x00]);
+        }
+        drop(flood);
+        drop(first);
+        let sum = srv.finish();
+        assert_eq!((sum.clients, sum.refused), (1, 500));
+    }
+
+    #[test]
     fn non_loopback_needs_the_explicit_opt_in() {
         let e = Server::bind_with(ServeOptions::new("0.0.0.0:0")).err().unwrap().to_string();
         assert!(e.contains("--allow-remote") && e.contains("no TLS"), "{e}");
