@@ -7,7 +7,8 @@
 //! - limits connections (`max_connections`); a client arriving when every slot is taken takes
 //!   the slot of the connection that has been in its handshake longest (a well-behaved client
 //!   finishes its handshake in milliseconds), or of one idle for `evict_idle_after`; otherwise it
-//!   is refused, with the protocol's refusal bytes ([`Protocol::refusal`]);
+//!   waits up to `ADMIT_WAIT` (0.5 s) for a slot to be given back (a client that just left may
+//!   still hold one for a moment), then is refused ([`Protocol::refused`]);
 //! - cuts a connection whose **whole handshake** takes longer than `handshake_timeout` (a client
 //!   trickling one byte every few seconds cannot hold a slot) and, after the handshake, one
 //!   **idle** (no byte read or written) for `idle_timeout`;
@@ -136,6 +137,13 @@ impl Stats {
     }
 }
 
+/// How long a client arriving when every slot is taken waits for one to be given back before
+/// it is refused (a client that just left may still hold its slot for a moment). Short: a
+/// refused flashrom must be answered within the second it waits before synchronising.
+pub const ADMIT_WAIT: Duration = Duration::from_millis(500);
+/// Most clients waiting for a slot at once (a flood is refused without waiting).
+pub const WAITERS_AT_ONCE: usize = 64;
+
 /// Longest conversation with a refused client.
 pub const REFUSAL_SECONDS: u64 = 10;
 /// Most refused clients talked to at once (a flood is closed without a word).
@@ -246,6 +254,9 @@ pub(crate) struct Shared {
     pub log: RateLog,
     /// Refused clients being talked to now.
     pub refusing: std::sync::atomic::AtomicUsize,
+    /// Clients waiting for a slot now, and the signal that one was given back.
+    pub waiting: std::sync::atomic::AtomicUsize,
+    pub slot_freed: tokio::sync::Notify,
 }
 
 /// Live connections, for eviction.
@@ -298,6 +309,8 @@ impl<P: Protocol> Server<P> {
             shutdown: Shutdown::new(),
             log: RateLog::new(&opts.name, opts.quiet, opts.log_interval),
             refusing: std::sync::atomic::AtomicUsize::new(0),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
+            slot_freed: tokio::sync::Notify::new(),
         });
         Ok(Server { proto, opts, listener, addr, shared })
     }
@@ -419,7 +432,24 @@ impl<P: Protocol> Server<P> {
     }
 }
 
-/// A new client: give it a slot (evicting if the rules allow) or refuse it.
+/// A slot for a new client now, evicting if the rules allow; None if every slot is taken.
+fn take_slot(registry: &Mutex<Registry>, opts: &Options, shared: &Shared, stats: &Stats, meter: &Arc<Meter>) -> Option<u64> {
+    let mut reg = registry.lock().unwrap_or_else(|e| e.into_inner());
+    if reg.live.len() >= opts.max_connections {
+        let victim = pick_victim(&reg.live, opts, shared.epoch)?;
+        let m = reg.live.remove(&victim).expect("victim is live");
+        m.cut(Cut::Evicted);
+        stats.evicted.fetch_add(1, Ordering::Relaxed);
+    }
+    let id = reg.next_id;
+    reg.next_id += 1;
+    reg.live.insert(id, meter.clone());
+    Some(id)
+}
+
+/// A new client: give it a slot (evicting if the rules allow), or let it wait up to
+/// `ADMIT_WAIT` for one (a client that just said goodbye may not have given its slot back
+/// yet), or refuse it.
 #[allow(clippy::too_many_arguments)]
 fn admit<P: Protocol>(
     proto: &Arc<P>,
@@ -433,90 +463,125 @@ fn admit<P: Protocol>(
 ) {
     let _ = tcp.set_nodelay(true);
     let meter = Arc::new(Meter::new(shared.epoch));
-    let id = {
-        let mut reg = registry.lock().unwrap_or_else(|e| e.into_inner());
-        if reg.live.len() >= opts.max_connections {
-            match pick_victim(&reg.live, opts, shared.epoch) {
-                Some(victim) => {
-                    let m = reg.live.remove(&victim).expect("victim is live");
-                    m.cut(Cut::Evicted);
-                    stats.evicted.fetch_add(1, Ordering::Relaxed);
-                }
-                None => {
-                    drop(reg);
-                    stats.refused.fetch_add(1, Ordering::Relaxed);
-                    shared.log.event(
-                        "refused connections",
-                        format!("refused {peer}: {} connections open (--max-connections)", opts.max_connections),
-                    );
-                    if shared.refusing.fetch_add(1, Ordering::AcqRel) >= REFUSALS_AT_ONCE {
-                        shared.refusing.fetch_sub(1, Ordering::AcqRel);
-                        return; // dropping the socket closes it
-                    }
-                    let conn = Conn::new(tcp, peer, meter, shared.clone());
-                    let (proto, shared) = (proto.clone(), shared.clone());
-                    let why = Refused::Full { max_connections: opts.max_connections };
-                    tasks.spawn(async move {
-                        let mut shutdown = shared.shutdown.subscribe();
-                        tokio::select! {
-                            _ = proto.refused(conn, why) => {}
-                            _ = tokio::time::sleep(Duration::from_secs(REFUSAL_SECONDS)) => {}
-                            _ = shutdown.wait_for(|&s| s) => {}
+    let slot = take_slot(registry, opts, shared, stats, &meter);
+    if slot.is_none() && shared.waiting.fetch_add(1, Ordering::AcqRel) >= WAITERS_AT_ONCE {
+        // A flood: refuse without waiting.
+        shared.waiting.fetch_sub(1, Ordering::AcqRel);
+        refuse(proto, opts, shared, stats, tasks, Conn::new(tcp, peer, meter, shared.clone()));
+        return;
+    }
+    let (proto, shared, stats, registry, opts) = (proto.clone(), shared.clone(), stats.clone(), registry.clone(), opts.clone());
+    tasks.spawn(async move {
+        let id = match slot {
+            Some(id) => id,
+            None => {
+                let wait = async {
+                    loop {
+                        let freed = shared.slot_freed.notified();
+                        tokio::pin!(freed);
+                        freed.as_mut().enable();
+                        if let Some(id) = take_slot(&registry, &opts, &shared, &stats, &meter) {
+                            return id;
                         }
-                        shared.refusing.fetch_sub(1, Ordering::AcqRel);
-                    });
-                    return;
+                        freed.await;
+                    }
+                };
+                let got = tokio::time::timeout(ADMIT_WAIT, wait).await;
+                shared.waiting.fetch_sub(1, Ordering::AcqRel);
+                match got {
+                    Ok(id) => id,
+                    Err(_) => {
+                        refused_conversation(&proto, &opts, &shared, &stats, Conn::new(tcp, peer, meter, shared.clone())).await;
+                        return;
+                    }
                 }
             }
-        }
-        let id = reg.next_id;
-        reg.next_id += 1;
-        reg.live.insert(id, meter.clone());
-        id
-    };
+        };
+        serve_conn(proto, &opts, shared, stats, registry, tcp, peer, meter, id).await;
+    });
+}
+
+/// Refuse a client from a task of its own.
+fn refuse<P: Protocol>(proto: &Arc<P>, opts: &Options, shared: &Arc<Shared>, stats: &Arc<Stats>, tasks: &mut JoinSet<()>, conn: Conn) {
+    let (proto, opts, shared, stats) = (proto.clone(), opts.clone(), shared.clone(), stats.clone());
+    tasks.spawn(async move { refused_conversation(&proto, &opts, &shared, &stats, conn).await });
+}
+
+/// Count and log a refusal, then let the protocol tell the client (bounded in time and in
+/// how many at once; beyond that the connection is just closed).
+async fn refused_conversation<P: Protocol>(proto: &Arc<P>, opts: &Options, shared: &Arc<Shared>, stats: &Arc<Stats>, conn: Conn) {
+    stats.refused.fetch_add(1, Ordering::Relaxed);
+    shared
+        .log
+        .event("refused connections", format!("refused {}: {} connections open (--max-connections)", conn.peer(), opts.max_connections));
+    if shared.refusing.fetch_add(1, Ordering::AcqRel) >= REFUSALS_AT_ONCE {
+        shared.refusing.fetch_sub(1, Ordering::AcqRel);
+        return; // dropping the socket closes it
+    }
+    let why = Refused::Full { max_connections: opts.max_connections };
+    let mut shutdown = shared.shutdown.subscribe();
+    tokio::select! {
+        _ = proto.clone().refused(conn, why) => {}
+        _ = tokio::time::sleep(Duration::from_secs(REFUSAL_SECONDS)) => {}
+        _ = shutdown.wait_for(|&s| s) => {}
+    }
+    shared.refusing.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// Serve an admitted connection under its watchdog, then give its slot back.
+#[allow(clippy::too_many_arguments)]
+async fn serve_conn<P: Protocol>(
+    proto: Arc<P>,
+    opts: &Options,
+    shared: Arc<Shared>,
+    stats: Arc<Stats>,
+    registry: Arc<Mutex<Registry>>,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    meter: Arc<Meter>,
+    id: u64,
+) {
     stats.connections_total.fetch_add(1, Ordering::Relaxed);
     stats.connections_active.fetch_add(1, Ordering::Relaxed);
-    let (proto, shared, stats, registry) = (proto.clone(), shared.clone(), stats.clone(), registry.clone());
     let implicit_tls = opts.tls_mode == TlsMode::Implicit && shared.tls.is_some();
     let (handshake, idle) = (opts.handshake_timeout, opts.idle_timeout);
-    tasks.spawn(async move {
-        let mut conn = Conn::new(tcp, peer, meter.clone(), shared.clone());
-        let work = async move {
-            if implicit_tls {
-                if let Err(e) = conn.start_tls().await {
-                    return ConnEnd::Protocol(format!("TLS handshake failed: {e}"));
-                }
+    let mut conn = Conn::new(tcp, peer, meter.clone(), shared.clone());
+    let work = async move {
+        if implicit_tls {
+            if let Err(e) = conn.start_tls().await {
+                return ConnEnd::Protocol(format!("TLS handshake failed: {e}"));
             }
-            proto.serve(conn).await
-        };
-        let end = tokio::select! {
-            biased;
-            cut = watchdog(&meter, &shared, handshake, idle) => Err(cut),
-            end = work => Ok(end),
-        };
-        // A session on a blocking thread (Conn::into_blocking) ends when its socket does.
-        meter.shut_blocking();
-        registry.lock().unwrap_or_else(|e| e.into_inner()).live.remove(&id);
-        stats.connections_active.fetch_sub(1, Ordering::Relaxed);
-        let log = &shared.log;
-        match end {
-            Ok(ConnEnd::Closed) | Err(Cut::Shutdown) => {}
-            Ok(ConnEnd::Protocol(m)) => {
-                stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                log.event("dropped connections", format!("{peer}: dropped: {m}"));
-            }
-            Ok(ConnEnd::Io(e)) => log.event("connection errors", format!("{peer}: {e}")),
-            Err(Cut::Handshake) => {
-                stats.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
-                log.event("handshake timeouts", format!("{peer}: cut: handshake not finished within {handshake:?}"));
-            }
-            Err(Cut::Idle) => {
-                stats.idle_timeouts.fetch_add(1, Ordering::Relaxed);
-                log.event("idle timeouts", format!("{peer}: cut: idle for {:?}", idle.unwrap_or_default()));
-            }
-            Err(Cut::Evicted) => log.event("evictions", format!("{peer}: cut to make room for a new client (every slot taken)")),
         }
-    });
+        proto.serve(conn).await
+    };
+    let end = tokio::select! {
+        biased;
+        cut = watchdog(&meter, &shared, handshake, idle) => Err(cut),
+        end = work => Ok(end),
+    };
+    // A session on a blocking thread (Conn::into_blocking) ends when its socket does.
+    meter.shut_blocking();
+    registry.lock().unwrap_or_else(|e| e.into_inner()).live.remove(&id);
+    stats.connections_active.fetch_sub(1, Ordering::Relaxed);
+    shared.slot_freed.notify_waiters();
+    let log = &shared.log;
+    match end {
+        Ok(ConnEnd::Closed) | Err(Cut::Shutdown) => {}
+        Ok(ConnEnd::Protocol(m)) => {
+            stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+            log.event("dropped connections", format!("{peer}: dropped: {m}"));
+        }
+        Ok(ConnEnd::Io(e)) => log.event("connection errors", format!("{peer}: {e}")),
+        Err(Cut::Handshake) => {
+            stats.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
+            log.event("handshake timeouts", format!("{peer}: cut: handshake not finished within {handshake:?}"));
+        }
+        Err(Cut::Idle) => {
+            stats.idle_timeouts.fetch_add(1, Ordering::Relaxed);
+            log.event("idle timeouts", format!("{peer}: cut: idle for {:?}", idle.unwrap_or_default()));
+        }
+        Err(Cut::Evicted) => log.event("evictions", format!("{peer}: cut to make room for a new client (every slot taken)")),
+    }
 }
 
 /// Who gives up a slot: the connection longest in its handshake, else (with

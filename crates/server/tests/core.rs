@@ -162,6 +162,11 @@ fn idle_connections_time_out_and_give_way_when_full() {
     // The others are cut by the idle timeout.
     let cut = idle.iter_mut().map(|s| closed_by_server(s, Duration::from_secs(4))).filter(|&c| c).count();
     assert_eq!(cut, 3);
+    // Counted right after the socket is closed.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Stats::get(&srv.stats.idle_timeouts) < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(Stats::get(&srv.stats.idle_timeouts) >= 2);
     srv.finish();
 }

@@ -327,6 +327,8 @@ mod over_tcp {
         let mut b = [0u8; 1];
         assert_eq!(idle.read(&mut b).unwrap_or(0), 0, "the idle client was cut");
         drop(next);
+        // Let the server see that client go (otherwise the next one is refused, not cut).
+        std::thread::sleep(Duration::from_millis(500));
         // A client that trickles a command byte by byte never gets past its first command.
         let mut loris = connect(srv.port);
         let t0 = Instant::now();
@@ -384,7 +386,10 @@ mod over_tcp {
         drop(flood);
         drop(first);
         let sum = srv.finish();
-        assert_eq!((sum.clients, sum.refused), (1, 500));
+        // Up to 64 of the flood waited for the chip and got it once the first client left; the
+        // rest were refused at once.
+        assert_eq!(sum.clients + sum.refused, 501, "{sum:?}");
+        assert!(sum.refused >= 500 - ssdlab_server::WAITERS_AT_ONCE as u64, "{sum:?}");
     }
 
     #[test]
