@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from . import _native
+from .args import read_text
 
 PathLike = Union[str, "os.PathLike[str]"]
 ConfigSource = Union[None, PathLike, Mapping[str, Any]]
@@ -78,12 +79,11 @@ def read_toml(path: PathLike, what: str = "config file") -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such {what}")
+    text = read_text(p, f"a TOML {what}")
     try:
-        return tomllib.loads(p.read_text())
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise _native.ConfigError(f"{p}: not valid TOML: {e}") from None
-    except UnicodeDecodeError as e:
-        raise _native.ConfigError(f"{p}: not a text file ({e})") from None
 
 
 def load_file(path: PathLike) -> dict[str, Any]:
@@ -92,7 +92,7 @@ def load_file(path: PathLike) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such config file")
-    text = p.read_text()
+    text = read_text(p, "a TOML device config")
     _native.config_from_toml(text, str(p))
     return tomllib.loads(text)
 
