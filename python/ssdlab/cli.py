@@ -13,7 +13,7 @@ from typing import List, Optional
 from . import _native
 from ._native import SsdlabError
 from .runners import parse_bytes
-from .args import Parser, int_in, read_text
+from .args import Parser, int_in
 from .spi import add_spi_parser
 
 EPILOG = """examples:

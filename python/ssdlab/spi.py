@@ -154,7 +154,7 @@ def parse_stuck_bit(text: str, size_bytes: int) -> Tuple[int, int, int]:
     try:
         a, b, v = (int(p, 0) for p in parts)
     except ValueError:
-        bad = next(n for n, p in zip(names, parts) if not _is_int(p))
+        bad = next(n for n, p in zip(names, parts, strict=True) if not _is_int(p))
         raise ValueError(f"--stuck-bit {text!r}: the {bad} is not an integer (expected ADDR:BIT:VALUE, "
                          "e.g. 0x1000:3:0)") from None
     if not 0 <= a < size_bytes:
