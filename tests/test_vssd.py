@@ -36,7 +36,7 @@ def test_blocks_round_trip_and_survive_a_crash():
             written[(v.id, blk)] = (v, data)
     report = fb.crash_and_recover()
     assert report["blocks_recovered"] == 6 and report["duplicates"] == 0
-    for (vid, blk), (v, data) in written.items():
+    for (_, blk), (v, data) in written.items():
         assert v.read_data(blk, 0, len(data) // 4096) == data
     fb.check_invariants()
     # Wear shows where the data went: freeing a block erases the chunks it wrote (1, 2, 3 of a
@@ -148,7 +148,6 @@ SMALL_QUICK = """
 [quick]
 device = "quick"
 lifetime_device = "lifetime"
-jobs = 2
 warmup_ms = 50
 duration_ms = 300
 [quick.motivation]
@@ -198,20 +197,21 @@ def test_reproduce_writes_the_table_and_figures(tmp_path):
     assert "| quantity | document | ssdlab | target | why they differ |" in md
     for fig in ("motivation", "kv_isolation", "search_mapreduce", "lifetime", "lifetime_erases", "imbalance", "migration"):
         assert (rep / f"{fig}.png").stat().st_size > 1000, fig
-    rows = list(csv.DictReader(open(rep / "table.csv")))
+    with open(rep / "table.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
     by = {r["quantity"].split(":")[0]: r for r in rows}
     assert "no swaps, one channel hammered" in by
     # The hammered channel dies in a sixteenth of the ideal life; the analysis's rotation
     # keeps the device nearly to the ideal.
-    life = json.loads((rep / "runs" / "life_none.json").read_text())["result"]["summary"]
-    rot = json.loads((rep / "runs" / "life_adaptive_rot.json").read_text())["result"]["summary"]
+    life = json.loads((rep / "runs" / "life_none" / "metrics.json").read_text())["summary"]
+    rot = json.loads((rep / "runs" / "life_adaptive_rot" / "metrics.json").read_text())["summary"]
     assert life["lifetime_fraction"] < 0.1 and rot["lifetime_fraction"] > 0.85
     # Channel isolation protects the reader from the batch job.
-    ch = json.loads((rep / "runs" / "search_channel.json").read_text())["result"]["tenants"][0]
-    no = json.loads((rep / "runs" / "search_none.json").read_text())["result"]["tenants"][0]
+    ch = json.loads((rep / "runs" / "search_channel" / "metrics.json").read_text())["tenants"][0]
+    no = json.loads((rep / "runs" / "search_none" / "metrics.json").read_text())["tenants"][0]
     assert no["latency"]["all"]["p99_us"] > 2 * ch["latency"]["all"]["p99_us"]
     # Runs are deterministic: the same spec twice gives the same bytes.
-    first = (rep / "runs" / "kv2_A_die.json").read_text()
+    first = (rep / "runs" / "kv2_A_die" / "metrics.json").read_text()
     r = run_cli("reproduce", "flashblox", "--quick", "--out", str(out), env=env)
     assert r.returncode == 0
-    assert (rep / "runs" / "kv2_A_die.json").read_text() == first
+    assert (rep / "runs" / "kv2_A_die" / "metrics.json").read_text() == first

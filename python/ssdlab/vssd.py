@@ -23,12 +23,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
+from .experiments import Experiment
+from .runners import Runner
 
 WEEK_NS = 7 * 24 * 3600 * 10**9
 WEEKS_PER_YEAR = 365.25 / 7
@@ -45,9 +45,9 @@ def device_config(device: Union[str, Mapping[str, Any]] = "quick", **overrides: 
     """A complete open-channel device config: one of the case study's devices (``paper``:
     1 TiB, 16 channels x 4 dies; ``quick``: the same shape at 4 GiB; ``lifetime``: small chunks,
     no timing) or a config dict, with section overrides (``geometry={...}``, ``storage=...``)."""
-    base = json.loads(_native.vssd_device(device)) if isinstance(device, str) else dict(device)
+    base = _native.vssd_device(device) if isinstance(device, str) else dict(device)
     cfg = _merge(base, overrides)
-    return json.loads(_native.config_resolve(json.dumps(cfg), "<flashblox device>"))
+    return _native.config_resolve(cfg, "<flashblox device>")
 
 
 class VirtualSSD:
@@ -124,7 +124,7 @@ class FlashBlox:
     def __init__(self, device: Union[str, Mapping[str, Any]] = "quick", config: Optional[Mapping[str, Any]] = None,
                  **overrides: Any):
         self.device = device_config(device, **overrides)
-        self._n = _native.NativeFlashBlox(json.dumps(self.device), json.dumps(dict(config or {})))
+        self._n = _native.NativeFlashBlox(self.device, dict(config or {}))
 
     @property
     def now_ns(self) -> int:
@@ -136,7 +136,7 @@ class FlashBlox:
         max(tputToX(tput_level), ceil(capacity / capacityPerX)) units. ``channels`` limits where
         it may go; ``spread`` deals its dies or soft-planes across them."""
         placement = {"channels": list(channels or []), "spread": bool(spread)}
-        return VirtualSSD(self, self._n.alloc_virtual_ssd(isolation, int(tput_level), int(capacity), json.dumps(placement)))
+        return VirtualSSD(self, self._n.alloc_virtual_ssd(isolation, int(tput_level), int(capacity), placement))
 
     def dealloc_virtual_ssd(self, v: VirtualSSD) -> None:
         """``DeallocVirtualSSD``: erase its blocks, give its units back (merged where whole)."""
@@ -148,7 +148,7 @@ class FlashBlox:
 
     def summary(self) -> Dict[str, Any]:
         """Geometry, vSSDs, erase counts per channel and die, migration totals."""
-        return json.loads(self._n.summary())
+        return self._n.summary()
 
     def wear(self) -> Tuple[List[int], List[int]]:
         """Erase counts per physical channel and per physical die."""
@@ -157,12 +157,12 @@ class FlashBlox:
 
     def layout(self) -> Dict[str, Any]:
         """The table the host persists beside the device (allocations, homes, a swap in progress)."""
-        return json.loads(self._n.layout())
+        return self._n.layout()
 
     def crash_and_recover(self, layout: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
         """Drop every in-memory map, keep the device and ``layout`` (default: the current
         table), and rebuild from the OOB records. Returns the recovery report."""
-        return json.loads(self._n.crash_and_recover(None if layout is None else json.dumps(layout)))
+        return self._n.crash_and_recover(None if layout is None else dict(layout))
 
     def check_invariants(self) -> None:
         self._n.check_invariants()
@@ -172,30 +172,30 @@ def run(spec: Mapping[str, Any], device: Union[str, Mapping[str, Any]] = "quick"
     """A timed multi-tenant run (``spec``: tenants, warmup_ms, duration_ms, ...; see
     ``_native.vssd_defaults()["run"]``). Returns (summary, wall seconds)."""
     dev = device_config(device) if isinstance(device, str) else dict(device)
-    s, wall, interrupted = _native.vssd_run(json.dumps(dev), json.dumps(dict(spec)))
+    s, wall, interrupted = _native.vssd_run(dev, dict(spec))
     if interrupted:
         raise KeyboardInterrupt
-    return json.loads(s), wall
+    return s, wall
 
 
 def lifetime(spec: Mapping[str, Any], device: Union[str, Mapping[str, Any]] = "lifetime") -> Tuple[Dict[str, Any], float]:
     """A wear study to end of life (``spec``: tenants with write shares of M, ideal_years,
     max_weeks, flashblox.wear). Returns (result, wall seconds)."""
     dev = device_config(device) if isinstance(device, str) else dict(device)
-    s, wall = _native.vssd_lifetime(json.dumps(dev), json.dumps(dict(spec)))
-    return json.loads(s), wall
+    s, wall = _native.vssd_lifetime(dev, dict(spec))
+    return s, wall
 
 
 def swap_plan(channels: int = 16, years: float = 5.0, a: float = 0.9, d: float = 0.1) -> Dict[str, Any]:
     """The swap-frequency analysis: K >= (N - 1 - d) / (N d) rounds, N K swaps in a L, a swap
     every a L / (N K)."""
-    return json.loads(_native.vssd_swap_plan(int(channels), float(years), float(a), float(d)))
+    return _native.vssd_swap_plan(int(channels), float(years), float(a), float(d))
 
 
 def layer_cost(device: Union[str, Mapping[str, Any]] = "quick", rounds: int = 5) -> Dict[str, Any]:
     """Wall-clock cost per sector of writing through the vSSD layer vs the raw device."""
     dev = device_config(device) if isinstance(device, str) else dict(device)
-    return json.loads(_native.vssd_layer_cost(json.dumps(dev), int(rounds)))
+    return _native.vssd_layer_cost(dev, int(rounds))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,56 +392,120 @@ def _write_msr_traces(out: Path, n: int, seed: int, disk_bytes: int) -> List[Pat
     return paths
 
 
-def _one(args: Tuple[str, str, Dict[str, Any], Dict[str, Any], str]) -> Tuple[str, Dict[str, Any], float]:
-    name, kind, dev, spec, out = args
-    if kind == "run":
-        res, wall = run(spec, dev)
-    else:
-        res, wall = lifetime(spec, dev)
-    d = Path(out) / "runs"
-    d.mkdir(parents=True, exist_ok=True)
-    (d / f"{name}.json").write_text(json.dumps({"spec": spec, "result": res}, indent=1, sort_keys=True) + "\n")
-    return name, res, wall
+# ---------------------------------------------------------------------------------------------
+# The reproduction on the sweep engine: every run is a point (runner VSSD, one fresh worker
+# each); the report reads the points' results.
 
 
-def reproduce_flashblox(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None]) -> Path:
-    t0 = time.time()
+def _points(spec: Dict[str, Any], mode: str) -> List[Any]:
+    from .experiments import ExperimentPoint
+
     info, runs = _plan(spec, mode)
+    pts = [ExperimentPoint(name, {"run": name, "kind": kind}, VSSD.name, {"kind": kind, "device": dev, "spec": sp})
+           for name, kind, dev, sp in runs]
+    # Trace-driven lifetime: tenants replaying MSR-format traces the worker writes (seeded).
     m = spec[mode]
-    # Trace-driven lifetime: tenants replaying MSR-format traces (written here, seeded).
     lt = m["lifetime"]
-    tdir = out / "traces"
-    tdir.mkdir(parents=True, exist_ok=True)
     ldev = info["lifetime_device"]
-    chan_bytes = _capacity_per(ldev, "channel")
-    traces = _write_msr_traces(tdir, lt["trace_tenants"], spec.get("seed", 42), int(chan_bytes * 0.8))
+    gen = {"count": lt["trace_tenants"], "seed": spec.get("seed", 42), "disk_bytes": int(_capacity_per(ldev, "channel") * 0.8)}
     # Scale trace time so the fastest tenant writes M / 8 a week (its trace: 0.7 x rate x 64 KiB a
     # second): its disk's cleaning multiplies that several times over.
     fastest = 0.7 * 20 * 2 ** (lt["trace_tenants"] - 1) * 65536
     weeks_per_s = fastest / (info["m_bytes_per_week"] / 8)
     tt = [{"name": f"trace{i}", "level": "channel", "placement": {"channels": [i]},
-           "trace": {"path": str(p), "format": "msr", "weeks_per_trace_second": weeks_per_s, "disk_fraction": 0.7}}
-          for i, p in enumerate(traces)]
+           "trace": {"path": _trace_name(i), "format": "msr", "weeks_per_trace_second": weeks_per_s, "disk_fraction": 0.7}}
+          for i in range(lt["trace_tenants"])]
     tt += [{"name": f"c{c}", "level": "channel", "placement": {"channels": [c]}, "fill": lt["fill"]}
            for c in range(lt["trace_tenants"], ldev["geometry"]["channels"])]
     for name, wear in (("trace_none", {"policy": "none"}),
                        ("trace_adaptive", {"policy": "adaptive", "pair": "max-rate-min-wear",
                                            "threshold_bytes": int(info["m_bytes_per_week"] * info["t_star_weeks"])})):
-        runs.append((name, "lifetime", ldev, {"flashblox": {"wear": wear}, "tenants": tt, "ideal_years": lt["ideal_years"],
-                                              "max_weeks": lt["trace_weeks"], "sample_weeks": 1.0, "seed": spec.get("seed", 42)}))
-    jobs = max(1, int(m.get("jobs", 2)))
-    log(f"flashblox ({mode}): {len(runs)} runs on the {m['device']} device, {jobs} at a time")
-    res: Dict[str, Dict[str, Any]] = {}
-    args = [(n, k, d, s, str(out)) for n, k, d, s in runs]
-    it = map(_one, args) if jobs == 1 else ProcessPoolExecutor(max_workers=jobs).map(_one, args)
-    for i, (name, r, wall) in enumerate(it, 1):
-        res[name] = r
-        log(f"[{i}/{len(runs)}] {name} ({wall:.1f} s)")
-    cost = layer_cost(m["device"], rounds=5)
-    md = _report(spec, mode, info, res, cost, out, time.time() - t0)
+        sp = {"flashblox": {"wear": wear}, "tenants": tt, "ideal_years": lt["ideal_years"], "max_weeks": lt["trace_weeks"],
+              "sample_weeks": 1.0, "seed": spec.get("seed", 42)}
+        pts.append(ExperimentPoint(name, {"run": name, "kind": "lifetime"}, VSSD.name,
+                                   {"kind": "lifetime", "device": ldev, "spec": sp, "msr_traces": gen}))
+    # The layer's simulator cost (wall clock, so it varies with the machine's load).
+    pts.append(ExperimentPoint("layer_cost", {"run": "layer_cost", "kind": "cost"}, VSSD.name,
+                               {"kind": "cost", "device": device_config(m["device"]), "rounds": 5}))
+    return pts
+
+
+def _trace_name(i: int) -> str:
+    return f"tenant{i}.msr.csv"
+
+
+def _vssd_resolve(task: Dict[str, Any]) -> Dict[str, Any]:
+    kind = task.get("kind")
+    if kind not in ("run", "lifetime", "cost"):
+        raise ValueError(f"flashblox point: kind {kind!r}; expected run, lifetime or cost")
+    return {**task, "device": _native.config_resolve(dict(task["device"]), "<flashblox device>")}
+
+
+def _vssd_resources(task: Dict[str, Any]) -> Any:
+    from .runners import PROCESS_BYTES, Resources
+
+    s = _native.config_sizing(dict(task["device"]))
+    g = task["device"]["geometry"]
+    chunks = g["channels"] * g["dies_per_channel"] * g["blocks_per_plane"]
+    # The layer's maps (4 bytes per logical unit, an owner per chunk) and each KV's index
+    # (~80 bytes per record: key, location, hash-table slack).
+    maps = chunks * (g["planes_per_die"] * g["pages_per_block"] * 4 + 64)
+    kv = sum(80 * int(t.get("app", {}).get("ycsb", {}).get("records", 0)) for t in task.get("spec", {}).get("tenants", []))
+    return Resources(memory_bytes=int(s["memory_bytes"] + s["data_bytes_max"]) + maps + kv + PROCESS_BYTES)
+
+
+def _vssd_run(task: Dict[str, Any]) -> Any:
+    import tempfile
+
+    from .runners import Result
+
+    dev, kind = task["device"], task["kind"]
+    if kind == "cost":
+        return Result(metrics=_native.vssd_layer_cost(dev, int(task["rounds"])))
+    if kind == "run":
+        res, _, interrupted = _native.vssd_run(dev, task["spec"])
+        return Result(metrics=res, interrupted=interrupted)
+    gen = task.get("msr_traces")
+    if gen is None:
+        return Result(metrics=_native.vssd_lifetime(dev, task["spec"])[0])
+    with tempfile.TemporaryDirectory(prefix="ssdlab-vssd-") as d:
+        paths = _write_msr_traces(Path(d), gen["count"], gen["seed"], gen["disk_bytes"])
+        sp = json.loads(json.dumps(task["spec"]))
+        for t in sp["tenants"]:
+            if "trace" in t:
+                t["trace"]["path"] = str(Path(d) / t["trace"]["path"])
+        res = _native.vssd_lifetime(dev, sp)[0]
+        # The traces replayed, kept beside the point's result.
+        return Result(metrics=res, files={p.name: p.read_text() for p in paths})
+
+
+def _describe(m: Dict[str, Any]) -> str:
+    if "ratio" in m:
+        return f"layer cost {(m['ratio'] - 1) * 100:+.1f}%"
+    if "summary" in m:
+        s = m["summary"]
+        return f"{s['lifetime_weeks']:.1f} weeks ({s['lifetime_fraction'] * 100:.1f}% of ideal), {s['swaps']} swaps"
+    return ", ".join(f"{t['name']} {t['ops_per_s']:.0f} ops/s" for t in m.get("tenants", []))
+
+
+def _write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, Any], log: Callable[[str], None]) -> Path:
+    info, _ = _plan(spec, mode)
+    res = {name: r.metrics for name, r in results.items() if name != "layer_cost"}
+    wall = 0.0
+    for r in results.values():
+        try:
+            wall += float(json.loads((r.dir / "run-info.json").read_text()).get("wall_seconds", 0.0))
+        except (OSError, ValueError):
+            pass
+    md = _report(spec, mode, info, res, results["layer_cost"].metrics, out, wall)
     path = out / "report.md"
     path.write_text(md)
     return path
+
+
+VSSD = Runner("ssdlab.vssd:VSSD", _vssd_resolve, _vssd_resources, _vssd_run)
+EXPERIMENT = Experiment(points=_points, report=_write_report, describe=_describe,
+                        metrics=("summary.lifetime_weeks", "summary.lifetime_fraction", "summary.swaps", "ratio"))
 
 
 def _lat(t: Dict[str, Any], q: str = "mean_us", kind: str = "all") -> float:
@@ -754,7 +818,7 @@ def _report(spec, mode, info, res, cost, out: Path, wall: float) -> str:
         f"Mode `{mode}`: {g['channels']} channels x {g['dies_per_channel']} dies x {g['planes_per_die']} planes, "
         f"{raw / 2**30:.0f} GiB, four soft-planes per die; timed runs of {m['duration_ms']} ms after {m['warmup_ms']} ms of "
         f"warm-up; lifetime studies on {info['lifetime_device']['geometry']['blocks_per_plane']} chunks per die, "
-        f"P/E limit {m['lifetime']['pe_limit']}, ideal life {m['lifetime']['ideal_years']} years. Wall time {wall:.0f} s. "
+        f"P/E limit {m['lifetime']['pe_limit']}, ideal life {m['lifetime']['ideal_years']} years. Points' wall time {wall:.0f} s in all. "
         "Document: notes on FlashBlox (FAST'17), seed 003. Targets: ratios in the document's direction and within 25% of it.", "",
         "| quantity | document | ssdlab | target | why they differ |", "|---|---|---|---|---|",
     ]
@@ -766,7 +830,7 @@ def _report(spec, mode, info, res, cost, out: Path, wall: float) -> str:
     for r in kv_rows:
         L_.append(f"| {r['instances']} | {r['mix']} | {r['level']} | {r['ops']:.0f} | {r['mean_us']:.0f} | {r['p99_us']:.0f} | {r['wa']:.2f} |")
     L_ += ["", "## Motivation, per job", "", "| job | isolation | MB/s | mean (us) | p99 (us) | erases (hardware) |", "|---|---|---|---|---|---|"]
-    for i, (a, b) in enumerate(zip(hw, sw)):
+    for i, (a, b) in enumerate(zip(hw, sw, strict=True)):
         L_.append(f"| {a['name']} | hardware | {a['read_mb_per_s'] + a['write_mb_per_s']:.1f} | {_lat(a):.0f} | {_lat(a, 'p99_us'):.0f} | {mot_erase[i]} |")
         L_.append(f"| {b['name']} | software | {b['read_mb_per_s'] + b['write_mb_per_s']:.1f} | {_lat(b):.0f} | {_lat(b, 'p99_us'):.0f} | - |")
     L_ += ["", "With hardware isolation the writers' channels wear and the readers' do not (erases above): the imbalance "
@@ -779,8 +843,9 @@ def _report(spec, mode, info, res, cost, out: Path, wall: float) -> str:
     L_ += ["", "## Search and batch job, software isolation sweep", "", "| batch weight | search p99 (us) | batch MB/s |", "|---|---|---|"]
     for w_, ts in sw_pts:
         L_.append(f"| {w_} | {p99s(ts):.0f} | {mr_bw(ts):.1f} |")
-    L_ += ["", "Every run's spec and result: `runs/*.json`; the table: `table.csv`; KV runs: `kv.csv`; the traces the "
-           "trace-driven lifetime study replays: `traces/`. Model and sources: docs/case-studies/flashblox.md.", ""]
+    L_ += ["", "Every run's input and result: `runs/NAME/config.json` and `runs/NAME/metrics.json` (all points: "
+           "`results.csv`); the table: `table.csv`; KV runs: `kv.csv`; the traces the trace-driven lifetime study replays: "
+           "beside its points (`runs/trace_*/tenant*.msr.csv`). Model and sources: docs/case-studies/flashblox.md.", ""]
     return "\n".join(L_)
 
 

@@ -1,6 +1,6 @@
 //! `ssdlab._native` functions of the flashblox case study (crate ssdlab-vssd): the vSSD layer
 //! as an object (`NativeFlashBlox`), timed multi-tenant runs, lifetime studies and the
-//! swap-frequency analysis. Specs and results cross as JSON; block data as bytes.
+//! swap-frequency analysis. Specs and results cross as dicts; block data as bytes.
 
 use std::borrow::Cow;
 
@@ -10,84 +10,82 @@ use pyo3::prelude::*;
 use ssdlab_vssd::flashblox::{BlockApi, FlashBlox, LayoutTable, VssdIo};
 use ssdlab_vssd::{analysis, device_config, lifetime, sim, FlashBloxConfig, Isolation, Placement, VssdError};
 
-use crate::{config_from_json, to_py, ConfigError, DeviceError};
+use crate::convert::{config_from_py, from_py, to_py};
+use crate::errors::{core_err, ConfigError, DeviceError};
 
 fn err(e: VssdError) -> PyErr {
     match e {
         VssdError::Config(m) => ConfigError::new_err(m),
-        VssdError::Device(d) => to_py(d),
+        VssdError::Device(d) => core_err(d),
         VssdError::Io(io) => PyOSError::new_err(io.to_string()),
         VssdError::Api(m) => PyValueError::new_err(m),
         e @ (VssdError::NoResources(_) | VssdError::WornOut(_) | VssdError::Recovery(_)) => DeviceError::new_err(e.to_string()),
     }
 }
 
-fn json_in<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> PyResult<T> {
-    serde_json::from_str(text).map_err(|e| ConfigError::new_err(format!("{what}: {e}")))
-}
-
-/// The case study's devices by name (`paper`, `quick`, `lifetime`) as config JSON.
+/// The case study's devices by name (`paper`, `quick`, `lifetime`) as config dicts.
 #[pyfunction]
-fn vssd_device(name: &str) -> PyResult<String> {
+fn vssd_device<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     let c = device_config(name).ok_or_else(|| {
         ConfigError::new_err(format!("unknown flashblox device {name:?}; valid: {}", ssdlab_vssd::config::DEVICES.join(", ")))
     })?;
-    Ok(serde_json::to_string(&c).unwrap())
+    to_py(py, &c)
 }
 
-/// Default layer settings, run spec and lifetime spec as JSON.
+/// Default layer settings, run spec and lifetime spec.
 #[pyfunction]
-fn vssd_defaults() -> String {
-    serde_json::json!({
+fn vssd_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    let v = serde_json::json!({
         "flashblox": FlashBloxConfig::default(),
         "run": sim::RunSpec::default(),
         "lifetime": lifetime::LifetimeSpec::default(),
-    })
-    .to_string()
+    });
+    to_py(py, &v)
 }
 
-/// A timed multi-tenant run: (summary JSON, wall seconds, interrupted).
+/// A timed multi-tenant run on `device` (a config dict) of `spec` (a RunSpec dict):
+/// (summary, wall seconds, interrupted).
 #[pyfunction]
-fn vssd_run(py: Python<'_>, device_json: &str, spec_json: &str) -> PyResult<(String, f64, bool)> {
-    let dev = config_from_json(device_json, "<device>")?;
-    let spec: sim::RunSpec = json_in(spec_json, "flashblox run spec")?;
-    let r = py.allow_threads(|| {
-        let mut stop = |_: f64| Python::with_gil(|py| py.check_signals()).is_ok();
+fn vssd_run<'py>(py: Python<'py>, device: &Bound<'py, PyAny>, spec: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, f64, bool)> {
+    let dev = config_from_py(device, "<device>")?;
+    let spec: sim::RunSpec = from_py(spec, "flashblox run spec")?;
+    let r = py.detach(|| {
+        let mut stop = |_: f64| Python::attach(|py| py.check_signals()).is_ok();
         sim::run(&dev, &spec, &mut stop)
     });
     let r = r.map_err(err)?;
-    Ok((r.summary.to_string(), r.wall_seconds, r.interrupted))
+    Ok((to_py(py, &r.summary)?, r.wall_seconds, r.interrupted))
 }
 
-/// A lifetime study: (result JSON, wall seconds).
+/// A lifetime study of `spec` (a LifetimeSpec dict) on `device`: (result, wall seconds).
 #[pyfunction]
-fn vssd_lifetime(py: Python<'_>, device_json: &str, spec_json: &str) -> PyResult<(String, f64)> {
-    let dev = config_from_json(device_json, "<device>")?;
-    let spec: lifetime::LifetimeSpec = json_in(spec_json, "flashblox lifetime spec")?;
-    let r = py.allow_threads(|| {
-        let mut stop = |_: f64| Python::with_gil(|py| py.check_signals()).is_ok();
+fn vssd_lifetime<'py>(py: Python<'py>, device: &Bound<'py, PyAny>, spec: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, f64)> {
+    let dev = config_from_py(device, "<device>")?;
+    let spec: lifetime::LifetimeSpec = from_py(spec, "flashblox lifetime spec")?;
+    let r = py.detach(|| {
+        let mut stop = |_: f64| Python::attach(|py| py.check_signals()).is_ok();
         lifetime::run(dev, &spec, &mut stop)
     });
     let (v, wall) = r.map_err(err)?;
-    Ok((v.to_string(), wall))
+    Ok((to_py(py, &v)?, wall))
 }
 
 /// The swap-frequency analysis for `channels` channels, `years` of service, `a` and `d`.
 #[pyfunction]
-fn vssd_swap_plan(channels: u32, years: f64, a: f64, d: f64) -> PyResult<String> {
+fn vssd_swap_plan(py: Python<'_>, channels: u32, years: f64, a: f64, d: f64) -> PyResult<Bound<'_, PyAny>> {
     if !(channels >= 2 && years > 0.0 && a > 0.0 && a <= 1.0 && d > 0.0) {
         return Err(PyValueError::new_err("need channels >= 2, years > 0, 0 < a <= 1, d > 0"));
     }
-    Ok(serde_json::to_string(&analysis::plan(channels, years, a, d)).unwrap())
+    to_py(py, &analysis::plan(channels, years, a, d))
 }
 
 /// The vSSD layer's simulator cost per sector against the raw open-channel device (best of
-/// `rounds` interleaved passes; wall clock): JSON.
+/// `rounds` interleaved passes; wall clock).
 #[pyfunction]
-fn vssd_layer_cost(py: Python<'_>, device_json: &str, rounds: u32) -> PyResult<String> {
-    let dev = config_from_json(device_json, "<device>")?;
-    let c = py.allow_threads(|| ssdlab_vssd::cost::measure(&dev, rounds)).map_err(err)?;
-    Ok(serde_json::to_string(&c).unwrap())
+fn vssd_layer_cost<'py>(py: Python<'py>, device: &Bound<'py, PyAny>, rounds: u32) -> PyResult<Bound<'py, PyAny>> {
+    let dev = config_from_py(device, "<device>")?;
+    let c = py.detach(|| ssdlab_vssd::cost::measure(&dev, rounds)).map_err(err)?;
+    to_py(py, &c)
 }
 
 /// The vSSD layer on an open-channel device (see ssdlab.vssd.FlashBlox).
@@ -101,9 +99,9 @@ struct NativeFlashBlox {
 #[pymethods]
 impl NativeFlashBlox {
     #[new]
-    fn new(device_json: &str, config_json: &str) -> PyResult<Self> {
-        let dev = config_from_json(device_json, "<device>")?;
-        let cfg: FlashBloxConfig = json_in(config_json, "flashblox config")?;
+    fn new(device: &Bound<'_, PyAny>, config: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let dev = config_from_py(device, "<device>")?;
+        let cfg: FlashBloxConfig = from_py(config, "flashblox config")?;
         Ok(NativeFlashBlox { fb: FlashBlox::new(&dev, cfg).map_err(err)?, now: 0 })
     }
 
@@ -112,10 +110,10 @@ impl NativeFlashBlox {
         self.now
     }
 
-    fn alloc_virtual_ssd(&mut self, isolation: &str, tput_level: u32, capacity_bytes: u64, placement_json: &str) -> PyResult<u32> {
+    fn alloc_virtual_ssd(&mut self, isolation: &str, tput_level: u32, capacity_bytes: u64, placement: &Bound<'_, PyAny>) -> PyResult<u32> {
         let level = Isolation::parse(isolation)
             .ok_or_else(|| ConfigError::new_err(format!("unknown isolation level {isolation:?}; valid: channel, die, soft-plane, none")))?;
-        let p: Placement = json_in(placement_json, "placement")?;
+        let p: Placement = from_py(placement, "placement")?;
         self.fb.alloc_virtual_ssd(level, tput_level, capacity_bytes, &p).map_err(err)
     }
 
@@ -167,26 +165,26 @@ impl NativeFlashBlox {
         Ok(())
     }
 
-    fn summary(&self) -> String {
-        self.fb.summary().to_string()
+    fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.fb.summary())
     }
 
-    fn layout(&self) -> String {
-        serde_json::to_string(&self.fb.layout()).unwrap()
+    fn layout<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.fb.layout())
     }
 
-    /// Lose everything but the device and the layout table `layout_json` (default: the
-    /// current one), then rebuild from the OOB records; returns the recovery report.
-    #[pyo3(signature = (layout_json=None))]
-    fn crash_and_recover(&mut self, layout_json: Option<&str>) -> PyResult<String> {
-        let table: LayoutTable = match layout_json {
-            Some(t) => json_in(t, "layout table")?,
+    /// Lose everything but the device and the layout table `layout` (default: the current
+    /// one), then rebuild from the OOB records; returns the recovery report.
+    #[pyo3(signature = (layout=None))]
+    fn crash_and_recover<'py>(&mut self, py: Python<'py>, layout: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let table: LayoutTable = match layout {
+            Some(t) => from_py(t, "layout table")?,
             None => self.fb.layout(),
         };
         let (fb, rep) = FlashBlox::recover(self.fb.device().clone(), &table, self.now).map_err(err)?;
         self.fb = fb;
         self.now += rep.scan_ns;
-        Ok(serde_json::to_string(&rep).unwrap())
+        to_py(py, &rep)
     }
 
     fn check_invariants(&self) {
