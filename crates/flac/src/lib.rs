@@ -4,10 +4,17 @@
 //! copying them, protects shared pages with copy-on-write, flushes without locks and loads
 //! asynchronously on a miss. This crate emulates it in user space on Linux.
 
+pub mod cow;
 pub mod crash;
+pub mod dram;
+pub mod flac;
 pub mod error;
 pub mod frames;
 pub mod pm;
 pub mod sys;
 
 pub use error::{FlacError, Result};
+pub use flac::{AttachMode, Buffer, Flac, FlacConfig, Loc, PflushHandle, StatsSnapshot, Xfer};
+pub use pm::cost::PmCost;
+pub use pm::log::Tx;
+pub use pm::Format;
