@@ -12,13 +12,7 @@ static LEFT: AtomicU64 = AtomicU64::new(0);
 static NAME: Mutex<String> = Mutex::new(String::new());
 
 /// The crash points, in commit order.
-pub const POINTS: &[&str] = &[
-    "flush.after_copy",
-    "log.before_header",
-    "commit.after_log",
-    "commit.mid_apply",
-    "commit.after_apply",
-];
+pub const POINTS: &[&str] = &["flush.after_copy", "log.before_header", "commit.after_log", "commit.mid_apply", "commit.after_apply"];
 
 /// Die at the `n`-th pass through `name`.
 pub fn arm(name: &str, n: u64) {

@@ -646,7 +646,8 @@ impl Inner {
             let (fd, off) = self.fd_off(first);
             let addr = (va + i * PAGE) as *mut u8;
             let len = (j - i) * PAGE;
-            let r = if private { sys::map_private_fixed(addr, len, prot, fd, off) } else { sys::map_shared_fixed(addr, len, prot, fd, off) };
+            let r =
+                if private { sys::map_private_fixed(addr, len, prot, fd, off) } else { sys::map_shared_fixed(addr, len, prot, fd, off) };
             r.map_err(|e| map_error(e, len))?;
             self.stats.map_calls.fetch_add(1, Ordering::Relaxed);
             i = j;
@@ -1684,7 +1685,8 @@ impl Flac {
     /// it a private copy, or it unmapped them). Returns how many were released.
     pub fn reclaim_lends(&self) -> usize {
         let mut c = self.lock();
-        let stale: Vec<(usize, Loc)> = c.lends.iter().filter(|(&va, &l)| !lent_page_intact(va, self.loc_ptr(l) as usize)).map(|(&a, &l)| (a, l)).collect();
+        let stale: Vec<(usize, Loc)> =
+            c.lends.iter().filter(|(&va, &l)| !lent_page_intact(va, self.loc_ptr(l) as usize)).map(|(&a, &l)| (a, l)).collect();
         for &(va, l) in &stale {
             c.lends.remove(&va);
             self.decref(&mut c, l);
@@ -1744,8 +1746,9 @@ impl Flac {
     }
 
     /// Reference counts agree with the holders (pages, buffers, lends, the page table) and
-    /// the dirty count with the flags. Call with no flush in flight.
+    /// the dirty count with the flags. Call with no flush in flight (loads are waited for).
     pub fn check_invariants(&self) {
+        self.wait_loads();
         let c = self.lock();
         let mut dref = vec![0u32; c.dram.nframes()];
         let mut pref = self.pm.ppt_refcounts();

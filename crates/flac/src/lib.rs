@@ -7,8 +7,8 @@
 pub mod cow;
 pub mod crash;
 pub mod dram;
-pub mod flac;
 pub mod error;
+pub mod flac;
 pub mod frames;
 pub mod pm;
 pub mod sys;

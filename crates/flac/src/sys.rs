@@ -41,9 +41,8 @@ pub fn reserve(len: usize, align: usize) -> Result<*mut u8> {
     assert!(len > 0 && len % PAGE == 0 && align.is_power_of_two() && align >= PAGE);
     let total = len + align;
     // SAFETY: a fresh anonymous PROT_NONE mapping; nothing else refers to it.
-    let p = unsafe {
-        libc::mmap(std::ptr::null_mut(), total, PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0)
-    };
+    let p =
+        unsafe { libc::mmap(std::ptr::null_mut(), total, PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0) };
     if p == libc::MAP_FAILED {
         return Err(FlacError::last_os(format!("reserving {} MiB of address space", total >> 20)));
     }

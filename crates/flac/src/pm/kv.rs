@@ -65,7 +65,8 @@ impl Kv {
                 break;
             }
             let rec = &area[at..at + n];
-            if u32::from_le_bytes(rec[8..12].try_into().unwrap()) != gen || u32::from_le_bytes(rec[4..8].try_into().unwrap()) != crc_of(rec) {
+            if u32::from_le_bytes(rec[8..12].try_into().unwrap()) != gen || u32::from_le_bytes(rec[4..8].try_into().unwrap()) != crc_of(rec)
+            {
                 break;
             }
             let kl = u16::from_le_bytes(rec[14..16].try_into().unwrap()) as usize;

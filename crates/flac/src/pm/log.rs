@@ -26,9 +26,18 @@ const PT_BYTES: usize = 1 + 8 + 4 + 4;
 pub enum Rec<'a> {
     /// Persistent page table: pages `vpn..vpn+count` map to frames `first..first+count`, or
     /// to nothing (`first` None: the pages were freed).
-    Pt { vpn: u64, count: u32, first: Option<u32> },
-    Put { key: &'a [u8], val: &'a [u8] },
-    Del { key: &'a [u8] },
+    Pt {
+        vpn: u64,
+        count: u32,
+        first: Option<u32>,
+    },
+    Put {
+        key: &'a [u8],
+        val: &'a [u8],
+    },
+    Del {
+        key: &'a [u8],
+    },
 }
 
 /// A transaction being built.

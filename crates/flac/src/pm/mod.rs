@@ -471,30 +471,34 @@ impl Pm {
         self.lanes.write_now(n as u64);
         meta.seq = seq;
         crate::crash::point("commit.after_log");
+        // Apply: the page table first, then the key-value records (a crash in between is
+        // the "mid_apply" case recovery replays).
         let mut kv_written = 0;
         let mut pt_written = 0;
         let ppt = self.ppt_pm();
         for r in tx.records() {
-            match r? {
-                Rec::Pt { vpn, count, first } => {
-                    let mut st = self.state();
-                    for i in 0..count as u64 {
-                        let v = (vpn + i) as usize;
-                        let new = first.map_or(0, |f| f + 1 + i as u32);
-                        let old = st.ppt[v];
-                        if new != 0 {
-                            st.alloc.incref(new - 1);
-                        }
-                        if old != 0 {
-                            st.alloc.decref(old - 1);
-                        }
-                        st.ppt[v] = new;
-                        ppt[v] = new;
+            if let Rec::Pt { vpn, count, first } = r? {
+                let mut st = self.state();
+                for i in 0..count as u64 {
+                    let v = (vpn + i) as usize;
+                    let new = first.map_or(0, |f| f + 1 + i as u32);
+                    let old = st.ppt[v];
+                    if new != 0 {
+                        st.alloc.incref(new - 1);
                     }
-                    pt_written += count as u64 * 4;
-                    drop(st);
-                    crate::crash::point("commit.mid_apply");
+                    if old != 0 {
+                        st.alloc.decref(old - 1);
+                    }
+                    st.ppt[v] = new;
+                    ppt[v] = new;
                 }
+                pt_written += count as u64 * 4;
+            }
+        }
+        crate::crash::point("commit.mid_apply");
+        for r in tx.records() {
+            match r? {
+                Rec::Pt { .. } => {}
                 Rec::Put { key, val } => kv_written += meta.kv.put(self.kv_area(meta.kv.active), key, val),
                 Rec::Del { key } => kv_written += meta.kv.del(self.kv_area(meta.kv.active), key),
             }

@@ -37,7 +37,9 @@ pub struct Anon {
 impl Anon {
     pub fn new(len: usize) -> Anon {
         // SAFETY: a fresh anonymous mapping.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        };
         assert_ne!(p, libc::MAP_FAILED);
         Anon { ptr: p.cast(), len }
     }
