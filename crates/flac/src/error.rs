@@ -20,6 +20,9 @@ pub enum FlacError {
     /// Out of PM frames, DRAM frames, FLAC space or metadata space.
     #[error("{0}")]
     NoSpace(String),
+    /// A file-system operation failed with this errno (ENOENT, EEXIST, ENOTDIR, ...).
+    #[error("{1}")]
+    Posix(i32, String),
 }
 
 impl FlacError {
@@ -39,8 +42,14 @@ impl FlacError {
             FlacError::Busy(_) => libc::EBUSY,
             FlacError::Corrupt(_) => libc::EIO,
             FlacError::NoSpace(_) => libc::ENOSPC,
+            FlacError::Posix(e, _) => *e,
         }
     }
 }
 
 pub type Result<T> = std::result::Result<T, FlacError>;
+
+/// A POSIX error: `errno` with a message naming the path or descriptor.
+pub fn posix<T>(errno: i32, what: impl std::fmt::Display) -> Result<T> {
+    Err(FlacError::Posix(errno, format!("{what}: {}", std::io::Error::from_raw_os_error(errno))))
+}

@@ -1628,6 +1628,46 @@ impl Flac {
         Ok(seq)
     }
 
+    /// Forget the pages `addr..addr+len` in DRAM (freed by the caller, whose next commit
+    /// unmaps their PM frames): they show their committed copy until then.
+    pub fn pdiscard(&self, addr: usize, len: usize) -> Result<()> {
+        let (vpn0, n) = self.page_range(addr, len, "pdiscard")?;
+        let mut c = self.lock();
+        while (vpn0..vpn0 + n).any(|v| c.vpt[v as usize] & FLUSHING != 0) {
+            c = c.wait(&self.flushcv);
+        }
+        for v in vpn0..vpn0 + n {
+            self.set_current(&mut c, v, None);
+            c.vpt[v as usize] &= !LOADING;
+        }
+        self.view_invalidate(&mut c, vpn0, n)
+    }
+
+    /// Make the pages `addr..addr+len` holes (read as zeros; the next flush of them unmaps
+    /// their PM frames).
+    pub fn pzero(&self, addr: usize, len: usize) -> Result<()> {
+        let (vpn0, n) = self.page_range(addr, len, "pzero")?;
+        let mut c = self.lock();
+        for v in vpn0..vpn0 + n {
+            c.vpt[v as usize] &= !LOADING;
+            if self.pm.state().ppt(v).is_some() {
+                c.dram.incref(ZERO_FRAME);
+                self.set_current(&mut c, v, Some((Loc::Dram(ZERO_FRAME), true)));
+            } else {
+                self.set_current(&mut c, v, None);
+            }
+        }
+        self.view_invalidate(&mut c, vpn0, n)
+    }
+
+    fn page_range(&self, addr: usize, len: usize, what: &str) -> Result<(u64, u64)> {
+        let vpn0 = self.check_space(addr, len, what)?;
+        if addr % PAGE != 0 || len % PAGE != 0 {
+            return Err(FlacError::Invalid(format!("{what}: {addr:#x}+{len} must be page-aligned")));
+        }
+        Ok((vpn0, (len / PAGE) as u64))
+    }
+
     /// Map `addr..addr+len` of the space now (read-only), so system calls can read it (they
     /// do not take the demand-mapping fault path).
     pub fn prefault_view(&self, addr: usize, len: usize) -> Result<()> {

@@ -10,6 +10,7 @@ pub mod dram;
 pub mod error;
 pub mod flac;
 pub mod frames;
+pub mod fs;
 pub mod pm;
 pub mod sys;
 
