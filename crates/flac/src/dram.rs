@@ -23,7 +23,7 @@ unsafe impl Sync for Dram {}
 
 impl Dram {
     pub fn new(bytes: u64, dir: Option<&Path>) -> Result<Dram> {
-        if bytes < HUGE as u64 || bytes % HUGE as u64 != 0 {
+        if bytes < HUGE as u64 || !bytes.is_multiple_of(HUGE as u64) {
             return Err(FlacError::Invalid(format!("dram_bytes must be a positive multiple of 2 MiB, got {bytes}")));
         }
         let fd = match dir {

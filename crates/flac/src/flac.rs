@@ -1041,12 +1041,12 @@ impl Flac {
     /// pages whose offsets match are attached (frames shared copy-on-write, or copied once
     /// into a frame if the source is not FLAC memory), the rest is copied.
     pub fn zcopy_to_flac(&self, to: usize, from: *const u8, len: usize) -> Result<Xfer> {
-        self.to_flac(to, from as usize, len, false)
+        self.mem_to_flac(to, from as usize, len, false)
     }
 
     /// Like [`Flac::zcopy_to_flac`] but always copying (the copying baseline of a transfer).
     pub fn copy_to_flac(&self, to: usize, from: *const u8, len: usize) -> Result<Xfer> {
-        self.to_flac(to, from as usize, len, true)
+        self.mem_to_flac(to, from as usize, len, true)
     }
 
     /// Move `len` bytes from `from` in the FLAC space to `to` (any writable memory): whole
@@ -1054,19 +1054,19 @@ impl Flac {
     /// ones the kernel copies on write), the rest is copied. `mode` ReadOnly maps the pages
     /// read-only for good.
     pub fn zcopy_from_flac(&self, to: *mut u8, from: usize, len: usize, mode: AttachMode) -> Result<Xfer> {
-        self.from_flac(to as usize, from, len, mode, false)
+        self.flac_to_mem(to as usize, from, len, mode, false)
     }
 
     /// Like [`Flac::zcopy_from_flac`] but always copying.
     pub fn copy_from_flac(&self, to: *mut u8, from: usize, len: usize) -> Result<Xfer> {
-        self.from_flac(to as usize, from, len, AttachMode::Cow, true)
+        self.flac_to_mem(to as usize, from, len, AttachMode::Cow, true)
     }
 
     /// Map `len` bytes (whole pages) of `from` at `to`, sharing the frames copy-on-write.
     /// `to` and `from` are FLAC-space addresses or FLAC buffers (or, as destination, any
     /// memory the caller hands over).
     pub fn attach(&self, to: usize, from: usize, len: usize, mode: AttachMode) -> Result<Xfer> {
-        if to % PAGE != 0 || from % PAGE != 0 || len % PAGE != 0 {
+        if !to.is_multiple_of(PAGE) || !from.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) {
             return Err(FlacError::Invalid(format!("attach: {to:#x} <- {from:#x} +{len}: addresses and length must be page-aligned")));
         }
         if self.in_space(to) && mode != AttachMode::Cow {
@@ -1075,7 +1075,7 @@ impl Flac {
         self.transfer(to, from, len / PAGE, mode, false)
     }
 
-    fn to_flac(&self, to: usize, from: usize, len: usize, force_copy: bool) -> Result<Xfer> {
+    fn mem_to_flac(&self, to: usize, from: usize, len: usize, force_copy: bool) -> Result<Xfer> {
         self.check_space(to, len, "zcopy_to_flac destination")?;
         let mut x = Xfer::default();
         if len == 0 {
@@ -1094,10 +1094,10 @@ impl Flac {
         Ok(x)
     }
 
-    fn from_flac(&self, to: usize, from: usize, len: usize, mode: AttachMode, force_copy: bool) -> Result<Xfer> {
+    fn flac_to_mem(&self, to: usize, from: usize, len: usize, mode: AttachMode, force_copy: bool) -> Result<Xfer> {
         self.check_space(from, len, "zcopy_from_flac source")?;
         if self.in_space(to) {
-            return self.to_flac(to, from, len, force_copy);
+            return self.mem_to_flac(to, from, len, force_copy);
         }
         let mut x = Xfer::default();
         if len == 0 {
@@ -1212,7 +1212,7 @@ impl Flac {
     /// Move `n` whole pages from `from` to `to` by mapping (or copying into fresh frames when
     /// `force_copy` or the source is not FLAC memory).
     fn transfer(&self, to: usize, from: usize, n: usize, mode: AttachMode, force_copy: bool) -> Result<Xfer> {
-        debug_assert!(to % PAGE == 0 && from % PAGE == 0 && n > 0);
+        debug_assert!(to.is_multiple_of(PAGE) && from.is_multiple_of(PAGE) && n > 0);
         let bounds = self.space_bounds();
         let mut x = Xfer::default();
         // Phase 1, locked: what each source page is; references on shared frames; fresh
@@ -1311,7 +1311,7 @@ impl Flac {
                 i += 1;
             }
         }
-        let huge = to % HUGE == 0 && n >= HUGE_PAGES;
+        let huge = to.is_multiple_of(HUGE) && n >= HUGE_PAGES;
         let fresh = if ncopy > 0 {
             match self.alloc_dram(&mut c, ncopy, huge && ncopy == n) {
                 Ok(f) => f,
@@ -1508,7 +1508,7 @@ impl Flac {
                 while j < h.items.len() && h.items[j].0 == h.items[j - 1].0 + 1 && matches!(h.items[j].1, Loc::Dram(f) if f != ZERO_FRAME) {
                     j += 1;
                 }
-                let huge = h.items[i].0 % HUGE_PAGES as u64 == 0 && j - i >= HUGE_PAGES;
+                let huge = h.items[i].0.is_multiple_of(HUGE_PAGES as u64) && j - i >= HUGE_PAGES;
                 let frames = self.pm.alloc_frames(j - i, huge)?;
                 for (k, f) in frames.into_iter().enumerate() {
                     plan[i + k] = Some(f);
@@ -1605,7 +1605,7 @@ impl Flac {
     /// page-table updates as one transaction.
     pub fn pfree(&self, addr: usize, len: usize, meta: &Tx) -> Result<u64> {
         let vpn0 = self.check_space(addr, len, "pfree")?;
-        if addr % PAGE != 0 || len % PAGE != 0 {
+        if !addr.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) {
             return Err(FlacError::Invalid(format!("pfree: {addr:#x}+{len} must be page-aligned")));
         }
         let n = (len / PAGE) as u64;
@@ -1662,7 +1662,7 @@ impl Flac {
 
     fn page_range(&self, addr: usize, len: usize, what: &str) -> Result<(u64, u64)> {
         let vpn0 = self.check_space(addr, len, what)?;
-        if addr % PAGE != 0 || len % PAGE != 0 {
+        if !addr.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) {
             return Err(FlacError::Invalid(format!("{what}: {addr:#x}+{len} must be page-aligned")));
         }
         Ok((vpn0, (len / PAGE) as u64))
@@ -1883,7 +1883,7 @@ impl Inner {
         if cand.is_empty() {
             return Ok(());
         }
-        let huge = cand.len() == HUGE_PAGES && cand[0].0 % HUGE_PAGES as u64 == 0;
+        let huge = cand.len() == HUGE_PAGES && cand[0].0.is_multiple_of(HUGE_PAGES as u64);
         let frames = match self.alloc_dram(&mut c, cand.len(), huge) {
             Ok(f) => f,
             Err(e) => {

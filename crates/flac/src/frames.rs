@@ -88,7 +88,7 @@ impl FrameAlloc {
         }
         let total = self.refs.len();
         // Whole-word runs (the 2 MiB case: 8 words of free bits) are checked a word at a time.
-        if n % 64 == 0 && align % 64 == 0 {
+        if n.is_multiple_of(64) && align.is_multiple_of(64) {
             let wn = n / 64;
             let wa = align / 64;
             let mut w = 0;

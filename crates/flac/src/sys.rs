@@ -38,7 +38,7 @@ pub fn check_page_size() -> Result<()> {
 
 /// Reserve `len` bytes of address space aligned to `align` (inaccessible, no memory committed).
 pub fn reserve(len: usize, align: usize) -> Result<*mut u8> {
-    assert!(len > 0 && len % PAGE == 0 && align.is_power_of_two() && align >= PAGE);
+    assert!(len > 0 && len.is_multiple_of(PAGE) && align.is_power_of_two() && align >= PAGE);
     let total = len + align;
     // SAFETY: a fresh anonymous PROT_NONE mapping; nothing else refers to it.
     let p =
@@ -67,7 +67,7 @@ pub fn reserve(len: usize, align: usize) -> Result<*mut u8> {
 /// `addr..addr+len` must be a range this process owns (a FLAC reservation, a FLAC buffer, or
 /// memory the caller hands over); whatever was mapped there is replaced.
 pub unsafe fn map_shared_fixed(addr: *mut u8, len: usize, prot: i32, fd: RawFd, off: u64) -> io::Result<()> {
-    debug_assert!(addr as usize % PAGE == 0 && len % PAGE == 0 && off % PAGE as u64 == 0);
+    debug_assert!((addr as usize).is_multiple_of(PAGE) && len.is_multiple_of(PAGE) && off.is_multiple_of(PAGE as u64));
     let p = libc::mmap(addr.cast(), len, prot, libc::MAP_SHARED | libc::MAP_FIXED, fd, off as libc::off_t);
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
@@ -82,7 +82,7 @@ pub unsafe fn map_shared_fixed(addr: *mut u8, len: usize, prot: i32, fd: RawFd, 
 /// # Safety
 /// As [`map_shared_fixed`].
 pub unsafe fn map_private_fixed(addr: *mut u8, len: usize, prot: i32, fd: RawFd, off: u64) -> io::Result<()> {
-    debug_assert!(addr as usize % PAGE == 0 && len % PAGE == 0 && off % PAGE as u64 == 0);
+    debug_assert!((addr as usize).is_multiple_of(PAGE) && len.is_multiple_of(PAGE) && off.is_multiple_of(PAGE as u64));
     let p = libc::mmap(addr.cast(), len, prot, libc::MAP_PRIVATE | libc::MAP_FIXED, fd, off as libc::off_t);
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());

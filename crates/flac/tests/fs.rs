@@ -10,7 +10,6 @@ use ssdlab_flac::fs::engine::EngineKind;
 use ssdlab_flac::fs::{Fs, FsConfig, Resolved, SetAttr, Ts};
 use ssdlab_flac::FlacError;
 
-const P: usize = 4096;
 const RW: i32 = libc::O_RDWR;
 const CREAT: i32 = libc::O_RDWR | libc::O_CREAT;
 

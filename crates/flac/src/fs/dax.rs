@@ -89,7 +89,7 @@ impl Engine for DaxEngine {
         EngineKind::Dax
     }
 
-    fn read(&self, vpn: u64, off: u64, dst: *mut u8, len: usize) -> Result<Xfer> {
+    unsafe fn read(&self, vpn: u64, off: u64, dst: *mut u8, len: usize) -> Result<Xfer> {
         let mut x = Xfer { copied_bytes: len as u64, ..Xfer::default() };
         for_pages(vpn, off, len, |v, po, at, n| {
             // SAFETY: dst is writable for len bytes.
@@ -106,7 +106,7 @@ impl Engine for DaxEngine {
         Ok(x)
     }
 
-    fn write(&self, vpn: u64, off: u64, src: *const u8, len: usize) -> Result<Xfer> {
+    unsafe fn write(&self, vpn: u64, off: u64, src: *const u8, len: usize) -> Result<Xfer> {
         // SAFETY (closure): src is readable for len bytes.
         for_pages(vpn, off, len, |v, po, at, n| self.write_page(v, po, unsafe { src.add(at) }, n))?;
         Ok(Xfer { copied_bytes: len as u64, ..Xfer::default() })

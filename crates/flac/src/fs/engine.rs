@@ -64,8 +64,15 @@ pub struct Staged {
 pub trait Engine: Send + Sync {
     fn kind(&self) -> EngineKind;
     /// Read `len` bytes at file offset `off` of the file whose pages start at `vpn`.
-    fn read(&self, vpn: u64, off: u64, dst: *mut u8, len: usize) -> Result<Xfer>;
-    fn write(&self, vpn: u64, off: u64, src: *const u8, len: usize) -> Result<Xfer>;
+    ///
+    /// # Safety
+    /// `dst` must be writable for `len` bytes.
+    unsafe fn read(&self, vpn: u64, off: u64, dst: *mut u8, len: usize) -> Result<Xfer>;
+    /// Write `len` bytes at file offset `off`.
+    ///
+    /// # Safety
+    /// `src` must be readable for `len` bytes.
+    unsafe fn write(&self, vpn: u64, off: u64, src: *const u8, len: usize) -> Result<Xfer>;
     /// Make bytes `from..to` of the file read as zeros (truncation).
     fn zero(&self, vpn: u64, from: u64, to: u64) -> Result<()>;
     /// Forget pages `vpn..vpn+pages` (freed; their PM frames are unmapped by the next commit).
@@ -113,7 +120,7 @@ impl Engine for FlacEngine {
         EngineKind::Flac
     }
 
-    fn read(&self, vpn: u64, off: u64, dst: *mut u8, len: usize) -> Result<Xfer> {
+    unsafe fn read(&self, vpn: u64, off: u64, dst: *mut u8, len: usize) -> Result<Xfer> {
         let from = self.flac.addr(vpn) + off as usize;
         if Self::aligned_pages(dst as usize, off, len) >= self.zcopy_min_bytes.max(PAGE) {
             self.flac.zcopy_from_flac(dst, from, len, AttachMode::Cow)
@@ -122,7 +129,7 @@ impl Engine for FlacEngine {
         }
     }
 
-    fn write(&self, vpn: u64, off: u64, src: *const u8, len: usize) -> Result<Xfer> {
+    unsafe fn write(&self, vpn: u64, off: u64, src: *const u8, len: usize) -> Result<Xfer> {
         let to = self.flac.addr(vpn) + off as usize;
         if Self::aligned_pages(src as usize, off, len) >= self.zcopy_min_bytes.max(PAGE) {
             self.flac.zcopy_to_flac(to, src, len)

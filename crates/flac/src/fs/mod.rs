@@ -358,7 +358,11 @@ impl Fs {
     /// Mount (creating or recovering the image): loads the metadata, repairs what a crash
     /// left behind (orphaned files, pages no file refers to), starts the background flusher.
     pub fn mount(cfg: FsConfig) -> Result<Arc<Fs>> {
-        if !(cfg.dirty_ratio > 0.0 && cfg.dirty_ratio <= 1.0 && cfg.dirty_background_ratio > 0.0 && cfg.dirty_background_ratio <= cfg.dirty_ratio) {
+        if !(cfg.dirty_ratio > 0.0
+            && cfg.dirty_ratio <= 1.0
+            && cfg.dirty_background_ratio > 0.0
+            && cfg.dirty_background_ratio <= cfg.dirty_ratio)
+        {
             return Err(FlacError::Invalid("dirty ratios must satisfy 0 < dirty_background_ratio <= dirty_ratio <= 1".into()));
         }
         let (store, engine): (Store, Box<dyn Engine>) = match cfg.engine {
@@ -446,7 +450,8 @@ impl Fs {
                 continue;
             }
             let ino = u64::from_be_bytes(k[1..9].try_into().unwrap());
-            let node = Inode::decode(&v).ok_or_else(|| FlacError::Corrupt(format!("{}: inode {ino}: malformed record", pm.path().display())))?;
+            let node =
+                Inode::decode(&v).ok_or_else(|| FlacError::Corrupt(format!("{}: inode {ino}: malformed record", pm.path().display())))?;
             ns.inodes.insert(ino, Arc::new(new_cell(ino, node)));
         }
         for (k, v) in pm.kv_scan(b"d") {
@@ -469,7 +474,7 @@ impl Fs {
             ns.next_ino = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
         }
         ns.next_ino = ns.next_ino.max(ns.inodes.keys().max().copied().unwrap_or(ROOT) + 1);
-        if !ns.inodes.contains_key(&ROOT) {
+        ns.inodes.entry(ROOT).or_insert_with(|| {
             let now = Ts::now();
             let root = Inode {
                 mode: libc::S_IFDIR | 0o755,
@@ -485,8 +490,8 @@ impl Fs {
                 target: Vec::new(),
             };
             fix.put(&ikey(ROOT), &root.encode());
-            ns.inodes.insert(ROOT, Arc::new(new_cell(ROOT, root)));
-        }
+            Arc::new(new_cell(ROOT, root))
+        });
         ns.dirs.entry(ROOT).or_default();
         // Orphans (unlinked while open when the process died) go now.
         let orphans: Vec<u64> = ns.inodes.iter().filter(|(&i, c)| i != ROOT && c.read().nlink == 0).map(|(&i, _)| i).collect();
@@ -789,7 +794,9 @@ impl Fs {
         match self.resolve_in(&ns, path, false)? {
             Resolved::Found { .. } => posix(libc::EEXIST, show(path)),
             Resolved::Outside(p) => Err(outside(p)),
-            Resolved::Missing { parent, name } => self.create_in(&mut ns, parent, &name, libc::S_IFDIR | (mode & 0o7777), Vec::new()).map(|_| ()),
+            Resolved::Missing { parent, name } => {
+                self.create_in(&mut ns, parent, &name, libc::S_IFDIR | (mode & 0o7777), Vec::new()).map(|_| ())
+            }
         }?;
         drop(ns);
         self.maybe_commit_meta()
@@ -800,7 +807,9 @@ impl Fs {
         match self.resolve_in(&ns, path, false)? {
             Resolved::Found { .. } => posix(libc::EEXIST, show(path)),
             Resolved::Outside(p) => Err(outside(p)),
-            Resolved::Missing { parent, name } => self.create_in(&mut ns, parent, &name, libc::S_IFLNK | 0o777, target.to_vec()).map(|_| ()),
+            Resolved::Missing { parent, name } => {
+                self.create_in(&mut ns, parent, &name, libc::S_IFLNK | 0o777, target.to_vec()).map(|_| ())
+            }
         }?;
         drop(ns);
         self.maybe_commit_meta()
@@ -1004,7 +1013,13 @@ impl Fs {
         let Some(d) = ns.dirs.get(&f.cell.ino) else {
             return if f.cell.read().is_dir() { Ok(Vec::new()) } else { posix(libc::ENOTDIR, format!("inode {}", f.cell.ino)) };
         };
-        Ok(d.iter().map(|(name, &ino)| DirEntry { name: name.clone(), ino, kind: ns.inodes.get(&ino).map_or(libc::DT_UNKNOWN, |c| dtype(c.read().mode)) }).collect())
+        Ok(d.iter()
+            .map(|(name, &ino)| DirEntry {
+                name: name.clone(),
+                ino,
+                kind: ns.inodes.get(&ino).map_or(libc::DT_UNKNOWN, |c| dtype(c.read().mode)),
+            })
+            .collect())
     }
 
     /// The parent of directory `ino` (for "..").
@@ -1082,9 +1097,9 @@ impl Fs {
             return Ok(());
         }
         let order = Ranges::order_of(pages.max(2 * n.cap_pages()));
-        let at = lock(&self.ranges)
-            .alloc(order)
-            .ok_or_else(|| FlacError::Posix(libc::ENOSPC, format!("inode {}: no free range of {} pages in the FLAC space", c.ino, 1u64 << order)))?;
+        let at = lock(&self.ranges).alloc(order).ok_or_else(|| {
+            FlacError::Posix(libc::ENOSPC, format!("inode {}: no free range of {} pages in the FLAC space", c.ino, 1u64 << order))
+        })?;
         if n.order != NO_RANGE {
             let used = n.size.div_ceil(PAGE as u64).min(n.cap_pages());
             if used > 0 {

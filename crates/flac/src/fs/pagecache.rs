@@ -62,7 +62,7 @@ impl Drop for PageCacheEngine {
 
 impl PageCacheEngine {
     pub fn new(pm: Arc<Pm>, bytes: u64) -> Result<PageCacheEngine> {
-        if bytes < HUGE as u64 || bytes % HUGE as u64 != 0 {
+        if bytes < HUGE as u64 || !bytes.is_multiple_of(HUGE as u64) {
             return Err(FlacError::Invalid(format!("cache size must be a positive multiple of 2 MiB, got {bytes}")));
         }
         let n = bytes as usize;
@@ -194,7 +194,7 @@ impl Engine for PageCacheEngine {
         EngineKind::Pagecache
     }
 
-    fn read(&self, vpn: u64, off: u64, dst: *mut u8, len: usize) -> Result<Xfer> {
+    unsafe fn read(&self, vpn: u64, off: u64, dst: *mut u8, len: usize) -> Result<Xfer> {
         for_pages(vpn, off, len, |v, po, at, n| {
             let s = self.get(v, true)?;
             // SAFETY: the slot is pinned; dst is writable for len bytes.
@@ -205,7 +205,7 @@ impl Engine for PageCacheEngine {
         Ok(Xfer { copied_bytes: len as u64, ..Xfer::default() })
     }
 
-    fn write(&self, vpn: u64, off: u64, src: *const u8, len: usize) -> Result<Xfer> {
+    unsafe fn write(&self, vpn: u64, off: u64, src: *const u8, len: usize) -> Result<Xfer> {
         for_pages(vpn, off, len, |v, po, at, n| {
             let s = self.get(v, n < PAGE)?;
             // SAFETY: the slot is pinned; src is readable for len bytes.
@@ -226,7 +226,8 @@ impl Engine for PageCacheEngine {
                 g.ov.set(&pm, v, None);
                 Ok(())
             } else {
-                self.write(v, po as u64, zeros.as_ptr(), n).map(|_| ())
+                // SAFETY: zeros is readable for n <= PAGE bytes.
+                unsafe { self.write(v, po as u64, zeros.as_ptr(), n).map(|_| ()) }
             }
         })
     }
@@ -332,7 +333,8 @@ impl Engine for PageCacheEngine {
 
     fn drop_caches(&self) -> Result<()> {
         let mut g = self.lock();
-        let clean: Vec<u64> = g.map.iter().filter(|(_, &s)| !g.slots[s as usize].dirty && g.slots[s as usize].pins == 0).map(|(&v, _)| v).collect();
+        let clean: Vec<u64> =
+            g.map.iter().filter(|(_, &s)| !g.slots[s as usize].dirty && g.slots[s as usize].pins == 0).map(|(&v, _)| v).collect();
         for v in clean {
             self.forget(&mut g, v);
         }

@@ -61,7 +61,7 @@ impl Kv {
         let mut at = 0;
         while at + REC_HDR <= area.len() {
             let n = u32::from_le_bytes(area[at..at + 4].try_into().unwrap()) as usize;
-            if n < REC_HDR || n % 8 != 0 || at + n > area.len() {
+            if n < REC_HDR || !n.is_multiple_of(8) || at + n > area.len() {
                 break;
             }
             let rec = &area[at..at + n];
@@ -177,7 +177,7 @@ mod tests {
         kv.put(&mut b, b"z", b"9");
         b[t + REC_HDR] ^= 0xff;
         let d = Kv::load(&b, 2, 1);
-        assert!(!d.map.contains_key(&b"z".to_vec()));
+        assert!(!d.map.contains_key(b"z".as_slice()));
         assert_eq!(d.tail, t);
     }
 }

@@ -78,13 +78,13 @@ impl Geometry {
     fn plan(f: &Format) -> Result<Geometry> {
         let page = PAGE as u64;
         let huge = HUGE as u64;
-        if f.log_bytes < 64 << 10 || f.log_bytes % page != 0 {
+        if f.log_bytes < 64 << 10 || !f.log_bytes.is_multiple_of(page) {
             return Err(FlacError::Invalid(format!("log_bytes must be a multiple of 4096 and at least 64 KiB, got {}", f.log_bytes)));
         }
-        if f.kv_bytes < 64 << 10 || f.kv_bytes % page != 0 {
+        if f.kv_bytes < 64 << 10 || !f.kv_bytes.is_multiple_of(page) {
             return Err(FlacError::Invalid(format!("kv_bytes must be a multiple of 4096 and at least 64 KiB, got {}", f.kv_bytes)));
         }
-        if f.space_bytes % page != 0 {
+        if !f.space_bytes.is_multiple_of(page) {
             return Err(FlacError::Invalid(format!("space_bytes must be a multiple of 4096, got {}", f.space_bytes)));
         }
         let log_off = page;
@@ -299,7 +299,7 @@ impl Pm {
     }
 
     fn word(&self, at: usize) -> &AtomicU64 {
-        debug_assert!(at % 8 == 0 && at < PAGE);
+        debug_assert!(at.is_multiple_of(8) && at < PAGE);
         // SAFETY: an aligned u64 in the superblock page, inside the mapping.
         unsafe { &*(self.base.add(at) as *const AtomicU64) }
     }
@@ -319,6 +319,7 @@ impl Pm {
         self.bytes_mut(self.geo.kv_off + which as u64 * self.geo.kv_bytes, self.geo.kv_bytes as usize)
     }
 
+    #[allow(clippy::mut_from_ref)]
     fn ppt_pm(&self) -> &mut [u32] {
         // SAFETY: the page table region is inside the mapping and 4-byte aligned.
         unsafe { std::slice::from_raw_parts_mut(self.base.add(self.geo.ppt_off as usize) as *mut u32, self.geo.space_pages as usize) }

@@ -44,6 +44,7 @@ impl Anon {
         Anon { ptr: p.cast(), len }
     }
 
+    #[allow(clippy::mut_from_ref)]
     pub fn slice(&self) -> &mut [u8] {
         // SAFETY: the mapping made in new.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
