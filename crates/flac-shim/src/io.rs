@@ -100,7 +100,7 @@ pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off:
 }
 
 unsafe fn vectored(o: &Open, iov: *const libc::iovec, cnt: c_int, off: Option<i64>, write: bool) -> ssize_t {
-    if cnt < 0 || cnt > libc::UIO_MAXIOV {
+    if !(0..=libc::UIO_MAXIOV).contains(&cnt) {
         return fail(libc::EINVAL) as ssize_t;
     }
     let v = std::slice::from_raw_parts(iov, cnt as usize);

@@ -47,9 +47,7 @@ pub(crate) fn normalize(p: &[u8]) -> Vec<u8> {
         out.push(b'/');
         out.extend_from_slice(c);
     }
-    if out.is_empty() {
-        out.push(b'/');
-    } else if p.ends_with(b"/") {
+    if out.is_empty() || p.ends_with(b"/") {
         out.push(b'/');
     }
     out
@@ -126,7 +124,7 @@ pub(crate) unsafe fn open_ours(p: &[u8], flags: c_int, mode: mode_t) -> c_int {
     if flags & libc::O_PATH != 0 {
         fflags = libc::O_RDONLY | (flags & (libc::O_NOFOLLOW | libc::O_DIRECTORY));
     }
-    let f = match s.fs.open(p, fflags, mode as u32 & 0o7777 & !crate::current_umask()) {
+    let f = match s.fs.open(p, fflags, mode & 0o7777 & !crate::current_umask()) {
         Ok(f) => f,
         Err(FlacError::Posix(libc::EXDEV, _)) => {
             // A symlink inside led outside: open the host path it names.
@@ -211,25 +209,7 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
 
 pub(crate) fn fill_stat(st: *mut libc::stat, s: &Stat) {
     // SAFETY: the caller passes a valid stat buffer.
-    unsafe {
-        std::ptr::write_bytes(st, 0, 1);
-        let st = &mut *st;
-        st.st_dev = s.dev;
-        st.st_ino = s.ino;
-        st.st_nlink = s.nlink as _;
-        st.st_mode = s.mode;
-        st.st_uid = s.uid;
-        st.st_gid = s.gid;
-        st.st_size = s.size as off_t;
-        st.st_blksize = 4096;
-        st.st_blocks = s.blocks as _;
-        st.st_atime = s.atime.sec;
-        st.st_atime_nsec = s.atime.nsec as _;
-        st.st_mtime = s.mtime.sec;
-        st.st_mtime_nsec = s.mtime.nsec as _;
-        st.st_ctime = s.ctime.sec;
-        st.st_ctime_nsec = s.ctime.nsec as _;
-    }
+    s.to_libc(unsafe { &mut *st });
 }
 
 fn fill_statx(stx: *mut libc::statx, s: &Stat) {
@@ -409,7 +389,7 @@ unsafe fn do_mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
     match classify(dirfd, path) {
         Target::Real(_) => real!("mkdirat", unsafe extern "C" fn(c_int, *const c_char, mode_t) -> c_int)(dirfd, path, mode),
         Target::Ours(p) => guard(-1, || match state() {
-            Some(s) => fs_result(s.fs.mkdir(strip_slash(&p), mode as u32 & !crate::current_umask())),
+            Some(s) => fs_result(s.fs.mkdir(strip_slash(&p), mode & !crate::current_umask())),
             None => fail(libc::EIO),
         }),
     }

@@ -109,6 +109,29 @@ pub struct Stat {
     pub dev: u64,
 }
 
+impl Stat {
+    /// Fill a `struct stat` (for the POSIX front-ends: the shim and the C API).
+    pub fn to_libc(&self, st: &mut libc::stat) {
+        // SAFETY: libc::stat is plain data.
+        *st = unsafe { std::mem::zeroed() };
+        st.st_dev = self.dev;
+        st.st_ino = self.ino;
+        st.st_nlink = self.nlink as _;
+        st.st_mode = self.mode;
+        st.st_uid = self.uid;
+        st.st_gid = self.gid;
+        st.st_size = self.size as libc::off_t;
+        st.st_blksize = PAGE as _;
+        st.st_blocks = self.blocks as _;
+        st.st_atime = self.atime.sec;
+        st.st_atime_nsec = self.atime.nsec as _;
+        st.st_mtime = self.mtime.sec;
+        st.st_mtime_nsec = self.mtime.nsec as _;
+        st.st_ctime = self.ctime.sec;
+        st.st_ctime_nsec = self.ctime.nsec as _;
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Inode {
     mode: u32,
