@@ -5,13 +5,17 @@
 //! asynchronously on a miss. This crate emulates it in user space on Linux.
 
 pub mod cow;
+pub mod apps;
+pub mod bench;
 pub mod crash;
 pub mod dram;
 pub mod error;
 pub mod flac;
 pub mod frames;
 pub mod fs;
+pub mod micro;
 pub mod pm;
+pub mod run;
 pub mod sys;
 
 pub use error::{FlacError, Result};

@@ -174,6 +174,23 @@ pub fn truncate(fd: &impl AsRawFd, len: u64, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// Fault in (allocate and clear) a shared mapping's pages now: tmpfs and memfd allocate and
+/// clear pages on first touch, even after fallocate, and clearing a 2 MiB huge page takes
+/// ~0.1 ms, which would land on whichever I/O touches it first.
+pub fn populate_write(addr: *mut u8, len: usize) {
+    const MADV_POPULATE_WRITE: i32 = 23;
+    // SAFETY: advice on a mapping the caller owns; on failure (an old kernel) touch instead.
+    unsafe {
+        if libc::madvise(addr.cast(), len, MADV_POPULATE_WRITE) != 0 {
+            let mut at = 0;
+            while at < len {
+                std::ptr::write_volatile(addr.add(at), std::ptr::read_volatile(addr.add(at)));
+                at += PAGE;
+            }
+        }
+    }
+}
+
 /// The file system type (`statfs.f_type`) a descriptor lives on.
 pub fn fs_magic(fd: RawFd) -> io::Result<i64> {
     // SAFETY: statfs is plain data; fstatfs fills it.
