@@ -209,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .fdpcache import add_cli as add_cache_cli
 
     add_cache_cli(sub)
+    from .flac import add_cli as add_flac_cli
+
+    add_flac_cli(sub)
     return p
 
 

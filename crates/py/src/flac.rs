@@ -156,12 +156,12 @@ impl FlacFs {
     }
 
     /// (name, inode, DT_* type) of a directory's entries, in name order.
-    fn listdir(&self, path: &[u8]) -> PyResult<Vec<(Vec<u8>, u64, u8)>> {
+    fn listdir<'py>(&self, py: Python<'py>, path: &[u8]) -> PyResult<Vec<(Bound<'py, PyBytes>, u64, u8)>> {
         let fs = self.fs()?;
         let d = fs.open(path, libc::O_RDONLY | libc::O_DIRECTORY, 0).map_err(err)?;
         let r = fs.readdir(&d).map_err(err);
         fs.close(&d).map_err(err)?;
-        Ok(r?.into_iter().map(|e| (e.name, e.ino, e.kind)).collect())
+        Ok(r?.into_iter().map(|e| (PyBytes::new_bound(py, &e.name), e.ino, e.kind)).collect())
     }
 
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
