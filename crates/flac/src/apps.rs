@@ -147,8 +147,34 @@ impl Default for TreeSpec {
 }
 
 const WORDS: &[&str] = &[
-    "cache", "page", "frame", "memory", "flush", "write", "read", "remap", "table", "virtual", "space", "buffer", "copy", "zero", "load",
-    "dram", "device", "latency", "bandwidth", "commit", "log", "metadata", "file", "system", "kernel", "library", "thread", "lock",
+    "cache",
+    "page",
+    "frame",
+    "memory",
+    "flush",
+    "write",
+    "read",
+    "remap",
+    "table",
+    "virtual",
+    "space",
+    "buffer",
+    "copy",
+    "zero",
+    "load",
+    "dram",
+    "device",
+    "latency",
+    "bandwidth",
+    "commit",
+    "log",
+    "metadata",
+    "file",
+    "system",
+    "kernel",
+    "library",
+    "thread",
+    "lock",
 ];
 
 /// Lines of words, `pattern` in about `match_fraction` of them.
@@ -357,7 +383,8 @@ fn pax_pad(at: u64, name: &str) -> Vec<u8> {
         }
     }
     assert_eq!(body.len(), data_len, "pax padding record");
-    let mut out = ustar_header(&format!("PaxHeaders/{}", name.rsplit('/').next().unwrap_or(name)), data_len as u64, b'x', 0o644, 0).to_vec();
+    let mut out =
+        ustar_header(&format!("PaxHeaders/{}", name.rsplit('/').next().unwrap_or(name)), data_len as u64, b'x', 0o644, 0).to_vec();
     out.extend_from_slice(&body);
     out
 }
@@ -445,7 +472,12 @@ pub fn tar_extract(fs: &Fs, archive: &str, dest: &str, chunk: usize) -> Result<A
                 fs.close(&f)?;
                 r.result += 1;
             }
-            other => return Err(FlacError::Invalid(format!("{archive}: member {name:?} has type {:?}, this tar extracts files and directories", other as char))),
+            other => {
+                return Err(FlacError::Invalid(format!(
+                    "{archive}: member {name:?} has type {:?}, this tar extracts files and directories",
+                    other as char
+                )))
+            }
         }
         at += len.next_multiple_of(512);
     }

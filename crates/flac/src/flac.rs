@@ -788,6 +788,8 @@ impl Inner {
 
     fn view_fault(&self, c: &mut Core, page: usize, write: Option<bool>) -> Result<bool> {
         self.stats.view_faults.fetch_add(1, Ordering::Relaxed);
+        // From now on changed pages must be unmapped from the view.
+        self.view_used.store(true, Ordering::Relaxed);
         let vpn = self.vpn_of(page);
         let e = c.vpt[vpn as usize];
         let write = write.unwrap_or(ent_view(e) == V_RO);
@@ -1081,12 +1083,15 @@ impl Flac {
         if len == 0 {
             return Ok(x);
         }
-        let (head, body, tail) = split(to, from, len);
+        // Whole destination pages get whole frames (attached when the source is aligned alike,
+        // otherwise copied into fresh frames), partial ones are written in place.
+        let aligned = to % PAGE == from % PAGE;
+        let (head, body, tail) = split(to, to, len);
         if head > 0 {
             x.add(self.write_partial(to, from, head)?);
         }
         if body > 0 {
-            x.add(self.transfer(to + head, from + head, body / PAGE, AttachMode::Cow, force_copy)?);
+            x.add(self.transfer(to + head, from + head, body / PAGE, AttachMode::Cow, force_copy || !aligned)?);
         }
         if tail > 0 {
             x.add(self.write_partial(to + head + body, from + head + body, tail)?);
@@ -1212,7 +1217,7 @@ impl Flac {
     /// Move `n` whole pages from `from` to `to` by mapping (or copying into fresh frames when
     /// `force_copy` or the source is not FLAC memory).
     fn transfer(&self, to: usize, from: usize, n: usize, mode: AttachMode, force_copy: bool) -> Result<Xfer> {
-        debug_assert!(to.is_multiple_of(PAGE) && from.is_multiple_of(PAGE) && n > 0);
+        debug_assert!(to.is_multiple_of(PAGE) && (force_copy || from.is_multiple_of(PAGE)) && n > 0);
         let bounds = self.space_bounds();
         let mut x = Xfer::default();
         // Phase 1, locked: what each source page is; references on shared frames; fresh

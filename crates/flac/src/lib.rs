@@ -4,9 +4,9 @@
 //! copying them, protects shared pages with copy-on-write, flushes without locks and loads
 //! asynchronously on a miss. This crate emulates it in user space on Linux.
 
-pub mod cow;
 pub mod apps;
 pub mod bench;
+pub mod cow;
 pub mod crash;
 pub mod dram;
 pub mod error;

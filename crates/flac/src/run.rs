@@ -10,7 +10,7 @@ use crate::apps;
 use crate::error::{FlacError, Result};
 use crate::flac::{Flac, FlacConfig};
 use crate::fs::{Fs, FsConfig};
-use crate::micro::{self, MicroSpec};
+use crate::micro::{self, MicroPoint, MicroSetup};
 
 fn parse<T: for<'de> Deserialize<'de>>(v: &Value, what: &str) -> Result<T> {
     serde_json::from_value(v.clone()).map_err(|e| FlacError::Invalid(format!("{what}: {e}")))
@@ -110,7 +110,7 @@ fn app(fs: &Arc<Fs>, spec: &AppSpec) -> Result<Value> {
 
 /// Run the spec (JSON) and return the result (JSON).
 ///
-/// `{"kind": "micro", "fs": FsConfig, "micro": MicroSpec}`,
+/// `{"kind": "micro", "fs": FsConfig, "setup": MicroSetup, "points": [MicroPoint]}`,
 /// `{"kind": "app", "fs": FsConfig, "app": {...}}`,
 /// `{"kind": "attach", "flac": FlacConfig, "sizes": [...], "budget_bytes": n}`,
 /// `{"kind": "faults", "flac": FlacConfig, "pages": n}`.
@@ -123,8 +123,10 @@ pub fn run_json(spec: &str) -> Result<String> {
             fresh(&cfg)?;
             let fs = Fs::mount(cfg)?;
             let r = if kind == "micro" {
-                let m: MicroSpec = parse(v.get("micro").unwrap_or(&json!({})), "micro")?;
-                serde_json::to_value(micro::run_micro(&fs, &m)?).unwrap()
+                let setup: MicroSetup = parse(v.get("setup").unwrap_or(&json!({})), "setup")?;
+                let points: Vec<MicroPoint> = parse(v.get("points").unwrap_or(&json!([{}])), "points")?;
+                let res = micro::run_points(&fs, &setup, &points)?;
+                json!({"points": res, "stats": fs.stats()})
             } else {
                 app(&fs, &parse(v.get("app").unwrap_or(&Value::Null), "app")?)?
             };

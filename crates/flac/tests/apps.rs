@@ -47,14 +47,23 @@ fn grep_tar_bigsort_on_every_engine() {
 fn runner_micro_attach_faults() {
     let d = tmpdir();
     let fs = serde_json::to_value(FsConfig { flac: config(d.path(), 64, 16), ..FsConfig::default() }).unwrap();
-    for op in ["read", "write"] {
-        let spec = serde_json::json!({"kind": "micro", "fs": fs, "micro": {"op": op, "io_bytes": 65536, "data_bytes": 8 << 20, "threads": 2, "ops": 50}});
-        let r: serde_json::Value = serde_json::from_str(&ssdlab_flac::run::run_json(&spec.to_string()).unwrap()).unwrap();
-        assert!(r["gb_s"].as_f64().unwrap() > 0.0);
-        assert_eq!(r["bytes"].as_u64().unwrap(), 2 * 50 * 65536);
-    }
+    let points = serde_json::json!([
+        {"op": "read", "io_bytes": 65536, "threads": 2, "bytes": 1 << 20, "repeats": 2},
+        {"op": "write", "io_bytes": 65536, "threads": 1, "bytes": 1 << 20},
+        {"op": "read", "io_bytes": 4096, "threads": 1, "bytes": 1 << 20, "cold": true},
+    ]);
+    let spec = serde_json::json!({"kind": "micro", "fs": fs, "setup": {"data_bytes": 8 << 20, "threads": 2}, "points": points});
+    let r: serde_json::Value = serde_json::from_str(&ssdlab_flac::run::run_json(&spec.to_string()).unwrap()).unwrap();
+    let pts = r["points"].as_array().unwrap();
+    assert_eq!(pts.len(), 3);
+    assert!(pts.iter().all(|p| p["gb_s"].as_f64().unwrap() > 0.0));
+    assert_eq!(pts[0]["runs"].as_array().unwrap().len(), 2);
+    assert!(pts[0]["mapped_bytes"].as_u64().unwrap() > 0, "64 KiB reads into FLAC buffers are attached");
     let flac = serde_json::to_value(config(d.path(), 64, 16)).unwrap();
-    let r = ssdlab_flac::run::run_json(&serde_json::json!({"kind": "attach", "flac": flac, "sizes": [4096, 65536], "budget_bytes": 1 << 20}).to_string()).unwrap();
+    let r = ssdlab_flac::run::run_json(
+        &serde_json::json!({"kind": "attach", "flac": flac, "sizes": [4096, 65536], "budget_bytes": 1 << 20}).to_string(),
+    )
+    .unwrap();
     let rows: serde_json::Value = serde_json::from_str(&r).unwrap();
     assert_eq!(rows.as_array().unwrap().len(), 2);
     let r = ssdlab_flac::run::run_json(&serde_json::json!({"kind": "faults", "flac": flac, "pages": 64}).to_string()).unwrap();

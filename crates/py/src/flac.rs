@@ -95,7 +95,8 @@ impl FlacFs {
     }
 
     fn close(&self, h: u64) -> PyResult<()> {
-        let f = self.files.lock().unwrap().remove(&h).ok_or_else(|| PyOSError::new_err((libc::EBADF, format!("handle {h} is not open"))))?;
+        let f =
+            self.files.lock().unwrap().remove(&h).ok_or_else(|| PyOSError::new_err((libc::EBADF, format!("handle {h} is not open"))))?;
         self.fs()?.close(&f).map_err(err)
     }
 

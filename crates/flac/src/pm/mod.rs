@@ -237,32 +237,34 @@ impl Pm {
     pub fn open(path: &Path, format: Option<&Format>, cost: PmCost, lock_wait_ms: u64) -> Result<Pm> {
         sys::check_page_size()?;
         cost.validate().map_err(FlacError::Invalid)?;
+        let len = match std::fs::metadata(path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(FlacError::io(format!("stat {}", path.display()), e)),
+        };
+        let created = len == 0;
+        if created {
+            let f = format.ok_or_else(|| FlacError::Io {
+                what: format!("opening PM image {}", path.display()),
+                source: std::io::Error::from_raw_os_error(libc::ENOENT),
+            })?;
+            create_image(path, f)?;
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(format.is_some())
-            .truncate(false)
             .open(path)
             .map_err(|e| FlacError::io(format!("opening PM image {}", path.display()), e))?;
         sys::lock_exclusive(&file, lock_wait_ms, &format!("PM image {}", path.display()))?;
         let len = file.metadata().map_err(|e| FlacError::io(format!("stat {}", path.display()), e))?.len();
         let on_tmpfs = sys::fs_magic(file.as_raw_fd()).map(|m| m == sys::TMPFS_MAGIC).unwrap_or(false);
-        let created = len == 0;
-        let geo = if created {
-            let f = format.ok_or_else(|| FlacError::Invalid(format!("{} is empty; create it with a size", path.display())))?;
-            let geo = Geometry::plan(f)?;
-            sys::truncate(&file, geo.pm_bytes, &format!("PM image {}", path.display()))?;
-            geo
-        } else {
-            let mut sb = [0u8; SB_STATIC + 4];
-            std::os::unix::fs::FileExt::read_exact_at(&file, &mut sb, 0)
-                .map_err(|e| FlacError::io(format!("reading the superblock of {}", path.display()), e))?;
-            let geo = Geometry::decode(&sb, path)?;
-            if len < geo.pm_bytes {
-                return Err(FlacError::Corrupt(format!("{}: {} bytes, the superblock says {}", path.display(), len, geo.pm_bytes)));
-            }
-            geo
-        };
+        let mut sb = [0u8; SB_STATIC + 4];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut sb, 0)
+            .map_err(|e| FlacError::io(format!("reading the superblock of {}", path.display()), e))?;
+        let geo = Geometry::decode(&sb, path)?;
+        if len < geo.pm_bytes {
+            return Err(FlacError::Corrupt(format!("{}: {} bytes, the superblock says {}", path.display(), len, geo.pm_bytes)));
+        }
         let n = geo.pm_bytes as usize;
         let base = sys::reserve(n, HUGE)?;
         // SAFETY: mapping the image over the reservation just made.
@@ -285,22 +287,8 @@ impl Pm {
             recovery: Recovery { created, ..Recovery::default() },
             on_tmpfs,
         };
-        if created {
-            pm.format();
-        }
         pm.recover()?;
         Ok(pm)
-    }
-
-    fn format(&mut self) {
-        let sb = self.geo.encode();
-        let b = self.bytes_mut(0, PAGE);
-        b.fill(0);
-        b[..sb.len()].copy_from_slice(&sb);
-        self.word(KVSTATE_AT).store(1 << 1, Ordering::SeqCst);
-        self.word(APPLIED_AT).store(0, Ordering::SeqCst);
-        // The rest of the file is zero (a new sparse file): empty log, empty page table,
-        // empty key-value areas.
     }
 
     fn word(&self, at: usize) -> &AtomicU64 {
@@ -579,6 +567,39 @@ impl Pm {
         sys::copy(self.frame_ptr(f).add(off), src, len);
         self.lanes.wait(t);
     }
+}
+
+/// Create a formatted image at `path` atomically: format a temporary file next to it, then
+/// link it into place (a crash leaves no half-formatted image; an empty file at `path` is
+/// replaced; if another process created the image meanwhile, its image is kept).
+fn create_image(path: &Path, f: &Format) -> Result<()> {
+    let geo = Geometry::plan(f)?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.creating-{}", sys::getpid()));
+    let io = |what: &str, e: std::io::Error| FlacError::io(format!("{what} {}", tmp.display()), e);
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&tmp).map_err(|e| io("creating", e))?;
+    let r = (|| -> Result<()> {
+        sys::truncate(&file, geo.pm_bytes, &format!("PM image {}", tmp.display()))?;
+        let mut sb = vec![0u8; PAGE];
+        sb[..SB_STATIC + 4].copy_from_slice(&geo.encode());
+        sb[KVSTATE_AT..KVSTATE_AT + 8].copy_from_slice(&(1u64 << 1).to_le_bytes());
+        std::os::unix::fs::FileExt::write_all_at(&file, &sb, 0).map_err(|e| io("writing the superblock of", e))?;
+        // The rest is zero (a new sparse file): empty log, page table and key-value areas.
+        match std::fs::hard_link(&tmp, path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if std::fs::metadata(path).map(|m| m.len() == 0).unwrap_or(false) {
+                    std::fs::rename(&tmp, path).map_err(|e| io("renaming", e))
+                } else {
+                    Ok(())
+                }
+            }
+            Err(e) => Err(FlacError::io(format!("creating PM image {}", path.display()), e)),
+        }
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    r
 }
 
 fn check_run(geo: &Geometry, vpn: u64, count: u32, first: Option<u32>) -> Result<()> {
