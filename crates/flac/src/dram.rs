@@ -36,7 +36,8 @@ impl Dram {
         unsafe { sys::map_shared_fixed(window, len, sys::PROT_RW, fd.as_raw_fd(), 0) }
             .map_err(|e| FlacError::io("mapping the DRAM frame window", e))?;
         sys::advise_huge(window, len);
-        sys::populate_write(window, len);
+        // SAFETY: the window mapped above.
+        unsafe { sys::populate_write(window, len) };
         Ok(Dram { fd, window, frames: len / PAGE, on_tmpfs_dir: dir.is_some() })
     }
 

@@ -177,9 +177,12 @@ pub fn truncate(fd: &impl AsRawFd, len: u64, what: &str) -> Result<()> {
 /// Fault in (allocate and clear) a shared mapping's pages now: tmpfs and memfd allocate and
 /// clear pages on first touch, even after fallocate, and clearing a 2 MiB huge page takes
 /// ~0.1 ms, which would land on whichever I/O touches it first.
-pub fn populate_write(addr: *mut u8, len: usize) {
+///
+/// # Safety
+/// `addr..addr+len` must be a writable mapping the caller owns.
+pub unsafe fn populate_write(addr: *mut u8, len: usize) {
     const MADV_POPULATE_WRITE: i32 = 23;
-    // SAFETY: advice on a mapping the caller owns; on failure (an old kernel) touch instead.
+    // On failure (an old kernel) touch instead.
     unsafe {
         if libc::madvise(addr.cast(), len, MADV_POPULATE_WRITE) != 0 {
             let mut at = 0;

@@ -274,7 +274,8 @@ impl Pm {
         if on_tmpfs {
             // PM is all there from the start (tmpfs would allocate and clear a page on its
             // first write, inside whichever I/O makes it).
-            sys::populate_write(base, n);
+            // SAFETY: the mapping made above.
+            unsafe { sys::populate_write(base, n) };
         }
         let mut pm = Pm {
             path: path.to_path_buf(),
