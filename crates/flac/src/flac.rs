@@ -243,6 +243,10 @@ struct Core {
     /// Pages of application memory (not FLAC buffers) holding a private mapping of a frame.
     lends: HashMap<usize, Loc>,
     dirty: u64,
+    /// DRAM frame -> PM frame + 1 holding the same bytes (0: none): a flush of another page
+    /// sharing the frame maps that PM frame instead of copying again. Cleared when the frame
+    /// can be written in place; holds a reference to the PM frame.
+    persisted: Vec<u32>,
 }
 
 struct LoadQueue {
@@ -382,6 +386,7 @@ impl Flac {
                 bufs: Vec::new(),
                 lends: HashMap::new(),
                 dirty: 0,
+                persisted: vec![0; nd],
             }),
             owner: AtomicI32::new(0),
             cfg,
@@ -516,9 +521,18 @@ impl Inner {
             Loc::Dram(f) => {
                 if c.dram.decref(f) {
                     c.downer[f as usize] = 0;
+                    self.forget_persisted(c, f);
                 }
             }
             Loc::Pm(f) => self.pm.decref(f),
+        }
+    }
+
+    /// DRAM frame `f` may change (or is free): it no longer matches a PM copy.
+    fn forget_persisted(&self, c: &mut Core, f: u32) {
+        let p = std::mem::take(&mut c.persisted[f as usize]);
+        if p != 0 {
+            self.pm.decref(p - 1);
         }
     }
 
@@ -707,6 +721,7 @@ impl Inner {
                     c.vpt[vpn as usize] |= DIRTY;
                     c.dirty += 1;
                 }
+                self.forget_persisted(c, f);
                 return Ok(f);
             }
         }
@@ -842,6 +857,7 @@ impl Inner {
                 unsafe { sys::protect(page as *mut u8, PAGE, sys::PROT_RW) }.map_err(|e| FlacError::io("unprotecting a buffer page", e))?;
                 self.stats.protect_calls.fetch_add(1, Ordering::Relaxed);
                 c.bufs[b].ents[i] = e & !B_RO;
+                self.forget_persisted(c, f);
                 return Ok(true);
             }
         }
@@ -1500,17 +1516,30 @@ impl Flac {
     /// updates) as one transaction. Returns the transaction's sequence number.
     pub fn pflush_commit(&self, mut h: PflushHandle, meta: &Tx) -> Result<u64> {
         h.items.sort_by_key(|&(v, _)| v);
-        // PM frames for DRAM pages, one allocation per run of consecutive pages.
+        // DRAM frames already persisted (the same bytes are in a PM frame, e.g. a page
+        // attached from a file that was flushed): map that PM frame, copy nothing.
+        let shared: Vec<Option<u32>> = {
+            let c = self.lock();
+            h.items
+                .iter()
+                .map(|&(_, l)| match l {
+                    Loc::Dram(f) if f != ZERO_FRAME => c.persisted[f as usize].checked_sub(1),
+                    _ => None,
+                })
+                .collect()
+        };
+        let needs_copy = |k: usize| matches!(h.items[k].1, Loc::Dram(f) if f != ZERO_FRAME) && shared[k].is_none();
+        // PM frames for the rest, one allocation per run of consecutive pages.
         let mut plan: Vec<Option<u32>> = vec![None; h.items.len()];
         let mut i = 0;
         let res = (|| -> Result<()> {
             while i < h.items.len() {
-                if !matches!(h.items[i].1, Loc::Dram(f) if f != ZERO_FRAME) {
+                if !needs_copy(i) {
                     i += 1;
                     continue;
                 }
                 let mut j = i + 1;
-                while j < h.items.len() && h.items[j].0 == h.items[j - 1].0 + 1 && matches!(h.items[j].1, Loc::Dram(f) if f != ZERO_FRAME) {
+                while j < h.items.len() && h.items[j].0 == h.items[j - 1].0 + 1 && needs_copy(j) {
                     j += 1;
                 }
                 let huge = h.items[i].0.is_multiple_of(HUGE_PAGES as u64) && j - i >= HUGE_PAGES;
@@ -1540,10 +1569,9 @@ impl Flac {
         crate::crash::point("flush.after_copy");
         let mut tx = Tx::new();
         for (k, &(v, l)) in h.items.iter().enumerate() {
-            match (plan[k], l) {
-                (Some(p), _) => tx.pt_set(v, Some(p)),
-                (None, Loc::Pm(p)) => tx.pt_set(v, Some(p)),
-                (None, Loc::Dram(_)) => tx.pt_set(v, None),
+            match (plan[k], shared[k], l) {
+                (Some(p), _, _) | (None, Some(p), _) | (None, None, Loc::Pm(p)) => tx.pt_set(v, Some(p)),
+                (None, None, Loc::Dram(_)) => tx.pt_set(v, None),
             }
         }
         tx.extend(meta);
@@ -1562,6 +1590,13 @@ impl Flac {
                 if p == q && e & DIRTY == 0 {
                     // The PM page is the committed copy now (the page table holds it).
                     self.set_current(&mut c, v, None);
+                }
+            }
+            if let (Some(p), Loc::Dram(f)) = (plan[k], l) {
+                // Remember the copy (the frame cannot change while the flush holds it).
+                if c.persisted[f as usize] == 0 {
+                    self.pm.incref(p);
+                    c.persisted[f as usize] = p + 1;
                 }
             }
             self.decref(&mut c, l);
@@ -1822,6 +1857,12 @@ impl Flac {
         }
         for &l in c.lends.values() {
             count(l, &mut dref, &mut pref);
+        }
+        for (f, &p) in c.persisted.iter().enumerate() {
+            if p != 0 {
+                assert!(c.dram.refs(f as u32) > 0, "free DRAM frame {f} remembers a PM copy");
+                pref[(p - 1) as usize] += 1;
+            }
         }
         assert_eq!(dirty, c.dirty, "dirty count");
         for (f, &r) in dref.iter().enumerate() {

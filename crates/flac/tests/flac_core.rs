@@ -229,3 +229,39 @@ fn lent_pages_attach_back_without_copying() {
     assert_eq!(read_space(&f, f.addr(100), 4 * P), want);
     f.check_invariants();
 }
+
+#[test]
+fn a_frame_is_persisted_once_however_many_pages_share_it() {
+    let d = tmpdir();
+    let a = pattern(11, 64 * P);
+    {
+        let f = open(d.path(), 64, 16);
+        let mut b = f.alloc_buffer(64 * P).unwrap();
+        b.as_mut_slice().copy_from_slice(&a);
+        for (k, vpn) in [0u64, 1000, 2000].into_iter().enumerate() {
+            f.zcopy_to_flac(f.addr(vpn), b.as_ptr(), 64 * P).unwrap();
+            let mut h = f.pflush_handle();
+            f.pflush_add(&mut h, f.addr(vpn), 64 * P).unwrap();
+            f.pflush_commit(h, &Tx::new()).unwrap();
+            assert_eq!(f.stats().flush_copies, 64, "flush {k}: only the first copies the frames to PM");
+        }
+        let (_, pm) = f.frames_in_use();
+        assert_eq!(pm, 64, "three files share 64 PM frames");
+        // The application changes its buffer: the changed page is a new frame, persisted anew.
+        b.as_mut_slice()[0] ^= 0xFF;
+        f.zcopy_to_flac(f.addr(3000), b.as_ptr(), 64 * P).unwrap();
+        let mut h = f.pflush_handle();
+        f.pflush_add(&mut h, f.addr(3000), 64 * P).unwrap();
+        f.pflush_commit(h, &Tx::new()).unwrap();
+        assert_eq!(f.stats().flush_copies, 65);
+        f.check_invariants();
+    }
+    let f = open(d.path(), 64, 16);
+    for vpn in [0u64, 1000, 2000] {
+        assert_eq!(read_space(&f, f.addr(vpn), 64 * P), a);
+    }
+    let mut changed = a.clone();
+    changed[0] ^= 0xFF;
+    assert_eq!(read_space(&f, f.addr(3000), 64 * P), changed);
+    f.check_invariants();
+}
