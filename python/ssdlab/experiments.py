@@ -141,7 +141,13 @@ def fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], N
     return reproduce_fdp_cache(spec, mode, out, log, resume=resume)
 
 
-KINDS: Dict[str, Callable[..., Path]] = {"gc-policies": gc_policies, "fdp-cache": fdp_cache}
+def flac_case(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None]) -> Path:
+    from .flacrepro import reproduce_flac
+
+    return reproduce_flac(spec, mode, out, log)
+
+
+KINDS: Dict[str, Callable[..., Path]] = {"gc-policies": gc_policies, "fdp-cache": fdp_cache, "flac": flac_case}
 
 
 def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), log: Callable[[str], None] = print,

@@ -6,15 +6,15 @@ moves data by remapping pages instead of copying them. ``FlacFS`` is the library
 on it (crate ssdlab-flac); ``engine="pagecache"`` and ``engine="dax"`` are the copying
 baselines on the same emulated PM.
 
->>> import numpy as np, tempfile, os, ssdlab.flac as flac
->>> d = tempfile.mkdtemp(dir="/dev/shm")
->>> with flac.FlacFS(os.path.join(d, "pm.img"), create="64M", dram="16M") as fs:
-...     state = fs.arrays({"w": ((256, 1024), "float32")})
-...     state["w"][:] = 1.5
-...     stats = flac.save_checkpoint(fs, "/ckpt", state)   # pages shared, not copied
-...     state["w"][0, 0] = 0.0                              # the checkpoint keeps 1.5
-...     back = flac.load_checkpoint(fs, "/ckpt")
-...     float(back["w"][0, 0]), stats["mapped_bytes"] == state["w"].nbytes
+>>> import tempfile, os, ssdlab.flac as flac
+>>> with tempfile.TemporaryDirectory(dir="/dev/shm") as d:
+...     with flac.FlacFS(os.path.join(d, "pm.img"), create="64M", dram="16M") as fs:
+...         state = fs.arrays({"w": ((256, 1024), "float32")})
+...         state["w"][:] = 1.5
+...         stats = flac.save_checkpoint(fs, "/ckpt", state)   # pages shared, not copied
+...         state["w"][0, 0] = 0.0                              # the checkpoint keeps 1.5
+...         back = flac.load_checkpoint(fs, "/ckpt")
+...         float(back["w"][0, 0]), stats["mapped_bytes"] == state["w"].nbytes
 (1.5, True)
 
 Unmodified programs use FlacFS through the LD_PRELOAD shim: ``ssdlab flac run IMAGE -- cat

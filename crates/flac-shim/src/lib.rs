@@ -17,7 +17,8 @@
 //! (cache size, e.g. 256M), `FLACFS_DRAM_DIR`, `FLACFS_PM_COST` (on/off), `FLACFS_ZCOPY_MIN`,
 //! `FLACFS_ASYNC_LOAD`, `FLACFS_LOCKFREE_FLUSH`, `FLACFS_CREATE` (create the image with this
 //! size if missing), `FLACFS_WAIT_MS` (wait for another process holding the image),
-//! `FLACFS_SYNC_ON_CLOSE` (commit when a written file is closed; on), `FLACFS_STATS` (append
+//! `FLACFS_SYNC_ON_CLOSE` (commit when a written file is closed; on), `FLACFS_PREFAULT`
+//! (allocate the whole DRAM cache at start; off), `FLACFS_STATS` (append
 //! a JSON line of statistics at exit), `FLACFS_DEBUG`.
 //!
 //! Limits (docs/case-studies/flac.md): one process uses an image at a time (others wait up to
@@ -218,6 +219,8 @@ pub fn config_from_env() -> Result<FsConfig, String> {
         cost,
         async_load: flag("FLACFS_ASYNC_LOAD", true)?,
         lock_wait_ms: size("FLACFS_WAIT_MS", 30_000)?,
+        // A program uses little of the cache: frames are cleared as it touches them.
+        prefault: flag("FLACFS_PREFAULT", false)?,
     };
     Ok(FsConfig {
         engine,

@@ -22,7 +22,7 @@ unsafe impl Send for Dram {}
 unsafe impl Sync for Dram {}
 
 impl Dram {
-    pub fn new(bytes: u64, dir: Option<&Path>) -> Result<Dram> {
+    pub fn new(bytes: u64, dir: Option<&Path>, prefault: bool) -> Result<Dram> {
         if bytes < HUGE as u64 || !bytes.is_multiple_of(HUGE as u64) {
             return Err(FlacError::Invalid(format!("dram_bytes must be a positive multiple of 2 MiB, got {bytes}")));
         }
@@ -36,8 +36,10 @@ impl Dram {
         unsafe { sys::map_shared_fixed(window, len, sys::PROT_RW, fd.as_raw_fd(), 0) }
             .map_err(|e| FlacError::io("mapping the DRAM frame window", e))?;
         sys::advise_huge(window, len);
-        // SAFETY: the window mapped above.
-        unsafe { sys::populate_write(window, len) };
+        if prefault {
+            // SAFETY: the window mapped above.
+            unsafe { sys::populate_write(window, len) };
+        }
         Ok(Dram { fd, window, frames: len / PAGE, on_tmpfs_dir: dir.is_some() })
     }
 

@@ -58,6 +58,12 @@ pub struct FlacConfig {
     pub async_load: bool,
     /// How long to wait for another process to release the image (ms).
     pub lock_wait_ms: u64,
+    /// Allocate (and clear) all DRAM frames at start, so no I/O pays for a page's first
+    /// touch; off for short-lived processes that use little of the cache (the shim).
+    pub prefault: bool,
+    /// A write fault on a shared buffer page copies up to this many pages from it on (those
+    /// that are shared too), mapped with one call: fault-around for copy-on-write.
+    pub cow_window_pages: usize,
 }
 
 impl Default for FlacConfig {
@@ -70,6 +76,8 @@ impl Default for FlacConfig {
             cost: PmCost::default(),
             async_load: true,
             lock_wait_ms: 0,
+            prefault: true,
+            cow_window_pages: 16,
         }
     }
 }
@@ -234,10 +242,9 @@ impl PflushHandle {
 struct Core {
     vpt: Vec<u64>,
     dram: FrameAlloc,
-    /// DRAM frame -> vpn + 1 of the page whose current copy it is (0: none), for eviction.
-    downer: Vec<u32>,
-    /// CLOCK reference bits over DRAM frames.
+    /// CLOCK reference bits over DRAM frames (set on hits).
     referenced: Vec<u64>,
+    /// The eviction hand (a page of the space).
     hand: usize,
     bufs: Vec<BufMeta>,
     /// Pages of application memory (not FLAC buffers) holding a private mapping of a frame.
@@ -365,7 +372,7 @@ impl Flac {
     pub fn init(cfg: FlacConfig) -> Result<Arc<Flac>> {
         crate::crash::arm_from_env();
         let pm = Pm::open(&cfg.pm_path, cfg.format.as_ref(), cfg.cost.clone(), cfg.lock_wait_ms)?;
-        let dram = Dram::new(cfg.dram_bytes, cfg.dram_dir.as_deref())?;
+        let dram = Dram::new(cfg.dram_bytes, cfg.dram_dir.as_deref(), cfg.prefault)?;
         let space_pages = pm.geometry().space_pages;
         let space = sys::reserve(space_pages as usize * PAGE, HUGE)?;
         let mut dalloc = FrameAlloc::new(dram.frames());
@@ -380,7 +387,6 @@ impl Flac {
             core: Mutex::new(Core {
                 vpt: vec![0; space_pages as usize],
                 dram: dalloc,
-                downer: vec![0; nd],
                 referenced: vec![0; nd.div_ceil(64)],
                 hand: 0,
                 bufs: Vec::new(),
@@ -520,7 +526,6 @@ impl Inner {
         match l {
             Loc::Dram(f) => {
                 if c.dram.decref(f) {
-                    c.downer[f as usize] = 0;
                     self.forget_persisted(c, f);
                 }
             }
@@ -548,11 +553,6 @@ impl Inner {
         let i = vpn as usize;
         let e = c.vpt[i];
         if let Some(old) = ent_loc(e) {
-            if let Loc::Dram(f) = old {
-                if c.downer[f as usize] == vpn as u32 + 1 {
-                    c.downer[f as usize] = 0;
-                }
-            }
             self.decref(c, old);
         }
         if e & DIRTY != 0 {
@@ -562,11 +562,6 @@ impl Inner {
         c.vpt[i] = match new {
             None => keep,
             Some((l, dirty)) => {
-                if let Loc::Dram(f) = l {
-                    if f != ZERO_FRAME && c.downer[f as usize] == 0 {
-                        c.downer[f as usize] = vpn as u32 + 1;
-                    }
-                }
                 if dirty {
                     c.dirty += 1;
                 }
@@ -592,37 +587,34 @@ impl Inner {
         Ok(out)
     }
 
-    /// Evict up to `want` clean DRAM pages (CLOCK over frames): their pages fall back to the
-    /// committed PM copy. Frames shared with buffers or flushes are skipped.
+    /// Evict up to `want` clean DRAM pages (CLOCK over the space's pages, a second chance for
+    /// frames hit since the last pass): their pages fall back to the committed PM copy. Pages
+    /// whose frame is shared (with a buffer, a flush, another page) or dirty stay.
     fn evict(&self, c: &mut Core, want: usize) -> Result<usize> {
-        let n = c.dram.nframes();
+        let n = self.space_pages as usize;
         let mut done = 0;
         let mut victims: Vec<u64> = Vec::new();
         for _ in 0..2 * n {
             if done >= want {
                 break;
             }
-            let f = c.hand;
+            let v = c.hand;
             c.hand = (c.hand + 1) % n;
-            let owner = c.downer[f];
-            if owner == 0 {
+            let e = c.vpt[v];
+            let Some(Loc::Dram(f)) = ent_loc(e) else { continue };
+            if f == ZERO_FRAME || e & (DIRTY | FLUSHING | LOADING) != 0 || c.dram.refs(f) != 1 {
                 continue;
             }
             let bit = 1u64 << (f % 64);
-            if c.referenced[f / 64] & bit != 0 {
-                c.referenced[f / 64] &= !bit;
+            if c.referenced[f as usize / 64] & bit != 0 {
+                c.referenced[f as usize / 64] &= !bit;
                 continue;
             }
-            let vpn = (owner - 1) as u64;
-            let e = c.vpt[vpn as usize];
-            if ent_loc(e) != Some(Loc::Dram(f as u32)) || e & (DIRTY | FLUSHING) != 0 || c.dram.refs(f as u32) != 1 {
+            if self.pm.state().ppt(v as u64).is_none() {
                 continue;
             }
-            if self.pm.state().ppt(vpn).is_none() {
-                continue;
-            }
-            self.set_current(c, vpn, None);
-            victims.push(vpn);
+            self.set_current(c, v as u64, None);
+            victims.push(v as u64);
             done += 1;
         }
         self.stats.evictions.fetch_add(done as u64, Ordering::Relaxed);
@@ -861,33 +853,63 @@ impl Inner {
                 return Ok(true);
             }
         }
-        let new = match self.alloc_dram(c, 1, false) {
-            Ok(v) => v[0],
-            Err(_) => {
-                // DRAM is full of dirty pages: the page becomes private anonymous memory (it
-                // can still be attached later, by copying).
-                // SAFETY: a readable buffer page.
-                if !unsafe { crate::cow::private_copy(page) } {
-                    return Ok(false);
-                }
-                self.decref(c, old);
-                c.bufs[b].ents[i] = 0;
-                return Ok(true);
+        // Copy-on-write around the fault: the following pages of the buffer that are shared
+        // too are copied with it, into consecutive frames mapped by one call (an application
+        // filling its buffer writes them next; one fault instead of one per page).
+        let window = self.cfg.cow_window_pages.max(1);
+        let ents = &c.bufs[b].ents;
+        let mut n = 1;
+        while n < window && i + n < ents.len() {
+            let e2 = ents[i + n];
+            let shared = e2 & B_RO != 0
+                && e2 & B_LOCKED == 0
+                && match bent_loc(e2) {
+                    Some(Loc::Dram(f)) => f == ZERO_FRAME || c.dram.refs(f) > 1,
+                    Some(Loc::Pm(_)) => true,
+                    None => false,
+                };
+            if !shared {
+                break;
             }
-        };
-        // SAFETY: `new` is a fresh frame; `old` is held by the buffer page.
-        unsafe {
-            match old {
-                Loc::Dram(f) => sys::copy(self.dram.frame_ptr(new), self.dram.frame_ptr(f), PAGE),
-                Loc::Pm(p) => self.pm.read_frame(p, 0, self.dram.frame_ptr(new), PAGE),
-            }
-            sys::map_shared_fixed(page as *mut u8, PAGE, sys::PROT_RW, self.dram.fd(), self.dram.frame_off(new))
-                .map_err(|e| map_error(e, PAGE))?;
+            n += 1;
         }
-        self.stats.cow_copies.fetch_add(1, Ordering::Relaxed);
+        let fresh = match c.dram.alloc_run(n, 1).map(|f| (f..f + n as u32).collect::<Vec<_>>()) {
+            Some(v) => v,
+            None => match self.alloc_dram(c, 1, false) {
+                Ok(v) => {
+                    n = 1;
+                    v
+                }
+                Err(_) => {
+                    // DRAM is full of dirty pages: the page becomes private anonymous memory
+                    // (it can still be attached later, by copying).
+                    // SAFETY: a readable buffer page.
+                    if !unsafe { crate::cow::private_copy(page) } {
+                        return Ok(false);
+                    }
+                    self.decref(c, old);
+                    c.bufs[b].ents[i] = 0;
+                    return Ok(true);
+                }
+            },
+        };
+        for (k, &new) in fresh.iter().enumerate() {
+            let old = bent_loc(c.bufs[b].ents[i + k]).expect("shared buffer pages hold a frame");
+            // SAFETY: `new` is a fresh frame; `old` is held by the buffer page.
+            unsafe {
+                match old {
+                    Loc::Dram(f) => sys::copy(self.dram.frame_ptr(new), self.dram.frame_ptr(f), PAGE),
+                    Loc::Pm(p) => self.pm.read_frame(p, 0, self.dram.frame_ptr(new), PAGE),
+                }
+            }
+            self.decref(c, old);
+            c.bufs[b].ents[i + k] = loc_bits(Loc::Dram(new));
+        }
+        // SAFETY: pages of a registered buffer; the frames are consecutive.
+        unsafe { sys::map_shared_fixed(page as *mut u8, n * PAGE, sys::PROT_RW, self.dram.fd(), self.dram.frame_off(fresh[0])) }
+            .map_err(|e| map_error(e, n * PAGE))?;
+        self.stats.cow_copies.fetch_add(n as u64, Ordering::Relaxed);
         self.stats.map_calls.fetch_add(1, Ordering::Relaxed);
-        self.decref(c, old);
-        c.bufs[b].ents[i] = loc_bits(Loc::Dram(new));
         Ok(true)
     }
 }

@@ -51,6 +51,12 @@ pub struct MicroPoint {
     pub cold: bool,
     /// Touch one byte of each page read (see the module doc).
     pub touch: bool,
+    /// Writes: put new data in the buffer before each write (a counter in every page), as
+    /// an application producing data does; false: rewrite the same buffer (fio's default).
+    /// With new data FlacFS pays copy-on-write on the buffer, and no page is written twice.
+    pub fresh_data: bool,
+    /// Use ordinary memory for the I/O buffer even on FlacFS (transfers copy).
+    pub plain_buffer: bool,
     /// Runs; the median is reported.
     pub repeats: usize,
 }
@@ -65,6 +71,8 @@ impl Default for MicroPoint {
             random: true,
             cold: false,
             touch: true,
+            fresh_data: false,
+            plain_buffer: false,
             repeats: 1,
         }
     }
@@ -76,6 +84,7 @@ pub struct MicroResult {
     pub io_bytes: usize,
     pub threads: usize,
     pub cold: bool,
+    pub fresh_data: bool,
     pub gb_s: f64,
     /// Writes: including the commit of the written data (median).
     pub gb_s_with_commit: f64,
@@ -157,18 +166,28 @@ fn run_once(fs: &Arc<Fs>, p: &MicroPoint, per: u64, seed: u64) -> Result<(f64, f
         let fs = fs.clone();
         let p = p.clone();
         let barrier = barrier.clone();
-        handles.push(std::thread::spawn(move || -> Result<()> {
+        handles.push(std::thread::spawn(move || -> Result<(Instant, Instant)> {
             let f = fs.open(file(t).as_bytes(), libc::O_RDWR, 0)?;
-            let buf = IoBuf::new(&fs, p.io_bytes)?;
+            let buf = if p.plain_buffer { IoBuf::Plain(crate::apps::IoBufPlain::new(p.io_bytes)?) } else { IoBuf::new(&fs, p.io_bytes)? };
             buf.slice_mut(p.io_bytes).fill(t as u8 + 1);
             let mut rng = Pcg64Mcg::seed_from_u64(seed + t as u64);
             let ios = p.bytes / p.io_bytes as u64;
             barrier.wait();
+            // Each thread times itself: the main thread may not run again until they are done.
+            let start = Instant::now();
             let mut sink = 0u64;
             for i in 0..ios {
                 let slot = if p.random { rng.gen_range(0..slots) } else { i % slots };
                 let off = slot * p.io_bytes as u64;
                 if write {
+                    if p.fresh_data {
+                        let s = buf.slice_mut(p.io_bytes);
+                        let mut at = 0;
+                        while at + 8 <= s.len() {
+                            s[at..at + 8].copy_from_slice(&(i * 4096 + at as u64).to_le_bytes());
+                            at += PAGE;
+                        }
+                    }
                     write_at(&fs, &f, &buf, p.io_bytes, off)?;
                 } else {
                     read_at(&fs, &f, &buf, p.io_bytes, off)?;
@@ -183,20 +202,26 @@ fn run_once(fs: &Arc<Fs>, p: &MicroPoint, per: u64, seed: u64) -> Result<(f64, f
                 }
             }
             std::hint::black_box(sink);
+            let end = Instant::now();
             fs.close(&f)?;
-            Ok(())
+            Ok((start, end))
         }));
     }
     barrier.wait();
-    let t0 = Instant::now();
+    let mut span: Option<(Instant, Instant)> = None;
     for h in handles {
-        h.join().map_err(|_| FlacError::Invalid("micro: a thread panicked".into()))??;
+        let (s, e) = h.join().map_err(|_| FlacError::Invalid("micro: a thread panicked".into()))??;
+        span = Some(match span {
+            None => (s, e),
+            Some((a, b)) => (a.min(s), b.max(e)),
+        });
     }
-    let io = t0.elapsed().as_secs_f64();
+    let (start, end) = span.expect("at least one thread");
+    let io = (end - start).as_secs_f64();
     if write {
         fs.sync()?;
     }
-    Ok((io, t0.elapsed().as_secs_f64()))
+    Ok((io, start.elapsed().as_secs_f64()))
 }
 
 /// Measure each point on the data set made by [`setup`].
@@ -241,6 +266,7 @@ pub fn run_points(fs: &Arc<Fs>, s: &MicroSetup, points: &[MicroPoint]) -> Result
             io_bytes: p.io_bytes,
             threads: p.threads,
             cold: p.cold,
+            fresh_data: p.fresh_data,
             gb_s: median(&mut sorted),
             gb_s_with_commit: median(&mut with_commit),
             us_per_io: median(&mut lat),

@@ -398,7 +398,7 @@ impl Fs {
                 let f = &cfg.flac;
                 let pm = Arc::new(Pm::open(&f.pm_path, f.format.as_ref(), f.cost.clone(), f.lock_wait_ms)?);
                 let e: Box<dyn Engine> = match kind {
-                    EngineKind::Pagecache => Box::new(pagecache::PageCacheEngine::new(pm.clone(), f.dram_bytes)?),
+                    EngineKind::Pagecache => Box::new(pagecache::PageCacheEngine::new(pm.clone(), f.dram_bytes, f.prefault)?),
                     _ => Box::new(dax::DaxEngine::new(pm.clone())),
                 };
                 (Store::Pm(pm), e)

@@ -61,7 +61,7 @@ impl Drop for PageCacheEngine {
 }
 
 impl PageCacheEngine {
-    pub fn new(pm: Arc<Pm>, bytes: u64) -> Result<PageCacheEngine> {
+    pub fn new(pm: Arc<Pm>, bytes: u64, prefault: bool) -> Result<PageCacheEngine> {
         if bytes < HUGE as u64 || !bytes.is_multiple_of(HUGE as u64) {
             return Err(FlacError::Invalid(format!("cache size must be a positive multiple of 2 MiB, got {bytes}")));
         }
@@ -70,6 +70,11 @@ impl PageCacheEngine {
         // SAFETY: anonymous memory over the reservation.
         unsafe { sys::map_anon_fixed(pool, n, sys::PROT_RW) }.map_err(|e| FlacError::io("allocating the page cache", e))?;
         sys::advise_huge(pool, n);
+        if prefault {
+            // The cache's memory is there from the start, as FLAC's DRAM frames are.
+            // SAFETY: the pool mapped above.
+            unsafe { sys::populate_write(pool, n) };
+        }
         let nslots = n / PAGE;
         Ok(PageCacheEngine {
             pm,

@@ -271,7 +271,7 @@ impl Pm {
         unsafe { sys::map_shared_fixed(base, n, sys::PROT_RW, file.as_raw_fd(), 0) }
             .map_err(|e| FlacError::io(format!("mapping PM image {}", path.display()), e))?;
         sys::advise_huge(base, n);
-        if on_tmpfs {
+        if on_tmpfs && created {
             // PM is all there from the start (tmpfs would allocate and clear a page on its
             // first write, inside whichever I/O makes it).
             // SAFETY: the mapping made above.
