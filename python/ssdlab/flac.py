@@ -325,6 +325,9 @@ def save_checkpoint(fs: FlacFS, path: Pathish, arrays: Mapping[str, np.ndarray])
     t0 = time.perf_counter()
     entries, off = [], 0
     mapped = copied = 0
+    parent = os.path.dirname(os.fsdecode(path))
+    if parent not in ("", "/"):
+        fs.makedirs(parent)
     with fs.open(path, "w") as f:
         for name, a in arrays.items():
             a = a if a.flags["C_CONTIGUOUS"] else np.ascontiguousarray(a)
@@ -424,14 +427,15 @@ def shim_env(image: Pathish, *, mount: str = "/flac", engine: str = "flac", crea
 # -- CLI ------------------------------------------------------------------------------------------
 
 def _cmd_mkfs(args) -> int:
+    size = parse_size(args.size, "--size")
     image = Path(args.image)
     if image.exists() and image.stat().st_size > 0 and not args.force:
         raise FileExistsError(f"{image} exists (use --force to replace it)")
     if args.force and image.exists():
         image.unlink()
-    with FlacFS(image, create=args.size, dram="8M") as fs:
+    with FlacFS(image, create=size, dram="8M") as fs:
         st = fs.stats()
-    print(f"{image}: FLAC PM image of {parse_size(args.size, '--size')} bytes ({st['files']} file: /)")
+    print(f"{image}: FLAC PM image of {size} bytes ({st['files']} file: /)")
     return 0
 
 

@@ -221,6 +221,7 @@ pub fn config_from_env() -> Result<FsConfig, String> {
         lock_wait_ms: size("FLACFS_WAIT_MS", 30_000)?,
         // A program uses little of the cache: frames are cleared as it touches them.
         prefault: flag("FLACFS_PREFAULT", false)?,
+        ..FlacConfig::default()
     };
     Ok(FsConfig {
         engine,

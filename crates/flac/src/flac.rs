@@ -873,7 +873,12 @@ impl Inner {
             }
             n += 1;
         }
-        let fresh = match c.dram.alloc_run(n, 1).map(|f| (f..f + n as u32).collect::<Vec<_>>()) {
+        let mut run = c.dram.alloc_run(n, 1);
+        if run.is_none() {
+            self.evict(c, n + c.dram.nframes() / 32)?;
+            run = c.dram.alloc_run(n, 1);
+        }
+        let fresh = match run.map(|f| (f..f + n as u32).collect::<Vec<_>>()) {
             Some(v) => v,
             None => match self.alloc_dram(c, 1, false) {
                 Ok(v) => {
@@ -1427,7 +1432,11 @@ impl Flac {
                 }
                 self.view_invalidate(&mut c, vpn, n as u64)?;
             }
-            Region::Buffer(b) => {
+            Region::Buffer(_) => {
+                // Other threads may have added or freed buffers since phase 1: find it again.
+                let Region::Buffer(b) = Inner::region(&c, to, bounds) else {
+                    unreachable!("a buffer being transferred into cannot be freed (its owner is in this call)")
+                };
                 let base = c.bufs[b].base;
                 let start = (to - base) / PAGE;
                 for i in 0..n {
