@@ -30,6 +30,7 @@ import os
 import shutil
 import subprocess
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -163,7 +164,9 @@ class FlacFS:
     def buffer(self, nbytes: int):
         """A FLAC buffer (FlacFS only): memory that attaches to and from files without copying."""
         b = self._fs.alloc(nbytes)
-        self._bufs.append((b.addr, len(b), b))
+        # Weak references: a buffer lives as long as the arrays on it, not as the file system.
+        self._bufs = [(a, n, r) for a, n, r in self._bufs if r() is not None]
+        self._bufs.append((b.addr, len(b), weakref.ref(b)))
         return b
 
     def arrays(self, specs: Mapping[str, Tuple[Sequence[int], Any]]) -> Dict[str, np.ndarray]:
@@ -181,7 +184,7 @@ class FlacFS:
 
     def is_flac_memory(self, addr: int, nbytes: int) -> bool:
         """Whether ``addr..addr+nbytes`` lies in one FLAC buffer of this file system."""
-        return any(a <= addr and addr + nbytes <= a + n for a, n, _ in self._bufs)
+        return any(a <= addr and addr + nbytes <= a + n and r() is not None for a, n, r in self._bufs)
 
     # -- whole file system ---------------------------------------------------------------------
     def sync(self) -> None:
@@ -204,7 +207,8 @@ class FlacFS:
         self._fs.check()
 
     def close(self) -> None:
-        """Commit everything and release the image."""
+        """Commit everything and release the image (numpy arrays on FLAC memory keep FLAC's
+        memory, and the image, until they are freed)."""
         if self._fs is not None:
             self._fs.unmount()
             self._fs = None

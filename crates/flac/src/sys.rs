@@ -204,20 +204,42 @@ pub fn fs_magic(fd: RawFd) -> io::Result<i64> {
     Ok(st.f_type as i64)
 }
 
+/// Images this process holds (device, inode): a second open in the same process is refused
+/// with a message that says so (flock would say "another process").
+static HELD: std::sync::Mutex<Vec<(u64, u64)>> = std::sync::Mutex::new(Vec::new());
+
+/// Forget a lock taken by [`lock_exclusive`] (the file is being closed).
+pub fn forget_lock(file: &File) {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(m) = file.metadata() {
+        HELD.lock().unwrap().retain(|&k| k != (m.dev(), m.ino()));
+    }
+}
+
 /// Take an exclusive lock on `file`, waiting up to `wait_ms`.
 pub fn lock_exclusive(file: &File, wait_ms: u64, what: &str) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let key = file.metadata().map(|m| (m.dev(), m.ino())).map_err(|e| FlacError::io(format!("stat {what}"), e))?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
     loop {
-        // SAFETY: flock on an open descriptor.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return Err(FlacError::io(format!("locking {what}"), e));
+        let mine = HELD.lock().unwrap().contains(&key);
+        if !mine {
+            // SAFETY: flock on an open descriptor.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                HELD.lock().unwrap().push(key);
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(FlacError::io(format!("locking {what}"), e));
+            }
         }
         if std::time::Instant::now() >= deadline {
-            return Err(FlacError::Busy(format!("{what} is in use by another process (FLAC images are opened by one process at a time)")));
+            return Err(FlacError::Busy(if mine {
+                format!("{what} is already open in this process (FLAC buffers, e.g. numpy arrays on FLAC memory, keep it open until they are freed)")
+            } else {
+                format!("{what} is in use by another process (FLAC images are opened by one process at a time)")
+            }));
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }

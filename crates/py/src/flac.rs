@@ -32,7 +32,7 @@ fn stat_dict(s: &Stat) -> HashMap<&'static str, u64> {
 }
 
 /// A FLAC buffer: memory whose pages attach to and from FlacFS files without copying.
-#[pyclass(module = "ssdlab._native")]
+#[pyclass(module = "ssdlab._native", weakref)]
 struct FlacBuf {
     buf: Buffer,
 }

@@ -225,6 +225,7 @@ unsafe impl Sync for Pm {}
 
 impl Drop for Pm {
     fn drop(&mut self) {
+        sys::forget_lock(&self.file);
         // SAFETY: the mapping made in `open`; nothing refers to it after drop.
         unsafe { sys::unmap(self.base, self.geo.pm_bytes as usize) };
     }
@@ -256,10 +257,37 @@ impl Pm {
             .open(path)
             .map_err(|e| FlacError::io(format!("opening PM image {}", path.display()), e))?;
         sys::lock_exclusive(&file, lock_wait_ms, &format!("PM image {}", path.display()))?;
+        let r = Self::map_and_recover(path, &file, created);
+        match r {
+            Ok((base, geo, on_tmpfs)) => {
+                let mut pm = Pm {
+                    path: path.to_path_buf(),
+                    file,
+                    base,
+                    geo,
+                    lanes: Lanes::new(cost),
+                    state: Mutex::new(PmState { alloc: FrameAlloc::new(0), ppt: Vec::new() }),
+                    meta: Mutex::new(Meta { seq: 0, kv: Kv::default() }),
+                    recovery: Recovery { created, ..Recovery::default() },
+                    on_tmpfs,
+                };
+                // On failure `pm` is dropped: it unmaps the image and forgets the lock.
+                pm.recover()?;
+                Ok(pm)
+            }
+            Err(e) => {
+                sys::forget_lock(&file);
+                Err(e)
+            }
+        }
+    }
+
+    /// Check the superblock and map the image (address, geometry, on tmpfs).
+    fn map_and_recover(path: &Path, file: &File, created: bool) -> Result<(*mut u8, Geometry, bool)> {
         let len = file.metadata().map_err(|e| FlacError::io(format!("stat {}", path.display()), e))?.len();
         let on_tmpfs = sys::fs_magic(file.as_raw_fd()).map(|m| m == sys::TMPFS_MAGIC).unwrap_or(false);
         let mut sb = [0u8; SB_STATIC + 4];
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut sb, 0)
+        std::os::unix::fs::FileExt::read_exact_at(file, &mut sb, 0)
             .map_err(|e| FlacError::io(format!("reading the superblock of {}", path.display()), e))?;
         let geo = Geometry::decode(&sb, path)?;
         if len < geo.pm_bytes {
@@ -268,8 +296,11 @@ impl Pm {
         let n = geo.pm_bytes as usize;
         let base = sys::reserve(n, HUGE)?;
         // SAFETY: mapping the image over the reservation just made.
-        unsafe { sys::map_shared_fixed(base, n, sys::PROT_RW, file.as_raw_fd(), 0) }
-            .map_err(|e| FlacError::io(format!("mapping PM image {}", path.display()), e))?;
+        if let Err(e) = unsafe { sys::map_shared_fixed(base, n, sys::PROT_RW, file.as_raw_fd(), 0) } {
+            // SAFETY: the reservation made above.
+            unsafe { sys::unmap(base, n) };
+            return Err(FlacError::io(format!("mapping PM image {}", path.display()), e));
+        }
         sys::advise_huge(base, n);
         if on_tmpfs && created {
             // PM is all there from the start (tmpfs would allocate and clear a page on its
@@ -277,19 +308,7 @@ impl Pm {
             // SAFETY: the mapping made above.
             unsafe { sys::populate_write(base, n) };
         }
-        let mut pm = Pm {
-            path: path.to_path_buf(),
-            file,
-            base,
-            geo,
-            lanes: Lanes::new(cost),
-            state: Mutex::new(PmState { alloc: FrameAlloc::new(0), ppt: Vec::new() }),
-            meta: Mutex::new(Meta { seq: 0, kv: Kv::default() }),
-            recovery: Recovery { created, ..Recovery::default() },
-            on_tmpfs,
-        };
-        pm.recover()?;
-        Ok(pm)
+        Ok((base, geo, on_tmpfs))
     }
 
     fn word(&self, at: usize) -> &AtomicU64 {
