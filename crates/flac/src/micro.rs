@@ -218,9 +218,10 @@ fn run_once(fs: &Arc<Fs>, p: &MicroPoint, per: u64, seed: u64) -> Result<(f64, f
     }
     let (start, end) = span.expect("at least one thread");
     let io = (end - start).as_secs_f64();
-    if write {
-        fs.sync()?;
+    if !write {
+        return Ok((io, io));
     }
+    fs.sync()?;
     Ok((io, start.elapsed().as_secs_f64()))
 }
 
