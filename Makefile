@@ -9,6 +9,7 @@ setup:
 demo: setup
 	.venv/bin/ssdlab reproduce gc-policies --quick
 	.venv/bin/ssdlab reproduce fdp-cache --quick
+	.venv/bin/ssdlab reproduce vm-baseline --quick
 
 test: setup lint test-rust test-python
 
@@ -18,8 +19,11 @@ lint:
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	.venv/bin/ruff check python tests scripts
 
+# The Rust tests run with a temp directory of their own, which must be empty afterwards (the
+# Python tests check theirs in tests/conftest.py).
 test-rust:
-	cargo test --workspace --locked
+	@t=$$(mktemp -d); TMPDIR=$$t cargo test --workspace --locked; rc=$$?; left=$$(ls -A $$t); rm -rf $$t; \
+	if [ -n "$$left" ]; then echo "cargo tests left files in the temp directory: $$left" >&2; exit 1; fi; exit $$rc
 
 test-python:
 	.venv/bin/python -m pytest -q tests
@@ -27,6 +31,7 @@ test-python:
 bench: setup
 	cargo run --release --locked -p ssdlab-bench
 	.venv/bin/python scripts/bench-nbd.py
+	.venv/bin/python scripts/bench-flac.py
 
 docs: setup
 	.venv/bin/ssdlab config keys > docs/CONFIG.md

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from clitools import SSDLAB, ssdlab, write
+from ssdlab import _native
+from ssdlab.config import check_file
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT / "tests" / "data" / "traces"
@@ -106,7 +108,7 @@ def test_config_show_is_a_valid_commented_config(tmp_path):
     p = ssdlab("config", "show", "mqsim-default")
     assert "# Page size" in p.stdout and 'preset = "mqsim-default"' in p.stdout
     cfg = write(tmp_path / "m.toml", p.stdout)
-    assert ssdlab("config", "check", cfg).stdout.strip().endswith("ok")
+    assert ": ok: " in ssdlab("config", "check", cfg).stdout.splitlines()[0]
 
 
 def test_config_docs_are_current():
@@ -155,3 +157,37 @@ measure_device_writes = 1.0
     md = (out / "report.md").read_text()
     assert "FIFO model" in md or "FIFO" in md
     assert "| 0.15 | fifo |" in md
+
+
+# 8 TiB of 4 KiB pages, metadata-only: about 25 GiB of maps.
+HUGE = """preset = "default"
+[geometry]
+blocks_per_plane = 65536
+page_bytes = 4096
+"""
+
+
+def test_config_check_sizes_the_device_and_refuses_what_run_refuses(tmp_path):
+    ok = write(tmp_path / "ok.toml", TINY_RUN)
+    p = ssdlab("config", "check", ok)
+    assert "ok:" in p.stdout and "memory: about" in p.stdout and "FTL reserve:" in p.stdout
+    # A zone width the device cannot build: check says so exactly as run does.
+    bad = write(tmp_path / "zns.toml", 'preset = "tiny"\npersonality = "zns"\n[zns]\nzone_width = 3\n')
+    c = ssdlab("config", "check", bad, check=False)
+    r = ssdlab("run", bad, "--out", tmp_path / "z", check=False)
+    assert c.returncode == 2 and r.returncode == 2, (c.stderr, r.stderr)
+    assert "zone_width" in c.stderr and c.stderr.strip().splitlines()[-1] == r.stderr.strip().splitlines()[-1]
+
+
+def test_a_device_too_big_for_memory_is_refused_up_front(tmp_path):
+    cfg = write(tmp_path / "huge.toml", HUGE)
+    size = _native.config_sizing(check_file(cfg))
+    if size["available_memory_bytes"] is None or size["memory_bytes"] <= size["available_memory_bytes"]:
+        pytest.skip("this machine has the memory for the test's big device")
+    c = ssdlab("config", "check", cfg, check=False)
+    assert c.returncode == 1 and "memory" in c.stderr, c.stderr
+    t0 = time.time()
+    r = ssdlab("run", cfg, "--out", tmp_path / "o", check=False)
+    assert r.returncode == 2 and "GiB of memory" in r.stderr and "--force" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert time.time() - t0 < 30, "refused before allocating"

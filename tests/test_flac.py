@@ -11,6 +11,7 @@
 """
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -312,7 +313,7 @@ def test_coreutils_tar_grep_through_the_shim_match_the_kernel(shim_built, shm, h
     expected = run_steps(str(ref_dir), host_inputs, {**base, "HOME": str(shm)})
     env = {**flac.shim_env(shm / "fs.img", mount="/flacfs-test", create="192M", dram="32M", pm_cost=False, base=base), "HOME": str(shm)}
     got = run_steps("/flacfs-test", host_inputs, env)
-    for (step, rc_want, want), (_, rc_got, text) in zip(expected, got):
+    for (step, rc_want, want), (_, rc_got, text) in zip(expected, got, strict=True):
         assert (rc_got, text) == (rc_want, want), f"step {step!r} differs on FlacFS"
     # The image holds what the programs left, checkable after they are gone.
     with fsopen(shm / "fs.img", create=None) as fs:
@@ -427,3 +428,58 @@ def test_cli_mkfs_fsck_ls_run(shim_built, shm):
     junk.write_bytes(b"x" * 8192)
     p = ssdlab("flac", "fsck", junk, check=False)
     assert p.returncode == 2 and "not a FLAC PM image" in p.stderr
+
+
+# -- the reproduction ------------------------------------------------------------------------------------
+
+TINY = """
+[quick]
+huge_pages = false
+pm_bytes = "384M"
+io_sizes = [65536, 2097152]
+cached = { data = "32M", dram = "64M" }
+larger = { data = "128M", dram = "64M" }
+point_bytes = "16M"
+small_point_bytes = "4M"
+threads = [1, 2]
+repeats = 1
+tree = { files = 16, bytes = "4M" }
+bigsort_ints = 262144
+run_ints = 65536
+app_dram = "64M"
+shim_tree = { files = 8, bytes = "1M" }
+shim_sort_ints = 20000
+shim_dram = "32M"
+ext4 = false
+ablation_flush = { io = 65536, data = "16M", dram = "64M", threads = 2, bytes = "8M", flush_interval_ms = 2 }
+ablation_load = { io = 2097152, data = "128M", dram = "64M", bytes = "16M" }
+checkpoint = { state = "16M", tensors = 4, saves = 2, update = 0.25 }
+"""
+
+
+def test_reproduce_writes_the_table_figures_and_csvs(shim_built, tmp_path):
+    """`ssdlab reproduce flac` on the sweep engine at a tiny scale: every step a point, the
+    report's table with the document's numbers beside ssdlab's, figures and tables."""
+    root = Path(__file__).resolve().parents[1]
+    head = (root / "experiments" / "flac" / "experiment.toml").read_text().split("[quick]")[0]
+    exp = tmp_path / "experiments" / "flac"
+    exp.mkdir(parents=True)
+    (exp / "experiment.toml").write_text(head + TINY)
+    env = {**os.environ, "SSDLAB_EXPERIMENTS": str(tmp_path / "experiments")}
+    p = subprocess.run([sys.executable, "-m", "ssdlab.cli", "reproduce", "flac", "--quick", "--out", str(tmp_path / "reports")],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = tmp_path / "reports" / "flac"
+    md = (out / "report.md").read_text()
+    for claim in ("2 MiB reads, FlacFS vs page-cache / DAX", "background flushing's loss", "loading on a miss",
+                  "grep (cold cache, in process)", "tar (unmodified, via the shim)", "checkpoint space"):
+        assert claim in md, claim
+    for f in ("micro.png", "scaling.png", "apps.png", "checkpoint.png", "micro.csv", "apps.csv", "shim.csv", "results.csv"):
+        assert (out / f).stat().st_size > 0, f
+    ck = {r["mode"]: r for r in json.loads((out / "results.json").read_text())["checkpoint"]}
+    # Two saves of 16 MiB with a quarter of the pages changed: some pages shared, where the
+    # tmpfs files hold two full copies (the fault-around window copies pages near a changed
+    # one too, so fewer are shared than changed).
+    assert ck["flac-zero-copy"]["pm_frames_bytes"] < ck["tmpfs"]["pm_frames_bytes"] == ck["tmpfs"]["logical_bytes"]
+    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(
+        ["bench", "micro", "scaling", "apps", "shim", "ablations", "checkpoint"])

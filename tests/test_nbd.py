@@ -53,7 +53,7 @@ class Server:
         cmd = SSDLAB + ["serve", str(self.cfg), "--listen", self.addr] + self.args
         if self.image:
             cmd += ["--image", str(self.image)]
-        self.logf = open(self.log, "w")
+        self.logf = open(self.log, "w")  # noqa: SIM115 (the server's log while it runs; closed in stop)
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
         while time.time() < deadline:

@@ -59,7 +59,7 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             out, err = self.proc.communicate()
-            raise AssertionError(f"server ignored SIGTERM\n{out}\n{err}")
+            raise AssertionError(f"server ignored SIGTERM\n{out}\n{err}") from None
         assert self.proc.returncode == 0, f"server exited {self.proc.returncode}\n{out}\n{err}"
         return out
 

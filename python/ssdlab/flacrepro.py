@@ -1,6 +1,7 @@
 """`ssdlab reproduce flac`: the flac case study's experiments and report.
 
-Runs (experiments/flac/experiment.toml, modes quick and full): attach vs memcpy and per-page
+Runs (experiments/flac/experiment.toml, modes quick and full) as points of the sweep engine,
+one per step, each in a fresh worker with its own work directory: attach vs memcpy and per-page
 fault costs; the microbenchmark (4 KiB .. 2 MiB I/O, a data set that fits the DRAM cache and
 one 4x larger, thread scaling); grep, tar and bigsort in process on FlacFS and both library
 baselines; the same as unmodified programs through the LD_PRELOAD shim, with ext4 on a loop
@@ -26,7 +27,9 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from . import flac
+from .experiments import Experiment, ExperimentPoint, PointResult
 from .flac import parse_size
+from .runners import PROCESS_BYTES, Resources, Result, Runner
 
 ENGINES = ["flac", "pagecache", "dax"]
 LABEL = {"flac": "FlacFS", "pagecache": "page-cache FS", "dax": "DAX FS", "ext4": "ext4 (kernel, loop)"}
@@ -105,6 +108,9 @@ class Workdir:
         return str(self.dir) if self.huge else None
 
     def fs(self, engine: str, dram: Any, pm_bytes: Any, name: str = "fs.img", **kw: Any) -> Dict[str, Any]:
+        """A fresh image's config: the previous run's image goes first (one image in memory at
+        a time, and no engine mounts another's data)."""
+        Path(self.path(name)).unlink(missing_ok=True)
         return flac.fs_config(self.path(name), engine=engine, create=pm_bytes, dram=dram, dram_dir=self.dram_dir, **kw)
 
 
@@ -441,7 +447,7 @@ def _figures(out: Path, res: Dict[str, Any]) -> None:
 
     colors = {"flac": "tab:blue", "pagecache": "tab:orange", "dax": "tab:green", "ext4": "tab:gray"}
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, op in zip(axes, ("read", "write")):
+    for ax, op in zip(axes, ("read", "write"), strict=True):
         for engine in ENGINES:
             for regime, style in (("cached", "-o"), ("larger", "--s")):
                 pts = [r for r in res["micro"] if r["engine"] == engine and r["op"] == op and r["regime"] == regime]
@@ -460,7 +466,7 @@ def _figures(out: Path, res: Dict[str, Any]) -> None:
     plt.close(fig)
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, op in zip(axes, ("read", "write")):
+    for ax, op in zip(axes, ("read", "write"), strict=True):
         for engine in ENGINES:
             pts = [r for r in res["scaling"] if r["engine"] == engine and r["op"] == op]
             ax.plot([p["threads"] for p in pts], [p["gb_s"] for p in pts], "-o", color=colors[engine], label=LABEL[engine])
@@ -477,7 +483,7 @@ def _figures(out: Path, res: Dict[str, Any]) -> None:
     groups = [("in process", [(f"{r['app']} ({r['cache']})", r) for r in res["apps"]]),
               ("unmodified, via the shim", [(r["app"], r) for r in res["shim"] if r["app"] != "stats"])]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for ax, (title, items) in zip(axes, groups):
+    for ax, (title, items) in zip(axes, groups, strict=True):
         names = list(dict.fromkeys(n for n, _ in items))
         engines = [e for e in [*ENGINES, "ext4"] if any(r["engine"] == e for _, r in items)]
         width = 0.8 / max(len(engines), 1)
@@ -550,18 +556,25 @@ def _report(out: Path, res: Dict[str, Any], mode: str, m: Dict[str, Any]) -> Pat
              f"{'2 MiB huge pages (tmpfs mounted huge=always)' if res['env']['huge_pages'] else '4 KiB pages (no huge-page tmpfs)'}. "
              "Every figure is measured here; the document's are from its slides (seed 004) and the FAST'24 abstract.", "",
              "| claim | document | ssdlab | why they differ |", "|---|---|---|---|"]
+    def share(x: Optional[float], what: str) -> str:
+        # What zero-copy saves of a copying read; when FlacFS is slower it saves nothing.
+        if x is None:
+            return "-"
+        if x >= 0:
+            return f"{x:.0%} of a {what}"
+        return f"none (FlacFS's {what} takes {1 - x:.1f}x the copying one's time)"
+
     lines.append(f"| copies' share of I/O time, page-cache FS | {DOC['copy_share_cache']:.0%} (ext4 on PM) | "
-                 f"{copy_share_cache:.0%} of a 2 MiB cached read | the library page cache has no system call or VFS around the copy, so the copy is a larger share |"
-                 if copy_share_cache is not None else "| copies' share, page-cache FS | 23% | - | - |")
+                 f"{share(copy_share_cache, '2 MiB cached read')} | the library page cache has no system call or VFS around the copy, so "
+                 "the copy is a larger share |")
     lines.append(f"| copies' share of I/O time, DAX FS | {DOC['copy_share_dax']:.0%} (ext4-DAX, NOVA) | "
-                 f"{copy_share_dax:.0%} of a 2 MiB read | PM reads are modelled (6.6 GB/s); the rest is this machine's memcpy |"
-                 if copy_share_dax is not None else "| copies' share, DAX FS | 96% | - | - |")
+                 f"{share(copy_share_dax, '2 MiB read')} | PM reads are modelled (6.6 GB/s); the rest is this machine's memcpy |")
     lines.append(f"| 2 MiB reads, FlacFS vs page-cache / DAX | order of magnitude | {_ratio(fr, pr)} / {_ratio(fr, dr)} "
                  f"({fr:.1f} vs {pr:.1f} / {dr:.1f} GB/s) | attaching 2 MiB is one PMD entry here; the application touches every page "
-                 "it reads; remapping costs ~1 us per 4 KiB entry on this nested-paging VM |" if fr and pr and dr else "")
+                 "it reads; remapping costs ~1 us per 4 KiB entry on this nested-paging VM |" if fr and pr and dr else None)
     lines.append(f"| 2 MiB writes, FlacFS vs page-cache / DAX | order of magnitude | {_ratio(fw, pw)} / {_ratio(fw, dw)} "
                  f"(with the commit to PM: {fwc:.2f} GB/s) | attach is a page-table update; persisting to PM is bound by PM's "
-                 "2.3 GB/s write bandwidth for every design |" if fw and pw and dw and fwc else "")
+                 "2.3 GB/s write bandwidth for every design |" if fw and pw and dw and fwc else None)
     lines.append(f"| FlacFS best from 64 KB | yes | reads ahead of the page cache from {cross >> 10 if cross else '-'} KiB | "
                  "below 2 MiB the attached range is mapped with 4 KiB entries, each ~1 us to fill on this machine |")
     lines.append(f"| background flushing's loss | {DOC['flush_loss']:.0%} | copying flush loses {flush_loss:.0%} of lock-free's "
@@ -590,7 +603,7 @@ def _report(out: Path, res: Dict[str, Any], mode: str, m: Dict[str, Any]) -> Pat
                      "saves attach pages; the copies move to the training step's first write of each page (copy-on-write) |")
         lines.append(f"| checkpoint space (natural dedup) | saved | {z['pm_frames_bytes'] / 2**20:.0f} MiB for {z['logical_bytes'] / 2**20:.0f} "
                      f"MiB of checkpoints (tmpfs: {tm['pm_frames_bytes'] / 2**20:.0f} MiB) | unchanged pages are shared by the checkpoints and the live state |")
-    lines = [ln for ln in lines if ln]
+    lines = [ln for ln in lines if ln is not None]
     lines += ["", "![microbenchmark](micro.png)", "", "![thread scaling](scaling.png)", "", "![applications](apps.png)", ""]
     if res["checkpoint"]:
         lines += ["![checkpoints](checkpoint.png)", ""]
@@ -609,26 +622,93 @@ def _report(out: Path, res: Dict[str, Any], mode: str, m: Dict[str, Any]) -> Pat
     return md
 
 
-def reproduce_flac(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None]) -> Path:
+# -- the experiment on the sweep engine -------------------------------------------------------------
+#
+# One point per step, each run in a fresh worker with a work directory of its own. The steps
+# measure wall-clock speed, so each holds every CPU while it runs (the scheduler runs them one
+# at a time) and its figures vary a little between runs; everything else is seeded.
+
+STEPS: Dict[str, Callable[[Workdir, Dict[str, Any], int, Callable[[str], None]], Any]] = {
+    "bench": lambda w, m, seed, log: run_bench(w, m, log),
+    "micro": run_micro,
+    "scaling": run_scaling,
+    "apps": run_apps,
+    "shim": run_shim,
+    "ablations": run_ablations,
+    "checkpoint": run_checkpoint,
+}
+MODE_KEYS = ("pm_bytes", "io_sizes", "cached", "larger", "point_bytes", "small_point_bytes", "threads", "repeats", "tree",
+             "bigsort_ints", "run_ints", "app_dram", "shim_tree", "shim_sort_ints", "shim_dram", "ablation_flush", "ablation_load",
+             "checkpoint")
+
+
+def _points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
     m = spec[mode]
+    missing = [k for k in MODE_KEYS if k not in m]
+    if missing:
+        raise ValueError(f"experiments/flac/experiment.toml [{mode}]: missing {', '.join(missing)}")
     seed = int(spec.get("seed", 42))
+    return [ExperimentPoint(step, {"step": step}, STEP.name, {"step": step, "mode": mode, "seed": seed, "m": m}) for step in STEPS]
+
+
+def _resolve(task: Dict[str, Any]) -> Dict[str, Any]:
+    if task.get("step") not in STEPS:
+        raise ValueError(f"flac: step must be one of {', '.join(STEPS)}, got {task.get('step')!r}")
+    m = task["m"]
+    for key in ("pm_bytes", "app_dram", "shim_dram"):
+        parse_size(m[key])
+    return task
+
+
+def _resources(task: Dict[str, Any]) -> Resources:
+    m, step = task["m"], task["step"]
+    # The PM image is populated up front (one at a time: Workdir.fs removes the previous one)
+    # and the DRAM pool is the largest one the step mounts; a GiB for data sets on the host
+    # side (trees, sorted integers, ext4's image, tmpfs checkpoints).
+    dram = {"bench": 256 << 20, "apps": parse_size(m["app_dram"]), "shim": parse_size(m["shim_dram"]),
+            "micro": max(parse_size(m["cached"]["dram"]), parse_size(m["larger"]["dram"])), "scaling": parse_size(m["cached"]["dram"]),
+            "ablations": max(parse_size(m["ablation_flush"]["dram"]), parse_size(m["ablation_load"]["dram"])),
+            "checkpoint": max(4 * parse_size(m["checkpoint"]["state"]), 256 << 20) + parse_size(m["checkpoint"]["state"])}[step]
+    # Every CPU: the scheduler clamps this to the machine's (or --jobs), so steps run alone.
+    return Resources(memory_bytes=parse_size(m["pm_bytes"]) + dram + (1 << 30) + PROCESS_BYTES, cpus=os.cpu_count() or 1)
+
+
+def _run(task: Dict[str, Any]) -> Result:
+    m, step = task["m"], task["step"]
     os.environ.update(_quiet_env())
-    size = parse_size(m["pm_bytes"]) * 3 + (4 << 30)
-    res: Dict[str, Any] = {}
-    with Workdir(bool(m.get("huge_pages", True)), size, log) as w:
-        res["env"] = {"huge_pages": w.huge, "dir": str(w.dir), "max_map_count_raised": w.old_map_count is not None}
-        log(f"flac ({mode}): images in {w.dir} ({'2 MiB' if w.huge else '4 KiB'} pages)")
-        steps = [("bench", lambda: run_bench(w, m, log)), ("micro", lambda: run_micro(w, m, seed, log)),
-                 ("scaling", lambda: run_scaling(w, m, seed, log)), ("apps", lambda: run_apps(w, m, seed, log)),
-                 ("shim", lambda: run_shim(w, m, seed, log)), ("ablations", lambda: run_ablations(w, m, seed, log)),
-                 ("checkpoint", lambda: run_checkpoint(w, m, seed, log))]
-        for name, fn in steps:
-            t0 = time.time()
-            log(f"[{name}]")
-            res[name] = fn()
-            log(f"  ({time.time() - t0:.0f} s)")
+    lines: List[str] = []
+    t0 = time.time()
+    with Workdir(bool(m.get("huge_pages", True)), parse_size(m["pm_bytes"]) * 3 + (4 << 30), lines.append) as w:
+        lines.insert(0, f"flac {step} ({task['mode']}): images in {w.dir} ({'2 MiB' if w.huge else '4 KiB'} pages)")
+        result = STEPS[step](w, m, int(task["seed"]), lines.append)
+        huge = w.huge
+    seconds = round(time.time() - t0, 1)
+    return Result(metrics={"step": step, "huge_pages": huge, "seconds": seconds, "result": result},
+                  files={"log.txt": "\n".join(lines) + "\n"})
+
+
+def _describe(metrics: Dict[str, Any]) -> str:
+    r, step = metrics["result"], metrics["step"]
+    if step == "bench":
+        big = max(r["attach"], key=lambda x: x["bytes"])
+        return f"{big['bytes'] >> 10} KiB: memcpy / attach {big['memcpy_over_attach_touch']:.1f}x ({metrics['seconds']:.0f} s)"
+    if step == "ablations":
+        return (f"flush lock-free {r['flush_lockfree']['gb_s']:.2f} vs copying {r['flush_copying']['gb_s']:.2f} GB/s, load async "
+                f"{r['load_async']['gb_s']:.2f} vs sync {r['load_sync']['gb_s']:.2f} GB/s ({metrics['seconds']:.0f} s)")
+    return f"{len(r)} rows ({metrics['seconds']:.0f} s)"
+
+
+def _write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, PointResult],
+                  log: Callable[[str], None]) -> Path:
+    res: Dict[str, Any] = {step: results[step].metrics["result"] for step in STEPS}
+    huge = {results[step].metrics["huge_pages"] for step in STEPS}
+    res["env"] = {"huge_pages": huge == {True}, "seconds": {step: results[step].metrics["seconds"] for step in STEPS}}
     (out / "results.json").write_text(json.dumps(res, indent=1) + "\n")
     for name in ("micro", "scaling", "apps", "shim", "checkpoint"):
         _csv(out / f"{name}.csv", res[name])
     _figures(out, res)
-    return _report(out, res, mode, m)
+    return _report(out, res, mode, spec[mode])
+
+
+STEP = Runner("ssdlab.flacrepro:STEP", _resolve, _resources, _run)
+EXPERIMENT = Experiment(points=_points, report=_write_report, describe=_describe, metrics=("step", "huge_pages", "seconds"))

@@ -54,7 +54,7 @@ def serve(config: Dict[str, Any], listen: str = "127.0.0.1:10809", image: Option
     except ValueError:  # not the main thread: signals stay with the main thread's handlers
         pass
     try:
-        return json.loads(_native.nbd_serve(json.dumps(config), json.dumps(opts)))
+        return _native.nbd_serve(config, opts)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
@@ -65,13 +65,13 @@ def stats(addr: str, tls_ca: Optional[str] = None) -> Dict[str, Any]:
     server give the CA certificate (PEM file, or a directory holding ca-cert.pem)."""
     if tls_ca and Path(tls_ca).is_dir():
         tls_ca = str(Path(tls_ca) / "ca-cert.pem")
-    return json.loads(_native.nbd_stats(addr, tls_ca))
+    return _native.nbd_stats(addr, tls_ca)
 
 
 def cmd_serve(args) -> int:
-    from .device import resolve_config
+    from .config import resolve
 
-    cfg = resolve_config(config=args.config)
+    cfg = resolve(config=args.config)
     exports = [parse_export(e) for e in args.export] if args.export else None
     m = serve(cfg, listen=args.listen, image=args.image, latency=args.latency, exports=exports,
               per_handle=args.per_handle_exports, max_connections=args.max_connections,

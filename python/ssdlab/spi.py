@@ -14,7 +14,6 @@ True
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ PathLike = Union[str, Path]
 
 def chips() -> List[dict]:
     """The chip presets: name, vendor, size, IDs, typical/max timings and the datasheet used."""
-    return json.loads(_native.spi_chips())
+    return _native.spi_chips()
 
 
 class Flash:
@@ -112,7 +111,7 @@ class Flash:
 
     @property
     def stats(self) -> dict:
-        return json.loads(self._f.stats_json())
+        return self._f.stats()
 
     @property
     def registers(self) -> Tuple[int, int, int]:
@@ -135,7 +134,7 @@ class Flash:
     def serve(self, listen: str = "127.0.0.1:0", on_listening=None) -> dict:
         """Serve flashrom's serprog protocol on ``listen`` until KeyboardInterrupt (or any
         exception a signal handler raises). Returns counts of clients, commands and NAKs."""
-        return json.loads(self._f.serve(listen, on_listening))
+        return self._f.serve(listen, on_listening)
 
 
 def _on_sigterm(signum, frame):

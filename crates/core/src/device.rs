@@ -7,18 +7,19 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::Personality;
-use crate::config::{Arrival, Config, Pattern, WorkloadConfig};
+use crate::config::{Arrival, Config, Pattern, StopRule, WorkloadConfig};
 use crate::engine::driver::{self, Ending, Limits, Loop};
 use crate::error::{Error, Result};
 use crate::ftl::conventional::Conventional;
-use crate::ftl::ocssd::{ChunkLog, Ocssd};
-use crate::ftl::zns::{Zns, ZoneLog};
+use crate::ftl::hostlog::HostLog;
+use crate::ftl::ocssd::Ocssd;
+use crate::ftl::zns::Zns;
 use crate::ftl::{BlockDevice, WriteOpts};
-use crate::metrics::Recorder;
+use crate::metrics::{Recorder, Steady};
 use crate::workload::{Mix, Source, Synthetic};
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"SSDLABSN";
-const SNAPSHOT_VERSION: u32 = 2;
+const SNAPSHOT_VERSION: u32 = 3;
 
 /// Progress callback: (phase, fraction done) -> keep going?
 pub type Progress<'a> = &'a mut dyn FnMut(&str, f64) -> bool;
@@ -51,11 +52,11 @@ impl RunReport {
 #[allow(clippy::large_enum_variant)] // one per device, never in arrays
 pub enum Personal {
     Conventional(Conventional),
-    /// A ZNS device inside the zoned-log host that runs ordinary workloads on it.
-    Zns(ZoneLog),
-    /// An open-channel device inside the chunk-log host that runs ordinary workloads on it;
-    /// host FTLs of their own drive the device itself (case studies, the vector API).
-    Ocssd(ChunkLog),
+    /// A ZNS device inside the host log that runs ordinary workloads on it.
+    Zns(HostLog<Zns>),
+    /// An open-channel device inside the host log that runs ordinary workloads on it; host
+    /// FTLs of their own drive the device itself (case studies, the vector API).
+    Ocssd(HostLog<Ocssd>),
 }
 
 /// An emulated SSD.
@@ -69,20 +70,21 @@ pub struct Device {
 impl Device {
     /// Format a device. The config must be valid (`Config::validate`).
     pub fn new(cfg: Config) -> Result<Device> {
-        cfg.validate()?;
+        // The checks building runs, and the memory it will take, before allocating anything.
+        crate::sizing::ensure_memory(&crate::sizing::sizing(&cfg)?)?;
         let dev = match cfg.personality {
             Personality::Conventional => Personal::Conventional(Conventional::new(&cfg)?),
             Personality::Zns => {
                 let z = Zns::new(&cfg)?;
                 let streams = z.max_open().min(4) as usize;
-                Personal::Zns(ZoneLog::new(z, streams))
+                Personal::Zns(HostLog::new(z, streams))
             }
-            Personality::Ocssd => Personal::Ocssd(ChunkLog::new(Ocssd::new(&cfg)?)),
+            Personality::Ocssd => Personal::Ocssd(HostLog::new(Ocssd::new(&cfg)?, 1)),
         };
         Ok(Device { cfg, dev, now_ns: 0 })
     }
 
-    /// The device as workloads see it (for ZNS: through the zoned-log host).
+    /// The device as workloads see it (for ZNS and open-channel: through the host log).
     fn bd(&mut self) -> &mut dyn BlockDevice {
         match &mut self.dev {
             Personal::Conventional(c) => c,
@@ -95,8 +97,8 @@ impl Device {
     fn raw(&mut self) -> &mut dyn BlockDevice {
         match &mut self.dev {
             Personal::Conventional(c) => c,
-            Personal::Zns(log) => &mut log.zns,
-            Personal::Ocssd(log) => &mut log.oc,
+            Personal::Zns(log) => &mut log.dev,
+            Personal::Ocssd(log) => &mut log.dev,
         }
     }
 
@@ -104,15 +106,15 @@ impl Device {
     pub fn block_device(&self) -> &dyn BlockDevice {
         match &self.dev {
             Personal::Conventional(c) => c,
-            Personal::Zns(log) => &log.zns,
-            Personal::Ocssd(log) => &log.oc,
+            Personal::Zns(log) => &log.dev,
+            Personal::Ocssd(log) => &log.dev,
         }
     }
 
     /// The open-channel device, if this is one.
     pub fn ocssd_mut(&mut self) -> Option<&mut Ocssd> {
         match &mut self.dev {
-            Personal::Ocssd(log) => Some(&mut log.oc),
+            Personal::Ocssd(log) => Some(&mut log.dev),
             _ => None,
         }
     }
@@ -120,13 +122,13 @@ impl Device {
     /// The ZNS device, if this is one.
     pub fn zns(&self) -> Option<&Zns> {
         match &self.dev {
-            Personal::Zns(log) => Some(&log.zns),
+            Personal::Zns(log) => Some(&log.dev),
             _ => None,
         }
     }
     pub fn zns_mut(&mut self) -> Option<&mut Zns> {
         match &mut self.dev {
-            Personal::Zns(log) => Some(&mut log.zns),
+            Personal::Zns(log) => Some(&mut log.dev),
             _ => None,
         }
     }
@@ -202,7 +204,7 @@ impl Device {
     /// Run a synthetic workload, measured from its first command.
     pub fn run(&mut self, w: &WorkloadConfig, progress: Progress) -> Result<RunReport> {
         let limits = self.limits(w);
-        let (rep, _) = self.drive(w, limits, Some(()), "run", progress)?;
+        let (rep, _) = self.drive(w, limits, Some(w), "run", progress)?;
         Ok(rep.expect("measured run"))
     }
 
@@ -229,7 +231,7 @@ impl Device {
         &mut self,
         w: &WorkloadConfig,
         limits: Limits,
-        measured: Option<()>,
+        measured: Option<&WorkloadConfig>,
         phase: &str,
         progress: Progress,
     ) -> Result<(Option<RunReport>, Ending)> {
@@ -272,13 +274,13 @@ impl Device {
             Loop::Closed { depth: stop.queue_depth }
         };
         let limits = self.limits(stop);
-        let (rep, _) = self.drive_source(&mut src, lp, limits, Some(()), "run", progress)?;
+        let (rep, _) = self.drive_source(&mut src, lp, limits, Some(stop), "run", progress)?;
         Ok(rep.expect("measured run"))
     }
 
     /// Replay any command source (trace) against the device, measured.
     pub fn run_source(&mut self, src: &mut dyn Source, lp: Loop, limits: Limits, progress: Progress) -> Result<RunReport> {
-        let (rep, _) = self.drive_source(src, lp, limits, Some(()), "replay", progress)?;
+        let (rep, _) = self.drive_source(src, lp, limits, Some(&WorkloadConfig::default()), "replay", progress)?;
         Ok(rep.expect("measured run"))
     }
 
@@ -287,11 +289,15 @@ impl Device {
         src: &mut dyn Source,
         lp: Loop,
         limits: Limits,
-        measured: Option<()>,
+        measured: Option<&WorkloadConfig>,
         phase: &str,
         progress: Progress,
     ) -> Result<(Option<RunReport>, Ending)> {
         let mut rec = self.recorder(limits.host_write_bytes);
+        if let Some(w) = measured.filter(|w| w.stop == StopRule::Steady) {
+            let window = (w.steady_window_device_writes * self.logical_bytes() as f64) as u64;
+            rec.watch_steady(Steady::new(window, w.steady_tolerance, w.steady_windows));
+        }
         let start = self.now_ns;
         let seed = self.cfg.seed;
         let mut cb = |f: f64| progress(phase, f);
@@ -359,8 +365,8 @@ impl Device {
         let now = self.now_ns;
         self.raw().trim(lba, n, now)
     }
-    /// Flush: the device's write buffer, and the buffer of the host that runs workloads on it
-    /// (the open-channel chunk log's partial unit).
+    /// Flush: the device's write buffer, and the buffer of the host log that runs workloads on
+    /// it (the open-channel log's partial units).
     pub fn flush(&mut self) -> Result<u64> {
         let now = self.now_ns;
         self.bd().flush(now)

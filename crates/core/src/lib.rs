@@ -6,7 +6,8 @@
 //!   on the same media and engine);
 //! - [`metrics`]: one measurement schema for every run;
 //! - [`workload`]: synthetic generators and trace replay;
-//! - [`device`]: a configured device, its runs, reports and snapshots.
+//! - [`device`]: a configured device, its runs, reports and snapshots;
+//! - [`sizing`]: what a config gives and costs, checked before the device is built.
 
 pub mod analytic;
 pub mod config;
@@ -16,6 +17,7 @@ pub mod error;
 pub mod ftl;
 pub mod media;
 pub mod metrics;
+pub mod sizing;
 pub mod workload;
 
 pub use config::Config;

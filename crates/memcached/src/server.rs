@@ -19,7 +19,7 @@ use ssdlab_cache::cache::cache_seconds;
 use ssdlab_cache::hash::key_of;
 use ssdlab_cache::item::{Item, ITEM_HEADER_BYTES};
 use ssdlab_cache::{CacheError, HybridCache};
-use ssdlab_core::ftl::fdp::StreamStats;
+use ssdlab_core::ftl::conventional::StreamStats;
 
 use crate::proto::{self, Command, Refusal, StoreKind, KEY_BYTES_MAX, RELATIVE_EXPTIME_MAX};
 

@@ -77,7 +77,7 @@ impl FlacFs {
     #[new]
     fn new(py: Python<'_>, config_json: &str) -> PyResult<FlacFs> {
         let cfg: FsConfig = serde_json::from_str(config_json).map_err(|e| PyValueError::new_err(format!("file-system config: {e}")))?;
-        let fs = py.allow_threads(|| Fs::mount(cfg)).map_err(err)?;
+        let fs = py.detach(|| Fs::mount(cfg)).map_err(err)?;
         Ok(FlacFs { fs: Some(fs), files: Mutex::new(HashMap::new()), next: Mutex::new(3) })
     }
 
@@ -103,13 +103,13 @@ impl FlacFs {
     fn pread<'py>(&self, py: Python<'py>, h: u64, n: usize, off: u64) -> PyResult<Bound<'py, PyBytes>> {
         let (fs, f) = (self.fs()?.clone(), self.file(h)?);
         let mut v = vec![0u8; n];
-        let k = py.allow_threads(|| fs.pread(&f, &mut v, off)).map_err(err)?;
-        Ok(PyBytes::new_bound(py, &v[..k]))
+        let k = py.detach(|| fs.pread(&f, &mut v, off)).map_err(err)?;
+        Ok(PyBytes::new(py, &v[..k]))
     }
 
     fn pwrite(&self, py: Python<'_>, h: u64, data: &[u8], off: u64) -> PyResult<usize> {
         let (fs, f) = (self.fs()?.clone(), self.file(h)?);
-        py.allow_threads(|| fs.pwrite(&f, data, off)).map_err(err)
+        py.detach(|| fs.pwrite(&f, data, off)).map_err(err)
     }
 
     /// Read `n` bytes at `off` into memory at `addr` (a FLAC buffer attaches); returns
@@ -117,7 +117,7 @@ impl FlacFs {
     fn read_into(&self, py: Python<'_>, h: u64, addr: usize, n: usize, off: u64) -> PyResult<(usize, u64, u64)> {
         let (fs, f) = (self.fs()?.clone(), self.file(h)?);
         // SAFETY: the caller passes writable memory of n bytes (a FlacBuf or a numpy array).
-        let (k, x) = py.allow_threads(|| unsafe { fs.pread_raw(&f, addr as *mut u8, n, off) }).map_err(err)?;
+        let (k, x) = py.detach(|| unsafe { fs.pread_raw(&f, addr as *mut u8, n, off) }).map_err(err)?;
         Ok((k, x.mapped_bytes, x.copied_bytes))
     }
 
@@ -125,7 +125,7 @@ impl FlacFs {
     fn write_from(&self, py: Python<'_>, h: u64, addr: usize, n: usize, off: u64) -> PyResult<(u64, u64)> {
         let (fs, f) = (self.fs()?.clone(), self.file(h)?);
         // SAFETY: the caller passes readable memory of n bytes.
-        let (_, x) = py.allow_threads(|| unsafe { fs.pwrite_raw(&f, addr as *const u8, n, Some(off)) }).map_err(err)?;
+        let (_, x) = py.detach(|| unsafe { fs.pwrite_raw(&f, addr as *const u8, n, Some(off)) }).map_err(err)?;
         Ok((x.mapped_bytes, x.copied_bytes))
     }
 
@@ -152,8 +152,8 @@ impl FlacFs {
         self.fs()?.remove(path, dir).map_err(err)
     }
 
-    fn rename(&self, from: &[u8], to: &[u8]) -> PyResult<()> {
-        self.fs()?.rename(from, to, false).map_err(err)
+    fn rename(&self, src: &[u8], dst: &[u8]) -> PyResult<()> {
+        self.fs()?.rename(src, dst, false).map_err(err)
     }
 
     /// (name, inode, DT_* type) of a directory's entries, in name order.
@@ -162,17 +162,17 @@ impl FlacFs {
         let d = fs.open(path, libc::O_RDONLY | libc::O_DIRECTORY, 0).map_err(err)?;
         let r = fs.readdir(&d).map_err(err);
         fs.close(&d).map_err(err)?;
-        Ok(r?.into_iter().map(|e| (PyBytes::new_bound(py, &e.name), e.ino, e.kind)).collect())
+        Ok(r?.into_iter().map(|e| (PyBytes::new(py, &e.name), e.ino, e.kind)).collect())
     }
 
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
         let fs = self.fs()?.clone();
-        py.allow_threads(|| fs.sync()).map_err(err)
+        py.detach(|| fs.sync()).map_err(err)
     }
 
     fn drop_caches(&self, py: Python<'_>) -> PyResult<()> {
         let fs = self.fs()?.clone();
-        py.allow_threads(|| fs.drop_caches()).map_err(err)
+        py.detach(|| fs.drop_caches()).map_err(err)
     }
 
     /// Statistics (JSON).
@@ -202,7 +202,7 @@ impl FlacFs {
     /// the first broken one.
     fn check(&self, py: Python<'_>) -> PyResult<()> {
         let fs = self.fs()?.clone();
-        py.allow_threads(|| {
+        py.detach(|| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 if let Some(f) = fs.flac() {
                     f.check_invariants();
@@ -222,14 +222,14 @@ impl FlacFs {
         for (_, f) in self.files.lock().unwrap().drain() {
             let _ = fs.close(&f);
         }
-        py.allow_threads(|| fs.unmount()).map_err(err)
+        py.detach(|| fs.unmount()).map_err(err)
     }
 }
 
 /// Run an experiment or bench spec (JSON, see ssdlab_flac::run); returns the result (JSON).
 #[pyfunction]
 fn flac_run(py: Python<'_>, spec_json: &str) -> PyResult<String> {
-    py.allow_threads(|| ssdlab_flac::run::run_json(spec_json)).map_err(err)
+    py.detach(|| ssdlab_flac::run::run_json(spec_json)).map_err(err)
 }
 
 /// The default file-system config (JSON).

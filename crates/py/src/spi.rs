@@ -11,7 +11,9 @@ use ssdlab_spi::parts::{self, TimingMode};
 use ssdlab_spi::serprog::Server;
 use ssdlab_spi::{Flash, Options, StuckBit};
 
-fn to_py(e: ssdlab_spi::Error) -> PyErr {
+use crate::convert::to_py;
+
+fn spi_err(e: ssdlab_spi::Error) -> PyErr {
     match e {
         ssdlab_spi::Error::Invalid(m) => PyValueError::new_err(m),
         ssdlab_spi::Error::Io(m) => PyOSError::new_err(m),
@@ -44,16 +46,16 @@ impl SpiFlash {
             TimingMode::parse(timing).ok_or_else(|| PyValueError::new_err(format!("timing must be 'typical' or 'max', got {timing:?}")))?;
         let stuck_bits = stuck_bits.into_iter().map(|(addr, bit, value)| StuckBit { addr, bit, value }).collect();
         let opts = Options { timing, clock_hz, stuck_bits, erase_fail_after, unique_id };
-        let mut flash = Flash::new(part, image.as_deref(), opts).map_err(to_py)?;
+        let mut flash = Flash::new(part, image.as_deref(), opts).map_err(spi_err)?;
         if let Some(t) = trace {
-            flash.trace_to(&t).map_err(to_py)?;
+            flash.trace_to(&t).map_err(spi_err)?;
         }
         flash.set_source("python");
         Ok(SpiFlash { flash })
     }
 
     fn transfer<'py>(&mut self, py: Python<'py>, data: &[u8]) -> Bound<'py, PyBytes> {
-        PyBytes::new_bound(py, &self.flash.transfer(data))
+        PyBytes::new(py, &self.flash.transfer(data))
     }
 
     fn advance(&mut self, ns: u64) {
@@ -78,7 +80,7 @@ impl SpiFlash {
     }
     #[setter]
     fn set_clock_hz(&mut self, hz: u32) -> PyResult<()> {
-        self.flash.set_clock_hz(hz).map_err(to_py)
+        self.flash.set_clock_hz(hz).map_err(spi_err)
     }
     fn set_wp(&mut self, high: bool) {
         self.flash.set_wp(high);
@@ -89,8 +91,9 @@ impl SpiFlash {
     fn sectors_beyond_endurance(&self) -> usize {
         self.flash.sectors_beyond_endurance()
     }
-    fn stats_json(&self) -> String {
-        serde_json::to_string(self.flash.stats()).unwrap_or_default()
+    /// Command, byte and busy-time counters.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, self.flash.stats())
     }
     fn registers(&self) -> (u8, u8, u8) {
         let r = self.flash.registers();
@@ -101,27 +104,27 @@ impl SpiFlash {
         (r.start, r.end)
     }
     fn contents<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new_bound(py, self.flash.contents())
+        PyBytes::new(py, self.flash.contents())
     }
     fn flush(&mut self) -> PyResult<()> {
-        self.flash.flush().map_err(to_py)
+        self.flash.flush().map_err(spi_err)
     }
 
     /// Serve flashrom's serprog on `listen` until a signal handler raises (Ctrl-C, or SIGTERM
     /// when the caller installed a handler). `on_listening(addr)` is called once bound. The GIL is
-    /// released while serving; signals are checked every 100 ms. Returns a JSON summary.
+    /// released while serving; signals are checked every 100 ms. Returns a summary.
     #[pyo3(signature = (listen, on_listening=None))]
-    fn serve(&mut self, py: Python<'_>, listen: &str, on_listening: Option<PyObject>) -> PyResult<String> {
-        let server = Server::bind(listen).map_err(to_py)?;
-        let addr = server.local_addr().map_err(to_py)?.to_string();
+    fn serve<'py>(&mut self, py: Python<'py>, listen: &str, on_listening: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let server = Server::bind(listen).map_err(spi_err)?;
+        let addr = server.local_addr().map_err(spi_err)?.to_string();
         if let Some(cb) = on_listening {
-            cb.call1(py, (addr,))?;
+            cb.call1((addr,))?;
         }
         let pending: Mutex<Option<PyErr>> = Mutex::new(None);
         let flash = &mut self.flash;
-        let res = py.allow_threads(|| {
+        let res = py.detach(|| {
             let stop = || {
-                Python::with_gil(|py| match py.check_signals() {
+                Python::attach(|py| match py.check_signals() {
                     Ok(()) => false,
                     Err(e) => {
                         if let Ok(mut p) = pending.lock() {
@@ -133,17 +136,17 @@ impl SpiFlash {
             };
             server.run(flash, &stop)
         });
-        let sum = res.map_err(to_py)?;
+        let sum = res.map_err(spi_err)?;
         if let Some(e) = pending.into_inner().ok().flatten() {
             return Err(e);
         }
-        Ok(serde_json::to_string(&sum).unwrap_or_default())
+        to_py(py, &sum)
     }
 }
 
-/// The presets as JSON: name, vendor, size, IDs, timings, datasheet.
+/// The presets: name, vendor, size, IDs, timings, datasheet.
 #[pyfunction]
-fn spi_chips() -> String {
+fn spi_chips(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     let list: Vec<serde_json::Value> = parts::NAMES
         .iter()
         .filter_map(|n| parts::part(n))
@@ -161,10 +164,10 @@ fn spi_chips() -> String {
             })
         })
         .collect();
-    serde_json::Value::Array(list).to_string()
+    to_py(py, &list)
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SpiFlash>()?;
     m.add_function(wrap_pyfunction!(spi_chips, m)?)?;
     Ok(())

@@ -13,7 +13,6 @@ use std::collections::BinaryHeap;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Timing;
-use crate::media::Layout;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[repr(u8)]
@@ -193,19 +192,29 @@ pub struct Timelines {
 }
 
 impl Timelines {
-    pub fn new(t: &Timing, lay: &Layout) -> Timelines {
+    /// Timelines for `channels` channels of `dies_per_channel` dies each (dies are numbered
+    /// channel-major).
+    pub fn new(t: &Timing, channels: u32, dies_per_channel: u32) -> Timelines {
+        let dies = (channels * dies_per_channel) as usize;
         Timelines {
             enabled: t.enabled,
             t: t.clone(),
-            dies_per_channel: lay.dies_per_channel,
+            dies_per_channel,
             now_ns: 0,
-            die: vec![Lane::default(); lay.dies as usize],
-            die_op: vec![DieOp::Idle; lay.dies as usize],
-            die_busy_ns: vec![0; lay.dies as usize],
-            chan: vec![Lane::default(); lay.channels as usize],
-            chan_busy_ns: vec![0; lay.channels as usize],
+            die: vec![Lane::default(); dies],
+            die_op: vec![DieOp::Idle; dies],
+            die_busy_ns: vec![0; dies],
+            chan: vec![Lane::default(); channels as usize],
+            chan_busy_ns: vec![0; channels as usize],
             chan_ps_per_byte: (1_000_000_000_000u64 / t.channel_bytes_per_s.max(1)).max(1),
         }
+    }
+
+    /// Bytes of memory the timelines of `channels` x `dies_per_channel` dies take.
+    pub fn memory_bytes(channels: u32, dies_per_channel: u32) -> u64 {
+        let dies = (channels * dies_per_channel) as u64;
+        let lane = std::mem::size_of::<Lane>() as u64;
+        dies * (lane + 1 + 8) + channels as u64 * (lane + 8)
     }
 
     #[inline]
@@ -436,7 +445,7 @@ mod tests {
         let c = Config::from_toml_str("preset = \"fdp-ssd\"", "test").unwrap();
         let mut t = c.timing.clone();
         f(&mut t);
-        Timelines::new(&t, &Layout::new(&c.geometry))
+        Timelines::new(&t, c.geometry.channels, c.geometry.dies_per_channel)
     }
 
     #[test]

@@ -1,4 +1,7 @@
-//! NVMe Flexible Data Placement (TP4146) on the conventional FTL.
+//! NVMe Flexible Data Placement (TP4146): the placement component the conventional FTL calls.
+//! It decodes placement identifiers, keeps the reclaim unit accounting of each handle, the
+//! events, and answers the log pages; the FTL owns the write points and the blocks, and asks
+//! it where a write goes and which streams to build. It knows nothing of the FTL's internals.
 //!
 //! Model: a reclaim group (RG) is an equal share of the dies; a reclaim unit handle (RUH) is a
 //! host write stream of its own in every RG, so data written through different handles never
@@ -26,23 +29,9 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::conventional::{Conventional, Stream};
 use crate::config::{FdpConfig, FdpConfiguration, HandleType};
 use crate::error::{Error, Result, Status};
-use crate::ftl::BlockDevice;
-use crate::media::{BlockState, Layout};
-
-/// Handle of streams whose data belongs to no single handle.
-pub const SHARED: u16 = u16::MAX;
-
-/// Per-stream accounting; per-handle FDP figures are derived from it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StreamStats {
-    pub host_sectors: u64,
-    pub units_programmed: u64,
-    /// Valid sectors GC moved out of this stream's blocks.
-    pub relocated_out_sectors: u64,
-}
+use crate::media::{Counters, Layout};
 
 /// FDP event types (FDP Events log page), with their type codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,10 +127,15 @@ pub struct Fdp {
     max_events: usize,
     events: VecDeque<Event>,
     pub events_total: u64,
-    /// RUs started per host stream (RU switches).
+    /// RUs started per (reclaim group, handle) (RU switches).
     pub ru_switches: Vec<u64>,
     /// Whether the host has written through each (rg, handle).
     used: Vec<bool>,
+    /// Host sectors written into the current RU of each (rg, handle).
+    ru_written: Vec<u64>,
+    /// Serial number of the current RU of each (rg, handle): blocks opened for the handle now
+    /// belong to it.
+    ru_serial: Vec<u32>,
 }
 
 impl Fdp {
@@ -177,6 +171,8 @@ impl Fdp {
             events_total: 0,
             ru_switches: vec![0; n],
             used: vec![false; n],
+            ru_written: vec![0; n],
+            ru_serial: vec![0; n],
         }
     }
 
@@ -206,23 +202,65 @@ impl Fdp {
         self.phndl.len() as u32
     }
 
-    /// Account `sectors` host sectors written through stream `st` (RU switches).
-    pub(crate) fn host_wrote(&mut self, st: &mut Stream, sectors: u64, _now: u64) {
-        let idx = st.rg as usize * self.handles as usize + st.handle as usize;
-        if st.handle == SHARED || idx >= self.used.len() {
-            return;
+    /// Handles with persistent isolation: their data never mixes with other handles' data,
+    /// relocated or not.
+    pub fn persistently_isolated(&self, handle: u32) -> bool {
+        self.types[handle as usize] == HandleType::PersistentlyIsolated
+    }
+
+    /// (reclaim group, reclaim unit handle) a write goes to: the one its placement identifier
+    /// names, or placement handle 0 of reclaim group 0 without one.
+    #[inline]
+    pub fn route(&self, placement: Option<u16>) -> Result<(usize, usize)> {
+        match placement {
+            Some(pid) => self.decode(pid).ok_or_else(|| {
+                Error::Nvme(
+                    Status::InvalidField,
+                    format!(
+                        "placement identifier {pid:#06x} names no reclaim group and placement handle of this namespace ({} groups x {} placement handles)",
+                        self.groups,
+                        self.placement_handles()
+                    ),
+                )
+            }),
+            None => Ok((0, self.phndl[0] as usize)),
         }
+    }
+
+    #[inline(always)]
+    fn idx(&self, rg: usize, handle: usize) -> usize {
+        rg * self.handles as usize + handle
+    }
+
+    /// Account `sectors` host sectors written through (rg, handle): RUs fill and switch.
+    #[inline]
+    pub fn host_wrote(&mut self, rg: usize, handle: usize, sectors: u64) {
+        let idx = self.idx(rg, handle);
         self.used[idx] = true;
-        let ru = self.ru_sectors[st.rg as usize];
-        st.ru_written += sectors;
-        while st.ru_written >= ru {
-            st.ru_written -= ru;
-            st.ru_serial += 1;
+        let ru = self.ru_sectors[rg];
+        self.ru_written[idx] += sectors;
+        while self.ru_written[idx] >= ru {
+            self.ru_written[idx] -= ru;
+            self.ru_serial[idx] += 1;
             self.ru_switches[idx] += 1;
         }
     }
 
-    pub(crate) fn push_event(&mut self, kind: EventType, pid: Option<u16>, rg: u16, time_ns: u64) {
+    /// Serial number of the current RU of (rg, handle).
+    #[inline]
+    pub fn ru_serial(&self, rg: usize, handle: usize) -> u32 {
+        self.ru_serial[self.idx(rg, handle)]
+    }
+
+    /// The FTL closed the current RU of (rg, handle) (reclaim unit handle update): the next
+    /// write starts a new one. Returns whether the RU held any host data.
+    pub fn end_ru(&mut self, rg: usize, handle: usize) -> bool {
+        let idx = self.idx(rg, handle);
+        self.ru_serial[idx] += 1;
+        std::mem::take(&mut self.ru_written[idx]) > 0
+    }
+
+    pub fn push_event(&mut self, kind: EventType, pid: Option<u16>, rg: u16, time_ns: u64) {
         self.events_total += 1;
         if self.max_events == 0 {
             return;
@@ -238,30 +276,15 @@ impl Fdp {
     }
 }
 
-impl Conventional {
-    fn fdp_ref(&self) -> Result<&Fdp> {
-        self.fdp.as_ref().ok_or_else(|| Error::Nvme(Status::FdpDisabled, "FDP is not enabled on this device (fdp.enabled = false)".into()))
-    }
-
-    /// The FDP state, if FDP is enabled.
-    pub fn fdp(&self) -> Option<&Fdp> {
-        self.fdp.as_ref()
-    }
-
-    fn host_stream_of(&self, rg: usize, h: usize) -> usize {
-        let f = self.fdp.as_ref().expect("fdp");
-        self.host_streams[rg * f.handles as usize + h]
-    }
-
+impl Fdp {
     /// FDP Configurations log page: every configuration the device offers, in index order,
     /// and (as Get Features, FDP would report) which one is in force.
-    pub fn fdp_configurations(&self) -> Result<Value> {
-        let f = self.fdp_ref()?;
+    pub fn configurations(&self) -> Value {
         let rgif = |groups: u32| if groups <= 1 { 0 } else { 32 - (groups - 1).leading_zeros() };
-        Ok(json!({
-            "number_of_configurations": f.offered.len(),
-            "configuration_in_use": f.configuration,
-            "configurations": f.offered.iter().map(|(c, ru_bytes)| json!({
+        json!({
+            "number_of_configurations": self.offered.len(),
+            "configuration_in_use": self.configuration,
+            "configurations": self.offered.iter().map(|(c, ru_bytes)| json!({
                 "fdp_attributes": {"rgif": rgif(c.reclaim_groups), "volatile_write_cache": true, "valid": true},
                 "vendor_specific_size": 0,
                 "nrg": c.reclaim_groups,
@@ -272,158 +295,37 @@ impl Conventional {
                 "erutl": 0,
                 "ruh_descriptors": (0..c.handles).map(|h| { let t = c.handle_type(h); json!({"ruht": match t { HandleType::InitiallyIsolated => 1, HandleType::PersistentlyIsolated => 2 }, "type": t}) }).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
-        }))
+        })
     }
 
     /// Reclaim Unit Handle Usage log page: per handle, whether the host has used it.
-    pub fn ruh_usage(&self) -> Result<Vec<&'static str>> {
-        let f = self.fdp_ref()?;
-        Ok((0..f.handles as usize)
-            .map(|h| if (0..f.groups as usize).any(|rg| f.used[rg * f.handles as usize + h]) { "host-specified" } else { "unused" })
-            .collect())
+    pub fn usage(&self) -> Vec<&'static str> {
+        (0..self.handles as usize)
+            .map(|h| if (0..self.groups as usize).any(|rg| self.used[self.idx(rg, h)]) { "host-specified" } else { "unused" })
+            .collect()
     }
 
-    /// FDP Statistics log page.
-    pub fn fdp_statistics(&self) -> Result<FdpStatistics> {
-        self.fdp_ref()?;
-        let c = self.counters();
-        let block_bytes = self.layout().sectors_per_block as u64 * self.layout().sector_bytes as u64;
-        Ok(FdpStatistics { hbmw: c.host_write_bytes, mbmw: c.nand_write_bytes, mbe: c.nand_erase_count * block_bytes })
+    /// FDP Statistics log page, from the device's counters.
+    pub fn statistics(&self, c: &Counters, lay: &Layout) -> FdpStatistics {
+        let block_bytes = lay.sectors_per_block as u64 * lay.sector_bytes as u64;
+        FdpStatistics { hbmw: c.host_write_bytes, mbmw: c.nand_write_bytes, mbe: c.nand_erase_count * block_bytes }
     }
 
-    /// FDP Events log page (most recent last; at most `fdp.max_events`).
-    pub fn fdp_events(&self) -> Result<Vec<Event>> {
-        Ok(self.fdp_ref()?.events().cloned().collect())
-    }
-
-    /// Reclaim Unit Handle Status (I/O Management Receive): every (group, handle).
-    pub fn ruh_status(&self) -> Result<Vec<RuhStatus>> {
-        let f = self.fdp_ref()?;
+    /// Reclaim Unit Handle Status (I/O Management Receive): every (group, placement handle).
+    pub fn ruh_status(&self) -> Vec<RuhStatus> {
         let mut out = vec![];
-        for rg in 0..f.groups {
-            for (ph, &ruh) in f.phndl.iter().enumerate() {
-                let s = self.host_stream_of(rg as usize, ruh as usize);
+        for rg in 0..self.groups {
+            for (ph, &ruh) in self.phndl.iter().enumerate() {
                 out.push(RuhStatus {
-                    pid: f.pid(rg, ph as u32),
+                    pid: self.pid(rg, ph as u32),
                     reclaim_group: rg as u16,
                     handle: ph as u16,
                     ruhid: ruh,
-                    handle_type: f.types[ruh as usize],
-                    ruamw: f.ru_sectors[rg as usize] - self.streams[s].ru_written,
+                    handle_type: self.types[ruh as usize],
+                    ruamw: self.ru_sectors[rg as usize] - self.ru_written[self.idx(rg as usize, ruh as usize)],
                 });
             }
         }
-        Ok(out)
-    }
-
-    /// Reclaim Unit Handle Update (I/O Management Send): each listed placement identifier's
-    /// handle moves to a new, empty RU. An RU left partly written raises an "RU not fully
-    /// written" event.
-    pub fn ruh_update(&mut self, pids: &[u16], now: u64) -> Result<()> {
-        let f = self.fdp_ref()?;
-        let mut targets = vec![];
-        for &pid in pids {
-            let (rg, h) = f.decode(pid).ok_or_else(|| {
-                Error::Nvme(
-                    Status::InvalidPlacementHandleList,
-                    format!("placement identifier {pid:#06x} names no reclaim group and handle of this device"),
-                )
-            })?;
-            targets.push((pid, rg, self.host_stream_of(rg, h)));
-        }
-        for (pid, rg, s) in targets {
-            if self.end_reclaim_unit(s) {
-                self.fdp.as_mut().unwrap().push_event(EventType::RuNotFullyWritten, Some(pid), rg as u16, now);
-            }
-        }
-        Ok(())
-    }
-
-    /// Per-stream counters now (the baseline of a measured run).
-    pub fn stream_stats(&self) -> Vec<StreamStats> {
-        self.sstats.clone()
-    }
-
-    /// The `fdp` section of metrics.json: per-handle host and media bytes and DLWA since
-    /// `base`, shared GC streams, RU switches, events, and the valid-data distribution of each
-    /// handle's full blocks.
-    pub fn fdp_metrics(&self, base: &[StreamStats]) -> Option<Value> {
-        let f = self.fdp.as_ref()?;
-        let lay = self.layout();
-        let unit_bytes = lay.page_bytes as u64 * lay.planes_per_die as u64;
-        let sb = lay.sector_bytes as u64;
-        let d = |s: usize| {
-            let (a, b) = (&self.sstats[s], base.get(s).cloned().unwrap_or_default());
-            (a.host_sectors - b.host_sectors, a.units_programmed - b.units_programmed, a.relocated_out_sectors - b.relocated_out_sectors)
-        };
-        // Valid fraction of full blocks, by the stream that wrote them (10 bins).
-        let mut hist = vec![[0u64; 10]; self.streams.len()];
-        for m in self.blocks() {
-            if m.state == BlockState::Full {
-                let bin = ((m.valid as u64 * 10) / lay.sectors_per_block as u64).min(9) as usize;
-                hist[m.stream as usize][bin] += 1;
-            }
-        }
-        // Valid fraction of each completed reclaim unit of the host streams, over its blocks
-        // still on the media (10 bins).
-        let mut ru_fill: std::collections::BTreeMap<(usize, u32), (u64, u64)> = Default::default();
-        for m in self.blocks() {
-            let st = &self.streams[m.stream as usize];
-            if m.state == BlockState::Full && st.host && m.ru < st.ru_serial {
-                let e = ru_fill.entry((m.stream as usize, m.ru)).or_default();
-                e.0 += m.valid as u64;
-                e.1 += lay.sectors_per_block as u64;
-            }
-        }
-        let mut ru_hist = vec![[0u64; 10]; self.streams.len()];
-        for (&(s, _), &(valid, cap)) in &ru_fill {
-            ru_hist[s][((valid * 10) / cap).min(9) as usize] += 1;
-        }
-        let mut handles = vec![];
-        let mut shared = vec![];
-        for (s, st) in self.streams.iter().enumerate() {
-            let (host, units, moved) = d(s);
-            let nand = units * unit_bytes;
-            if st.host {
-                let h = st.handle as u32;
-                // Media bytes for a handle: its host stream's programs plus the relocations of
-                // its data out of its own blocks (for persistently isolated handles, out of its
-                // own GC stream's blocks too). Data of initially isolated handles that GC has
-                // already moved once lives in the shared GC stream and is counted there.
-                let own_gc = self.streams.iter().position(|g| !g.host && g.rg == st.rg && g.handle == st.handle);
-                let moved_again = own_gc.map(|i| d(i).2).unwrap_or(0);
-                let media = nand + (moved + moved_again) * sb;
-                handles.push(json!({
-                    "pid": f.phndl.iter().position(|&r| r as u32 == h).map(|ph| f.pid(st.rg as u32, ph as u32)),
-                    "reclaim_group": st.rg,
-                    "handle": h,
-                    "type": f.types[h as usize],
-                    "host_write_bytes": host * sb,
-                    "media_write_bytes": media,
-                    "gc_relocated_out_bytes": (moved + moved_again) * sb,
-                    "dlwa": if host == 0 { 0.0 } else { (media as f64 / (host * sb) as f64 * 1e6).round() / 1e6 },
-                    "ru_switches": f.ru_switches[st.rg as usize * f.handles as usize + h as usize],
-                    "full_block_valid_fraction_histogram": hist[s].to_vec(),
-                    "ru_valid_fraction_histogram": ru_hist[s].to_vec(),
-                }));
-            } else if st.handle == SHARED {
-                shared.push(json!({
-                    "reclaim_group": st.rg,
-                    "media_write_bytes": nand,
-                    "gc_relocated_out_bytes": moved * sb,
-                    "full_block_valid_fraction_histogram": hist[s].to_vec(),
-                }));
-            }
-        }
-        Some(json!({
-            "enabled": true,
-            "configuration": f.configuration,
-            "reclaim_groups": f.groups,
-            "handles_per_group": f.handles,
-            "ru_bytes": f.ru_bytes,
-            "handles": handles,
-            "shared_gc_streams": shared,
-            "events_total": f.events_total,
-        }))
+        out
     }
 }

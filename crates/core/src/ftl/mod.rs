@@ -1,19 +1,20 @@
 //! Flash translation layers ("personalities"): what the host sees of the device.
 //!
-//! Every personality drives the same media model and timelines and reports the same counters,
+//! Every personality holds one [`Media`] (blocks, timelines, contents, counters, wear-out),
 //! so measurements mean one thing across conventional, FDP, ZNS and open-channel devices.
+//! `hostlog.rs` is the host side that runs ordinary workloads on the append-only ones.
 
 pub mod conventional;
 pub mod fdp;
+pub mod hostlog;
 pub mod ocssd;
 pub mod victim;
 pub mod zns;
 
-use serde::{Deserialize, Serialize};
-
 use crate::engine::Timelines;
 use crate::error::Result;
-use crate::media::{BlockMeta, Layout};
+pub use crate::media::Counters;
+use crate::media::{BlockMeta, Layout, Media};
 
 /// Per-write options.
 #[derive(Debug, Clone, Copy, Default)]
@@ -25,43 +26,27 @@ pub struct WriteOpts {
     pub placement: Option<u16>,
 }
 
-/// Lifetime counters of a device; every personality fills the same fields.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counters {
-    pub host_read_cmds: u64,
-    pub host_write_cmds: u64,
-    pub host_trim_cmds: u64,
-    pub host_flush_cmds: u64,
-    pub host_read_bytes: u64,
-    pub host_write_bytes: u64,
-    pub host_trim_bytes: u64,
-    /// Bytes sensed from the array (whole pages).
-    pub nand_read_bytes: u64,
-    /// Bytes programmed (whole pages, padding included).
-    pub nand_write_bytes: u64,
-    pub nand_erase_count: u64,
-    pub nand_page_reads: u64,
-    pub nand_page_programs: u64,
-    /// Pages programmed by garbage collection (and wear-levelling moves).
-    pub gc_relocated_pages: u64,
-    pub gc_relocated_sectors: u64,
-    /// Victim blocks collected (GC plus static wear-levelling).
-    pub gc_events: u64,
-    pub gc_foreground_events: u64,
-    pub gc_background_events: u64,
-    pub wl_static_moves: u64,
-    /// Padding sectors programmed by flushes, FUA and write-through.
-    pub pad_sectors: u64,
-    pub grown_bad_blocks: u64,
-}
-
-/// The host interface of a block-device personality (conventional, and FDP on top of it).
+/// The host interface of a block-device personality (and of the host logs that run block
+/// workloads on zoned and open-channel devices).
 ///
 /// Addresses and lengths are in logical sectors (`Layout::sector_bytes`). Every call takes the
 /// submission time in simulated ns and returns the completion time (equal to `now` when
 /// timing is off).
 pub trait BlockDevice {
-    fn layout(&self) -> &Layout;
+    /// The device's NAND: everything below is read from it.
+    fn media(&self) -> &Media;
+    fn layout(&self) -> &Layout {
+        &self.media().lay
+    }
+    fn counters(&self) -> &Counters {
+        &self.media().c
+    }
+    fn timelines(&self) -> &Timelines {
+        &self.media().tl
+    }
+    fn blocks(&self) -> &[BlockMeta] {
+        &self.media().blocks
+    }
     fn logical_sectors(&self) -> u64;
     fn write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, opts: WriteOpts, now: u64) -> Result<u64>;
     fn read(&mut self, lba: u64, sectors: u32, out: Option<&mut [u8]>, now: u64) -> Result<u64>;
@@ -71,10 +56,7 @@ pub trait BlockDevice {
     /// the metadata it touches can be prefetched. No effect on results.
     fn prefetch(&self, _lba: u64, _stage: u8) {}
     /// Give the device a chance to work while idle (background GC) at `now`.
-    fn idle(&mut self, now: u64);
-    fn counters(&self) -> &Counters;
-    fn timelines(&self) -> &Timelines;
-    fn blocks(&self) -> &[BlockMeta];
+    fn idle(&mut self, _now: u64) {}
     /// Free (erased, usable) blocks right now.
     fn free_blocks(&self) -> u32;
     /// Sectors currently mapped (written and not trimmed or overwritten since).

@@ -19,12 +19,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Counters;
-use crate::config::{Config, StorageMode};
-use crate::engine::Timelines;
+use super::hostlog::{Container, Containers};
+use super::{BlockDevice, WriteOpts};
+use crate::config::Config;
 use crate::error::{Error, Result, Status};
-use crate::media::store::DataStore;
-use crate::media::{BlockMeta, BlockState, Layout};
+use crate::media::{BlockState, Layout, Media};
+use crate::sizing::Sizing;
 
 /// Most addresses one vector command may carry.
 pub const MAX_VECTOR: usize = 64;
@@ -79,20 +79,14 @@ struct Chunk {
     state: ChunkState,
     written: u64,
     erases: u32,
-    ready_ns: u64,
 }
 
 /// The open-channel device.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Ocssd {
-    lay: Layout,
+    m: Media,
     geo: Geometry,
     chunks: Vec<Chunk>,
-    blocks: Vec<BlockMeta>,
-    tl: Timelines,
-    data: Option<DataStore>,
-    c: Counters,
-    pe_limit: u32,
 }
 
 impl Ocssd {
@@ -114,32 +108,39 @@ impl Ocssd {
             tbet_ns: cfg.timing.block_erase_ns,
         };
         let n = (lay.dies * lay.blocks_per_plane) as usize;
-        Ok(Ocssd {
-            lay,
-            geo,
-            chunks: (0..n).map(|_| Chunk { state: ChunkState::Free, written: 0, erases: 0, ready_ns: 0 }).collect(),
-            blocks: vec![BlockMeta::new(); lay.blocks as usize],
-            tl: Timelines::new(&cfg.timing, &lay),
-            data: match cfg.storage {
-                StorageMode::Data => Some(DataStore::new(lay.physical_sectors, lay.sector_bytes)),
-                StorageMode::Metadata => None,
-            },
-            c: Counters::default(),
-            pe_limit: cfg.media.pe_limit,
+        let mut oc =
+            Ocssd { m: Media::new(cfg), geo, chunks: (0..n).map(|_| Chunk { state: ChunkState::Free, written: 0, erases: 0 }).collect() };
+        // A chunk holding a factory bad block is offline from the start (the chunk
+        // information log says so; hosts skip such chunks).
+        for c in 0..n {
+            if oc.chunk_blocks(c).any(|b| oc.m.is_bad(b)) {
+                oc.chunks[c].state = ChunkState::Offline;
+            }
+        }
+        Ok(oc)
+    }
+
+    /// Size a device of `cfg` (see [`crate::sizing`]): nothing to check beyond the config.
+    pub fn sizing(cfg: &Config) -> Result<Sizing> {
+        let lay = Layout::new(&cfg.geometry);
+        let logical = lay.physical_sectors;
+        let chunks = (lay.dies * lay.blocks_per_plane) as u64 * std::mem::size_of::<Chunk>() as u64;
+        Ok(Sizing {
+            logical_bytes: logical * lay.sector_bytes as u64,
+            physical_bytes: lay.physical_sectors * lay.sector_bytes as u64,
+            good_blocks: Media::good_blocks_of(cfg),
+            memory_bytes: Media::memory_bytes_of(cfg) + chunks,
+            data_bytes_max: Media::data_bytes_of(cfg, logical),
+            reserve_blocks: None,
+            spare_blocks: None,
+            reserve_steady_blocks: None,
+            spare_factor: None,
+            effective: None,
         })
     }
 
     pub fn geometry(&self) -> &Geometry {
         &self.geo
-    }
-    pub fn counters(&self) -> &Counters {
-        &self.c
-    }
-    pub fn timelines(&self) -> &Timelines {
-        &self.tl
-    }
-    pub fn layout(&self) -> &Layout {
-        &self.lay
     }
 
     /// LBA of (group, pu, chunk, sector).
@@ -161,17 +162,24 @@ impl Ocssd {
         (c / self.geo.num_chk as usize) as u32
     }
 
+    /// The blocks of chunk `c`: one in each plane of its die.
+    fn chunk_blocks(&self, c: usize) -> impl Iterator<Item = u32> + '_ {
+        let die = self.die_of(c);
+        let idx = (c % self.geo.num_chk as usize) as u32;
+        (0..self.m.lay.planes_per_die).map(move |p| die * self.m.lay.blocks_per_die + p * self.m.lay.blocks_per_plane + idx)
+    }
+
     /// Physical sector of sector `s` of chunk `c`: sector runs fill a page in each plane in
     /// turn (a multi-plane unit), then the next page.
     fn psa(&self, c: usize, s: u64) -> u32 {
-        let spp = self.lay.sectors_per_page as u64;
-        let unit = spp * self.lay.planes_per_die as u64;
+        let spp = self.m.lay.sectors_per_page as u64;
+        let unit = spp * self.m.lay.planes_per_die as u64;
         let (page, r) = (s / unit, s % unit);
         let (plane, slot) = ((r / spp) as u32, (r % spp) as u32);
         let die = self.die_of(c);
         let idx = (c % self.geo.num_chk as usize) as u32;
-        let b = die * self.lay.blocks_per_die + plane * self.lay.blocks_per_plane + idx;
-        b * self.lay.sectors_per_block + page as u32 * self.lay.sectors_per_page + slot
+        let b = die * self.m.lay.blocks_per_die + plane * self.m.lay.blocks_per_plane + idx;
+        b * self.m.lay.sectors_per_block + page as u32 * self.m.lay.sectors_per_page + slot
     }
 
     /// Chunk information for every chunk of (group, pu), or all chunks.
@@ -195,12 +203,12 @@ impl Ocssd {
 
     /// Erase counts summed per channel (group) and per die (PU): wear-levelling inputs.
     pub fn wear(&self) -> (Vec<u64>, Vec<u64>) {
-        let mut per_die = vec![0u64; self.lay.dies as usize];
+        let mut per_die = vec![0u64; self.m.lay.dies as usize];
         for (c, ch) in self.chunks.iter().enumerate() {
             per_die[self.die_of(c) as usize] += ch.erases as u64;
         }
-        let per_ch = (0..self.lay.channels)
-            .map(|g| per_die[(g * self.lay.dies_per_channel) as usize..((g + 1) * self.lay.dies_per_channel) as usize].iter().sum())
+        let per_ch = (0..self.m.lay.channels)
+            .map(|g| per_die[(g * self.m.lay.dies_per_channel) as usize..((g + 1) * self.m.lay.dies_per_channel) as usize].iter().sum())
             .collect();
         (per_ch, per_die)
     }
@@ -217,8 +225,8 @@ impl Ocssd {
     /// Returns the completion time.
     pub fn vector_write(&mut self, lbas: &[u64], data: Option<&[u8]>, now: u64) -> Result<u64> {
         Self::check_vector(lbas.len())?;
-        let sb = self.lay.sector_bytes as usize;
-        if let (Some(d), true) = (data, self.data.is_some()) {
+        let sb = self.m.lay.sector_bytes as usize;
+        if let (Some(d), true) = (data, self.m.data.is_some()) {
             if d.len() != lbas.len() * sb {
                 return Err(Error::Command(format!("{} addresses but {} bytes of data", lbas.len(), d.len())));
             }
@@ -270,13 +278,13 @@ impl Ocssd {
                 ),
             ));
         }
-        let t = now + self.tl.command_overhead_ns();
+        let t = now + self.m.tl.command_overhead_ns();
         let mut done = t;
         let unit = self.geo.ws_min as u64;
         for (i, &lba) in lbas.iter().enumerate() {
             let (c, s) = self.split(lba)?;
             let psa = self.psa(c, s);
-            if let (Some(store), Some(d)) = (self.data.as_mut(), data) {
+            if let (Some(store), Some(d)) = (self.m.data.as_mut(), data) {
                 store.put(psa, &d[i * sb..(i + 1) * sb]);
             }
             let ch = &mut self.chunks[c];
@@ -289,42 +297,36 @@ impl Ocssd {
                 self.chunks[c].state = ChunkState::Closed;
             }
         }
-        self.c.host_write_cmds += 1;
-        self.c.host_write_bytes += (lbas.len() * sb) as u64;
-        Ok(if self.tl.enabled { done } else { now })
+        self.m.c.host_write_cmds += 1;
+        self.m.c.host_write_bytes += (lbas.len() * sb) as u64;
+        Ok(if self.m.tl.enabled { done } else { now })
     }
 
     /// Program the multi-plane unit of chunk `c` starting at sector `s`.
     fn program(&mut self, c: usize, s: u64, t: u64) -> u64 {
-        let planes = self.lay.planes_per_die;
+        let planes = self.m.lay.planes_per_die;
         let psa = self.psa(c, s);
-        let b0 = psa / self.lay.sectors_per_block;
-        let page = (psa % self.lay.sectors_per_block) / self.lay.sectors_per_page;
+        let b0 = psa / self.m.lay.sectors_per_block;
+        let page = (psa % self.m.lay.sectors_per_block) / self.m.lay.sectors_per_page;
         for p in 0..planes {
-            let m = &mut self.blocks[(b0 + p * self.lay.blocks_per_plane) as usize];
+            let m = &mut self.m.blocks[(b0 + p * self.m.lay.blocks_per_plane) as usize];
             m.programmed_pages = (page + 1) as u16;
-            m.valid += self.lay.sectors_per_page;
-            m.state = if page + 1 == self.lay.pages_per_block { BlockState::Full } else { BlockState::Open };
+            m.valid += self.m.lay.sectors_per_page;
+            m.state = if page + 1 == self.m.lay.pages_per_block { BlockState::Full } else { BlockState::Open };
         }
-        self.c.nand_page_programs += planes as u64;
-        self.c.nand_write_bytes += planes as u64 * self.lay.page_bytes as u64;
-        if self.tl.enabled {
-            let earliest = t.max(self.chunks[c].ready_ns);
-            self.tl.program(self.die_of(c), planes as u64 * self.lay.page_bytes as u64, earliest)
-        } else {
-            t
-        }
+        let earliest = t.max(self.m.blocks[b0 as usize].ready_ns);
+        self.m.program(self.die_of(c), planes, earliest)
     }
 
     /// Vector read. Returns the completion time; `out` receives one sector per LBA (zeros for
     /// sectors holding no data, which cost no media read).
     pub fn vector_read(&mut self, lbas: &[u64], mut out: Option<&mut [u8]>, now: u64) -> Result<u64> {
         Self::check_vector(lbas.len())?;
-        let sb = self.lay.sector_bytes as usize;
+        let sb = self.m.lay.sector_bytes as usize;
         for &lba in lbas {
             self.split(lba)?;
         }
-        let t = now + self.tl.command_overhead_ns();
+        let t = now + self.m.tl.command_overhead_ns();
         let mut done = t;
         let mut last_page = u32::MAX;
         for (i, &lba) in lbas.iter().enumerate() {
@@ -334,24 +336,21 @@ impl Ocssd {
             let readable = ch.state != ChunkState::Offline && s < ch.written;
             if let Some(o) = out.as_deref_mut() {
                 let dst = &mut o[i * sb..(i + 1) * sb];
-                match &self.data {
+                match &self.m.data {
                     Some(store) if readable => store.get(psa, dst),
                     _ => dst.fill(0),
                 }
             }
-            let page = psa / self.lay.sectors_per_page;
+            let page = psa / self.m.lay.sectors_per_page;
             if page != last_page && readable {
                 last_page = page;
-                self.c.nand_page_reads += 1;
-                self.c.nand_read_bytes += self.lay.page_bytes as u64;
-                if self.tl.enabled {
-                    done = done.max(self.tl.read(self.die_of(c), sb as u64, t));
-                }
+                let die = self.die_of(c);
+                done = done.max(self.m.read(die, sb as u64, t));
             }
         }
-        self.c.host_read_cmds += 1;
-        self.c.host_read_bytes += (lbas.len() * sb) as u64;
-        Ok(if self.tl.enabled { done } else { now })
+        self.m.c.host_read_cmds += 1;
+        self.m.c.host_read_bytes += (lbas.len() * sb) as u64;
+        Ok(if self.m.tl.enabled { done } else { now })
     }
 
     /// Vector reset: erase each listed chunk (by its start LBA). Free chunks cannot be reset
@@ -371,39 +370,21 @@ impl Ocssd {
                 _ => cs.push(c),
             }
         }
-        let t = now + self.tl.command_overhead_ns();
+        let t = now + self.m.tl.command_overhead_ns();
         let mut done = t;
         for c in cs {
-            let die = self.die_of(c);
-            let idx = (c % self.geo.num_chk as usize) as u32;
-            for p in 0..self.lay.planes_per_die {
-                let b = die * self.lay.blocks_per_die + p * self.lay.blocks_per_plane + idx;
-                let first = b * self.lay.sectors_per_block;
-                if let Some(store) = self.data.as_mut() {
-                    for psa in first..first + self.lay.sectors_per_block {
-                        store.discard(psa);
-                    }
-                }
-                let m = &mut self.blocks[b as usize];
-                m.erase_count += 1;
-                m.valid = 0;
-                m.programmed_pages = 0;
-                m.state = BlockState::Free;
-                self.c.nand_erase_count += 1;
-            }
-            let e = if self.tl.enabled { self.tl.erase(die, t) } else { t };
-            done = done.max(e);
+            // One multi-plane erase of the chunk's blocks; a chunk whose block wears out (or
+            // fails its erase) goes offline.
+            let blocks: Vec<u32> = self.chunk_blocks(c).collect();
+            let e = self.m.erase_group(&blocks, t);
+            done = done.max(e.done_ns);
             let ch = &mut self.chunks[c];
             ch.erases += 1;
             ch.written = 0;
-            ch.ready_ns = e;
-            ch.state = if ch.erases >= self.pe_limit { ChunkState::Offline } else { ChunkState::Free };
-            if ch.state == ChunkState::Offline {
-                self.c.grown_bad_blocks += self.lay.planes_per_die as u64;
-            }
+            ch.state = if e.retired { ChunkState::Offline } else { ChunkState::Free };
         }
-        self.c.host_trim_cmds += 1;
-        Ok(if self.tl.enabled { done } else { now })
+        self.m.c.host_trim_cmds += 1;
+        Ok(if self.m.tl.enabled { done } else { now })
     }
 
     /// Copy every written sector of chunk `src` to the free chunk `dst` (on any PU), as a
@@ -418,7 +399,7 @@ impl Ocssd {
             return Err(Error::nvme(Status::OutOfOrderWrite, format!("destination chunk at LBA {dst_lba} is not free")));
         }
         let n = self.chunks[s].written;
-        let sb = self.lay.sector_bytes as usize;
+        let sb = self.m.lay.sector_bytes as usize;
         let mut t = now;
         let mut k = 0u64;
         while k < n {
@@ -427,7 +408,7 @@ impl Ocssd {
             let dst: Vec<u64> = (k..k + m).map(|i| dst_lba + i).collect();
             let mut buf = vec![0u8; m as usize * sb];
             let r = self.vector_read(&src, Some(&mut buf), t)?;
-            let data = self.data.is_some().then_some(&buf[..]);
+            let data = self.m.data.is_some().then_some(&buf[..]);
             t = self.vector_write(&dst, data, r)?;
             k += m;
         }
@@ -439,10 +420,6 @@ impl Ocssd {
         let (c, _) = self.split(chunk_lba)?;
         self.chunks[c].state = ChunkState::Offline;
         Ok(())
-    }
-
-    pub fn blocks(&self) -> &[BlockMeta] {
-        &self.blocks
     }
 }
 
@@ -457,15 +434,15 @@ fn vector_runs(lba: u64, sectors: u32) -> impl Iterator<Item = (usize, Vec<u64>)
 /// The open-channel device as a plain block device: writes and reads of consecutive LBAs are
 /// split into vector commands (so writes must follow the chunk rules), deallocate is accepted
 /// and changes nothing, flush has nothing to do (writes are whole units).
-impl super::BlockDevice for Ocssd {
-    fn layout(&self) -> &Layout {
-        &self.lay
+impl BlockDevice for Ocssd {
+    fn media(&self) -> &Media {
+        &self.m
     }
     fn logical_sectors(&self) -> u64 {
         self.chunks.len() as u64 * self.geo.clba
     }
-    fn write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, _opts: super::WriteOpts, now: u64) -> Result<u64> {
-        let sb = self.lay.sector_bytes as usize;
+    fn write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, _opts: WriteOpts, now: u64) -> Result<u64> {
+        let sb = self.m.lay.sector_bytes as usize;
         let mut done = now;
         for (k, lbas) in vector_runs(lba, sectors) {
             let part = data.map(|d| &d[k * sb..(k + lbas.len()) * sb]);
@@ -474,7 +451,7 @@ impl super::BlockDevice for Ocssd {
         Ok(done)
     }
     fn read(&mut self, lba: u64, sectors: u32, mut out: Option<&mut [u8]>, now: u64) -> Result<u64> {
-        let sb = self.lay.sector_bytes as usize;
+        let sb = self.m.lay.sector_bytes as usize;
         let mut done = now;
         for (k, lbas) in vector_runs(lba, sectors) {
             let part = out.as_deref_mut().map(|o| &mut o[k * sb..(k + lbas.len()) * sb]);
@@ -486,31 +463,25 @@ impl super::BlockDevice for Ocssd {
         if lba + sectors as u64 > self.logical_sectors() {
             return Err(Error::nvme(Status::LbaOutOfRange, format!("deallocate of {sectors} blocks at {lba} beyond the device")));
         }
-        self.c.host_trim_bytes += sectors as u64 * self.lay.sector_bytes as u64;
+        self.m.c.host_trim_bytes += sectors as u64 * self.m.lay.sector_bytes as u64;
         Ok(now)
     }
     fn flush(&mut self, now: u64) -> Result<u64> {
-        self.c.host_flush_cmds += 1;
+        self.m.c.host_flush_cmds += 1;
         Ok(now)
     }
-    fn idle(&mut self, _now: u64) {}
-    fn counters(&self) -> &Counters {
-        &self.c
-    }
-    fn timelines(&self) -> &Timelines {
-        &self.tl
-    }
-    fn blocks(&self) -> &[BlockMeta] {
-        &self.blocks
-    }
     fn free_blocks(&self) -> u32 {
-        self.chunks.iter().filter(|c| c.state == ChunkState::Free).count() as u32 * self.lay.planes_per_die
+        self.chunks.iter().filter(|c| c.state == ChunkState::Free).count() as u32 * self.m.lay.planes_per_die
     }
     fn mapped_sectors(&self) -> u64 {
         self.chunks.iter().filter(|c| c.state != ChunkState::Offline).map(|c| c.written).sum()
     }
     fn check_invariants(&self) {
+        self.m.check_invariants();
         for (i, c) in self.chunks.iter().enumerate() {
+            if self.chunk_blocks(i).any(|b| self.m.is_bad(b)) {
+                assert_eq!(c.state, ChunkState::Offline, "chunk {i} holds a bad block but is not offline");
+            }
             assert!(c.written <= self.geo.clba, "chunk {i} written past its end");
             if c.state != ChunkState::Offline {
                 assert_eq!(c.written == self.geo.clba, c.state == ChunkState::Closed, "chunk {i}: closed iff full");
@@ -520,168 +491,49 @@ impl super::BlockDevice for Ocssd {
     }
 }
 
-/// A host-side chunk log, for running ordinary workloads on the open-channel device (what a
-/// host FTL such as Linux's former pblk does, minus its mapping table): host sectors gather in
-/// a host buffer until a write unit (ws_min) is full, units are dealt round-robin over the
-/// parallel units, each PU appends to its current chunk, and when a PU has no free chunk left
-/// its oldest closed chunk is reset (its data dropped, as a log-structured cache would).
-/// Flush and FUA pad the buffered unit with zeros. Reads go to the address space as it is;
-/// this host keeps no index, it exists to load the device realistically.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ChunkLog {
-    pub oc: Ocssd,
-    pub state: ChunkLogState,
-}
-
-/// Persistent part of [`ChunkLog`].
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ChunkLogState {
-    /// Current chunk of each PU (group-major).
-    current: Vec<Option<usize>>,
-    /// Closed chunks of each PU, oldest first.
-    filled: Vec<std::collections::VecDeque<usize>>,
-    next_pu: usize,
-    /// Buffered sectors (and their data in data mode) not yet written.
-    pending: u32,
-    pending_data: Vec<u8>,
-    pub resets: u64,
-    pub pad_sectors: u64,
-}
-
-impl ChunkLog {
-    pub fn new(oc: Ocssd) -> ChunkLog {
-        let pus = (oc.geo.num_grp * oc.geo.num_pu) as usize;
-        let state = ChunkLogState { current: vec![None; pus], filled: vec![Default::default(); pus], ..Default::default() };
-        ChunkLog { oc, state }
+/// The open-channel device as the host log (`hostlog.rs`) sees it: a lane per parallel unit,
+/// chunks appended in whole write units (ws_min) with vector writes.
+impl Containers for Ocssd {
+    const NAME: &'static str = "chunk";
+    fn lanes(&self) -> usize {
+        (self.geo.num_grp * self.geo.num_pu) as usize
     }
-
-    /// A chunk of PU `pu` to write into: its current one, a free one, or its oldest closed
-    /// one after a reset.
-    fn chunk_for(&mut self, pu: usize, now: u64) -> Result<usize> {
-        if let Some(c) = self.state.current[pu] {
-            match self.oc.chunks[c].state {
-                ChunkState::Free | ChunkState::Open => return Ok(c),
-                ChunkState::Closed => self.state.filled[pu].push_back(c),
-                ChunkState::Offline => {}
-            }
-        }
-        let n = self.oc.geo.num_chk as usize;
-        let c = match (pu * n..(pu + 1) * n).find(|&c| self.oc.chunks[c].state == ChunkState::Free) {
-            Some(c) => c,
-            None => {
-                let c = self.state.filled[pu]
-                    .pop_front()
-                    .ok_or_else(|| Error::WornOut(format!("chunk log: parallel unit {pu} has no free or closed chunk to reuse")))?;
-                self.oc.vector_reset(&[c as u64 * self.oc.geo.clba], now)?;
-                self.state.resets += 1;
-                c
-            }
+    fn lane(&self, lane: usize) -> std::ops::Range<usize> {
+        let n = self.geo.num_chk as usize;
+        lane * n..(lane + 1) * n
+    }
+    fn span(&self) -> u64 {
+        self.geo.clba
+    }
+    fn capacity(&self) -> u64 {
+        self.geo.clba
+    }
+    fn write_unit(&self) -> u32 {
+        self.geo.ws_min
+    }
+    fn container(&self, c: usize) -> (Container, u64) {
+        let ch = &self.chunks[c];
+        let st = match ch.state {
+            ChunkState::Free => Container::Free,
+            ChunkState::Open => Container::Open,
+            ChunkState::Closed => Container::Full,
+            ChunkState::Offline => Container::Offline,
         };
-        self.state.current[pu] = Some(c);
-        Ok(c)
+        (st, ch.written)
     }
-
-    /// Write the buffered unit to the next PU; returns the completion time.
-    fn write_unit(&mut self, now: u64) -> Result<u64> {
-        let pu = self.state.next_pu;
-        self.state.next_pu = (pu + 1) % self.state.current.len();
-        let c = self.chunk_for(pu, now)?;
-        let start = c as u64 * self.oc.geo.clba + self.oc.chunks[c].written;
-        let n = self.state.pending as usize;
+    fn append(&mut self, c: usize, sectors: u32, data: Option<&[u8]>, _fua: bool, now: u64) -> Result<u64> {
+        let n = sectors as usize;
         if n > MAX_VECTOR {
-            return Err(Error::Command(format!("ws_min = {n} sectors exceeds the {MAX_VECTOR} addresses of a vector write")));
+            return Err(Error::Command(format!("{n} sectors exceed the {MAX_VECTOR} addresses of a vector write")));
         }
+        let start = c as u64 * self.geo.clba + self.chunks[c].written;
         let mut lbas = [0u64; MAX_VECTOR];
         for (i, l) in lbas[..n].iter_mut().enumerate() {
             *l = start + i as u64;
         }
-        let data = self.oc.data.is_some().then_some(&self.state.pending_data[..]);
-        let done = self.oc.vector_write(&lbas[..n], data, now)?;
-        self.state.pending = 0;
-        self.state.pending_data.clear();
-        Ok(done)
+        self.vector_write(&lbas[..n], data, now)
     }
-
-    /// Pad the buffered partial unit with zeros and write it.
-    fn pad(&mut self, now: u64) -> Result<u64> {
-        let unit = self.oc.geo.ws_min;
-        if self.state.pending == 0 {
-            return Ok(now);
-        }
-        let pad = unit - self.state.pending;
-        self.state.pad_sectors += pad as u64;
-        if self.oc.data.is_some() {
-            self.state.pending_data.resize(unit as usize * self.oc.lay.sector_bytes as usize, 0);
-        }
-        self.state.pending = unit;
-        self.write_unit(now)
-    }
-}
-
-impl super::BlockDevice for ChunkLog {
-    fn layout(&self) -> &Layout {
-        &self.oc.lay
-    }
-    fn logical_sectors(&self) -> u64 {
-        self.oc.logical_sectors()
-    }
-    fn write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, opts: super::WriteOpts, now: u64) -> Result<u64> {
-        if sectors == 0 || lba + sectors as u64 > self.logical_sectors() {
-            return Err(Error::nvme(Status::LbaOutOfRange, format!("write of {sectors} blocks at {lba} beyond the device")));
-        }
-        let sb = self.oc.lay.sector_bytes as usize;
-        let unit = self.oc.geo.ws_min;
-        let mut done = now;
-        let mut left = sectors;
-        let mut off = 0usize;
-        while left > 0 {
-            let k = left.min(unit - self.state.pending);
-            if self.oc.data.is_some() {
-                // Workloads without a payload write zeros.
-                match data {
-                    Some(d) => self.state.pending_data.extend_from_slice(&d[off..off + k as usize * sb]),
-                    None => self.state.pending_data.resize(self.state.pending_data.len() + k as usize * sb, 0),
-                }
-            }
-            self.state.pending += k;
-            if self.state.pending == unit {
-                done = done.max(self.write_unit(now)?);
-            }
-            left -= k;
-            off += k as usize * sb;
-        }
-        if opts.fua {
-            done = done.max(self.pad(now)?);
-        }
-        Ok(done)
-    }
-    fn read(&mut self, lba: u64, sectors: u32, out: Option<&mut [u8]>, now: u64) -> Result<u64> {
-        self.oc.read(lba, sectors, out, now)
-    }
-    fn trim(&mut self, lba: u64, sectors: u32, now: u64) -> Result<u64> {
-        self.oc.trim(lba, sectors, now)
-    }
-    fn flush(&mut self, now: u64) -> Result<u64> {
-        let done = self.pad(now)?;
-        Ok(done.max(self.oc.flush(now)?))
-    }
-    fn idle(&mut self, _now: u64) {}
-    fn counters(&self) -> &Counters {
-        &self.oc.c
-    }
-    fn timelines(&self) -> &Timelines {
-        &self.oc.tl
-    }
-    fn blocks(&self) -> &[BlockMeta] {
-        &self.oc.blocks
-    }
-    fn free_blocks(&self) -> u32 {
-        self.oc.free_blocks()
-    }
-    fn mapped_sectors(&self) -> u64 {
-        self.oc.mapped_sectors()
-    }
-    fn check_invariants(&self) {
-        self.oc.check_invariants()
+    fn reset(&mut self, c: usize, now: u64) -> Result<u64> {
+        self.vector_reset(&[c as u64 * self.geo.clba], now)
     }
 }

@@ -36,6 +36,19 @@ impl Victims {
         }
     }
 
+    /// Bytes a victim set of `policy` takes on a device of `blocks` blocks (all of them full,
+    /// the worst case): greedy keeps list heads per valid count (links live in the blocks),
+    /// FIFO and d-choices a slot per block, cost-benefit a B-tree entry per block.
+    pub fn memory_bytes_of(policy: GcPolicy, sectors_per_block: u32, blocks: u64) -> u64 {
+        let buckets = sectors_per_block as u64 + 1;
+        match policy {
+            GcPolicy::Greedy => buckets * 4,
+            GcPolicy::Fifo | GcPolicy::DChoices => blocks * 4,
+            // (u64, u32) keys in B-tree nodes of up to 11 keys, about two thirds full.
+            GcPolicy::CostBenefit => buckets * 24 + blocks * 16 * 3 / 2,
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Victims::Greedy { len, .. } => *len as usize,

@@ -15,12 +15,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{BlockDevice, Counters, WriteOpts};
-use crate::config::{Config, StorageMode};
-use crate::engine::{Timelines, WriteBuffer};
+use super::hostlog::{Container, Containers};
+use super::{BlockDevice, WriteOpts};
+use crate::config::Config;
+use crate::engine::WriteBuffer;
 use crate::error::{Error, Result, Status};
-use crate::media::store::DataStore;
-use crate::media::{BlockMeta, BlockState, Layout};
+use crate::media::{BlockState, Layout, Media};
+use crate::sizing::Sizing;
 
 /// Zone states with their ZNS state codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +122,8 @@ struct Segment {
     written: u64,
     valid: u64,
     ready_ns: u64,
+    /// One of its blocks is bad (from the factory, or retired by an erase): never used again.
+    offline: bool,
 }
 
 /// Conventional zones, mapped page by page onto a pool of hidden zones (segments) written as a
@@ -146,7 +149,7 @@ const NIL: u32 = u32::MAX;
 /// The ZNS device.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Zns {
-    lay: Layout,
+    m: Media,
     zone_sectors: u64,
     zone_cap: u64,
     zone_blocks: u32,
@@ -156,12 +159,7 @@ pub struct Zns {
     zones: Vec<Zone>,
     max_open: u32,
     max_active: u32,
-    blocks: Vec<BlockMeta>,
-    tl: Timelines,
-    data: Option<DataStore>,
-    c: Counters,
     buffer: WriteBuffer,
-    pe_limit: u32,
     open_clock: u64,
     /// Conventional zones (host zones 0..nconv) and the pool behind them.
     nconv: usize,
@@ -170,6 +168,34 @@ pub struct Zns {
 
 impl Zns {
     pub fn new(cfg: &Config) -> Result<Zns> {
+        Self::build(cfg, true)
+    }
+
+    /// Check and size a device of `cfg` without building its large parts (see
+    /// [`crate::sizing`]).
+    pub fn sizing(cfg: &Config) -> Result<Sizing> {
+        let shell = Self::build(cfg, false)?;
+        let lay = shell.m.lay;
+        let logical = shell.logical_sectors();
+        let conv = shell.conv.as_ref().map_or(0, |c| (shell.nconv as u64 + c.segs.len() as u64) * shell.zone_sectors * 4);
+        let zones = shell.zones.len() as u64 * std::mem::size_of::<Zone>() as u64;
+        Ok(Sizing {
+            logical_bytes: logical * lay.sector_bytes as u64,
+            physical_bytes: lay.physical_sectors * lay.sector_bytes as u64,
+            good_blocks: shell.m.good_blocks(),
+            memory_bytes: Media::memory_bytes_of(cfg) + zones + conv,
+            data_bytes_max: Media::data_bytes_of(cfg, logical),
+            reserve_blocks: None,
+            spare_blocks: None,
+            reserve_steady_blocks: None,
+            spare_factor: None,
+            effective: None,
+        })
+    }
+
+    /// The device of `cfg`; without `allocate`, a shell with every check done but no
+    /// per-sector maps or data store.
+    fn build(cfg: &Config, allocate: bool) -> Result<Zns> {
         let lay = Layout::new(&cfg.geometry);
         let z = &cfg.zns;
         let width = if z.zone_width == 0 { lay.dies } else { z.zone_width };
@@ -203,8 +229,8 @@ impl Zns {
         let conv = (nconv > 0).then(|| ConvArea {
             base: nseq,
             segs: vec![Segment::default(); nconv + spare],
-            l2p: vec![NIL; nconv * zone_sectors as usize],
-            p2l: vec![NIL; (nconv + spare) * zone_sectors as usize],
+            l2p: if allocate { vec![NIL; nconv * zone_sectors as usize] } else { vec![] },
+            p2l: if allocate { vec![NIL; (nconv + spare) * zone_sectors as usize] } else { vec![] },
             active: 0,
             free: (1..nconv + spare).collect(),
             gc_segments: 0,
@@ -214,8 +240,8 @@ impl Zns {
             return Err(Error::config("zns.max_open", format!("{} exceeds max_active ({})", z.max_open, z.max_active)));
         }
         let unit_bytes = lay.page_bytes as u64 * lay.planes_per_die as u64;
-        Ok(Zns {
-            lay,
+        let mut zns = Zns {
+            m: if allocate { Media::new(cfg) } else { Media::without_data(cfg) },
             zone_sectors,
             zone_cap,
             zone_blocks: z.zone_blocks,
@@ -232,19 +258,40 @@ impl Zns {
                 .collect(),
             max_open: if z.max_open == 0 { nseq as u32 } else { z.max_open },
             max_active: if z.max_active == 0 { nseq as u32 } else { z.max_active },
-            blocks: vec![BlockMeta::new(); lay.blocks as usize],
-            tl: Timelines::new(&cfg.timing, &lay),
-            data: match cfg.storage {
-                StorageMode::Data => Some(DataStore::new(lay.physical_sectors, lay.sector_bytes)),
-                StorageMode::Metadata => None,
-            },
-            c: Counters::default(),
             buffer: WriteBuffer::new((cfg.ftl.write_buffer_bytes / unit_bytes) as usize),
-            pe_limit: cfg.media.pe_limit,
             open_clock: 0,
             nconv,
             conv,
-        })
+        };
+        // Factory bad blocks: a sequential zone holding one is offline from the start (the
+        // zone report says so); a segment of the conventional zones' pool holding one is never
+        // used, and the pool must keep two erased segments besides the conventional zones'.
+        for pz in 0..nphys {
+            if !zns.phys_blocks(pz).any(|b| zns.m.is_bad(b)) {
+                continue;
+            }
+            if pz < nseq {
+                zns.zones[nconv + pz].state = ZoneState::Offline;
+            } else if let Some(c) = zns.conv.as_mut() {
+                c.segs[pz - nseq].offline = true;
+                c.free.retain(|&k| k != pz - nseq);
+            }
+        }
+        if let Some(c) = zns.conv.as_mut() {
+            let good = c.segs.iter().filter(|g| !g.offline).count();
+            if good < nconv + 2 {
+                return Err(Error::config(
+                    "zns.conventional_spare_zones",
+                    format!(
+                        "factory bad blocks leave {good} usable segments for {nconv} conventional zones; raise conventional_spare_zones"
+                    ),
+                ));
+            }
+            if c.segs[c.active].offline {
+                c.active = c.free.pop_front().expect("usable segments");
+            }
+        }
+        Ok(zns)
     }
 
     pub fn zone_count(&self) -> u32 {
@@ -291,20 +338,26 @@ impl Zns {
         let ng = self.groups.len();
         let die = self.groups[pz % ng][d as usize];
         let slot = (pz / ng) as u32;
-        die * self.lay.blocks_per_die + p * self.lay.blocks_per_plane + slot * self.zone_blocks + j
+        die * self.m.lay.blocks_per_die + p * self.m.lay.blocks_per_plane + slot * self.zone_blocks + j
+    }
+
+    /// Every block of physical zone `pz`.
+    fn phys_blocks(&self, pz: usize) -> impl Iterator<Item = u32> + '_ {
+        let (w, planes, zb) = (self.width, self.m.lay.planes_per_die, self.zone_blocks);
+        (0..w).flat_map(move |d| (0..planes).flat_map(move |p| (0..zb).map(move |j| self.block(pz, d, p, j))))
     }
 
     /// Physical sector of offset `o` in physical zone `pz`.
     fn psa(&self, pz: usize, o: u64) -> u32 {
-        let spp = self.lay.sectors_per_page as u64;
-        let unit = spp * self.lay.planes_per_die as u64;
+        let spp = self.m.lay.sectors_per_page as u64;
+        let unit = spp * self.m.lay.planes_per_die as u64;
         let (u, r) = (o / unit, o % unit);
         let (plane, slot) = ((r / spp) as u32, (r % spp) as u32);
         let d = (u % self.width as u64) as u32;
         let stripe = u / self.width as u64;
-        let ppb = self.lay.pages_per_block as u64;
+        let ppb = self.m.lay.pages_per_block as u64;
         let (j, page) = ((stripe / ppb) as u32, (stripe % ppb) as u32);
-        self.block(pz, d, plane, j) * self.lay.sectors_per_block + page * self.lay.sectors_per_page + slot
+        self.block(pz, d, plane, j) * self.m.lay.sectors_per_block + page * self.m.lay.sectors_per_page + slot
     }
 
     fn counts(&self) -> (u32, u32) {
@@ -359,7 +412,7 @@ impl Zns {
     }
 
     fn unit_sectors(&self) -> u64 {
-        (self.lay.sectors_per_page * self.lay.planes_per_die) as u64
+        (self.m.lay.sectors_per_page * self.m.lay.planes_per_die) as u64
     }
 
     /// Program the unit of zone `z` that ends at offset `end` (exclusive).
@@ -374,21 +427,19 @@ impl Zns {
         let unit = self.unit_sectors();
         let first = end - unit;
         let psa = self.psa(pz, first);
-        let b0 = psa / self.lay.sectors_per_block;
-        let planes = self.lay.planes_per_die;
-        let page = (psa % self.lay.sectors_per_block) / self.lay.sectors_per_page;
+        let b0 = psa / self.m.lay.sectors_per_block;
+        let planes = self.m.lay.planes_per_die;
+        let page = (psa % self.m.lay.sectors_per_block) / self.m.lay.sectors_per_page;
         for p in 0..planes {
-            let b = b0 + p * self.lay.blocks_per_plane;
-            let m = &mut self.blocks[b as usize];
-            m.state = if page + 1 == self.lay.pages_per_block { BlockState::Full } else { BlockState::Open };
+            let b = b0 + p * self.m.lay.blocks_per_plane;
+            let m = &mut self.m.blocks[b as usize];
+            m.state = if page + 1 == self.m.lay.pages_per_block { BlockState::Full } else { BlockState::Open };
             m.programmed_pages = (page + 1) as u16;
         }
-        self.c.nand_page_programs += planes as u64;
-        self.c.nand_write_bytes += planes as u64 * self.lay.page_bytes as u64;
-        if self.tl.enabled {
-            let die = self.lay.die_of_block(b0);
-            let earliest = ready_ns.max(self.blocks[b0 as usize].ready_ns);
-            let done = self.tl.program(die, planes as u64 * self.lay.page_bytes as u64, earliest);
+        let die = self.m.lay.die_of_block(b0);
+        let earliest = ready_ns.max(self.m.blocks[b0 as usize].ready_ns);
+        let done = self.m.program(die, planes, earliest);
+        if self.m.timing() {
             self.buffer.programmed(done);
         }
     }
@@ -399,7 +450,7 @@ impl Zns {
         let w = self.zones[z].written;
         if !w.is_multiple_of(unit) {
             let end = (w / unit + 1) * unit;
-            self.c.pad_sectors += end - w;
+            self.m.c.pad_sectors += end - w;
             self.program_unit(z, end);
         }
     }
@@ -447,8 +498,8 @@ impl Zns {
                 format!("{sectors} blocks at {wp} cross zone {z}'s capacity (ends at {})", start + self.zone_cap),
             ));
         }
-        let sb = self.lay.sector_bytes as usize;
-        if let (Some(d), true) = (data, self.data.is_some()) {
+        let sb = self.m.lay.sector_bytes as usize;
+        if let (Some(d), true) = (data, self.m.data.is_some()) {
             if d.len() != sectors as usize * sb {
                 return Err(Error::Command(format!("write of {sectors} sectors carries {} bytes", d.len())));
             }
@@ -459,29 +510,29 @@ impl Zns {
             self.open_clock += 1;
             self.zones[z].opened = self.open_clock;
         }
-        let t = now + self.tl.command_overhead_ns();
+        let t = now + self.m.tl.command_overhead_ns();
         self.buffer.begin(t);
         self.zones[z].ready_ns = self.zones[z].ready_ns.max(t);
         // Sectors of a page are consecutive PSAs: compute the address once per page and count
         // unit positions instead of dividing per sector.
         let unit = self.unit_sectors();
-        let spp = self.lay.sectors_per_page as u64;
+        let spp = self.m.lay.sectors_per_page as u64;
         let o0 = self.zones[z].written;
         let mut in_page = o0 % spp;
         let mut in_unit = o0 % unit;
         let pz = self.pz(z);
         let mut psa = self.psa(pz, o0);
-        let mut block = psa / self.lay.sectors_per_block;
+        let mut block = psa / self.m.lay.sectors_per_block;
         for i in 0..sectors as u64 {
             let o = o0 + i;
             if i > 0 && in_page == 0 {
                 psa = self.psa(pz, o);
-                block = psa / self.lay.sectors_per_block;
+                block = psa / self.m.lay.sectors_per_block;
             }
-            if let (Some(store), Some(d)) = (self.data.as_mut(), data) {
+            if let (Some(store), Some(d)) = (self.m.data.as_mut(), data) {
                 store.put(psa, &d[i as usize * sb..(i as usize + 1) * sb]);
             }
-            self.blocks[block as usize].valid += 1;
+            self.m.blocks[block as usize].valid += 1;
             psa += 1;
             in_page += 1;
             if in_page == spp {
@@ -495,8 +546,8 @@ impl Zns {
             }
         }
         self.zones[z].written = o0 + sectors as u64;
-        self.c.host_write_cmds += 1;
-        self.c.host_write_bytes += sectors as u64 * sb as u64;
+        self.m.c.host_write_cmds += 1;
+        self.m.c.host_write_bytes += sectors as u64 * sb as u64;
         let sync = fua || self.buffer.write_through();
         if sync {
             self.pad(z);
@@ -505,13 +556,13 @@ impl Zns {
             self.pad(z);
             self.zones[z].state = ZoneState::Full;
         }
-        let done = if self.tl.enabled { self.buffer.completion(sync, t) } else { now };
+        let done = if self.m.tl.enabled { self.buffer.completion(sync, t) } else { now };
         Ok((wp, done))
     }
 
     /// Zone Management Send. `select_all` applies the action to every zone it applies to.
     pub fn zone_action(&mut self, lba: u64, action: ZoneAction, select_all: bool, now: u64) -> Result<u64> {
-        let t = now + self.tl.command_overhead_ns();
+        let t = now + self.m.tl.command_overhead_ns();
         let mut done = t;
         if select_all {
             for z in 0..self.zones.len() {
@@ -527,7 +578,7 @@ impl Zns {
                     done = done.max(self.zone_action_one(z, action, t)?);
                 }
             }
-            return Ok(if self.tl.enabled { done } else { now });
+            return Ok(if self.m.tl.enabled { done } else { now });
         }
         let z = self.zone_of(lba)?;
         if !lba.is_multiple_of(self.zone_sectors) {
@@ -537,7 +588,7 @@ impl Zns {
             return Err(Error::nvme(Status::InvalidField, format!("zone {z} is conventional: zone management does not apply to it")));
         }
         let d = self.zone_action_one(z, action, t)?;
-        Ok(if self.tl.enabled { d } else { now })
+        Ok(if self.m.tl.enabled { d } else { now })
     }
 
     fn zone_action_one(&mut self, z: usize, action: ZoneAction, t: u64) -> Result<u64> {
@@ -603,48 +654,36 @@ impl Zns {
 
     /// Erase the zone's blocks (those holding data) and empty it; returns the completion time.
     fn reset_zone(&mut self, z: usize, t: u64) -> u64 {
-        let done = self.erase_phys(self.pz(z), t);
+        let (done, retired) = self.erase_phys(self.pz(z), t);
         let zone = &mut self.zones[z];
-        zone.state = ZoneState::Empty;
+        // A zone whose block wore out (or failed its erase) cannot be written again: it goes
+        // offline, as a ZNS device takes a zone offline when its media fails.
+        zone.state = if retired { ZoneState::Offline } else { ZoneState::Empty };
         zone.written = 0;
         zone.resets += 1;
         done
     }
 
-    /// Erase the blocks of physical zone `pz` that hold data; returns the completion time.
-    fn erase_phys(&mut self, pz: usize, t: u64) -> u64 {
+    /// Erase the blocks of physical zone `pz` that hold data; returns the completion time and
+    /// whether the media retired any of them.
+    fn erase_phys(&mut self, pz: usize, t: u64) -> (u64, bool) {
         let mut done = t;
+        let mut retired = false;
         for d in 0..self.width {
-            for p in 0..self.lay.planes_per_die {
+            for p in 0..self.m.lay.planes_per_die {
                 for j in 0..self.zone_blocks {
                     let b = self.block(pz, d, p, j);
-                    let first = b * self.lay.sectors_per_block;
-                    if let Some(store) = self.data.as_mut() {
-                        for psa in first..first + self.lay.sectors_per_block {
-                            store.discard(psa);
-                        }
-                    }
-                    let m = &mut self.blocks[b as usize];
+                    let m = &self.m.blocks[b as usize];
                     if m.programmed_pages == 0 && m.valid == 0 {
                         continue;
                     }
-                    m.erase_count += 1;
-                    m.valid = 0;
-                    m.programmed_pages = 0;
-                    m.state = BlockState::Free;
-                    self.c.nand_erase_count += 1;
-                    if m.erase_count >= self.pe_limit {
-                        self.c.grown_bad_blocks += 1;
-                    }
-                    if self.tl.enabled {
-                        let e = self.tl.erase(self.lay.die_of_block(b), t);
-                        self.blocks[b as usize].ready_ns = e;
-                        done = done.max(e);
-                    }
+                    let e = self.m.erase(b, t);
+                    done = done.max(e.done_ns);
+                    retired |= e.retired;
                 }
             }
         }
-        done
+        (done, retired)
     }
 
     /// Sectors of the conventional zones (they come first in the LBA space).
@@ -655,24 +694,24 @@ impl Zns {
     /// Write to the conventional zones: each sector goes to the pool's log, its old copy
     /// becomes invalid.
     fn conv_write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, fua: bool, now: u64) -> Result<u64> {
-        let sb = self.lay.sector_bytes as usize;
-        if let (Some(d), true) = (data, self.data.is_some()) {
+        let sb = self.m.lay.sector_bytes as usize;
+        if let (Some(d), true) = (data, self.m.data.is_some()) {
             if d.len() != sectors as usize * sb {
                 return Err(Error::Command(format!("write of {sectors} sectors carries {} bytes", d.len())));
             }
         }
-        let t = now + self.tl.command_overhead_ns();
+        let t = now + self.m.tl.command_overhead_ns();
         self.buffer.begin(t);
         for i in 0..sectors as usize {
-            self.conv_put(lba + i as u64, data.map(|d| &d[i * sb..(i + 1) * sb]), t);
+            self.conv_put(lba + i as u64, data.map(|d| &d[i * sb..(i + 1) * sb]), t)?;
         }
-        self.c.host_write_cmds += 1;
-        self.c.host_write_bytes += sectors as u64 * sb as u64;
+        self.m.c.host_write_cmds += 1;
+        self.m.c.host_write_bytes += sectors as u64 * sb as u64;
         let sync = fua || self.buffer.write_through();
         if sync {
             self.conv_pad();
         }
-        Ok(if self.tl.enabled { self.buffer.completion(sync, t) } else { now })
+        Ok(if self.m.tl.enabled { self.buffer.completion(sync, t) } else { now })
     }
 
     /// Drop the mapping of conventional LBA `l`, if any.
@@ -686,18 +725,19 @@ impl Zns {
             conv.segs[seg].valid -= 1;
             let pz = conv.base + seg;
             let psa = self.psa(pz, old as u64 % zs);
-            self.blocks[(psa / self.lay.sectors_per_block) as usize].valid -= 1;
+            self.m.blocks[(psa / self.m.lay.sectors_per_block) as usize].valid -= 1;
         }
     }
 
     /// Append conventional LBA `l` (its data, if kept) to the pool's log.
-    fn conv_put(&mut self, l: u64, data: Option<&[u8]>, t: u64) {
+    fn conv_put(&mut self, l: u64, data: Option<&[u8]>, t: u64) -> Result<()> {
         self.conv_unmap(l);
         let conv = self.conv.as_ref().expect("conventional zones");
         if conv.segs[conv.active].written == self.zone_sectors {
-            self.conv_next_segment(t);
+            self.conv_next_segment(t)?;
         }
         self.conv_append(l, data, t);
+        Ok(())
     }
 
     /// Append one sector at the active segment's end (which has room).
@@ -715,10 +755,10 @@ impl Zns {
         conv.segs[seg].ready_ns = conv.segs[seg].ready_ns.max(t);
         let (pz, ready) = (conv.base + seg, conv.segs[seg].ready_ns);
         let psa = self.psa(pz, o);
-        if let (Some(store), Some(d)) = (self.data.as_mut(), data) {
+        if let (Some(store), Some(d)) = (self.m.data.as_mut(), data) {
             store.put(psa, d);
         }
-        self.blocks[(psa / self.lay.sectors_per_block) as usize].valid += 1;
+        self.m.blocks[(psa / self.m.lay.sectors_per_block) as usize].valid += 1;
         if (o + 1).is_multiple_of(unit) {
             self.program_phys(pz, o + 1, ready);
             self.conv.as_mut().unwrap().segs[seg].ready_ns = 0;
@@ -737,7 +777,7 @@ impl Zns {
             conv.segs[seg].written = end;
             let (pz, ready) = (conv.base + seg, conv.segs[seg].ready_ns);
             conv.segs[seg].ready_ns = 0;
-            self.c.pad_sectors += end - w;
+            self.m.c.pad_sectors += end - w;
             self.program_phys(pz, end, ready);
         }
     }
@@ -745,20 +785,26 @@ impl Zns {
     /// The active segment is full: continue in the oldest erased one, and if that was the
     /// last, collect the segment with the least valid data into it (greedy) and erase it.
     /// With at least two spare segments the victim's valid data always fits.
-    fn conv_next_segment(&mut self, t: u64) {
+    fn conv_next_segment(&mut self, t: u64) -> Result<()> {
         let zs = self.zone_sectors;
         let conv = self.conv.as_mut().expect("conventional zones");
-        conv.active = conv.free.pop_front().expect("the pool keeps an erased segment");
+        conv.active = conv
+            .free
+            .pop_front()
+            .ok_or_else(|| Error::WornOut("the conventional zones' pool has no erased segment left: its blocks wore out".into()))?;
         if !conv.free.is_empty() {
-            return;
+            return Ok(());
         }
         let active = conv.active;
-        let victim = (0..conv.segs.len()).filter(|&s| s != active).min_by_key(|&s| (conv.segs[s].valid, s)).expect("pool has segments");
+        let victim = (0..conv.segs.len())
+            .filter(|&s| s != active && !conv.segs[s].offline)
+            .min_by_key(|&s| (conv.segs[s].valid, s))
+            .expect("pool has segments");
         conv.gc_segments += 1;
         let base = conv.base;
-        self.c.gc_events += 1;
+        self.m.c.gc_events += 1;
         let mut last_page = u32::MAX;
-        let mut buf = if self.data.is_some() { vec![0u8; self.lay.sector_bytes as usize] } else { vec![] };
+        let mut buf = if self.m.data.is_some() { vec![0u8; self.m.lay.sector_bytes as usize] } else { vec![] };
         for o in 0..zs {
             let pool = victim as u64 * zs + o;
             let l = self.conv.as_ref().unwrap().p2l[pool as usize];
@@ -766,28 +812,30 @@ impl Zns {
                 continue;
             }
             let psa = self.psa(base + victim, o);
-            let page = psa / self.lay.sectors_per_page;
+            let page = psa / self.m.lay.sectors_per_page;
             if page != last_page {
                 last_page = page;
-                self.c.nand_page_reads += 1;
-                self.c.nand_read_bytes += self.lay.page_bytes as u64;
-                if self.tl.enabled {
-                    let r = self.tl.read_queued(self.lay.die_of_block(psa / self.lay.sectors_per_block), self.lay.page_bytes as u64, t);
+                let die = self.m.lay.die_of_block(psa / self.m.lay.sectors_per_block);
+                let r = self.m.read_queued(die, self.m.lay.page_bytes as u64, t);
+                if self.m.timing() {
                     let conv = self.conv.as_mut().unwrap();
                     conv.segs[conv.active].ready_ns = conv.segs[conv.active].ready_ns.max(r);
                 }
             }
-            if let Some(store) = self.data.as_ref() {
+            if let Some(store) = self.m.data.as_ref() {
                 store.get(psa, &mut buf);
             }
             self.conv_unmap(l as u64);
-            self.conv_append(l as u64, if self.data.is_some() { Some(&buf) } else { None }, t);
-            self.c.gc_relocated_sectors += 1;
+            self.conv_append(l as u64, if self.m.data.is_some() { Some(&buf) } else { None }, t);
+            self.m.c.gc_relocated_sectors += 1;
         }
-        self.erase_phys(base + victim, t);
+        let (_, retired) = self.erase_phys(base + victim, t);
         let conv = self.conv.as_mut().unwrap();
-        conv.segs[victim] = Segment::default();
-        conv.free.push_back(victim);
+        conv.segs[victim] = Segment { offline: retired, ..Segment::default() };
+        if !retired {
+            conv.free.push_back(victim);
+        }
+        Ok(())
     }
 
     /// Mark a zone read-only or offline (media failure injection for host tests).
@@ -844,8 +892,8 @@ impl Zns {
 }
 
 impl BlockDevice for Zns {
-    fn layout(&self) -> &Layout {
-        &self.lay
+    fn media(&self) -> &Media {
+        &self.m
     }
     fn logical_sectors(&self) -> u64 {
         self.zones.len() as u64 * self.zone_sectors
@@ -857,8 +905,8 @@ impl BlockDevice for Zns {
         if sectors == 0 || lba + sectors as u64 > self.logical_sectors() {
             return Err(Error::nvme(Status::LbaOutOfRange, format!("read of {sectors} blocks at {lba} beyond the namespace")));
         }
-        let sb = self.lay.sector_bytes as usize;
-        let t = now + self.tl.command_overhead_ns();
+        let sb = self.m.lay.sector_bytes as usize;
+        let t = now + self.m.tl.command_overhead_ns();
         let mut done = t;
         let mut last_page = u32::MAX;
         for i in 0..sectors as u64 {
@@ -877,27 +925,24 @@ impl BlockDevice for Zns {
             };
             if let Some(buf) = out.as_deref_mut() {
                 let dst = &mut buf[i as usize * sb..(i as usize + 1) * sb];
-                match &self.data {
+                match &self.m.data {
                     Some(store) if written => store.get(psa, dst),
                     _ => dst.fill(0),
                 }
             }
-            let page = psa / self.lay.sectors_per_page;
-            let b = psa / self.lay.sectors_per_block;
+            let page = psa / self.m.lay.sectors_per_page;
+            let b = psa / self.m.lay.sectors_per_block;
             let programmed =
-                (psa % self.lay.sectors_per_block) / self.lay.sectors_per_page < self.blocks[b as usize].programmed_pages as u32;
+                (psa % self.m.lay.sectors_per_block) / self.m.lay.sectors_per_page < self.m.blocks[b as usize].programmed_pages as u32;
             if written && programmed && page != last_page {
                 last_page = page;
-                self.c.nand_page_reads += 1;
-                self.c.nand_read_bytes += self.lay.page_bytes as u64;
-                if self.tl.enabled {
-                    done = done.max(self.tl.read(self.lay.die_of_block(b), sb as u64, t));
-                }
+                let die = self.m.lay.die_of_block(b);
+                done = done.max(self.m.read(die, sb as u64, t));
             }
         }
-        self.c.host_read_cmds += 1;
-        self.c.host_read_bytes += sectors as u64 * sb as u64;
-        Ok(if self.tl.enabled { done } else { now })
+        self.m.c.host_read_cmds += 1;
+        self.m.c.host_read_bytes += sectors as u64 * sb as u64;
+        Ok(if self.m.tl.enabled { done } else { now })
     }
     /// Deallocate on sequential zones changes nothing on the media (the zone is still written
     /// up to its write pointer); it is accepted and counted. On conventional zones it unmaps
@@ -909,9 +954,9 @@ impl BlockDevice for Zns {
         for l in lba..(lba + sectors as u64).min(self.conv_sectors()) {
             self.conv_unmap(l);
         }
-        self.c.host_trim_cmds += 1;
-        self.c.host_trim_bytes += sectors as u64 * self.lay.sector_bytes as u64;
-        Ok(if self.tl.enabled { now + self.tl.command_overhead_ns() } else { now })
+        self.m.c.host_trim_cmds += 1;
+        self.m.c.host_trim_bytes += sectors as u64 * self.m.lay.sector_bytes as u64;
+        Ok(if self.m.tl.enabled { now + self.m.tl.command_overhead_ns() } else { now })
     }
     fn flush(&mut self, now: u64) -> Result<u64> {
         self.conv_pad();
@@ -920,21 +965,11 @@ impl BlockDevice for Zns {
                 self.pad(z);
             }
         }
-        self.c.host_flush_cmds += 1;
-        Ok(if self.tl.enabled { (now + self.tl.command_overhead_ns()).max(self.buffer.drained_at()) } else { now })
-    }
-    fn idle(&mut self, _now: u64) {}
-    fn counters(&self) -> &Counters {
-        &self.c
-    }
-    fn timelines(&self) -> &Timelines {
-        &self.tl
-    }
-    fn blocks(&self) -> &[BlockMeta] {
-        &self.blocks
+        self.m.c.host_flush_cmds += 1;
+        Ok(if self.m.tl.enabled { (now + self.m.tl.command_overhead_ns()).max(self.buffer.drained_at()) } else { now })
     }
     fn free_blocks(&self) -> u32 {
-        self.blocks.iter().filter(|b| b.programmed_pages == 0).count() as u32
+        self.m.blocks.iter().filter(|b| b.programmed_pages == 0 && b.state != BlockState::Bad).count() as u32
     }
     fn mapped_sectors(&self) -> u64 {
         let conv: u64 = self.conv.as_ref().map_or(0, |c| c.segs.iter().map(|s| s.valid).sum());
@@ -966,14 +1001,18 @@ impl BlockDevice for Zns {
         )]
     }
     fn check_invariants(&self) {
+        self.m.check_invariants();
         let (open, active) = self.counts();
         assert!(open <= self.max_open && active <= self.max_active, "open {open} / active {active} over the limits");
         for (i, z) in self.zones.iter().enumerate() {
             assert!(z.written <= self.zone_cap, "zone {i} written past its capacity");
-            if z.state == ZoneState::Empty {
-                assert_eq!(z.written, 0, "empty zone {i} has data");
+            if matches!(z.state, ZoneState::Empty | ZoneState::Offline) {
+                assert_eq!(z.written, 0, "zone {i} ({:?}) has data", z.state);
             }
             assert_eq!(i < self.nconv, z.state == ZoneState::NotWritePointer, "zone {i}: only conventional zones lack a write pointer");
+            if i >= self.nconv && self.phys_blocks(self.pz(i)).any(|b| self.m.is_bad(b)) {
+                assert_eq!(z.state, ZoneState::Offline, "zone {i} holds a bad block but is not offline");
+            }
         }
         if let Some(conv) = &self.conv {
             let zs = self.zone_sectors;
@@ -991,131 +1030,58 @@ impl BlockDevice for Zns {
             for (k, seg) in conv.segs.iter().enumerate() {
                 assert_eq!(seg.valid, valid[k], "segment {k} valid count");
             }
-            assert!(!conv.free.is_empty() && !conv.free.contains(&conv.active), "the pool keeps an erased segment besides the active one");
-        }
-    }
-}
-
-/// A host-side zoned log, for running ordinary workloads on a ZNS device: every write is
-/// appended to one of `streams` open zones (chosen by the write's address, so a workload with
-/// several regions keeps them apart), full zones are left behind, and when no empty zone is
-/// left the oldest full zone is reset (its data dropped, as a log-structured cache would).
-/// Reads go to the zoned address space as it is (data appended there, or zeros): this host
-/// keeps no index, it exists to load the device realistically. Writes to the conventional
-/// zones' addresses, if the device has any, go there in place (as a file system would put its
-/// metadata).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ZoneLog {
-    pub zns: Zns,
-    pub state: ZoneLogState,
-}
-
-/// Persistent part of [`ZoneLog`].
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ZoneLogState {
-    /// Current zone of each stream.
-    current: Vec<Option<usize>>,
-    /// Full zones, oldest first.
-    filled: std::collections::VecDeque<usize>,
-    pub resets: u64,
-}
-
-impl ZoneLogState {
-    pub fn new(streams: usize) -> ZoneLogState {
-        ZoneLogState { current: vec![None; streams.max(1)], filled: Default::default(), resets: 0 }
-    }
-}
-
-impl ZoneLog {
-    pub fn new(zns: Zns, streams: usize) -> ZoneLog {
-        ZoneLog { zns, state: ZoneLogState::new(streams) }
-    }
-
-    fn next_zone(&mut self, now: u64) -> Result<usize> {
-        let current = &self.state.current;
-        if let Some(z) = (0..self.zns.zones.len()).find(|&z| self.zns.zones[z].state == ZoneState::Empty && !current.contains(&Some(z))) {
-            return Ok(z);
-        }
-        let victim = self.state.filled.pop_front().ok_or_else(|| Error::WornOut("zoned log: no empty or full zone to reuse".into()))?;
-        self.zns.zone_action_one(victim, ZoneAction::Reset, now)?;
-        self.state.resets += 1;
-        Ok(victim)
-    }
-}
-
-impl BlockDevice for ZoneLog {
-    fn layout(&self) -> &Layout {
-        &self.zns.lay
-    }
-    fn logical_sectors(&self) -> u64 {
-        self.zns.logical_sectors()
-    }
-    fn write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, opts: WriteOpts, now: u64) -> Result<u64> {
-        let n = self.state.current.len() as u64;
-        let stream = ((lba * n) / self.zns.logical_sectors().max(1)).min(n - 1) as usize;
-        let mut remaining = sectors;
-        let mut done = now;
-        let mut off = 0usize;
-        let sb = self.zns.lay.sector_bytes as usize;
-        // Addresses in the conventional zones are written in place there; the rest is logged.
-        let conv = self.zns.conv_sectors();
-        if lba < conv {
-            let k = remaining.min((conv - lba) as u32);
-            let (_, d) = self.zns.write_zone(lba, k, data.map(|d| &d[..k as usize * sb]), false, opts.fua, now)?;
-            done = d;
-            remaining -= k;
-            off += k as usize * sb;
-        }
-        while remaining > 0 {
-            let z = match self.state.current[stream] {
-                Some(z) if self.zns.zones[z].state.is_open() || self.zns.zones[z].state == ZoneState::Closed => z,
-                _ => {
-                    let z = self.next_zone(now)?;
-                    self.state.current[stream] = Some(z);
-                    z
-                }
-            };
-            let room = (self.zns.zone_cap - self.zns.zones[z].written) as u32;
-            let k = remaining.min(room);
-            let part = data.map(|d| &d[off..off + k as usize * sb]);
-            let zslba = z as u64 * self.zns.zone_sectors;
-            let (_, d) = self.zns.write_zone(zslba, k, part, true, opts.fua, now)?;
-            done = done.max(d);
-            if self.zns.zones[z].state == ZoneState::Full {
-                self.state.filled.push_back(z);
-                self.state.current[stream] = None;
+            assert!(!conv.free.contains(&conv.active), "the active segment is not free");
+            // An erased segment besides the active one, unless wear-out took the pool's spare.
+            assert!(
+                !conv.free.is_empty() || conv.segs.iter().any(|g| g.offline),
+                "the pool keeps an erased segment besides the active one"
+            );
+            for (k, seg) in conv.segs.iter().enumerate() {
+                let bad = self.phys_blocks(conv.base + k).any(|b| self.m.is_bad(b));
+                assert_eq!(seg.offline, bad, "segment {k}: offline iff it holds a bad block");
+                assert!(!(seg.offline && conv.free.contains(&k)), "offline segment {k} in the free list");
             }
-            remaining -= k;
-            off += k as usize * sb;
         }
-        Ok(done)
     }
-    fn read(&mut self, lba: u64, sectors: u32, out: Option<&mut [u8]>, now: u64) -> Result<u64> {
-        self.zns.read(lba, sectors, out, now)
+}
+
+/// ZNS as the host log (`hostlog.rs`) sees it: the sequential zones in one lane, appended
+/// with Zone Append; writes below the conventional zones' end go there in place.
+impl Containers for Zns {
+    const NAME: &'static str = "zone";
+    fn lanes(&self) -> usize {
+        1
     }
-    fn trim(&mut self, lba: u64, sectors: u32, now: u64) -> Result<u64> {
-        self.zns.trim(lba, sectors, now)
+    fn lane(&self, _lane: usize) -> std::ops::Range<usize> {
+        self.nconv..self.zones.len()
     }
-    fn flush(&mut self, now: u64) -> Result<u64> {
-        self.zns.flush(now)
+    fn span(&self) -> u64 {
+        self.zone_sectors
     }
-    fn idle(&mut self, _now: u64) {}
-    fn counters(&self) -> &Counters {
-        &self.zns.c
+    fn capacity(&self) -> u64 {
+        self.zone_cap
     }
-    fn timelines(&self) -> &Timelines {
-        &self.zns.tl
+    fn write_unit(&self) -> u32 {
+        1
     }
-    fn blocks(&self) -> &[BlockMeta] {
-        &self.zns.blocks
+    fn direct_sectors(&self) -> u64 {
+        self.conv_sectors()
     }
-    fn free_blocks(&self) -> u32 {
-        self.zns.free_blocks()
+    fn container(&self, c: usize) -> (Container, u64) {
+        let z = &self.zones[c];
+        let st = match z.state {
+            ZoneState::Empty => Container::Free,
+            ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen | ZoneState::Closed | ZoneState::NotWritePointer => Container::Open,
+            ZoneState::Full => Container::Full,
+            ZoneState::ReadOnly => Container::ReadOnly,
+            ZoneState::Offline => Container::Offline,
+        };
+        (st, z.written)
     }
-    fn mapped_sectors(&self) -> u64 {
-        self.zns.mapped_sectors()
+    fn append(&mut self, c: usize, sectors: u32, data: Option<&[u8]>, fua: bool, now: u64) -> Result<u64> {
+        Ok(self.write_zone(c as u64 * self.zone_sectors, sectors, data, true, fua, now)?.1)
     }
-    fn check_invariants(&self) {
-        self.zns.check_invariants()
+    fn reset(&mut self, c: usize, now: u64) -> Result<u64> {
+        self.zone_action_one(c, ZoneAction::Reset, now)
     }
 }

@@ -1,17 +1,20 @@
-//! NAND media: geometry arithmetic, per-block state (wear, bad blocks), per-page OOB, and
-//! the data store of data-backed devices.
+//! NAND media: geometry arithmetic, per-block state (wear, bad blocks), per-page OOB, the data
+//! store of data-backed devices, and [`Media`], the one owner of a device's NAND state that
+//! every personality holds.
 //!
 //! Addresses: a physical sector address (PSA) is `block * sectors_per_block + page *
 //! sectors_per_page + slot`. Blocks are numbered die-major: `block = die * blocks_per_die +
 //! plane * blocks_per_plane + index`, and dies channel-major: `die = channel *
 //! dies_per_channel + d`.
 
+mod nand;
 pub mod presets;
 pub mod store;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::Geometry;
+pub use nand::{Erased, Media};
 
 /// Geometry with every derived quantity precomputed (the hot path divides by these).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,6 +150,39 @@ impl Default for BlockMeta {
     fn default() -> Self {
         BlockMeta::new()
     }
+}
+
+/// Lifetime counters of a device; every personality fills the same fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    pub host_read_cmds: u64,
+    pub host_write_cmds: u64,
+    pub host_trim_cmds: u64,
+    pub host_flush_cmds: u64,
+    pub host_read_bytes: u64,
+    pub host_write_bytes: u64,
+    pub host_trim_bytes: u64,
+    /// Bytes sensed from the array (whole pages).
+    pub nand_read_bytes: u64,
+    /// Bytes programmed (whole pages, padding included).
+    pub nand_write_bytes: u64,
+    pub nand_erase_count: u64,
+    pub nand_page_reads: u64,
+    pub nand_page_programs: u64,
+    /// Pages programmed by garbage collection (and wear-levelling moves).
+    pub gc_relocated_pages: u64,
+    pub gc_relocated_sectors: u64,
+    /// Victim blocks collected (GC plus static wear-levelling).
+    pub gc_events: u64,
+    /// Victims whose collection finished while a host write waited for a free block.
+    pub gc_foreground_events: u64,
+    /// Victims collected in the background: paced with host writes between the watermarks,
+    /// or on idle dies.
+    pub gc_background_events: u64,
+    pub wl_static_moves: u64,
+    /// Padding sectors programmed by flushes, FUA and write-through.
+    pub pad_sectors: u64,
+    pub grown_bad_blocks: u64,
 }
 
 /// Marker in the OOB logical-address field of a padding sector.

@@ -41,6 +41,13 @@ impl DataStore {
             Some(s) => s,
             None => {
                 let s = (self.arena.len() / self.sector_bytes) as u32;
+                if self.arena.len() + self.sector_bytes > self.arena.capacity() {
+                    // Grow by about a sixteenth, in whole sectors, not double: a device's
+                    // contents are most of its memory, and doubling would overshoot its
+                    // estimate (`sizing`) by up to 2x.
+                    let sectors = (self.arena.len() / self.sector_bytes / 16).max(64);
+                    self.arena.reserve_exact(sectors * self.sector_bytes);
+                }
                 self.arena.resize(self.arena.len() + self.sector_bytes, 0);
                 s
             }

@@ -1,0 +1,219 @@
+//! The write path: placing sectors at a stream's write point, programming full units,
+//! opening blocks for a way (with foreground GC when free blocks run short), closing full
+//! blocks into the victim set, and padding partial units.
+
+use std::cmp::Reverse;
+
+use super::Conventional;
+use crate::error::{Error, Result};
+use crate::media::BlockState;
+
+impl Conventional {
+    /// Serial number of the reclaim unit stream `s` is filling (FDP host streams; 0 otherwise).
+    fn ru_serial_of(&self, s: usize) -> u32 {
+        let st = &self.points.streams[s];
+        match &self.fdp {
+            Some(f) if st.host => f.ru_serial(st.rg as usize, st.handle as usize),
+            _ => 0,
+        }
+    }
+
+    /// Open one block per plane for `way` of `stream`, from its die if it can.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn open_way(&mut self, s: usize, w: usize) -> Result<()> {
+        let planes = self.m.lay.planes_per_die as usize;
+        let rg = self.points.streams[s].rg as usize;
+        if self.points.streams[s].host && !self.wl.active {
+            let mut rounds = 0u64;
+            while self.groups[rg].free < self.groups[rg].fg_free_blocks + planes as u32 {
+                self.gc_one(rg, true)?;
+                rounds += 1;
+                if rounds > 2 * self.m.lay.blocks as u64 {
+                    return Err(Error::WornOut(format!(
+                        "garbage collection cannot reclaim space in reclaim group {rg} ({} free blocks, {} mapped sectors)",
+                        self.groups[rg].free,
+                        self.map.mapped()
+                    )));
+                }
+            }
+        }
+        if self.groups[rg].free < planes as u32 {
+            return Err(Error::WornOut(format!(
+                "{} free blocks left in reclaim group {rg}, {planes} needed to open a write point",
+                self.groups[rg].free
+            )));
+        }
+        // One block per plane from the way's own die when it has them; otherwise from the dies
+        // of the group with the most free blocks (GC frees blocks wherever its victims were, so
+        // dies drift apart). A unit whose blocks sit on several dies programs on each of them.
+        let pref = self.points.streams[s].ways[w].die;
+        let ru = self.ru_serial_of(s);
+        let mut opened = Vec::with_capacity(planes);
+        while opened.len() < planes {
+            let die = if self.pools.len(pref) > 0 {
+                pref
+            } else {
+                let g = &self.groups[rg];
+                g.dies.iter().copied().max_by_key(|&d| (self.pools.len(d), Reverse(d))).expect("group has dies")
+            };
+            let b = self.pools.pop(die).expect("the group has free blocks");
+            let m = &mut self.m.blocks[b as usize];
+            assert_eq!(m.state, BlockState::Free);
+            assert_eq!(m.valid, 0);
+            m.state = BlockState::Open;
+            m.stream = s as u16;
+            m.ru = ru;
+            m.programmed_pages = 0;
+            opened.push(b);
+        }
+        self.groups[rg].free -= planes as u32;
+        self.groups[rg].open_blocks += planes as u32;
+        self.points.open(s, w, opened);
+        Ok(())
+    }
+
+    /// Place one sector of `lba` on stream `s` and map it; returns its new PSA and whether it
+    /// completed the unit. The caller stores the sector's data (if any) and then calls
+    /// [`Self::unit_placed`] when the unit is complete, so data is in place before the unit is
+    /// programmed and before GC (which may pick this very block) runs.
+    #[inline(always)]
+    pub(super) fn place(&mut self, s: usize, lba: u32) -> Result<(u32, bool)> {
+        if !self.points.ready(s) {
+            let cur = self.points.streams[s].cur;
+            self.open_way(s, cur)?;
+        }
+        let (psa, b, full) = self.points.next_slot(s, &self.m.lay);
+        self.map.map(lba, psa);
+        self.m.blocks[b as usize].valid += 1;
+        Ok((psa, full))
+    }
+
+    /// Program stream `s`'s completed unit; for host streams, pace GC.
+    pub(super) fn unit_placed(&mut self, s: usize) -> Result<()> {
+        self.program_unit(s);
+        // Pace GC with host writes: below the background watermark, every programmed host
+        // unit pays for some collection, so free space rarely falls to the foreground
+        // watermark (where a host write waits for whole-block collections).
+        let rg = self.points.streams[s].rg as usize;
+        if self.points.streams[s].host && !self.wl.active && self.gc_short(rg) {
+            self.gc_paced(rg)?;
+        }
+        Ok(())
+    }
+
+    /// The copy at `psa` is stale (overwritten or trimmed). A copy still in the write buffer
+    /// (its page not yet programmed) is dropped from the buffer: its slot programs as padding.
+    #[inline]
+    pub(super) fn invalidate(&mut self, psa: u32) {
+        let lay = &self.m.lay;
+        let b = psa / lay.sectors_per_block;
+        let page_in_block = (psa - b * lay.sectors_per_block) / lay.sectors_per_page;
+        let m = &mut self.m.blocks[b as usize];
+        m.valid -= 1;
+        let buffered = m.state == BlockState::Open && page_in_block >= m.programmed_pages as u32;
+        self.map.invalidate(psa, buffered);
+        if m.state == BlockState::Full {
+            let rg = m.rg as usize;
+            self.groups[rg].victims.on_invalidate(b, &mut self.m.blocks);
+        }
+        if let Some(d) = self.m.data.as_mut() {
+            d.discard(psa);
+        }
+    }
+
+    /// Program the current (full) unit of stream `s` and advance the stream.
+    pub(super) fn program_unit(&mut self, s: usize) {
+        let lay = self.m.lay;
+        let planes = lay.planes_per_die;
+        let (cur, host, rg) = {
+            let st = &self.points.streams[s];
+            (st.cur, st.host, st.rg as usize)
+        };
+        let page = self.points.streams[s].ways[cur].page;
+        self.map.reserve_seq(planes);
+        self.groups[rg].open_written_pages += planes as u64;
+        self.points.stats[s].units_programmed += 1;
+        if !host {
+            self.m.c.gc_relocated_pages += planes as u64;
+        }
+        let way = &self.points.streams[s].ways[cur];
+        let mut earliest = self.points.streams[s].ready_ns;
+        for &b in &way.blocks {
+            self.map.stamp(b * lay.pages_per_block + page);
+            let m = &mut self.m.blocks[b as usize];
+            m.programmed_pages = (page + 1) as u16;
+            earliest = earliest.max(m.ready_ns);
+        }
+        // One multi-plane program per die the unit spans (normally exactly one).
+        let mut done = earliest;
+        let mut i = 0;
+        while i < way.blocks.len() {
+            let die = lay.die_of_block(way.blocks[i]);
+            let mut j = i + 1;
+            while j < way.blocks.len() && lay.die_of_block(way.blocks[j]) == die {
+                j += 1;
+            }
+            done = done.max(self.m.program(die, (j - i) as u32, earliest));
+            i = j;
+        }
+        let timing = self.m.timing();
+        if host {
+            if timing {
+                self.buffer.programmed(done);
+            }
+            // The space GC cannot use, sampled once per host unit: its mean is the spare the
+            // FTL really leaves to data (metrics.json's `spare` section).
+            let ppb = lay.pages_per_block;
+            self.reserved.0 += self.groups.iter().map(|g| g.reserved_pages(ppb)).sum::<u64>();
+            self.reserved.1 += 1;
+        }
+        // The next unit waits for its own data: a GC stream's is read later; a host command's
+        // later units are as ready as its first (its arrival plus the command overhead).
+        self.points.streams[s].ready_ns = if host && timing { self.now + self.m.tl.command_overhead_ns() } else { 0 };
+        if let Some(w) = self.points.unit_done(s, lay.pages_per_block) {
+            self.close_way(s, w);
+        }
+    }
+
+    /// The blocks of way `w` of stream `s` become full (all pages programmed, or fewer when a
+    /// reclaim unit handle update closes them early) and join their group's victim set.
+    pub(super) fn close_way(&mut self, s: usize, w: usize) {
+        let mut closed = self.points.take_blocks(s, w);
+        for &b in &closed {
+            let m = &mut self.m.blocks[b as usize];
+            m.state = BlockState::Full;
+            m.closed_at = self.host_clock;
+            let rg = m.rg as usize;
+            self.groups[rg].open_written_pages -= m.programmed_pages as u64;
+            self.groups[rg].open_blocks -= 1;
+            self.groups[rg].victims.insert(b, &mut self.m.blocks);
+        }
+        // Hand the vector back: ways keep their capacity for the next blocks.
+        closed.clear();
+        self.points.streams[s].ways[w].blocks = closed;
+    }
+
+    /// End stream `s`'s current reclaim unit: program its partial unit with padding and close
+    /// its open blocks, so the next write starts a new reclaim unit (FDP reclaim unit handle
+    /// update).
+    pub(super) fn end_reclaim_unit(&mut self, s: usize) {
+        self.pad(s);
+        for w in 0..self.points.streams[s].ways.len() {
+            if !self.points.streams[s].ways[w].blocks.is_empty() {
+                self.close_way(s, w);
+            }
+        }
+        self.points.streams[s].cur = 0;
+    }
+
+    /// Fill the rest of stream `s`'s partial unit with padding and program it.
+    pub(super) fn pad(&mut self, s: usize) {
+        let map = &mut self.map;
+        let n = self.points.pad_unit(s, &self.m.lay, |psa| map.pad(psa));
+        if n > 0 {
+            self.m.c.pad_sectors += n as u64;
+            self.program_unit(s);
+        }
+    }
+}
