@@ -11,6 +11,7 @@ demo: setup
 	.venv/bin/ssdlab reproduce fdp-cache --quick
 	.venv/bin/ssdlab reproduce vm-baseline --quick
 	.venv/bin/ssdlab reproduce flashblox --quick
+	.venv/bin/ssdlab reproduce flac --quick
 
 test: setup lint test-rust test-python
 
@@ -32,6 +33,7 @@ test-python:
 bench: setup
 	cargo run --release --locked -p ssdlab-bench
 	.venv/bin/python scripts/bench-nbd.py
+	.venv/bin/python scripts/bench-flac.py
 
 docs: setup
 	.venv/bin/ssdlab config keys > docs/CONFIG.md

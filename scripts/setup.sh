@@ -47,6 +47,12 @@ if ! VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin deve
     echo "setup: building ssdlab failed (log above, also in target/setup-build.log)" >&2
     exit 1
 fi
+# The FlacFS LD_PRELOAD shim (target/release/libflacfs.so) for unmodified programs.
+if ! cargo build --release --locked -p ssdlab-flac-shim >>target/setup-build.log 2>&1; then
+    cat target/setup-build.log >&2
+    echo "setup: building the FlacFS shim failed (log above)" >&2
+    exit 1
+fi
 # The guest `ssdlab vm` boots (kernel + initramfs from Debian packages, cached in target/guest/).
 bash scripts/build-guest.sh
 .venv/bin/python -c "import ssdlab; print('setup: ssdlab', ssdlab.__version__, 'ready in .venv')"

@@ -277,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .fdpcache import add_cli as add_cache_cli
 
     add_cache_cli(sub)
+    from .flac import add_cli as add_flac_cli
+
+    add_flac_cli(sub)
     from .vm import add_parser as add_vm_parser
 
     add_vm_parser(sub)

@@ -37,6 +37,7 @@ KINDS: Dict[str, str] = {
     "fdp-cache": "ssdlab.fdpcache:EXPERIMENT",
     "vm-baseline": "ssdlab.vmbaseline:EXPERIMENT",
     "flashblox": "ssdlab.vssd:EXPERIMENT",
+    "flac": "ssdlab.flacrepro:EXPERIMENT",
 }
 
 

@@ -5,7 +5,7 @@
 //! One file per concern: errors (exception classes), convert (typed conversions: dicts in,
 //! dicts out), config (validation, presets, defaults), progress (bars, Ctrl-C, run results),
 //! device (the common host interface) with its personality sub-objects fdp, zns and ocssd,
-//! analytic (GC models), and the front-ends nbd, spi and cache.
+//! analytic (GC models), the front-ends nbd, spi and cache, and flac (the flac case study).
 
 mod analytic;
 mod cache;
@@ -14,6 +14,7 @@ mod convert;
 mod device;
 mod errors;
 mod fdp;
+mod flac;
 mod nbd;
 mod ocssd;
 mod progress;
@@ -37,5 +38,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     spi::register(m)?;
     cache::register(m)?;
     vssd::register(m)?;
+    flac::register(m)?;
     Ok(())
 }

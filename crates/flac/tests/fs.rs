@@ -1,0 +1,314 @@
+//! The library file systems (FlacFS and both baselines) behave as POSIX file systems: the
+//! same checks run against every engine, plus remounting and FlacFS's zero-copy paths.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use ssdlab_flac::fs::engine::EngineKind;
+use ssdlab_flac::fs::{Fs, FsConfig, Resolved, SetAttr, Ts};
+use ssdlab_flac::FlacError;
+
+const RW: i32 = libc::O_RDWR;
+const CREAT: i32 = libc::O_RDWR | libc::O_CREAT;
+
+fn mount_with(dir: &std::path::Path, engine: EngineKind, flush_interval_ms: u64) -> Arc<Fs> {
+    // The background flusher may hold the last reference for a moment after a test drops
+    // its own: a remount waits for the image instead of failing.
+    let mut flac = config(dir, 96, 16);
+    flac.lock_wait_ms = 10_000;
+    Fs::mount(FsConfig { engine, flac, flush_interval_ms, mount: "/mnt".into(), ..FsConfig::default() }).unwrap()
+}
+
+fn mount(dir: &std::path::Path, engine: EngineKind) -> Arc<Fs> {
+    mount_with(dir, engine, 20)
+}
+
+fn errno<T: std::fmt::Debug>(r: ssdlab_flac::Result<T>) -> i32 {
+    match r {
+        Err(FlacError::Posix(e, _)) => e,
+        other => panic!("expected a POSIX error, got {other:?}"),
+    }
+}
+
+fn read_all(fs: &Fs, path: &[u8]) -> Vec<u8> {
+    let f = fs.open(path, libc::O_RDONLY, 0).unwrap();
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 7000];
+    loop {
+        let n = fs.read(&f, &mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    fs.close(&f).unwrap();
+    out
+}
+
+fn posix_suite(engine: EngineKind) {
+    let d = tmpdir();
+    let fs = mount(d.path(), engine);
+    // Create, write in odd pieces, read back.
+    let data = pattern(1, 300_000);
+    let f = fs.open(b"/a", CREAT, 0o644).unwrap();
+    let mut at = 0;
+    for chunk in [1, 4095, 4096, 10_000, 123_456] {
+        fs.write(&f, &data[at..at + chunk]).unwrap();
+        at += chunk;
+    }
+    fs.write(&f, &data[at..]).unwrap();
+    assert_eq!(fs.fstat(&f).size, data.len() as u64);
+    fs.close(&f).unwrap();
+    assert_eq!(read_all(&fs, b"/a"), data);
+    // pwrite past the end leaves a hole of zeros; truncate shrinks and extends with zeros.
+    let f = fs.open(b"/a", RW, 0).unwrap();
+    fs.pwrite(&f, b"tail", 400_000).unwrap();
+    let mut b = vec![1u8; 100];
+    fs.pread(&f, &mut b, 350_000).unwrap();
+    assert!(b.iter().all(|&x| x == 0), "a hole reads as zeros");
+    fs.ftruncate(&f, 5000).unwrap();
+    fs.ftruncate(&f, 20_000).unwrap();
+    let mut b = vec![1u8; 20_000];
+    assert_eq!(fs.pread(&f, &mut b, 0).unwrap(), 20_000);
+    assert_eq!(&b[..5000], &data[..5000]);
+    assert!(b[5000..].iter().all(|&x| x == 0), "bytes past a truncation read as zeros after extending");
+    // Append mode.
+    fs.close(&f).unwrap();
+    let f = fs.open(b"/a", libc::O_WRONLY | libc::O_APPEND, 0).unwrap();
+    fs.write(&f, b"APPENDED").unwrap();
+    fs.close(&f).unwrap();
+    let all = read_all(&fs, b"/a");
+    assert_eq!(all.len(), 20_008);
+    assert_eq!(&all[20_000..], b"APPENDED");
+    // Seeking.
+    let f = fs.open(b"/a", libc::O_RDONLY, 0).unwrap();
+    assert_eq!(fs.seek(&f, -8, libc::SEEK_END).unwrap(), 20_000);
+    let mut b = [0u8; 8];
+    fs.read(&f, &mut b).unwrap();
+    assert_eq!(&b, b"APPENDED");
+    assert_eq!(errno(fs.seek(&f, -1, libc::SEEK_SET)), libc::EINVAL);
+    assert_eq!(errno(fs.write(&f, b"x")), libc::EBADF);
+    fs.close(&f).unwrap();
+
+    // Directories.
+    fs.mkdir(b"/d", 0o755).unwrap();
+    fs.mkdir(b"/d/e", 0o700).unwrap();
+    assert_eq!(errno(fs.mkdir(b"/d", 0o755)), libc::EEXIST);
+    assert_eq!(errno(fs.open(b"/d/nothing", RW, 0)), libc::ENOENT);
+    assert_eq!(errno(fs.open(b"/a/x", CREAT, 0o644)), libc::ENOTDIR);
+    assert_eq!(errno(fs.open(b"/d", RW, 0)), libc::EISDIR);
+    for name in ["z", "b", "m"] {
+        let f = fs.open(format!("/d/{name}").as_bytes(), CREAT, 0o600).unwrap();
+        fs.close(&f).unwrap();
+    }
+    let dir = fs.open(b"/d", libc::O_RDONLY | libc::O_DIRECTORY, 0).unwrap();
+    let names: Vec<_> = fs.readdir(&dir).unwrap().into_iter().map(|e| String::from_utf8(e.name).unwrap()).collect();
+    assert_eq!(names, ["b", "e", "m", "z"]);
+    fs.close(&dir).unwrap();
+    assert_eq!(fs.stat(b"/d", true).unwrap().nlink, 3);
+    assert_eq!(errno(fs.remove(b"/d", true)), libc::ENOTEMPTY);
+    assert_eq!(errno(fs.remove(b"/d/e", false)), libc::EISDIR);
+    fs.remove(b"/d/e", true).unwrap();
+    assert_eq!(fs.stat(b"/d", true).unwrap().nlink, 2);
+
+    // Rename: files, replacing, no-replace, directories, not into itself.
+    fs.rename(b"/d/z", b"/d/y", false).unwrap();
+    assert_eq!(errno(fs.stat(b"/d/z", true)), libc::ENOENT);
+    fs.rename(b"/d/y", b"/d/b", false).unwrap();
+    assert_eq!(errno(fs.rename(b"/d/b", b"/d/m", true)), libc::EEXIST);
+    fs.mkdir(b"/d/sub", 0o755).unwrap();
+    assert_eq!(errno(fs.rename(b"/d", b"/d/sub/d2", false)), libc::EINVAL);
+    fs.rename(b"/d/sub", b"/sub2", false).unwrap();
+    assert!(matches!(fs.resolve(b"/sub2/..", true).unwrap(), Resolved::Found { ino: 1, .. }));
+
+    // Hard and symbolic links.
+    fs.link(b"/a", b"/d/a2").unwrap();
+    assert_eq!(fs.stat(b"/a", true).unwrap().nlink, 2);
+    fs.remove(b"/a", false).unwrap();
+    assert_eq!(read_all(&fs, b"/d/a2").len(), 20_008);
+    fs.symlink(b"d/a2", b"/ln").unwrap();
+    fs.symlink(b"/mnt/d", b"/abs").unwrap();
+    fs.symlink(b"/etc", b"/out").unwrap();
+    assert_eq!(fs.readlink(b"/ln").unwrap(), b"d/a2");
+    assert_eq!(read_all(&fs, b"/ln").len(), 20_008);
+    assert_eq!(read_all(&fs, b"/abs/a2").len(), 20_008, "an absolute link under the mount point stays inside");
+    assert!(matches!(fs.resolve(b"/out/passwd", true).unwrap(), Resolved::Outside(p) if p == b"/etc/passwd"));
+    assert_eq!(fs.stat(b"/ln", false).unwrap().mode & libc::S_IFMT, libc::S_IFLNK);
+    fs.symlink(b"loop", b"/loop").unwrap();
+    assert_eq!(errno(fs.stat(b"/loop", true)), libc::ELOOP);
+
+    // Attributes.
+    let t = Ts { sec: 1_000_000_000, nsec: 5 };
+    fs.setattr_path(b"/d/m", true, &SetAttr { mode: Some(0o640), mtime: Some(t), ..SetAttr::default() }).unwrap();
+    let st = fs.stat(b"/d/m", true).unwrap();
+    assert_eq!((st.mode & 0o7777, st.mtime), (0o640, t));
+
+    // Unlinked while open: readable until closed, then gone.
+    let f = fs.open(b"/d/a2", libc::O_RDONLY, 0).unwrap();
+    fs.remove(b"/d/a2", false).unwrap();
+    let mut b = vec![0u8; 8];
+    fs.pread(&f, &mut b, 20_000).unwrap();
+    assert_eq!(&b, b"APPENDED");
+    fs.close(&f).unwrap();
+    fs.sync().unwrap();
+    drop(fs);
+
+    // Everything is there after a remount.
+    let fs = mount(d.path(), engine);
+    let dir = fs.open(b"/d", libc::O_RDONLY, 0).unwrap();
+    let names: Vec<_> = fs.readdir(&dir).unwrap().into_iter().map(|e| String::from_utf8(e.name).unwrap()).collect();
+    assert_eq!(names, ["b", "m"]);
+    assert_eq!(fs.stat(b"/d/m", true).unwrap().mtime, t);
+    assert_eq!(errno(fs.stat(b"/ln", true)), libc::ENOENT, "the link's target was removed");
+    assert!(fs.stat(b"/sub2", true).is_ok());
+    if let Some(f) = fs.flac() {
+        f.check_invariants();
+    }
+    fs.pm().check_invariants();
+}
+
+#[test]
+fn posix_flac() {
+    posix_suite(EngineKind::Flac);
+}
+
+#[test]
+fn posix_pagecache() {
+    posix_suite(EngineKind::Pagecache);
+}
+
+#[test]
+fn posix_dax() {
+    posix_suite(EngineKind::Dax);
+}
+
+fn growth_and_crash(engine: EngineKind) {
+    let d = tmpdir();
+    let big = pattern(2, 9 << 20);
+    {
+        // No background flusher: nothing commits behind the test's back.
+        let fs = mount_with(d.path(), engine, 0);
+        // Grows through many ranges (1 page -> 4096 pages).
+        let f = fs.open(b"/big", CREAT, 0o644).unwrap();
+        for c in big.chunks(100_000) {
+            fs.write(&f, c).unwrap();
+        }
+        fs.close(&f).unwrap();
+        assert_eq!(read_all(&fs, b"/big"), big);
+        fs.sync().unwrap();
+        // Written after the last commit: lost with the process (dropped without unmount).
+        let f = fs.open(b"/late", CREAT, 0o644).unwrap();
+        fs.write(&f, b"never committed").unwrap();
+        std::mem::forget(f);
+        // A crash: the file system is never unmounted (leaked, nothing runs in it any more).
+        let _ = Arc::into_raw(fs);
+    }
+    // The leaked instance still holds the image's lock, as a dead process would until the
+    // kernel released it: mount a copy of the image (taken while nothing writes it).
+    let copy = tmpdir();
+    std::fs::copy(d.path().join("pm.img"), copy.path().join("pm.img")).unwrap();
+    let fs = mount(copy.path(), engine);
+    assert_eq!(read_all(&fs, b"/big"), big);
+    assert_eq!(errno(fs.stat(b"/late", true)), libc::ENOENT);
+    if let Some(f) = fs.flac() {
+        f.check_invariants();
+    }
+    fs.pm().check_invariants();
+}
+
+#[test]
+fn growth_and_crash_flac() {
+    growth_and_crash(EngineKind::Flac);
+}
+
+#[test]
+fn growth_and_crash_pagecache() {
+    growth_and_crash(EngineKind::Pagecache);
+}
+
+#[test]
+fn growth_and_crash_dax() {
+    growth_and_crash(EngineKind::Dax);
+}
+
+#[test]
+fn flacfs_attaches_aligned_transfers_and_shares_pages_between_files() {
+    let d = tmpdir();
+    let fs = mount(d.path(), EngineKind::Flac);
+    let flac = fs.flac().unwrap().clone();
+    let mut buf = flac.alloc_buffer(1 << 20).unwrap();
+    buf.as_mut_slice().copy_from_slice(&pattern(3, 1 << 20));
+    let f = fs.open(b"/x", CREAT, 0o644).unwrap();
+    // SAFETY: the buffer is readable for its length.
+    let (_, x) = unsafe { fs.pwrite_raw(&f, buf.as_ptr(), 1 << 20, Some(0)).unwrap() };
+    assert_eq!((x.mapped_bytes, x.copied_bytes), (1 << 20, 0));
+    // The same buffer written to a second file: both share the frames.
+    let g = fs.open(b"/y", CREAT, 0o644).unwrap();
+    // SAFETY: as above.
+    unsafe { fs.pwrite_raw(&g, buf.as_ptr(), 1 << 20, Some(0)).unwrap() };
+    let (dram_used, _) = flac.frames_in_use();
+    assert!(dram_used <= 256 + 8, "two files and the buffer share 256 frames, {dram_used} in use");
+    // Reading back into another buffer attaches too; writing the first file leaves it alone.
+    let out = flac.alloc_buffer(1 << 20).unwrap();
+    // SAFETY: out is writable.
+    let (n, x) = unsafe { fs.pread_raw(&g, out.as_ptr(), 1 << 20, 0).unwrap() };
+    assert_eq!((n, x.mapped_bytes), (1 << 20, 1 << 20));
+    fs.pwrite(&f, b"changed", 0).unwrap();
+    assert_eq!(&out.as_slice()[..7], &pattern(3, 7)[..]);
+    buf.as_mut_slice()[0] = 0;
+    assert_eq!(read_all(&fs, b"/y")[0], pattern(3, 1)[0]);
+    // Small or unaligned transfers copy.
+    let mut small = [0u8; 100];
+    // SAFETY: small is writable.
+    let (_, x) = unsafe { fs.pread_raw(&g, small.as_mut_ptr(), 100, 5).unwrap() };
+    assert_eq!(x.mapped_bytes, 0);
+    // The view: a file's pages are directly addressable.
+    let (addr, size) = fs.file_view(&g).unwrap();
+    // SAFETY: the view is mapped on demand and the file has `size` bytes.
+    let v = unsafe { std::slice::from_raw_parts(addr as *const u8, size as usize) };
+    assert_eq!(v, &pattern(3, 1 << 20)[..]);
+    fs.close(&f).unwrap();
+    fs.close(&g).unwrap();
+    drop(out);
+    drop(buf);
+    fs.sync().unwrap();
+    flac.check_invariants();
+}
+
+#[test]
+fn concurrent_writers_with_the_background_flusher() {
+    for engine in [EngineKind::Flac, EngineKind::Pagecache, EngineKind::Dax] {
+        let d = tmpdir();
+        let fs = mount(d.path(), engine);
+        std::thread::scope(|s| {
+            for t in 0..4u8 {
+                let fs = fs.clone();
+                s.spawn(move || {
+                    let name = format!("/t{t}");
+                    let f = fs.open(name.as_bytes(), CREAT, 0o644).unwrap();
+                    let data = pattern(t, 2 << 20);
+                    for round in 0..6 {
+                        for c in data.chunks(64 << 10) {
+                            fs.write(&f, c).unwrap();
+                        }
+                        fs.seek(&f, 0, libc::SEEK_SET).unwrap();
+                        if round % 2 == 1 {
+                            fs.fsync(&f).unwrap();
+                        }
+                    }
+                    fs.close(&f).unwrap();
+                });
+            }
+        });
+        for t in 0..4u8 {
+            assert_eq!(read_all(&fs, format!("/t{t}").as_bytes()), pattern(t, 2 << 20), "{engine:?} /t{t}");
+        }
+        fs.sync().unwrap();
+        if let Some(f) = fs.flac() {
+            f.check_invariants();
+        }
+        fs.pm().check_invariants();
+    }
+}

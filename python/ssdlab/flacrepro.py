@@ -1,0 +1,734 @@
+"""`ssdlab reproduce flac`: the flac case study's experiments and report.
+
+Runs (experiments/flac/experiment.toml, modes quick and full) as points of the sweep engine,
+one per step, each in a fresh worker with its own work directory: attach vs memcpy and per-page
+fault costs; the microbenchmark (4 KiB .. 2 MiB I/O, a data set that fits the DRAM cache and
+one 4x larger, thread scaling); grep, tar and bigsort in process on FlacFS and both library
+baselines; the same as unmodified programs through the LD_PRELOAD shim, with ext4 on a loop
+device as a kernel reference; the flush and load ablations; zero-copy checkpoints. Writes
+reports/flac/: report.md (the document's number, ssdlab's, why they differ), CSV tables,
+figures, results.json.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+from . import flac
+from .experiments import Experiment, ExperimentPoint, PointResult
+from .flac import parse_size
+from .runners import PROCESS_BYTES, Resources, Result, Runner
+
+ENGINES = ["flac", "pagecache", "dax"]
+LABEL = {"flac": "FlacFS", "pagecache": "page-cache FS", "dax": "DAX FS", "ext4": "ext4 (kernel, loop)"}
+
+# The document's numbers (seed 004, slides "SLS单层存储: 零拷贝共享内存设计与应用") and the FAST'24
+# paper's abstract.
+DOC = {
+    "copy_share_cache": 0.23,   # app <-> page cache copy share of I/O time (ext4 on PM, no DAX)
+    "copy_share_dax": 0.96,     # app <-> PM copy share (ext4-DAX, NOVA)
+    "flush_loss": 0.37,         # background flushing's performance loss
+    "load_loss": 0.65,          # loading on a cache miss
+    "apps_vs_dax": 6.7,         # at least, grep/tar/bigsort (abstract: up to 10.6)
+    "apps_vs_cache": 9.4,       # at least (abstract: up to 9.9)
+}
+WORDS = ["cache", "page", "frame", "memory", "flush", "write", "read", "remap", "table", "virtual", "space", "buffer",
+         "copy", "zero", "load", "dram", "device", "latency", "bandwidth", "commit", "log", "metadata", "file", "system"]
+PATTERN = "persistent"
+
+
+class Workdir:
+    """Images, DRAM frames and host files for a run: a tmpfs mounted huge=always when the
+    process may mount one (so FLAC's frames are 2 MiB pages), otherwise a directory in
+    /dev/shm (4 KiB pages)."""
+
+    MAP_COUNT = Path("/proc/sys/vm/max_map_count")
+    MAP_COUNT_WANT = 1048576
+
+    def __init__(self, want_huge: bool, size_bytes: int, log: Callable[[str], None]):
+        self.want_huge, self.size_bytes, self.log = want_huge, size_bytes, log
+        self.huge = False
+        self.mounted = False
+        self.old_map_count: Optional[int] = None
+
+    def __enter__(self) -> "Workdir":
+        base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        self.dir = Path(tempfile.mkdtemp(prefix="ssdlab-flac-", dir=base))
+        if self.want_huge and os.geteuid() == 0:
+            r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"huge=always,size={self.size_bytes}", "ssdlab-flac", str(self.dir)],
+                               capture_output=True, text=True)
+            if r.returncode == 0:
+                self.mounted = self.huge = True
+            else:
+                self.log(f"  (no huge-page tmpfs: {r.stderr.strip() or 'mount failed'}; using 4 KiB pages)")
+        # Copy-on-write of scattered pages maps each new frame separately: more memory
+        # mappings than the default limit of 65530 (several distributions default to 1048576).
+        try:
+            cur = int(self.MAP_COUNT.read_text())
+            if cur < self.MAP_COUNT_WANT and os.geteuid() == 0:
+                self.MAP_COUNT.write_text(str(self.MAP_COUNT_WANT))
+                self.old_map_count = cur
+                self.log(f"  (vm.max_map_count {cur} -> {self.MAP_COUNT_WANT} for the run)")
+        except OSError as e:
+            self.log(f"  (vm.max_map_count unchanged: {e})")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import gc
+
+        gc.collect()  # file systems still referenced (from a traceback) unmap their images
+        if self.old_map_count is not None:
+            try:
+                self.MAP_COUNT.write_text(str(self.old_map_count))
+            except OSError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.mounted and subprocess.run(["umount", str(self.dir)], capture_output=True).returncode != 0:
+            # Still mapped by something in this process: detach it now, freed when unmapped.
+            subprocess.run(["umount", "-l", str(self.dir)], capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, name: str) -> str:
+        return str(self.dir / name)
+
+    @property
+    def dram_dir(self) -> Optional[str]:
+        return str(self.dir) if self.huge else None
+
+    def fs(self, engine: str, dram: Any, pm_bytes: Any, name: str = "fs.img", **kw: Any) -> Dict[str, Any]:
+        """A fresh image's config: the previous run's image goes first (one image in memory at
+        a time, and no engine mounts another's data)."""
+        Path(self.path(name)).unlink(missing_ok=True)
+        return flac.fs_config(self.path(name), engine=engine, create=pm_bytes, dram=dram, dram_dir=self.dram_dir, **kw)
+
+
+def _quiet_env() -> Dict[str, str]:
+    # numpy's BLAS threads spin on a 2-core machine; nothing here uses them.
+    return {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+# -- benches ------------------------------------------------------------------------------------
+
+def run_bench(w: Workdir, m: Dict[str, Any], log: Callable[[str], None]) -> Dict[str, Any]:
+    cfg = w.fs("flac", "256M", m["pm_bytes"], name="bench.img")["flac"]
+    sizes = [int(s) for s in m["io_sizes"]]
+    rows = flac.run({"kind": "attach", "flac": cfg, "sizes": sizes, "budget_bytes": 64 << 20})
+    faults = flac.run({"kind": "faults", "flac": cfg, "pages": 2048})
+    for r in rows:
+        log(f"  attach {r['bytes'] >> 10:>5} KiB: {r['attach_to_buffer_touch_us']:8.1f} us (with touch), memcpy "
+            f"{r['memcpy_us']:8.1f} us, copy to PM {r['copy_to_pm_us']:8.1f} us")
+    return {"attach": rows, "faults": faults}
+
+
+def run_micro(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None]) -> List[Dict[str, Any]]:
+    rows = []
+    for regime in ("cached", "larger"):
+        r = m[regime]
+        cold = regime == "larger"
+        for engine in ENGINES:
+            t0 = time.time()
+            pts = []
+            sizes = [int(s) for s in m["io_sizes"]] if regime == "cached" else [65536, 2097152]
+            # Reads first: writes change which frames back the file (attached buffers), and
+            # the reads measure the data set as it was written.
+            for op, fresh in (("read", False), ("write", False), ("write", True)):
+                for io in sizes:
+                    pb = parse_size(m["small_point_bytes"] if io < 65536 else m["point_bytes"])
+                    pts.append({"op": op, "io_bytes": io, "threads": 1, "bytes": pb, "repeats": int(m["repeats"]),
+                                "cold": cold and op == "read", "fresh_data": fresh})
+            res = flac.run({"kind": "micro", "fs": w.fs(engine, r["dram"], m["pm_bytes"]),
+                            "setup": {"data_bytes": parse_size(r["data"]), "threads": 1, "seed": seed}, "points": pts})
+            for p in res["points"]:
+                op = "write-new" if p["fresh_data"] else p["op"]
+                rows.append({"regime": regime, "engine": engine, "op": op, **{k: p[k] for k in ("io_bytes", "gb_s", "gb_s_with_commit",
+                                                                                                 "us_per_io", "mapped_bytes", "copied_bytes")}})
+            log(f"  micro {regime:<6} {engine:<9} " + " ".join(
+                f"{'n' if p['fresh_data'] else p['op'][0]}{p['io_bytes'] >> 10}K={p['gb_s']:.1f}/{p['gb_s_with_commit']:.1f}"
+                for p in res["points"]) + f"  ({time.time() - t0:.0f} s)")
+    return rows
+
+
+def run_scaling(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None]) -> List[Dict[str, Any]]:
+    rows = []
+    threads = [int(t) for t in m["threads"]]
+    r = m["cached"]
+    for engine in ENGINES:
+        pts = [{"op": op, "io_bytes": 2 << 20, "threads": t, "bytes": parse_size(m["point_bytes"]) // max(threads),
+                "repeats": int(m["repeats"])} for op in ("read", "write") for t in threads]
+        res = flac.run({"kind": "micro", "fs": w.fs(engine, r["dram"], m["pm_bytes"]),
+                        "setup": {"data_bytes": parse_size(r["data"]), "threads": max(threads), "seed": seed}, "points": pts})
+        for p in res["points"]:
+            rows.append({"engine": engine, "op": p["op"], "threads": p["threads"], "gb_s": p["gb_s"], "gb_s_with_commit": p["gb_s_with_commit"]})
+        log(f"  scaling {engine:<9} " + " ".join(f"{p['op'][0]}x{p['threads']}={p['gb_s']:.1f}" for p in res["points"]))
+    return rows
+
+
+# -- applications ---------------------------------------------------------------------------------
+
+def run_apps(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None]) -> List[Dict[str, Any]]:
+    rows = []
+    tree = {"root": "/tree", "files": int(m["tree"]["files"]), "total_bytes": parse_size(m["tree"]["bytes"]),
+            "match_fraction": 0.01, "pattern": PATTERN, "seed": seed}
+    cases = [("grep", True, {"tree": tree}), ("grep", False, {"tree": tree}), ("tar", True, {"tree": tree}),
+             ("bigsort", True, {"ints": int(m["bigsort_ints"]), "run_ints": int(m["run_ints"]), "seed": seed})]
+    for app, cold, params in cases:
+        for engine in ENGINES:
+            t0 = time.time()
+            res = flac.run({"kind": "app", "fs": w.fs(engine, m["app_dram"], m["pm_bytes"]),
+                            "app": {"app": app, "cold": cold, "chunk_bytes": 2 << 20, **params}})
+            st = res["stats"]
+            rows.append({"app": app, "cache": "cold" if cold else "warm", "engine": engine, "seconds": res["result"]["seconds"],
+                         "bytes_read": res["result"]["bytes_read"], "bytes_written": res["result"]["bytes_written"],
+                         "mapped_bytes": st["mapped_bytes"], "copied_bytes": st["copied_bytes"]})
+            log(f"  app {app:<7} {'cold' if cold else 'warm'} {engine:<9} {res['result']['seconds']:7.3f} s  ({time.time() - t0:.0f} s)")
+    return rows
+
+
+def _host_tree(root: Path, files: int, total: int, seed: int) -> int:
+    """Text files under root (as the in-process tree); returns the matching lines."""
+    rng = random.Random(seed)
+    weights = [np.exp(rng.random() * 10.0) for _ in range(files)]
+    s = sum(weights)
+    matches = 0
+    for i, wgt in enumerate(weights):
+        size = max(1, int(wgt / s * total))
+        d = root / f"d{i % 8:02d}"
+        d.mkdir(parents=True, exist_ok=True)
+        lines, n = [], 0
+        while n < size:
+            k = rng.randrange(6, 14)
+            words = [rng.choice(WORDS) for _ in range(k)]
+            if rng.random() < 0.01:
+                words[rng.randrange(k)] = PATTERN
+            line = " ".join(words) + "\n"
+            lines.append(line)
+            n += len(line)
+        text = "".join(lines)[:size]
+        matches += sum(1 for ln in text.split("\n") if PATTERN in ln)
+        (d / f"f{i:05d}.txt").write_text(text)
+    return matches
+
+
+def _timed(cmd: List[str], env: Dict[str, str], check: Callable[[subprocess.CompletedProcess], None]) -> float:
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, env=env, capture_output=True)
+    dt = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.decode(errors='replace').strip()[:300]}")
+    check(r)
+    return dt
+
+
+def _median(v: List[float]) -> float:
+    return sorted(v)[len(v) // 2]
+
+
+def run_shim(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None]) -> List[Dict[str, Any]]:
+    """grep, tar and sort as unmodified programs on FlacFS, the baselines and ext4."""
+    host = Path(w.path("host"))
+    want = _host_tree(host / "tree", int(m["shim_tree"]["files"]), parse_size(m["shim_tree"]["bytes"]), seed)
+    rng = np.random.default_rng(seed)
+    ints = rng.integers(0, 2**31, int(m["shim_sort_ints"]))
+    (host / "ints.txt").write_text("\n".join(map(str, ints.tolist())) + "\n")
+    sorted_sha = hashlib.sha256(("\n".join(map(str, np.sort(ints).tolist())) + "\n").encode()).hexdigest()
+    reps = 3
+    rows = []
+
+    def grep_check(r: subprocess.CompletedProcess) -> None:
+        n = sum(int(ln.rsplit(b":", 1)[1]) for ln in r.stdout.splitlines() if b":" in ln)
+        if n != want:
+            raise RuntimeError(f"grep counted {n} matching lines, the tree has {want}")
+
+    def ok(_: subprocess.CompletedProcess) -> None:
+        pass
+
+    def suite(prefix: str, env: Dict[str, str], reset: Callable[[], None], label: str) -> None:
+        def run(cmd: List[str], check=ok) -> float:
+            return _timed(cmd, env, check)
+        times = {"grep": [], "tar": [], "sort": []}
+        for _ in range(reps):
+            reset()
+            times["grep"].append(run(["grep", "-r", "-c", PATTERN, f"{prefix}/tree"], grep_check))
+        for _ in range(2):
+            run(["rm", "-rf", f"{prefix}/x", f"{prefix}/t.tar"])
+            run(["mkdir", f"{prefix}/x"])
+            reset()
+            t = run(["tar", "-cf", f"{prefix}/t.tar", "-C", prefix, "tree"])
+            reset()
+            times["tar"].append(t + run(["tar", "-xf", f"{prefix}/t.tar", "-C", f"{prefix}/x"]))
+        run(["diff", "-r", f"{prefix}/tree", f"{prefix}/x/tree"])
+        for _ in range(reps):
+            reset()
+            times["sort"].append(run(["sort", "-n", "-S", "50%", "-o", f"{prefix}/sorted.txt", f"{prefix}/ints.txt"]))
+        digest = hashlib.sha256(subprocess.run(["cat", f"{prefix}/sorted.txt"], env=env, capture_output=True, check=True).stdout).hexdigest()
+        if digest != sorted_sha:
+            raise RuntimeError(f"{label}: sort's output is not the sorted input")
+        for app, v in times.items():
+            rows.append({"engine": label, "app": app, "seconds": _median(v), "runs": v})
+        log(f"  shim {label:<9} " + " ".join(f"{a}={_median(v):.3f}s" for a, v in times.items()))
+
+    for engine in ENGINES:
+        img = w.path(f"shim-{engine}.img")
+        stats = w.path(f"shim-{engine}.stats")
+        env = {**flac.shim_env(img, mount="/flac", engine=engine, create=m["pm_bytes"], dram=m["shim_dram"],
+                               dram_dir=w.dram_dir, stats=stats), **_quiet_env()}
+        subprocess.run(["cp", "-r", str(host / "tree"), "/flac/tree"], env=env, check=True, capture_output=True)
+        subprocess.run(["cp", str(host / "ints.txt"), "/flac/ints.txt"], env=env, check=True, capture_output=True)
+        Path(stats).unlink(missing_ok=True)
+        # Every program is a new process: it starts with an empty DRAM cache (data in PM).
+        suite("/flac", env, lambda: None, engine)
+        lines = [json.loads(x) for x in Path(stats).read_text().splitlines()] if Path(stats).exists() else []
+        rows.append({"engine": engine, "app": "stats", "mapped_bytes": sum(x["mapped_bytes"] for x in lines),
+                     "copied_bytes": sum(x["copied_bytes"] for x in lines)})
+        os.unlink(img)
+    if m.get("ext4", True):
+        _ext4(w, host, suite, log)
+    return rows
+
+
+def _ext4(w: Workdir, host: Path, suite: Callable, log: Callable[[str], None]) -> None:
+    """The kernel reference: ext4 on a loop device over a file on the same tmpfs."""
+    if os.geteuid() != 0 or not shutil.which("mkfs.ext4") or not shutil.which("losetup"):
+        log("  ext4: skipped (needs root, mkfs.ext4 and losetup)")
+        return
+    img, mnt = w.path("ext4.img"), w.path("ext4")
+    size = sum(f.stat().st_size for f in host.rglob("*") if f.is_file()) * 4 + (256 << 20)
+    Path(mnt).mkdir()
+    dev = None
+    try:
+        subprocess.run(["truncate", "-s", str(size), img], check=True)
+        subprocess.run(["mkfs.ext4", "-q", "-F", img], check=True, capture_output=True)
+        dev = subprocess.run(["losetup", "--find", "--show", img], check=True, capture_output=True, text=True).stdout.strip()
+        subprocess.run(["mount", "-o", "noatime", dev, mnt], check=True, capture_output=True)
+        subprocess.run(["cp", "-r", str(host / "tree"), str(host / "ints.txt"), mnt], check=True)
+
+        def remount() -> None:
+            # A fresh mount: ext4's page cache of the file system is empty (as a new FlacFS
+            # process's DRAM cache is).
+            subprocess.run(["umount", mnt], check=True)
+            subprocess.run(["mount", "-o", "noatime", dev, mnt], check=True)
+
+        suite(mnt, {**os.environ, **_quiet_env()}, remount, "ext4")
+    except (subprocess.CalledProcessError, RuntimeError) as e:
+        log(f"  ext4: skipped ({e})")
+    finally:
+        subprocess.run(["umount", mnt], capture_output=True)
+        if dev:
+            subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+# -- ablations and checkpoints ---------------------------------------------------------------------
+
+def run_ablations(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    a = m["ablation_flush"]
+    for lockfree in (True, False):
+        cfg = w.fs("flac", a["dram"], m["pm_bytes"], lockfree_flush=lockfree, flush_interval_ms=int(a["flush_interval_ms"]))
+        r = flac.run({"kind": "micro", "fs": cfg, "setup": {"data_bytes": parse_size(a["data"]), "threads": int(a["threads"]), "seed": seed},
+                      "points": [{"op": "write", "io_bytes": int(a["io"]), "threads": int(a["threads"]), "bytes": parse_size(a["bytes"]),
+                                  "fresh_data": True, "plain_buffer": True, "repeats": int(m["repeats"])}]})
+        out["flush_lockfree" if lockfree else "flush_copying"] = r["points"][0]
+    b = m["ablation_load"]
+    for async_load in (True, False):
+        cfg = w.fs("flac", b["dram"], m["pm_bytes"], async_load=async_load)
+        r = flac.run({"kind": "micro", "fs": cfg, "setup": {"data_bytes": parse_size(b["data"]), "threads": 1, "seed": seed},
+                      "points": [{"op": "read", "io_bytes": int(b["io"]), "threads": 1, "bytes": parse_size(b["bytes"]), "cold": True,
+                                  "repeats": int(m["repeats"])}]})
+        out["load_async" if async_load else "load_sync"] = r["points"][0]
+    log(f"  ablation flush: lock-free {out['flush_lockfree']['gb_s']:.2f} GB/s, copying {out['flush_copying']['gb_s']:.2f} GB/s; "
+        f"load: async {out['load_async']['gb_s']:.2f} GB/s, sync {out['load_sync']['gb_s']:.2f} GB/s")
+    return out
+
+
+def _update(arrays: Dict[str, np.ndarray], fraction: float, rng: np.random.Generator) -> None:
+    """A training step: write `fraction` of each array's pages (one element per page)."""
+    for a in arrays.values():
+        flat = a.reshape(-1)
+        per = max(1, 4096 // a.itemsize)
+        pages = np.arange(0, flat.size, per)
+        chosen = pages[rng.random(pages.size) < fraction]
+        flat[chosen] += 1
+
+
+def run_checkpoint(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None]) -> List[Dict[str, Any]]:
+    c = m["checkpoint"]
+    state = parse_size(c["state"])
+    tensors, saves, frac = int(c["tensors"]), int(c["saves"]), float(c["update"])
+    per = state // tensors // 4
+    specs = {f"t{i:03d}": ((per,), "float32") for i in range(tensors)}
+    rows = []
+    for mode in ("flac-zero-copy", "flac-copy", "tmpfs"):
+        rng = np.random.default_rng(seed)
+        img = w.path("ckpt.img")
+        fs = None
+        if mode.startswith("flac"):
+            fs = flac.FlacFS(img, create=m["pm_bytes"], dram=max(4 * state, 256 << 20), dram_dir=w.dram_dir)
+            arrays = fs.arrays(specs) if mode == "flac-zero-copy" else {n: np.empty(s, d) for n, (s, d) in specs.items()}
+        else:
+            arrays = {n: np.empty(s, d) for n, (s, d) in specs.items()}
+        for a in arrays.values():
+            a[:] = rng.random(a.shape, dtype=np.float32)
+        save_s, update_s = [], []
+        for k in range(saves):
+            if k > 0:
+                t0 = time.perf_counter()
+                _update(arrays, frac, rng)
+                update_s.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            if fs is not None:
+                flac.save_checkpoint(fs, f"/ckpt{k}", arrays)
+            else:
+                d = Path(w.path(f"tmpfs-ckpt{k}"))
+                d.mkdir()
+                for n, a in arrays.items():
+                    a.tofile(d / f"{n}.bin")
+            save_s.append(time.perf_counter() - t0)
+        row = {"mode": mode, "state_bytes": state, "saves": saves, "update_fraction": frac, "save_s": save_s, "update_s": update_s,
+               "logical_bytes": saves * state}
+        if fs is not None:
+            dram, pm = fs.frames_in_use()
+            row.update({"dram_frames_bytes": dram * 4096, "pm_frames_bytes": pm * 4096})
+            t0 = time.perf_counter()
+            back = flac.load_checkpoint(fs, f"/ckpt{saves - 1}")
+            row["load_s"] = time.perf_counter() - t0
+            if not all(np.array_equal(back[n], arrays[n]) for n in arrays):
+                raise RuntimeError(f"checkpoint {mode}: the loaded state differs from the saved one")
+            up = flac.upload_checkpoint(fs, f"/ckpt{saves - 1}", w.path("obs"))
+            row["upload_s"] = up["seconds"]
+            shutil.rmtree(w.path("obs"), ignore_errors=True)
+            fs.check()
+            del back
+            arrays = {}
+            fs.close()
+            os.unlink(img)
+        else:
+            row["pm_frames_bytes"] = sum(f.stat().st_size for f in Path(w.dir).glob("tmpfs-ckpt*/*.bin"))
+            for k in range(saves):
+                shutil.rmtree(w.path(f"tmpfs-ckpt{k}"))
+        rows.append(row)
+        log(f"  checkpoint {mode:<15} save {np.median(save_s[1:] or save_s):.3f} s (first {save_s[0]:.3f}), "
+            f"update {np.median(update_s) if update_s else 0:.3f} s, space {row['pm_frames_bytes'] / 2**20:.0f} MiB "
+            f"for {saves} x {state >> 20} MiB")
+    return rows
+
+
+# -- report ----------------------------------------------------------------------------------------
+
+def _csv(path: Path, rows: List[Dict[str, Any]]) -> None:
+    if not rows:
+        return
+    keys: List[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in r.items()})
+
+
+def _figures(out: Path, res: Dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"flac": "tab:blue", "pagecache": "tab:orange", "dax": "tab:green", "ext4": "tab:gray"}
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, op in zip(axes, ("read", "write"), strict=True):
+        for engine in ENGINES:
+            for regime, style in (("cached", "-o"), ("larger", "--s")):
+                pts = [r for r in res["micro"] if r["engine"] == engine and r["op"] == op and r["regime"] == regime]
+                if pts:
+                    ax.plot([p["io_bytes"] / 1024 for p in pts], [p["gb_s"] for p in pts], style, color=colors[engine],
+                            label=f"{LABEL[engine]} ({'fits the cache' if regime == 'cached' else 'data 4x the cache'})")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("I/O size (KiB)")
+        ax.set_ylabel("throughput (GB/s)")
+        ax.set_title(f"Microbenchmark: random {op}s, 1 thread")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "micro.png", dpi=120)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, op in zip(axes, ("read", "write"), strict=True):
+        for engine in ENGINES:
+            pts = [r for r in res["scaling"] if r["engine"] == engine and r["op"] == op]
+            ax.plot([p["threads"] for p in pts], [p["gb_s"] for p in pts], "-o", color=colors[engine], label=LABEL[engine])
+        ax.set_xlabel("threads (the machine has 2 cores)")
+        ax.set_ylabel("throughput (GB/s)")
+        ax.set_yscale("log")
+        ax.set_title(f"2 MiB {op}s, data in the DRAM cache")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "scaling.png", dpi=120)
+    plt.close(fig)
+
+    groups = [("in process", [(f"{r['app']} ({r['cache']})", r) for r in res["apps"]]),
+              ("unmodified, via the shim", [(r["app"], r) for r in res["shim"] if r["app"] != "stats"])]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for ax, (title, items) in zip(axes, groups, strict=True):
+        names = list(dict.fromkeys(n for n, _ in items))
+        engines = [e for e in [*ENGINES, "ext4"] if any(r["engine"] == e for _, r in items)]
+        width = 0.8 / max(len(engines), 1)
+        for k, e in enumerate(engines):
+            vals = [next((r["seconds"] for n2, r in items if n2 == n and r["engine"] == e), np.nan) for n in names]
+            ax.bar(np.arange(len(names)) + k * width, vals, width, color=colors[e], label=LABEL[e])
+        ax.set_xticks(np.arange(len(names)) + width * (len(engines) - 1) / 2)
+        ax.set_xticklabels(names, fontsize=8)
+        ax.set_ylabel("seconds (lower is better)")
+        ax.set_title(f"Applications, {title}")
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "apps.png", dpi=120)
+    plt.close(fig)
+
+    if res["checkpoint"]:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        modes = [r["mode"] for r in res["checkpoint"]]
+        axes[0].bar(modes, [np.median(r["save_s"][1:] or r["save_s"]) for r in res["checkpoint"]], color=["tab:blue", "tab:cyan", "tab:gray"])
+        axes[0].set_ylabel("seconds per save (median after the first)")
+        axes[0].set_title("Checkpoint save")
+        axes[1].bar(modes, [r["pm_frames_bytes"] / 2**20 for r in res["checkpoint"]], color=["tab:blue", "tab:cyan", "tab:gray"])
+        axes[1].axhline(res["checkpoint"][0]["logical_bytes"] / 2**20, color="k", ls="--", lw=1, label="bytes saved")
+        axes[1].set_ylabel("MiB held by the checkpoints")
+        axes[1].set_title("Checkpoint space")
+        axes[1].legend(fontsize=8)
+        for ax in axes:
+            ax.tick_params(axis="x", labelsize=8)
+            ax.grid(alpha=0.3, axis="y")
+        fig.tight_layout()
+        fig.savefig(out / "checkpoint.png", dpi=120)
+        plt.close(fig)
+
+
+def _get(rows: List[Dict[str, Any]], **kw: Any) -> Optional[Dict[str, Any]]:
+    return next((r for r in rows if all(r.get(k) == v for k, v in kw.items())), None)
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> str:
+    return f"{a / b:.1f}x" if a and b else "-"
+
+
+def _report(out: Path, res: Dict[str, Any], mode: str, m: Dict[str, Any]) -> Path:
+    micro, apps, shim = res["micro"], res["apps"], res["shim"]
+    g = lambda **kw: (_get(micro, **kw) or {}).get("gb_s")  # noqa: E731
+    sizes = sorted({r["io_bytes"] for r in micro if r["regime"] == "cached"})
+    def ahead_from(base: str) -> Optional[int]:
+        # The smallest I/O size from which FlacFS's cached reads beat `base` at every larger size.
+        ahead = [(g(regime="cached", engine="flac", op="read", io_bytes=s) or 0) >
+                 (g(regime="cached", engine=base, op="read", io_bytes=s) or 0) for s in sizes]
+        k = len(ahead)
+        while k > 0 and ahead[k - 1]:
+            k -= 1
+        return sizes[k] if k < len(sizes) else None
+
+    cross, cross_dax = ahead_from("pagecache"), ahead_from("dax")
+    big = 2 << 20
+    fr, pr, dr = (g(regime="cached", engine=e, op="read", io_bytes=big) for e in ENGINES)
+    fw, pw, dw = (g(regime="cached", engine=e, op="write", io_bytes=big) for e in ENGINES)
+    fwc = (_get(micro, regime="cached", engine="flac", op="write", io_bytes=big) or {}).get("gb_s_with_commit")
+    fwn, pwn = (g(regime="cached", engine=e, op="write-new", io_bytes=big) for e in ("flac", "pagecache"))
+    ab = res["ablations"]
+    flush_loss = 1 - ab["flush_copying"]["gb_s"] / ab["flush_lockfree"]["gb_s"]
+    load_loss = 1 - ab["load_sync"]["gb_s"] / ab["load_async"]["gb_s"]
+    # What removing the copy saves per 2 MiB read: the share of a copying read that is copy.
+    t = lambda e: (_get(micro, regime="cached", engine=e, op="read", io_bytes=big) or {}).get("us_per_io")  # noqa: E731
+    copy_share_cache = 1 - t("flac") / t("pagecache") if t("flac") and t("pagecache") else None
+    copy_share_dax = 1 - t("flac") / t("dax") if t("flac") and t("dax") else None
+
+    def app_speed(rows, app, base, cache=None) -> Optional[float]:
+        f = _get(rows, app=app, engine="flac", **({"cache": cache} if cache else {}))
+        b = _get(rows, app=app, engine=base, **({"cache": cache} if cache else {}))
+        return b["seconds"] / f["seconds"] if f and b else None
+
+    lines = [f"# flac: zero-copy single-level storage over DRAM and emulated PM ({mode})", "",
+             f"Machine: 2 cores, no PM, no DAX. PM is a file on tmpfs with the Optane DC PMM cost model "
+             f"(305 ns read latency, 6.6 GB/s read, 2.3 GB/s write; docs/case-studies/flac.md). FLAC's frames are "
+             f"{'2 MiB huge pages (tmpfs mounted huge=always)' if res['env']['huge_pages'] else '4 KiB pages (no huge-page tmpfs)'}. "
+             "Every figure is measured here; the document's are from its slides (seed 004) and the FAST'24 abstract.", "",
+             "| claim | document | ssdlab | why they differ |", "|---|---|---|---|"]
+    def share(x: Optional[float], what: str) -> str:
+        # What zero-copy saves of a copying read; when FlacFS is slower it saves nothing.
+        if x is None:
+            return "-"
+        if x >= 0:
+            return f"{x:.0%} of a {what}"
+        return f"none (FlacFS's {what} takes {1 - x:.1f}x the copying one's time)"
+
+    lines.append(f"| copies' share of I/O time, page-cache FS | {DOC['copy_share_cache']:.0%} (ext4 on PM) | "
+                 f"{share(copy_share_cache, '2 MiB cached read')} | the library page cache has no system call or VFS around the copy, so "
+                 "the copy is a larger share |")
+    lines.append(f"| copies' share of I/O time, DAX FS | {DOC['copy_share_dax']:.0%} (ext4-DAX, NOVA) | "
+                 f"{share(copy_share_dax, '2 MiB read')} | PM reads are modelled (6.6 GB/s); the rest is this machine's memcpy |")
+    lines.append(f"| 2 MiB reads, FlacFS vs page-cache / DAX | order of magnitude | {_ratio(fr, pr)} / {_ratio(fr, dr)} "
+                 f"({fr:.1f} vs {pr:.1f} / {dr:.1f} GB/s) | attaching 2 MiB is one PMD entry here; the application touches every page "
+                 "it reads; remapping costs ~1 us per 4 KiB entry on this nested-paging VM |" if fr and pr and dr else None)
+    lines.append(f"| 2 MiB writes, FlacFS vs page-cache / DAX | order of magnitude | {_ratio(fw, pw)} / {_ratio(fw, dw)} "
+                 f"from an unchanged buffer ({fwc:.2f} GB/s with the commit to PM); {_ratio(fwn, pwn)} vs page-cache writing new data "
+                 "each time | attach is a page-table update, and frames already persisted are not copied to PM again; new data "
+                 "means the application's stores fault on the attached (copy-on-write) buffer, so the copy moves there |"
+                 if fw and pw and dw and fwc and fwn and pwn else None)
+    lines.append(f"| FlacFS best from 64 KB | yes | cached reads ahead of the page cache from {cross >> 10 if cross else '-'} KiB, "
+                 f"of DAX from {cross_dax >> 10 if cross_dax else '-'} KiB | below 2 MiB the attached range is mapped with 4 KiB entries, "
+                 "each ~1 us to fill on this machine, and the application touches every page |")
+
+    def loss(x: float, worse: str, better: str) -> str:
+        # The ablation's loss against FLAC's design; a negative one is a gain, said as such.
+        if x >= 0:
+            return f"{worse} loses {x:.0%} of {better}'s"
+        return f"none: {worse} gets {1 - x:.2f}x {better}'s"
+
+    lines.append(f"| background flushing's loss | {DOC['flush_loss']:.0%} | {loss(flush_loss, 'copying flush', 'lock-free flush')} "
+                 f"write throughput ({m['ablation_flush']['threads']} writers, {m['ablation_flush']['flush_interval_ms']} ms flush period) | writers wait for the flusher's PM copy only in the copying ablation; "
+                 "with 2 cores the lock-free flusher's remapping competes with the writers for the CPUs |")
+    lines.append(f"| loading on a miss | {DOC['load_loss']:.0%} loss | {loss(load_loss, 'synchronous load', 'asynchronous load')} "
+                 "throughput (cold 2 MiB reads) | the application's first read of a missed page is charged at PM speed in both |")
+    for app, cache in (("grep", "cold"), ("grep", "warm"), ("tar", "cold"), ("bigsort", "cold")):
+        sd, sc = app_speed(apps, app, "dax", cache), app_speed(apps, app, "pagecache", cache)
+        if sd and sc:
+            lines.append(f"| {app} ({cache} cache, in process): FlacFS vs DAX / page-cache | >= {DOC['apps_vs_dax']}x / >= "
+                         f"{DOC['apps_vs_cache']}x | {sd:.2f}x / {sc:.2f}x | library baselines pay no system calls; "
+                         f"{app} spends most of its time computing |")
+    for app in ("grep", "tar", "sort"):
+        sd, sc = app_speed(shim, app, "dax"), app_speed(shim, app, "pagecache")
+        se = app_speed(shim, app, "ext4")
+        if sd and sc:
+            lines.append(f"| {app} (unmodified, via the shim): FlacFS vs DAX / page-cache{' / ext4' if se else ''} | >= {DOC['apps_vs_dax']}x / >= "
+                         f"{DOC['apps_vs_cache']}x | {sd:.2f}x / {sc:.2f}x{f' / {se:.2f}x' if se else ''} | "
+                         "programs read in buffers below the attach threshold (copies); each run is a new process with a cold cache |")
+    ck = {r["mode"]: r for r in res["checkpoint"]}
+    if "flac-zero-copy" in ck and "tmpfs" in ck:
+        z, cp, tm = ck["flac-zero-copy"], ck["flac-copy"], ck["tmpfs"]
+        zs, cs = float(np.median(z["save_s"][1:] or z["save_s"])), float(np.median(cp["save_s"][1:] or cp["save_s"]))
+        ts = float(np.median(tm["save_s"][1:] or tm["save_s"]))
+        lines.append(f"| checkpoint save (zero-copy) | faster | {cs / zs:.1f}x vs copying into FlacFS, {ts / zs:.1f}x vs tmpfs files | "
+                     "saves attach pages; the copies move to the training step's first write of each page (copy-on-write) |")
+        lines.append(f"| checkpoint space (natural dedup) | saved | {z['pm_frames_bytes'] / 2**20:.0f} MiB for {z['logical_bytes'] / 2**20:.0f} "
+                     f"MiB of checkpoints (tmpfs: {tm['pm_frames_bytes'] / 2**20:.0f} MiB) | unchanged pages are shared by the checkpoints and the live state |")
+    lines = [ln for ln in lines if ln is not None]
+    lines += ["", "![microbenchmark](micro.png)", "", "![thread scaling](scaling.png)", "", "![applications](apps.png)", ""]
+    if res["checkpoint"]:
+        lines += ["![checkpoints](checkpoint.png)", ""]
+    lines += ["## Attach vs memcpy (one run)", "",
+              "| I/O | memcpy (us) | attach to buffer + touch (us) | memcpy / attach | copy to PM (us) | copy to PM / attach |", "|---|---|---|---|---|---|"]
+    for r in res["bench"]["attach"]:
+        lines.append(f"| {r['bytes'] >> 10} KiB | {r['memcpy_us']:.1f} | {r['attach_to_buffer_touch_us']:.1f} | {r['memcpy_over_attach_touch']:.2f} | "
+                     f"{r['copy_to_pm_us']:.1f} | {r['copy_to_pm_over_attach_touch']:.1f} |")
+    f = res["bench"]["faults"]
+    lines += ["", f"Per page on this machine: copy-on-write fault {f['cow_fault_us']:.1f} us, view fault {f['view_fault_us']:.2f} us, "
+              f"scattered remap {f['remap_scattered_us']:.1f} us, 2 MiB run remap + touch {f['remap_run_touch_us']:.2f} us; kernel "
+              f"references: anonymous page fault {f['anon_fault_us']:.1f} us, mprotect {f['mprotect_us']:.1f} us, mmap+munmap {f['mmap_munmap_us']:.1f} us.",
+              "", "Tables: micro.csv, scaling.csv, apps.csv, shim.csv, checkpoint.csv; everything in results.json."]
+    md = out / "report.md"
+    md.write_text("\n".join(lines) + "\n")
+    return md
+
+
+# -- the experiment on the sweep engine -------------------------------------------------------------
+#
+# One point per step, each run in a fresh worker with a work directory of its own. The steps
+# measure wall-clock speed, so each holds every CPU while it runs (the scheduler runs them one
+# at a time) and its figures vary a little between runs; everything else is seeded.
+
+STEPS: Dict[str, Callable[[Workdir, Dict[str, Any], int, Callable[[str], None]], Any]] = {
+    "bench": lambda w, m, seed, log: run_bench(w, m, log),
+    "micro": run_micro,
+    "scaling": run_scaling,
+    "apps": run_apps,
+    "shim": run_shim,
+    "ablations": run_ablations,
+    "checkpoint": run_checkpoint,
+}
+MODE_KEYS = ("pm_bytes", "io_sizes", "cached", "larger", "point_bytes", "small_point_bytes", "threads", "repeats", "tree",
+             "bigsort_ints", "run_ints", "app_dram", "shim_tree", "shim_sort_ints", "shim_dram", "ablation_flush", "ablation_load",
+             "checkpoint")
+
+
+def _points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
+    m = spec[mode]
+    missing = [k for k in MODE_KEYS if k not in m]
+    if missing:
+        raise ValueError(f"experiments/flac/experiment.toml [{mode}]: missing {', '.join(missing)}")
+    seed = int(spec.get("seed", 42))
+    return [ExperimentPoint(step, {"step": step}, STEP.name, {"step": step, "mode": mode, "seed": seed, "m": m}) for step in STEPS]
+
+
+def _resolve(task: Dict[str, Any]) -> Dict[str, Any]:
+    if task.get("step") not in STEPS:
+        raise ValueError(f"flac: step must be one of {', '.join(STEPS)}, got {task.get('step')!r}")
+    m = task["m"]
+    for key in ("pm_bytes", "app_dram", "shim_dram"):
+        parse_size(m[key])
+    return task
+
+
+def _resources(task: Dict[str, Any]) -> Resources:
+    m, step = task["m"], task["step"]
+    # The PM image is populated up front (one at a time: Workdir.fs removes the previous one)
+    # and the DRAM pool is the largest one the step mounts; a GiB for data sets on the host
+    # side (trees, sorted integers, ext4's image, tmpfs checkpoints).
+    dram = {"bench": 256 << 20, "apps": parse_size(m["app_dram"]), "shim": parse_size(m["shim_dram"]),
+            "micro": max(parse_size(m["cached"]["dram"]), parse_size(m["larger"]["dram"])), "scaling": parse_size(m["cached"]["dram"]),
+            "ablations": max(parse_size(m["ablation_flush"]["dram"]), parse_size(m["ablation_load"]["dram"])),
+            "checkpoint": max(4 * parse_size(m["checkpoint"]["state"]), 256 << 20) + parse_size(m["checkpoint"]["state"])}[step]
+    # Every CPU: the scheduler clamps this to the machine's (or --jobs), so steps run alone.
+    return Resources(memory_bytes=parse_size(m["pm_bytes"]) + dram + (1 << 30) + PROCESS_BYTES, cpus=os.cpu_count() or 1)
+
+
+def _run(task: Dict[str, Any]) -> Result:
+    m, step = task["m"], task["step"]
+    os.environ.update(_quiet_env())
+    lines: List[str] = []
+    t0 = time.time()
+    with Workdir(bool(m.get("huge_pages", True)), parse_size(m["pm_bytes"]) * 3 + (4 << 30), lines.append) as w:
+        lines.insert(0, f"flac {step} ({task['mode']}): images in {w.dir} ({'2 MiB' if w.huge else '4 KiB'} pages)")
+        result = STEPS[step](w, m, int(task["seed"]), lines.append)
+        huge = w.huge
+    seconds = round(time.time() - t0, 1)
+    return Result(metrics={"step": step, "huge_pages": huge, "seconds": seconds, "result": result},
+                  files={"log.txt": "\n".join(lines) + "\n"})
+
+
+def _describe(metrics: Dict[str, Any]) -> str:
+    r, step = metrics["result"], metrics["step"]
+    if step == "bench":
+        big = max(r["attach"], key=lambda x: x["bytes"])
+        return f"{big['bytes'] >> 10} KiB: memcpy / attach {big['memcpy_over_attach_touch']:.1f}x ({metrics['seconds']:.0f} s)"
+    if step == "ablations":
+        return (f"flush lock-free {r['flush_lockfree']['gb_s']:.2f} vs copying {r['flush_copying']['gb_s']:.2f} GB/s, load async "
+                f"{r['load_async']['gb_s']:.2f} vs sync {r['load_sync']['gb_s']:.2f} GB/s ({metrics['seconds']:.0f} s)")
+    return f"{len(r)} rows ({metrics['seconds']:.0f} s)"
+
+
+def _write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, PointResult],
+                  log: Callable[[str], None]) -> Path:
+    res: Dict[str, Any] = {step: results[step].metrics["result"] for step in STEPS}
+    huge = {results[step].metrics["huge_pages"] for step in STEPS}
+    res["env"] = {"huge_pages": huge == {True}, "seconds": {step: results[step].metrics["seconds"] for step in STEPS}}
+    (out / "results.json").write_text(json.dumps(res, indent=1) + "\n")
+    for name in ("micro", "scaling", "apps", "shim", "checkpoint"):
+        _csv(out / f"{name}.csv", res[name])
+    _figures(out, res)
+    return _report(out, res, mode, spec[mode])
+
+
+STEP = Runner("ssdlab.flacrepro:STEP", _resolve, _resources, _run)
+EXPERIMENT = Experiment(points=_points, report=_write_report, describe=_describe, metrics=("step", "huge_pages", "seconds"))

@@ -1,0 +1,485 @@
+"""The flac case study from Python and from unmodified programs:
+
+- attach + copy-on-write: data moved without copying between numpy arrays on FLAC memory and
+  FlacFS files, and a write on either side never changes the other;
+- recovery after kill -9 during a commit (at every stage of pflush_commit, and at random
+  times): metadata and data agree and everything committed is there;
+- FlacFS through the LD_PRELOAD shim: a conformance run of coreutils, tar and grep, compared
+  operation by operation with the same run on the kernel's tmpfs;
+- zero-copy checkpoints: the round trip, and repeated saves sharing pages;
+- the `ssdlab flac` commands and their errors.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ssdlab.flac as flac
+from clitools import ssdlab
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm (tmpfs) for PM images")
+
+
+@pytest.fixture
+def shm():
+    d = Path(os.environ.get("SSDLAB_TEST_SHM", "/dev/shm")) / f"ssdlab-flac-test-{os.getpid()}-{time.monotonic_ns()}"
+    d.mkdir()
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def fsopen(image, **kw):
+    kw.setdefault("create", "96M")
+    kw.setdefault("dram", "32M")
+    kw.setdefault("pm_cost", False)
+    return flac.FlacFS(image, **kw)
+
+
+# -- attach and copy-on-write ---------------------------------------------------------------------
+
+def test_write_after_attach_never_changes_the_source(shm):
+    with fsopen(shm / "a.img") as fs:
+        state = fs.arrays({"w": ((64, 4096), "uint8")})
+        w = state["w"]
+        w[:] = np.arange(w.size, dtype=np.uint64).reshape(w.shape).astype(np.uint8)
+        saved = w.copy()
+        with fs.open("/f", "w") as f:
+            mapped, copied = f.write_from(w)
+        assert (mapped, copied) == (w.nbytes, 0), "a page-aligned FLAC array is attached, not copied"
+        # The application writes its array after the attach: the file keeps what was written.
+        w[3, 100] ^= 0xFF
+        w[-1, :] = 7
+        assert fs.read_bytes("/f") == saved.tobytes()
+        assert fs.stats()["data"]["cow_faults"] >= 2
+        # The file is rewritten in place: the array keeps its own bytes.
+        mine = w.copy()
+        with fs.open("/f", "r+") as f:
+            f.seek(4096 * 5 + 11)
+            f.write(b"overwritten")
+        assert np.array_equal(w, mine)
+
+        # Reading attaches the file's pages into FLAC memory; either side's writes stay on it.
+        dst = fs.arrays({"r": ((64, 4096), "uint8")})["r"]
+        with fs.open("/f") as f:
+            n, mapped, copied = f.readinto(dst)
+        assert (n, mapped) == (dst.nbytes, dst.nbytes)
+        file_now = fs.read_bytes("/f")
+        assert dst.tobytes() == file_now
+        dst[0, 0] ^= 1
+        assert fs.read_bytes("/f") == file_now
+        with fs.open("/f", "r+") as f:
+            f.write(b"\x00" * 4096)
+        assert dst[1:].tobytes() == file_now[4096:]
+        # Into ordinary numpy memory: private mappings (the kernel copies on write).
+        plain = np.zeros((64, 4096), np.uint8)
+        if plain.ctypes.data % 4096 == 0:
+            with fs.open("/f") as f:
+                f.readinto(plain)
+            plain[:] = 1
+        assert fs.read_bytes("/f")[4096:] == file_now[4096:]
+        fs.check()
+
+
+def test_baselines_copy_and_agree(shm):
+    data = os.urandom(300_000)
+    for engine in ("pagecache", "dax"):
+        with fsopen(shm / f"{engine}.img", engine=engine) as fs:
+            assert fs.engine == engine
+            fs.makedirs("/d/e")
+            fs.write_bytes("/d/e/x", data)
+            arr = np.frombuffer(data, np.uint8).copy()
+            with fs.open("/y", "w") as f:
+                mapped, copied = f.write_from(arr)
+            assert (mapped, copied) == (0, len(data)), "the baselines copy"
+            assert fs.read_bytes("/d/e/x") == data == fs.read_bytes("/y")
+            with pytest.raises(ValueError, match="FlacFS only"):
+                fs.buffer(4096)
+        with fsopen(shm / f"{engine}.img", engine=engine, create=None) as fs:
+            assert fs.read_bytes("/d/e/x") == data
+
+
+def test_errors_are_oserrors_with_errno(shm):
+    with fsopen(shm / "e.img") as fs:
+        with pytest.raises(FileNotFoundError):
+            fs.open("/missing")
+        fs.mkdir("/d")
+        with pytest.raises(FileExistsError):
+            fs.mkdir("/d")
+        fs.write_bytes("/d/f", b"x")
+        with pytest.raises(OSError) as e:
+            fs.rmdir("/d")
+        assert e.value.errno == 39  # ENOTEMPTY
+        with pytest.raises(NotADirectoryError):
+            fs.open("/d/f/g", "w")
+        with pytest.raises(ValueError, match="absolute"):
+            fs.open("relative")
+        with pytest.raises(ValueError, match="open mode"):
+            fs.open("/d/f", "rw")
+    with pytest.raises(FileNotFoundError, match="create="):
+        flac.FlacFS(shm / "none.img")
+    with pytest.raises(ValueError, match="dram"):
+        flac.FlacFS(shm / "x.img", create="64M", dram="lots")
+
+
+# -- recovery after kill -9 ------------------------------------------------------------------------
+
+CHILD = textwrap.dedent("""
+    import sys, hashlib
+    import ssdlab.flac as flac
+    def data(g, i):
+        seed = hashlib.sha256(f"{g}/{i}".encode()).digest()
+        return (seed * (40_000 + 3_000 * i))[: 123_456 + 50_000 * i]
+    fs = flac.FlacFS(sys.argv[1], create="96M", dram="32M", pm_cost=False, flush_interval_ms=0)
+    g = int(fs.read_bytes("/gen")) if fs.exists("/gen") else 0
+    while True:
+        g += 1
+        for i in range(3):
+            fs.write_bytes(f"/dir{i}/f", data(g, i)) if fs.exists(f"/dir{i}") else (fs.mkdir(f"/dir{i}"), fs.write_bytes(f"/dir{i}/f", data(g, i)))
+        fs.write_bytes("/gen", str(g).encode())
+        fs.sync()
+        print("committed", g, flush=True)
+""")
+
+
+def child_data(g, i):
+    seed = hashlib.sha256(f"{g}/{i}".encode()).digest()
+    return (seed * (40_000 + 3_000 * i))[: 123_456 + 50_000 * i]
+
+
+def run_child(image, crash_at=None, kill_after=None):
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    env.pop("FLAC_CRASH_AT", None)
+    if crash_at:
+        env["FLAC_CRASH_AT"] = crash_at
+    p = subprocess.Popen([sys.executable, "-c", CHILD, str(image)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    if kill_after is not None:
+        time.sleep(kill_after)
+        p.send_signal(signal.SIGKILL)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == -signal.SIGKILL, f"the child should die by SIGKILL: {p.returncode}\n{err.decode()}"
+    gens = [int(m) for m in re.findall(rb"committed (\d+)", out)]
+    return gens[-1] if gens else 0
+
+
+def check_recovered(image, reported):
+    with fsopen(image, create=None) as fs:
+        fs.check()
+        g = int(fs.read_bytes("/gen")) if fs.exists("/gen") else 0
+        assert g in (reported, reported + 1), f"recovered generation {g}, the child reported {reported} committed"
+        for i in range(3):
+            if g == 0:
+                assert not fs.exists(f"/dir{i}/f") or fs.read_bytes(f"/dir{i}/f") == b""
+            else:
+                assert fs.read_bytes(f"/dir{i}/f") == child_data(g, i), f"file {i} is not generation {g}'s"
+        return g
+
+
+@pytest.mark.parametrize("point", ["flush.after_copy", "log.before_header", "commit.after_log", "commit.mid_apply", "commit.after_apply"])
+def test_kill_during_commit_keeps_metadata_and_data_consistent(shm, point):
+    img = shm / "crash.img"
+    # An image with generation 1 committed (the first run also commits the new file system).
+    assert check_recovered(img, run_child(img, crash_at="commit.after_apply:2")) == 1
+    # Generation 2 commits, generation 3 dies at `point`.
+    last = run_child(img, crash_at=f"{point}:2")
+    assert last == 2, "dies in the second commit of the run"
+    g = check_recovered(img, last)
+    assert g == (3 if point.startswith("commit.") else 2), "committed: kept; not committed: lost"
+    # The recovered image goes on: two more commits on top of it.
+    last = run_child(img, crash_at="commit.after_apply:2")
+    assert check_recovered(img, last) == g + 2
+
+
+def test_kill_at_random_times(shm):
+    img = shm / "random.img"
+    prev = 0
+    for delay in (0.6, 0.9, 1.3):
+        last = run_child(img, kill_after=delay)
+        g = check_recovered(img, max(last, prev))
+        assert g >= prev
+        prev = g
+
+
+# -- unmodified programs through the shim ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def shim_built():
+    try:
+        return flac.shim_path()
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+
+
+# A conformance run: every step runs as its own process, once on FlacFS through the shim and
+# once on a directory of the kernel's tmpfs; outputs, errors and exit codes must match. {P} is
+# the file system's directory, {H} a host directory with input files.
+STEPS = [
+    "mkdir {P}/d",
+    "mkdir {P}/d",
+    "mkdir -p {P}/d/e/f",
+    "sh -c 'echo hello world | tee {P}/d/a.txt'",
+    "cat {P}/d/a.txt",
+    "cat {P}/d/missing",
+    "cp {H}/big.bin {P}/d/big.bin",
+    "cmp {H}/big.bin {P}/d/big.bin",
+    "md5sum {P}/d/big.bin",
+    "sha256sum {P}/d/a.txt",
+    "wc -c {P}/d/big.bin",
+    "head -c 100 {P}/d/big.bin",
+    "tail -c 4097 {P}/d/big.bin",
+    "dd if={P}/d/big.bin of={P}/d/dd.bin bs=65536 skip=1 count=3 status=none",
+    "cmp {P}/d/dd.bin {H}/big.bin -i 0:65536 -n 196608",
+    "cp {H}/lines.txt {P}/d/lines.txt",
+    "grep -c persistent {P}/d/lines.txt",
+    "grep -n 'memory persistent' {P}/d/lines.txt",
+    "grep -r -l persistent {P}/d | sort",
+    "sort -n -o {P}/d/sorted.txt {P}/d/lines.txt",
+    "md5sum {P}/d/sorted.txt",
+    "sort -r {P}/d/lines.txt",
+    "split -l 100 {P}/d/lines.txt {P}/d/e/part_",
+    "ls {P}/d/e",
+    "cat {P}/d/e/part_aa {P}/d/e/part_ab {P}/d/e/part_ac {P}/d/e/part_ad {P}/d/e/part_ae",
+    "ln -s a.txt {P}/d/link",
+    "readlink {P}/d/link",
+    "cat {P}/d/link",
+    "ln {P}/d/a.txt {P}/d/hard",
+    "stat -c '%n %s %h %F %a' {P}/d/a.txt {P}/d/hard {P}/d/link",
+    "stat -c '%n %h %F %a' {P}/d/e",
+    "stat -L -c '%n %s %F' {P}/d/link",
+    "mv {P}/d/hard {P}/d/e/moved",
+    "ls {P}/d {P}/d/e",
+    "chmod 600 {P}/d/e/moved",
+    "stat -c '%a %h' {P}/d/e/moved",
+    "touch -d '2001-02-03 04:05:06' {P}/d/a.txt",
+    "stat -c '%Y %X' {P}/d/a.txt",
+    "truncate -s 5 {P}/d/a.txt",
+    "cat {P}/d/a.txt",
+    "truncate -s 10000 {P}/d/a.txt",
+    "md5sum {P}/d/a.txt",
+    "find {P}/d -name 'part_*' -type f | sort",
+    "du -s --apparent-size -B1 {P}/d/big.bin",
+    "tar -cf {P}/t.tar -C {P} d",
+    "tar -tf {P}/t.tar | sort",
+    "mkdir {P}/x",
+    "tar -xf {P}/t.tar -C {P}/x",
+    "diff -r {P}/d {P}/x/d",
+    "tar -cf - -C {P} d | tar -tf - | sort",
+    "rmdir {P}/d",
+    "rm {P}/d/e",
+    "rm -r {P}/x",
+    "ls -a {P}",
+    "cat {P}/x/d/a.txt",
+    "rm -rf {P}/d/e",
+    "ls {P}/d",
+]
+
+
+@pytest.fixture(scope="module")
+def host_inputs(tmp_path_factory):
+    h = tmp_path_factory.mktemp("host")
+    rng = np.random.default_rng(7)
+    (h / "big.bin").write_bytes(rng.integers(0, 256, 1_234_567, dtype=np.uint8).tobytes())
+    words = ["cache", "memory", "persistent", "page", "frame", "remap", "zero", "copy"]
+    lines = [f"{rng.integers(0, 10**6)} " + " ".join(rng.choice(words, 5)) for _ in range(450)]
+    (h / "lines.txt").write_text("\n".join(lines) + "\n")
+    return h
+
+
+def run_steps(prefix, host, env):
+    out = []
+    for step in STEPS:
+        cmd = step.format(P=prefix, H=host)
+        p = subprocess.run(["sh", "-c", cmd], env=env, capture_output=True, timeout=60)
+        text = (p.stdout + b"\n--stderr--\n" + p.stderr).decode(errors="replace").replace(prefix, "{P}").replace(str(host), "{H}")
+        out.append((step, p.returncode, text))
+    return out
+
+
+def test_coreutils_tar_grep_through_the_shim_match_the_kernel(shim_built, shm, host_inputs):
+    ref_dir = shm / "ref"
+    ref_dir.mkdir()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FLACFS_") and k != "LD_PRELOAD"}
+    base.update({"LC_ALL": "C", "TZ": "UTC", "OPENBLAS_NUM_THREADS": "1"})
+    expected = run_steps(str(ref_dir), host_inputs, {**base, "HOME": str(shm)})
+    env = {**flac.shim_env(shm / "fs.img", mount="/flacfs-test", create="192M", dram="32M", pm_cost=False, base=base), "HOME": str(shm)}
+    got = run_steps("/flacfs-test", host_inputs, env)
+    for (step, rc_want, want), (_, rc_got, text) in zip(expected, got, strict=True):
+        assert (rc_got, text) == (rc_want, want), f"step {step!r} differs on FlacFS"
+    # The image holds what the programs left, checkable after they are gone.
+    with fsopen(shm / "fs.img", create=None) as fs:
+        fs.check()
+        assert sorted(fs.listdir("/")) == ["d", "t.tar"]
+        assert fs.read_bytes("/d/big.bin") == (host_inputs / "big.bin").read_bytes()
+
+
+def test_shim_engines_zero_copy_and_stats(shim_built, shm, host_inputs):
+    big = (host_inputs / "big.bin").read_bytes()
+    for engine in ("flac", "pagecache", "dax"):
+        stats = shm / f"{engine}.stats"
+        env = flac.shim_env(shm / f"{engine}.img", mount="/flacfs-test", engine=engine, create="128M", dram="32M", stats=stats, zcopy_min="64K")
+        subprocess.run(["cp", str(host_inputs / "big.bin"), "/flacfs-test/b"], env=env, check=True)
+        # cat reads in 128 KiB page-aligned buffers: FlacFS attaches, the baselines copy.
+        p = subprocess.run(["cat", "/flacfs-test/b"], env=env, capture_output=True, check=True)
+        assert p.stdout == big
+        lines = stats.read_text().splitlines()
+        assert len(lines) == 2
+        import json
+        cat = json.loads(lines[-1])
+        assert cat["engine"] == engine and cat["read_bytes"] == len(big)
+        if engine == "flac":
+            assert cat["mapped_bytes"] > 0
+        else:
+            assert cat["mapped_bytes"] == 0
+
+
+def test_shim_errors_and_inactive_paths(shim_built, shm):
+    env = flac.shim_env(shm / "s.img", mount="/flacfs-test", create="64M", dram="16M")
+    # Host paths are untouched; a command on FlacFS sees its errors as the kernel's.
+    p = subprocess.run(["cat", "/flacfs-test/nope"], env=env, capture_output=True, text=True)
+    assert p.returncode == 1 and "No such file or directory" in p.stderr
+    p = subprocess.run(["ls", str(shm)], env=env, capture_output=True, text=True, check=True)
+    assert "s.img" in p.stdout
+    # A bad setting is one clear line.
+    bad = {**env, "FLACFS_ENGINE": "zfs"}
+    p = subprocess.run(["ls", "/flacfs-test"], env=bad, capture_output=True, text=True)
+    assert p.returncode != 0 and "FLACFS_ENGINE" in p.stderr
+    # Without FLACFS_IMAGE the shim passes everything through.
+    off = {k: v for k, v in env.items() if not k.startswith("FLACFS_")}
+    p = subprocess.run(["ls", "/flacfs-test"], env=off, capture_output=True, text=True)
+    assert p.returncode != 0 and "No such file" in p.stderr
+
+
+# -- checkpoints -----------------------------------------------------------------------------------------
+
+def test_checkpoint_round_trip_shares_pages(shm):
+    rng = np.random.default_rng(1)
+    with fsopen(shm / "ck.img", create="256M", dram="64M") as fs:
+        state = fs.arrays({"w1": ((512, 256), "float32"), "w2": ((1000,), "int64"), "empty": ((0,), "float32")})
+        for a in state.values():
+            a[...] = rng.random(a.shape) * 100
+        first = {k: v.copy() for k, v in state.items()}
+        s = flac.save_checkpoint(fs, "/ckpt/0", state)
+        # Whole pages are attached (from 64 KiB, the zero-copy threshold); the rest is copied.
+        whole = [a.nbytes // 4096 * 4096 for a in state.values()]
+        assert s["mapped_bytes"] == sum(w for w in whole if w >= 65536) == 512 * 1024
+        assert s["mapped_bytes"] + s["copied_bytes"] == sum(a.nbytes for a in state.values())
+        dram0, pm0 = fs.frames_in_use()
+        # Training: a quarter of w1's pages change (its first 128 rows, 4 rows a page); save
+        # again: the unchanged pages are shared.
+        state["w1"][:128] += 1
+        flac.save_checkpoint(fs, "/ckpt/1", state)
+        dram1, pm1 = fs.frames_in_use()
+        nbytes = sum(a.nbytes for a in state.values())
+        assert (pm1 - pm0) * 4096 < 0.6 * nbytes, "the second checkpoint shares its unchanged pages"
+        back0 = flac.load_checkpoint(fs, "/ckpt/0")
+        back1 = flac.load_checkpoint(fs, "/ckpt/1")
+        for k in state:
+            assert np.array_equal(back0[k], first[k]), k
+            assert np.array_equal(back1[k], state[k]), k
+        # Restored arrays are writable and independent of the checkpoint.
+        back1["w1"][:] = 0
+        assert np.array_equal(flac.load_checkpoint(fs, "/ckpt/1")["w1"], state["w1"])
+        up = flac.upload_checkpoint(fs, "/ckpt/1", shm / "obs")
+        assert up["bytes"] == nbytes
+        assert np.array_equal(np.fromfile(shm / "obs" / "w1.bin", np.float32).reshape(512, 256), state["w1"])
+        with pytest.raises(FileNotFoundError, match="no checkpoint"):
+            flac.load_checkpoint(fs, "/ckpt/9")
+        fs.check()
+    # Arrays on FLAC memory keep the image open; with them gone it can be mounted again.
+    del state, back0, back1, a
+    import gc
+    gc.collect()
+    # And after a remount (the checkpoint is in PM).
+    with fsopen(shm / "ck.img", create=None) as fs:
+        back = flac.load_checkpoint(fs, "/ckpt/0")
+        assert np.array_equal(back["w2"], first["w2"])
+
+
+# -- the commands ---------------------------------------------------------------------------------------
+
+def test_cli_mkfs_fsck_ls_run(shim_built, shm):
+    img = shm / "cli.img"
+    assert "FLAC PM image" in ssdlab("flac", "mkfs", img, "--size", "64M").stdout
+    p = ssdlab("flac", "mkfs", img, "--size", "64M", check=False)
+    assert p.returncode == 2 and "exists" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([sys.executable, "-m", "ssdlab.cli", "flac", "run", str(img), "--", "sh", "-c",
+                        "mkdir /flac/d && echo hi | tee /flac/d/f > /dev/null && cat /flac/d/f"], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout == "hi\n", p.stderr
+    assert "0644" in ssdlab("flac", "ls", img, "/d").stdout
+    assert "consistent" in ssdlab("flac", "fsck", img).stdout
+    for args, msg in ((["flac", "run", shm / "none.img", "--", "ls"], "no such PM image"),
+                      (["flac", "run", img, "--", "no-such-command"], "command not found"),
+                      (["flac", "run", img], "give a command"),
+                      (["flac", "mkfs", shm / "y.img", "--size", "big"], "--size"),
+                      (["flac", "fsck", shm / "none.img"], "no such PM image")):
+        p = ssdlab(*args, check=False)
+        assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
+    junk = shm / "junk.img"
+    junk.write_bytes(b"x" * 8192)
+    p = ssdlab("flac", "fsck", junk, check=False)
+    assert p.returncode == 2 and "not a FLAC PM image" in p.stderr
+
+
+# -- the reproduction ------------------------------------------------------------------------------------
+
+TINY = """
+[quick]
+huge_pages = false
+pm_bytes = "384M"
+io_sizes = [65536, 2097152]
+cached = { data = "32M", dram = "64M" }
+larger = { data = "128M", dram = "64M" }
+point_bytes = "16M"
+small_point_bytes = "4M"
+threads = [1, 2]
+repeats = 1
+tree = { files = 16, bytes = "4M" }
+bigsort_ints = 262144
+run_ints = 65536
+app_dram = "64M"
+shim_tree = { files = 8, bytes = "1M" }
+shim_sort_ints = 20000
+shim_dram = "32M"
+ext4 = false
+ablation_flush = { io = 65536, data = "16M", dram = "64M", threads = 2, bytes = "8M", flush_interval_ms = 2 }
+ablation_load = { io = 2097152, data = "128M", dram = "64M", bytes = "16M" }
+checkpoint = { state = "16M", tensors = 4, saves = 2, update = 0.25 }
+"""
+
+
+def test_reproduce_writes_the_table_figures_and_csvs(shim_built, tmp_path):
+    """`ssdlab reproduce flac` on the sweep engine at a tiny scale: every step a point, the
+    report's table with the document's numbers beside ssdlab's, figures and tables."""
+    root = Path(__file__).resolve().parents[1]
+    head = (root / "experiments" / "flac" / "experiment.toml").read_text().split("[quick]")[0]
+    exp = tmp_path / "experiments" / "flac"
+    exp.mkdir(parents=True)
+    (exp / "experiment.toml").write_text(head + TINY)
+    env = {**os.environ, "SSDLAB_EXPERIMENTS": str(tmp_path / "experiments")}
+    p = subprocess.run([sys.executable, "-m", "ssdlab.cli", "reproduce", "flac", "--quick", "--out", str(tmp_path / "reports")],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = tmp_path / "reports" / "flac"
+    md = (out / "report.md").read_text()
+    for claim in ("2 MiB reads, FlacFS vs page-cache / DAX", "background flushing's loss", "loading on a miss",
+                  "grep (cold cache, in process)", "tar (unmodified, via the shim)", "checkpoint space"):
+        assert claim in md, claim
+    for f in ("micro.png", "scaling.png", "apps.png", "checkpoint.png", "micro.csv", "apps.csv", "shim.csv", "results.csv"):
+        assert (out / f).stat().st_size > 0, f
+    ck = {r["mode"]: r for r in json.loads((out / "results.json").read_text())["checkpoint"]}
+    # Two saves of 16 MiB with a quarter of the pages changed: some pages shared, where the
+    # tmpfs files hold two full copies (the fault-around window copies pages near a changed
+    # one too, so fewer are shared than changed).
+    assert ck["flac-zero-copy"]["pm_frames_bytes"] < ck["tmpfs"]["pm_frames_bytes"] == ck["tmpfs"]["logical_bytes"]
+    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(
+        ["bench", "micro", "scaling", "apps", "shim", "ablations", "checkpoint"])
