@@ -32,55 +32,22 @@ pub enum Command<'a> {
     /// `get|gets <key>*`, `gat|gats <exptime> <key>*` (`cas`: replies carry the CAS unique;
     /// `touch`: the new exptime). `bad_key`: the key after `keys` is longer than 250 bytes:
     /// the values of `keys` are sent, then `CLIENT_ERROR bad command line format`.
-    Get {
-        keys: Vec<&'a [u8]>,
-        cas: bool,
-        touch: Option<i64>,
-        bad_key: bool,
-    },
+    Get { keys: Vec<&'a [u8]>, cas: bool, touch: Option<i64>, bad_key: bool },
     /// `set|add|replace|append|prepend <key> <flags> <exptime> <bytes> [noreply]`,
     /// `cas <key> <flags> <exptime> <bytes> <cas unique> [noreply]`; a data block follows.
-    Store {
-        kind: StoreKind,
-        key: &'a [u8],
-        flags: u32,
-        exptime: i64,
-        bytes: u32,
-        cas_unique: u64,
-        noreply: bool,
-    },
+    Store { kind: StoreKind, key: &'a [u8], flags: u32, exptime: i64, bytes: u32, cas_unique: u64, noreply: bool },
     /// `incr|decr <key> <delta> [noreply]`
-    Arith {
-        incr: bool,
-        key: &'a [u8],
-        delta: u64,
-        noreply: bool,
-    },
+    Arith { incr: bool, key: &'a [u8], delta: u64, noreply: bool },
     /// `delete <key> [0] [noreply]`
-    Delete {
-        key: &'a [u8],
-        noreply: bool,
-    },
+    Delete { key: &'a [u8], noreply: bool },
     /// `touch <key> <exptime> [noreply]`
-    Touch {
-        key: &'a [u8],
-        exptime: i64,
-        noreply: bool,
-    },
+    Touch { key: &'a [u8], exptime: i64, noreply: bool },
     /// `flush_all [delay] [noreply]` (delay in seconds, or a Unix time; <= 0: now).
-    FlushAll {
-        delay: i64,
-        noreply: bool,
-    },
+    FlushAll { delay: i64, noreply: bool },
     /// `verbosity <level> [noreply]` (accepted; ssdlab's log does not change).
-    Verbosity {
-        noreply: bool,
-    },
+    Verbosity { noreply: bool },
     /// `stats [group [arg]]`
-    Stats {
-        group: Option<&'a [u8]>,
-        arg: Option<&'a [u8]>,
-    },
+    Stats { group: Option<&'a [u8]>, arg: Option<&'a [u8]> },
     /// `version` (arguments ignored, as memcached does).
     Version,
     /// `quit` (arguments ignored).
@@ -392,7 +359,10 @@ mod tests {
             Ok(Command::Store { kind: StoreKind::Cas, key: b"k", flags: 0, exptime: 0, bytes: 5, cas_unique: 99, noreply: false })
         );
         assert!(matches!(parse(b"prepend k 0 0 1", MAX), Ok(Command::Store { kind: StoreKind::Prepend, .. })));
-        assert_eq!(parse(b"incr k 18446744073709551615", MAX), Ok(Command::Arith { incr: true, key: b"k", delta: u64::MAX, noreply: false }));
+        assert_eq!(
+            parse(b"incr k 18446744073709551615", MAX),
+            Ok(Command::Arith { incr: true, key: b"k", delta: u64::MAX, noreply: false })
+        );
         assert_eq!(parse(b"decr k 1 noreply", MAX), Ok(Command::Arith { incr: false, key: b"k", delta: 1, noreply: true }));
         assert_eq!(parse(b"delete k", MAX), Ok(Command::Delete { key: b"k", noreply: false }));
         assert_eq!(parse(b"delete k 0 noreply", MAX), Ok(Command::Delete { key: b"k", noreply: true }));
@@ -421,7 +391,10 @@ mod tests {
         let r = parse(format!("set {long} 0 0 3").as_bytes(), MAX).unwrap_err();
         assert_eq!((r.reply.as_str(), r.skip_bytes, r.close), (BAD_FORMAT, 0, false));
         let r = parse(b"set k 0 0 2000000", MAX).unwrap_err();
-        assert_eq!((r.reply.as_str(), r.skip_bytes, r.delete_key), ("SERVER_ERROR object too large for cache", 2_000_002, Some(b"k".to_vec())));
+        assert_eq!(
+            (r.reply.as_str(), r.skip_bytes, r.delete_key),
+            ("SERVER_ERROR object too large for cache", 2_000_002, Some(b"k".to_vec()))
+        );
         assert_eq!(parse(b"add k 0 0 2000000", MAX).unwrap_err().delete_key, None);
         assert_eq!(reply(b"set k 0 0 abc"), BAD_FORMAT);
         assert_eq!(reply(b"set k 0 0 -5"), BAD_FORMAT);

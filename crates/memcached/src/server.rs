@@ -370,7 +370,11 @@ impl Server {
         let c = &st.cache;
         let (d, s, l) = c.item_counts();
         let mut v = vec![];
-        let tiers = [(1, c.soc.bucket_bytes as u64, c.cfg.dram_bytes, d), (2, c.soc.bucket_bytes as u64, c.soc.bytes(), s), (3, c.loc.region_bytes, c.loc.bytes(), l)];
+        let tiers = [
+            (1, c.soc.bucket_bytes as u64, c.cfg.dram_bytes, d),
+            (2, c.soc.bucket_bytes as u64, c.soc.bytes(), s),
+            (3, c.loc.region_bytes, c.loc.bytes(), l),
+        ];
         for (id, chunk, bytes, n) in tiers {
             v.push((format!("{id}:chunk_size"), chunk.to_string()));
             v.push((format!("{id}:total_bytes"), bytes.to_string()));
@@ -440,7 +444,8 @@ impl Server {
             None => st.cache.get_item(h, key, now),
             Some(exptime) => st.cache.get_item(h, key, now).and_then(|got| match got {
                 Some(c) => {
-                    let it = Item { key: c.key.clone(), value: c.value.clone(), flags: c.flags, expiry_s: expiry_s(exptime, now), cas: c.cas };
+                    let it =
+                        Item { key: c.key.clone(), value: c.value.clone(), flags: c.flags, expiry_s: expiry_s(exptime, now), cas: c.cas };
                     st.cache.set_item(h, it, now).map(|_| Some(c))
                 }
                 None => Ok(None),
@@ -524,7 +529,13 @@ impl Server {
                 let res = st.cache.peek_item(h, key, now).and_then(|cur| match cur {
                     None => Ok(false),
                     Some(c) => {
-                        let it = Item { key: c.key.clone(), value: c.value.clone(), flags: c.flags, expiry_s: expiry_s(exptime, now), cas: c.cas };
+                        let it = Item {
+                            key: c.key.clone(),
+                            value: c.value.clone(),
+                            flags: c.flags,
+                            expiry_s: expiry_s(exptime, now),
+                            cas: c.cas,
+                        };
                         st.cache.set_item(h, it, now).map(|_| true)
                     }
                 });
@@ -622,7 +633,9 @@ impl Server {
             } else {
                 let cur = Self::peek(st, h, key, now)?;
                 match (kind, cur) {
-                    (StoreKind::Add, Some(_)) | (StoreKind::Replace | StoreKind::Append | StoreKind::Prepend, None) => return Ok("NOT_STORED"),
+                    (StoreKind::Add, Some(_)) | (StoreKind::Replace | StoreKind::Append | StoreKind::Prepend, None) => {
+                        return Ok("NOT_STORED")
+                    }
                     (StoreKind::Cas, None) => {
                         st.ops.cas_misses += 1;
                         return Ok("NOT_FOUND");

@@ -277,11 +277,22 @@ fn the_rest_of_the_text_protocol() {
     let (srv, addr, h) = start(4);
     let mut c = Client::new(&addr);
     // incr/decr: 64-bit wrap on incr, floor at 0 on decr, shorter results space-padded
-    assert_eq!(ask(&mut c, "set n 3 0 2\r\n10\r\nincr n 5\r\ndecr n 100\r\nget n\r\n", 6), ["STORED", "15", "0", "VALUE n 3 2", "0 ", "END"]);
+    assert_eq!(
+        ask(&mut c, "set n 3 0 2\r\n10\r\nincr n 5\r\ndecr n 100\r\nget n\r\n", 6),
+        ["STORED", "15", "0", "VALUE n 3 2", "0 ", "END"]
+    );
     assert_eq!(ask(&mut c, "set n 0 0 20\r\n18446744073709551615\r\nincr n 2\r\nincr n 18446744073709551615\r\n", 3), ["STORED", "1", "0"]);
     assert_eq!(
         ask(&mut c, "incr nope 1\r\nset t 0 0 3\r\nabc\r\nincr t 1\r\nincr n x\r\nincr n 1 noreply\r\nget n\r\n", 7),
-        ["NOT_FOUND", "STORED", "CLIENT_ERROR cannot increment or decrement non-numeric value", "CLIENT_ERROR invalid numeric delta argument", "VALUE n 0 20", "1                   ", "END"]
+        [
+            "NOT_FOUND",
+            "STORED",
+            "CLIENT_ERROR cannot increment or decrement non-numeric value",
+            "CLIENT_ERROR invalid numeric delta argument",
+            "VALUE n 0 20",
+            "1                   ",
+            "END"
+        ]
     );
     // append/prepend keep flags and expiry; missing keys are NOT_STORED
     assert_eq!(
@@ -297,7 +308,10 @@ fn the_rest_of_the_text_protocol() {
     assert_eq!(ask(&mut c, "set f 0 0 1\r\nx\r\nflush_all 1\r\nget f\r\n", 5), ["STORED", "OK", "VALUE f 0 1", "x", "END"]);
     std::thread::sleep(Duration::from_millis(1200));
     assert_eq!(ask(&mut c, "get f\r\nset g 0 0 1\r\ny\r\nget g\r\n", 5), ["END", "STORED", "VALUE g 0 1", "y", "END"]);
-    assert_eq!(ask(&mut c, "flush_all noreply\r\nflush_all 0\r\nflush_all x\r\nverbosity 1\r\nverbosity 1 noreply\r\nverbosity\r\n", 4), ["OK", "CLIENT_ERROR invalid exptime argument", "OK", "ERROR"]);
+    assert_eq!(
+        ask(&mut c, "flush_all noreply\r\nflush_all 0\r\nflush_all x\r\nverbosity 1\r\nverbosity 1 noreply\r\nverbosity\r\n", 4),
+        ["OK", "CLIENT_ERROR invalid exptime argument", "OK", "ERROR"]
+    );
     let v = ask(&mut c, "version foo bar\r\nversion noreply\r\nstats noreply\r\nstats detail\r\nstats reset\r\nmn\r\n", 6);
     assert!(v[0].starts_with("VERSION ") && v[1] == v[0], "{v:?}");
     assert_eq!(&v[2..], ["ERROR", "CLIENT_ERROR usage: stats detail on|off|dump", "RESET", "MN"]);
@@ -312,12 +326,10 @@ fn the_rest_of_the_text_protocol() {
         }
     }
     // delete's forms
-    assert_eq!(ask(&mut c, "set d 0 0 1\r\nx\r\ndelete d 0\r\ndelete d noreply\r\ndelete d 5\r\ndelete d\r\n", 4), [
-        "STORED",
-        "DELETED",
-        "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]",
-        "NOT_FOUND"
-    ]);
+    assert_eq!(
+        ask(&mut c, "set d 0 0 1\r\nx\r\ndelete d 0\r\ndelete d noreply\r\ndelete d 5\r\ndelete d\r\n", 4),
+        ["STORED", "DELETED", "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]", "NOT_FOUND"]
+    );
     // a too-large set also removes the old value, as in memcached
     c.send(b"set big 0 0 1\r\nx\r\nset big 0 0 200000\r\n");
     c.send(&vec![b'x'; 200_002]);
