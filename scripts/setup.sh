@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # Real clients the tests and benches drive: NBD (qemu-io, nbdinfo/nbdcopy, fio's nbd engine,
 # nbdkit as the reference server), flashrom (serprog), openssl for throwaway TLS certificates,
 # libmemcached's memccp/memccat/memcstat and netcat (`ssdlab cache serve`).
-APT_PACKAGES=(build-essential pkg-config qemu-utils libnbd-bin nbdkit fio flashrom openssl libmemcached-tools netcat-openbsd)
+APT_PACKAGES=(build-essential pkg-config qemu-utils libnbd-bin nbdkit fio flashrom openssl libmemcached-tools netcat-openbsd memcached)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

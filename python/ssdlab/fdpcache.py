@@ -585,5 +585,10 @@ def add_cli(sub) -> None:
     c.add_argument("--listen", default="127.0.0.1:11211", help="serve: HOST:PORT, loopback only (default %(default)s)")
     c.add_argument("--max-connections", type=int, default=64, help="serve: clients served at once (default %(default)s)")
     c.add_argument("--max-value-bytes", help="serve: largest value, e.g. 512K (default 1M, or what a LOC region holds)")
+    c.add_argument("--idle-timeout", type=float, default=0.0,
+                   help="serve: cut a connection idle this many seconds (default 0: never, as memcached)")
+    c.add_argument("--evict-idle-after", type=float, default=5.0,
+                   help="serve: when every connection slot is taken, one idle this many seconds gives its slot to a new "
+                        "client (default %(default)s; 0: refuse new clients instead)")
     c.add_argument("-q", "--quiet", action="store_true", help="serve: no log lines")
     c.set_defaults(func=_cmd_cache)

@@ -68,6 +68,9 @@ pub struct HybridCache {
 struct DataState {
     values: Values,
     next_cas: u64,
+    /// Items with a CAS unique below this were flushed (memcached's `flush_all`): they are
+    /// misses wherever they still lie, and are dropped rather than written to flash.
+    flushed_below_cas: u64,
 }
 
 /// Where the index says an item is (metadata only, no I/O).
@@ -137,7 +140,7 @@ impl HybridCache {
         let mut c = Self::build(dev, cfg)?;
         c.soc.enable_data();
         c.loc.enable_data();
-        c.data = Some(Box::new(DataState { values: Values::default(), next_cas: 1 }));
+        c.data = Some(Box::new(DataState { values: Values::default(), next_cas: 1, flushed_below_cas: 0 }));
         Ok(c)
     }
 
@@ -240,6 +243,9 @@ impl HybridCache {
             self.stats.clean_evictions += 1;
             return Ok(());
         }
+        if data.is_some_and(|it| !self.live(it)) {
+            return Ok(()); // flushed: nothing to keep
+        }
         if e.expiry_s != 0 && e.expiry_s <= secs(now_ns) {
             self.stats.expired_evictions += 1;
             return Ok(());
@@ -295,18 +301,30 @@ impl HybridCache {
         d.next_cas - 1
     }
 
+    /// memcached's `flush_all`: every item stored so far becomes a miss at once. Nothing is
+    /// rewritten: stale DRAM items are dropped as they are met or leave DRAM, stale flash
+    /// items are skipped on lookup and overwritten as the flash tiers wrap.
+    pub fn flush_all(&mut self) {
+        let d = self.ds();
+        d.flushed_below_cas = d.next_cas;
+    }
+
+    fn live(&self, it: &Item) -> bool {
+        self.data.as_ref().is_none_or(|d| it.cas >= d.flushed_below_cas)
+    }
+
     /// The lookup of GET without its effects: DRAM (no LRU update), then SOC, then LOC.
     fn find_item(&mut self, hash: u64, key: &[u8], now_s: u32) -> Result<Option<(Arc<Item>, Tier)>> {
         let d = self.data.as_ref().expect("a data-backed cache");
         if let Some(it) = d.values.get(hash) {
             // DRAM holds this hash: the flash tiers cannot hold another copy of it (a set
             // invalidates them), so a different key or an expired item is a miss.
-            return Ok((it.key[..] == *key && !it.expired(now_s)).then(|| (it.clone(), Tier::Dram)));
+            return Ok((it.key[..] == *key && !it.expired(now_s) && self.live(it)).then(|| (it.clone(), Tier::Dram)));
         }
         if let Some(it) = self.soc.lookup_item(hash, key, now_s, &mut self.flash)? {
-            return Ok(Some((Arc::new(it), Tier::Soc)));
+            return Ok(self.live(&it).then(|| (Arc::new(it), Tier::Soc)));
         }
-        Ok(self.loc.lookup_item(hash, key, now_s, &mut self.flash)?.map(|it| (Arc::new(it), Tier::Loc)))
+        Ok(self.loc.lookup_item(hash, key, now_s, &mut self.flash)?.filter(|it| self.live(it)).map(|it| (Arc::new(it), Tier::Loc)))
     }
 
     /// GET: DRAM, then the SOC, then the LOC; a flash hit is copied into DRAM marked clean.
@@ -317,7 +335,7 @@ impl HybridCache {
         if self.dram.get(hash, now_s).is_some() {
             let it = self.ds().values.get(hash).expect("a DRAM item without its bytes").clone();
             debug_assert!(!it.expired(now_s), "the DRAM tier and its bytes disagree on expiry");
-            if it.key[..] == *key {
+            if it.key[..] == *key && self.live(&it) {
                 self.stats.dram_hits += 1;
                 return Ok(Some(it));
             }

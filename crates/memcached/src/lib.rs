@@ -4,8 +4,9 @@
 //! on the device. See docs/case-studies/fdp-cache.md, "Serving real clients".
 //!
 //! - [`proto`]: command-line parsing and limits (no I/O);
-//! - [`server`]: listener, one thread per connection, the cache behind one lock, stats,
-//!   clean shutdown on SIGINT/SIGTERM.
+//! - [`server`]: a protocol on ssdlab's async server core (crates/server: connection
+//!   limits, idle rules, loopback rule, clean shutdown on SIGINT/SIGTERM), the cache behind
+//!   one lock, stats.
 
 pub mod proto;
 pub mod server;

@@ -1,17 +1,16 @@
-//! The memcached server: one thread per connection, the data-backed cache behind one lock
-//! (the device is one timeline), limits on keys, values, line length and connections, stats
-//! with ssdlab's device figures, clean shutdown on SIGINT/SIGTERM.
+//! The memcached server: a [`ssdlab_server::Protocol`] on ssdlab's async server core (which
+//! accepts, limits connections, cuts idle ones when the slots run out, applies the loopback
+//! rule and shuts down on SIGINT/SIGTERM), with the data-backed cache behind one lock (the
+//! device is one timeline), stats with ssdlab's device figures.
 //!
 //! Time: the cache and the device follow the wall clock since the server started (a request
 //! is submitted at its arrival, and idle dies collect garbage between requests), so a served
 //! run is not byte-identical to another; simulations (`ssdlab cache run`) are.
 
-use std::collections::HashMap;
-use std::io::{self, BufRead, BufReader, BufWriter, ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::io::{self, ErrorKind};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
@@ -20,11 +19,17 @@ use ssdlab_cache::hash::key_of;
 use ssdlab_cache::item::{Item, ITEM_HEADER_BYTES};
 use ssdlab_cache::{CacheError, HybridCache};
 use ssdlab_core::ftl::conventional::StreamStats;
+use ssdlab_server::{Conn, ConnEnd, Refused, Stats};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-use crate::proto::{self, Command, Refusal, StoreKind, KEY_BYTES_MAX, RELATIVE_EXPTIME_MAX};
+use crate::proto::{self, Command, Refusal, StoreKind, BINARY_REQUEST_MAGIC, KEY_BYTES_MAX, RELATIVE_EXPTIME_MAX};
 
 /// Reported by `version`: the memcached protocol level spoken, then ssdlab's version.
 pub const VERSION: &str = concat!("1.6.0-ssdlab-", env!("CARGO_PKG_VERSION"));
+
+/// Lines other than multi-gets longer than this close the connection (memcached: 2048 bytes
+/// buffered without a newline; a legal line is under 300).
+pub const SHORT_LINE_MAX: usize = 8 << 10;
 
 /// Server settings.
 #[derive(Debug, Clone)]
@@ -33,32 +38,55 @@ pub struct ServeOptions {
     pub max_connections: usize,
     /// Largest value a client may store (0: the default, 1 MiB or what a LOC region holds).
     pub max_value_bytes: u64,
-    /// Longest command line (a `get` of many keys is one line).
+    /// Longest multi-get line (`get`/`gets`/`gat`/`gats` of many keys); memcached has no
+    /// limit, ssdlab bounds a connection's buffer with this.
     pub max_line_bytes: usize,
+    /// Cut a connection idle this long (seconds; 0: never, as memcached by default).
+    pub idle_timeout_s: f64,
+    /// When every slot is taken, a connection idle at least this long (seconds) gives its
+    /// slot to a new client (0: never; then new clients are refused).
+    pub evict_idle_after_s: f64,
     pub quiet: bool,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
-        ServeOptions { listen: "127.0.0.1:11211".into(), max_connections: 64, max_value_bytes: 0, max_line_bytes: 64 << 10, quiet: false }
+        ServeOptions {
+            listen: "127.0.0.1:11211".into(),
+            max_connections: 64,
+            max_value_bytes: 0,
+            max_line_bytes: 8 << 20,
+            idle_timeout_s: 0.0,
+            evict_idle_after_s: 5.0,
+            quiet: false,
+        }
     }
 }
 
 pub const DEFAULT_MAX_VALUE_BYTES: u64 = 1 << 20;
 
-/// Counters kept under the cache lock (memcached's names).
+/// Counters kept under the cache lock (memcached's names and meanings).
 #[derive(Default, Clone, Copy)]
 struct Ops {
+    cmd_get: u64,
+    get_hits: u64,
+    get_misses: u64,
     cmd_set: u64,
     cmd_touch: u64,
+    cmd_flush: u64,
     total_items: u64,
     delete_hits: u64,
     delete_misses: u64,
+    incr_hits: u64,
+    incr_misses: u64,
+    decr_hits: u64,
+    decr_misses: u64,
     cas_hits: u64,
     cas_misses: u64,
     cas_badval: u64,
     touch_hits: u64,
     touch_misses: u64,
+    store_too_large: u64,
     server_errors: u64,
 }
 
@@ -67,46 +95,22 @@ struct State {
     ops: Ops,
     /// FDP stream counters at start (per-handle DLWA is since then).
     streams0: Vec<StreamStats>,
+    /// A delayed `flush_all`: when (server nanoseconds) everything stored before goes.
+    flush_at_ns: Option<u64>,
 }
 
-#[derive(Default)]
-struct ConnCounters {
-    total: AtomicU64,
-    rejected: AtomicU64,
-    protocol_errors: AtomicU64,
-    bytes_read: AtomicU64,
-    bytes_written: AtomicU64,
-}
-
-/// State shared by the accept loop and the connections.
+/// State shared by the connections.
 pub struct Server {
     state: Mutex<State>,
     opts: ServeOptions,
     max_value_bytes: u64,
     shutdown: Arc<AtomicBool>,
-    active: AtomicUsize,
-    conns: ConnCounters,
+    core: Arc<Stats>,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
     started: Instant,
     /// A broken invariant seen by a connection (a panic): the server stops and reports it.
     failure: Mutex<Option<String>>,
-}
-
-/// How a connection ended (for logs; never fatal to the server).
-enum ConnEnd {
-    Closed,
-    Protocol(String),
-    Io(io::Error),
-}
-
-impl From<io::Error> for ConnEnd {
-    fn from(e: io::Error) -> Self {
-        if matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe | ErrorKind::ConnectionAborted)
-        {
-            ConnEnd::Closed
-        } else {
-            ConnEnd::Io(e)
-        }
-    }
 }
 
 /// When an item expires, in cache seconds (memcached's rules: 0 never; negative at once; up
@@ -120,20 +124,14 @@ fn expiry_s(exptime: i64, now_ns: u64) -> u32 {
     } else if exptime <= RELATIVE_EXPTIME_MAX {
         exptime
     } else {
-        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-        (exptime - unix).max(0)
+        (exptime - unix_now_s() as i64).max(0)
     };
     // `now_s` itself is already expired (expiry <= now): a negative or past time.
     now_s.saturating_add(rel.min(u32::MAX as i64) as u32).min(u32::MAX - 1)
 }
 
-/// A storage or delete/touch reply line; `noreply` silences all but server errors.
-fn send_reply<W: Write>(w: &mut W, reply: &str, noreply: bool) -> io::Result<()> {
-    if !noreply || reply.starts_with("SERVER_ERROR") {
-        w.write_all(reply.as_bytes())?;
-        w.write_all(b"\r\n")?;
-    }
-    Ok(())
+fn unix_now_s() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 fn r6(x: f64) -> f64 {
@@ -148,17 +146,35 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
+fn line(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(s.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A reply line unless the client said `noreply` (which memcached honours for errors too).
+fn reply(out: &mut Vec<u8>, s: &str, noreply: bool) {
+    if !noreply {
+        line(out, s);
+    }
+}
+
 impl Server {
     /// A server for `cache` (built with `HybridCache::data_backed`). Checks the limits.
     pub fn new(cache: HybridCache, opts: ServeOptions) -> Result<Arc<Server>, String> {
         if !cache.is_data_backed() {
             return Err("the memcached server needs a data-backed cache (HybridCache::data_backed)".into());
         }
-        if opts.max_connections == 0 || opts.max_connections > 4096 {
-            return Err(format!("--max-connections {}: must be in 1..=4096", opts.max_connections));
+        if opts.max_connections == 0 || opts.max_connections > ssdlab_server::MAX_CONNECTIONS_LIMIT {
+            return Err(format!("--max-connections {}: must be in 1..={}", opts.max_connections, ssdlab_server::MAX_CONNECTIONS_LIMIT));
         }
-        if opts.max_line_bytes < 1024 {
-            return Err(format!("max_line_bytes {}: at least 1024", opts.max_line_bytes));
+        if opts.max_line_bytes < SHORT_LINE_MAX {
+            return Err(format!("max_line_bytes {}: at least {SHORT_LINE_MAX}", opts.max_line_bytes));
+        }
+        if !(opts.idle_timeout_s >= 0.0 && opts.idle_timeout_s.is_finite()) {
+            return Err(format!("--idle-timeout {}: seconds >= 0 (0: never)", opts.idle_timeout_s));
+        }
+        if !(opts.evict_idle_after_s >= 0.0 && opts.evict_idle_after_s.is_finite()) {
+            return Err(format!("--evict-idle-after {}: seconds >= 0 (0: never)", opts.evict_idle_after_s));
         }
         // A value must fit a LOC region with the longest key and the item header.
         let region = cache.loc.region_bytes;
@@ -176,21 +192,28 @@ impl Server {
         let streams0 =
             if dev.config().personality == ssdlab_core::config::Personality::Conventional { dev.ftl().stream_stats() } else { vec![] };
         Ok(Arc::new(Server {
-            state: Mutex::new(State { cache, ops: Ops::default(), streams0 }),
+            state: Mutex::new(State { cache, ops: Ops::default(), streams0, flush_at_ns: None }),
             max_value_bytes,
             opts,
             shutdown: Arc::new(AtomicBool::new(false)),
-            active: AtomicUsize::new(0),
-            conns: ConnCounters::default(),
+            core: Arc::new(Stats::default()),
+            bytes_read: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
             started: Instant::now(),
             failure: Mutex::new(None),
         }))
     }
 
+    /// The cache, with a due delayed `flush_all` applied.
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic in one connection (a broken invariant, reported there) must not stop the
         // others from being answered or the server from shutting down.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.flush_at_ns.is_some_and(|t| self.now_ns() >= t) {
+            st.flush_at_ns = None;
+            st.cache.flush_all();
+        }
+        st
     }
 
     pub fn shutdown_flag(&self) -> Arc<AtomicBool> {
@@ -210,34 +233,42 @@ impl Server {
     pub fn stats(&self) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = vec![];
         let mut put = |k: &str, v: String| out.push((k.to_string(), v));
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let core = &self.core;
         put("pid", std::process::id().to_string());
         put("uptime", self.started.elapsed().as_secs().to_string());
-        put("time", now.to_string());
+        put("time", unix_now_s().to_string());
         put("version", VERSION.to_string());
         put("pointer_size", (8 * std::mem::size_of::<usize>()).to_string());
-        put("curr_connections", self.active.load(Ordering::Relaxed).to_string());
-        put("total_connections", self.conns.total.load(Ordering::Relaxed).to_string());
-        put("rejected_connections", self.conns.rejected.load(Ordering::Relaxed).to_string());
+        put("curr_connections", Stats::get(&core.connections_active).to_string());
+        put("total_connections", Stats::get(&core.connections_total).to_string());
+        put("rejected_connections", Stats::get(&core.refused).to_string());
+        put("evicted_connections", Stats::get(&core.evicted).to_string());
+        put("idle_kicks", Stats::get(&core.idle_timeouts).to_string());
         put("max_connections", self.opts.max_connections.to_string());
         let st = self.state();
         let c = &st.cache;
         let s = c.stats;
         let o = st.ops;
-        put("cmd_get", s.gets.to_string());
+        put("cmd_get", o.cmd_get.to_string());
         put("cmd_set", o.cmd_set.to_string());
+        put("cmd_flush", o.cmd_flush.to_string());
         put("cmd_touch", o.cmd_touch.to_string());
-        put("get_hits", (s.dram_hits + s.nvm_hits).to_string());
-        put("get_misses", s.misses.to_string());
-        put("delete_hits", o.delete_hits.to_string());
+        put("get_hits", o.get_hits.to_string());
+        put("get_misses", o.get_misses.to_string());
         put("delete_misses", o.delete_misses.to_string());
-        put("cas_hits", o.cas_hits.to_string());
+        put("delete_hits", o.delete_hits.to_string());
+        put("incr_misses", o.incr_misses.to_string());
+        put("incr_hits", o.incr_hits.to_string());
+        put("decr_misses", o.decr_misses.to_string());
+        put("decr_hits", o.decr_hits.to_string());
         put("cas_misses", o.cas_misses.to_string());
+        put("cas_hits", o.cas_hits.to_string());
         put("cas_badval", o.cas_badval.to_string());
         put("touch_hits", o.touch_hits.to_string());
         put("touch_misses", o.touch_misses.to_string());
-        put("bytes_read", self.conns.bytes_read.load(Ordering::Relaxed).to_string());
-        put("bytes_written", self.conns.bytes_written.load(Ordering::Relaxed).to_string());
+        put("store_too_large", o.store_too_large.to_string());
+        put("bytes_read", self.bytes_read.load(Ordering::Relaxed).to_string());
+        put("bytes_written", self.bytes_written.load(Ordering::Relaxed).to_string());
         put("limit_maxbytes", (c.cfg.dram_bytes + c.soc.bytes() + c.loc.bytes()).to_string());
         put("item_size_max", self.max_value_bytes.to_string());
         let (dram_items, soc_items, loc_items) = c.item_counts();
@@ -245,7 +276,7 @@ impl Server {
         put("total_items", o.total_items.to_string());
         put("evictions", (c.soc.stats.evictions + c.loc.stats.items_evicted + s.admission_rejected + s.dropped_too_large).to_string());
         put("server_errors", o.server_errors.to_string());
-        put("protocol_errors", self.conns.protocol_errors.load(Ordering::Relaxed).to_string());
+        put("protocol_errors", Stats::get(&core.protocol_errors).to_string());
         // ssdlab: the tiers.
         put("dram_items", dram_items.to_string());
         put("soc_items", soc_items.to_string());
@@ -299,13 +330,59 @@ impl Server {
 
     /// `stats settings`: the limits.
     fn settings(&self) -> Vec<(String, String)> {
+        let secs = |s: f64| if s > 0.0 { s.to_string() } else { "0".into() };
         vec![
+            ("maxbytes".into(), self.with_cache(|c| c.cfg.dram_bytes + c.soc.bytes() + c.loc.bytes()).to_string()),
             ("maxconns".into(), self.opts.max_connections.to_string()),
+            ("tcpport".into(), self.opts.listen.rsplit(':').next().unwrap_or("").to_string()),
+            ("evictions".into(), "on".into()),
+            ("cas_enabled".into(), "yes".into()),
+            ("flush_enabled".into(), "yes".into()),
+            ("binding_protocol".into(), "ascii".into()),
             ("item_size_max".into(), self.max_value_bytes.to_string()),
             ("key_max_length".into(), KEY_BYTES_MAX.to_string()),
             ("max_line_bytes".into(), self.opts.max_line_bytes.to_string()),
+            ("idle_timeout".into(), secs(self.opts.idle_timeout_s)),
+            ("evict_idle_after".into(), secs(self.opts.evict_idle_after_s)),
             ("listen".into(), self.opts.listen.clone()),
         ]
+    }
+
+    /// `stats items`: memcached's per-slab-class lines, one class per tier (1 DRAM, 2 SOC,
+    /// 3 LOC).
+    fn items(&self) -> Vec<(String, String)> {
+        let st = self.state();
+        let c = &st.cache;
+        let (d, s, l) = c.item_counts();
+        let mut v = vec![];
+        for (id, n, ev) in [(1, d, 0), (2, s, c.soc.stats.evictions), (3, l, c.loc.stats.items_evicted)] {
+            if n > 0 || ev > 0 {
+                v.push((format!("items:{id}:number"), n.to_string()));
+                v.push((format!("items:{id}:evicted"), ev.to_string()));
+            }
+        }
+        v
+    }
+
+    /// `stats slabs`: one "slab class" per tier, with its size.
+    fn slabs(&self) -> Vec<(String, String)> {
+        let st = self.state();
+        let c = &st.cache;
+        let (d, s, l) = c.item_counts();
+        let mut v = vec![];
+        let tiers = [
+            (1, c.soc.bucket_bytes as u64, c.cfg.dram_bytes, d),
+            (2, c.soc.bucket_bytes as u64, c.soc.bytes(), s),
+            (3, c.loc.region_bytes, c.loc.bytes(), l),
+        ];
+        for (id, chunk, bytes, n) in tiers {
+            v.push((format!("{id}:chunk_size"), chunk.to_string()));
+            v.push((format!("{id}:total_bytes"), bytes.to_string()));
+            v.push((format!("{id}:used_chunks"), n.to_string()));
+        }
+        v.push(("active_slabs".into(), "3".into()));
+        v.push(("total_malloced".into(), (c.cfg.dram_bytes + c.soc.bytes() + c.loc.bytes()).to_string()));
+        v
     }
 
     /// The stats as JSON (numbers where they are numbers): the final summary.
@@ -335,145 +412,6 @@ impl Server {
     pub fn verify_data(&self) -> Result<(u64, u64, u64), CacheError> {
         self.state().cache.verify_data()
     }
-}
-
-/// Read a line (up to `\n`, `\r` stripped) of at most `max` bytes into `out`. Ok(false) at a
-/// clean end of stream; an error of kind InvalidData for an over-long line.
-fn read_line<R: BufRead>(r: &mut R, out: &mut Vec<u8>, max: usize) -> io::Result<bool> {
-    out.clear();
-    loop {
-        let buf = r.fill_buf()?;
-        if buf.is_empty() {
-            return if out.is_empty() { Ok(false) } else { Err(io::Error::new(ErrorKind::UnexpectedEof, "partial line")) };
-        }
-        let (take, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (i, true),
-            None => (buf.len(), false),
-        };
-        if out.len() + take > max {
-            return Err(io::Error::new(ErrorKind::InvalidData, format!("CLIENT_ERROR line longer than {max} bytes")));
-        }
-        out.extend_from_slice(&buf[..take]);
-        r.consume(take + done as usize);
-        if done {
-            if out.last() == Some(&b'\r') {
-                out.pop();
-            }
-            return Ok(true);
-        }
-    }
-}
-
-/// Read and drop `n` bytes.
-fn skip<R: Read>(r: &mut R, mut n: u64) -> io::Result<()> {
-    let mut buf = [0u8; 16 * 1024];
-    while n > 0 {
-        let k = n.min(buf.len() as u64) as usize;
-        r.read_exact(&mut buf[..k])?;
-        n -= k as u64;
-    }
-    Ok(())
-}
-
-/// Counts bytes through a reader or writer.
-struct Counted<T> {
-    inner: T,
-    n: u64,
-}
-
-impl<T: Read> Read for Counted<T> {
-    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-        let k = self.inner.read(b)?;
-        self.n += k as u64;
-        Ok(k)
-    }
-}
-
-impl<T: Write> Write for Counted<T> {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        let k = self.inner.write(b)?;
-        self.n += k as u64;
-        Ok(k)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-impl Server {
-    /// Serve one client until it quits, disconnects, or breaks the protocol beyond repair.
-    fn connection(&self, s: TcpStream) -> ConnEnd {
-        let rd = match s.try_clone() {
-            Ok(r) => r,
-            Err(e) => return ConnEnd::Io(e),
-        };
-        let mut r = BufReader::with_capacity(64 * 1024, Counted { inner: rd, n: 0 });
-        let mut w = BufWriter::with_capacity(64 * 1024, Counted { inner: s, n: 0 });
-        let end = self.session(&mut r, &mut w);
-        let _ = w.flush();
-        if let ConnEnd::Protocol(_) = end {
-            // Let the error line arrive: closing with unread input would reset the connection
-            // and the client could lose the reply. Stop sending, then drain briefly.
-            let s = &w.get_ref().inner;
-            let _ = s.shutdown(std::net::Shutdown::Write);
-            let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-            let mut buf = [0u8; 16 * 1024];
-            let mut left = 4usize << 20;
-            while left > 0 {
-                match r.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(k) => left = left.saturating_sub(k),
-                }
-            }
-        }
-        self.conns.bytes_read.fetch_add(r.get_ref().n, Ordering::Relaxed);
-        self.conns.bytes_written.fetch_add(w.get_ref().n, Ordering::Relaxed);
-        end
-    }
-
-    fn session<R: Read, W: Write>(&self, r: &mut BufReader<R>, w: &mut W) -> ConnEnd {
-        let mut line = Vec::with_capacity(256);
-        loop {
-            if r.buffer().is_empty() {
-                if let Err(e) = w.flush() {
-                    return e.into();
-                }
-            }
-            match read_line(r, &mut line, self.opts.max_line_bytes) {
-                Ok(true) => {}
-                Ok(false) => return ConnEnd::Closed,
-                Err(e) if e.kind() == ErrorKind::InvalidData => {
-                    let msg = e.to_string();
-                    let _ = w.write_all(format!("{msg}\r\n").as_bytes());
-                    return ConnEnd::Protocol(msg);
-                }
-                Err(e) => return e.into(),
-            }
-            let res = match proto::parse(&line, self.max_value_bytes) {
-                Ok(cmd) => self.execute(cmd, r, w),
-                Err(refusal) => self.refuse(refusal, r, w),
-            };
-            match res {
-                Ok(true) => {}
-                Ok(false) => return ConnEnd::Closed,
-                Err(e) => return e,
-            }
-        }
-    }
-
-    fn refuse<R: Read, W: Write>(&self, f: Refusal, r: &mut R, w: &mut W) -> Result<bool, ConnEnd> {
-        if f.skip_bytes > 0 {
-            skip(r, f.skip_bytes)?;
-        }
-        if !f.noreply || f.close {
-            w.write_all(f.reply.as_bytes())?;
-            w.write_all(b"\r\n")?;
-        }
-        if f.close {
-            return Err(ConnEnd::Protocol(f.reply));
-        }
-        Ok(true)
-    }
 
     fn server_error(&self, st: &mut State, e: CacheError) -> String {
         st.ops.server_errors += 1;
@@ -484,55 +422,92 @@ impl Server {
         format!("SERVER_ERROR {msg}")
     }
 
-    /// Execute one command; Ok(false) = the client quit.
-    fn execute<R: Read, W: Write>(&self, cmd: Command<'_>, r: &mut R, w: &mut W) -> Result<bool, ConnEnd> {
-        match cmd {
-            Command::Get { keys, cas } => {
-                for key in keys {
-                    let got = {
-                        let mut st = self.state();
-                        let now = self.now_ns();
-                        match st.cache.get_item(key_of(key), key, now) {
-                            Ok(g) => g,
-                            Err(e) => {
-                                let m = self.server_error(&mut st, e);
-                                drop(st);
-                                w.write_all(m.as_bytes())?;
-                                w.write_all(b"\r\n")?;
-                                return Ok(true);
-                            }
-                        }
-                    };
-                    if let Some(it) = got {
-                        w.write_all(b"VALUE ")?;
-                        w.write_all(key)?;
-                        if cas {
-                            write!(w, " {} {} {}\r\n", it.flags, it.value.len(), it.cas)?;
-                        } else {
-                            write!(w, " {} {}\r\n", it.flags, it.value.len())?;
-                        }
-                        w.write_all(&it.value)?;
-                        w.write_all(b"\r\n")?;
-                    }
+    /// Run `f` (cache work) catching a panic: a broken invariant (e.g. device bytes that
+    /// disagree with the index) means the cache can no longer be trusted, so the server stops
+    /// loudly, and this connection ends without an answer.
+    fn guarded<R>(&self, f: impl FnOnce() -> R) -> Result<R, ConnEnd> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+            let m = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            eprintln!("ssdlab cache serve: internal error, shutting down: {m}");
+            self.failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(m.clone());
+            self.shutdown.store(true, Ordering::Relaxed);
+            ConnEnd::Protocol(format!("internal error: {m}"))
+        })
+    }
+
+    /// One key of a get/gets/gat/gats: its VALUE block, if it is there.
+    fn get_one(&self, key: &[u8], cas: bool, touch: Option<i64>, out: &mut Vec<u8>) {
+        let mut st = self.state();
+        let now = self.now_ns();
+        let h = key_of(key);
+        let res = match touch {
+            None => st.cache.get_item(h, key, now),
+            Some(exptime) => st.cache.get_item(h, key, now).and_then(|got| match got {
+                Some(c) => {
+                    let it =
+                        Item { key: c.key.clone(), value: c.value.clone(), flags: c.flags, expiry_s: expiry_s(exptime, now), cas: c.cas };
+                    st.cache.set_item(h, it, now).map(|_| Some(c))
                 }
-                w.write_all(b"END\r\n")?;
+                None => Ok(None),
+            }),
+        };
+        let o = &mut st.ops;
+        match (&res, touch) {
+            (_, Some(_)) => {
+                o.cmd_touch += 1;
+                if matches!(res, Ok(Some(_))) {
+                    o.touch_hits += 1
+                } else {
+                    o.touch_misses += 1
+                }
             }
-            Command::Store { kind, key, flags, exptime, bytes, cas_unique, noreply } => {
-                let mut value = vec![0u8; bytes as usize];
-                r.read_exact(&mut value)?;
-                let mut crlf = [0u8; 2];
-                r.read_exact(&mut crlf)?;
-                if crlf != *b"\r\n" {
-                    w.write_all(b"CLIENT_ERROR bad data chunk\r\n")?;
-                    return Err(ConnEnd::Protocol(format!("data block of {bytes} bytes not followed by \\r\\n")));
-                }
-                let reply = self.store(kind, key, flags, exptime, value.into_boxed_slice(), cas_unique);
-                send_reply(w, &reply, noreply)?;
+            (Ok(Some(_)), None) => {
+                o.cmd_get += 1;
+                o.get_hits += 1;
+            }
+            (_, None) => {
+                o.cmd_get += 1;
+                o.get_misses += 1;
+            }
+        }
+        match res {
+            Ok(Some(it)) => {
+                drop(st);
+                out.extend_from_slice(b"VALUE ");
+                out.extend_from_slice(key);
+                let head = if cas {
+                    format!(" {} {} {}\r\n", it.flags, it.value.len(), it.cas)
+                } else {
+                    format!(" {} {}\r\n", it.flags, it.value.len())
+                };
+                out.extend_from_slice(head.as_bytes());
+                out.extend_from_slice(&it.value);
+                out.extend_from_slice(b"\r\n");
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let m = self.server_error(&mut st, e);
+                line(out, &m);
+            }
+        }
+    }
+
+    /// Execute a command other than a get (whose keys are served one by one) or quit; a
+    /// storage command's data block (without its CRLF) is `data`.
+    fn execute(&self, cmd: Command<'_>, data: Vec<u8>, out: &mut Vec<u8>) {
+        match cmd {
+            Command::Store { kind, key, flags, exptime, cas_unique, noreply, .. } => {
+                let r = self.store(kind, key, flags, exptime, data, cas_unique);
+                reply(out, &r, noreply);
+            }
+            Command::Arith { incr, key, delta, noreply } => {
+                let r = self.arith(incr, key, delta);
+                reply(out, &r, noreply);
             }
             Command::Delete { key, noreply } => {
                 let mut st = self.state();
                 let now = self.now_ns();
-                let reply = match st.cache.delete_item(key_of(key), key, now) {
+                let r = match st.cache.delete_item(key_of(key), key, now) {
                     Ok(true) => {
                         st.ops.delete_hits += 1;
                         "DELETED".to_string()
@@ -544,7 +519,7 @@ impl Server {
                     Err(e) => self.server_error(&mut st, e),
                 };
                 drop(st);
-                send_reply(w, &reply, noreply)?;
+                reply(out, &r, noreply);
             }
             Command::Touch { key, exptime, noreply } => {
                 let mut st = self.state();
@@ -564,7 +539,7 @@ impl Server {
                         st.cache.set_item(h, it, now).map(|_| true)
                     }
                 });
-                let reply = match res {
+                let r = match res {
                     Ok(true) => {
                         st.ops.touch_hits += 1;
                         "TOUCHED".to_string()
@@ -576,43 +551,91 @@ impl Server {
                     Err(e) => self.server_error(&mut st, e),
                 };
                 drop(st);
-                send_reply(w, &reply, noreply)?;
+                reply(out, &r, noreply);
             }
-            Command::Stats { group } => {
-                let list = match group {
-                    None => self.stats(),
-                    Some(b"settings") => self.settings(),
-                    Some(g) => {
-                        write!(
-                            w,
-                            "CLIENT_ERROR unknown stats group {:?}; this server has `stats` and `stats settings`\r\n",
-                            String::from_utf8_lossy(g)
-                        )?;
-                        return Ok(true);
-                    }
+            Command::FlushAll { delay, noreply } => {
+                let mut st = self.state();
+                st.ops.cmd_flush += 1;
+                // memcached's realtime(): up to 30 days relative, larger a Unix time.
+                let delay_s = if delay <= 0 {
+                    0
+                } else if delay <= RELATIVE_EXPTIME_MAX {
+                    delay as u64
+                } else {
+                    (delay as u64).saturating_sub(unix_now_s())
                 };
-                for (k, v) in list {
-                    write!(w, "STAT {k} {v}\r\n")?;
+                if delay_s == 0 {
+                    st.flush_at_ns = None;
+                    st.cache.flush_all();
+                } else {
+                    st.flush_at_ns = Some(self.now_ns() + delay_s * 1_000_000_000);
                 }
-                w.write_all(b"END\r\n")?;
+                drop(st);
+                reply(out, "OK", noreply);
             }
-            Command::Version => write!(w, "VERSION {VERSION}\r\n")?,
-            Command::Quit => return Ok(false),
+            Command::Verbosity { noreply } => reply(out, "OK", noreply),
+            Command::Stats { group, arg } => self.stats_command(group, arg, out),
+            Command::Version => line(out, &format!("VERSION {VERSION}")),
+            Command::MetaNoop => line(out, "MN"),
+            Command::Get { .. } | Command::Quit => unreachable!("served by the session"),
         }
-        Ok(true)
     }
 
-    /// set/add/replace/cas under one lock: the check and the store are one step.
-    fn store(&self, kind: StoreKind, key: &[u8], flags: u32, exptime: i64, value: Box<[u8]>, cas_unique: u64) -> String {
+    fn stats_command(&self, group: Option<&[u8]>, arg: Option<&[u8]>, out: &mut Vec<u8>) {
+        let list = match group {
+            None => self.stats(),
+            Some(b"settings") => self.settings(),
+            Some(b"items") => self.items(),
+            Some(b"slabs") => self.slabs(),
+            Some(b"sizes") => vec![("sizes_status".into(), "disabled".into())],
+            Some(b"conns") => vec![],
+            Some(b"reset") => {
+                let mut st = self.state();
+                st.ops = Ops::default();
+                st.cache.stats = Default::default();
+                drop(st);
+                self.bytes_read.store(0, Ordering::Relaxed);
+                self.bytes_written.store(0, Ordering::Relaxed);
+                return line(out, "RESET");
+            }
+            Some(b"detail") => {
+                return match arg {
+                    Some(b"on") | Some(b"off") => line(out, "OK"),
+                    Some(b"dump") => line(out, "END"),
+                    _ => line(out, "CLIENT_ERROR usage: stats detail on|off|dump"),
+                };
+            }
+            Some(b"cachedump") => return line(out, "CLIENT_ERROR stats cachedump not allowed"),
+            // memcached answers an unknown group (`stats noreply` too) with ERROR.
+            Some(_) => return line(out, "ERROR"),
+        };
+        for (k, v) in list {
+            line(out, &format!("STAT {k} {v}"));
+        }
+        line(out, "END");
+    }
+
+    /// An existing item for the read-modify-write commands (no GET counted, no promotion).
+    fn peek(st: &mut State, h: u64, key: &[u8], now: u64) -> Result<Option<Arc<Item>>, CacheError> {
+        st.cache.peek_item(h, key, now)
+    }
+
+    /// set/add/replace/append/prepend/cas under one lock: the check and the store are one step.
+    fn store(&self, kind: StoreKind, key: &[u8], flags: u32, exptime: i64, value: Vec<u8>, cas_unique: u64) -> String {
         let mut st = self.state();
         let now = self.now_ns();
         st.ops.cmd_set += 1;
         let h = key_of(key);
-        let step = || -> Result<&'static str, CacheError> {
-            if kind != StoreKind::Set {
-                let cur = st.cache.peek_item(h, key, now)?;
+        let max = self.max_value_bytes;
+        let step = |st: &mut State| -> Result<&'static str, CacheError> {
+            let (value, flags, expiry) = if kind == StoreKind::Set {
+                (value, flags, expiry_s(exptime, now))
+            } else {
+                let cur = Self::peek(st, h, key, now)?;
                 match (kind, cur) {
-                    (StoreKind::Add, Some(_)) | (StoreKind::Replace, None) => return Ok("NOT_STORED"),
+                    (StoreKind::Add, Some(_)) | (StoreKind::Replace | StoreKind::Append | StoreKind::Prepend, None) => {
+                        return Ok("NOT_STORED")
+                    }
                     (StoreKind::Cas, None) => {
                         st.ops.cas_misses += 1;
                         return Ok("NOT_FOUND");
@@ -621,141 +644,292 @@ impl Server {
                         st.ops.cas_badval += 1;
                         return Ok("EXISTS");
                     }
-                    (StoreKind::Cas, Some(_)) => st.ops.cas_hits += 1,
-                    _ => {}
+                    (StoreKind::Cas, Some(_)) => {
+                        st.ops.cas_hits += 1;
+                        (value, flags, expiry_s(exptime, now))
+                    }
+                    (StoreKind::Append | StoreKind::Prepend, Some(c)) => {
+                        if (c.value.len() + value.len()) as u64 > max {
+                            return Ok("SERVER_ERROR object too large for cache");
+                        }
+                        // The old item's flags and expiry stay (memcached ignores the new ones).
+                        let v = if kind == StoreKind::Append { [&c.value[..], &value].concat() } else { [&value, &c.value[..]].concat() };
+                        (v, c.flags, c.expiry_s)
+                    }
+                    _ => (value, flags, expiry_s(exptime, now)),
                 }
-            }
+            };
             let cas = st.cache.new_cas();
-            let it = Item { key: key.into(), value, flags, expiry_s: expiry_s(exptime, now), cas };
+            let it = Item { key: key.into(), value: value.into_boxed_slice(), flags, expiry_s: expiry, cas };
             st.cache.set_item(h, it, now)?;
             st.ops.total_items += 1;
             Ok("STORED")
         };
-        match step() {
+        match step(&mut st) {
             Ok(r) => r.to_string(),
             Err(e) => self.server_error(&mut st, e),
         }
     }
-}
 
-fn log(quiet: bool, msg: &str) {
-    if !quiet {
-        eprintln!("ssdlab cache serve: {msg}");
+    /// incr/decr: memcached's rules. The value must be a decimal number (as C's strtoull reads
+    /// it) of at most 64 bits; incr wraps at 2^64, decr stops at 0; a result shorter than the
+    /// value is padded with spaces to the value's length (memcached rewrites in place).
+    fn arith(&self, incr: bool, key: &[u8], delta: u64) -> String {
+        let mut st = self.state();
+        let now = self.now_ns();
+        let h = key_of(key);
+        let step = |st: &mut State| -> Result<String, CacheError> {
+            let Some(c) = Self::peek(st, h, key, now)? else {
+                if incr {
+                    st.ops.incr_misses += 1
+                } else {
+                    st.ops.decr_misses += 1
+                }
+                return Ok("NOT_FOUND".into());
+            };
+            let Some(v) = (!c.value.is_empty()).then(|| proto::safe_strtoull(&c.value)).flatten() else {
+                return Ok("CLIENT_ERROR cannot increment or decrement non-numeric value".into());
+            };
+            let new = if incr { v.wrapping_add(delta) } else { v.saturating_sub(delta) };
+            if incr {
+                st.ops.incr_hits += 1
+            } else {
+                st.ops.decr_hits += 1
+            }
+            let text = new.to_string();
+            let mut value = text.clone().into_bytes();
+            if value.len() < c.value.len() {
+                value.resize(c.value.len(), b' ');
+            }
+            let cas = st.cache.new_cas();
+            let it = Item { key: key.into(), value: value.into_boxed_slice(), flags: c.flags, expiry_s: c.expiry_s, cas };
+            st.cache.set_item(h, it, now)?;
+            Ok(text)
+        };
+        match step(&mut st) {
+            Ok(r) => r,
+            Err(e) => self.server_error(&mut st, e),
+        }
+    }
+
+    /// A refused line: skip its data block, delete what a failed set must not leave behind.
+    fn refused_line(&self, f: &Refusal) {
+        if let Some(key) = &f.delete_key {
+            let mut st = self.state();
+            st.ops.store_too_large += 1;
+            let now = self.now_ns();
+            if let Err(e) = st.cache.delete_item(key_of(key), key, now) {
+                self.server_error(&mut st, e);
+            }
+        } else if f.skip_bytes > 0 {
+            self.state().ops.store_too_large += 1;
+        }
+    }
+
+    async fn session(&self, conn: Conn) -> Result<(), ConnEnd> {
+        // memcached has no handshake: the idle rules apply from the first byte.
+        conn.established();
+        let mut r = BufReader::with_capacity(16 << 10, conn);
+        let mut out: Vec<u8> = Vec::with_capacity(4096);
+        let mut line_buf: Vec<u8> = Vec::with_capacity(256);
+        let res = self.commands(&mut r, &mut out, &mut line_buf).await;
+        // Whatever was answered goes out, also before a close.
+        let flushed = if out.is_empty() { Ok(()) } else { self.send(&mut r, &mut out).await };
+        res?;
+        flushed.map_err(ConnEnd::from)
+    }
+
+    async fn send(&self, r: &mut BufReader<Conn>, out: &mut Vec<u8>) -> io::Result<()> {
+        r.get_mut().write_all(out).await?;
+        self.bytes_written.fetch_add(out.len() as u64, Ordering::Relaxed);
+        out.clear();
+        Ok(())
+    }
+
+    async fn commands(&self, r: &mut BufReader<Conn>, out: &mut Vec<u8>, line_buf: &mut Vec<u8>) -> Result<(), ConnEnd> {
+        loop {
+            if r.buffer().is_empty() && !out.is_empty() {
+                self.send(r, out).await?;
+            }
+            let first = match r.fill_buf().await?.first() {
+                None => return Ok(()),
+                Some(&b) => b,
+            };
+            if first == BINARY_REQUEST_MAGIC {
+                let mut header = [0u8; 24];
+                // A binary header is 24 bytes; answer with what arrives within a second.
+                let n = tokio::time::timeout(Duration::from_secs(1), r.read_exact(&mut header)).await.map_or(1, |x| x.map_or(1, |_| 24));
+                out.extend_from_slice(&proto::binary_refusal(&header[..n]));
+                return Err(ConnEnd::Protocol("a binary-protocol request (this server speaks the text protocol)".into()));
+            }
+            match self.read_line(r, line_buf).await {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::InvalidData => {
+                    let msg = e.to_string();
+                    line(out, &msg);
+                    return Err(ConnEnd::Protocol(msg));
+                }
+                Err(e) => return Err(e.into()),
+            }
+            self.bytes_read.fetch_add(line_buf.len() as u64 + 1, Ordering::Relaxed);
+            match proto::parse(line_buf, self.max_value_bytes) {
+                Ok(Command::Quit) => return Ok(()),
+                Ok(Command::Get { keys, cas, touch, bad_key }) => {
+                    for key in keys {
+                        self.guarded(|| self.get_one(key, cas, touch, out))?;
+                        if out.len() >= 256 << 10 {
+                            self.send(r, out).await?;
+                        }
+                    }
+                    line(out, if bad_key { "CLIENT_ERROR bad command line format" } else { "END" });
+                }
+                Ok(cmd) => {
+                    let mut data = vec![];
+                    if let Command::Store { bytes, noreply, .. } = cmd {
+                        data.resize(bytes as usize + 2, 0);
+                        r.read_exact(&mut data).await?;
+                        self.bytes_read.fetch_add(data.len() as u64, Ordering::Relaxed);
+                        if !data.ends_with(b"\r\n") {
+                            self.state().ops.cmd_set += 1;
+                            reply(out, "CLIENT_ERROR bad data chunk", noreply);
+                            continue;
+                        }
+                        data.truncate(bytes as usize);
+                    }
+                    self.guarded(|| self.execute(cmd, data, out))?;
+                }
+                Err(f) => {
+                    if f.skip_bytes > 0 {
+                        let n = tokio::io::copy(&mut (&mut *r).take(f.skip_bytes), &mut tokio::io::sink()).await?;
+                        self.bytes_read.fetch_add(n, Ordering::Relaxed);
+                        if n < f.skip_bytes {
+                            return Ok(());
+                        }
+                    }
+                    self.guarded(|| self.refused_line(&f))?;
+                    if f.close {
+                        if !f.reply.is_empty() {
+                            line(out, &f.reply);
+                        }
+                        return Err(ConnEnd::Protocol(if f.reply.is_empty() { "an HTTP request".into() } else { f.reply }));
+                    }
+                    reply(out, &f.reply, f.noreply);
+                }
+            }
+        }
+    }
+
+    /// Read a line (up to `\n`, `\r` stripped) into `out`. Ok(false) at a clean end of stream;
+    /// an error of kind InvalidData for an over-long line (only multi-gets may be long).
+    async fn read_line(&self, r: &mut BufReader<Conn>, out: &mut Vec<u8>) -> io::Result<bool> {
+        out.clear();
+        loop {
+            let buf = r.fill_buf().await?;
+            if buf.is_empty() {
+                return if out.is_empty() { Ok(false) } else { Err(io::Error::new(ErrorKind::UnexpectedEof, "partial line")) };
+            }
+            let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (i, true),
+                None => (buf.len(), false),
+            };
+            let len = out.len() + take;
+            if len > SHORT_LINE_MAX || len > self.opts.max_line_bytes {
+                let mut head = out[..out.len().min(16)].to_vec();
+                head.extend_from_slice(&buf[..take.min(16)]);
+                if !proto::is_get_line(&head) || len > self.opts.max_line_bytes {
+                    let max = if proto::is_get_line(&head) { self.opts.max_line_bytes } else { SHORT_LINE_MAX };
+                    return Err(io::Error::new(
+                        ErrorKind::InvalidData,
+                        format!("CLIENT_ERROR line longer than {max} bytes (only get/gets/gat/gats lines may be long)"),
+                    ));
+                }
+            }
+            out.extend_from_slice(&buf[..take]);
+            r.consume(take + done as usize);
+            if done {
+                if out.last() == Some(&b'\r') {
+                    out.pop();
+                }
+                return Ok(true);
+            }
+        }
     }
 }
 
-/// Bind `opts.listen` (loopback only: the protocol has no authentication).
-pub fn bind(srv: &Server) -> Result<TcpListener, String> {
-    let addr: SocketAddr =
-        srv.opts.listen.parse().map_err(|e| format!("--listen {:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:11211)", srv.opts.listen))?;
-    if !addr.ip().is_loopback() {
-        return Err(format!(
-            "--listen {addr}: only loopback addresses (127.0.0.1, ::1): the memcached protocol has no authentication or encryption"
-        ));
+impl ssdlab_server::Protocol for Server {
+    async fn serve(self: Arc<Self>, conn: Conn) -> ConnEnd {
+        match self.session(conn).await {
+            Ok(()) => ConnEnd::Closed,
+            Err(e) => e,
+        }
     }
-    TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))
+
+    fn refusal(&self, _why: Refused) -> Vec<u8> {
+        format!("SERVER_ERROR too many open connections (--max-connections {})\r\n", self.opts.max_connections).into_bytes()
+    }
 }
 
-/// Serve until SIGINT/SIGTERM; returns the final stats.
+fn core_options(srv: &Server, signals: bool) -> ssdlab_server::Options {
+    let secs = |s: f64| (s > 0.0).then(|| Duration::from_secs_f64(s));
+    ssdlab_server::Options {
+        name: "ssdlab cache serve".into(),
+        listen: srv.opts.listen.clone(),
+        max_connections: srv.opts.max_connections,
+        handshake_timeout: ssdlab_server::DEFAULT_HANDSHAKE_TIMEOUT,
+        idle_timeout: secs(srv.opts.idle_timeout_s),
+        evict_idle_after: secs(srv.opts.evict_idle_after_s),
+        tls: None,
+        tls_mode: ssdlab_server::TlsMode::Implicit,
+        tls_supported: false,
+        allow_remote: false,
+        quiet: srv.opts.quiet,
+        signals,
+        worker_threads: 0,
+        log_interval: Duration::from_secs(5),
+        stats: srv.core.clone(),
+    }
+}
+
+/// Serve on `opts.listen` (loopback only: the protocol has no authentication) until
+/// SIGINT/SIGTERM or the shutdown flag; returns the final stats.
 pub fn serve(srv: Arc<Server>) -> Result<Value, String> {
-    let listener = bind(&srv)?;
-    let mut ids = vec![];
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        ids.push(signal_hook::flag::register(sig, srv.shutdown.clone()).map_err(|e| e.to_string())?);
-    }
-    let r = serve_on(srv, listener);
-    for id in ids {
-        signal_hook::low_level::unregister(id);
-    }
-    r
+    let server = ssdlab_server::Server::bind(core_options(&srv, true), srv.clone())?;
+    run(srv, server)
 }
 
 /// Serve on `listener` until the server's shutdown flag is set; returns the final stats.
 pub fn serve_on(srv: Arc<Server>, listener: TcpListener) -> Result<Value, String> {
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let mut opts = core_options(&srv, false);
+    opts.listen = listener.local_addr().map_err(|e| e.to_string())?.to_string();
+    let server = ssdlab_server::Server::with_listener(opts, Some(listener), srv.clone())?;
+    run(srv, server)
+}
+
+fn run(srv: Arc<Server>, server: ssdlab_server::Server<Server>) -> Result<Value, String> {
     {
         let st = srv.state();
         let c = &st.cache;
-        log(srv.opts.quiet, &format!(
-            "listening on {local}: DRAM {} B, SOC {} buckets of {} B (handle {}), LOC {} regions of {} B (handle {}), FDP {}; values up to {} B, {} connections",
-            c.cfg.dram_bytes, c.soc.buckets, c.soc.bucket_bytes, c.soc.handle.ruh(), c.loc.regions, c.loc.region_bytes, c.loc.handle.ruh(),
+        server.log().info(format!(
+            "listening on {}: DRAM {} B, SOC {} buckets of {} B (handle {}), LOC {} regions of {} B (handle {}), FDP {}; values up to {} B, {} connections",
+            server.local_addr(), c.cfg.dram_bytes, c.soc.buckets, c.soc.bucket_bytes, c.soc.handle.ruh(), c.loc.regions, c.loc.region_bytes, c.loc.handle.ruh(),
             if c.soc.handle.pid.is_some() { "on" } else { "off" }, srv.max_value_bytes, srv.opts.max_connections
         ));
     }
-    let conns: Arc<Mutex<HashMap<u64, TcpStream>>> = Arc::new(Mutex::new(HashMap::new()));
-    let mut threads: Vec<JoinHandle<()>> = vec![];
-    let mut next_id = 0u64;
-    while !srv.shutdown.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((mut s, peer)) => {
-                threads.retain(|t| !t.is_finished());
-                let _ = s.set_nonblocking(false);
-                if srv.active.load(Ordering::Relaxed) >= srv.opts.max_connections {
-                    srv.conns.rejected.fetch_add(1, Ordering::Relaxed);
-                    log(srv.opts.quiet, &format!("refused {peer}: {} connections open (--max-connections)", srv.opts.max_connections));
-                    let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
-                    let _ = s.write_all(
-                        format!("SERVER_ERROR too many open connections (--max-connections {})\r\n", srv.opts.max_connections).as_bytes(),
-                    );
-                    continue;
-                }
-                let _ = s.set_nodelay(true);
-                let id = next_id;
-                next_id += 1;
-                if let Ok(c) = s.try_clone() {
-                    conns.lock().unwrap_or_else(|e| e.into_inner()).insert(id, c);
-                }
-                srv.active.fetch_add(1, Ordering::Relaxed);
-                srv.conns.total.fetch_add(1, Ordering::Relaxed);
-                let (srv2, conns2) = (srv.clone(), conns.clone());
-                threads.push(std::thread::spawn(move || {
-                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| srv2.connection(s))) {
-                        Ok(ConnEnd::Closed) => {}
-                        Ok(ConnEnd::Protocol(m)) => {
-                            srv2.conns.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                            log(srv2.opts.quiet, &format!("{peer}: dropped: {m}"));
-                        }
-                        Ok(ConnEnd::Io(e)) => log(srv2.opts.quiet, &format!("{peer}: {e}")),
-                        Err(p) => {
-                            // A broken invariant (e.g. device bytes that disagree with the
-                            // index): the cache can no longer be trusted. Stop loudly.
-                            let m = p
-                                .downcast_ref::<String>()
-                                .cloned()
-                                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                                .unwrap_or_default();
-                            log(false, &format!("{peer}: internal error, shutting down: {m}"));
-                            srv2.failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(m);
-                            srv2.shutdown.store(true, Ordering::Relaxed);
-                        }
-                    }
-                    conns2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-                    srv2.active.fetch_sub(1, Ordering::Relaxed);
-                }));
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => {
-                log(false, &format!("accept failed: {e}"));
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    }
-    log(srv.opts.quiet, "shutting down");
-    for (_, c) in conns.lock().unwrap_or_else(|e| e.into_inner()).drain() {
-        let _ = c.shutdown(std::net::Shutdown::Both);
-    }
-    for t in threads {
-        let _ = t.join();
-    }
+    let flag = srv.shutdown.clone();
+    let stop = move || flag.load(Ordering::Relaxed);
+    server.run(Some(&stop))?;
     if let Some(f) = srv.failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
         return Err(format!("internal error (a bug in ssdlab; the cache stopped): {f}"));
     }
     let m = srv.summary();
-    log(srv.opts.quiet, &format!(
-        "served {} connections: {} gets (DRAM hit ratio {}, NVM hit ratio {}), {} stores; items DRAM {} SOC {} LOC {}; device host writes {} B, media writes {} B: DLWA {}, ALWA {}",
-        m["total_connections"], m["cmd_get"], m["dram_hit_ratio"], m["nvm_hit_ratio"], m["cmd_set"], m["dram_items"], m["soc_items"], m["loc_items"],
-        m["device_host_write_bytes"], m["device_media_write_bytes"], m["dlwa"], m["alwa"]
-    ));
+    if !srv.opts.quiet {
+        eprintln!(
+            "ssdlab cache serve: served {} connections: {} gets (DRAM hit ratio {}, NVM hit ratio {}), {} stores; items DRAM {} SOC {} LOC {}; device host writes {} B, media writes {} B: DLWA {}, ALWA {}",
+            m["total_connections"], m["cmd_get"], m["dram_hit_ratio"], m["nvm_hit_ratio"], m["cmd_set"], m["dram_items"], m["soc_items"], m["loc_items"],
+            m["device_host_write_bytes"], m["device_media_write_bytes"], m["dlwa"], m["alwa"]
+        );
+    }
     Ok(m)
 }

@@ -103,6 +103,12 @@ struct ServeOpts {
     /// 0: the default (1 MiB, or what a LOC region holds).
     max_value_bytes: u64,
     quiet: bool,
+    /// Seconds (0: never).
+    #[serde(default)]
+    idle_timeout_s: f64,
+    /// Seconds (0: never); None: the server's default.
+    #[serde(default)]
+    evict_idle_after_s: Option<f64>,
 }
 
 /// `ssdlab cache serve`: the cache `cache` (a CacheConfig dict), data-backed on the device
@@ -127,6 +133,8 @@ fn cache_serve<'py>(
             max_connections: o.max_connections,
             max_value_bytes: o.max_value_bytes,
             quiet: o.quiet,
+            idle_timeout_s: o.idle_timeout_s,
+            evict_idle_after_s: o.evict_idle_after_s.unwrap_or(ssdlab_memcached::ServeOptions::default().evict_idle_after_s),
             ..Default::default()
         };
         let srv = ssdlab_memcached::Server::new(cache, opts).map_err(ConfigError::new_err)?;
