@@ -20,10 +20,13 @@ pub mod error;
 pub mod format;
 pub mod memtable;
 pub mod persist;
+pub mod run;
 pub mod sst;
 pub mod store;
+pub mod workload;
 pub mod zonefs;
 
 pub use config::{Compression, GcMethod, LsmConfig, Policy};
 pub use error::{Error, Result};
+pub use run::{run, RunResult, RunSpec};
 pub use store::{Lookup, Store};

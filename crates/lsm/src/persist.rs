@@ -62,6 +62,10 @@ struct Pending {
     /// Files (live or deleted) holding an older version whose bytes are still on the NAND.
     unerased: u32,
     tomb_done: bool,
+    /// The key was written again before the delete persisted (its tombstone was dropped
+    /// under a newer version): older versions then go when that version reaches them, which
+    /// no TTL bounds. Lethe's workloads never write a deleted key again.
+    superseded: bool,
     lsm_ns: Option<u64>,
     values: Vec<Fingerprint>,
 }
@@ -70,6 +74,7 @@ struct Pending {
 #[derive(Debug, Clone, Serialize)]
 pub struct DeleteRecord {
     pub at_ns: u64,
+    pub superseded: bool,
     pub lsm_ns: Option<u64>,
     pub erase_ns: Option<u64>,
 }
@@ -128,6 +133,7 @@ impl Tracker {
             live: 0,
             unerased: 0,
             tomb_done: false,
+            superseded: false,
             lsm_ns: None,
             values: self.fps.remove(key).unwrap_or_default(),
         };
@@ -169,10 +175,12 @@ impl Tracker {
         }
     }
 
-    /// A tombstone was dropped by a flush or compaction (nothing older can exist below).
-    pub fn on_tomb_dropped(&mut self, key: &[u8], seq: u64, now: u64) {
+    /// A tombstone was dropped by a flush or compaction: nothing older can exist below, or
+    /// (`superseded`) a newer version of the key replaces it.
+    pub fn on_tomb_dropped(&mut self, key: &[u8], seq: u64, superseded: bool, now: u64) {
         if let Some(p) = self.pending.get_mut(key).and_then(|ps| ps.iter_mut().find(|p| p.seq == seq)) {
             p.tomb_done = true;
+            p.superseded |= superseded;
             self.settle(key, now);
         }
     }
@@ -180,7 +188,7 @@ impl Tracker {
     /// A file was moved to the last level without being rewritten.
     pub fn on_moved_to_last(&mut self, file: FileId, now: u64) {
         for (key, seq) in self.tombs.get(&file).cloned().unwrap_or_default() {
-            self.on_tomb_dropped(&key, seq, now);
+            self.on_tomb_dropped(&key, seq, false, now);
         }
     }
 
@@ -219,7 +227,7 @@ impl Tracker {
             }
             if p.lsm_ns.is_some() && p.unerased == 0 {
                 let p = ps.remove(i);
-                self.finished.push((key.to_vec(), DeleteRecord { at_ns: p.at_ns, lsm_ns: p.lsm_ns, erase_ns: Some(now) }, p.values));
+                self.finished.push((key.to_vec(), DeleteRecord { at_ns: p.at_ns, superseded: p.superseded, lsm_ns: p.lsm_ns, erase_ns: Some(now) }, p.values));
             } else {
                 i += 1;
             }
@@ -235,11 +243,24 @@ impl Tracker {
         let mut v: Vec<DeleteRecord> = self.finished.iter().map(|(_, r, _)| r.clone()).collect();
         for ps in self.pending.values() {
             for p in ps {
-                v.push(DeleteRecord { at_ns: p.at_ns, lsm_ns: p.lsm_ns, erase_ns: None });
+                v.push(DeleteRecord { at_ns: p.at_ns, superseded: p.superseded, lsm_ns: p.lsm_ns, erase_ns: None });
             }
         }
-        v.sort_by_key(|r| r.at_ns);
+        v.sort_by_key(|r| (r.at_ns, r.lsm_ns, r.erase_ns, r.superseded));
         v
+    }
+
+    /// Pending deletes: (tombstone not at the last level yet, live holders left, unerased
+    /// holders left).
+    pub fn pending_summary(&self) -> (usize, usize, usize) {
+        let ps = self.pending.values().flatten();
+        let (mut a, mut b, mut c) = (0, 0, 0);
+        for p in ps {
+            a += !p.tomb_done as usize;
+            b += (p.live > 0) as usize;
+            c += (p.unerased > 0) as usize;
+        }
+        (a, b, c)
     }
 
     /// Deletes not yet persisted at LSM level.
@@ -255,28 +276,18 @@ impl Tracker {
             state: &'static str,
         }
         let mut who: Vec<Who> = vec![];
+        // Distinct patterns, each with the deletes whose values carry it (values may repeat).
+        let mut index: HashMap<&[u8], usize> = HashMap::new();
         let mut patterns: Vec<&[u8]> = vec![];
-        let mut owner: Vec<usize> = vec![];
+        let mut owners: Vec<Vec<usize>> = vec![];
         for (key, r, values) in &self.finished {
-            let w = who.len();
             who.push(Who { key, at_ns: r.at_ns, state: "erase-persisted" });
-            for fp in values {
-                for p in fp.patterns() {
-                    patterns.push(p);
-                    owner.push(w);
-                }
-            }
+            add_patterns(who.len() - 1, values, &mut index, &mut patterns, &mut owners);
         }
         for (key, ps) in &self.pending {
             for p in ps {
-                let w = who.len();
                 who.push(Who { key, at_ns: p.at_ns, state: if p.lsm_ns.is_some() { "lsm-persisted" } else { "pending" } });
-                for fp in &p.values {
-                    for pat in fp.patterns() {
-                        patterns.push(pat);
-                        owner.push(w);
-                    }
-                }
+                add_patterns(who.len() - 1, &p.values, &mut index, &mut patterns, &mut owners);
             }
         }
         let mut a = Audit { deletes: who.len() as u64, patterns: patterns.len() as u64, ..Default::default() };
@@ -284,15 +295,32 @@ impl Tracker {
             return a;
         }
         let ac = AhoCorasick::new(&patterns).expect("fingerprints build an automaton");
-        let mut found: HashMap<usize, u64> = HashMap::new();
+        let mut seen: Vec<Option<u64>> = vec![None; patterns.len()];
+        let mut left = patterns.len();
         fs.scan_nand(|page, bytes| {
             a.scanned_bytes += bytes.len() as u64;
+            if left == 0 {
+                return;
+            }
             for m in ac.find_overlapping_iter(bytes) {
-                found.entry(owner[m.pattern().as_usize()]).or_insert(page);
+                let s = &mut seen[m.pattern().as_usize()];
+                if s.is_none() {
+                    *s = Some(page);
+                    left -= 1;
+                }
             }
         });
+        let mut found: HashMap<usize, u64> = HashMap::new();
+        for (i, s) in seen.iter().enumerate() {
+            if let Some(page) = s {
+                for &w in &owners[i] {
+                    found.entry(w).or_insert(*page);
+                }
+            }
+        }
+        // `who` follows hash-map order: sort by what is reported, for deterministic output.
         let mut hits: Vec<(usize, u64)> = found.into_iter().collect();
-        hits.sort_unstable();
+        hits.sort_unstable_by(|a, b| (who[a.0].at_ns, who[a.0].key, a.1).cmp(&(who[b.0].at_ns, who[b.0].key, b.1)));
         for (w, page) in hits {
             let x = &who[w];
             match x.state {
@@ -311,6 +339,28 @@ impl Tracker {
             }
         }
         a
+    }
+}
+
+/// Add the patterns of delete `w`'s values, each distinct pattern once.
+fn add_patterns<'a>(
+    w: usize,
+    values: &'a [Fingerprint],
+    index: &mut HashMap<&'a [u8], usize>,
+    patterns: &mut Vec<&'a [u8]>,
+    owners: &mut Vec<Vec<usize>>,
+) {
+    for fp in values {
+        for p in fp.patterns() {
+            let i = *index.entry(p).or_insert_with(|| {
+                patterns.push(p);
+                owners.push(vec![]);
+                patterns.len() - 1
+            });
+            if owners[i].last() != Some(&w) {
+                owners[i].push(w);
+            }
+        }
     }
 }
 

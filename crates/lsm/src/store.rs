@@ -442,13 +442,20 @@ impl Store {
             for v in versions {
                 let stripe = snaps.partition_point(|&s| s < v.seq);
                 if prev_stripe == Some(stripe) {
+                    // Shadowed: a newer version in the same stripe replaces it. A shadowed
+                    // tombstone's work passes to that version.
+                    if v.kind == Kind::Delete {
+                        if let Some(tr) = self.tracker.as_mut() {
+                            tr.on_tomb_dropped(key, v.seq, true, now);
+                        }
+                    }
                     continue;
                 }
                 prev_stripe = Some(stripe);
                 if v.kind == Kind::Delete && stripe == 0 && !self.may_exist_from(key, 0) {
                     self.stats.tombstones_dropped += 1;
                     if let Some(tr) = self.tracker.as_mut() {
-                        tr.on_tomb_dropped(key, v.seq, now);
+                        tr.on_tomb_dropped(key, v.seq, false, now);
                     }
                     continue;
                 }
@@ -648,12 +655,17 @@ impl Store {
                     first = false;
                 }
                 let stripe = snaps.partition_point(|&s| s < seq);
+                if prev_stripe == Some(stripe) && kind == Kind::Delete {
+                    if let Some(tr) = self.tracker.as_mut() {
+                        tr.on_tomb_dropped(k, seq, true, now);
+                    }
+                }
                 if prev_stripe != Some(stripe) {
                     prev_stripe = Some(stripe);
                     if kind == Kind::Delete && stripe == 0 && !self.may_exist_from(k, out + 1) {
                         self.stats.tombstones_dropped += 1;
                         if let Some(tr) = self.tracker.as_mut() {
-                            tr.on_tomb_dropped(k, seq, now);
+                            tr.on_tomb_dropped(k, seq, false, now);
                         }
                     } else {
                         if self.tracker.as_ref().is_some_and(|tr| tr.watches(k)) {
@@ -722,6 +734,9 @@ impl Store {
     /// Per-delete persistence records (tracking on).
     pub fn delete_records(&self) -> Vec<DeleteRecord> {
         self.tracker.as_ref().map(|t| t.records()).unwrap_or_default()
+    }
+    pub fn deletes_pending_summary(&self) -> (usize, usize, usize) {
+        self.tracker.as_ref().map_or((0, 0, 0), |t| t.pending_summary())
     }
     pub fn deletes_pending_lsm(&self) -> usize {
         self.tracker.as_ref().map_or(0, |t| t.pending_lsm())
