@@ -10,7 +10,7 @@
 //! - Zone-aware (seed 000): a queue whose front holds the expired files, ordered as FADE
 //!   orders them, and whose back holds the saturated levels' candidates: low levels by the
 //!   smallest overlapping ratio, high levels by the largest weight
-//!   `w_lsm / (1 + ratio) + w_zns * zone share + w_tomb * tombstone density`.
+//!   `w_lsm / (1 + ratio) + w_zns * zone share + w_tomb * TTL urgency`.
 
 use std::sync::Arc;
 
@@ -89,13 +89,24 @@ impl View<'_> {
         for t in &self.levels[i] {
             let lsm = 1.0 / (1.0 + self.overlap_ratio(t, i));
             let zns = (self.zone_share)(t);
-            let tomb = t.tombstones as f64 / t.entries.max(1) as f64;
+            let tomb = self.urgency(t, i);
             let w = z.weight_lsm * lsm + z.weight_zns * zns + z.weight_tombstone * tomb;
             if best.is_none_or(|(b, _)| w > b) {
                 best = Some((w, t));
             }
         }
         best.map(|(_, t)| t.clone())
+    }
+
+    /// The tombstone factor of the zone-aware weight: how far the file's oldest tombstone is
+    /// through its level's TTL (0: no tombstone, 1: due). Saturation compactions, which run
+    /// anyway, then carry tombstones down before a TTL-triggered compaction has to.
+    pub fn urgency(&self, t: &Table, i: usize) -> f64 {
+        match (t.oldest_tombstone_ns, self.ttl_ns(i)) {
+            (Some(o), Some(ttl)) if ttl > 0 => (self.now_ns.saturating_sub(o) as f64 / ttl as f64).min(1.0),
+            (Some(_), _) => 1.0,
+            _ => 0.0,
+        }
     }
 
     /// Cumulative TTL of level `i` with the tree as it is (None: no TTL there).

@@ -66,8 +66,12 @@ pub struct ZoneAwareConfig {
     /// Weight of the ZNS factor: the share of its zone's live bytes the file holds (compacting
     /// the last live files of a zone lets the zone be reset without migration).
     pub weight_zns: f64,
-    /// Weight of the tombstone factor: tombstones / entries of the file.
+    /// Weight of the tombstone factor: the age of the file's oldest tombstone over its
+    /// level's cumulative TTL (capped at 1).
     pub weight_tombstone: f64,
+    /// Place tombstone files by the lifetime the policy assigns them (off: the zone layer's
+    /// default placement; for ablation).
+    pub tombstone_placement: bool,
     /// Placement: a tombstone file whose assigned lifetime is below this percentile of its
     /// level's observed lifetimes goes to a separate tombstone zone (the document's 75th).
     pub separate_percentile: f64,
@@ -83,6 +87,7 @@ impl Default for ZoneAwareConfig {
             weight_lsm: 1.0,
             weight_zns: 1.0,
             weight_tombstone: 1.0,
+            tombstone_placement: true,
             separate_percentile: 0.75,
             gc_horizon_ns: 0,
         }

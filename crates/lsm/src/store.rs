@@ -510,7 +510,7 @@ impl Store {
     /// percentile of their level's: in separate zones; otherwise as any file of the level.
     fn placement_for(&self, t: &Table, level: usize) -> (Placement, Option<u64>) {
         let default = Placement::Lifetime(Lifetime::of_level(level));
-        if self.cfg.policy != Policy::ZoneAware || t.tombstones == 0 {
+        if self.cfg.policy != Policy::ZoneAware || t.tombstones == 0 || !self.cfg.zone_aware.tombstone_placement {
             return (default, None);
         }
         let (Some(oldest), Some(ttl)) = (t.oldest_tombstone_ns, self.view_ttl(level)) else { return (default, None) };
