@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--resume", action="store_true",
                    help="reuse runs already in OUT/NAME/runs/ whose spec is unchanged (an interrupted reproduction "
                         "goes on where it stopped; results also depend on the ssdlab build, so do not resume across "
-                        "code changes); fdp-cache only")
+                        "code changes); fdp-cache and lsm-deletion")
     x.add_argument("-q", "--quiet", action="store_true")
     x.set_defaults(func=cmd_reproduce)
 
@@ -224,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .fdpcache import add_cli as add_cache_cli
 
     add_cache_cli(sub)
+    from .lsm import add_cli as add_kv_cli
+
+    add_kv_cli(sub)
     return p
 
 

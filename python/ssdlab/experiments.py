@@ -141,7 +141,13 @@ def fdp_cache(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], N
     return reproduce_fdp_cache(spec, mode, out, log, resume=resume)
 
 
-KINDS: Dict[str, Callable[..., Path]] = {"gc-policies": gc_policies, "fdp-cache": fdp_cache}
+def lsm_deletion(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None], resume: bool = False) -> Path:
+    from .lsm import reproduce_lsm_deletion
+
+    return reproduce_lsm_deletion(spec, mode, out, log, resume=resume)
+
+
+KINDS: Dict[str, Callable[..., Path]] = {"gc-policies": gc_policies, "fdp-cache": fdp_cache, "lsm-deletion": lsm_deletion}
 
 
 def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), log: Callable[[str], None] = print,
@@ -158,7 +164,7 @@ def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), 
     out.mkdir(parents=True, exist_ok=True)
     (out / "experiment.json").write_text(json.dumps({"name": name, "mode": mode, "spec": spec}, indent=2) + "\n")
     if resume:
-        if kind != "fdp-cache":
-            raise ValueError(f"--resume is supported by fdp-cache experiments, not {kind!r}")
+        if kind not in ("fdp-cache", "lsm-deletion"):
+            raise ValueError(f"--resume is supported by fdp-cache and lsm-deletion experiments, not {kind!r}")
         return KINDS[kind](spec, mode, out, log, resume=True)
     return KINDS[kind](spec, mode, out, log)

@@ -1,10 +1,11 @@
 //! `make bench`: simulator speed and memory, printed as figures and ratios to the goals.
 //!
 //! Usage: ssdlab-bench [--gib N] [--device-writes X] [--only NAME]
-//!   NAME: notiming | timing | personalities | memory | spi | cache
+//!   NAME: notiming | timing | personalities | memory | spi | cache | lsm
 
 use std::time::Instant;
 
+mod lsm;
 mod spi;
 
 use ssdlab_core::config::{GcPolicy, Pattern, WorkloadConfig};
@@ -32,7 +33,7 @@ fn parse_args() -> Args {
             "--only" => a.only = Some(val),
             "--memory-tib" => a.memory_tib = val.parse().expect("--memory-tib X"),
             "-h" | "--help" => {
-                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|personalities|memory|spi|cache] [--memory-tib T (default 2)]");
+                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|personalities|memory|spi|cache|lsm] [--memory-tib T (default 2)]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other}"),
@@ -275,5 +276,8 @@ fn main() {
     }
     if want("spi") {
         spi::run();
+    }
+    if want("lsm") {
+        lsm::run();
     }
 }

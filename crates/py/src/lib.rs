@@ -6,6 +6,7 @@
 #![allow(clippy::useless_conversion)]
 
 mod cache;
+mod lsm;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -539,5 +540,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(nbd::nbd_stats, m)?)?;
     spi::register(m)?;
     cache::register(m)?;
+    lsm::register(m)?;
     Ok(())
 }
