@@ -279,7 +279,15 @@ impl Store {
         let mut raw = vec![0u8; e.len as usize];
         *t = self.fs.read(table.id, e.offset, &mut raw, *t)?;
         self.stats.block_reads += 1;
-        Ok(open_block(&raw)?.into_owned())
+        match open_block(&raw)? {
+            std::borrow::Cow::Borrowed(b) => {
+                // A raw block: its entries are the sealed bytes minus the 5-byte trailer.
+                let n = b.len();
+                raw.truncate(n);
+                Ok(raw)
+            }
+            std::borrow::Cow::Owned(v) => Ok(v),
+        }
     }
 
     fn search_table(&mut self, table: &Table, key: &[u8], at: u64, t: &mut u64) -> Result<Option<(Kind, Vec<u8>)>> {

@@ -688,7 +688,16 @@ impl ZoneFs {
         let mut w = 0usize;
         let mut tmp = vec![];
         for (lba, sectors, skip) in pieces {
-            tmp.resize((sectors * self.sb) as usize, 0);
+            let bytes = (sectors * self.sb) as usize;
+            if skip == 0 && out.len() - w >= bytes {
+                // Whole sectors: straight into the caller's buffer.
+                let d = self.dev.zns_mut().unwrap().read(lba, sectors as u32, Some(&mut out[w..w + bytes]), now)?;
+                self.stats.zone_read_bytes += bytes as u64;
+                done = done.max(d);
+                w += bytes;
+                continue;
+            }
+            tmp.resize(bytes, 0);
             let d = self.dev.zns_mut().unwrap().read(lba, sectors as u32, Some(&mut tmp), now)?;
             self.stats.zone_read_bytes += sectors * self.sb;
             done = done.max(d);
