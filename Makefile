@@ -9,6 +9,8 @@ setup:
 demo: setup
 	.venv/bin/ssdlab reproduce gc-policies --quick
 	.venv/bin/ssdlab reproduce fdp-cache --quick
+	.venv/bin/ssdlab reproduce vm-baseline --quick
+	.venv/bin/ssdlab reproduce lsm-deletion --quick
 
 test: setup lint test-rust test-python
 
@@ -18,8 +20,11 @@ lint:
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	.venv/bin/ruff check python tests scripts
 
+# The Rust tests run with a temp directory of their own, which must be empty afterwards (the
+# Python tests check theirs in tests/conftest.py).
 test-rust:
-	cargo test --workspace --locked
+	@t=$$(mktemp -d); TMPDIR=$$t cargo test --workspace --locked; rc=$$?; left=$$(ls -A $$t); rm -rf $$t; \
+	if [ -n "$$left" ]; then echo "cargo tests left files in the temp directory: $$left" >&2; exit 1; fi; exit $$rc
 
 test-python:
 	.venv/bin/python -m pytest -q tests

@@ -34,10 +34,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # Pinned build and test tools (runtime deps are pinned in pyproject.toml). Ray is an optional
 # extra (ssdlab[ray]) installed here so the tests cover `ssdlab sweep --ray`; pymemcache is the
-# third-party memcached client the `ssdlab cache serve` tests drive; ruff lints the Python.
+# third-party memcached client the `ssdlab cache serve` tests drive; ruff lints the Python; mypy's
+# stubtest checks the type stubs of ssdlab._native against the built module.
 .venv/bin/python -m pip install -q --disable-pip-version-check \
     "maturin==1.16.0" "pytest==8.4.2" "numpy==2.3.5" "matplotlib==3.10.8" "tqdm==4.70.1" "ray==2.60.0" \
-    "pymemcache==4.0.0" "ruff==0.14.5"
+    "pymemcache==4.0.0" "ruff==0.14.5" "mypy==2.4.1"
 
 echo "setup: building ssdlab (release)"
 mkdir -p target
@@ -46,4 +47,6 @@ if ! VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin deve
     echo "setup: building ssdlab failed (log above, also in target/setup-build.log)" >&2
     exit 1
 fi
+# The guest `ssdlab vm` boots (kernel + initramfs from Debian packages, cached in target/guest/).
+bash scripts/build-guest.sh
 .venv/bin/python -c "import ssdlab; print('setup: ssdlab', ssdlab.__version__, 'ready in .venv')"

@@ -53,7 +53,7 @@ class Served:
         self.args = list(args)
 
     def start(self) -> "Served":
-        self.logf = open(self.log, "w")
+        self.logf = open(self.log, "w")  # noqa: SIM115 (the server's log while it runs; closed in stop)
         self.proc = subprocess.Popen(SSDLAB + ["cache", "serve", str(self.spec), "--listen", f"127.0.0.1:{self.port}"] + self.args,
                                      stdout=self.logf, stderr=subprocess.STDOUT)
         deadline = time.time() + 60

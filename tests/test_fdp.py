@@ -16,22 +16,22 @@ def fdp_device(**fdp):
 
 def test_placed_writes_read_back_and_show_in_ruh_status():
     dev = fdp_device()
-    pid = dev.placement_id(0, 3)
+    pid = dev.fdp.placement_id(0, 3)
     dev.write(0, b"a" * SECTOR * 4, placement=pid)
     dev.write(8 * SECTOR, b"b" * SECTOR)  # default handle
     assert dev.read(0, SECTOR * 4) == b"a" * SECTOR * 4
-    status = dev.fdp_log("ruh_status")
-    ru = dev.fdp_log("configurations")["configurations"][0]["runs"] // SECTOR
+    status = dev.fdp.ruh_status()
+    ru = dev.fdp.configurations()["configurations"][0]["runs"] // SECTOR
     by_handle = {s["handle"]: s["ruamw"] for s in status}
     assert by_handle[3] == ru - 4 and by_handle[0] == ru - 1 and by_handle[1] == ru
-    assert dev.fdp_log("usage") == ["host-specified", "unused", "unused", "host-specified"]
-    dev.ruh_update([pid])
-    assert dev.fdp_log("events")[-1]["kind"] == "ru-not-fully-written"
-    stats = dev.fdp_log("statistics")
+    assert dev.fdp.usage() == ["host-specified", "unused", "unused", "host-specified"]
+    dev.fdp.ruh_update([pid])
+    assert dev.fdp.events()[-1]["kind"] == "ru-not-fully-written"
+    stats = dev.fdp.statistics()
     assert stats["hbmw"] == 5 * SECTOR
     assert stats["mbmw"] == 4 * SECTOR, "the default handle's sector is still in the write buffer"
     dev.flush()
-    stats = dev.fdp_log("statistics")
+    stats = dev.fdp.statistics()
     assert stats["mbmw"] == 8 * SECTOR, "flush pads and programs the buffered page"
 
 
@@ -41,7 +41,7 @@ def test_invalid_placement_is_an_nvme_error_naming_the_status():
         dev.write(0, b"x" * SECTOR, placement=77)
     plain = Device("tiny")
     with pytest.raises(ssdlab.NvmeError, match="FDP Disabled"):
-        plain.fdp_log("statistics")
+        plain.fdp.statistics()
 
 
 def test_fdp_segregation_beats_the_same_device_without_fdp():
@@ -68,13 +68,13 @@ def test_fdp_preset_is_the_papers_shape():
 
 def test_fdp_preset_offers_configurations_chosen_at_format_time():
     dev = Device("fdp-ssd", fdp={"configuration": 2})
-    log = dev.fdp_log("configurations")
+    log = dev.fdp.configurations()
     assert log["number_of_configurations"] == 3 and log["configuration_in_use"] == 2
     assert [(c["nrg"], c["nruh"], c["ruh_descriptors"][0]["type"]) for c in log["configurations"]] == [
         (1, 8, "initially-isolated"), (1, 8, "persistently-isolated"), (4, 8, "initially-isolated")]
     # Four reclaim groups: placement identifiers carry the group in their top bits.
-    assert len(dev.fdp_log("ruh_status")) == 32
-    assert dev.placement_id(3, 0) != dev.placement_id(0, 0)
+    assert len(dev.fdp.ruh_status()) == 32
+    assert dev.fdp.placement_id(3, 0) != dev.fdp.placement_id(0, 0)
     with pytest.raises(ssdlab.ConfigError, match="fdp.configuration"):
         Device("fdp-ssd", fdp={"configuration": 5})
 

@@ -77,16 +77,16 @@ def test_reproduce_writes_report_csv_and_figures(report):
     md = (report / "report.md").read_text()
     assert "| quantity | paper | ssdlab |" in md
     assert "Theorem 1" in md
-    rows = list(csv.DictReader(open(report / "results.csv")))
+    rows = list(csv.DictReader((report / "results.csv").read_text().splitlines()))
     assert len(rows) == 7  # 2 utilisations x FDP on/off, one more SOC size, 1 variant x FDP on/off
     runs = sorted(p.name for p in (report / "runs").iterdir())
     assert "kvcache_u100_soc4_fdp" in runs and "twitter-cluster12_u100_soc4_nofdp" in runs
-    ts = list(csv.DictReader(open(report / "runs" / "kvcache_u50_soc4_fdp" / "timeseries.csv")))
+    ts = list(csv.DictReader((report / "runs" / "kvcache_u50_soc4_fdp" / "timeseries.csv").read_text().splitlines()))
     assert len(ts) > 10 and float(ts[-1]["device_writes"]) > 3.0
 
 
 def test_fdp_beats_mixing_and_leaves_the_cache_unchanged(report):
-    by = {r["run"]: r for r in csv.DictReader(open(report / "results.csv"))}
+    by = {r["run"]: r for r in csv.DictReader((report / "results.csv").read_text().splitlines())}
     on, off = by["kvcache_u100_soc4_fdp"], by["kvcache_u100_soc4_nofdp"]
     assert float(on["dlwa"]) < 1.1
     assert float(off["dlwa"]) > 2 * float(on["dlwa"])

@@ -8,25 +8,27 @@ True
 """
 
 from . import _native
-from ._native import ConfigError, DeviceError, NvmeError, SnapshotError, SsdlabError, TraceError
-from .device import Device, Mix, Report, Workload, resolve_config
+from ._native import ConfigError, DeviceError, Fdp, NvmeError, Ocssd, SnapshotError, SsdlabError, TraceError, Zns
+from .config import resolve_config
+from .device import Device, Report
 from .sweep import SweepError, sweep
+from .workload import Mix, Workload
 
-__version__ = _native.__version__
+__version__: str = _native.__version__
 
 __all__ = [
-    "Device", "Workload", "Mix", "Report", "resolve_config", "NvmeError", "presets", "trace_formats", "config_show",
-    "waf_fifo", "waf_greedy", "SsdlabError", "ConfigError", "TraceError", "DeviceError", "SnapshotError",
-    "sweep", "SweepError",
+    "Device", "Workload", "Mix", "Report", "Fdp", "Zns", "Ocssd", "resolve_config", "NvmeError", "presets",
+    "trace_formats", "config_show", "waf_fifo", "waf_greedy", "SsdlabError", "ConfigError", "TraceError", "DeviceError",
+    "SnapshotError", "sweep", "SweepError",
 ]
 
 
-def presets() -> list:
+def presets() -> list[str]:
     """Names of the device presets."""
     return list(_native.preset_names())
 
 
-def trace_formats() -> list:
+def trace_formats() -> list[str]:
     """Trace formats ``Device.replay`` reads."""
     return list(_native.trace_formats())
 

@@ -9,7 +9,6 @@ docs/case-studies/fdp-cache.md, "Serving real clients".
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from typing import Any, Dict, Optional
@@ -24,7 +23,7 @@ def serve(device: Dict[str, Any], cache: Optional[Dict[str, Any]] = None, listen
     SIGTERM. ``max_value_bytes`` 0 means 1 MiB, or less if a LOC region holds less. Returns
     the final stats (memcached's ``stats`` fields and ssdlab's: DLWA, hit ratios, ALWA, ...)."""
     opts = {"listen": listen, "max_connections": max_connections, "max_value_bytes": max_value_bytes, "quiet": quiet}
-    full_cache = {**json.loads(_native.cache_defaults())["cache"], **(cache or {})}
+    full_cache = {**_native.cache_defaults()["cache"], **(cache or {})}
     # The server handles SIGINT itself (a clean shutdown with a summary); Python's handler
     # would raise KeyboardInterrupt after it returned.
     previous = None
@@ -33,7 +32,7 @@ def serve(device: Dict[str, Any], cache: Optional[Dict[str, Any]] = None, listen
     except ValueError:  # not the main thread
         pass
     try:
-        return json.loads(_native.cache_serve(json.dumps(device), json.dumps(full_cache), json.dumps(opts)))
+        return _native.cache_serve(device, full_cache, opts)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
@@ -43,7 +42,7 @@ def cmd_serve(args, device: Dict[str, Any], spec: Dict[str, Any]) -> int:
     """`ssdlab cache serve SPEC`: ``device`` and ``spec`` come from the cache spec file."""
     from .nbd import parse_bytes
 
-    known = set(json.loads(_native.cache_defaults()))
+    known = set(_native.cache_defaults())
     unknown = sorted(set(spec) - known)
     if unknown:
         raise ValueError(f"{args.path}: unknown top-level key(s) {', '.join(unknown)}; a cache spec has [device], "

@@ -12,6 +12,8 @@ from typing import List, Optional
 
 from . import _native
 from ._native import SsdlabError
+from .runners import parse_bytes
+from .args import Parser, int_in
 from .spi import add_spi_parser
 
 EPILOG = """examples:
@@ -23,6 +25,7 @@ EPILOG = """examples:
   ssdlab sweep experiments/sweeps/op-x-gc.toml --out runs/op-x-gc   # a grid on all cores
   ssdlab serve my.toml --image disk.img     # an NBD disk: qemu-io -f raw nbd://127.0.0.1:10809/ssdlab
   ssdlab stats 127.0.0.1:10809              # its live DLWA, latency, requests
+  ssdlab vm my.toml --fio job.fio --out runs/vm   # a Linux guest on the emulated SSD (docs/vm.md)
 """
 
 
@@ -51,11 +54,24 @@ def _finish_run(rep, out: Path, started: float, quiet: bool) -> int:
     return 0
 
 
+def _warn_reserve(cfg: dict) -> None:
+    """Say so when the FTL's reserve eats more than a third of the configured spare."""
+    size = _native.config_sizing(cfg)
+    reserve, spare = size.get("reserve_steady_blocks"), size.get("spare_blocks")
+    if reserve is not None and spare and reserve > spare / 3:
+        e = size["effective"]
+        print(f"ssdlab: warning: the FTL holds back about {reserve:.0f} of the {spare:.0f} spare blocks (open blocks of "
+              f"every write stream on every die, GC watermarks): the effective spare is {e['spare_factor'] * 100:.2f}% of "
+              f"{size['spare_factor'] * 100:.2f}% configured (`ssdlab config check` has the details)", file=sys.stderr)
+
+
 def cmd_run(args) -> int:
     from .device import Device
 
     started = time.time()
     dev = Device(config=args.config)
+    if not args.quiet:
+        _warn_reserve(dev.config)
     rep = dev.run(progress=_progress_wanted(args))
     return _finish_run(rep, Path(args.out), started, args.quiet)
 
@@ -68,8 +84,16 @@ def cmd_replay(args) -> int:
     if args.precondition:
         dev.precondition(progress=_progress_wanted(args))
     qd = None if args.timestamps else args.queue_depth
+    if Path(args.trace).is_dir():
+        raise ValueError(f"{args.trace}: is a directory; expected a {args.format} trace file")
     rep = dev.replay(args.trace, args.format, queue_depth=qd, max_ops=args.max_ops, progress=_progress_wanted(args),
                      blkparse_action=args.blkparse_action)
+    t = rep.metrics.get("trace", {})
+    if t.get("skipped_lines") and not args.quiet:
+        nums = ", ".join(map(str, t["skipped_line_numbers"]))
+        more = ", ..." if t["skipped_lines"] > len(t["skipped_line_numbers"]) else ""
+        print(f"ssdlab replay: {args.trace}: {t['records']} records replayed, {t['skipped_lines']} lines skipped "
+              f"(lines {nums}{more}): not {args.format} requests", file=sys.stderr)
     return _finish_run(rep, Path(args.out), started, args.quiet)
 
 
@@ -87,28 +111,39 @@ def cmd_config(args) -> int:
     elif args.action == "keys":
         sys.stdout.write(_native.config_markdown())
     elif args.action == "check":
-        text = Path(args.preset).read_text()
-        size = json.loads(_native.config_sizing(_native.config_from_toml(text, args.preset)))
+        from .config import check_file
+
+        size = _native.config_sizing(check_file(args.preset))
         gib = 2**30
         print(f"{args.preset}: ok: {size['logical_bytes'] / gib:.2f} GiB logical of {size['physical_bytes'] / gib:.2f} GiB "
               f"raw ({size['good_blocks']} good blocks)")
-        if size.get("reserve_blocks") is not None:
-            print(f"  FTL reserve: {size['reserve_blocks']} of {size['spare_blocks']:.0f} spare blocks kept free or open "
-                  "(GC watermarks, one open block per plane and die of each write stream)")
+        if size.get("reserve_steady_blocks") is not None:
+            e = size["effective"]
+            print(f"  FTL reserve: about {size['reserve_steady_blocks']:.0f} of {size['spare_blocks']:.0f} spare blocks held back "
+                  "in steady state (GC watermark, open blocks of every write stream, victims in progress); "
+                  f"effective spare {e['spare_factor'] * 100:.2f}% (configured {size['spare_factor'] * 100:.2f}%)")
+            if e["waf_greedy"] is not None:
+                print(f"  uniform random overwrites at that spare: WAF about {e['waf_greedy']:.2f} greedy, "
+                      f"{e['waf_fifo']:.2f} FIFO (Desnoyers' models)")
         avail = size.get("available_memory_bytes")
+        data = size["data_bytes_max"]
         print(f"  memory: about {size['memory_bytes'] / gib:.2f} GiB"
+              + (f", up to {(size['memory_bytes'] + data) / gib:.2f} GiB once every sector holds data" if data else "")
               + (f" ({avail / gib:.1f} GiB available)" if avail is not None else ""))
         if avail is not None and size["memory_bytes"] > avail:
             print(f"ssdlab: error: {args.preset}: needs more memory than is available; runs refuse it unless forced "
                   "(--force, or SSDLAB_IGNORE_MEMORY_ESTIMATE=1)", file=sys.stderr)
             return 1
+        if avail is not None and size["memory_bytes"] + data > avail:
+            print(f"ssdlab: warning: {args.preset}: its contents would not fit in memory once the host has written "
+                  f"{(avail - size['memory_bytes']) / gib:.1f} GiB of non-zero data", file=sys.stderr)
     elif args.action == "presets":
         print("\n".join(_native.preset_names()))
     return 0
 
 
 def cmd_reproduce(args) -> int:
-    from .experiments import available, reproduce
+    from .experiments import ReproductionError, available, reproduce
 
     if args.list:
         print("\n".join(available()))
@@ -118,7 +153,13 @@ def cmd_reproduce(args) -> int:
         return 2
     mode = "full" if args.full else "quick"
     started = time.time()
-    md = reproduce(args.name, mode, Path(args.out), log=(lambda s: None) if args.quiet else print, resume=args.resume)
+    memory = parse_bytes(args.memory) if args.memory else None
+    try:
+        md = reproduce(args.name, mode, Path(args.out), log=(lambda s: None) if args.quiet else print, resume=args.resume,
+                       backend="ray" if args.ray else "local", jobs=args.jobs, ray_address=args.ray, memory_bytes=memory)
+    except ReproductionError as e:
+        print(f"ssdlab: {e}", file=sys.stderr)
+        return 1
     print(f"{md} ({time.time() - started:.0f} s)")
     return 0
 
@@ -131,7 +172,8 @@ def cmd_sweep(args) -> int:
     backend = "ray" if args.ray else "local"
     say = (lambda s: None) if args.quiet else print
     _, summary = run_sweep(spec, out, backend=backend, jobs=args.jobs, ray_address=args.ray,
-                           progress=not args.quiet and sys.stderr.isatty(), log=say)
+                           progress=not args.quiet and sys.stderr.isatty(), log=say,
+                           memory_bytes=parse_bytes(args.memory) if args.memory else None)
     say(f"{summary['points']} points: {summary['ran']} run, {summary['skipped']} skipped (done before), "
         f"{summary['failed']} failed, {summary['not_run']} not run  ({summary['wall_seconds']:.1f} s wall, "
         f"{backend})")
@@ -154,8 +196,21 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def _add_pool_options(p: argparse.ArgumentParser) -> None:
+    """Where the points of a sweep or reproduction run (docs/sweeps.md)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--jobs", "-j", type=int_in(1, 4096), help="local worker processes (default: all cores)")
+    g.add_argument("--ray", metavar="ADDRESS|auto",
+                   help="run on Ray: auto starts a local Ray on 127.0.0.1, host:port joins a cluster")
+    p.add_argument("--memory", metavar="SIZE",
+                   help="memory the points running at once may use together, e.g. 16G (local pool; default: what "
+                        "is available when it starts; each point's peak is estimated before it runs)")
+    p.add_argument("--force", action="store_true",
+                   help="run a point even if its memory estimate exceeds what is available")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ssdlab", description="A fast, deterministic flash-storage emulation lab.",
+    p = Parser(prog="ssdlab", description="A fast, deterministic flash-storage emulation lab.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"ssdlab {_native.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
@@ -174,9 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--preset", default="default")
     rp.add_argument("--out", required=True)
     rp.add_argument("--timestamps", action="store_true", help="honour the trace's arrival times (open loop)")
-    rp.add_argument("--queue-depth", type=int, default=32, help="closed-loop depth when timestamps are ignored")
+    rp.add_argument("--queue-depth", type=int_in(1, 1 << 20), default=32, help="closed-loop depth when timestamps are ignored")
     rp.add_argument("--precondition", action="store_true", help="run the device's [precondition] first")
-    rp.add_argument("--max-ops", type=int, default=0)
+    rp.add_argument("--max-ops", type=int_in(0, 1 << 62), default=0, help="stop after this many records (0: all)")
     rp.add_argument("--blkparse-action", default="Q", help="blkparse event to replay (default Q)")
     rp.add_argument("--force", action="store_true", help="build the device even if its memory estimate exceeds the memory available")
     rp.add_argument("-q", "--quiet", action="store_true")
@@ -199,9 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--out", default="reports")
     x.add_argument("--list", action="store_true")
     x.add_argument("--resume", action="store_true",
-                   help="reuse runs already in OUT/NAME/runs/ whose spec is unchanged (an interrupted reproduction "
-                        "goes on where it stopped; results also depend on the ssdlab build, so do not resume across "
-                        "code changes); fdp-cache and lsm-deletion")
+                   help="reuse points already in OUT/NAME/points/ whose input is unchanged (an interrupted or partly "
+                        "failed reproduction goes on where it stopped; results also depend on the ssdlab build, so do "
+                        "not resume across code changes)")
+    _add_pool_options(x)
     x.add_argument("-q", "--quiet", action="store_true")
     x.set_defaults(func=cmd_reproduce)
 
@@ -210,10 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "OUT/results.csv and OUT/plots/. Re-running skips finished points.")
     sw.add_argument("sweep", help="sweep file (TOML: base or preset, [grid], [zip], metrics)")
     sw.add_argument("--out", required=True, help="output directory (points/, results.csv, plots/)")
-    g = sw.add_mutually_exclusive_group()
-    g.add_argument("--jobs", "-j", type=int, help="local worker processes (default: all cores)")
-    g.add_argument("--ray", metavar="ADDRESS|auto",
-                   help="run on Ray: auto starts a local Ray on 127.0.0.1, host:port joins a cluster")
+    _add_pool_options(sw)
     sw.add_argument("-q", "--quiet", action="store_true")
     sw.set_defaults(func=cmd_sweep)
 
@@ -224,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .fdpcache import add_cli as add_cache_cli
 
     add_cache_cli(sub)
+    from .vm import add_parser as add_vm_parser
+
+    add_vm_parser(sub)
     from .lsm import add_cli as add_kv_cli
 
     add_kv_cli(sub)
@@ -245,6 +301,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print("ssdlab: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug: still one line for the user, the traceback on request
+        if os.environ.get("SSDLAB_TRACEBACK"):
+            raise
+        print(f"ssdlab: internal error: {type(e).__name__}: {e} (SSDLAB_TRACEBACK=1 shows where)", file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":

@@ -1,130 +1,35 @@
-"""Devices, workloads and run reports: the Python face of the ssdlab core."""
+"""Devices and run reports: the Python face of the ssdlab core.
+
+``Device`` holds what every personality shares (host I/O in bytes, runs, replays, snapshots,
+counters); the commands of one personality live on a sub-object, in the manner of Polars'
+``df.str`` / ``df.dt``::
+
+    dev.fdp     FDP placement identifiers, log pages, Reclaim Unit Handle Update (conventional)
+    dev.zns     zone info, Zone Append, Zone Management Send/Receive, failure injection (zns)
+    dev.ocssd   geometry, chunk info, vector read/write/reset, chunk copy, wear (ocssd)
+
+Asking for the sub-object of another personality raises ``NvmeError`` naming the device's
+personality. The sub-objects are ``ssdlab._native`` classes (``ssdlab.Fdp``, ``ssdlab.Zns``,
+``ssdlab.Ocssd``), documented in their docstrings and python/ssdlab/_native.pyi.
+"""
 
 from __future__ import annotations
 
 import io
 import json
 import os
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any
 
 import numpy as np
 
 from . import _native
+from .config import ConfigSource, PathLike, resolve
+from .workload import Mix, Workload
 
-PathLike = Union[str, "os.PathLike[str]"]
-
-SECTIONS = ("geometry", "timing", "media", "ftl", "fdp", "zns", "workload", "precondition", "metrics")
-
-
-def _merge(base: Dict[str, Any], over: Mapping[str, Any]) -> Dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
-            out[k] = _merge(out[k], v)
-        else:
-            out[k] = v
-    return out
-
-
-def _load_toml(path: Path) -> Dict[str, Any]:
-    text = path.read_text()
-    # Validate with the core (file/line/key in errors), then read back the resolved config.
-    return json.loads(_native.config_from_toml(text, str(path)))
-
-
-def resolve_config(preset: Optional[str] = None, config: Union[None, PathLike, Mapping[str, Any]] = None,
-                   **sections: Mapping[str, Any]) -> Dict[str, Any]:
-    """Build a complete, validated config: a preset, then a file or dict, then section overrides.
-
-    >>> cfg = resolve_config("tiny", ftl={"gc_policy": "fifo"})
-    >>> cfg["ftl"]["gc_policy"]
-    'fifo'
-    """
-    user: Dict[str, Any] = {}
-    if config is not None:
-        if isinstance(config, Mapping):
-            user = dict(config)
-        else:
-            user = _load_toml(Path(config))
-    if preset is not None:
-        user = {**user, "preset": preset}
-    for name, values in sections.items():
-        if name in ("seed", "storage", "personality"):
-            user[name] = values
-            continue
-        if name not in SECTIONS:
-            raise TypeError(f"unknown config section {name!r}; valid: seed, storage, personality, {', '.join(SECTIONS)}")
-        user = _merge(user, {name: dict(values)})
-    return json.loads(_native.config_resolve(json.dumps(user)))
-
-
-@dataclass
-class Workload:
-    """A synthetic workload (the ``[workload]`` table of a config).
-
-    ``block_bytes`` may be one size or a list (with ``block_weights``). Stop after
-    ``stop_device_writes`` times the logical capacity, ``stop_ops`` commands,
-    ``stop_host_write_bytes`` or ``stop_sim_ns`` (whichever comes first; 0 = no limit).
-    """
-
-    pattern: str = "uniform"
-    zipf_theta: float = 0.99
-    hot_space: float = 0.2
-    hot_writes: float = 0.8
-    read_fraction: float = 0.0
-    trim_fraction: float = 0.0
-    block_bytes: Union[int, Sequence[int]] = 4096
-    block_weights: Optional[Sequence[float]] = None
-    offset: float = 0.0
-    span: float = 1.0
-    placement: int = -1
-    queue_depth: int = 32
-    rate_iops: float = 0.0
-    arrival: str = "poisson"
-    stop_ops: int = 0
-    stop_host_write_bytes: int = 0
-    stop_sim_ns: int = 0
-    stop_device_writes: float = 0.0
-
-    def to_dict(self) -> Dict[str, Any]:
-        d = dict(self.__dict__)
-        sizes = [d["block_bytes"]] if isinstance(d["block_bytes"], int) else list(d["block_bytes"])
-        d["block_bytes"] = sizes
-        d["block_weights"] = list(d["block_weights"]) if d["block_weights"] is not None else [1.0] * len(sizes)
-        if not any((d["stop_ops"], d["stop_host_write_bytes"], d["stop_sim_ns"], d["stop_device_writes"])):
-            d["stop_device_writes"] = 1.0
-        return d
-
-
-@dataclass
-class Mix:
-    """Several workloads interleaved by weight (per command), e.g. a sequential stream on one
-    FDP placement handle and random overwrites on another::
-
-        Mix([(Workload(pattern="sequential", span=0.5, block_bytes=131072, placement=0), 1),
-             (Workload(pattern="uniform", offset=0.5, span=0.4, placement=1), 32)],
-            stop_device_writes=2.0)
-
-    Stop conditions and the queue depth (or rate) come from this object, not the parts.
-    """
-
-    parts: Sequence[Any]
-    stop_device_writes: float = 0.0
-    stop_ops: int = 0
-    stop_host_write_bytes: int = 0
-    stop_sim_ns: int = 0
-    queue_depth: int = 32
-    rate_iops: float = 0.0
-    arrival: str = "poisson"
-
-    def _json(self):
-        parts = [[w.to_dict(), float(weight)] for w, weight in self.parts]
-        stop = Workload(stop_device_writes=self.stop_device_writes, stop_ops=self.stop_ops,
-                        stop_host_write_bytes=self.stop_host_write_bytes, stop_sim_ns=self.stop_sim_ns,
-                        queue_depth=self.queue_depth, rate_iops=self.rate_iops, arrival=self.arrival).to_dict()
-        return json.dumps(parts), json.dumps(stop)
+__all__ = ["Device", "Report", "Workload", "Mix"]
 
 
 class Report:
@@ -134,13 +39,13 @@ class Report:
     attribute (``report.dlwa``). ``report.series`` holds the time series as numpy arrays.
     """
 
-    def __init__(self, metrics: Dict[str, Any], series_csv: str, interrupted: bool = False):
+    def __init__(self, metrics: dict[str, Any], series_csv: str, interrupted: bool = False):
         self.metrics = metrics
         self.series_csv = series_csv
         self.interrupted = interrupted
         data = np.genfromtxt(io.StringIO(series_csv), delimiter=",", names=True, dtype=None, encoding=None)
         data = np.atleast_1d(data)
-        self.series: Dict[str, np.ndarray] = {name: np.asarray(data[name]) for name in data.dtype.names}
+        self.series: dict[str, np.ndarray] = {name: np.asarray(data[name]) for name in data.dtype.names}
 
     def __getitem__(self, key: str) -> Any:
         return self.metrics[key]
@@ -152,11 +57,11 @@ class Report:
         raise AttributeError(key)
 
     @property
-    def latency(self) -> Dict[str, Dict[str, float]]:
+    def latency(self) -> dict[str, dict[str, float]]:
         """Latency summaries per operation (ns): count, p50, p90, p99, p999, p9999, max, mean."""
         return self.metrics["latency_ns"]
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.metrics)
 
     def save(self, out_dir: PathLike) -> Path:
@@ -170,6 +75,34 @@ class Report:
     def __repr__(self) -> str:
         return (f"Report(dlwa={self.metrics.get('dlwa')}, host_write_bytes={self.metrics.get('host_write_bytes')}, "
                 f"gc_events={self.metrics.get('gc_events')}, interrupted={self.interrupted})")
+
+
+def _report(out: tuple[dict[str, Any], str, bool]) -> Report:
+    metrics, csv, interrupted = out
+    return Report(metrics, csv, interrupted)
+
+
+FDP_LOGS = ("configurations", "usage", "statistics", "events", "ruh_status")
+
+
+def _deprecated(old: str, new: str, call: Callable[..., Any]) -> Callable[..., Any]:
+    """``Device.old``: a thin alias of ``dev.new`` that warns (kept for one release)."""
+
+    def alias(self: Device, *args: Any, **kwargs: Any) -> Any:
+        warnings.warn(f"Device.{old} is deprecated and goes in the next release; use dev.{new}",
+                      DeprecationWarning, stacklevel=2)
+        return call(self, *args, **kwargs)
+
+    alias.__name__ = old
+    alias.__qualname__ = f"Device.{old}"
+    alias.__doc__ = f"Deprecated: use ``dev.{new}``."
+    return alias
+
+
+def _fdp_log(dev: Device, which: str) -> Any:
+    if which not in FDP_LOGS:
+        raise ValueError(f"unknown FDP log {which!r}; valid: {', '.join(FDP_LOGS)}")
+    return getattr(dev.fdp, which)()
 
 
 class Device:
@@ -186,24 +119,30 @@ class Device:
         **sections: overrides per table, e.g. ``ftl={"gc_policy": "fifo"}``, ``seed=7``.
     """
 
-    def __init__(self, preset: Optional[str] = None, config: Union[None, PathLike, Mapping[str, Any]] = None,
-                 **sections: Any):
-        cfg = resolve_config(preset, config, **sections)
-        self._dev = _native.NativeDevice(json.dumps(cfg))
+    _dev: _native.NativeDevice
+
+    def __init__(self, preset: str | None = None, config: ConfigSource = None, **sections: Any):
+        self._dev = _native.NativeDevice(resolve(preset, config, **sections))
 
     @classmethod
-    def _wrap(cls, native: Any) -> "Device":
+    def _wrap(cls, native: _native.NativeDevice) -> Device:
         d = cls.__new__(cls)
         d._dev = native
         return d
 
     @property
-    def config(self) -> Dict[str, Any]:
+    def config(self) -> dict[str, Any]:
         """The complete configuration in force."""
-        return json.loads(self._dev.config_json())
+        return self._dev.config
+
+    @property
+    def personality(self) -> str:
+        """``"conventional"``, ``"zns"`` or ``"ocssd"``."""
+        return self._dev.personality
 
     @property
     def logical_bytes(self) -> int:
+        """Host-visible capacity in bytes."""
         return self._dev.logical_bytes
 
     @property
@@ -212,16 +151,35 @@ class Device:
         return self._dev.now_ns
 
     @property
-    def counters(self) -> Dict[str, int]:
+    def counters(self) -> dict[str, int]:
         """Lifetime counters (host and NAND bytes, erases, GC work)."""
-        return json.loads(self._dev.counters_json())
+        return self._dev.counters
+
+    @property
+    def fdp(self) -> _native.Fdp:
+        """FDP commands and log pages (conventional devices; with FDP off they fail with the
+        NVMe status FDP Disabled): ``placement_id``, ``configurations``, ``usage``,
+        ``statistics``, ``events``, ``ruh_status``, ``ruh_update``."""
+        return self._dev.fdp
+
+    @property
+    def zns(self) -> _native.Zns:
+        """Zoned namespace commands (personality ``zns``): ``info``, ``append``, ``action``,
+        ``report``, ``inject_state``."""
+        return self._dev.zns
+
+    @property
+    def ocssd(self) -> _native.Ocssd:
+        """Open-channel commands (personality ``ocssd``): ``geometry``, ``lba``, ``chunk_info``,
+        ``vector_write``, ``vector_read``, ``vector_reset``, ``copy_chunk``, ``wear``."""
+        return self._dev.ocssd
 
     def precondition(self, progress: bool = False) -> None:
         """Bring the device to the state its ``[precondition]`` table asks for (not measured)."""
         if self._dev.precondition(progress):
             raise KeyboardInterrupt
 
-    def run(self, workload: Union[None, Workload, "Mix"] = None, progress: bool = False) -> Report:
+    def run(self, workload: Workload | Mix | None = None, progress: bool = False) -> Report:
         """Run a workload and return its report.
 
         With no workload: precondition, then run the config's own ``[workload]``. With a
@@ -230,120 +188,49 @@ class Device:
         ``interrupted``.
         """
         if isinstance(workload, Mix):
-            parts, stop = workload._json()
-            metrics, csv, interrupted = self._dev.run_mix(parts, stop, progress)
-            return Report(json.loads(metrics), csv, interrupted)
-        w = None if workload is None else json.dumps(workload.to_dict())
-        metrics, csv, interrupted = self._dev.run(w, progress)
-        return Report(json.loads(metrics), csv, interrupted)
+            parts, stop = workload.tables()
+            return _report(self._dev.run_mix(parts, stop, progress))
+        if workload is not None and not isinstance(workload, Workload):
+            raise TypeError(f"run() takes a Workload or a Mix, got {type(workload).__name__}")
+        return _report(self._dev.run(None if workload is None else workload.to_dict(), progress))
 
-    def replay(self, trace: PathLike, format: str, queue_depth: Optional[int] = None, max_ops: int = 0,
+    def replay(self, trace: PathLike, format: str, queue_depth: int | None = None, max_ops: int = 0,
                progress: bool = False, blkparse_action: str = "Q") -> Report:
         """Replay a block trace (formats: ``ssdlab.trace_formats()``).
 
         ``queue_depth=None`` honours the trace's timestamps (open loop; needs timing);
         a number ignores them and keeps that many commands in flight.
         """
-        metrics, csv, interrupted = self._dev.replay(os.fspath(trace), format, queue_depth, max_ops, progress,
-                                                     blkparse_action)
-        return Report(json.loads(metrics), csv, interrupted)
+        return _report(self._dev.replay(os.fspath(trace), format, queue_depth, max_ops, progress, blkparse_action))
 
     # Host I/O in bytes (offsets and lengths are multiples of the sector size).
-    def write(self, offset: int, data: bytes, fua: bool = False, placement: Optional[int] = None) -> int:
+    def write(self, offset: int, data: bytes, fua: bool = False, placement: int | None = None) -> int:
         """Write ``data``; returns the simulated completion time (ns).
 
-        ``placement`` is an FDP placement identifier (see :meth:`placement_id`); it is ignored
-        when FDP is off and rejected with :class:`ssdlab.NvmeError` when it names no handle.
+        ``placement`` is an FDP placement identifier (see ``dev.fdp.placement_id``); it is
+        ignored when FDP is off and rejected with :class:`ssdlab.NvmeError` when it names no
+        handle.
         """
         return self._dev.write(offset, data, fua, placement)
 
     def read(self, offset: int, length: int) -> bytes:
+        """Read ``length`` bytes (never-written sectors read as zeros)."""
         return bytes(self._dev.read(offset, length))
 
     def trim(self, offset: int, length: int) -> int:
+        """Deallocate a range; returns the completion time (ns)."""
         return self._dev.trim(offset, length)
 
     def flush(self) -> int:
+        """Program everything buffered; returns the completion time (ns)."""
         return self._dev.flush()
-
-    # FDP (NVMe TP4146) host interface.
-    def placement_id(self, reclaim_group: int = 0, handle: int = 0) -> int:
-        """The placement identifier of (reclaim group, placement handle)."""
-        return self._dev.placement_id(reclaim_group, handle)
-
-    def fdp_log(self, which: str) -> Any:
-        """An FDP log page or status: ``configurations``, ``usage`` (reclaim unit handle usage),
-        ``statistics`` (hbmw / mbmw / mbe bytes), ``events``, ``ruh_status`` (available media
-        writes per handle)."""
-        return json.loads(self._dev.fdp_log(which))
-
-    def ruh_update(self, placement_ids: Iterable[int]) -> None:
-        """Reclaim Unit Handle Update: move each handle to a new, empty reclaim unit."""
-        self._dev.ruh_update(list(placement_ids))
-
-    # ZNS (NVMe zoned namespace) host interface; see docs/personalities.md.
-    def zone_info(self) -> Dict[str, int]:
-        """Zone count, size and capacity (logical blocks), the open/active limits and the
-        number of conventional zones (the first ones; random writes, no write pointer)."""
-        n, size, cap, mo, ma, conv = self._dev.zone_info()
-        return {"zones": n, "zone_size": size, "zone_capacity": cap, "max_open": mo, "max_active": ma,
-                "conventional_zones": conv}
-
-    def zone_append(self, zslba: int, data: bytes, fua: bool = False) -> int:
-        """Append ``data`` to the zone starting at LBA ``zslba``; returns the LBA written."""
-        return self._dev.zone_append(zslba, data, fua)[0]
-
-    def zone_action(self, lba: int, action: str, select_all: bool = False) -> None:
-        """Zone Management Send: ``open``, ``close``, ``finish``, ``reset`` or ``offline``."""
-        self._dev.zone_action(lba, action, select_all)
-
-    def zone_report(self, lba: int = 0, filter: str = "all", max_zones: Optional[int] = None) -> List[Dict[str, Any]]:
-        """Report Zones from ``lba``: zone_type, state, zslba, zcap, wp, reset_count per zone."""
-        return json.loads(self._dev.zone_report(lba, filter, 2**32 - 1 if max_zones is None else max_zones))
-
-    # Open-channel (OCSSD 2.0-style) host interface; see docs/personalities.md.
-    def oc_geometry(self) -> Dict[str, int]:
-        """Geometry report: num_grp, num_pu, num_chk, clba, ws_min, ws_opt, mw_cunits, maxoc,
-        sector_bytes and typical media times (ns)."""
-        return json.loads(self._dev.oc_geometry())
-
-    def oc_lba(self, group: int, pu: int, chunk: int, sector: int = 0) -> int:
-        """The LBA of (group, parallel unit, chunk, sector)."""
-        return self._dev.oc_lba(group, pu, chunk, sector)
-
-    def oc_chunk_info(self, group: Optional[int] = None, pu: Optional[int] = None) -> List[Dict[str, Any]]:
-        """Chunk information: slba, state, wp, cnlb, erase_count per chunk."""
-        return json.loads(self._dev.oc_chunk_info(group, pu))
-
-    def oc_vector_write(self, lbas: Sequence[int], data: bytes) -> int:
-        """Vector write (at most 64 LBAs, one sector of ``data`` each)."""
-        return self._dev.oc_vector_write(list(lbas), data)
-
-    def oc_vector_read(self, lbas: Sequence[int]) -> bytes:
-        return bytes(self._dev.oc_vector_read(list(lbas)))
-
-    def oc_vector_reset(self, chunk_lbas: Sequence[int]) -> int:
-        return self._dev.oc_vector_reset(list(chunk_lbas))
-
-    def oc_copy_chunk(self, src_lba: int, dst_lba: int) -> int:
-        """Copy a chunk's data to a free chunk, on any parallel unit (wear-levelling moves)."""
-        return self._dev.oc_copy_chunk(src_lba, dst_lba)
-
-    def oc_wear(self) -> Dict[str, List[int]]:
-        """Erase counts per group (channel) and per parallel unit (die)."""
-        per_group, per_pu = self._dev.oc_wear()
-        return {"per_group": list(per_group), "per_pu": list(per_pu)}
-
-    def inject_zone_state(self, zone: int, state: str) -> None:
-        """Failure injection: make a zone ``read-only`` or ``offline``."""
-        self._dev.inject_zone_state(zone, state)
 
     def snapshot(self, path: PathLike) -> None:
         """Save the whole device state, so a preconditioned device can be reused."""
         self._dev.snapshot(os.fspath(path))
 
     @classmethod
-    def restore(cls, path: PathLike) -> "Device":
+    def restore(cls, path: PathLike) -> Device:
         """Load a device saved by :meth:`snapshot`."""
         return cls._wrap(_native.NativeDevice.restore(os.fspath(path)))
 
@@ -357,4 +244,24 @@ class Device:
 
     def __repr__(self) -> str:
         c = self.config
-        return f"Device(preset={c['preset']!r}, logical_bytes={self.logical_bytes}, storage={c['storage']!r})"
+        return (f"Device(preset={c['preset']!r}, personality={c['personality']!r}, logical_bytes={self.logical_bytes}, "
+                f"storage={c['storage']!r})")
+
+    # Deprecated aliases of the personality commands (one release; then removed).
+    placement_id = _deprecated("placement_id", "fdp.placement_id", lambda d, *a, **k: d.fdp.placement_id(*a, **k))
+    fdp_log = _deprecated("fdp_log", "fdp.<log>() (configurations, usage, statistics, events, ruh_status)", _fdp_log)
+    ruh_update = _deprecated("ruh_update", "fdp.ruh_update",
+                             lambda d, placement_ids: d.fdp.ruh_update(list(placement_ids)))
+    zone_info = _deprecated("zone_info", "zns.info", lambda d: d.zns.info())
+    zone_append = _deprecated("zone_append", "zns.append", lambda d, *a, **k: d.zns.append(*a, **k))
+    zone_action = _deprecated("zone_action", "zns.action", lambda d, *a, **k: d.zns.action(*a, **k))
+    zone_report = _deprecated("zone_report", "zns.report", lambda d, *a, **k: d.zns.report(*a, **k))
+    inject_zone_state = _deprecated("inject_zone_state", "zns.inject_state", lambda d, zone, state: d.zns.inject_state(zone, state))
+    oc_geometry = _deprecated("oc_geometry", "ocssd.geometry", lambda d: d.ocssd.geometry())
+    oc_lba = _deprecated("oc_lba", "ocssd.lba", lambda d, *a, **k: d.ocssd.lba(*a, **k))
+    oc_chunk_info = _deprecated("oc_chunk_info", "ocssd.chunk_info", lambda d, *a, **k: d.ocssd.chunk_info(*a, **k))
+    oc_vector_write = _deprecated("oc_vector_write", "ocssd.vector_write", lambda d, lbas, data: d.ocssd.vector_write(list(lbas), data))
+    oc_vector_read = _deprecated("oc_vector_read", "ocssd.vector_read", lambda d, lbas: d.ocssd.vector_read(list(lbas)))
+    oc_vector_reset = _deprecated("oc_vector_reset", "ocssd.vector_reset", lambda d, chunk_lbas: d.ocssd.vector_reset(list(chunk_lbas)))
+    oc_copy_chunk = _deprecated("oc_copy_chunk", "ocssd.copy_chunk", lambda d, *a, **k: d.ocssd.copy_chunk(*a, **k))
+    oc_wear = _deprecated("oc_wear", "ocssd.wear", lambda d: d.ocssd.wear())

@@ -3,7 +3,9 @@ compaction policies and deletion persistence measured down to the NAND.
 
 ``ssdlab reproduce lsm-deletion [--quick|--full]`` runs seed 000's experiments (section 2) and
 writes reports/lsm-deletion/: report.md (the document's claim, ssdlab's number, why they
-differ), results.csv, PNG figures and each run's summary and time series.
+differ), lsm-deletion.csv (every run's figures), PNG figures and each run's summary
+(metrics.json) and time series. Each run is a point on the sweep engine (runner
+``ssdlab.lsm:RUN``), so the reproduction takes ``--jobs``, ``--resume`` and ``--ray``.
 
 Python API::
 
@@ -21,12 +23,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _native
+from .config import merge, read_toml, resolve
+from .experiments import Experiment, ExperimentPoint, PointResult
+from .runners import PROCESS_BYTES, Resources, Result, Runner
 
 # What seed 000 (section 2) and the papers behind it state.
 DOCUMENT = {
@@ -36,13 +39,6 @@ DOCUMENT = {
 }
 
 POLICIES = ("baseline", "fade", "zone-aware")
-
-
-def _merge(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
 
 
 class Store:
@@ -59,7 +55,7 @@ class Store:
 
     def __init__(self, device: Optional[Dict[str, Any]] = None, **lsm: Any) -> None:
         device = device or {"preset": "zns-ssd"}
-        self._s = _native.LsmStore(json.dumps(device), json.dumps(lsm))
+        self._s = _native.LsmStore(device, lsm)
 
     def put(self, key: bytes, value: bytes) -> int:
         """Write; returns the WAL write's completion time (ns)."""
@@ -96,11 +92,11 @@ class Store:
     def stats(self) -> Dict[str, Any]:
         """Store, zone-layer and device counters, level shape, and per-delete persistence
         records (with ``track_deletes``)."""
-        return json.loads(self._s.stats_json())
+        return self._s.stats()
 
     def audit(self) -> Dict[str, Any]:
         """Search the raw NAND for deleted values; survivors with their state and age."""
-        return json.loads(self._s.audit_json())
+        return self._s.audit()
 
 
 def run_lsm(device: Dict[str, Any], spec: Dict[str, Any], files: Optional[Sequence[str]] = None) -> Tuple[Dict[str, Any], str, float]:
@@ -108,17 +104,15 @@ def run_lsm(device: Dict[str, Any], spec: Dict[str, Any], files: Optional[Sequen
     ``phases``, ``seed``, ``ops_per_s``, ``delete_threshold_fraction``, ``series_points``,
     ``audit``). With ``files``, phase i replays files[i] (K-V workload generator format).
     Returns (summary, time-series CSV, wall seconds)."""
-    full = _merge(json.loads(_native.lsm_defaults()), spec)
-    s, series, wall, interrupted = _native.lsm_run(json.dumps(device), json.dumps(full), [str(f) for f in files] if files else None)
+    s, series, wall, interrupted = _native.lsm_run(device, merge(_native.lsm_defaults(), spec), [str(f) for f in files] if files else None)
     if interrupted:
         raise KeyboardInterrupt
-    return json.loads(s), series, wall
+    return s, series, wall
 
 
 def generate(spec: Dict[str, Any], out_dir: str) -> List[Tuple[str, int]]:
     """Write the phases of ``spec`` as workload files (one per phase); returns (path, ops)."""
-    full = _merge(json.loads(_native.lsm_defaults()), spec)
-    return [(str(p), n) for p, n in _native.lsm_generate(json.dumps(full), Path(out_dir))]
+    return _native.lsm_generate(merge(_native.lsm_defaults(), spec), Path(out_dir))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,74 +136,91 @@ def phases(w: Dict[str, Any], delete_fraction: float) -> List[Dict[str, Any]]:
     ]
 
 
-def _spec_text(device: Dict[str, Any], spec: Dict[str, Any]) -> str:
-    return json.dumps({"device": device, "spec": spec}, indent=2, sort_keys=True) + "\n"
+# The runner: one measured run. Input: {"device": a ZNS device config, plus the RunSpec keys
+# (lsm, phases, seed, ops_per_s, delete_threshold_fraction, series_points, audit)}.
 
 
-def _point(args: Tuple[str, Dict[str, Any], Dict[str, Any], str, bool]) -> Tuple[str, Dict[str, Any], float, str]:
-    name, device, spec, out, resume = args
-    d = Path(out) / "runs" / name
-    if resume:
-        try:
-            if (d / "spec.json").read_text() == _spec_text(device, spec):
-                return name, json.loads((d / "summary.json").read_text()), 0.0, (d / "timeseries.csv").read_text()
-        except (OSError, ValueError):
-            pass
-    summary, series, wall = run_lsm(device, spec)
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "spec.json").unlink(missing_ok=True)
-    (d / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    (d / "timeseries.csv").write_text(series)
-    (d / "spec.json").write_text(_spec_text(device, spec))
-    return name, summary, wall, series
+def _run_resolve(user: Dict[str, Any]) -> Dict[str, Any]:
+    user = dict(user)
+    device = resolve(config=user.pop("device", {"preset": "zns-ssd"}), origin="[device]")
+    defaults = _native.lsm_defaults()
+    unknown = sorted(set(user) - set(defaults))
+    if unknown:
+        raise _native.ConfigError(f"lsm run: unknown key {unknown[0]!r}; valid: device, {', '.join(sorted(defaults))}")
+    task = {"device": device, **merge(defaults, user)}
+    _run_resources(task)  # checks the run as running it would
+    return task
+
+
+def _run_split(task: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    spec = dict(task)
+    return spec.pop("device"), spec
+
+
+def _run_resources(task: Dict[str, Any]) -> Resources:
+    device, spec = _run_split(task)
+    return Resources(int(_native.lsm_sizing(device, spec)) + PROCESS_BYTES)
+
+
+def _run_run(task: Dict[str, Any]) -> Result:
+    device, spec = _run_split(task)
+    summary, series, _wall, interrupted = _native.lsm_run(device, spec)
+    return Result(metrics=summary, files={"timeseries.csv": series}, interrupted=interrupted)
+
+
+RUN = Runner("ssdlab.lsm:RUN", _run_resolve, _run_resources, _run_run)
 
 
 def _key(policy: str, d: float) -> str:
     return f"{policy}_d{int(round(d * 100)):02d}"
 
 
-def _plan(spec: Dict[str, Any], mode: str) -> List[Tuple[str, Dict[str, Any], Dict[str, Any]]]:
+def _points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
+    """A run per (delete fraction, policy) of the mode."""
     m = spec[mode]
-    device = _merge(dict(spec.get("device", {})), {k: m[k] for k in ("geometry", "zns") if k in m})
+    device = merge(spec.get("device", {}), {k: m[k] for k in ("geometry", "zns") if k in m})
     device["seed"] = spec.get("seed", 42)
-    w = _merge(spec.get("workload", {}), m.get("workload", {}))
-    lsm = _merge(spec.get("lsm", {}), m.get("lsm", {}))
-    runs = []
+    w = merge(spec.get("workload", {}), m.get("workload", {}))
+    lsm = merge(spec.get("lsm", {}), m.get("lsm", {}))
+    pts = []
     for d in m["delete_fractions"]:
         for p in m["policies"]:
-            s = {"lsm": dict(lsm, policy=p, track_deletes=True), "phases": phases(w, d), "seed": spec.get("seed", 42),
-                 "ops_per_s": float(w["ops_per_s"]), "delete_threshold_fraction": float(w["delete_threshold_fraction"]),
-                 "series_points": int(w.get("series_points", 100)), "audit": bool(m.get("audit", True)) and d > 0}
-            runs.append((_key(p, d), device, s))
-    return runs
+            task = {"device": device, "lsm": dict(lsm, policy=p, track_deletes=True), "phases": phases(w, d),
+                    "seed": spec.get("seed", 42), "ops_per_s": float(w["ops_per_s"]),
+                    "delete_threshold_fraction": float(w["delete_threshold_fraction"]),
+                    "series_points": int(w.get("series_points", 100)), "audit": bool(m.get("audit", True)) and d > 0}
+            pts.append(ExperimentPoint(_key(p, d), {"policy": p, "delete_fraction": d}, RUN.name, task))
+    return pts
 
 
-def reproduce_lsm_deletion(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None], resume: bool = False) -> Path:
-    runs = _plan(spec, mode)
-    m = spec[mode]
-    jobs = max(1, int(m.get("jobs", 2)))
-    res: Dict[str, Dict[str, Any]] = {}
-    series: Dict[str, str] = {}
-    t0 = time.time()
-    log(f"lsm-deletion ({mode}): {len(runs)} runs, {jobs} at a time")
-    args = [(n, d, s, str(out), resume) for n, d, s in runs]
-    it = map(_point, args) if jobs == 1 else ProcessPoolExecutor(max_workers=jobs).map(_point, args)
-    for i, (name, summary, wall, ser) in enumerate(it, 1):
-        res[name], series[name] = summary, ser
-        p = summary["deletion_persistence"]["lsm_level"]
-        log(f"[{i}/{len(runs)}] {name}: WA {summary['write_amplification']['total']:.2f}, compaction "
-            f"{summary['counters']['compaction_write_bytes'] / 2**20:.0f} MiB, GC {summary['counters']['gc_migrated_bytes'] / 2**20:.0f} MiB, "
-            f"deletes within D_th {p['fraction_within_threshold']:.3f} ({f'{wall:.1f} s' if wall else 'reused'})")
-    rows = [_row(n, res[n]) for n, _, _ in runs]
-    with open(out / "results.csv", "w", newline="") as f:
+def _describe(s: Dict[str, Any]) -> str:
+    p = s["deletion_persistence"]["lsm_level"]
+    c = s["counters"]
+    return (f"WA {s['write_amplification']['total']:.2f}, compaction {c['compaction_write_bytes'] / 2**20:.0f} MiB, "
+            f"GC {c['gc_migrated_bytes'] / 2**20:.0f} MiB, deletes within D_th {p['fraction_within_threshold']:.3f}")
+
+
+def _write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, PointResult],
+                  log: Callable[[str], None]) -> Path:
+    pts = _points(spec, mode)
+    res = {p.name: results[p.name].metrics for p in pts}
+    series = {p.name: (results[p.name].dir / "timeseries.csv").read_text() for p in pts}
+    rows = [_row(p.name, res[p.name]) for p in pts]
+    with open(out / "lsm-deletion.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
     figs = _figures(spec, mode, out, res, series)
-    md = _report(spec, mode, res, rows, figs, time.time() - t0)
     path = out / "report.md"
-    path.write_text(md)
+    path.write_text(_report(spec, mode, res, rows, figs))
     return path
+
+
+EXPERIMENT = Experiment(
+    points=_points, report=_write_report, describe=_describe,
+    metrics=("write_amplification.total", "write_amplification.lsm", "counters.compaction_write_bytes",
+             "counters.gc_migrated_bytes", "deletion_persistence.lsm_level.fraction_within_threshold",
+             "deletion_persistence.erase_level.fraction_within_threshold", "audit.survivors_erase_persisted"))
 
 
 def _row(name: str, s: Dict[str, Any]) -> Dict[str, Any]:
@@ -357,9 +368,9 @@ def _pct(a: float, b: float) -> str:
     return f"{(a / b - 1) * 100:+.1f}%" if b else "-"
 
 
-def _report(spec: Dict[str, Any], mode: str, res: Dict[str, Dict[str, Any]], rows: List[Dict[str, Any]], figs: List[Tuple[str, str]], wall: float) -> str:
+def _report(spec: Dict[str, Any], mode: str, res: Dict[str, Dict[str, Any]], rows: List[Dict[str, Any]], figs: List[Tuple[str, str]]) -> str:
     m = spec[mode]
-    w = _merge(spec.get("workload", {}), m.get("workload", {}))
+    w = merge(spec.get("workload", {}), m.get("workload", {}))
     ds = m["delete_fractions"]
     dref = 0.1 if 0.1 in ds else max(ds)
     by = {r["run"]: r for r in rows}
@@ -377,7 +388,7 @@ def _report(spec: Dict[str, Any], mode: str, res: Dict[str, Dict[str, Any]], row
 
     L = [
         "# lsm-deletion: timely, physically enforced deletion in an LSM store on ZNS", "",
-        f"Mode `{mode}`: {len(rows)} runs, wall time {wall:.0f} s. Device: {json.dumps(spec.get('device', {}))} with "
+        f"Mode `{mode}`: {len(rows)} runs (wall time per run in `runs/*/run-info.json`). Device: {json.dumps(spec.get('device', {}))} with "
         f"{json.dumps({k: m[k] for k in ('geometry', 'zns') if k in m})}; {sb['space']['zones']} zones of "
         f"{sb['space']['zone_capacity_bytes'] / 2**20:.0f} MiB. Workload in the K-V workload generator's format: load "
         f"{w['load_keys']} keys, then {w['mixed_ops']} mixed operations with deletes as a share of them, then {w['lookup_ops']} "
@@ -406,7 +417,8 @@ def _report(spec: Dict[str, Any], mode: str, res: Dict[str, Dict[str, Any]], row
     for r in rows:
         L.append(f"| {r['run']} | {r['wa_total']:.2f} | {r['compaction_write_bytes'] / 2**30:.2f} | {r['gc_migrated_bytes'] / 2**20:.0f} | {r['compactions_ttl']} | "
                  f"{r['lsm_within_dth'] * 100:.1f}% | {r['erase_within_dth'] * 100:.1f}% | {r['space_amplification']:.2f} | {r['read_p99_us_phase2']:.0f} / {r['read_p99_us_phase3']:.0f} |")
-    L += ["", "Every run's summary.json and timeseries.csv are in `runs/`; all rows are in `results.csv`. How the store, the zone layer and "
+    L += ["", "Every run's metrics.json (the run's summary) and timeseries.csv are in `runs/`; all rows are in `lsm-deletion.csv` "
+          "(`results.csv` has the sweep engine's selection). How the store, the zone layer and "
           "the policies work, and what ssdlab chose where the document is silent: docs/case-studies/lsm-deletion.md.", ""]
     return "\n".join(L)
 
@@ -444,13 +456,7 @@ docs: docs/case-studies/lsm-deletion.md"""
 
 
 def load_kv_spec(path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    import tomllib
-
-    text = Path(path).read_text()
-    try:
-        d = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path}: {e}") from None
+    d = read_toml(path, "kv spec")
     device = d.pop("device", {"preset": "zns-ssd"})
     return device, d
 

@@ -25,7 +25,7 @@ pub fn run() {
     let mut t = 0u64;
     for k in 0..keys {
         t += gap_ns;
-        s.advance_to(t);
+        s.advance_to(t).unwrap();
         s.put(&k.to_be_bytes(), &value).unwrap();
     }
     let ops = 1_000_000u64;
@@ -34,7 +34,7 @@ pub fn run() {
     let w = Instant::now();
     for i in 0..ops {
         t += gap_ns;
-        s.advance_to(t);
+        s.advance_to(t).unwrap();
         let k: u64 = rng.gen_range(0..keys);
         if i % 2 == 0 {
             s.put(&k.to_be_bytes(), &value).unwrap();

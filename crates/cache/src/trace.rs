@@ -257,10 +257,26 @@ pub fn convert(src: &Path, format: &str, dst: &Path) -> Result<ConvertStats> {
 mod tests {
     use super::*;
 
-    fn tmp(name: &str, text: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("ssdlab-cache-trace-{}-{name}", std::process::id()));
-        std::fs::write(&d, text).unwrap();
-        d
+    /// A directory of one test's files, removed when the test ends, passed or failed.
+    struct Dir(std::path::PathBuf);
+
+    impl Dir {
+        fn new(test: &str) -> Dir {
+            let d = std::env::temp_dir().join(format!("ssdlab-cache-trace-{}-{test}", std::process::id()));
+            std::fs::create_dir_all(&d).unwrap();
+            Dir(d)
+        }
+        fn file(&self, name: &str, text: &str) -> std::path::PathBuf {
+            let p = self.0.join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     fn all(p: &Path) -> Result<Vec<Request>> {
@@ -274,8 +290,9 @@ mod tests {
 
     #[test]
     fn converts_twitter_and_kvcache_formats() {
-        let tw = tmp("tw", "0,nz:u:abc,9,300,1,get,0\n1,nz:u:abc,9,300,1,set,300\n2,k2,2,10,1,incr,0\n3,k2,2,10,2,delete,0\n");
-        let out = tmp("tw.csv", "");
+        let dir = Dir::new("converts_twitter_and_kvcache_formats");
+        let tw = dir.file("tw", "0,nz:u:abc,9,300,1,get,0\n1,nz:u:abc,9,300,1,set,300\n2,k2,2,10,1,incr,0\n3,k2,2,10,2,delete,0\n");
+        let out = dir.file("tw.csv", "");
         let st = convert(&tw, "twitter", &out).unwrap();
         assert_eq!((st.requests, st.skipped), (3, 1));
         let v = all(&out).unwrap();
@@ -283,7 +300,7 @@ mod tests {
         assert_eq!(v[1].ttl_s, 300);
         assert_eq!(v[1].time_ns, 1_000_000_000);
         assert_eq!(v[0].key, v[1].key);
-        let kv = tmp(
+        let kv = dir.file(
             "kv",
             "op_time,key,key_size,op,op_count,size,cache_hits,ttl\n10,abc,3,GET,2,100,1,\n11,abc,3,SET,1,120,0,3600\n12,x,1,WEIRD,1,1,0,\n",
         );
@@ -292,22 +309,23 @@ mod tests {
         let v = all(&out).unwrap();
         assert_eq!(v.len(), 3);
         assert_eq!((v[2].op, v[2].value_bytes, v[2].ttl_s, v[2].time_ns), (Op::Set, 120, 3600, 1_000_000_000));
-        let kv2 = tmp("kv2", "key,op,size,op_count,key_size\nk,GET,50,1,8\n");
+        let kv2 = dir.file("kv2", "key,op,size,op_count,key_size\nk,GET,50,1,8\n");
         convert(&kv2, "cachelib-kvcache", &out).unwrap();
         assert_eq!(all(&out).unwrap()[0].key_bytes, 8);
     }
 
     #[test]
     fn bad_lines_name_file_and_line() {
-        let p = tmp("bad", &format!("{HEADER}\na,get,3,10,0,0\na,put,3,10,0,1\n"));
+        let dir = Dir::new("bad_lines_name_file_and_line");
+        let p = dir.file("bad", &format!("{HEADER}\na,get,3,10,0,0\na,put,3,10,0,1\n"));
         let e = all(&p).err().unwrap().to_string();
         assert!(e.contains(":3:") && e.contains("put"), "{e}");
-        let p = tmp("back", &format!("{HEADER}\na,get,3,10,0,5\na,get,3,10,0,1\n"));
+        let p = dir.file("back", &format!("{HEADER}\na,get,3,10,0,5\na,get,3,10,0,1\n"));
         assert!(all(&p).err().unwrap().to_string().contains("earlier"));
-        let p = tmp("hdr", "k,o\n");
+        let p = dir.file("hdr", "k,o\n");
         assert!(TraceReader::open(&p).err().unwrap().to_string().contains("header"));
-        let bad = tmp("tw-bad", "x,y\n");
-        assert!(convert(&bad, "twitter", &tmp("o", "")).err().unwrap().to_string().contains("7 fields"));
-        assert!(convert(&bad, "nope", &tmp("o2", "")).is_err());
+        let bad = dir.file("tw-bad", "x,y\n");
+        assert!(convert(&bad, "twitter", &dir.file("o", "")).err().unwrap().to_string().contains("7 fields"));
+        assert!(convert(&bad, "nope", &dir.file("o2", "")).is_err());
     }
 }

@@ -99,6 +99,7 @@ pub struct FtlConfig {
     pub gc_fg_free_blocks: u32,
     pub gc_bg_free_blocks: u32,
     pub gc_parallel_victims: u32,
+    pub write_point_dies: u32,
     pub write_buffer_bytes: u64,
     pub wl_dynamic: bool,
     pub wl_static_threshold: u32,
@@ -248,6 +249,15 @@ pub enum Arrival {
     Poisson,
 }
 
+/// When a run stops: at a fixed volume (the first `stop_*` limit reached), or once the
+/// measured DLWA has settled (`steady_*`), the `stop_*` limits then being the most it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopRule {
+    Volume,
+    Steady,
+}
+
 /// A synthetic workload and when it stops.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -270,15 +280,55 @@ pub struct WorkloadConfig {
     pub stop_host_write_bytes: u64,
     pub stop_sim_ns: u64,
     pub stop_device_writes: f64,
+    pub stop: StopRule,
+    pub steady_window_device_writes: f64,
+    pub steady_tolerance: f64,
+    pub steady_windows: u32,
     /// Several workloads interleaved by weight; see [`WorkloadConfig::mix_parts`].
     pub mix: Vec<toml::Table>,
 }
 
 /// Keys of `[workload]` that belong to the whole run, not to one part of a mix.
-const RUN_KEYS: &[&str] =
-    &["queue_depth", "rate_iops", "arrival", "stop_ops", "stop_host_write_bytes", "stop_sim_ns", "stop_device_writes", "mix"];
+const RUN_KEYS: &[&str] = &[
+    "queue_depth",
+    "rate_iops",
+    "arrival",
+    "stop_ops",
+    "stop_host_write_bytes",
+    "stop_sim_ns",
+    "stop_device_writes",
+    "stop",
+    "steady_window_device_writes",
+    "steady_tolerance",
+    "steady_windows",
+    "mix",
+];
+
+/// The `[workload]` limits a run stops at (the first reached). One given by the user replaces
+/// the defaults rather than racing them: see [`apply_stop_rule`].
+pub const STOP_KEYS: &[&str] = &["stop_ops", "stop_host_write_bytes", "stop_sim_ns", "stop_device_writes"];
+
+/// Stop limits the user gives replace the ones below them (preset or defaults): when `user`
+/// (a `[workload]` table) sets any of [`STOP_KEYS`], the others in `base` become 0 (no limit).
+/// With none given, the base's limits stand (2 device writes by default).
+pub fn apply_stop_rule(base: &mut toml::Table, user: &toml::Table) {
+    if STOP_KEYS.iter().any(|k| user.contains_key(*k)) {
+        for k in STOP_KEYS {
+            let zero = match base.get(*k) {
+                Some(toml::Value::Float(_)) => toml::Value::Float(0.0),
+                _ => toml::Value::Integer(0),
+            };
+            base.insert((*k).to_string(), zero);
+        }
+    }
+}
 
 impl WorkloadConfig {
+    /// The same workload stopping at its volume limits only.
+    pub fn with_volume_stop(self) -> WorkloadConfig {
+        WorkloadConfig { stop: StopRule::Volume, ..self }
+    }
+
     /// The parts of `mix` as complete workloads with their weights. Each part starts from this
     /// `[workload]` table's own keys and overrides them with its table's (plus `weight`,
     /// default 1); queue depth, rate and stop conditions belong to the whole run.
@@ -365,6 +415,7 @@ impl Default for FtlConfig {
             gc_fg_free_blocks: 0,
             gc_bg_free_blocks: 0,
             gc_parallel_victims: 0,
+            write_point_dies: 0,
             write_buffer_bytes: 4 << 20,
             wl_dynamic: true,
             wl_static_threshold: 0,
@@ -392,6 +443,10 @@ impl Default for WorkloadConfig {
             stop_host_write_bytes: 0,
             stop_sim_ns: 0,
             stop_device_writes: 2.0,
+            stop: StopRule::Volume,
+            steady_window_device_writes: 0.25,
+            steady_tolerance: 0.01,
+            steady_windows: 4,
             mix: vec![],
         }
     }
@@ -466,6 +521,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("ftl.gc_d", "count", Num(1.0, 1024.0), "Sample size of d-choices."),
     k("ftl.gc_fg_free_blocks", "blocks", Num(0.0, 1e9), "Foreground GC: host writes wait for whole-block collections below this many free blocks (0 = automatic: dies x planes + planes + 2, the most a GC round can consume; smaller values are raised to it)."),
     k("ftl.gc_bg_free_blocks", "blocks", Num(0.0, 1e9), "Background GC: when free blocks, net of the pages already written in open blocks, fall below this, GC is paced with host writes and runs on idle dies (0 = automatic: foreground + planes + 2; smaller values are raised to foreground + planes)."),
+    k("ftl.write_point_dies", "dies", Num(0.0, 1e6), "Superblock width: dies each write stream stripes over (0 = every die of its reclaim group). Fewer dies keep fewer blocks open per stream (a smaller reserve on small many-die devices) at the cost of each stream's parallelism; streams are spread over the group's dies in turn."),
     k("ftl.gc_parallel_victims", "blocks", Num(0.0, 1e6), "Victims collected at once per reclaim group, a page from each in turn, so GC reads spread over their dies (0 = one per die of the group; 1 = one victim at a time)."),
     k("ftl.write_buffer_bytes", "bytes", Num(0.0, 1e12), "Write-back buffer; host writes complete when buffered. 0 = write-through: each command waits for its programs and partial pages are padded."),
     k("ftl.wl_dynamic", "-", Bool, "Dynamic wear-levelling: open the least-worn free block of a die."),
@@ -503,7 +559,11 @@ pub const KEYS: &[KeyDoc] = &[
     k("workload.stop_ops", "commands", Num(0.0, 1.8e19), "Stop after this many commands (0 = no limit)."),
     k("workload.stop_host_write_bytes", "bytes", Num(0.0, 1.8e19), "Stop after this many host bytes written (0 = no limit)."),
     k("workload.stop_sim_ns", "ns", Num(0.0, 1.8e19), "Stop at this simulated time (0 = no limit; needs timing)."),
-    k("workload.stop_device_writes", "device writes", Num(0.0, 1e6), "Stop after host writes of this many times the logical capacity (0 = no limit)."),
+    k("workload.stop_device_writes", "device writes", Num(0.0, 1e6), "Stop after host writes of this many times the logical capacity (0 = no limit). The stop_* limits end a run at the first reached; giving any of them replaces the default 2 device writes."),
+    k("workload.stop", "-", OneOf(&["volume", "steady"]), "volume: stop at the stop_* limits; steady: stop once DLWA has settled (steady_*), the stop_* limits capping the run; metrics.json then reports the steady window's DLWA beside the whole run's."),
+    k("workload.steady_window_device_writes", "device writes", Num(1e-6, 1e6), "Steady stop: DLWA is measured over windows of this many logical capacities of host writes."),
+    k("workload.steady_tolerance", "fraction", Num(0.0, 1.0), "Steady stop: settled when the last steady_windows windows' DLWA all lie within this fraction of their mean."),
+    k("workload.steady_windows", "windows", Num(2.0, 1000.0), "Steady stop: consecutive windows that must agree."),
     k("workload.mix", "-", Other, "Several workloads interleaved by weight, one command at a time, e.g. [{ weight = 1, pattern = \"sequential\", span = 0.5, block_bytes = [131072], placement = 0 }, { weight = 32, pattern = \"uniform\", offset = 0.5, span = 0.4, placement = 1 }]. Each part starts from the keys of [workload] and overrides them; queue depth, rate and stop conditions stay those of [workload]. Empty = the single workload above."),
     k("precondition.sequential_fill", "-", Bool, "Before measuring, write the whole logical space once, sequentially."),
     k("precondition.random_device_writes", "device writes", Num(0.0, 1e6), "Then this many logical capacities of uniform random sector overwrites (steady state)."),
@@ -605,6 +665,11 @@ impl Config {
                 .collect();
             locate(Some(k.clone()), format!("unknown key {name:?}; valid keys here: {}", valid.join(", ")))
         })?;
+        if let (Some(base), Some(user_w)) =
+            (tree.get_mut("workload").and_then(|w| w.as_table_mut()), lookup(&user, "workload").and_then(|w| w.as_table()))
+        {
+            apply_stop_rule(base, user_w);
+        }
         let defaults = tree.clone();
         merge(&mut tree, &user);
         check_tree(&mut tree, &defaults).map_err(|e| match e {

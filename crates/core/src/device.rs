@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::Personality;
-use crate::config::{Arrival, Config, Pattern, WorkloadConfig};
+use crate::config::{Arrival, Config, Pattern, StopRule, WorkloadConfig};
 use crate::engine::driver::{self, Ending, Limits, Loop};
 use crate::error::{Error, Result};
 use crate::ftl::conventional::Conventional;
@@ -15,7 +15,7 @@ use crate::ftl::hostlog::HostLog;
 use crate::ftl::ocssd::Ocssd;
 use crate::ftl::zns::Zns;
 use crate::ftl::{BlockDevice, WriteOpts};
-use crate::metrics::Recorder;
+use crate::metrics::{Recorder, Steady};
 use crate::workload::{Mix, Source, Synthetic};
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"SSDLABSN";
@@ -204,7 +204,7 @@ impl Device {
     /// Run a synthetic workload, measured from its first command.
     pub fn run(&mut self, w: &WorkloadConfig, progress: Progress) -> Result<RunReport> {
         let limits = self.limits(w);
-        let (rep, _) = self.drive(w, limits, Some(()), "run", progress)?;
+        let (rep, _) = self.drive(w, limits, Some(w), "run", progress)?;
         Ok(rep.expect("measured run"))
     }
 
@@ -231,7 +231,7 @@ impl Device {
         &mut self,
         w: &WorkloadConfig,
         limits: Limits,
-        measured: Option<()>,
+        measured: Option<&WorkloadConfig>,
         phase: &str,
         progress: Progress,
     ) -> Result<(Option<RunReport>, Ending)> {
@@ -274,13 +274,13 @@ impl Device {
             Loop::Closed { depth: stop.queue_depth }
         };
         let limits = self.limits(stop);
-        let (rep, _) = self.drive_source(&mut src, lp, limits, Some(()), "run", progress)?;
+        let (rep, _) = self.drive_source(&mut src, lp, limits, Some(stop), "run", progress)?;
         Ok(rep.expect("measured run"))
     }
 
     /// Replay any command source (trace) against the device, measured.
     pub fn run_source(&mut self, src: &mut dyn Source, lp: Loop, limits: Limits, progress: Progress) -> Result<RunReport> {
-        let (rep, _) = self.drive_source(src, lp, limits, Some(()), "replay", progress)?;
+        let (rep, _) = self.drive_source(src, lp, limits, Some(&WorkloadConfig::default()), "replay", progress)?;
         Ok(rep.expect("measured run"))
     }
 
@@ -289,11 +289,15 @@ impl Device {
         src: &mut dyn Source,
         lp: Loop,
         limits: Limits,
-        measured: Option<()>,
+        measured: Option<&WorkloadConfig>,
         phase: &str,
         progress: Progress,
     ) -> Result<(Option<RunReport>, Ending)> {
         let mut rec = self.recorder(limits.host_write_bytes);
+        if let Some(w) = measured.filter(|w| w.stop == StopRule::Steady) {
+            let window = (w.steady_window_device_writes * self.logical_bytes() as f64) as u64;
+            rec.watch_steady(Steady::new(window, w.steady_tolerance, w.steady_windows));
+        }
         let start = self.now_ns;
         let seed = self.cfg.seed;
         let mut cb = |f: f64| progress(phase, f);

@@ -21,15 +21,25 @@ pub struct Sizing {
     pub physical_bytes: u64,
     /// Blocks not bad from the factory.
     pub good_blocks: u64,
-    /// Simulator memory the device will take (metadata, and for a data-backed device its
-    /// contents when every logical sector holds data).
+    /// Simulator memory the device takes once formatted (maps, block metadata, timelines,
+    /// the sector index of a data-backed device).
     pub memory_bytes: u64,
+    /// What a data-backed device's contents add once every logical sector holds non-zero data
+    /// (0 for metadata-only devices); they grow as the host writes.
+    pub data_bytes_max: u64,
     /// Conventional FTL: blocks it keeps free or open (GC watermarks plus one open block per
     /// plane and die of every write stream), which data cannot use.
     pub reserve_blocks: Option<u64>,
     /// Conventional FTL: spare blocks (good blocks beyond the logical capacity), the reserve
     /// included.
     pub spare_blocks: Option<f64>,
+    /// Conventional FTL: what it holds back in steady state (the background watermark, half
+    /// the open blocks, half the victims in progress), and the spare factor and model WAFs
+    /// that leaves to data.
+    pub reserve_steady_blocks: Option<f64>,
+    /// Conventional FTL: the configured spare factor (`ftl.spare_factor`).
+    pub spare_factor: Option<f64>,
+    pub effective: Option<crate::analytic::EffectiveSpare>,
 }
 
 /// Check `cfg` as building the device would, and size it.
@@ -53,9 +63,10 @@ pub fn available_memory_bytes() -> Option<u64> {
 /// available (`ssdlab ... --force` sets it).
 pub const FORCE_ENV: &str = "SSDLAB_IGNORE_MEMORY_ESTIMATE";
 
-/// Refuse a device whose memory estimate exceeds what this machine has available, with a
+/// Refuse a device whose memory at format exceeds what this machine has available, with a
 /// message that says how much and what to do, rather than let the allocation abort the
-/// process half way (unless [`FORCE_ENV`] is set).
+/// process half way (unless [`FORCE_ENV`] is set). A data-backed device's contents grow later
+/// and are not counted here; `config check` warns when they could not fit.
 pub fn ensure_memory(s: &Sizing) -> Result<()> {
     if std::env::var_os(FORCE_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
         return Ok(());

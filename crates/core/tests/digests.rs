@@ -21,7 +21,7 @@ const CASES: &[(&str, &str, &str)] = &[
            block_bytes = [4096, 16384]
            block_weights = [3.0, 1.0]
            stop_device_writes = 1.5"#,
-        "1bad001f5945ff6e2e6dece123a3af1c6d4c9828ce1dc73b3a990357381a6e78",
+        "06b73b960c25422386630c7f7d55e8564bf99d364e929b8a234d28564f681d8b",
     ),
     (
         "conventional cost-benefit, read priority and suspend, open loop",
@@ -35,7 +35,7 @@ const CASES: &[(&str, &str, &str)] = &[
            read_fraction = 0.3
            rate_iops = 20000.0
            stop_device_writes = 1.0"#,
-        "dbe63b49a24ceff9298af6d2489135a931742d311f06ba94fe3a47528497978a",
+        "68d23ac30c602be5fa053682f4129b179a942d72db50757c4e09fe682de50b92",
     ),
     (
         "conventional d-choices, bad blocks, static wear-levelling, no timing",
@@ -52,7 +52,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            pattern = "hotcold"
            stop_device_writes = 4.0"#,
-        "192d3bc7e70e28c186a62bb380d45f7f22ab2f2f275a9eeebb3870df57b8bbef",
+        "0622552609ed0e596ec739ca39e9ca869eb98e7d5cd7af7ea9de81b1d568bc80",
     ),
     (
         "conventional fifo, write-through, data-backed",
@@ -64,7 +64,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            queue_depth = 4
            stop_device_writes = 1.0"#,
-        "884b03916a009096e2543b894a2481b391ef11590ebf0a7e65bb3d3165b525bd",
+        "f66007135e69cbc307913ef95aa8f123ded4ff693cca0e6b0139b8d5901ff4a2",
     ),
     (
         "FDP, two reclaim groups, persistently isolated handle, mix",
@@ -82,7 +82,7 @@ const CASES: &[(&str, &str, &str)] = &[
            mix = [{ weight = 1.0, pattern = "sequential", span = 0.3, block_bytes = [65536], placement = 0 },
                   { weight = 4.0, pattern = "uniform", offset = 0.3, span = 0.2, placement = 1 },
                   { weight = 4.0, pattern = "hotcold", offset = 0.5, span = 0.4, placement = 32768 }]"#,
-        "798b95bb2aa5474e5d46836347c40da1ec3e140bb7170e76eb70ae4aefc19e0b",
+        "1f3fc5bdf148568d357caf55f91c8172e6ed6f3fe9e4286032d7cbfaf0d31bc2",
     ),
     (
         "ZNS with conventional zones, data-backed",
@@ -96,7 +96,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            read_fraction = 0.2
            stop_device_writes = 3.0"#,
-        "324ea56e77b5b5574c2a24708c7e64a4f1fb4a0e6b11862f2e3699d5f5092315",
+        "e46e726f6ba2f42510ad2932c6f8b23db40370e58c5487531d19863cc8b5cc79",
     ),
     (
         "open-channel through the host chunk log",
@@ -107,7 +107,7 @@ const CASES: &[(&str, &str, &str)] = &[
            block_bytes = [4096, 65536]
            block_weights = [4.0, 1.0]
            stop_device_writes = 3.0"#,
-        "472a122abb6b4de877626732e82ec7066c7ab2679558d0b43e9adc5cd3cb529b",
+        "6d89b01bc935d0cf700e8158eb31a94b35148426054f61cada535a0b83a2acac",
     ),
 ];
 

@@ -174,7 +174,11 @@ impl View<'_> {
         if self.cfg.policy != Policy::Baseline {
             if let Some((i, t)) = self.most_expired() {
                 if i < last {
-                    return Some(if i == 0 { self.whole_l0(Trigger::Ttl) } else { Pick { level: i, inputs: vec![t], trigger: Trigger::Ttl } });
+                    return Some(if i == 0 {
+                        self.whole_l0(Trigger::Ttl)
+                    } else {
+                        Pick { level: i, inputs: vec![t], trigger: Trigger::Ttl }
+                    });
                 }
             }
         }

@@ -212,7 +212,10 @@ impl LsmConfig {
             return Err(bad("zone_aware.separate_percentile", format!("{} is outside (0, 1]", z.separate_percentile)));
         }
         if z.low_levels >= self.max_levels {
-            return Err(bad("zone_aware.low_levels", format!("{} leaves no high level below max_levels {}", z.low_levels, self.max_levels)));
+            return Err(bad(
+                "zone_aware.low_levels",
+                format!("{} leaves no high level below max_levels {}", z.low_levels, self.max_levels),
+            ));
         }
         let zl = &self.zones;
         if !(zl.gc_free_fraction >= 0.0 && zl.gc_free_fraction < 0.9) {

@@ -133,7 +133,13 @@ pub fn decode_entry(buf: &[u8], pos: usize) -> Result<EntryPos> {
         return Err(Error::Corrupt(format!("entry at {pos} runs past its block ({end} > {})", buf.len())));
     }
     let tag = u64::from_le_bytes(buf[t0..v0].try_into().unwrap());
-    Ok(EntryPos { key: (k0 as u32, t0 as u32), value: (v0 as u32, end as u32), seq: tag >> 8, kind: Kind::from_u8(tag as u8)?, next: end as u32 })
+    Ok(EntryPos {
+        key: (k0 as u32, t0 as u32),
+        value: (v0 as u32, end as u32),
+        seq: tag >> 8,
+        kind: Kind::from_u8(tag as u8)?,
+        next: end as u32,
+    })
 }
 
 const TRAILER: usize = 5;

@@ -28,5 +28,5 @@ pub mod zonefs;
 
 pub use config::{Compression, GcMethod, LsmConfig, Policy};
 pub use error::{Error, Result};
-pub use run::{run, RunResult, RunSpec};
+pub use run::{run, sizing, RunResult, RunSpec};
 pub use store::{Lookup, Store};

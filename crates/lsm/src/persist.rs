@@ -227,7 +227,11 @@ impl Tracker {
             }
             if p.lsm_ns.is_some() && p.unerased == 0 {
                 let p = ps.remove(i);
-                self.finished.push((key.to_vec(), DeleteRecord { at_ns: p.at_ns, superseded: p.superseded, lsm_ns: p.lsm_ns, erase_ns: Some(now) }, p.values));
+                self.finished.push((
+                    key.to_vec(),
+                    DeleteRecord { at_ns: p.at_ns, superseded: p.superseded, lsm_ns: p.lsm_ns, erase_ns: Some(now) },
+                    p.values,
+                ));
             } else {
                 i += 1;
             }

@@ -17,6 +17,7 @@ use crate::config::LsmConfig;
 use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::workload::{Generator, Op, PhaseSpec, Reader};
+use crate::zonefs;
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -126,14 +127,51 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 /// Run `spec` on a ZNS device of `device`. With `files`, phase i replays files[i] (the
 /// spec's phases then only name them); otherwise the phases are generated.
-pub fn run(device: ssdlab_core::Config, spec: &RunSpec, files: Option<&[PathBuf]>, stop: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
-    let wall = Instant::now();
+/// Check `spec` as a run of `planned_ops` operations would, and return the store's config with
+/// D_th resolved (a share of the run when `delete_threshold_fraction` > 0).
+pub fn resolve(spec: &RunSpec, planned_ops: u64) -> Result<LsmConfig> {
     for (i, p) in spec.phases.iter().enumerate() {
         p.validate(i)?;
     }
     if !(spec.ops_per_s >= 0.0 && spec.ops_per_s <= 1e9) {
         return Err(Error::Config(format!("ops_per_s: {} is outside 0..1e9", spec.ops_per_s)));
     }
+    if planned_ops == 0 {
+        return Err(Error::Config("the run has no operations: give phases (or workload files)".into()));
+    }
+    let mut lsm = spec.lsm.clone();
+    if spec.delete_threshold_fraction > 0.0 {
+        if spec.ops_per_s == 0.0 {
+            return Err(Error::Config(
+                "delete_threshold_fraction needs an open-loop ops_per_s > 0 (the run's length is then known)".into(),
+            ));
+        }
+        lsm.delete_threshold_ns = (spec.delete_threshold_fraction * planned_ops as f64 / spec.ops_per_s * 1e9) as u64;
+    }
+    if spec.audit && !lsm.track_deletes {
+        return Err(Error::Config("audit needs lsm.track_deletes = true".into()));
+    }
+    lsm.validate()?;
+    Ok(lsm)
+}
+
+/// Check a run of `spec`'s generated phases on `device` as running it would, and estimate its
+/// peak memory: the data-backed device (its maps and every sector it may hold) plus the
+/// store's own (memtables, the tracker's records, the series).
+pub fn sizing(device: &ssdlab_core::Config, spec: &RunSpec) -> Result<u64> {
+    let planned: u64 = spec.phases.iter().map(|p| p.ops()).sum();
+    let lsm = resolve(spec, planned)?;
+    zonefs::check_device(device)?;
+    let mut dev = device.clone();
+    dev.storage = ssdlab_core::config::StorageMode::Data;
+    let s = ssdlab_core::sizing::sizing(&dev)?;
+    // Per operation at most one tracked record or live-set entry (~100 B each); two memtables.
+    let store = 2 * lsm.memtable_bytes + planned * 100;
+    Ok(s.memory_bytes + s.physical_bytes + store)
+}
+
+pub fn run(device: ssdlab_core::Config, spec: &RunSpec, files: Option<&[PathBuf]>, stop: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
+    let wall = Instant::now();
     // The planned length of the run (D_th may be a share of it).
     let planned_ops: u64 = match files {
         Some(fs) => {
@@ -148,19 +186,7 @@ pub fn run(device: ssdlab_core::Config, spec: &RunSpec, files: Option<&[PathBuf]
         }
         None => spec.phases.iter().map(|p| p.ops()).sum(),
     };
-    if planned_ops == 0 {
-        return Err(Error::Config("the run has no operations: give phases (or workload files)".into()));
-    }
-    let mut lsm = spec.lsm.clone();
-    if spec.delete_threshold_fraction > 0.0 {
-        if spec.ops_per_s == 0.0 {
-            return Err(Error::Config("delete_threshold_fraction needs an open-loop ops_per_s > 0 (the run's length is then known)".into()));
-        }
-        lsm.delete_threshold_ns = (spec.delete_threshold_fraction * planned_ops as f64 / spec.ops_per_s * 1e9) as u64;
-    }
-    if spec.audit && !lsm.track_deletes {
-        return Err(Error::Config("audit needs lsm.track_deletes = true".into()));
-    }
+    let lsm = resolve(spec, planned_ops)?;
     let mut store = Store::new(device, lsm.clone())?;
     let gap_ns = if spec.ops_per_s > 0.0 { 1e9 / spec.ops_per_s } else { 0.0 };
     let series_every = (planned_ops / spec.series_points.max(1) as u64).max(1);
@@ -193,7 +219,7 @@ pub fn run(device: ssdlab_core::Config, spec: &RunSpec, files: Option<&[PathBuf]
                 return Ok(());
             }
             let t = t_next.round() as u64;
-            store.advance_to(t);
+            store.advance_to(t)?;
             let class = op.class();
             let done = match op {
                 Op::Insert(k, v) | Op::Update(k, v) => {
@@ -215,7 +241,7 @@ pub fn run(device: ssdlab_core::Config, spec: &RunSpec, files: Option<&[PathBuf]
                 Op::RangeDelete(a, b) => {
                     // No range tombstones: the keys found are deleted one by one.
                     let (keys, mut d) = store.scan(&a, Some(&b), usize::MAX)?;
-                    store.advance_to(d);
+                    store.advance_to(d)?;
                     for (k, _) in keys {
                         d = d.max(store.delete(&k)?);
                         if let Some(old) = live.remove(&k) {

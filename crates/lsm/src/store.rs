@@ -126,8 +126,16 @@ impl Store {
         self.now_ns
     }
     /// Move the store's clock forward (never back).
-    pub fn advance_to(&mut self, t_ns: u64) {
+    /// Move the clock to `t_ns`. TTL compactions due on the way run when their file expires,
+    /// as a timer-driven background job would, not when the next operation arrives (FADE's
+    /// bound would otherwise be late by up to one operation gap).
+    pub fn advance_to(&mut self, t_ns: u64) -> Result<()> {
+        while let Some(e) = self.next_expiry_ns.filter(|&e| e > self.now_ns && e <= t_ns) {
+            self.now_ns = e;
+            self.compact_until_settled()?;
+        }
         self.now_ns = self.now_ns.max(t_ns);
+        Ok(())
     }
     pub fn tomb_file_lives(&self) -> &[TombFileLife] {
         &self.tomb_lives
@@ -328,8 +336,7 @@ impl Store {
         for i in 1..self.levels.len() {
             let l = &self.levels[i];
             let j = l.partition_point(|x| x.largest.as_slice() < start);
-            let tables: Vec<Arc<Table>> =
-                l[j..].iter().take_while(|x| end.is_none_or(|e| x.smallest.as_slice() <= e)).cloned().collect();
+            let tables: Vec<Arc<Table>> = l[j..].iter().take_while(|x| end.is_none_or(|e| x.smallest.as_slice() <= e)).cloned().collect();
             if !tables.is_empty() {
                 cursors.push(Cursor::new(tables, false));
             }
@@ -654,7 +661,10 @@ impl Store {
                 let new_key = first || k != cur_key.as_slice();
                 if new_key {
                     if !b.is_empty() && b.estimated_bytes() >= self.cfg.sst_target_bytes {
-                        let full = std::mem::replace(&mut b, TableBuilder::new(self.cfg.block_bytes, self.cfg.compression, self.cfg.bloom_bits_per_key));
+                        let full = std::mem::replace(
+                            &mut b,
+                            TableBuilder::new(self.cfg.block_bytes, self.cfg.compression, self.cfg.bloom_bits_per_key),
+                        );
                         outputs.push(self.finish_output(full, out, last, &mut tracked, t_read)?);
                     }
                     cur_key.clear();
@@ -709,7 +719,13 @@ impl Store {
             }
             w.push_back(life);
             if t.tombstones > 0 {
-                self.tomb_lives.push(TombFileLife { died_ns: now, lifetime_ns: life, level: lvl as u32, tombstones: t.tombstones, deletes_issued: issued });
+                self.tomb_lives.push(TombFileLife {
+                    died_ns: now,
+                    lifetime_ns: life,
+                    level: lvl as u32,
+                    tombstones: t.tombstones,
+                    deletes_issued: issued,
+                });
             }
             self.fs.delete(t.id, now)?;
             if let Some(tr) = self.tracker.as_mut() {
@@ -723,7 +739,14 @@ impl Store {
         Ok(())
     }
 
-    fn finish_output(&mut self, b: TableBuilder, level: usize, last: bool, tracked: &mut Vec<(Vec<u8>, u64, Kind)>, t: u64) -> Result<Arc<Table>> {
+    fn finish_output(
+        &mut self,
+        b: TableBuilder,
+        level: usize,
+        last: bool,
+        tracked: &mut Vec<(Vec<u8>, u64, Kind)>,
+        t: u64,
+    ) -> Result<Arc<Table>> {
         let now = self.now_ns;
         let (bytes, mut table) = b.finish(0, now);
         let (placement, death) = self.placement_for(&table, level);

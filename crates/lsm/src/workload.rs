@@ -54,9 +54,14 @@ impl Op {
 pub enum KeyDist {
     Uniform,
     /// Normal over the key pool's positions: mean at `mean` (fraction), `stddev` (fraction).
-    Normal { mean: f64, stddev: f64 },
+    Normal {
+        mean: f64,
+        stddev: f64,
+    },
     /// Zipf over the pool's positions with exponent `alpha` (position 0 hottest).
-    Zipf { alpha: f64 },
+    Zipf {
+        alpha: f64,
+    },
 }
 
 /// One phase: how many operations of each kind (the generator's -I -U -D -R -Q -S).
@@ -123,7 +128,9 @@ impl PhaseSpec {
         }
         for (k, d) in [("update_distribution", &self.update_distribution), ("lookup_distribution", &self.lookup_distribution)] {
             match d {
-                KeyDist::Zipf { alpha } if !(*alpha > 0.0 && *alpha < 100.0) => return Err(bad(k, format!("zipf alpha {alpha} is outside (0, 100)"))),
+                KeyDist::Zipf { alpha } if !(*alpha > 0.0 && *alpha < 100.0) => {
+                    return Err(bad(k, format!("zipf alpha {alpha} is outside (0, 100)")))
+                }
                 KeyDist::Normal { mean, stddev } if !((0.0..=1.0).contains(mean) && *stddev > 0.0) => {
                     return Err(bad(k, format!("normal mean {mean} / stddev {stddev}: mean in 0..1, stddev > 0")))
                 }
@@ -167,7 +174,13 @@ pub struct Generator {
 
 impl Generator {
     pub fn new(seed: u64) -> Generator {
-        Generator { rng: Pcg64Mcg::seed_from_u64(seed ^ 0x6b76_5f67_656e), used: HashSet::new(), pool: vec![], pos: HashMap::new(), sorted: BTreeSet::new() }
+        Generator {
+            rng: Pcg64Mcg::seed_from_u64(seed ^ 0x6b76_5f67_656e),
+            used: HashSet::new(),
+            pool: vec![],
+            pos: HashMap::new(),
+            sorted: BTreeSet::new(),
+        }
     }
 
     pub fn live_keys(&self) -> usize {

@@ -146,16 +146,22 @@ pub struct ZoneFs {
     in_gc: bool,
 }
 
+/// The device the zone file layer can use: a ZNS device of sequential zones only.
+pub fn check_device(cfg: &Config) -> Result<()> {
+    if cfg.personality != Personality::Zns {
+        return Err(Error::Config(format!("device.personality: the LSM store needs a zns device, not {:?}", cfg.personality)));
+    }
+    if cfg.zns.conventional_zones != 0 {
+        return Err(Error::Config("device.zns.conventional_zones: the zone file layer uses sequential zones only; set it to 0".into()));
+    }
+    Ok(())
+}
+
 impl ZoneFs {
     /// Format a ZNS device of `cfg` (made data-backed: the store reads its files back) and
     /// lay the file layer over its zones.
     pub fn new(mut cfg: Config, zcfg: ZoneLayerConfig, gc_method: GcMethod, gc_horizon_ns: u64) -> Result<ZoneFs> {
-        if cfg.personality != Personality::Zns {
-            return Err(Error::Config(format!("device.personality: the LSM store needs a zns device, not {:?}", cfg.personality)));
-        }
-        if cfg.zns.conventional_zones != 0 {
-            return Err(Error::Config("device.zns.conventional_zones: the zone file layer uses sequential zones only; set it to 0".into()));
-        }
+        check_device(&cfg)?;
         cfg.storage = StorageMode::Data;
         let dev = Device::new(cfg)?;
         let z = dev.zns().expect("zns device");
@@ -176,7 +182,9 @@ impl ZoneFs {
         let dev_active = z.max_active();
         let max_active = if zcfg.max_active == 0 { dev_active } else { zcfg.max_active.min(dev_active) };
         if max_active < 3 {
-            return Err(Error::Config(format!("lsm.zones.max_active: {max_active} active zones are too few (the WAL, SSTs and GC need 3)")));
+            return Err(Error::Config(format!(
+                "lsm.zones.max_active: {max_active} active zones are too few (the WAL, SSTs and GC need 3)"
+            )));
         }
         let free = (0..nz).filter(|&i| !zones[i as usize].offline).collect::<std::collections::VecDeque<_>>();
         if free.len() < 4 {
@@ -336,7 +344,14 @@ impl ZoneFs {
     }
 
     /// Write a whole file at once (an SST): create, write, close. Returns (id, completion).
-    pub fn write_file(&mut self, kind: FileKind, placement: Placement, predicted_death_ns: Option<u64>, data: &[u8], now: u64) -> Result<(FileId, u64)> {
+    pub fn write_file(
+        &mut self,
+        kind: FileKind,
+        placement: Placement,
+        predicted_death_ns: Option<u64>,
+        data: &[u8],
+        now: u64,
+    ) -> Result<(FileId, u64)> {
         let id = self.create(kind, placement, predicted_death_ns);
         let a = self.append(id, data, now)?;
         let c = self.close(id, now)?;
@@ -602,11 +617,11 @@ impl ZoneFs {
     /// Move every live extent out of zone `v`, then reset it.
     fn migrate_zone(&mut self, v: u32, now: u64) -> Result<u64> {
         let sb = self.sb;
-        let ids: Vec<FileId> = self.zones[v as usize].files.iter().copied().filter(|id| self.files.get(id).is_some_and(|f| f.alive)).collect();
+        let ids: Vec<FileId> =
+            self.zones[v as usize].files.iter().copied().filter(|id| self.files.get(id).is_some_and(|f| f.alive)).collect();
         let mut moved = 0u64;
         for id in ids {
-            let exts: Vec<(usize, Extent)> =
-                self.file(id).extents.iter().copied().enumerate().filter(|(_, e)| e.zone == v).collect();
+            let exts: Vec<(usize, Extent)> = self.file(id).extents.iter().copied().enumerate().filter(|(_, e)| e.zone == v).collect();
             // Later extents first, so indices of earlier ones stay valid while we splice.
             for (idx, e) in exts.into_iter().rev() {
                 let mut data = vec![0u8; (e.sectors * sb) as usize];
@@ -669,7 +684,12 @@ impl ZoneFs {
         let end = off + len;
         let mut i = f.extents.partition_point(|e| e.file_off + e.sectors * sb <= pos);
         while pos < end {
-            let e = f.extents.get(i).ok_or_else(|| Error::Corrupt(format!("file {id}: no extent at offset {pos} (read {off}+{len}, size {}, alive {}, extents {:?})", f.size, f.alive, f.extents)))?;
+            let e = f.extents.get(i).ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "file {id}: no extent at offset {pos} (read {off}+{len}, size {}, alive {}, extents {:?})",
+                    f.size, f.alive, f.extents
+                ))
+            })?;
             let in_ext = pos - e.file_off;
             let s0 = in_ext / sb;
             let s1 = ((end - e.file_off).min(e.sectors * sb)).div_ceil(sb);

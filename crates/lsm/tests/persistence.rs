@@ -29,7 +29,15 @@ fn spec(policy: Policy) -> RunSpec {
         },
         phases: vec![
             PhaseSpec { name: "load".into(), inserts: 6000, entry_bytes: 256, ..Default::default() },
-            PhaseSpec { name: "deletes".into(), inserts: 9000, updates: 7000, point_deletes: 2000, point_lookups: 2000, entry_bytes: 256, ..Default::default() },
+            PhaseSpec {
+                name: "deletes".into(),
+                inserts: 9000,
+                updates: 7000,
+                point_deletes: 2000,
+                point_lookups: 2000,
+                entry_bytes: 256,
+                ..Default::default()
+            },
             PhaseSpec { name: "lookups".into(), point_lookups: 4000, entry_bytes: 256, ..Default::default() },
         ],
         seed: 11,

@@ -44,7 +44,7 @@ fn run_model(policy: Policy, seed: u64, ops: usize) {
     let mut t = 0u64;
     for op in 0..ops {
         t += 50_000;
-        s.advance_to(t);
+        s.advance_to(t).unwrap();
         let k = key(rng.gen_range(0..600));
         match rng.gen_range(0..100) {
             0..=44 => {

@@ -1,6 +1,6 @@
 //! `ssdlab._native` functions of the fdp-cache case study (crate ssdlab-cache): measured cache
 //! runs, workload presets, trace conversion, Theorem 1, and `ssdlab cache serve` (crate
-//! ssdlab-memcached). Specs cross as JSON.
+//! ssdlab-memcached). Specs and results cross as dicts.
 
 use std::path::PathBuf;
 
@@ -13,50 +13,66 @@ use ssdlab_cache::{model, workload, CacheConfig, CacheError, HybridCache, RunSpe
 use ssdlab_core::config::StorageMode;
 use ssdlab_core::Device;
 
-use crate::{config_from_json, to_py, ConfigError, TraceError};
+use crate::convert::{config_from_py, from_py, to_py};
+use crate::errors::{core_err, ConfigError, TraceError};
 
 fn cache_err(e: CacheError) -> PyErr {
     match e {
         CacheError::Config(m) => ConfigError::new_err(m),
         e @ CacheError::Trace { .. } => TraceError::new_err(e.to_string()),
         CacheError::Input(m) => PyValueError::new_err(m),
-        CacheError::Device(d) => to_py(d),
+        CacheError::Device(d) => core_err(d),
         CacheError::Io(io) => PyOSError::new_err(io.to_string()),
     }
 }
 
-/// Run the cache described by `spec_json` (a RunSpec) on the device `device_json` (a config,
+/// Run the cache described by `spec` (a RunSpec) on the device `device` (a config dict,
 /// preset plus overrides), with the spec's workload or the ssdlab cache-trace CSV `trace`.
-/// Returns (summary JSON, time-series CSV, wall seconds, interrupted).
+/// Returns (summary, time-series CSV, wall seconds, interrupted).
 #[pyfunction]
-#[pyo3(signature = (device_json, spec_json, trace=None))]
-fn cache_run(py: Python<'_>, device_json: &str, spec_json: &str, trace: Option<PathBuf>) -> PyResult<(String, String, f64, bool)> {
-    let dev = config_from_json(device_json, "<device>")?;
-    let spec: RunSpec = serde_json::from_str(spec_json).map_err(|e| ConfigError::new_err(format!("cache run spec: {e}")))?;
+#[pyo3(signature = (device, spec, trace=None))]
+fn cache_run<'py>(
+    py: Python<'py>,
+    device: &Bound<'py, PyAny>,
+    spec: &Bound<'py, PyAny>,
+    trace: Option<PathBuf>,
+) -> PyResult<(Bound<'py, PyAny>, String, f64, bool)> {
+    let dev = config_from_py(device, "<device>")?;
+    let spec: RunSpec = from_py(spec, "cache run spec")?;
     let mut reader = match trace {
         Some(p) => Some(TraceReader::open(&p).map_err(cache_err)?),
         None => None,
     };
-    let r = py.allow_threads(|| {
-        let mut stop = |_: f64| Python::with_gil(|py| py.check_signals()).is_ok();
+    let r = py.detach(|| {
+        let mut stop = |_: f64| Python::attach(|py| py.check_signals()).is_ok();
         ssdlab_cache::run(dev, &spec, reader.as_mut().map(|r| r as &mut dyn ssdlab_cache::run::RequestSource), &mut stop)
     });
     let r = r.map_err(cache_err)?;
-    Ok((serde_json::to_string(&r.summary).unwrap(), r.series_csv, r.wall_seconds, r.interrupted))
+    Ok((to_py(py, &r.summary)?, r.series_csv, r.wall_seconds, r.interrupted))
 }
 
-/// The default RunSpec (cache, workload, stop, carbon parameters) as JSON.
+/// Check a cache run (`device` config dict, `spec` RunSpec) as running it would, and estimate
+/// its peak memory by part (device, DRAM tier, SOC index, LOC index); raises ConfigError.
 #[pyfunction]
-fn cache_defaults() -> String {
-    serde_json::to_string(&RunSpec::default()).unwrap()
+fn cache_sizing<'py>(py: Python<'py>, device: &Bound<'py, PyAny>, spec: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let dev = config_from_py(device, "<device>")?;
+    let spec: RunSpec = from_py(spec, "cache run spec")?;
+    let s = ssdlab_cache::sizing::sizing(&dev, &spec).map_err(cache_err)?;
+    to_py(py, &s)
 }
 
-/// A workload preset as JSON.
+/// The default RunSpec (cache, workload, stop, carbon parameters).
 #[pyfunction]
-fn cache_workload(name: &str) -> PyResult<String> {
+fn cache_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    to_py(py, &RunSpec::default())
+}
+
+/// A cache workload preset.
+#[pyfunction]
+fn cache_workload<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     let w = workload::preset(name)
         .ok_or_else(|| PyValueError::new_err(format!("unknown cache workload {name:?}; presets: {}", workload::PRESETS.join(", "))))?;
-    Ok(serde_json::to_string(&w).unwrap())
+    to_py(py, &w)
 }
 
 #[pyfunction]
@@ -89,21 +105,22 @@ struct ServeOpts {
     quiet: bool,
 }
 
-/// `ssdlab cache serve`: the cache `cache_json` (a CacheConfig), data-backed on the device
-/// `device_json` (switched to storage = "data"), behind the memcached text protocol until
-/// SIGINT/SIGTERM. Returns the final stats as JSON.
+/// `ssdlab cache serve`: the cache `cache` (a CacheConfig dict), data-backed on the device
+/// `device` (a config dict, switched to storage = "data"), behind the memcached text protocol
+/// until SIGINT/SIGTERM. Returns the final stats.
 #[pyfunction]
-fn cache_serve(py: Python<'_>, device_json: &str, cache_json: &str, options_json: &str) -> PyResult<String> {
-    let mut dev = config_from_json(device_json, "[device]")?;
+fn cache_serve<'py>(
+    py: Python<'py>,
+    device: &Bound<'py, PyAny>,
+    cache: &Bound<'py, PyAny>,
+    options: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut dev = config_from_py(device, "[device]")?;
     dev.storage = StorageMode::Data;
-    let cfg: CacheConfig = serde_json::from_str(cache_json).map_err(|e| {
-        // The table crossed as JSON: its line and column would point nowhere in the user's file.
-        let m = e.to_string();
-        ConfigError::new_err(format!("[cache]: {}", m.rsplit_once(" at line ").map_or(m.as_str(), |(a, _)| a)))
-    })?;
-    let o: ServeOpts = serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("cache serve options: {e}")))?;
-    py.allow_threads(move || {
-        let dev = Device::new(dev).map_err(to_py)?;
+    let cfg: CacheConfig = from_py(cache, "[cache]")?;
+    let o: ServeOpts = from_py::<ServeOpts>(options, "cache serve options").map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let m = py.detach(move || {
+        let dev = Device::new(dev).map_err(core_err)?;
         let cache = HybridCache::data_backed(dev, cfg).map_err(cache_err)?;
         let opts = ssdlab_memcached::ServeOptions {
             listen: o.listen,
@@ -113,14 +130,15 @@ fn cache_serve(py: Python<'_>, device_json: &str, cache_json: &str, options_json
             ..Default::default()
         };
         let srv = ssdlab_memcached::Server::new(cache, opts).map_err(ConfigError::new_err)?;
-        let m = ssdlab_memcached::serve(srv).map_err(PyOSError::new_err)?;
-        Ok(serde_json::to_string(&m).unwrap_or_default())
-    })
+        ssdlab_memcached::serve(srv).map_err(PyOSError::new_err)
+    })?;
+    to_py(py, &m)
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache_serve, m)?)?;
     m.add_function(wrap_pyfunction!(cache_run, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_sizing, m)?)?;
     m.add_function(wrap_pyfunction!(cache_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(cache_workload, m)?)?;
     m.add_function(wrap_pyfunction!(cache_workloads, m)?)?;

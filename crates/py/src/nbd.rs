@@ -4,6 +4,8 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use serde::Deserialize;
 
+use crate::convert::{config_from_py, from_py, to_py};
+
 use ssdlab_nbd::{default_exports, Backend, BackendOptions, Export, Latency, ServeOptions, Server};
 
 #[derive(Deserialize)]
@@ -20,18 +22,24 @@ struct Opts {
     quiet: bool,
     tls_cert: Option<std::path::PathBuf>,
     tls_key: Option<std::path::PathBuf>,
+    #[serde(default)]
+    handshake_timeout_s: f64,
+    #[serde(default)]
+    idle_timeout_s: f64,
+    #[serde(default)]
+    allow_remote: bool,
 }
 
-/// Serve the device of `config_json` over NBD until SIGINT/SIGTERM; returns the final
-/// metrics as JSON. `options_json` holds the CLI options (see python/ssdlab/cli.py).
+/// Serve the device of `config` (a config dict) over NBD until SIGINT/SIGTERM; returns the
+/// final metrics. `options` holds the CLI options (see python/ssdlab/nbd.py).
 #[pyfunction]
-pub fn nbd_serve(py: Python<'_>, config_json: &str, options_json: &str) -> PyResult<String> {
-    let cfg = crate::config_from_json(config_json, "serve")?;
-    let o: Opts = serde_json::from_str(options_json).map_err(|e| PyValueError::new_err(format!("serve options: {e}")))?;
+fn nbd_serve<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, options: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let cfg = config_from_py(config, "serve")?;
+    let o: Opts = from_py(options, "serve options")?;
     if o.latency == Latency::Emulated && !cfg.timing.enabled {
         return Err(PyValueError::new_err("--latency emulated needs a device with timing (timing.enabled = true)"));
     }
-    py.allow_threads(move || {
+    py.detach(move || {
         let backend = Backend::open(cfg.clone(), &BackendOptions { image: o.image.clone(), snapshot_every: o.snapshot_every })
             .map_err(|e| PyOSError::new_err(e.0))?;
         let exports = match o.exports {
@@ -51,20 +59,30 @@ pub fn nbd_serve(py: Python<'_>, config_json: &str, options_json: &str) -> PyRes
                 (None, None) => None,
                 _ => return Err(PyValueError::new_err("TLS needs both --tls-cert and --tls-key")),
             },
+            handshake_timeout_s: o.handshake_timeout_s,
+            idle_timeout_s: o.idle_timeout_s,
+            allow_remote: o.allow_remote,
         };
         let srv = Server::new(backend, opts).map_err(PyValueError::new_err)?;
-        let m = ssdlab_nbd::serve(srv, None).map_err(PyOSError::new_err)?;
-        Ok(serde_json::to_string(&m).unwrap_or_default())
+        ssdlab_nbd::serve(srv, None).map_err(PyOSError::new_err)
     })
+    .and_then(|m| to_py(py, &m))
 }
 
-/// The live metrics.json of the server at `addr` (HOST:PORT); `tls_ca` = the CA's PEM file
-/// for a TLS server.
+/// The live metrics of the server at `addr` (HOST:PORT); `tls_ca` = the CA's PEM file for a
+/// TLS server.
 #[pyfunction]
 #[pyo3(signature = (addr, tls_ca=None))]
-pub fn nbd_stats(py: Python<'_>, addr: &str, tls_ca: Option<std::path::PathBuf>) -> PyResult<String> {
-    let addr = addr.to_string();
-    py.allow_threads(move || {
-        ssdlab_nbd::client::fetch_metrics(&addr, tls_ca.as_deref()).map_err(|e| PyOSError::new_err(format!("{addr}: {e}")))
-    })
+fn nbd_stats<'py>(py: Python<'py>, addr: &str, tls_ca: Option<std::path::PathBuf>) -> PyResult<Bound<'py, PyAny>> {
+    let text =
+        py.detach(|| ssdlab_nbd::client::fetch_metrics(addr, tls_ca.as_deref()).map_err(|e| PyOSError::new_err(format!("{addr}: {e}"))))?;
+    let m: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| PyOSError::new_err(format!("{addr}: the server's metrics are not JSON: {e}")))?;
+    to_py(py, &m)
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(nbd_serve, m)?)?;
+    m.add_function(wrap_pyfunction!(nbd_stats, m)?)?;
+    Ok(())
 }

@@ -8,10 +8,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use ssdlab_spi::parts::{self, TimingMode};
-use ssdlab_spi::serprog::Server;
+use ssdlab_spi::serprog::{ServeOptions, Server};
 use ssdlab_spi::{Flash, Options, StuckBit};
 
-fn to_py(e: ssdlab_spi::Error) -> PyErr {
+use crate::convert::to_py;
+
+fn spi_err(e: ssdlab_spi::Error) -> PyErr {
     match e {
         ssdlab_spi::Error::Invalid(m) => PyValueError::new_err(m),
         ssdlab_spi::Error::Io(m) => PyOSError::new_err(m),
@@ -40,20 +42,19 @@ impl SpiFlash {
     ) -> PyResult<SpiFlash> {
         let part =
             parts::part(chip).ok_or_else(|| PyValueError::new_err(format!("unknown chip {chip:?}; valid: {}", parts::NAMES.join(", "))))?;
-        let timing =
-            TimingMode::parse(timing).ok_or_else(|| PyValueError::new_err(format!("timing must be 'typical' or 'max', got {timing:?}")))?;
+        let timing = TimingMode::parse(timing).map_err(PyValueError::new_err)?;
         let stuck_bits = stuck_bits.into_iter().map(|(addr, bit, value)| StuckBit { addr, bit, value }).collect();
         let opts = Options { timing, clock_hz, stuck_bits, erase_fail_after, unique_id };
-        let mut flash = Flash::new(part, image.as_deref(), opts).map_err(to_py)?;
+        let mut flash = Flash::new(part, image.as_deref(), opts).map_err(spi_err)?;
         if let Some(t) = trace {
-            flash.trace_to(&t).map_err(to_py)?;
+            flash.trace_to(&t).map_err(spi_err)?;
         }
         flash.set_source("python");
         Ok(SpiFlash { flash })
     }
 
     fn transfer<'py>(&mut self, py: Python<'py>, data: &[u8]) -> Bound<'py, PyBytes> {
-        PyBytes::new_bound(py, &self.flash.transfer(data))
+        PyBytes::new(py, &self.flash.transfer(data))
     }
 
     fn advance(&mut self, ns: u64) {
@@ -78,7 +79,7 @@ impl SpiFlash {
     }
     #[setter]
     fn set_clock_hz(&mut self, hz: u32) -> PyResult<()> {
-        self.flash.set_clock_hz(hz).map_err(to_py)
+        self.flash.set_clock_hz(hz).map_err(spi_err)
     }
     fn set_wp(&mut self, high: bool) {
         self.flash.set_wp(high);
@@ -89,8 +90,9 @@ impl SpiFlash {
     fn sectors_beyond_endurance(&self) -> usize {
         self.flash.sectors_beyond_endurance()
     }
-    fn stats_json(&self) -> String {
-        serde_json::to_string(self.flash.stats()).unwrap_or_default()
+    /// Command, byte and busy-time counters.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, self.flash.stats())
     }
     fn registers(&self) -> (u8, u8, u8) {
         let r = self.flash.registers();
@@ -101,27 +103,45 @@ impl SpiFlash {
         (r.start, r.end)
     }
     fn contents<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new_bound(py, self.flash.contents())
+        PyBytes::new(py, self.flash.contents())
     }
     fn flush(&mut self) -> PyResult<()> {
-        self.flash.flush().map_err(to_py)
+        self.flash.flush().map_err(spi_err)
     }
 
     /// Serve flashrom's serprog on `listen` until a signal handler raises (Ctrl-C, or SIGTERM
     /// when the caller installed a handler). `on_listening(addr)` is called once bound. The GIL is
-    /// released while serving; signals are checked every 100 ms. Returns a JSON summary.
-    #[pyo3(signature = (listen, on_listening=None))]
-    fn serve(&mut self, py: Python<'_>, listen: &str, on_listening: Option<PyObject>) -> PyResult<String> {
-        let server = Server::bind(listen).map_err(to_py)?;
-        let addr = server.local_addr().map_err(to_py)?.to_string();
+    /// released while serving; signals are checked every 100 ms. Returns a summary.
+    #[pyo3(signature = (listen, on_listening=None, allow_remote=false, evict_idle_s=5.0, idle_timeout_s=0.0, quiet=false))]
+    #[allow(clippy::too_many_arguments)] // the Python keyword arguments, one each
+    fn serve<'py>(
+        &mut self,
+        py: Python<'py>,
+        listen: &str,
+        on_listening: Option<Bound<'py, PyAny>>,
+        allow_remote: bool,
+        evict_idle_s: f64,
+        idle_timeout_s: f64,
+        quiet: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let secs = |s: f64| (s > 0.0 && s.is_finite()).then(|| std::time::Duration::from_secs_f64(s));
+        let opts = ServeOptions {
+            allow_remote,
+            evict_idle_after: secs(evict_idle_s),
+            idle_timeout: secs(idle_timeout_s),
+            quiet,
+            ..ServeOptions::new(listen)
+        };
+        let server = Server::bind_with(opts).map_err(spi_err)?;
+        let addr = server.local_addr().map_err(spi_err)?.to_string();
         if let Some(cb) = on_listening {
-            cb.call1(py, (addr,))?;
+            cb.call1((addr,))?;
         }
         let pending: Mutex<Option<PyErr>> = Mutex::new(None);
         let flash = &mut self.flash;
-        let res = py.allow_threads(|| {
+        let res = py.detach(|| {
             let stop = || {
-                Python::with_gil(|py| match py.check_signals() {
+                Python::attach(|py| match py.check_signals() {
                     Ok(()) => false,
                     Err(e) => {
                         if let Ok(mut p) = pending.lock() {
@@ -133,17 +153,21 @@ impl SpiFlash {
             };
             server.run(flash, &stop)
         });
-        let sum = res.map_err(to_py)?;
+        let sum = res.map_err(spi_err)?;
+        // Ctrl-C (or SIGTERM turned into KeyboardInterrupt) is a clean stop; other errors a
+        // signal handler raised go to the caller.
         if let Some(e) = pending.into_inner().ok().flatten() {
-            return Err(e);
+            if !e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
+                return Err(e);
+            }
         }
-        Ok(serde_json::to_string(&sum).unwrap_or_default())
+        to_py(py, &sum)
     }
 }
 
-/// The presets as JSON: name, vendor, size, IDs, timings, datasheet.
+/// The presets: name, vendor, size, IDs, timings, datasheet.
 #[pyfunction]
-fn spi_chips() -> String {
+fn spi_chips(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     let list: Vec<serde_json::Value> = parts::NAMES
         .iter()
         .filter_map(|n| parts::part(n))
@@ -161,10 +185,10 @@ fn spi_chips() -> String {
             })
         })
         .collect();
-    serde_json::Value::Array(list).to_string()
+    to_py(py, &list)
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SpiFlash>()?;
     m.add_function(wrap_pyfunction!(spi_chips, m)?)?;
     Ok(())

@@ -52,6 +52,8 @@ impl Limits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
     Limit,
+    /// The measured quantity settled (`stop = "steady"`).
+    Steady,
     SourceExhausted,
     Interrupted,
 }
@@ -104,6 +106,9 @@ pub fn run(
     let mut ahead: VecDeque<Result<Cmd>> = VecDeque::with_capacity(LOOKAHEAD);
     let mut exhausted = false;
     let ending = loop {
+        if rec.steady(dev) {
+            break Ending::Steady;
+        }
         if limits.ops > 0 && ops >= limits.ops {
             break Ending::Limit;
         }

@@ -129,9 +129,13 @@ impl Ocssd {
             logical_bytes: logical * lay.sector_bytes as u64,
             physical_bytes: lay.physical_sectors * lay.sector_bytes as u64,
             good_blocks: Media::good_blocks_of(cfg),
-            memory_bytes: Media::memory_bytes_of(cfg, logical) + chunks,
+            memory_bytes: Media::memory_bytes_of(cfg) + chunks,
+            data_bytes_max: Media::data_bytes_of(cfg, logical),
             reserve_blocks: None,
             spare_blocks: None,
+            reserve_steady_blocks: None,
+            spare_factor: None,
+            effective: None,
         })
     }
 

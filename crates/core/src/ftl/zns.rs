@@ -183,9 +183,13 @@ impl Zns {
             logical_bytes: logical * lay.sector_bytes as u64,
             physical_bytes: lay.physical_sectors * lay.sector_bytes as u64,
             good_blocks: shell.m.good_blocks(),
-            memory_bytes: Media::memory_bytes_of(cfg, logical) + zones + conv,
+            memory_bytes: Media::memory_bytes_of(cfg) + zones + conv,
+            data_bytes_max: Media::data_bytes_of(cfg, logical),
             reserve_blocks: None,
             spare_blocks: None,
+            reserve_steady_blocks: None,
+            spare_factor: None,
+            effective: None,
         })
     }
 

@@ -174,7 +174,10 @@ pub struct Counters {
     pub gc_relocated_sectors: u64,
     /// Victim blocks collected (GC plus static wear-levelling).
     pub gc_events: u64,
+    /// Victims whose collection finished while a host write waited for a free block.
     pub gc_foreground_events: u64,
+    /// Victims collected in the background: paced with host writes between the watermarks,
+    /// or on idle dies.
     pub gc_background_events: u64,
     pub wl_static_moves: u64,
     /// Padding sectors programmed by flushes, FUA and write-through.

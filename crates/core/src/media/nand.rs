@@ -102,18 +102,26 @@ impl Media {
         Self::factory_bad(cfg, &mut rng).filter(|&bad| !bad).count() as u64
     }
 
-    /// Bytes of simulator memory the media of `cfg` takes: block metadata, timelines, and for
-    /// a data-backed device its sector index plus the contents when every logical sector holds
-    /// non-zero data (`logical_sectors`).
-    pub fn memory_bytes_of(cfg: &Config, logical_sectors: u64) -> u64 {
+    /// Bytes of simulator memory the media of `cfg` takes when formatted: block metadata,
+    /// timelines, and for a data-backed device its sector index.
+    pub fn memory_bytes_of(cfg: &Config) -> u64 {
         let lay = Layout::new(&cfg.geometry);
         let blocks = lay.blocks as u64 * std::mem::size_of::<BlockMeta>() as u64;
         let lanes = Timelines::memory_bytes(lay.channels, lay.dies_per_channel);
-        let data = match cfg.storage {
-            StorageMode::Data => lay.physical_sectors * 4 + logical_sectors * lay.sector_bytes as u64,
+        let index = match cfg.storage {
+            StorageMode::Data => lay.physical_sectors * 4,
             StorageMode::Metadata => 0,
         };
-        blocks + lanes + data
+        blocks + lanes + index
+    }
+
+    /// Bytes the contents of a data-backed device of `cfg` take once `logical_sectors` hold
+    /// non-zero data (0 for metadata-only devices): they grow as the host writes.
+    pub fn data_bytes_of(cfg: &Config, logical_sectors: u64) -> u64 {
+        match cfg.storage {
+            StorageMode::Data => logical_sectors * cfg.geometry.sector_bytes as u64,
+            StorageMode::Metadata => 0,
+        }
     }
 
     /// Whether time is modelled.

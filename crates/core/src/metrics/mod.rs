@@ -35,6 +35,94 @@ pub struct SeriesRow {
     pub read_latency_ns_mean_interval: f64,
 }
 
+/// Steady state of DLWA, judged over windows of host writes: the run has settled when the
+/// DLWA of each of the last `windows` windows lies within `tolerance` (relative) of their mean.
+/// The steady figure is the DLWA over those windows.
+#[derive(Debug, Clone)]
+pub struct Steady {
+    window_bytes: u64,
+    tolerance: f64,
+    windows: usize,
+    /// Host bytes (since the run's start) where the current window ends.
+    next: u64,
+    /// Host and NAND bytes where the current window began.
+    start: (u64, u64),
+    /// The latest windows: (host bytes at its start, host bytes, NAND bytes).
+    recent: std::collections::VecDeque<(u64, u64, u64)>,
+    seen: u64,
+    /// Once reached: the steady windows' start and their host and NAND bytes.
+    reached: Option<(u64, u64, u64)>,
+}
+
+impl Steady {
+    pub fn new(window_bytes: u64, tolerance: f64, windows: u32) -> Steady {
+        let window_bytes = window_bytes.max(1);
+        Steady {
+            window_bytes,
+            tolerance,
+            windows: windows.max(2) as usize,
+            next: window_bytes,
+            start: (0, 0),
+            recent: Default::default(),
+            seen: 0,
+            reached: None,
+        }
+    }
+
+    /// Account host and NAND bytes written since the run's start; true once steady.
+    #[inline]
+    pub fn observe(&mut self, host: u64, nand: u64) -> bool {
+        if host < self.next || self.reached.is_some() {
+            return self.reached.is_some();
+        }
+        self.recent.push_back((self.start.0, host - self.start.0, nand - self.start.1));
+        self.seen += 1;
+        if self.recent.len() > self.windows {
+            self.recent.pop_front();
+        }
+        self.start = (host, nand);
+        self.next = host + self.window_bytes;
+        if self.recent.len() == self.windows {
+            let d: Vec<f64> = self.recent.iter().map(|&(_, h, n)| ratio(n, h)).collect();
+            let mean = d.iter().sum::<f64>() / d.len() as f64;
+            if d.iter().all(|x| (x - mean).abs() <= self.tolerance * mean) {
+                let (h, n) = self.recent.iter().fold((0, 0), |a, &(_, h, n)| (a.0 + h, a.1 + n));
+                self.reached = Some((self.recent[0].0, h, n));
+            }
+        }
+        self.reached.is_some()
+    }
+
+    /// Windows closed so far (callers that keep per-window state watch it change).
+    pub fn windows_measured(&self) -> u64 {
+        self.seen
+    }
+
+    /// Once steady: the host bytes (since the run's start) where the steady windows begin.
+    pub fn steady_from_host_bytes(&self) -> Option<u64> {
+        self.reached.map(|r| r.0)
+    }
+
+    /// The `steady` section of metrics.json.
+    pub fn report(&self, whole_run_dlwa: f64) -> Value {
+        let (from, dlwa) = match self.reached {
+            Some((from, h, n)) => (json!(from), json!(round6(ratio(n, h)))),
+            None => (Value::Null, Value::Null),
+        };
+        json!({
+            "metric": "dlwa",
+            "window_host_bytes": self.window_bytes,
+            "tolerance": self.tolerance,
+            "windows": self.windows,
+            "windows_measured": self.seen,
+            "reached": self.reached.is_some(),
+            "steady_from_host_bytes": from,
+            "dlwa": dlwa,
+            "dlwa_whole_run": round6(whole_run_dlwa),
+        })
+    }
+}
+
 /// Collects latencies and the time series during a run; turns device counters into the report.
 pub struct Recorder {
     hist: [Histogram<u64>; 3],
@@ -52,6 +140,7 @@ pub struct Recorder {
     last: (u64, u64),
     lat_sum: [(u128, u64); 2],
     timing: bool,
+    steady: Option<Steady>,
 }
 
 impl Recorder {
@@ -74,9 +163,27 @@ impl Recorder {
             last: (0, 0),
             lat_sum: [(0, 0); 2],
             timing: tl.enabled,
+            steady: None,
         };
         r.sample(dev, start_ns);
         r
+    }
+
+    /// Watch for steady state (a run with `stop = "steady"`).
+    pub fn watch_steady(&mut self, steady: Steady) {
+        self.steady = Some(steady);
+    }
+
+    /// Whether the watched run has reached steady state.
+    #[inline]
+    pub fn steady(&mut self, dev: &dyn BlockDevice) -> bool {
+        match self.steady.as_mut() {
+            None => false,
+            Some(s) => {
+                let c = dev.counters();
+                s.observe(c.host_write_bytes - self.base.host_write_bytes, c.nand_write_bytes - self.base.nand_write_bytes)
+            }
+        }
     }
 
     #[inline]
@@ -251,6 +358,9 @@ impl Recorder {
             "series_csv": "timeseries.csv",
             "config": cfg,
         });
+        if let Some(s) = &self.steady {
+            doc["steady"] = s.report(ratio(nand_w, host_w));
+        }
         for (name, section) in dev.personality_metrics(&self.base_personality) {
             doc[name] = section;
         }

@@ -11,14 +11,9 @@ use crate::media::BlockState;
 
 impl Conventional {
     /// Take the next victim of group `rg` out of its victim set and start collecting it.
-    fn gc_pick(&mut self, rg: usize, foreground: bool) -> Result<u32> {
+    fn gc_pick(&mut self, rg: usize) -> Result<u32> {
         let v = self.groups[rg].pick(&mut self.m.blocks, &self.m.lay, self.host_clock, &mut self.m.rng, rg, self.map.mapped())?;
         self.m.c.gc_events += 1;
-        if foreground {
-            self.m.c.gc_foreground_events += 1;
-        } else {
-            self.m.c.gc_background_events += 1;
-        }
         self.m.blocks[v as usize].state = BlockState::Collecting;
         let now = self.now;
         self.groups[rg].gc.push(GcCursor { victim: v, page: 0, last_read: now });
@@ -26,11 +21,12 @@ impl Conventional {
     }
 
     /// Collect one whole victim of group `rg`: the oldest in progress, or a new one.
+    /// `foreground`: a host write is waiting for it (else idle-time GC).
     pub(super) fn gc_one(&mut self, rg: usize, foreground: bool) -> Result<()> {
         if self.groups[rg].gc.is_empty() {
-            self.gc_pick(rg, foreground)?;
+            self.gc_pick(rg)?;
         }
-        self.gc_advance(rg, 0, u32::MAX, u64::MAX)?;
+        self.gc_advance(rg, 0, u32::MAX, u64::MAX, foreground)?;
         Ok(())
     }
 
@@ -62,7 +58,7 @@ impl Conventional {
         let mut can_pick = true;
         while want > 0 && budget > 0 && self.gc_short(rg) {
             if can_pick && self.groups[rg].gc.len() < self.groups[rg].gc_width {
-                match self.gc_pick(rg, true) {
+                match self.gc_pick(rg) {
                     Ok(_) => {}
                     // Nothing reclaimable yet: the data still fits above the foreground
                     // watermark, which is where a host write would have to fail.
@@ -80,7 +76,7 @@ impl Conventional {
             let i = g.gc_turn % g.gc.len();
             let page0 = g.gc[i].page;
             let (n, v) = (g.gc.len(), g.gc[i].victim);
-            let got = self.gc_advance(rg, i, budget, want)?;
+            let got = self.gc_advance(rg, i, budget, want, false)?;
             want = want.saturating_sub(got);
             // Pages scanned (a finished victim left the list: count the rest of its block).
             let g = &self.groups[rg];
@@ -92,8 +88,10 @@ impl Conventional {
 
     /// Relocate up to `pages` pages of group `rg`'s victim in progress number `i`, stopping
     /// once `want` stale sectors have been passed over or the block is done; erase it when
-    /// done (the cursor leaves the list). Returns the stale sectors passed over.
-    fn gc_advance(&mut self, rg: usize, i: usize, pages: u32, want: u64) -> Result<u64> {
+    /// done (the cursor leaves the list) and count the collection as foreground (a host write
+    /// waited for it) or background (paced with host writes, or on idle dies). Returns the
+    /// stale sectors passed over.
+    fn gc_advance(&mut self, rg: usize, i: usize, pages: u32, want: u64, foreground: bool) -> Result<u64> {
         let spp = self.m.lay.sectors_per_page as u64;
         let ppb = self.m.lay.pages_per_block;
         let v = self.groups[rg].gc[i].victim;
@@ -121,6 +119,11 @@ impl Conventional {
         if self.groups[rg].gc[i].page >= ppb || self.m.blocks[v as usize].valid == 0 {
             assert_eq!(self.m.blocks[v as usize].valid, 0, "victim {v} still has valid sectors after collection");
             let c = self.groups[rg].gc.remove(i);
+            if foreground {
+                self.m.c.gc_foreground_events += 1;
+            } else {
+                self.m.c.gc_background_events += 1;
+            }
             let t = c.last_read.max(self.now);
             self.erase(v, t);
         }

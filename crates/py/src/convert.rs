@@ -1,0 +1,58 @@
+//! Typed conversions across the boundary: Python dicts, lists and scalars to the core's serde
+//! types and back (pythonize), so nothing crosses as JSON text.
+
+use pyo3::prelude::*;
+use pythonize::{depythonize, pythonize};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use ssdlab_core::config::{Config, WorkloadConfig};
+
+use crate::errors::{core_err, ConfigError};
+
+/// A core value as a Python object (structs and maps become dicts, sequences lists).
+pub(crate) fn to_py<'py, T: Serialize + ?Sized>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+    Ok(pythonize(py, value)?)
+}
+
+/// A Python value read as `T`; a value `T` cannot hold is a ConfigError naming `what`.
+pub(crate) fn from_py<T: DeserializeOwned>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
+    depythonize(obj).map_err(|e| ConfigError::new_err(format!("{what}: {e}")))
+}
+
+/// A config tree given from Python (a preset name plus tables, as a dict).
+pub(crate) fn tree_from_py(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<toml::Value> {
+    let v: toml::Value = from_py(obj, what)?;
+    if !v.is_table() {
+        return Err(ConfigError::new_err(format!("{what}: expected a table (a dict), got {}", v.type_str())));
+    }
+    Ok(v)
+}
+
+/// A complete, validated config from a dict: keys missing from it come from its preset.
+pub(crate) fn config_from_py(obj: &Bound<'_, PyAny>, origin: &str) -> PyResult<Config> {
+    Config::from_value(tree_from_py(obj, origin)?, None, origin).map_err(core_err)
+}
+
+/// A `[workload]` table given from Python (ssdlab.Workload and ssdlab.Mix send only the keys
+/// the user set) as the core runs it on the device configured by `dev`:
+/// - keys not given take the core's defaults (`WorkloadConfig::default()`), never the
+///   device's own `[workload]` table, so a Workload means the same on every device;
+/// - the default stop condition applies only when the table gives none: stop conditions the
+///   user gives replace it rather than racing it.
+///
+/// The table is checked as part of the device's config (`what` names it in errors), so the
+/// relations between keys (`stop_sim_ns` needs timing, ...) hold as for a TOML file.
+pub(crate) fn workload_from_py(dev: &Config, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<WorkloadConfig> {
+    let user = tree_from_py(obj, what)?;
+    let user = user.as_table().expect("checked to be a table");
+    let mut table = toml::Value::try_from(WorkloadConfig::default()).expect("workload serialises");
+    let t = table.as_table_mut().expect("workload is a table");
+    ssdlab_core::config::apply_stop_rule(t, user);
+    for (k, v) in user {
+        t.insert(k.clone(), v.clone());
+    }
+    let mut base = toml::Value::try_from(dev).expect("config serialises");
+    base.as_table_mut().expect("config is a table").insert("workload".into(), table);
+    Ok(Config::from_value(base, None, what).map_err(core_err)?.workload)
+}

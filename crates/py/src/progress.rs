@@ -1,0 +1,60 @@
+//! Progress bars and Ctrl-C while a run has released the GIL, and how runs come back.
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use pyo3::prelude::*;
+
+use ssdlab_core::engine::driver::Ending;
+use ssdlab_core::RunReport;
+
+use crate::convert::to_py;
+
+/// Progress reporting and Ctrl-C for one run (or precondition).
+pub(crate) struct Watch {
+    bar: Option<ProgressBar>,
+    phase: String,
+}
+
+impl Watch {
+    pub(crate) fn new(show: bool) -> Watch {
+        Watch { bar: if show { Some(ProgressBar::hidden()) } else { None }, phase: String::new() }
+    }
+
+    /// The core's progress callback: shows `frac` of `phase`; false stops the run.
+    pub(crate) fn tick(&mut self, phase: &str, frac: f64) -> bool {
+        if let Some(bar) = &self.bar {
+            if phase != self.phase {
+                bar.finish_and_clear();
+                let b = ProgressBar::new(1000);
+                b.set_style(
+                    ProgressStyle::with_template("{prefix:>12} [{bar:40}] {percent:>3}% {elapsed_precise} eta {eta}")
+                        .expect("valid template")
+                        .progress_chars("=> "),
+                );
+                b.set_prefix(phase.to_string());
+                b.enable_steady_tick(Duration::from_millis(250));
+                self.bar = Some(b);
+                self.phase = phase.to_string();
+            }
+            if let Some(b) = &self.bar {
+                b.set_position((frac * 1000.0) as u64);
+            }
+        }
+        // A pending Ctrl-C (Python's handler only sets a flag while we run) stops the run.
+        Python::attach(|py| py.check_signals()).is_ok()
+    }
+
+    pub(crate) fn done(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// A run as Python gets it: (metrics dict, time-series CSV text, interrupted).
+pub(crate) type RunOut<'py> = (Bound<'py, PyAny>, String, bool);
+
+pub(crate) fn run_out(py: Python<'_>, rep: RunReport) -> PyResult<RunOut<'_>> {
+    Ok((to_py(py, &rep.metrics)?, rep.series_csv, rep.ending == Ending::Interrupted))
+}

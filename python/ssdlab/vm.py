@@ -1,0 +1,715 @@
+"""`ssdlab vm`: a Linux guest under QEMU whose disk is an emulated SSD served by `ssdlab serve`.
+
+One run: start `ssdlab serve` for the device, boot the guest built by scripts/build-guest.sh
+(KVM when a probe boot shows it works, TCG otherwise) with the device attached through QEMU's
+NBD block driver as an NVMe namespace or a virtio-blk disk, run a fio job or a shell script in
+the guest, power it off, stop the server, and write the guest's results beside the device's
+metrics.json and a report. See docs/vm.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+
+from .config import PathLike, resolve_config
+from .device import Report
+from .nbd import parse_bytes
+
+DISKS = ("nvme", "virtio")
+ACCELS = ("auto", "kvm", "tcg")
+GUEST_MARK = "ssdlab-guest: "
+RESULTS_BEGIN = "SSDLAB-RESULTS-BEGIN"
+RESULTS_END = "SSDLAB-RESULTS-END"
+EXPORT = "ssdlab"
+# Guest results are a tar of /ssdlab/out; more than this is a runaway script, not results.
+RESULTS_MAX_BYTES = 256 << 20
+LOG_TAIL_LINES = 25
+PROBE_TIMEOUT_S = 20.0
+GRACE_AFTER_SERVER_DEATH_S = 5.0
+
+
+class VmError(RuntimeError):
+    """A guest run that could not be done or did not finish; the message says why, with the
+    tail of the QEMU log where it helps."""
+
+
+class VmReport(Report):
+    """The device's measurements (the ``metrics.json`` schema of every ssdlab run, from the
+    server) plus what the guest saw: ``guest`` (boot and workload times, memory, accelerator,
+    exit status), ``fio`` (fio's JSON output, for fio jobs) and ``output`` (the workload's
+    console output)."""
+
+    def __init__(self, metrics: Dict[str, Any], series_csv: str, guest: Dict[str, Any],
+                 fio: Optional[Dict[str, Any]], output: str, out_dir: Path):
+        super().__init__(metrics, series_csv)
+        self.guest = guest
+        self.fio = fio
+        self.output = output
+        self.out_dir = out_dir
+
+    def __repr__(self) -> str:
+        return (f"VmReport(dlwa={self.metrics.get('dlwa')}, host_write_bytes={self.metrics.get('host_write_bytes')}, "
+                f"boot_s={self.guest.get('boot_to_workload_s')}, status={self.guest.get('status')}, out={self.out_dir})")
+
+
+# --- the guest's files ------------------------------------------------------------------------
+
+def guest_dir() -> Path:
+    """Where scripts/build-guest.sh left the guest: $SSDLAB_GUEST_DIR, else target/guest of the
+    checkout this package runs from."""
+    env = os.environ.get("SSDLAB_GUEST_DIR")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    for p in [*here.parents, Path.cwd()]:
+        if (p / "scripts" / "build-guest.sh").exists():
+            return p / "target" / "guest"
+    return Path.cwd() / "target" / "guest"
+
+
+def _guest_files() -> Tuple[Path, Path]:
+    d = guest_dir()
+    kernel, initramfs = d / "vmlinuz", d / "initramfs.cpio"
+    if not kernel.exists() or not initramfs.exists():
+        raise VmError(f"no guest in {d} (vmlinuz and initramfs.cpio): run `make setup` or `bash scripts/build-guest.sh`")
+    return kernel, initramfs
+
+
+def _qemu() -> str:
+    q = shutil.which("qemu-system-x86_64")
+    if q is None:
+        raise VmError("qemu-system-x86_64 is missing: run `make setup` (Debian package qemu-system-x86)")
+    return q
+
+
+def _cpio_newc(files: List[Tuple[str, bytes, int]]) -> bytes:
+    """A newc cpio archive of (path, contents, mode); directories have mode 0o040755 and no
+    contents. The kernel unpacks it over the guest's base initramfs."""
+    out = io.BytesIO()
+    for ino, (name, data, mode) in enumerate([*files, ("TRAILER!!!", b"", 0)], start=1):
+        nb = name.encode() + b"\0"
+        fields = [ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(nb), 0]
+        out.write(b"070701" + b"".join(b"%08X" % f for f in fields) + nb)
+        out.write(b"\0" * (-out.tell() % 4))
+        out.write(data)
+        out.write(b"\0" * (-out.tell() % 4))
+    return out.getvalue()
+
+
+def _job_archive(mode: str, disk: str, payload: Optional[bytes]) -> bytes:
+    env = f"SSDLAB_MODE={mode}\nSSDLAB_DISK_KIND={disk}\n".encode()
+    files = [("ssdlab", b"", 0o040755), ("ssdlab/job", b"", 0o040755), ("ssdlab/job/env", env, 0o100644)]
+    if mode == "fio":
+        files.append(("ssdlab/job/job.fio", payload or b"", 0o100644))
+    elif mode == "script":
+        files.append(("ssdlab/job/run.sh", payload or b"", 0o100755))
+    return _cpio_newc(files)
+
+
+def _write_initrd(base: Path, job: bytes, dest: Path) -> None:
+    with open(dest, "wb") as f, open(base, "rb") as b:
+        shutil.copyfileobj(b, f, 1 << 20)
+        f.write(b"\0" * (-f.tell() % 4))  # the kernel wants each archive 4-byte aligned
+        f.write(job)
+
+
+# --- TOML for the server's config --------------------------------------------------------------
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    raise ValueError(f"cannot write {v!r} as TOML")
+
+
+def config_toml(config: Mapping[str, Any]) -> str:
+    """A resolved config as TOML that `ssdlab serve` reads back to the same config."""
+    top = [f"{k} = {_toml_value(v)}" for k, v in config.items() if not isinstance(v, Mapping)]
+    tables = [f"\n[{k}]\n" + "\n".join(f"{kk} = {_toml_value(vv)}" for kk, vv in v.items())
+              for k, v in config.items() if isinstance(v, Mapping)]
+    return "\n".join(top) + "\n" + "\n".join(tables) + "\n"
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _reap(proc: subprocess.Popen, timeout_s: Optional[float] = None) -> Tuple[int, int]:
+    """Wait for a child; returns (exit code, peak resident memory in bytes) from wait4."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG if deadline else 0)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, usage.ru_maxrss * 1024
+        if deadline and time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        time.sleep(0.02)
+
+
+def _stop(proc: Optional[subprocess.Popen], sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> Tuple[Optional[int], int]:
+    """Stop a child by PID (signal, then SIGKILL after the timeout); (exit code, peak RSS)."""
+    if proc is None:
+        return None, 0
+    if proc.returncode is not None:
+        return proc.returncode, 0
+    try:
+        proc.send_signal(sig)
+        return _reap(proc, timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return _reap(proc)
+    except ChildProcessError:  # already reaped elsewhere
+        return proc.returncode, 0
+
+
+def _exit_text(code: Optional[int]) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace").replace("\r", "")
+    except OSError:
+        return "  (no log)"
+    rows = [r for r in text.splitlines() if r.strip()][-lines:]
+    return "\n".join("  | " + r for r in rows) if rows else "  (empty)"
+
+
+def _guest_logs(console: Path, qemu_log: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The end of the guest's console, then QEMU's own messages when it printed any."""
+    text = f"the end of the guest's console ({console}):\n{_tail(console, lines)}"
+    if qemu_log.exists() and qemu_log.read_text(errors="replace").strip():
+        text += f"\nQEMU's messages ({qemu_log}):\n{_tail(qemu_log, 10)}"
+    return text
+
+
+def _qemu_args(qemu: str, accel: str, kernel: Path, initrd: Path, memory_bytes: int, cpus: int, console: Path,
+               results: Path, drive: Optional[str], disk: str, block_bytes: int) -> List[str]:
+    if accel == "kvm":
+        cpu = ["-accel", "kvm", "-cpu", "host"]
+    else:
+        cpu = ["-accel", "tcg,thread=multi", "-cpu", "max"]
+    args = [qemu, "-machine", "q35", *cpu, "-m", f"{memory_bytes >> 20}M", "-smp", str(cpus),
+            "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+            "-kernel", str(kernel), "-initrd", str(initrd),
+            # panic=-1 reboots at once on a panic, and -no-reboot turns that into QEMU's exit. Kernel
+            # messages stay on: they are what the error shows when a guest does not come up.
+            "-append", "console=ttyS0 panic=-1",
+            "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console",
+            "-chardev", f"file,id=results,path={results}", "-serial", "chardev:results"]
+    if drive:
+        # Discards reach the server as NBD trims (mkfs and fstrim tell the FTL what is free);
+        # the guest's sector size is the device's, so no write covers part of a sector.
+        args += ["-drive", f"file={drive},if=none,id=ssd,format=raw,cache=none,discard=unmap,detect-zeroes=off"]
+        bs = f"logical_block_size={block_bytes},physical_block_size={block_bytes}"
+        if disk == "nvme":
+            args += ["-device", f"nvme,serial=ssdlab0,drive=ssd,{bs}"]
+        else:
+            args += ["-device", f"virtio-blk-pci,drive=ssd,{bs}"]
+    return args
+
+
+def _results(path: Path) -> Tuple[Optional[int], Dict[str, bytes], str]:
+    """Parse what the guest sent on its second serial port: (exit status or None when the end
+    marker never came, files by name, the status line)."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None, {}, ""
+    text = raw.decode("ascii", errors="replace").replace("\r", "")
+    if RESULTS_BEGIN not in text or RESULTS_END not in text:
+        return None, {}, ""
+    body = text.split(RESULTS_BEGIN, 1)[1]
+    payload, end = body.split(RESULTS_END, 1)
+    end_line = end.strip().splitlines()[0] if end.strip() else ""
+    m = re.search(r"status=(\d+)", end_line)
+    status = int(m.group(1)) if m else None
+    files: Dict[str, bytes] = {}
+    data = base64.b64decode("".join(payload.split()))
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        for member in tar.getmembers():
+            if member.isfile():
+                f = tar.extractfile(member)
+                name = member.name.lstrip("./")
+                if f is not None and "/" not in name and name not in ("", "..", "."):
+                    files[name] = f.read()
+    return status, files, end_line
+
+
+# --- the accelerator ---------------------------------------------------------------------------
+
+def _probe_key(qemu: str, kernel: Path) -> Dict[str, Any]:
+    st = kernel.stat()
+    version = subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    return {"qemu": version, "host_kernel": os.uname().release, "kernel": [st.st_size, int(st.st_mtime)]}
+
+
+def choose_accel(accel: str = "auto", log: Callable[[str], None] = print) -> Tuple[str, str]:
+    """(accelerator, why). ``auto`` uses KVM only when a short probe boot on it reached the
+    guest's userspace (a /dev/kvm that exists may still fail: see docs/vm.md); the probe's
+    verdict is cached beside the guest, keyed by QEMU, host kernel and guest kernel."""
+    if accel not in ACCELS:
+        raise ValueError(f"--accel {accel!r}: expected one of {', '.join(ACCELS)}")
+    if accel != "auto":
+        return accel, "asked for"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "tcg", "no usable /dev/kvm"
+    qemu = _qemu()
+    kernel, initramfs = _guest_files()
+    cache = guest_dir() / "kvm-probe.json"
+    key = _probe_key(qemu, kernel)
+    try:
+        cached = json.loads(cache.read_text())
+        if cached.get("key") == key:
+            return ("kvm" if cached["works"] else "tcg"), f"KVM probe (cached): {cached['why']}"
+    except (OSError, ValueError, KeyError):
+        pass
+    log("probing KVM with a short boot ...")
+    works, why = _probe_kvm(qemu, kernel, initramfs)
+    try:
+        cache.write_text(json.dumps({"key": key, "works": works, "why": why}, indent=2) + "\n")
+    except OSError:
+        pass
+    return ("kvm" if works else "tcg"), f"KVM probe: {why}"
+
+
+def _probe_kvm(qemu: str, kernel: Path, initramfs: Path) -> Tuple[bool, str]:
+    with tempfile.TemporaryDirectory(prefix="ssdlab-kvm-probe-") as tmp:
+        t = Path(tmp)
+        initrd, console, results, log = t / "initrd", t / "console.log", t / "results", t / "qemu.log"
+        _write_initrd(initramfs, _job_archive("probe", "nvme", None), initrd)
+        args = _qemu_args(qemu, "kvm", kernel, initrd, 256 << 20, 1, console, results, None, "nvme", 4096)
+        with open(log, "wb") as lf:
+            proc = subprocess.Popen(args, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            try:
+                _reap(proc, PROBE_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                _stop(proc, signal.SIGKILL)
+                return False, f"no guest userspace within {PROBE_TIMEOUT_S:.0f} s on KVM; using TCG"
+        status, _, _ = _results(results)
+        if status == 0:
+            return True, "a guest booted on KVM"
+        first = next((r for r in log.read_text(errors="replace").splitlines() if r.strip()), "")
+        return False, f"the guest did not boot on KVM ({_exit_text(proc.returncode)}{': ' + first[:120] if first else ''}); using TCG"
+
+
+# --- one run -----------------------------------------------------------------------------------
+
+def _say(log: Callable[[str], None], text: str) -> None:
+    log(f"ssdlab vm: {text}")
+
+
+def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike] = None, script: Optional[PathLike] = None,
+        fio: Optional[PathLike] = None, memory: Union[str, int] = "1G", cpus: int = 2, disk: str = "nvme",
+        out: PathLike = "runs/vm", accel: str = "auto", boot_timeout_s: float = 60.0, timeout_s: float = 3600.0,
+        serve_args: Tuple[str, ...] = (), check: bool = True, log: Callable[[str], None] = print,
+        on_workload: Optional[Callable[[Dict[str, Any]], None]] = None) -> VmReport:
+    """Boot a guest on an emulated SSD, run a workload in it, and measure both sides.
+
+    Args:
+        config: the device (a TOML file or a config dict; conventional or FDP personality).
+        image: a raw image file for the device's contents (kept with its device state, see
+            docs/nbd.md); default: in memory, an empty SSD every run.
+        script: a shell script run in the guest (busybox sh; $SSDLAB_DISK is the disk,
+            files left in $SSDLAB_OUT come back into ``out/guest/``). Or ``fio``: a fio job file
+            run on the disk (the disk, libaio and O_DIRECT are its defaults). Neither: fio with
+            experiments/vm/raw-randrw.fio.
+        memory, cpus: the guest's RAM ("1G", bytes) and virtual CPUs.
+        disk: "nvme" (a QEMU NVMe namespace, /dev/nvme0n1) or "virtio" (virtio-blk, /dev/vda).
+        out: the run directory (created): metrics.json and timeseries.csv (device),
+            fio.json or output.txt (guest), console.log, qemu.log, server.log, vm.json, report.md.
+        accel: "auto" (KVM when a probe boot works on it, else TCG), "kvm" or "tcg".
+        boot_timeout_s: the guest must reach its workload within this, or the run ends with
+            an error and the QEMU log's tail. ``timeout_s`` bounds the whole run.
+        serve_args: more `ssdlab serve` options, e.g. ("--latency", "emulated").
+        check: raise :class:`VmError` when the workload exits non-zero (after writing ``out``).
+        on_workload: called with the run's state when the guest starts its workload (its
+            ``server`` and ``qemu`` are the Popen objects; for tests and tools).
+
+    Returns a :class:`VmReport` (a :class:`ssdlab.Report` with ``guest``, ``fio``, ``output``).
+    """
+    if disk not in DISKS:
+        raise ValueError(f"--disk {disk!r}: expected one of {', '.join(DISKS)}")
+    if script is not None and fio is not None:
+        raise ValueError("give a guest script (--run) or a fio job (--fio), not both")
+    memory_bytes = parse_bytes(memory) if isinstance(memory, str) else int(memory)
+    if memory_bytes < 256 << 20:
+        raise ValueError(f"--memory {memory}: the guest needs at least 256M (its tools unpack into RAM)")
+    if not 1 <= cpus <= 64:
+        raise ValueError(f"--cpus {cpus}: expected 1 to 64")
+    if not (boot_timeout_s > 0 and timeout_s > 0):
+        raise ValueError(f"--boot-timeout {boot_timeout_s:g} / --timeout {timeout_s:g}: expected seconds above 0")
+    if script is None and fio is None:
+        fio = _default_job()
+    work_file = Path(script if script is not None else fio)
+    if not work_file.is_file():
+        raise FileNotFoundError(f"{'--run' if script is not None else '--fio'} {work_file}: no such file")
+    mode = "script" if script is not None else "fio"
+    payload = work_file.read_bytes()
+    cfg = resolve_config(config=config)
+    if cfg.get("personality", "conventional") != "conventional":
+        raise ValueError(f"{config}: `ssdlab vm` serves conventional and FDP devices (the personality is {cfg['personality']!r})")
+    qemu = _qemu()
+    kernel, initramfs = _guest_files()
+    accel_used, accel_why = choose_accel(accel, log=lambda s: _say(log, s))
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("metrics.json", "timeseries.csv", "fio.json", "output.txt", "report.md", "vm.json"):
+        (out / stale).unlink(missing_ok=True)
+    guest_out = out / "guest"
+    if guest_out.exists():
+        shutil.rmtree(guest_out)
+    cfg_path = out / "device.toml"
+    cfg_path.write_text(config_toml(cfg))
+    (out / f"workload{'.sh' if mode == 'script' else '.fio'}").write_bytes(payload)
+    port = _free_port()
+    addr = f"127.0.0.1:{port}"
+    serve_cmd = [sys.executable, "-m", "ssdlab.cli", "serve", str(cfg_path), "--listen", addr, "--metrics-out", str(out),
+                 *serve_args]
+    if image is not None:
+        serve_cmd += ["--image", str(Path(image).resolve())]
+    console, server_log, qemu_log = out / "console.log", out / "server.log", out / "qemu.log"
+    info: Dict[str, Any] = {"config": str(config) if not isinstance(config, Mapping) else "(dict)", "image": str(image) if image else None,
+                            "workload": str(work_file), "mode": mode, "disk": disk, "memory_bytes": memory_bytes,
+                            "cpus": cpus, "accel": accel_used, "accel_why": accel_why, "address": addr}
+    server = qemu_proc = None
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=".vm-", dir=out) as tmp, \
+            open(server_log, "wb") as slog, open(qemu_log, "wb") as qlog:
+        results = Path(tmp) / "results"
+        try:
+            _say(log, f"starting ssdlab serve on {addr}" + (f" (image {image})" if image else " (contents in memory)"))
+            server = subprocess.Popen(serve_cmd, stdout=slog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            _wait_server(server, addr, server_log)
+            info["server_ready_s"] = round(time.monotonic() - started, 3)
+            block_bytes = min(max(cfg["geometry"]["sector_bytes"], 512), 4096)
+            initrd = Path(tmp) / "initrd"
+            _write_initrd(initramfs, _job_archive(mode, disk, payload), initrd)
+            args = _qemu_args(qemu, accel_used, kernel, initrd, memory_bytes, cpus, console, results,
+                              f"nbd://{addr}/{EXPORT}", disk, block_bytes)
+            info["qemu_command"] = args
+            _say(log, f"booting the guest ({accel_used}: {accel_why}; {disk} disk, {memory_bytes >> 20} MiB, {cpus} CPUs)")
+            t_qemu = time.monotonic()
+            qemu_proc = subprocess.Popen(args, stdout=qlog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            state = {"server": server, "qemu": qemu_proc, "address": addr, "out": out, "console": console}
+            _watch(state, info, log, console, qemu_log, t_qemu, boot_timeout_s, timeout_s, on_workload)
+            qemu_code, qemu_rss = qemu_proc.returncode, info.pop("_qemu_rss", 0)
+            info["qemu_exit"] = qemu_code
+            info["qemu_peak_rss_bytes"] = qemu_rss
+        except BaseException:
+            _stop(qemu_proc, signal.SIGKILL)
+            code, _ = _stop(server, signal.SIGTERM)
+            raise
+        code, server_rss = _stop(server, signal.SIGTERM, timeout_s=120)
+        info["server_exit"] = code
+        info["server_peak_rss_bytes"] = server_rss
+        status, files, end_line = _results(results)
+    if code != 0:
+        raise VmError(f"ssdlab serve ended with {_exit_text(code)} after the guest powered off; its log ({server_log}):\n"
+                      f"{_tail(server_log)}")
+    if status is None:
+        raise VmError(f"the guest powered off without sending its results (QEMU {_exit_text(info['qemu_exit'])}); "
+                      + _guest_logs(console, qemu_log))
+    info["status"] = status
+    info["wall_s"] = round(time.monotonic() - started, 3)
+    output = files.pop("output.txt", b"").decode(errors="replace")
+    (out / "output.txt").write_text(output)
+    fio_json = None
+    if "fio.json" in files:
+        raw = files.pop("fio.json").decode(errors="replace")
+        fio_json = _parse_fio(raw)
+        (out / "fio.json").write_text(json.dumps(fio_json, indent=2) + "\n" if fio_json else raw)
+    if files:
+        guest_out.mkdir()
+        for name, data in files.items():
+            (guest_out / name).write_bytes(data)
+    metrics_path = out / "metrics.json"
+    if not metrics_path.exists():
+        raise VmError(f"ssdlab serve wrote no metrics.json into {out}; its log:\n{_tail(server_log)}")
+    metrics = json.loads(metrics_path.read_text())
+    series = (out / "timeseries.csv").read_text() if (out / "timeseries.csv").exists() else "host_write_bytes\n0\n"
+    (out / "vm.json").write_text(json.dumps(info, indent=2) + "\n")
+    rep = VmReport(metrics, series, info, fio_json, output, out)
+    md = render(out)
+    _say(log, f"guest workload {'finished' if status == 0 else f'FAILED (exit status {status})'} in "
+              f"{info.get('workload_s', 0):.1f} s (boot to workload {info.get('boot_to_workload_s', 0):.1f} s); "
+              f"device DLWA {metrics['dlwa']:.3f}, host writes {metrics['host_write_bytes'] / 2**20:.1f} MiB; wrote {md}")
+    if check and status != 0:
+        raise VmError(f"the guest workload exited with status {status}; its output is in {out / 'output.txt'}:\n"
+                      f"{_tail(out / 'output.txt', 10)}")
+    return rep
+
+
+def _default_job() -> Path:
+    from .experiments import experiments_root
+
+    return experiments_root() / "vm" / "raw-randrw.fio"
+
+
+def _wait_server(server: subprocess.Popen, addr: str, log_path: Path, timeout_s: float = 120.0) -> None:
+    """Until the server answers on its address (it may first replay a journal)."""
+    host, port = addr.rsplit(":", 1)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise VmError(f"ssdlab serve exited ({_exit_text(server.returncode)}) before it was ready; its log ({log_path}):\n"
+                          f"{_tail(log_path)}")
+        if "listening on" in log_path.read_text(errors="replace"):
+            try:
+                socket.create_connection((host, int(port)), timeout=1).close()
+                return
+            except OSError:
+                pass
+        time.sleep(0.05)
+    raise VmError(f"ssdlab serve was not ready within {timeout_s:.0f} s; its log ({log_path}):\n{_tail(log_path)}")
+
+
+def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], None], console: Path, qemu_log: Path,
+           t_qemu: float, boot_timeout_s: float, timeout_s: float, on_workload) -> None:
+    """Follow the guest from boot to power-off: the boot deadline, the server's health,
+    progress lines, the overall deadline. Fills ``info`` with the times."""
+    server, qemu_proc = state["server"], state["qemu"]
+    booted = False
+    last_progress = time.monotonic()
+    server_dead_at = None
+    pending = ""
+    con = None
+    try:
+        while True:
+            now = time.monotonic()
+            try:
+                pid, status, usage = os.wait4(qemu_proc.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid = 0
+            if pid == qemu_proc.pid:
+                qemu_proc.returncode = os.waitstatus_to_exitcode(status)
+                info["_qemu_rss"] = usage.ru_maxrss * 1024
+            if con is None and console.exists():
+                con = open(console, errors="replace")  # noqa: SIM115 -- read as it grows, closed in finally
+            # Only what QEMU appended since the last look (a chatty workload's console grows).
+            pending += con.read() if con else ""
+            lines = pending.split("\n")
+            pending = lines.pop()
+            for line in lines:
+                if GUEST_MARK not in line:
+                    continue
+                msg = line.split(GUEST_MARK, 1)[1].strip()
+                if "workload start" in msg and not booted:
+                    booted = True
+                    info["boot_to_workload_s"] = round(now - t_qemu, 3)
+                    m = re.search(r"uptime ([\d.]+) s", msg)
+                    info["guest_uptime_at_workload_s"] = float(m.group(1)) if m else None
+                    info["_t_workload"] = now
+                    _say(log, f"guest up in {now - t_qemu:.1f} s; workload running")
+                    if on_workload:
+                        on_workload(state)
+                elif "workload done" in msg and "_t_workload" in info:
+                    info["workload_s"] = round(now - info["_t_workload"], 3)
+            if qemu_proc.returncode is not None:
+                break
+            if not booted and now - t_qemu > boot_timeout_s:
+                _stop(qemu_proc, signal.SIGKILL)
+                raise VmError(f"the guest did not reach its workload within {boot_timeout_s:.0f} s ({info['accel']}); "
+                              + _guest_logs(console, qemu_log))
+            if server.poll() is not None and server_dead_at is None:
+                server_dead_at = now
+                _say(log, f"ssdlab serve died ({_exit_text(server.returncode)}); stopping the guest")
+            if server_dead_at is not None and now - server_dead_at > GRACE_AFTER_SERVER_DEATH_S:
+                _stop(qemu_proc, signal.SIGKILL)
+                break
+            if now - t_qemu > timeout_s:
+                _stop(qemu_proc, signal.SIGKILL)
+                raise VmError(f"the guest run took longer than {timeout_s:.0f} s and was stopped; " + _guest_logs(console, qemu_log))
+            if booted and now - last_progress >= 10.0 and server_dead_at is None:
+                last_progress = now
+                _say(log, f"workload running for {now - info['_t_workload']:.0f} s{_live(state['address'])}")
+            time.sleep(0.05)
+    finally:
+        if con is not None:
+            con.close()
+    info.pop("_t_workload", None)
+    if "workload_s" not in info and booted:
+        info["workload_s"] = None
+    if server_dead_at is not None:
+        image = info.get("image")
+        raise VmError(f"ssdlab serve (the emulated SSD) died during the guest run ({_exit_text(server.returncode)}); the guest "
+                      f"was stopped; "
+                      + (f"Everything the server acknowledged is in {image} and its journal: `ssdlab serve CONFIG --image {image}` "
+                         "recovers it; " if image else "its contents were in memory and are gone; ")
+                      + _guest_logs(console, qemu_log, 12))
+    if not booted:
+        raise VmError(f"QEMU exited ({_exit_text(qemu_proc.returncode)}) before the guest reached its workload; "
+                      + _guest_logs(console, qemu_log))
+
+
+def _live(addr: str) -> str:
+    from .nbd import stats
+
+    try:
+        m = stats(addr)
+    except Exception:  # the progress line is best effort; the run's checks come later
+        return ""
+    return f"; device: host writes {m['host_write_bytes'] / 2**20:.0f} MiB, DLWA {m['dlwa']:.3f}, GC events {m['gc_events']}"
+
+
+def _parse_fio(text: str) -> Optional[Dict[str, Any]]:
+    """fio's JSON output (fio may print notes before the JSON object)."""
+    i = text.find("{")
+    if i < 0:
+        return None
+    try:
+        return json.loads(text[i:])
+    except ValueError:
+        return None
+
+
+# --- reports -----------------------------------------------------------------------------------
+
+def fio_summary(fio_json: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """One row per fio job and direction that did I/O: IOPS, MiB/s, completion latency (ns)."""
+    rows = []
+    for job in fio_json.get("jobs", []):
+        for op in ("read", "write"):
+            d = job.get(op, {})
+            if not d.get("total_ios"):
+                continue
+            clat = d.get("clat_ns", {})
+            pct = clat.get("percentile", {})
+            rows.append({"job": job.get("jobname"), "op": op, "ios": d["total_ios"], "iops": d.get("iops", 0.0),
+                         "mib_per_s": d.get("bw_bytes", 0) / 2**20, "clat_ns_mean": clat.get("mean"),
+                         "clat_ns_p50": pct.get("50.000000"), "clat_ns_p99": pct.get("99.000000"),
+                         "clat_ns_p999": pct.get("99.900000"), "errors": job.get("error", 0)})
+    return rows
+
+
+def render(out: PathLike) -> Path:
+    """report.md of a vm run directory: the guest's view beside the device's."""
+    from .report import _fmt_ns, render as render_device
+
+    out = Path(out)
+    info = json.loads((out / "vm.json").read_text())
+    device_md = render_device(out).read_text()
+    m = json.loads((out / "metrics.json").read_text())
+    lines = [f"# ssdlab vm: {out.name}", "",
+             f"Guest: {info['disk']} disk, {info['memory_bytes'] >> 20} MiB, {info['cpus']} CPUs, {info['accel']} "
+             f"({info['accel_why']}); workload `{info['workload']}` ({info['mode']}), exit status {info.get('status')}.", "",
+             "| measure | value |", "|---|---|",
+             f"| QEMU start to guest workload | {info.get('boot_to_workload_s', 0):.2f} s (guest uptime {info.get('guest_uptime_at_workload_s')} s) |",
+             f"| workload | {info.get('workload_s') or 0:.2f} s |",
+             f"| whole run (server start to stop) | {info.get('wall_s', 0):.2f} s |",
+             f"| QEMU peak RSS | {info.get('qemu_peak_rss_bytes', 0) / 2**20:.0f} MiB |",
+             f"| ssdlab serve peak RSS | {info.get('server_peak_rss_bytes', 0) / 2**20:.0f} MiB |", ""]
+    fio_path = out / "fio.json"
+    if fio_path.exists():
+        fj = _parse_fio(fio_path.read_text())
+        if fj:
+            lines += ["## Guest (fio)", "", "| job | op | I/Os | IOPS | MiB/s | clat mean | p50 | p99 | p99.9 |",
+                      "|---|---|---|---|---|---|---|---|---|"]
+            for r in fio_summary(fj):
+                lines.append(f"| {r['job']} | {r['op']} | {r['ios']} | {r['iops']:.0f} | {r['mib_per_s']:.1f} | "
+                             f"{_fmt_ns(r['clat_ns_mean'])} | {_fmt_ns(r['clat_ns_p50'])} | {_fmt_ns(r['clat_ns_p99'])} | "
+                             f"{_fmt_ns(r['clat_ns_p999'])} |")
+            lines.append("")
+    else:
+        text = (out / "output.txt").read_text(errors="replace") if (out / "output.txt").exists() else ""
+        rows = text.splitlines()[-20:]
+        lines += ["## Guest (script output, last lines)", "", "```", *rows, "```", ""]
+    w = m["latency_ns"].get("write", {})
+    lines += ["## Device", "",
+              f"The device saw {m['host_write_bytes'] / 2**20:.1f} MiB of host writes, {m['host_read_bytes'] / 2**20:.1f} MiB "
+              f"of reads and {m['host_trim_bytes'] / 2**20:.1f} MiB of trims; DLWA {m['dlwa']:.4f}, {m['gc_events']} GC events; "
+              + (f"device write latency p50 {_fmt_ns(w.get('p50'))}, p99 {_fmt_ns(w.get('p99'))}." if w.get("count") else "no writes."),
+              ""]
+    # The device part is the standard run report, one heading level down.
+    body = device_md.split("\n", 1)[1] if device_md.startswith("# ") else device_md
+    lines.append(body.replace("\n## ", "\n### "))
+    md = out / "report.md"
+    md.write_text("\n".join(lines))
+    return md
+
+
+# --- command line ------------------------------------------------------------------------------
+
+def cmd_vm(args) -> int:
+    say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
+    try:
+        rep = run(args.config, image=args.image, script=args.run, fio=args.fio, memory=args.memory, cpus=args.cpus,
+                  disk=args.disk, out=args.out, accel=args.accel, boot_timeout_s=args.boot_timeout,
+                  timeout_s=args.timeout, serve_args=tuple(args.serve_arg or ()), check=False, log=say)
+    except VmError as e:
+        print(f"ssdlab vm: error: {e}", file=sys.stderr)
+        return 1
+    g = rep.guest
+    if rep.fio:
+        for r in fio_summary(rep.fio):
+            print(f"guest {r['job']} {r['op']}: {r['iops']:.0f} IOPS, {r['mib_per_s']:.1f} MiB/s, "
+                  f"clat p99 {(r['clat_ns_p99'] or 0) / 1e3:.0f} us")
+    print(f"device: DLWA {rep.dlwa:.4f}, host writes {rep.host_write_bytes / 2**20:.1f} MiB, GC events {rep.gc_events}; "
+          f"boot to workload {g.get('boot_to_workload_s', 0):.1f} s ({g['accel']}); report {Path(args.out) / 'report.md'}")
+    if g["status"] != 0:
+        print(f"ssdlab vm: error: the guest workload exited with status {g['status']} (see {Path(args.out) / 'output.txt'})",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_parser(sub) -> None:
+    v = sub.add_parser("vm", help="boot a Linux guest on an emulated SSD and run fio or a script in it",
+                       description="Serve CONFIG's device with `ssdlab serve`, boot the guest built by `make setup` under "
+                                   "QEMU with the device as its disk, run a fio job or a shell script in it, and write the "
+                                   "guest's results beside the device's metrics to --out. See docs/vm.md.")
+    v.add_argument("config", help="device config (conventional or FDP personality)")
+    v.add_argument("--image", help="raw image file for the device's contents (persists with its device state; "
+                                   "default: in memory, an empty SSD)")
+    g = v.add_mutually_exclusive_group()
+    g.add_argument("--run", metavar="SCRIPT", help="shell script to run in the guest ($SSDLAB_DISK is the disk; files "
+                                                   "written to $SSDLAB_OUT come back into OUT/guest/)")
+    g.add_argument("--fio", metavar="JOB", help="fio job file to run on the guest's disk (default: "
+                                                "experiments/vm/raw-randrw.fio)")
+    v.add_argument("--memory", default="1G", help="guest RAM (default %(default)s)")
+    v.add_argument("--cpus", type=int, default=2, help="guest virtual CPUs (default %(default)s)")
+    v.add_argument("--disk", choices=DISKS, default="nvme", help="how the guest sees the SSD (default %(default)s)")
+    v.add_argument("--out", default="runs/vm", help="run directory (default %(default)s)")
+    v.add_argument("--accel", choices=ACCELS, default="auto",
+                   help="auto: KVM if a probe boot works on it, else TCG (default %(default)s)")
+    v.add_argument("--boot-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="the guest must start its workload within this (default %(default)s)")
+    v.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS", help="bound on the whole run (default %(default)s)")
+    v.add_argument("--serve-arg", action="append", metavar="ARG",
+                   help="extra `ssdlab serve` argument, repeatable (e.g. --serve-arg=--latency --serve-arg=emulated)")
+    v.add_argument("-q", "--quiet", action="store_true")
+    v.set_defaults(func=cmd_vm)

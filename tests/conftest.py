@@ -1,0 +1,65 @@
+"""The test session runs in a temp directory of its own (TMPDIR points there, so subprocesses,
+Ray and the Rust code use it too) and fails if a test leaves anything in it: tests must clean
+up after themselves. pytest's own tmp_path directories live there as well and go with it."""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_saved: dict = {}
+
+
+def pytest_configure(config):
+    # Short: Ray's socket paths under this directory must fit in 107 bytes.
+    base = Path(tempfile.mkdtemp(prefix="sl-"))
+    _saved.update(base=base, tmpdir=os.environ.get("TMPDIR"), tempdir=tempfile.tempdir)
+    os.environ["TMPDIR"] = str(base)
+    tempfile.tempdir = str(base)
+
+
+def _release_multiprocessing_tempdir(base: Path) -> None:
+    """A process pool (sweeps, fdp-cache) leaves multiprocessing's own temp directory (pymp-*,
+    the forkserver's socket) until the interpreter exits; remove it now, the way multiprocessing
+    itself would at exit (its finalizer, which then does not run again)."""
+    import multiprocessing.util as mu
+
+    d = mu.process.current_process()._config.get("tempdir")
+    if not d or Path(d).parent != base:
+        return
+    for f in list(getattr(mu, "_finalizer_registry", {}).values()):
+        if getattr(f, "_callback", None) is getattr(mu, "_remove_temp_dir", None):
+            f()
+
+
+def _leftovers(base: Path) -> list:
+    return sorted(p.name for p in base.iterdir() if not p.name.startswith("pytest-of-"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    base = _saved["base"]
+    _release_multiprocessing_tempdir(base)
+    left = _leftovers(base)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        msg = f"tests left files in the temp directory ({base}): {', '.join(left)}"
+        if reporter is not None:
+            reporter.write_line(msg, red=True)
+        else:
+            print(msg)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if session.exitstatus == 0:
+        shutil.rmtree(base, ignore_errors=True)
+    else:
+        print(f"test temp files kept in {base}")
+
+
+def pytest_unconfigure(config):
+    if _saved.get("tmpdir") is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = _saved["tmpdir"]
+    tempfile.tempdir = _saved.get("tempdir")

@@ -1,0 +1,232 @@
+"""`ssdlab vm`: a Linux guest (built by scripts/build-guest.sh) on the emulated SSD. The guest
+makes file systems, writes and verifies files with fio, and powers off; the device's metrics
+must show its writes. A kill -9 of the server mid-run is reported and the image survives."""
+
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from clitools import ssdlab, write
+
+from ssdlab import vm
+from ssdlab.vmbaseline import host_fio
+
+MiB = 1 << 20
+pytestmark = pytest.mark.skipif(
+    shutil.which("qemu-system-x86_64") is None or not (vm.guest_dir() / "vmlinuz").exists(),
+    reason="no QEMU or guest: run `make setup` (scripts/build-guest.sh)")
+
+# The tiny preset (217 MiB logical), timing on: small enough that mkfs and fio take seconds.
+TINY = 'preset = "tiny"\n'
+
+EXT4_VERIFY = """set -e
+mkfs.ext4 -q -F "$SSDLAB_DISK"
+mkdir -p /mnt/fs
+mount -t ext4 "$SSDLAB_DISK" /mnt/fs
+fio --name=verify --directory=/mnt/fs --nrfiles=2 --size=16m --bs=4k --rw=randwrite --ioengine=libaio \\
+    --iodepth=8 --direct=1 --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=1 \\
+    --output-format=json --output="$SSDLAB_OUT/fio.json"
+umount /mnt/fs
+e2fsck -fn "$SSDLAB_DISK"
+echo checked > "$SSDLAB_OUT/fsck.txt"
+"""
+
+
+def _nothing_running_from(path):
+    """No process (QEMU, ssdlab serve) whose command line names a file under ``path``."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            assert str(path) not in cmd, f"still running: {cmd}"
+
+
+def _pids_gone(*pids):
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"process {pid} is still running")
+
+
+def test_guest_makes_ext4_verifies_files_with_fio_and_powers_off(tmp_path):
+    cfg = write(tmp_path / "ssd.toml", TINY)
+    script = write(tmp_path / "ext4.sh", EXT4_VERIFY)
+    out = tmp_path / "run"
+    p = ssdlab("vm", cfg, "--run", script, "--out", out, "--memory", "512M", "--cpus", "2", "--timeout", "240", timeout=300)
+    assert "device: DLWA" in p.stdout and "boot to workload" in p.stdout
+    info = json.loads((out / "vm.json").read_text())
+    assert info["status"] == 0 and info["qemu_exit"] == 0 and info["server_exit"] == 0
+    assert 0 < info["boot_to_workload_s"] < 60
+    assert info["qemu_peak_rss_bytes"] > 64 * MiB and info["server_peak_rss_bytes"] > MiB
+    # fio wrote 16 MiB (two files of 8 MiB) on ext4 and read every block back with its checksum.
+    job = json.loads((out / "fio.json").read_text())["jobs"][0]
+    assert job["error"] == 0
+    assert job["write"]["io_bytes"] == 16 * MiB and job["read"]["io_bytes"] == 16 * MiB
+    assert (out / "guest" / "fsck.txt").read_text() == "checked\n"  # e2fsck -fn found it clean
+    # The device saw the guest: mkfs's discard of the whole disk, the file data and the metadata.
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["host_write_bytes"] >= 16 * MiB and m["host_read_bytes"] >= 16 * MiB
+    assert m["host_trim_bytes"] >= 200 * MiB
+    assert m["nand_write_bytes"] >= m["host_write_bytes"] * 0.9  # the rest may still sit in the write buffer
+    console = (out / "console.log").read_text()
+    assert "ssdlab-guest: powering off" in console and "Kernel panic" not in console
+    report = (out / "report.md").read_text()
+    assert "## Guest (fio)" in report and "DLWA" in report and "QEMU peak RSS" in report
+    _nothing_running_from(tmp_path)
+
+
+def test_kill_9_of_the_server_is_reported_and_the_image_survives(tmp_path):
+    cfg = write(tmp_path / "ssd.toml", TINY)
+    image = tmp_path / "disk.img"
+    # Phase 1: a file whose hash the guest prints once it is on the device (sync), then writes
+    # until the server dies under it.
+    first = write(tmp_path / "first.sh", """set -e
+mkfs.ext4 -q -F "$SSDLAB_DISK"
+mkdir -p /mnt/fs
+mount -t ext4 "$SSDLAB_DISK" /mnt/fs
+dd if=/dev/urandom of=/mnt/fs/keep.bin bs=1M count=8 2>/dev/null
+sync
+echo "keep-sha $(sha256sum /mnt/fs/keep.bin | cut -d' ' -f1)"
+echo synced-for-test
+fio --name=busy --directory=/mnt/fs --size=64m --bs=4k --rw=randwrite --ioengine=libaio --iodepth=8 \\
+    --direct=1 --time_based --runtime=600 >/dev/null 2>&1
+""")
+    out1 = tmp_path / "run1"
+    killed = {}
+
+    def on_workload(state):
+        def killer():
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                if "synced-for-test" in state["console"].read_text(errors="replace"):
+                    time.sleep(1.0)  # the busy fio is writing now
+                    killed["pid"] = state["server"].pid
+                    killed["qemu"] = state["qemu"].pid
+                    os.kill(state["server"].pid, signal.SIGKILL)
+                    return
+                time.sleep(0.1)
+        threading.Thread(target=killer, daemon=True).start()
+
+    with pytest.raises(vm.VmError) as e:
+        vm.run(cfg, image=image, script=first, out=out1, memory="512M", on_workload=on_workload, timeout_s=300,
+               log=lambda s: None)
+    msg = str(e.value)
+    assert "ssdlab serve (the emulated SSD) died during the guest run (killed by SIGKILL)" in msg, msg
+    assert str(image) in msg and "recovers it" in msg
+    assert killed, "the test never killed the server"
+    _pids_gone(killed["pid"], killed["qemu"])
+    _nothing_running_from(tmp_path)
+    console = (out1 / "console.log").read_text(errors="replace")
+    sha = next(line.split()[1] for line in console.splitlines() if line.startswith("keep-sha "))
+
+    # Phase 2: a new server on the same image recovers the device state (journal replay) and a
+    # new guest finds the synced file intact and the file system consistent.
+    second = write(tmp_path / "second.sh", f"""set -e
+mkdir -p /mnt/fs
+mount -t ext4 "$SSDLAB_DISK" /mnt/fs
+test "$(sha256sum /mnt/fs/keep.bin | cut -d' ' -f1)" = "{sha}"
+echo file-intact
+umount /mnt/fs
+e2fsck -fn "$SSDLAB_DISK"
+""")
+    out2 = tmp_path / "run2"
+    rep = vm.run(cfg, image=image, script=second, out=out2, memory="512M", log=lambda s: None)
+    assert rep.guest["status"] == 0 and "file-intact" in rep.output
+    assert "journal records replayed" in (out2 / "server.log").read_text()
+    # The device remembers the first run's writes (mkfs, the file, the busy fio's acknowledged writes).
+    assert rep.metrics["device_lifetime"]["host_write_bytes"] >= 8 * MiB + rep.metrics["host_write_bytes"]
+
+
+def _broken_guest(tmp_path, monkeypatch, init_text):
+    """A guest directory with the real kernel and an initramfs whose /init is ``init_text``
+    (None: no /init at all, so the kernel panics)."""
+    kernel, base = vm._guest_files()
+    d = tmp_path / "guest"
+    d.mkdir()
+    (d / "vmlinuz").symlink_to(kernel)
+    if init_text is None:
+        (d / "initramfs.cpio").write_bytes(vm._cpio_newc([("empty", b"", 0o040755)]))
+    else:
+        extra = vm._cpio_newc([("init", init_text.encode(), 0o100755)])
+        vm._write_initrd(base, extra, d / "initramfs.cpio")
+    monkeypatch.setenv("SSDLAB_GUEST_DIR", str(d))
+
+
+def test_a_guest_that_hangs_before_its_workload_is_stopped_with_the_console_tail(tmp_path, monkeypatch):
+    _broken_guest(tmp_path, monkeypatch, "#!/bin/busybox sh\necho init-hangs-here > /dev/ttyS0\nexec sleep 600\n")
+    cfg = write(tmp_path / "ssd.toml", TINY)
+    script = write(tmp_path / "true.sh", "true\n")
+    pids = {}
+    with pytest.raises(vm.VmError) as e:
+        vm.run(cfg, script=script, out=tmp_path / "run", accel="tcg", boot_timeout_s=8.0, log=lambda s: None,
+               on_workload=lambda st: pids.update(st))
+    msg = str(e.value)
+    assert msg.startswith("the guest did not reach its workload within 8 s (tcg)") and "\n  | " in msg, msg
+    assert not pids  # it never got there
+    _nothing_running_from(tmp_path)
+    # The CLI says the same: one line, then the tail.
+    p = ssdlab("vm", cfg, "--run", script, "--out", tmp_path / "run-cli", "--accel", "tcg", "--boot-timeout", "8", "-q",
+               check=False, env={**os.environ, "SSDLAB_GUEST_DIR": str(tmp_path / "guest")})
+    assert p.returncode == 1 and p.stderr.startswith("ssdlab vm: error: the guest did not reach its workload")
+    assert "Traceback" not in p.stderr
+    _nothing_running_from(tmp_path)
+
+
+def test_a_guest_kernel_that_panics_is_reported_with_the_panic(tmp_path, monkeypatch):
+    _broken_guest(tmp_path, monkeypatch, None)
+    cfg = write(tmp_path / "ssd.toml", TINY)
+    with pytest.raises(vm.VmError) as e:
+        vm.run(cfg, script=write(tmp_path / "true.sh", "true\n"), out=tmp_path / "run", accel="tcg", log=lambda s: None)
+    msg = str(e.value)
+    assert msg.startswith("QEMU exited (exit status 0) before the guest reached its workload") and "Kernel panic" in msg, msg
+    _nothing_running_from(tmp_path)
+
+
+def test_a_missing_guest_says_how_to_build_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("SSDLAB_GUEST_DIR", str(tmp_path / "nothing"))
+    with pytest.raises(vm.VmError, match="run `make setup` or `bash scripts/build-guest.sh`"):
+        vm.run(write(tmp_path / "ssd.toml", TINY), script=write(tmp_path / "t.sh", "true\n"), out=tmp_path / "run")
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--run", "missing.sh"], "--run missing.sh: no such file"),
+    (["--memory", "64M"], "--memory 64M: the guest needs at least 256M"),
+    (["--cpus", "0"], "--cpus 0: expected 1 to 64"),
+    (["--memory", "lots"], "'lots' is not a size"),
+])
+def test_bad_options_are_one_line_errors(tmp_path, args, expected):
+    cfg = write(tmp_path / "ssd.toml", TINY)
+    p = ssdlab("vm", cfg, *args, "--out", tmp_path / "run", check=False, cwd=tmp_path)
+    assert p.returncode == 2 and expected in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_zns_devices_are_refused(tmp_path):
+    cfg = write(tmp_path / "zns.toml", 'preset = "tiny"\npersonality = "zns"\n')
+    p = ssdlab("vm", cfg, "--out", tmp_path / "run", check=False)
+    assert p.returncode == 2 and "serves conventional and FDP devices" in p.stderr
+
+
+def test_a_raw_disk_job_sends_the_device_the_same_writes_from_guest_and_host(tmp_path):
+    # The vm-baseline claim, small: with no file system in between, fio's fixed amount of 4 KiB
+    # random writes reaches the device as the same bytes whether fio runs on the host (nbd
+    # engine) or in the guest (libaio on a virtio disk).
+    job = write(tmp_path / "job.fio", "[w]\nrw=randwrite\nbs=4k\niodepth=4\nio_size=8m\nrandrepeat=1\n")
+    cfg = vm.resolve_config(config=Path(write(tmp_path / "ssd.toml", TINY)))
+    h = host_fio(cfg, job, tmp_path / "host")
+    rep = vm.run(cfg, fio=job, disk="virtio", out=tmp_path / "guest", memory="512M", log=lambda s: None)
+    assert rep.fio["jobs"][0]["write"]["io_bytes"] == 8 * MiB == h["fio"]["jobs"][0]["write"]["io_bytes"]
+    assert rep.metrics["host_write_bytes"] == h["metrics"]["host_write_bytes"] == 8 * MiB
+    assert rep.metrics["host_trim_bytes"] == 0  # the guest added nothing of its own
+    assert rep.dlwa == pytest.approx(h["metrics"]["dlwa"], abs=0.01)
+    assert isinstance(rep, vm.Report) and rep["host_write_bytes"] == 8 * MiB
