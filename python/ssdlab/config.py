@@ -77,7 +77,7 @@ def read_toml(path: PathLike, what: str = "config file") -> dict[str, Any]:
     """A TOML file as a dict; a missing file or bad TOML is one clear error naming the file
     (and the line)."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise FileNotFoundError(f"{p}: no such {what}")
     text = read_text(p, f"a TOML {what}")
     try:
@@ -90,7 +90,7 @@ def load_file(path: PathLike) -> dict[str, Any]:
     """A config file's own keys (its user layer), checked by the core first so errors name the
     file, line and key."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise FileNotFoundError(f"{p}: no such config file")
     text = read_text(p, "a TOML device config")
     _native.config_from_toml(text, str(p))
@@ -100,9 +100,9 @@ def load_file(path: PathLike) -> dict[str, Any]:
 def check_file(path: PathLike) -> dict[str, Any]:
     """Validate a config file; returns the complete config it gives."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise FileNotFoundError(f"{p}: no such config file")
-    return _native.config_from_toml(p.read_text(), str(p))
+    return _native.config_from_toml(read_text(p, "a TOML device config"), str(p))
 
 
 def user_layer(preset: str | None = None, config: ConfigSource = None, **overrides: Any) -> dict[str, Any]:
