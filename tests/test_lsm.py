@@ -63,14 +63,14 @@ def test_bad_config_names_the_key():
 
 
 def test_kv_generate_then_run_replays_the_files(tmp_path):
-    spec = write(tmp_path / "kv.toml", f"""
+    spec = write(tmp_path / "kv.toml", """
 ops_per_s = 20000
 delete_threshold_fraction = 0.16
 audit = true
 [device]
 preset = "zns-ssd"
-geometry = {{ channels = 2, dies_per_channel = 2, planes_per_die = 1, blocks_per_plane = 32, pages_per_block = 32 }}
-zns = {{ zone_capacity = 1.0 }}
+geometry = { channels = 2, dies_per_channel = 2, planes_per_die = 1, blocks_per_plane = 32, pages_per_block = 32 }
+zns = { zone_capacity = 1.0 }
 [lsm]
 policy = "fade"
 memtable_bytes = 65536
@@ -101,7 +101,7 @@ entry_bytes = 128
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert s["ops"] == 11020 and s["lsm"]["scans"] == 20
     # The same phases generated in memory give the same run.
-    r2 = ssdlab("kv", "run", spec, "--out", tmp_path / "run2")
+    ssdlab("kv", "run", spec, "--out", tmp_path / "run2")
     s2 = json.loads((tmp_path / "run2" / "summary.json").read_text())
     assert s2["counters"] == s["counters"]
     # A broken workload line is named by file and line.
@@ -124,7 +124,8 @@ def test_reproduce_lsm_deletion_writes_report_and_figures(tmp_path):
     for fig in ("sst_size_over_time.png", "tombstone_file_lifetime.png", "writes_vs_delete_pct.png", "read_latency_phases.png",
                 "persistence_latency.png"):
         assert (rep / fig).stat().st_size > 10_000 and fig in md
-    rows = {r["run"]: r for r in csv.DictReader(open(rep / "lsm-deletion.csv"))}
+    with open(rep / "lsm-deletion.csv") as f:
+        rows = {r["run"]: r for r in csv.DictReader(f)}
     assert len(rows) == 6
     assert float(rows["fade_d10"]["lsm_within_dth"]) == 1.0
     assert float(rows["baseline_d10"]["lsm_within_dth"]) < 1.0
@@ -132,7 +133,8 @@ def test_reproduce_lsm_deletion_writes_report_and_figures(tmp_path):
     assert "| FADE persists deletes within D_th (LSM level) | every delete" in md and "100%: met" in md
     # The runs are points of the sweep engine: its table has one row per run, and a resumed
     # reproduction reuses every finished run.
-    sweep = list(csv.DictReader(open(rep / "results.csv")))
+    with open(rep / "results.csv") as f:
+        sweep = list(csv.DictReader(f))
     assert sorted(r["name"] for r in sweep) == sorted(rows) and all(r["status"] == "ok" for r in sweep)
     ssdlab("reproduce", "lsm-deletion", "--quick", "--out", out, "--resume", env=env, timeout=120)
     info = json.loads((rep / "run-info.json").read_text())

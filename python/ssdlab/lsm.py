@@ -308,7 +308,7 @@ def _figures(spec: Dict[str, Any], mode: str, out: Path, res: Dict[str, Dict[str
     panels = [("compaction_write_bytes", "compaction writes (GiB)", 2**30), ("gc_migrated_bytes", "zone-GC migration (MiB)", 2**20),
               ("wa_total", "write amplification (NAND / app)", 1)]
     fig, axs = plt.subplots(1, 3, figsize=(13, 3.8))
-    for ax, (col, label, div) in zip(axs, panels):
+    for ax, (col, label, div) in zip(axs, panels, strict=True):
         for p in pols:
             ys = [_row(_key(p, d), res[_key(p, d)])[col] / div for d in ds]
             ax.plot([d * 100 for d in ds], ys, COLORS[p] + "o-", label=LABELS[p])
@@ -324,7 +324,7 @@ def _figures(spec: Dict[str, Any], mode: str, out: Path, res: Dict[str, Dict[str
     # Read latency percentiles in phases 2 and 3.
     qs = [("p50", 50), ("p90", 90), ("p99", 99), ("p999", 99.9)]
     fig, axs = plt.subplots(1, 2, figsize=(11, 3.8))
-    for ax, phase, title in zip(axs, ("mixed", "lookups"), ("phase 2 (mixed, deletes)", "phase 3 (lookups)")):
+    for ax, phase, title in zip(axs, ("mixed", "lookups"), ("phase 2 (mixed, deletes)", "phase 3 (lookups)"), strict=True):
         width = 0.8 / len(pols)
         for j, p in enumerate(pols):
             ph = {x["name"]: x for x in res[_key(p, dref)]["phases"]}[phase]["latency_ns"]["get"]
@@ -343,7 +343,7 @@ def _figures(spec: Dict[str, Any], mode: str, out: Path, res: Dict[str, Dict[str
 
     # Deletion persistence latency vs D_th, LSM and erase level.
     fig, axs = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
-    for ax, level, title in zip(axs, ("lsm_level", "erase_level"), ("LSM level (older versions gone from live files)", "erase level (their zones reset)")):
+    for ax, level, title in zip(axs, ("lsm_level", "erase_level"), ("LSM level (older versions gone from live files)", "erase level (their zones reset)"), strict=True):
         for p in pols:
             s = res[_key(p, dref)]
             cdf = s["deletion_persistence"][level]["cdf_ns"]

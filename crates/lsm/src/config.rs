@@ -204,7 +204,7 @@ impl LsmConfig {
         }
         let z = &self.zone_aware;
         for (k, v) in [("weight_lsm", z.weight_lsm), ("weight_zns", z.weight_zns), ("weight_tombstone", z.weight_tombstone)] {
-            if !(v >= 0.0 && v <= 1e6) {
+            if !(0.0..=1e6).contains(&v) {
                 return Err(bad(&format!("zone_aware.{k}"), format!("{v} is outside 0..1e6")));
             }
         }

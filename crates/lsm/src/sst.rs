@@ -289,7 +289,10 @@ impl TableBuilder {
 /// Look `key` up in an opened block: the newest version visible at `at`. Returns the entry
 /// (if found) and whether the block ended while still on `key` (older versions may continue
 /// in the next block).
-pub fn search_block(buf: &[u8], key: &[u8], at: u64) -> Result<(Option<(Kind, std::ops::Range<usize>)>, bool)> {
+/// A found entry: its kind and where its value lies in the block.
+pub type Hit = (Kind, std::ops::Range<usize>);
+
+pub fn search_block(buf: &[u8], key: &[u8], at: u64) -> Result<(Option<Hit>, bool)> {
     let mut p = 0;
     while p < buf.len() {
         let e = decode_entry(buf, p)?;
@@ -313,7 +316,7 @@ mod tests {
         let mut b = TableBuilder::new(512, comp, 10);
         for i in 0..n {
             let k = format!("key{i:06}");
-            b.add(k.as_bytes(), 1000 + i as u64, Kind::Put, &vec![(i % 251) as u8; 100]);
+            b.add(k.as_bytes(), 1000 + i as u64, Kind::Put, &[(i % 251) as u8; 100]);
             if i % 10 == 0 {
                 b.add(k.as_bytes(), 10 + i as u64, Kind::Delete, &(77u64 + i as u64).to_le_bytes());
             }

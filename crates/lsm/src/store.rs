@@ -56,6 +56,9 @@ pub struct TombFileLife {
     pub deletes_issued: u64,
 }
 
+/// Key-value pairs in key order (what a scan returns).
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A lookup's result and when the device delivered it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lookup {
@@ -218,7 +221,9 @@ impl Store {
         let stamp = now.to_le_bytes();
         if self.tracker.is_some() {
             let holders = self.holders_of(key)?;
-            self.tracker.as_mut().unwrap().on_delete(key, seq, now, &holders);
+            if let Some(tr) = self.tracker.as_mut() {
+                tr.on_delete(key, seq, now, &holders);
+            }
         }
         let done = self.log(key, seq, Kind::Delete, &stamp)?;
         self.mem.insert(key, seq, Kind::Delete, stamp.to_vec());
@@ -321,11 +326,11 @@ impl Store {
     }
 
     /// Up to `limit` live (key, value) pairs with `start <= key <= end` in key order.
-    pub fn scan(&mut self, start: &[u8], end: Option<&[u8]>, limit: usize) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, u64)> {
+    pub fn scan(&mut self, start: &[u8], end: Option<&[u8]>, limit: usize) -> Result<(Pairs, u64)> {
         self.scan_at(start, end, limit, MAX_SEQ)
     }
 
-    pub fn scan_at(&mut self, start: &[u8], end: Option<&[u8]>, limit: usize, at: u64) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, u64)> {
+    pub fn scan_at(&mut self, start: &[u8], end: Option<&[u8]>, limit: usize, at: u64) -> Result<(Pairs, u64)> {
         self.background()?;
         self.stats.scans += 1;
         let mut t = self.now_ns;

@@ -360,7 +360,7 @@ impl ZoneFs {
 
     fn write_sectors(&mut self, id: FileId, mut buf: &[u8], now: u64) -> Result<u64> {
         let sb = self.sb;
-        debug_assert!(buf.len() as u64 % sb == 0);
+        debug_assert!((buf.len() as u64).is_multiple_of(sb));
         let mut done = now;
         while !buf.is_empty() {
             let z = self.zone_for(id, now)?;

@@ -81,6 +81,6 @@ fn the_baseline_leaves_deletes_unpersisted_past_the_threshold() {
 fn runs_are_deterministic() {
     let a = run(device(), &spec(Policy::ZoneAware), None, &mut |_| true).unwrap();
     let b = run(device(), &spec(Policy::ZoneAware), None, &mut |_| true).unwrap();
-    assert!(a.summary.to_string() == b.summary.to_string(), "summaries differ");
+    assert!(a.summary == b.summary, "summaries differ");
     assert!(a.series_csv == b.series_csv, "time series differ");
 }

@@ -32,6 +32,9 @@ pub fn tiny_lsm(policy: Policy) -> LsmConfig {
     }
 }
 
+/// What the store should hold: key -> value.
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
 fn key(i: u32) -> Vec<u8> {
     format!("k{i:05}").into_bytes()
 }
@@ -39,7 +42,7 @@ fn key(i: u32) -> Vec<u8> {
 fn run_model(policy: Policy, seed: u64, ops: usize) {
     let mut s = Store::new(tiny_device(), tiny_lsm(policy)).unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-    let mut snaps: Vec<(u64, BTreeMap<Vec<u8>, Vec<u8>>)> = vec![];
+    let mut snaps: Vec<(u64, Model)> = vec![];
     let mut rng = Pcg64Mcg::seed_from_u64(seed);
     let mut t = 0u64;
     for op in 0..ops {
