@@ -12,6 +12,7 @@ demo: setup
 	.venv/bin/ssdlab reproduce vm-baseline --quick
 	.venv/bin/ssdlab reproduce flashblox --quick
 	.venv/bin/ssdlab reproduce flac --quick
+	.venv/bin/ssdlab reproduce lsm-deletion --quick
 
 test: setup lint test-rust test-python
 

@@ -286,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .vssd import add_cli as add_vssd_cli
 
     add_vssd_cli(sub)
+    from .lsm import add_cli as add_kv_cli
+
+    add_kv_cli(sub)
     return p
 
 

@@ -38,6 +38,7 @@ KINDS: Dict[str, str] = {
     "vm-baseline": "ssdlab.vmbaseline:EXPERIMENT",
     "flashblox": "ssdlab.vssd:EXPERIMENT",
     "flac": "ssdlab.flacrepro:EXPERIMENT",
+    "lsm-deletion": "ssdlab.lsm:EXPERIMENT",
 }
 
 

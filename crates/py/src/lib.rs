@@ -5,7 +5,8 @@
 //! One file per concern: errors (exception classes), convert (typed conversions: dicts in,
 //! dicts out), config (validation, presets, defaults), progress (bars, Ctrl-C, run results),
 //! device (the common host interface) with its personality sub-objects fdp, zns and ocssd,
-//! analytic (GC models), the front-ends nbd, spi and cache, and flac (the flac case study).
+//! analytic (GC models), the front-ends nbd, spi and cache, and the case studies vssd, flac
+//! and lsm (the lsm-deletion store).
 
 mod analytic;
 mod cache;
@@ -15,6 +16,7 @@ mod device;
 mod errors;
 mod fdp;
 mod flac;
+mod lsm;
 mod nbd;
 mod ocssd;
 mod progress;
@@ -39,5 +41,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cache::register(m)?;
     vssd::register(m)?;
     flac::register(m)?;
+    lsm::register(m)?;
     Ok(())
 }

@@ -838,6 +838,28 @@ impl Zns {
         Ok(())
     }
 
+    /// Copy the contents of `out.len() / sector_bytes` sectors from `lba` without timing or
+    /// counting anything: for instruments that look at what the media holds (a host's
+    /// deletion tracker), never for the host's own I/O. Unwritten sectors read as zeros.
+    pub fn peek(&self, lba: u64, out: &mut [u8]) -> Result<()> {
+        let sb = self.m.lay.sector_bytes as usize;
+        assert!(out.len().is_multiple_of(sb), "peek of a partial sector");
+        let sectors = (out.len() / sb) as u64;
+        if lba + sectors > self.logical_sectors() {
+            return Err(Error::nvme(Status::LbaOutOfRange, format!("peek of {sectors} blocks at {lba} beyond the namespace")));
+        }
+        for (i, dst) in out.chunks_exact_mut(sb).enumerate() {
+            let l = lba + i as u64;
+            let z = (l / self.zone_sectors) as usize;
+            let o = l % self.zone_sectors;
+            match (&self.m.data, z >= self.nconv && o < self.zones[z].written) {
+                (Some(store), true) => store.get(self.psa(self.pz(z), o), dst),
+                _ => dst.fill(0),
+            }
+        }
+        Ok(())
+    }
+
     /// Mark a zone read-only or offline (media failure injection for host tests).
     pub fn inject_zone_state(&mut self, z: usize, state: ZoneState) -> Result<()> {
         if !matches!(state, ZoneState::ReadOnly | ZoneState::Offline) {

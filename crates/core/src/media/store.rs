@@ -71,6 +71,16 @@ impl DataStore {
         }
     }
 
+    /// The bytes held at `psa`, or None for a sector that reads as zeros (erased, never
+    /// programmed, or programmed with zeros). For instruments that inspect the NAND itself
+    /// (a deletion audit), not for the I/O path.
+    pub fn sector(&self, psa: u32) -> Option<&[u8]> {
+        match self.slot_of[psa as usize] {
+            NIL => None,
+            slot => Some(&self.arena[slot as usize * self.sector_bytes..(slot as usize + 1) * self.sector_bytes]),
+        }
+    }
+
     pub fn get(&self, psa: u32, out: &mut [u8]) {
         match self.slot_of[psa as usize] {
             NIL => out.fill(0),

@@ -1,0 +1,925 @@
+//! The LSM store: WAL, memtable, leveled SSTables on the zone file layer, snapshots, the
+//! compaction policies, and the hooks of the deletion measurements.
+//!
+//! Work runs on the caller's thread in simulated time: an operation is issued at the store's
+//! clock (`advance_to`), its device commands are timed by the ZNS device, and the flushes and
+//! compactions it triggers are issued at the same moment and occupy the device in the
+//! background (their completion is not the operation's). Write stalls are not modelled.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::compaction::{Pick, Trigger, View};
+use crate::config::{LsmConfig, Policy};
+use crate::error::{Error, Result};
+use crate::format::{cmp_internal, decode_entry, open_block, put_entry, EntryPos, Kind, MAX_KEY_BYTES, MAX_SEQ, MAX_VALUE_BYTES};
+use crate::memtable::Memtable;
+use crate::persist::{Audit, DeleteRecord, Tracker};
+use crate::sst::{search_block, FileId, Table, TableBuilder};
+use crate::zonefs::{FileKind, FsEvent, Lifetime, Placement, ZoneFs};
+
+/// Counters of the store (bytes are file bytes, before the zone layer's padding).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LsmStats {
+    pub puts: u64,
+    pub deletes: u64,
+    pub gets: u64,
+    pub get_hits: u64,
+    pub scans: u64,
+    pub scanned_keys: u64,
+    /// Key and value bytes of puts plus key bytes of deletes: what the application wrote.
+    pub app_write_bytes: u64,
+    pub wal_write_bytes: u64,
+    pub flushes: u64,
+    pub flush_write_bytes: u64,
+    pub compactions_saturation: u64,
+    pub compactions_ttl: u64,
+    pub trivial_moves: u64,
+    pub compaction_read_bytes: u64,
+    pub compaction_write_bytes: u64,
+    pub tombstones_written: u64,
+    pub tombstones_dropped: u64,
+    pub block_reads: u64,
+    pub bloom_skips: u64,
+}
+
+/// An SST with tombstones that a compaction consumed: when, how old, how many deletes had
+/// been issued by then (the seed's tombstone-file lifetime figure).
+#[derive(Debug, Clone, Serialize)]
+pub struct TombFileLife {
+    pub died_ns: u64,
+    pub lifetime_ns: u64,
+    pub level: u32,
+    pub tombstones: u64,
+    pub deletes_issued: u64,
+}
+
+/// Key-value pairs in key order (what a scan returns).
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A lookup's result and when the device delivered it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    pub value: Option<Vec<u8>>,
+    pub done_ns: u64,
+}
+
+/// Observed lifetimes kept per level (for the zone-aware placement's thresholds).
+const LIFETIME_WINDOW: usize = 512;
+
+pub struct Store {
+    cfg: LsmConfig,
+    fs: ZoneFs,
+    mem: Memtable,
+    wal: FileId,
+    /// Level 0 newest first; deeper levels by key.
+    levels: Vec<Vec<Arc<Table>>>,
+    seq: u64,
+    snapshots: BTreeMap<u64, u32>,
+    now_ns: u64,
+    stats: LsmStats,
+    tracker: Option<Tracker>,
+    /// Deleted SSTs whose bytes are still on the NAND (only while tracking deletes).
+    dead_tables: HashMap<FileId, Arc<Table>>,
+    lifetimes: Vec<VecDeque<u64>>,
+    tomb_lives: Vec<TombFileLife>,
+    dirty: bool,
+    next_expiry_ns: Option<u64>,
+}
+
+impl Store {
+    /// A new, empty store on a freshly formatted ZNS device of `device`.
+    pub fn new(device: ssdlab_core::Config, cfg: LsmConfig) -> Result<Store> {
+        cfg.validate()?;
+        let horizon = if cfg.zone_aware.gc_horizon_ns > 0 { cfg.zone_aware.gc_horizon_ns } else { cfg.delete_threshold_ns / 4 };
+        let mut fs = ZoneFs::new(device, cfg.zones.clone(), cfg.gc_method(), horizon)?;
+        let wal = fs.create(FileKind::Wal, Placement::Lifetime(Lifetime::Short), None);
+        let levels = vec![Vec::new(); cfg.max_levels as usize];
+        Ok(Store {
+            tracker: cfg.track_deletes.then(Tracker::new),
+            lifetimes: vec![VecDeque::new(); cfg.max_levels as usize],
+            cfg,
+            fs,
+            mem: Memtable::new(),
+            wal,
+            levels,
+            seq: 0,
+            snapshots: BTreeMap::new(),
+            now_ns: 0,
+            stats: LsmStats::default(),
+            dead_tables: HashMap::new(),
+            tomb_lives: vec![],
+            dirty: false,
+            next_expiry_ns: None,
+        })
+    }
+
+    pub fn config(&self) -> &LsmConfig {
+        &self.cfg
+    }
+    pub fn fs(&self) -> &ZoneFs {
+        &self.fs
+    }
+    pub fn stats(&self) -> &LsmStats {
+        &self.stats
+    }
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+    /// Move the store's clock forward (never back).
+    /// Move the clock to `t_ns`. TTL compactions due on the way run when their file expires,
+    /// as a timer-driven background job would, not when the next operation arrives (FADE's
+    /// bound would otherwise be late by up to one operation gap).
+    pub fn advance_to(&mut self, t_ns: u64) -> Result<()> {
+        while let Some(e) = self.next_expiry_ns.filter(|&e| e > self.now_ns && e <= t_ns) {
+            self.now_ns = e;
+            self.compact_until_settled()?;
+        }
+        self.now_ns = self.now_ns.max(t_ns);
+        Ok(())
+    }
+    pub fn tomb_file_lives(&self) -> &[TombFileLife] {
+        &self.tomb_lives
+    }
+
+    /// Bytes of every live SST.
+    pub fn sst_bytes(&self) -> u64 {
+        self.levels.iter().flatten().map(|t| t.size_bytes).sum()
+    }
+    /// (files, bytes) per level.
+    pub fn level_shape(&self) -> Vec<(usize, u64)> {
+        self.levels.iter().map(|l| (l.len(), l.iter().map(|t| t.size_bytes).sum())).collect()
+    }
+    /// Tombstones held by live SSTs.
+    pub fn sst_tombstones(&self) -> u64 {
+        self.levels.iter().flatten().map(|t| t.tombstones).sum()
+    }
+    pub fn memtable_bytes(&self) -> u64 {
+        self.mem.bytes()
+    }
+
+    fn check_kv(key: &[u8], value_len: usize) -> Result<()> {
+        if key.is_empty() || key.len() > MAX_KEY_BYTES {
+            return Err(Error::Input(format!("key of {} bytes: keys are 1..{MAX_KEY_BYTES} bytes", key.len())));
+        }
+        if value_len > MAX_VALUE_BYTES {
+            return Err(Error::Input(format!("value of {value_len} bytes: values are at most {MAX_VALUE_BYTES} bytes")));
+        }
+        Ok(())
+    }
+
+    fn next_seq(&mut self) -> Result<u64> {
+        if self.seq >= MAX_SEQ {
+            return Err(Error::Input("sequence numbers exhausted".into()));
+        }
+        self.seq += 1;
+        Ok(self.seq)
+    }
+
+    /// Append a WAL record (`u32 len | u32 crc | entry`); returns the write's completion.
+    fn log(&mut self, key: &[u8], seq: u64, kind: Kind, value: &[u8]) -> Result<u64> {
+        let mut rec = Vec::with_capacity(8 + key.len() + value.len() + 20);
+        rec.extend_from_slice(&[0u8; 8]);
+        put_entry(&mut rec, key, seq, kind, value);
+        let len = (rec.len() - 8) as u32;
+        let crc = crc32fast::hash(&rec[8..]);
+        rec[..4].copy_from_slice(&len.to_le_bytes());
+        rec[4..8].copy_from_slice(&crc.to_le_bytes());
+        self.stats.wal_write_bytes += rec.len() as u64;
+        let now = self.now_ns;
+        let mut done = self.fs.append(self.wal, &rec, now)?;
+        if self.cfg.wal_sync {
+            done = done.max(self.fs.sync(self.wal, now)?);
+        }
+        Ok(done)
+    }
+
+    /// Write `key` = `value`; returns when the device acknowledged the WAL record.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<u64> {
+        Self::check_kv(key, value.len())?;
+        self.background()?;
+        let seq = self.next_seq()?;
+        let done = self.log(key, seq, Kind::Put, value)?;
+        if let Some(tr) = self.tracker.as_mut() {
+            tr.on_put(key, value, self.wal);
+        }
+        self.mem.insert(key, seq, Kind::Put, value.to_vec());
+        self.stats.puts += 1;
+        self.stats.app_write_bytes += (key.len() + value.len()) as u64;
+        self.background()?;
+        Ok(done)
+    }
+
+    /// Delete `key` (a tombstone stamped with the store's clock, as Lethe stamps them).
+    pub fn delete(&mut self, key: &[u8]) -> Result<u64> {
+        Self::check_kv(key, 0)?;
+        self.background()?;
+        let seq = self.next_seq()?;
+        let now = self.now_ns;
+        let stamp = now.to_le_bytes();
+        if self.tracker.is_some() {
+            let holders = self.holders_of(key)?;
+            if let Some(tr) = self.tracker.as_mut() {
+                tr.on_delete(key, seq, now, &holders);
+            }
+        }
+        let done = self.log(key, seq, Kind::Delete, &stamp)?;
+        self.mem.insert(key, seq, Kind::Delete, stamp.to_vec());
+        self.stats.deletes += 1;
+        self.stats.app_write_bytes += key.len() as u64;
+        self.background()?;
+        Ok(done)
+    }
+
+    /// Register a snapshot: reads at it see the store as it is now, and compactions keep
+    /// what it sees. Release it with `release`.
+    pub fn snapshot(&mut self) -> u64 {
+        *self.snapshots.entry(self.seq).or_insert(0) += 1;
+        self.seq
+    }
+    pub fn release(&mut self, snap: u64) -> Result<()> {
+        match self.snapshots.get_mut(&snap) {
+            Some(n) if *n > 1 => *n -= 1,
+            Some(_) => {
+                self.snapshots.remove(&snap);
+                self.dirty = true;
+            }
+            None => return Err(Error::Input(format!("no snapshot {snap}"))),
+        }
+        Ok(())
+    }
+
+    pub fn get(&mut self, key: &[u8]) -> Result<Lookup> {
+        self.get_at(key, MAX_SEQ)
+    }
+
+    /// The value of `key` visible at snapshot `at`.
+    pub fn get_at(&mut self, key: &[u8], at: u64) -> Result<Lookup> {
+        Self::check_kv(key, 0)?;
+        self.background()?;
+        self.stats.gets += 1;
+        let mut t = self.now_ns;
+        if let Some(v) = self.mem.get(key, at) {
+            let value = (v.kind == Kind::Put).then(|| v.value.clone());
+            self.stats.get_hits += value.is_some() as u64;
+            return Ok(Lookup { value, done_ns: t });
+        }
+        for i in 0..self.levels.len() {
+            let cands: Vec<Arc<Table>> = if i == 0 {
+                self.levels[0].clone()
+            } else {
+                let l = &self.levels[i];
+                let j = l.partition_point(|x| x.largest.as_slice() < key);
+                l.get(j).filter(|x| x.smallest.as_slice() <= key).cloned().into_iter().collect()
+            };
+            for table in cands {
+                if let Some((kind, v)) = self.search_table(&table, key, at, &mut t)? {
+                    let value = (kind == Kind::Put).then_some(v);
+                    self.stats.get_hits += value.is_some() as u64;
+                    return Ok(Lookup { value, done_ns: t });
+                }
+            }
+        }
+        Ok(Lookup { value: None, done_ns: t })
+    }
+
+    /// Read one data block of `table` through the device; `t` is when the read is issued
+    /// and becomes its completion.
+    fn read_block(&mut self, table: &Table, b: usize, t: &mut u64) -> Result<Vec<u8>> {
+        let e = &table.index[b];
+        let mut raw = vec![0u8; e.len as usize];
+        *t = self.fs.read(table.id, e.offset, &mut raw, *t)?;
+        self.stats.block_reads += 1;
+        match open_block(&raw)? {
+            std::borrow::Cow::Borrowed(b) => {
+                // A raw block: its entries are the sealed bytes minus the 5-byte trailer.
+                let n = b.len();
+                raw.truncate(n);
+                Ok(raw)
+            }
+            std::borrow::Cow::Owned(v) => Ok(v),
+        }
+    }
+
+    fn search_table(&mut self, table: &Table, key: &[u8], at: u64, t: &mut u64) -> Result<Option<(Kind, Vec<u8>)>> {
+        if key < table.smallest.as_slice() || key > table.largest.as_slice() {
+            return Ok(None);
+        }
+        if !table.may_contain(key) {
+            self.stats.bloom_skips += 1;
+            return Ok(None);
+        }
+        let Some(mut b) = table.block_for(key) else { return Ok(None) };
+        loop {
+            let blk = self.read_block(table, b, t)?;
+            let (hit, more) = search_block(&blk, key, at)?;
+            if let Some((kind, r)) = hit {
+                return Ok(Some((kind, blk[r].to_vec())));
+            }
+            if !more || b + 1 >= table.index.len() {
+                return Ok(None);
+            }
+            b += 1;
+        }
+    }
+
+    /// Up to `limit` live (key, value) pairs with `start <= key <= end` in key order.
+    pub fn scan(&mut self, start: &[u8], end: Option<&[u8]>, limit: usize) -> Result<(Pairs, u64)> {
+        self.scan_at(start, end, limit, MAX_SEQ)
+    }
+
+    pub fn scan_at(&mut self, start: &[u8], end: Option<&[u8]>, limit: usize, at: u64) -> Result<(Pairs, u64)> {
+        self.background()?;
+        self.stats.scans += 1;
+        let mut t = self.now_ns;
+        let mut cursors: Vec<Cursor> = vec![];
+        for table in self.levels[0].clone() {
+            cursors.push(Cursor::new(vec![table], false));
+        }
+        for i in 1..self.levels.len() {
+            let l = &self.levels[i];
+            let j = l.partition_point(|x| x.largest.as_slice() < start);
+            let tables: Vec<Arc<Table>> = l[j..].iter().take_while(|x| end.is_none_or(|e| x.smallest.as_slice() <= e)).cloned().collect();
+            if !tables.is_empty() {
+                cursors.push(Cursor::new(tables, false));
+            }
+        }
+        for c in cursors.iter_mut() {
+            c.seek(&mut self.fs, &mut self.stats, start, &mut t)?;
+        }
+        let mut out = vec![];
+        let mut mem_key: Option<Vec<u8>> = self.mem.range_from(start).next().map(|(k, _)| k.clone());
+        while out.len() < limit {
+            // The smallest current key among the memtable and the cursors.
+            let mut k: Option<Vec<u8>> = mem_key.clone();
+            for c in &cursors {
+                if let Some((ck, _, _, _)) = c.entry() {
+                    if k.as_deref().is_none_or(|x| ck < x) {
+                        k = Some(ck.to_vec());
+                    }
+                }
+            }
+            let Some(k) = k else { break };
+            if end.is_some_and(|e| k.as_slice() > e) {
+                break;
+            }
+            // Newest version visible at `at` across the sources.
+            let mut best: Option<(u64, Kind, Vec<u8>)> = None;
+            if mem_key.as_deref() == Some(k.as_slice()) {
+                if let Some(v) = self.mem.get(&k, at) {
+                    best = Some((v.seq, v.kind, v.value.clone()));
+                }
+                mem_key = self.mem.range_from(&k).nth(1).map(|(k, _)| k.clone());
+            }
+            for c in cursors.iter_mut() {
+                while let Some((ck, seq, kind, v)) = c.entry() {
+                    if ck != k.as_slice() {
+                        break;
+                    }
+                    if seq <= at && best.as_ref().is_none_or(|(s, _, _)| seq > *s) {
+                        best = Some((seq, kind, v.to_vec()));
+                    }
+                    c.advance(&mut self.fs, &mut self.stats, &mut t)?;
+                }
+            }
+            if let Some((_, Kind::Put, v)) = best {
+                out.push((k, v));
+            }
+        }
+        self.stats.scanned_keys += out.len() as u64;
+        Ok((out, t))
+    }
+
+    /// Files holding an older version of `key` right now: (id, live).
+    fn holders_of(&self, key: &[u8]) -> Result<Vec<(FileId, bool)>> {
+        let tr = self.tracker.as_ref().expect("tracking deletes");
+        let mut v: Vec<(FileId, bool)> = tr.wal_holders(key).into_iter().map(|id| (id, id == self.wal)).collect();
+        for t in self.levels.iter().flatten() {
+            if t.may_contain(key) && self.peek_contains(t, key)? {
+                v.push((t.id, true));
+            }
+        }
+        let mut dead: Vec<&Arc<Table>> = self.dead_tables.values().filter(|t| t.may_contain(key)).collect();
+        dead.sort_by_key(|t| t.id);
+        for t in dead {
+            if self.peek_contains(t, key)? {
+                v.push((t.id, false));
+            }
+        }
+        Ok(v)
+    }
+
+    /// Whether `table` holds any version of `key`, looking at the media without timing.
+    fn peek_contains(&self, table: &Table, key: &[u8]) -> Result<bool> {
+        let Some(mut b) = table.block_for(key) else { return Ok(false) };
+        loop {
+            let e = &table.index[b];
+            let mut raw = vec![0u8; e.len as usize];
+            self.fs.peek(table.id, e.offset, &mut raw)?;
+            // A deleted table's block in a zone reset since no longer parses: it is gone.
+            let Ok(blk) = open_block(&raw) else { return Ok(false) };
+            let (hit, more) = search_block(&blk, key, MAX_SEQ)?;
+            if hit.is_some() {
+                return Ok(true);
+            }
+            if !more || b + 1 >= table.index.len() {
+                return Ok(false);
+            }
+            b += 1;
+        }
+    }
+
+    /// Whether `key` may exist in level `from` or deeper.
+    fn may_exist_from(&self, key: &[u8], from: usize) -> bool {
+        self.levels[from..].iter().any(|l| l.iter().any(|t| t.may_contain(key)))
+    }
+
+    /// Flush, compact, collect zones, as the state asks.
+    fn background(&mut self) -> Result<()> {
+        if self.mem.bytes() >= self.cfg.memtable_bytes {
+            self.flush()?;
+        }
+        if self.dirty || self.next_expiry_ns.is_some_and(|e| self.now_ns >= e) {
+            self.compact_until_settled()?;
+        }
+        Ok(())
+    }
+
+    /// Write the memtable to an L0 file and start a new WAL.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.mem.is_empty() {
+            return Ok(());
+        }
+        let now = self.now_ns;
+        let map = self.mem.take();
+        let snaps: Vec<u64> = self.snapshots.keys().copied().collect();
+        let mut b = TableBuilder::new(self.cfg.block_bytes, self.cfg.compression, self.cfg.bloom_bits_per_key);
+        let mut tracked: Vec<(Vec<u8>, u64, Kind)> = vec![];
+        for (key, versions) in &map {
+            let mut prev_stripe = None;
+            for v in versions {
+                let stripe = snaps.partition_point(|&s| s < v.seq);
+                if prev_stripe == Some(stripe) {
+                    // Shadowed: a newer version in the same stripe replaces it. A shadowed
+                    // tombstone's work passes to that version.
+                    if v.kind == Kind::Delete {
+                        if let Some(tr) = self.tracker.as_mut() {
+                            tr.on_tomb_dropped(key, v.seq, true, now);
+                        }
+                    }
+                    continue;
+                }
+                prev_stripe = Some(stripe);
+                if v.kind == Kind::Delete && stripe == 0 && !self.may_exist_from(key, 0) {
+                    self.stats.tombstones_dropped += 1;
+                    if let Some(tr) = self.tracker.as_mut() {
+                        tr.on_tomb_dropped(key, v.seq, false, now);
+                    }
+                    continue;
+                }
+                if self.tracker.as_ref().is_some_and(|tr| tr.watches(key)) {
+                    tracked.push((key.clone(), v.seq, v.kind));
+                }
+                self.stats.tombstones_written += (v.kind == Kind::Delete) as u64;
+                b.add(key, v.seq, v.kind, &v.value);
+            }
+        }
+        self.stats.flushes += 1;
+        if !b.is_empty() {
+            let last = self.levels[1..].iter().all(|l| l.is_empty());
+            let table = self.write_table(b, 0, now)?;
+            self.stats.flush_write_bytes += table.size_bytes;
+            if let Some(tr) = self.tracker.as_mut() {
+                for (k, s, kind) in &tracked {
+                    tr.on_output(table.id, k, *s, *kind, last, now);
+                }
+            }
+            self.levels[0].insert(0, table);
+        }
+        let old = self.wal;
+        self.fs.close(old, now)?;
+        self.wal = self.fs.create(FileKind::Wal, Placement::Lifetime(Lifetime::Short), None);
+        self.fs.delete(old, now)?;
+        if let Some(tr) = self.tracker.as_mut() {
+            tr.on_file_dead(old, now);
+        }
+        self.drain_events();
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Seal `b` as a table of `level`, place it and write it.
+    fn write_table(&mut self, b: TableBuilder, level: usize, now: u64) -> Result<Arc<Table>> {
+        let (bytes, mut table) = b.finish(0, now);
+        let (placement, death) = self.placement_for(&table, level);
+        let (id, _) = self.fs.write_file(FileKind::Sst, placement, death, &bytes, now)?;
+        table.id = id;
+        Ok(Arc::new(table))
+    }
+
+    fn view_ttl(&self, level: usize) -> Option<u64> {
+        let share = |_: &Table| 0.0;
+        View { cfg: &self.cfg, levels: &self.levels, now_ns: self.now_ns, zone_share: &share }.ttl_ns(level)
+    }
+
+    /// Where a new table goes. The zone-aware policy places tombstone files by the lifetime
+    /// its TTLs assign them: until their TTL expires (then they are compacted). Shorter than
+    /// the mean observed L1 lifetime: with the low-level SSTs; shorter than the 75th
+    /// percentile of their level's: in separate zones; otherwise as any file of the level.
+    fn placement_for(&self, t: &Table, level: usize) -> (Placement, Option<u64>) {
+        let default = Placement::Lifetime(Lifetime::of_level(level));
+        if self.cfg.policy != Policy::ZoneAware || t.tombstones == 0 || !self.cfg.zone_aware.tombstone_placement {
+            return (default, None);
+        }
+        let (Some(oldest), Some(ttl)) = (t.oldest_tombstone_ns, self.view_ttl(level)) else { return (default, None) };
+        let now = self.now_ns;
+        let predicted = oldest.saturating_add(ttl).saturating_sub(now);
+        let death = Some(now.saturating_add(predicted));
+        let l1 = &self.lifetimes[1];
+        if !l1.is_empty() && (predicted as f64) < l1.iter().sum::<u64>() as f64 / l1.len() as f64 {
+            return (Placement::Lifetime(Lifetime::Medium), death);
+        }
+        let lv = &self.lifetimes[level];
+        if !lv.is_empty() {
+            let mut v: Vec<u64> = lv.iter().copied().collect();
+            v.sort_unstable();
+            let k = ((v.len() as f64 * self.cfg.zone_aware.separate_percentile).ceil() as usize).clamp(1, v.len()) - 1;
+            if predicted < v[k] {
+                return (Placement::Separate, death);
+            }
+        }
+        (default, death)
+    }
+
+    fn compact_until_settled(&mut self) -> Result<()> {
+        let mut settled = false;
+        for _ in 0..256 {
+            let pick = {
+                let fs = &self.fs;
+                let share = |t: &Table| {
+                    let zs = fs.file_zones(t.id);
+                    let mine: u64 = zs.iter().map(|(_, b)| b).sum();
+                    let all: u64 = zs.iter().map(|(z, _)| fs.zone_live_bytes(*z)).sum();
+                    if all == 0 {
+                        0.0
+                    } else {
+                        mine as f64 / all as f64
+                    }
+                };
+                View { cfg: &self.cfg, levels: &self.levels, now_ns: self.now_ns, zone_share: &share }.pick()
+            };
+            match pick {
+                Some(p) => self.compact(p)?,
+                None => {
+                    settled = true;
+                    break;
+                }
+            }
+        }
+        let share = |_: &Table| 0.0;
+        self.next_expiry_ns = View { cfg: &self.cfg, levels: &self.levels, now_ns: self.now_ns, zone_share: &share }.next_expiry_ns();
+        self.dirty = !settled;
+        let now = self.now_ns;
+        self.fs.gc(now)?;
+        self.drain_events();
+        Ok(())
+    }
+
+    fn drain_events(&mut self) {
+        for ev in self.fs.take_events() {
+            match ev {
+                FsEvent::FileErased { id, at_ns } => {
+                    self.dead_tables.remove(&id);
+                    if let Some(tr) = self.tracker.as_mut() {
+                        tr.on_file_erased(id, at_ns);
+                    }
+                }
+            }
+        }
+    }
+
+    fn compact(&mut self, pick: Pick) -> Result<()> {
+        let now = self.now_ns;
+        let i = pick.level;
+        let out = i + 1;
+        assert!(out < self.levels.len(), "compaction out of the last level");
+        let lo = pick.inputs.iter().map(|t| t.smallest.clone()).min().expect("inputs");
+        let hi = pick.inputs.iter().map(|t| t.largest.clone()).max().expect("inputs");
+        let next: Vec<Arc<Table>> = self.levels[out].iter().filter(|t| t.overlaps(&lo, &hi)).cloned().collect();
+        match pick.trigger {
+            Trigger::Saturation => self.stats.compactions_saturation += 1,
+            Trigger::Ttl => self.stats.compactions_ttl += 1,
+        }
+        let last = self.levels[out + 1..].iter().all(|l| l.is_empty());
+        if next.is_empty() && pick.inputs.len() == 1 {
+            // Trivial move: the file changes level, nothing is rewritten.
+            let t = pick.inputs[0].clone();
+            self.levels[i].retain(|x| x.id != t.id);
+            let pos = self.levels[out].partition_point(|x| x.smallest < t.smallest);
+            self.levels[out].insert(pos, t.clone());
+            self.stats.trivial_moves += 1;
+            if last {
+                if let Some(tr) = self.tracker.as_mut() {
+                    tr.on_moved_to_last(t.id, now);
+                }
+            }
+            return Ok(());
+        }
+        // Read the inputs (whole files, as compaction readahead does).
+        let mut t_read = now;
+        let mut cursors: Vec<Cursor> = pick.inputs.iter().map(|t| Cursor::new(vec![t.clone()], true)).collect();
+        if !next.is_empty() {
+            cursors.push(Cursor::new(next.clone(), true));
+        }
+        for c in cursors.iter_mut() {
+            c.seek_first(&mut self.fs, &mut self.stats, &mut t_read)?;
+        }
+        let snaps: Vec<u64> = self.snapshots.keys().copied().collect();
+        let mut outputs: Vec<Arc<Table>> = vec![];
+        let mut b = TableBuilder::new(self.cfg.block_bytes, self.cfg.compression, self.cfg.bloom_bits_per_key);
+        let mut tracked: Vec<(Vec<u8>, u64, Kind)> = vec![];
+        let mut cur_key: Vec<u8> = vec![];
+        let mut prev_stripe: Option<usize> = None;
+        let mut first = true;
+        loop {
+            // The smallest entry in internal-key order.
+            let mut m: Option<usize> = None;
+            for (j, c) in cursors.iter().enumerate() {
+                if let Some((k, s, _, _)) = c.entry() {
+                    let better = match m {
+                        None => true,
+                        Some(mj) => {
+                            let (mk, ms, _, _) = cursors[mj].entry().unwrap();
+                            cmp_internal(k, s, mk, ms).is_lt()
+                        }
+                    };
+                    if better {
+                        m = Some(j);
+                    }
+                }
+            }
+            let Some(m) = m else { break };
+            {
+                let (k, seq, kind, v) = cursors[m].entry().unwrap();
+                let new_key = first || k != cur_key.as_slice();
+                if new_key {
+                    if !b.is_empty() && b.estimated_bytes() >= self.cfg.sst_target_bytes {
+                        let full = std::mem::replace(
+                            &mut b,
+                            TableBuilder::new(self.cfg.block_bytes, self.cfg.compression, self.cfg.bloom_bits_per_key),
+                        );
+                        outputs.push(self.finish_output(full, out, last, &mut tracked, t_read)?);
+                    }
+                    cur_key.clear();
+                    cur_key.extend_from_slice(k);
+                    prev_stripe = None;
+                    first = false;
+                }
+                let stripe = snaps.partition_point(|&s| s < seq);
+                if prev_stripe == Some(stripe) && kind == Kind::Delete {
+                    if let Some(tr) = self.tracker.as_mut() {
+                        tr.on_tomb_dropped(k, seq, true, now);
+                    }
+                }
+                if prev_stripe != Some(stripe) {
+                    prev_stripe = Some(stripe);
+                    if kind == Kind::Delete && stripe == 0 && !self.may_exist_from(k, out + 1) {
+                        self.stats.tombstones_dropped += 1;
+                        if let Some(tr) = self.tracker.as_mut() {
+                            tr.on_tomb_dropped(k, seq, false, now);
+                        }
+                    } else {
+                        if self.tracker.as_ref().is_some_and(|tr| tr.watches(k)) {
+                            tracked.push((k.to_vec(), seq, kind));
+                        }
+                        b.add(k, seq, kind, v);
+                    }
+                }
+            }
+            cursors[m].advance(&mut self.fs, &mut self.stats, &mut t_read)?;
+        }
+        if !b.is_empty() {
+            outputs.push(self.finish_output(b, out, last, &mut tracked, t_read)?);
+        }
+        // Install: inputs and overlapped files leave, outputs join the output level.
+        let gone: Vec<Arc<Table>> = pick.inputs.iter().chain(next.iter()).cloned().collect();
+        for t in &gone {
+            let lvl = if pick.inputs.iter().any(|x| x.id == t.id) { i } else { out };
+            self.levels[lvl].retain(|x| x.id != t.id);
+        }
+        for t in outputs {
+            let pos = self.levels[out].partition_point(|x| x.smallest < t.smallest);
+            self.levels[out].insert(pos, t);
+        }
+        debug_assert!(self.levels[out].windows(2).all(|w| w[0].largest < w[1].smallest), "level {out} overlaps after compaction");
+        let issued = self.tracker.as_ref().map_or(self.stats.deletes, |tr| tr.deletes);
+        for t in gone {
+            let lvl = if pick.inputs.iter().any(|x| x.id == t.id) { i } else { out };
+            let life = now.saturating_sub(t.created_ns);
+            let w = &mut self.lifetimes[lvl];
+            if w.len() == LIFETIME_WINDOW {
+                w.pop_front();
+            }
+            w.push_back(life);
+            if t.tombstones > 0 {
+                self.tomb_lives.push(TombFileLife {
+                    died_ns: now,
+                    lifetime_ns: life,
+                    level: lvl as u32,
+                    tombstones: t.tombstones,
+                    deletes_issued: issued,
+                });
+            }
+            self.fs.delete(t.id, now)?;
+            if let Some(tr) = self.tracker.as_mut() {
+                tr.on_file_dead(t.id, now);
+                if self.fs.knows(t.id) {
+                    self.dead_tables.insert(t.id, t.clone());
+                }
+            }
+        }
+        self.drain_events();
+        Ok(())
+    }
+
+    fn finish_output(
+        &mut self,
+        b: TableBuilder,
+        level: usize,
+        last: bool,
+        tracked: &mut Vec<(Vec<u8>, u64, Kind)>,
+        t: u64,
+    ) -> Result<Arc<Table>> {
+        let now = self.now_ns;
+        let (bytes, mut table) = b.finish(0, now);
+        let (placement, death) = self.placement_for(&table, level);
+        let (id, _) = self.fs.write_file(FileKind::Sst, placement, death, &bytes, t)?;
+        table.id = id;
+        self.stats.compaction_write_bytes += table.size_bytes;
+        self.stats.tombstones_written += table.tombstones;
+        if let Some(tr) = self.tracker.as_mut() {
+            for (k, s, kind) in tracked.drain(..) {
+                tr.on_output(id, &k, s, kind, last, now);
+            }
+        }
+        Ok(Arc::new(table))
+    }
+
+    /// Per-delete persistence records (tracking on).
+    pub fn delete_records(&self) -> Vec<DeleteRecord> {
+        self.tracker.as_ref().map(|t| t.records()).unwrap_or_default()
+    }
+    pub fn deletes_pending_summary(&self) -> (usize, usize, usize) {
+        self.tracker.as_ref().map_or((0, 0, 0), |t| t.pending_summary())
+    }
+    pub fn deletes_pending_lsm(&self) -> usize {
+        self.tracker.as_ref().map_or(0, |t| t.pending_lsm())
+    }
+
+    /// Search the NAND for the bytes of deleted values (tracking on).
+    pub fn audit(&self) -> Result<Audit> {
+        let tr = self.tracker.as_ref().ok_or_else(|| Error::Input("the audit needs lsm.track_deletes = true".into()))?;
+        Ok(tr.audit(&self.fs, self.now_ns))
+    }
+
+    /// Assert the store's invariants (tests).
+    pub fn check_invariants(&self) {
+        for (i, l) in self.levels.iter().enumerate().skip(1) {
+            for w in l.windows(2) {
+                assert!(w[0].largest < w[1].smallest, "level {i}: tables overlap or are out of order");
+            }
+        }
+        for t in self.levels.iter().flatten() {
+            assert!(self.fs.is_alive(t.id), "table {} has no live file", t.id);
+            assert_eq!(self.fs.file_size(t.id), t.size_bytes.div_ceil(self.fs.sector_bytes()) * self.fs.sector_bytes());
+        }
+        self.fs.check_invariants();
+    }
+}
+
+/// A cursor over the entries of a run of tables (one L0 table, or a level's tables in key
+/// order), reading blocks through the device as it goes (or the whole file at once for a
+/// compaction).
+struct Cursor {
+    tables: Vec<Arc<Table>>,
+    ti: usize,
+    prefetch: bool,
+    /// The current table's data region (prefetch mode).
+    data: Vec<u8>,
+    block: usize,
+    /// The current block's entries when they had to be copied (compressed or read alone).
+    buf: Vec<u8>,
+    /// The current block's entries as a range of `data` (prefetch mode, raw block).
+    in_data: Option<(usize, usize)>,
+    cur: Option<EntryPos>,
+}
+
+impl Cursor {
+    fn new(tables: Vec<Arc<Table>>, prefetch: bool) -> Cursor {
+        Cursor { tables, ti: 0, prefetch, data: vec![], block: 0, buf: vec![], in_data: None, cur: None }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self.in_data {
+            Some((a, b)) => &self.data[a..b],
+            None => &self.buf,
+        }
+    }
+
+    fn entry(&self) -> Option<(&[u8], u64, Kind, &[u8])> {
+        let e = self.cur?;
+        let b = self.bytes();
+        Some((e.key(b), e.seq, e.kind, e.value(b)))
+    }
+
+    fn load_table(&mut self, fs: &mut ZoneFs, stats: &mut LsmStats, t: &mut u64) -> Result<()> {
+        if self.prefetch {
+            let table = &self.tables[self.ti];
+            self.data.resize(table.data_bytes() as usize, 0);
+            let issued = *t;
+            *t = (*t).max(fs.read(table.id, 0, &mut self.data, issued)?);
+            stats.compaction_read_bytes += table.data_bytes();
+        }
+        Ok(())
+    }
+
+    fn load_block(&mut self, fs: &mut ZoneFs, stats: &mut LsmStats, t: &mut u64) -> Result<()> {
+        let table = self.tables[self.ti].clone();
+        let e = &table.index[self.block];
+        let (off, len) = (e.offset as usize, e.len as usize);
+        if self.prefetch {
+            match open_block(&self.data[off..off + len])? {
+                std::borrow::Cow::Borrowed(b) => {
+                    let start = b.as_ptr() as usize - self.data.as_ptr() as usize;
+                    self.in_data = Some((start, start + b.len()));
+                }
+                std::borrow::Cow::Owned(v) => {
+                    self.buf = v;
+                    self.in_data = None;
+                }
+            }
+        } else {
+            let mut raw = vec![0u8; len];
+            *t = fs.read(table.id, off as u64, &mut raw, *t)?;
+            stats.block_reads += 1;
+            self.buf = open_block(&raw)?.into_owned();
+            self.in_data = None;
+        }
+        Ok(())
+    }
+
+    fn decode_at(&mut self, pos: usize) -> Result<()> {
+        self.cur = if pos < self.bytes().len() { Some(decode_entry(self.bytes(), pos)?) } else { None };
+        Ok(())
+    }
+
+    fn seek_first(&mut self, fs: &mut ZoneFs, stats: &mut LsmStats, t: &mut u64) -> Result<()> {
+        self.ti = 0;
+        self.block = 0;
+        self.load_table(fs, stats, t)?;
+        self.load_block(fs, stats, t)?;
+        self.decode_at(0)
+    }
+
+    /// Position at the first entry with key >= `key`.
+    fn seek(&mut self, fs: &mut ZoneFs, stats: &mut LsmStats, key: &[u8], t: &mut u64) -> Result<()> {
+        self.ti = self.tables.partition_point(|x| x.largest.as_slice() < key);
+        if self.ti >= self.tables.len() {
+            self.cur = None;
+            return Ok(());
+        }
+        self.load_table(fs, stats, t)?;
+        self.block = self.tables[self.ti].block_for(key).unwrap_or(0);
+        self.load_block(fs, stats, t)?;
+        self.decode_at(0)?;
+        while let Some((k, _, _, _)) = self.entry() {
+            if k >= key {
+                break;
+            }
+            self.advance(fs, stats, t)?;
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self, fs: &mut ZoneFs, stats: &mut LsmStats, t: &mut u64) -> Result<()> {
+        let Some(e) = self.cur else { return Ok(()) };
+        let next = e.next as usize;
+        if next < self.bytes().len() {
+            return self.decode_at(next);
+        }
+        self.block += 1;
+        if self.block >= self.tables[self.ti].index.len() {
+            self.ti += 1;
+            self.block = 0;
+            if self.ti >= self.tables.len() {
+                self.cur = None;
+                return Ok(());
+            }
+            self.load_table(fs, stats, t)?;
+        }
+        self.load_block(fs, stats, t)?;
+        self.decode_at(0)
+    }
+}
