@@ -13,12 +13,18 @@ pub mod cache;
 pub mod codec;
 pub mod config;
 pub mod device;
+pub mod experiment;
 pub mod error;
 pub mod header;
+pub mod infiniswap;
 pub mod link;
 pub mod node;
+pub mod paging;
 pub mod pool;
 pub mod rmml;
+mod uffd;
+pub mod workload;
+pub mod znswap;
 
 pub use config::RmmlConfig;
 pub use device::{SwapDevice, PAGE_BYTES};
