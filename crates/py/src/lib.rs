@@ -17,6 +17,7 @@ mod fdp;
 mod nbd;
 mod ocssd;
 mod progress;
+mod rmml;
 mod spi;
 mod zns;
 
@@ -35,5 +36,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     nbd::register(m)?;
     spi::register(m)?;
     cache::register(m)?;
+    rmml::register(m)?;
     Ok(())
 }
