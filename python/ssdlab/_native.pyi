@@ -9,7 +9,7 @@ __all__ = [
     "SsdlabError", "ConfigError", "TraceError", "DeviceError", "SnapshotError", "NvmeError", "__version__", "NativeDevice", "Fdp", "Zns",
     "Ocssd", "config_from_toml", "config_resolve", "config_sizing", "config_show", "config_markdown", "preset_names", "trace_formats",
     "workload_defaults", "waf_fifo", "waf_greedy", "nbd_serve", "nbd_stats", "SpiFlash", "spi_chips", "cache_serve",
-    "cache_run", "cache_defaults", "cache_workload", "cache_workloads", "cache_convert_trace", "cache_theorem1",
+    "cache_run", "cache_sizing", "cache_defaults", "cache_workload", "cache_workloads", "cache_convert_trace", "cache_theorem1",
 ]
 
 __version__: str
@@ -41,6 +41,12 @@ _RunOut = tuple[dict[str, Any], str, bool]
 # Shapes of the dicts the device returns.
 
 @type_check_only
+class EffectiveSpare(TypedDict):
+    spare_factor: float
+    waf_greedy: float | None
+    waf_fifo: float | None
+
+@type_check_only
 class Sizing(TypedDict):
     logical_bytes: int
     physical_bytes: int
@@ -49,6 +55,9 @@ class Sizing(TypedDict):
     data_bytes_max: int
     reserve_blocks: int | None
     spare_blocks: float | None
+    reserve_steady_blocks: float | None
+    spare_factor: float | None
+    effective: EffectiveSpare | None
     available_memory_bytes: int | None
 
 @type_check_only
@@ -247,6 +256,7 @@ class SpiFlash:
 
 def spi_chips() -> list[dict[str, Any]]: ...
 def cache_run(device: _Config, spec: dict[str, Any], trace: _Path | None = None) -> tuple[dict[str, Any], str, float, bool]: ...
+def cache_sizing(device: _Config, spec: dict[str, Any]) -> dict[str, Any]: ...
 def cache_defaults() -> dict[str, Any]: ...
 def cache_workload(name: str) -> dict[str, Any]: ...
 def cache_workloads() -> list[str]: ...

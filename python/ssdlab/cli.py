@@ -12,6 +12,7 @@ from typing import List, Optional
 
 from . import _native
 from ._native import SsdlabError
+from .runners import parse_bytes
 from .spi import add_spi_parser
 
 EPILOG = """examples:
@@ -52,11 +53,24 @@ def _finish_run(rep, out: Path, started: float, quiet: bool) -> int:
     return 0
 
 
+def _warn_reserve(cfg: dict) -> None:
+    """Say so when the FTL's reserve eats more than a third of the configured spare."""
+    size = _native.config_sizing(cfg)
+    reserve, spare = size.get("reserve_steady_blocks"), size.get("spare_blocks")
+    if reserve is not None and spare and reserve > spare / 3:
+        e = size["effective"]
+        print(f"ssdlab: warning: the FTL holds back about {reserve:.0f} of the {spare:.0f} spare blocks (open blocks of "
+              f"every write stream on every die, GC watermarks): the effective spare is {e['spare_factor'] * 100:.2f}% of "
+              f"{size['spare_factor'] * 100:.2f}% configured (`ssdlab config check` has the details)", file=sys.stderr)
+
+
 def cmd_run(args) -> int:
     from .device import Device
 
     started = time.time()
     dev = Device(config=args.config)
+    if not args.quiet:
+        _warn_reserve(dev.config)
     rep = dev.run(progress=_progress_wanted(args))
     return _finish_run(rep, Path(args.out), started, args.quiet)
 
@@ -94,9 +108,14 @@ def cmd_config(args) -> int:
         gib = 2**30
         print(f"{args.preset}: ok: {size['logical_bytes'] / gib:.2f} GiB logical of {size['physical_bytes'] / gib:.2f} GiB "
               f"raw ({size['good_blocks']} good blocks)")
-        if size.get("reserve_blocks") is not None:
-            print(f"  FTL reserve: {size['reserve_blocks']} of {size['spare_blocks']:.0f} spare blocks kept free or open "
-                  "(GC watermarks, one open block per plane and die of each write stream)")
+        if size.get("reserve_steady_blocks") is not None:
+            e = size["effective"]
+            print(f"  FTL reserve: about {size['reserve_steady_blocks']:.0f} of {size['spare_blocks']:.0f} spare blocks held back "
+                  "in steady state (GC watermark, open blocks of every write stream, victims in progress); "
+                  f"effective spare {e['spare_factor'] * 100:.2f}% (configured {size['spare_factor'] * 100:.2f}%)")
+            if e["waf_greedy"] is not None:
+                print(f"  uniform random overwrites at that spare: WAF about {e['waf_greedy']:.2f} greedy, "
+                      f"{e['waf_fifo']:.2f} FIFO (Desnoyers' models)")
         avail = size.get("available_memory_bytes")
         data = size["data_bytes_max"]
         print(f"  memory: about {size['memory_bytes'] / gib:.2f} GiB"
@@ -115,7 +134,7 @@ def cmd_config(args) -> int:
 
 
 def cmd_reproduce(args) -> int:
-    from .experiments import available, reproduce
+    from .experiments import ReproductionError, available, reproduce
 
     if args.list:
         print("\n".join(available()))
@@ -125,7 +144,13 @@ def cmd_reproduce(args) -> int:
         return 2
     mode = "full" if args.full else "quick"
     started = time.time()
-    md = reproduce(args.name, mode, Path(args.out), log=(lambda s: None) if args.quiet else print, resume=args.resume)
+    memory = parse_bytes(args.memory) if args.memory else None
+    try:
+        md = reproduce(args.name, mode, Path(args.out), log=(lambda s: None) if args.quiet else print, resume=args.resume,
+                       backend="ray" if args.ray else "local", jobs=args.jobs, ray_address=args.ray, memory_bytes=memory)
+    except ReproductionError as e:
+        print(f"ssdlab: {e}", file=sys.stderr)
+        return 1
     print(f"{md} ({time.time() - started:.0f} s)")
     return 0
 
@@ -138,7 +163,8 @@ def cmd_sweep(args) -> int:
     backend = "ray" if args.ray else "local"
     say = (lambda s: None) if args.quiet else print
     _, summary = run_sweep(spec, out, backend=backend, jobs=args.jobs, ray_address=args.ray,
-                           progress=not args.quiet and sys.stderr.isatty(), log=say)
+                           progress=not args.quiet and sys.stderr.isatty(), log=say,
+                           memory_bytes=parse_bytes(args.memory) if args.memory else None)
     say(f"{summary['points']} points: {summary['ran']} run, {summary['skipped']} skipped (done before), "
         f"{summary['failed']} failed, {summary['not_run']} not run  ({summary['wall_seconds']:.1f} s wall, "
         f"{backend})")
@@ -159,6 +185,19 @@ def cmd_sweep(args) -> int:
         print(f"ssdlab: {summary['failed']} of {summary['points']} points failed", file=sys.stderr)
         return 1
     return 0
+
+
+def _add_pool_options(p: argparse.ArgumentParser) -> None:
+    """Where the points of a sweep or reproduction run (docs/sweeps.md)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--jobs", "-j", type=int, help="local worker processes (default: all cores)")
+    g.add_argument("--ray", metavar="ADDRESS|auto",
+                   help="run on Ray: auto starts a local Ray on 127.0.0.1, host:port joins a cluster")
+    p.add_argument("--memory", metavar="SIZE",
+                   help="memory the points running at once may use together, e.g. 16G (local pool; default: what "
+                        "is available when it starts; each point's peak is estimated before it runs)")
+    p.add_argument("--force", action="store_true",
+                   help="run a point even if its memory estimate exceeds what is available")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -206,9 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--out", default="reports")
     x.add_argument("--list", action="store_true")
     x.add_argument("--resume", action="store_true",
-                   help="reuse runs already in OUT/NAME/runs/ whose spec is unchanged (an interrupted reproduction "
-                        "goes on where it stopped; results also depend on the ssdlab build, so do not resume across "
-                        "code changes); fdp-cache only")
+                   help="reuse points already in OUT/NAME/points/ whose input is unchanged (an interrupted or partly "
+                        "failed reproduction goes on where it stopped; results also depend on the ssdlab build, so do "
+                        "not resume across code changes)")
+    _add_pool_options(x)
     x.add_argument("-q", "--quiet", action="store_true")
     x.set_defaults(func=cmd_reproduce)
 
@@ -217,10 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "OUT/results.csv and OUT/plots/. Re-running skips finished points.")
     sw.add_argument("sweep", help="sweep file (TOML: base or preset, [grid], [zip], metrics)")
     sw.add_argument("--out", required=True, help="output directory (points/, results.csv, plots/)")
-    g = sw.add_mutually_exclusive_group()
-    g.add_argument("--jobs", "-j", type=int, help="local worker processes (default: all cores)")
-    g.add_argument("--ray", metavar="ADDRESS|auto",
-                   help="run on Ray: auto starts a local Ray on 127.0.0.1, host:port joins a cluster")
+    _add_pool_options(sw)
     sw.add_argument("-q", "--quiet", action="store_true")
     sw.set_defaults(func=cmd_sweep)
 

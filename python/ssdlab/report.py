@@ -131,6 +131,14 @@ def render(run_dir: Path) -> Path:
         f"| GC events (foreground / background) | {m['gc_events']} ({m.get('gc_foreground_events', 0)} / {m.get('gc_background_events', 0)}) |",
         f"| GC relocated pages | {m['gc_relocated_pages']} |",
     ]
+    if m.get("steady"):
+        st = m["steady"]
+        lines.append(f"| steady-state DLWA | {st['dlwa']:.4f} from {_fmt_bytes(st['steady_from_host_bytes'])} of host writes |"
+                     if st["reached"] else f"| steady-state DLWA | not reached in {st['windows_measured']} windows |")
+    if m.get("spare") and m["spare"].get("spare_factor_measured") is not None:
+        sp = m["spare"]
+        lines.append(f"| spare left to data (measured) | {sp['spare_factor_measured'] * 100:.2f}% of {dev.get('spare_factor', 0) * 100:.2f}% "
+                     f"configured; greedy model at it: WAF {sp['model_waf_greedy_measured'] or float('nan'):.3f} |")
     if dev.get("timing"):
         t = m["throughput"]
         lines += [

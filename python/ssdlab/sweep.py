@@ -1,19 +1,24 @@
-"""Parameter sweeps: run a grid of configs on a local process pool or a Ray cluster.
+"""Parameter sweeps: run a grid of points on a local process pool or a Ray cluster.
 
-A sweep is a base config plus axes. Every point of the grid is resolved into a complete config
-(``config.resolve``); the SHA-256 of its canonical JSON names the point's directory, so a point
-that already has its ``metrics.json`` is never run twice, whichever sweep asked for it::
+A sweep is a base plus axes. The base is a config (every point runs it as `ssdlab run` would)
+or an experiment (``experiment = NAME``: the points of ``ssdlab reproduce NAME``, each with the
+runner it names, see ``ssdlab.runners``). Every point of the grid is resolved into its complete
+input; the SHA-256 of its canonical JSON names the point's directory, so a point that already
+has its ``metrics.json`` is never run twice, whichever sweep or reproduction asked for it::
 
     OUT/sweep.json                      what was swept (base, axes, metrics, points)
-    OUT/points/<hash>/config.json       the point's complete config
-    OUT/points/<hash>/metrics.json      its measurements (+ timeseries.csv), or error.txt
-    OUT/results.csv                     one row per point: axis values, status, hash, metrics
+    OUT/points/<hash>/config.json       the point's complete input (a device config, or runner + task)
+    OUT/points/<hash>/metrics.json      its measurements (+ the runner's files), or error.txt
+    OUT/points/<hash>/run-info.json     wall time, peak memory and its estimate
+    OUT/results.csv                     one row per point: its values, status, hash, metrics
     OUT/results.parquet                 the same, when pyarrow is importable
     OUT/plots/<metric>.png              one default plot per chosen metric
 
-Workers only simulate: they get a config and return the metrics; this process writes every
-file, so a worker killed by Ctrl-C (or a lost Ray node) can never leave a half-written point.
-The file format is documented in docs/sweeps.md.
+Each point's peak memory and CPUs are estimated before anything runs; the local pool starts a
+point only when it fits beside the running ones, Ray gets them as task resources. Workers only
+simulate: they get a point's input and return its results; this process writes every file, so
+a worker killed by Ctrl-C (or a lost Ray node) can never leave a half-written point. The file
+format is documented in docs/sweeps.md.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import itertools
 import json
 import math
 import multiprocessing
+import multiprocessing.connection
 import os
 import re
 import shutil
@@ -33,21 +39,21 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
-from .config import PathLike, load_file, merge, read_toml, resolve, sections, set_dotted, top_keys
+from .config import PathLike, load_file, merge, read_toml, sections, set_dotted, top_keys
+from .runners import DEVICE, Resources, available_memory_bytes, get_runner, human_bytes, run_task
 
 # Metrics shown when a sweep names none: dotted paths into metrics.json. Latency and throughput
 # are empty (and not plotted) when timing is disabled.
 DEFAULT_METRICS = ["dlwa", "gc_relocated_pages", "nand_erase_count", "erase_count.max",
                    "latency_ns.write.p99", "latency_ns.read.p99", "throughput.iops"]
 # Top-level keys of a sweep file that are not config overrides.
-SWEEP_KEYS = ("base", "preset", "experiment", "name", "description", "metrics", "grid", "zip")
+SWEEP_KEYS = ("base", "preset", "experiment", "mode", "points", "name", "description", "metrics", "grid", "zip")
 MAX_POINTS = 100_000  # a bound on the product of the axes; more is almost surely a typo
 HASH_CHARS = 16       # directory names: 64 bits of the SHA-256, checked against config.json
 
@@ -58,7 +64,7 @@ class SweepError(_native.ConfigError):
 
 @dataclass
 class Spec:
-    """A sweep: the base config's user layer (a preset and overrides) and the axes."""
+    """A sweep: the base (a config's user layer, or an experiment's points) and the axes."""
 
     base: Dict[str, Any]
     grid: Dict[str, List[Any]] = field(default_factory=dict)
@@ -68,6 +74,12 @@ class Spec:
     name: str = "sweep"
     description: str = ""
     source: str = "python"
+    # An experiment as the base: its points (ssdlab.experiments.ExperimentPoint), each crossed
+    # with the axes; `value_keys` are their own columns, `base` is laid on each one's input.
+    experiment: str = ""
+    mode: str = ""
+    base_points: List[Any] = field(default_factory=list)
+    value_keys: List[str] = field(default_factory=list)
 
     @property
     def axes(self) -> List[str]:
@@ -78,15 +90,26 @@ class Spec:
 class Point:
     index: int
     values: Dict[str, Any]      # axis key -> value, grid keys then zip keys
-    user: Dict[str, Any]        # the base with this point's values set (what the core resolves)
-    config: Optional[Dict[str, Any]] = None   # resolved; None when the core rejected it
+    user: Dict[str, Any]        # the base with this point's values set (what the runner resolves)
+    config: Optional[Dict[str, Any]] = None   # resolved; None when it was rejected
     hash: str = ""
     error: str = ""
     status: str = "not-run"     # ok | failed | not-run (interrupted before it ran)
     metrics: Optional[Dict[str, Any]] = None
+    name: str = ""              # an experiment point's name
+    base_values: Dict[str, Any] = field(default_factory=dict)  # an experiment point's own values
+    runner: str = DEVICE.name
+    resources: Optional[Resources] = None
 
     def label(self) -> str:
-        return ", ".join(f"{k}={_fmt(v)}" for k, v in self.values.items())
+        vals = ", ".join(f"{k}={_fmt(v)}" for k, v in self.values.items())
+        return f"{self.name} ({vals})" if self.name and vals else self.name or vals
+
+    def doc(self) -> Dict[str, Any]:
+        """What config.json holds and the hash is taken over: a device config as it is (the
+        point of a plain sweep), else the runner's name and its task."""
+        assert self.config is not None
+        return self.config if self.runner == DEVICE.name else {"runner": self.runner, "task": self.config}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,14 +191,16 @@ def load_sweep(path: PathLike) -> Spec:
     except _native.ConfigError as e:
         raise SweepError(str(e)) from None
     where = str(path)
+    if "experiment" in doc:
+        return _load_experiment_sweep(path, doc)
+    for k in ("mode", "points"):
+        if k in doc:
+            raise SweepError(f"{where}: {k} = ... belongs to an experiment sweep (experiment = \"NAME\")")
     config_top = tuple(k for k in top_keys() if k != "preset") + sections()
     unknown = [k for k in doc if k not in SWEEP_KEYS + config_top]
     if unknown:
         raise SweepError(f"{where}: unknown key {unknown[0]!r}; valid: {', '.join(SWEEP_KEYS)}, "
                          f"or config overrides ({', '.join(config_top)})")
-    if "experiment" in doc:
-        raise SweepError(f"{where}: experiment = {doc['experiment']!r}: sweeping a case-study experiment is "
-                         "not yet supported; use base = \"config.toml\" or preset = \"NAME\"")
     if "base" in doc and "preset" in doc:
         raise SweepError(f"{where}: give base = \"config.toml\" or preset = \"NAME\", not both "
                          "(a base file names its own preset)")
@@ -216,40 +241,113 @@ def load_sweep(path: PathLike) -> Spec:
     return spec
 
 
+def _load_experiment_sweep(path: Path, doc: Dict[str, Any]) -> Spec:
+    """`experiment = NAME`: the reproduction's points (all, or those named by `points`) in
+    `mode`, each crossed with the axes; other top-level tables are laid on every point's input
+    (a device config for gc-policies, [device]/[cache]/[workload] for fdp-cache, ...)."""
+    where = str(path)
+    for k in ("base", "preset"):
+        if k in doc:
+            raise SweepError(f"{where}: experiment = {doc['experiment']!r} is the base; {k} = ... cannot go with it "
+                             "(set config keys as overrides or axes instead)")
+    name, mode = doc["experiment"], doc.get("mode", "quick")
+    if not isinstance(name, str) or not isinstance(mode, str):
+        raise SweepError(f"{where}: experiment and mode must be strings (experiment = \"fdp-cache\", mode = \"quick\")")
+    chosen = None
+    if "metrics" in doc:
+        chosen = _check_metrics(where, doc.pop("metrics"))
+    names = doc.get("points")
+    if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names) or not names):
+        raise SweepError(f"{where}: points must be a non-empty list of the experiment's point names")
+    spec = experiment_spec(name, mode, names, where=where)
+    spec.base = {k: v for k, v in doc.items() if k not in SWEEP_KEYS}
+    spec.grid = _check_axes(f"{where}: [grid]", doc.get("grid"), zipped=False)
+    spec.zip = _check_axes(f"{where}: [zip]", doc.get("zip"), zipped=True)
+    both = set(spec.grid) & set(spec.zip)
+    if both:
+        raise SweepError(f"{where}: {sorted(both)[0]} is both in [grid] and [zip]")
+    spec.source = f"{path} (experiment {name}, {mode})"
+    spec.name = str(doc.get("name", path.stem))
+    spec.description = str(doc.get("description", ""))
+    if chosen is not None:
+        spec.metrics, spec.metrics_chosen = chosen, True
+    _count_points(spec, where)
+    return spec
+
+
+def experiment_spec(name: str, mode: str, names: Optional[Sequence[str]] = None, where: str = "") -> Spec:
+    """A sweep of experiment `name`'s points in `mode` (those in `names`, or all), no axes."""
+    from .experiments import get_experiment, load_spec
+
+    where = where or f"experiment {name}"
+    try:
+        exp_spec = load_spec(name)
+        exp = get_experiment(exp_spec, name)
+        if mode not in exp_spec:
+            raise ValueError(f"experiment {name!r} has no {mode!r} mode; modes: "
+                             f"{', '.join(k for k in ('quick', 'full') if k in exp_spec)}")
+        pts = exp.points(exp_spec, mode)
+    except (FileNotFoundError, ValueError, KeyError) as e:
+        raise SweepError(f"{where}: {e}") from None
+    if names is not None:
+        known = {p.name for p in pts}
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise SweepError(f"{where}: experiment {name!r} ({mode}) has no point {missing[0]!r}; its points: "
+                             f"{', '.join(sorted(known))}")
+        pts = [p for p in pts if p.name in set(names)]
+    keys = list(dict.fromkeys(k for p in pts for k in p.values))
+    return Spec(base={}, metrics=list(exp.metrics), name=f"{name} ({mode})", source=f"experiment {name} ({mode})",
+                experiment=name, mode=mode, base_points=pts, value_keys=keys)
+
+
 def _count_points(spec: Spec, where: str) -> int:
     n = math.prod(len(v) for v in spec.grid.values())
     if spec.zip:
         n *= len(next(iter(spec.zip.values())))
+    if spec.experiment:
+        n *= max(1, len(spec.base_points))
     if n > MAX_POINTS:
         raise SweepError(f"{where}: {n} points is more than the limit of {MAX_POINTS}; split the sweep")
     return n
 
 
 def expand(spec: Spec) -> List[Point]:
-    """Every point of the sweep, in a fixed order (the last grid axis varies fastest, then zip),
-    each resolved by the core or carrying the core's error."""
+    """Every point of the sweep, in a fixed order (an experiment's points in its order, each
+    with the axes: the last grid axis varies fastest, then zip), each resolved by its runner
+    and sized, or carrying the error that rejected it."""
     combos: List[Dict[str, Any]] = []
     grid_keys = list(spec.grid)
     zip_rows = [dict(zip(spec.zip, vals, strict=True)) for vals in zip(*spec.zip.values(), strict=True)] if spec.zip else [{}]
     for vals in itertools.product(*spec.grid.values()):
         for zrow in zip_rows:
             combos.append({**dict(zip(grid_keys, vals, strict=True)), **zrow})
+    if spec.experiment:
+        bases = [(b.name, b.values, b.runner, merge(b.input, spec.base)) for b in spec.base_points]
+    else:
+        bases = [("", {}, DEVICE.name, spec.base)]
     points = []
-    for i, values in enumerate(combos):
-        user = copy.deepcopy(spec.base)
-        for k, v in values.items():
-            set_dotted(user, k, v)
-        pt = Point(index=i, values=values, user=user)
-        try:
-            pt.config = resolve(config=user)
-            pt.hash = config_hash(pt.config)[:HASH_CHARS]
-        except _native.SsdlabError as e:
-            pt.error = f"point {i} ({pt.label()}): {e}"
-            pt.hash = config_hash(user)[:HASH_CHARS]
-            pt.status = "failed"
-        except (TypeError, ValueError) as e:  # e.g. a value JSON cannot carry
-            raise SweepError(f"point {i} ({pt.label()}): {e}") from None
-        points.append(pt)
+    for name, base_values, runner_name, base in bases:
+        runner = get_runner(runner_name)
+        for values in combos:
+            user = copy.deepcopy(base)
+            for k, v in values.items():
+                set_dotted(user, k, v)
+            pt = Point(index=len(points), values=values, user=user, name=name, base_values=dict(base_values),
+                       runner=runner_name)
+            try:
+                pt.config = runner.resolve(user)
+                pt.hash = config_hash(pt.doc())[:HASH_CHARS]
+                pt.resources = runner.resources(pt.config)
+            except (_native.SsdlabError, ValueError) as e:
+                pt.error = f"point {pt.index} ({pt.label()}): {e}"
+                if not pt.hash:
+                    pt.hash = config_hash({"runner": runner_name, "user": user})[:HASH_CHARS]
+                pt.config = None
+                pt.status = "failed"
+            except TypeError as e:  # e.g. a value JSON cannot carry
+                raise SweepError(f"point {pt.index} ({pt.label()}): {e}") from None
+            points.append(pt)
     if points and all(p.config is None for p in points):
         # Nothing could run: a typo in an axis key or a broken base, not a sweep result.
         raise SweepError(f"no point has a valid config; the first: {points[0].error}")
@@ -261,72 +359,76 @@ def expand(spec: Spec) -> List[Point]:
 
 
 def run_point(config_json: str) -> Dict[str, Any]:
-    """Simulate one point (precondition + its configured workload). Runs in a worker process;
+    """Simulate one device config (precondition + its configured workload) in this process;
     returns the measurements or the error, never raises for a failing point."""
-    from .device import Device
-
-    try:
-        rep = Device(config=json.loads(config_json)).run()
-    except _native.SsdlabError as e:
-        return {"error": f"{type(e).__name__}: {e}"}
-    except Exception as e:  # a bug: keep the traceback in error.txt
-        return {"error": f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"}
-    except BaseException as e:  # pyo3's PanicException derives from BaseException
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
-            raise
-        return {"error": f"{type(e).__name__} (the core panicked): {e}"}
-    if rep.interrupted:
-        return {"interrupted": True}
-    return {"metrics": rep.metrics, "series_csv": rep.series_csv}
+    return run_task(DEVICE.name, config_json)
 
 
-def _worker_init() -> None:
-    # The parent owns Ctrl-C: it stops the pool itself and keeps finished points.
+def _worker_main(runner: str, task_json: str, conn: Any) -> None:
+    # The parent owns Ctrl-C: it stops the workers itself and keeps finished points.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    result = run_task(runner, task_json)
+    conn.send(result)
+    conn.close()
+
+
+def _exit_text(code: Optional[int]) -> str:
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+        hint = " (out of memory?)" if -code == signal.SIGKILL else ""
+        return f"killed by {name}{hint}"
+    return f"exit code {code}"
 
 
 class _LocalBackend:
-    """A process pool; forkserver (or spawn) so no worker inherits the parent's threads."""
+    """A process per point (forkserver, so no worker inherits the parent's threads; each
+    point's peak memory is its own process's, and a worker that dies takes only its point)."""
 
     name = "local"
 
     def __init__(self, jobs: int):
-        import concurrent.futures as cf
-
-        self._cf = cf
         methods = multiprocessing.get_all_start_methods()
-        ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        self._ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        if "forkserver" in methods:
+            self._ctx.set_forkserver_preload(["ssdlab.runners"])
         self.capacity = jobs
-        self._ex = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init)
+        self._procs: Dict[Any, Any] = {}  # the result pipe's end -> process
 
-    def submit(self, config_json: str):
-        return self._ex.submit(run_point, config_json)
+    def submit(self, runner: str, task_json: str, res: Resources):
+        recv, send = self._ctx.Pipe(duplex=False)
+        p = self._ctx.Process(target=_worker_main, args=(runner, task_json, send), daemon=True)
+        p.start()
+        send.close()
+        self._procs[recv] = p
+        return recv
 
     def wait(self, handles: List[Any], timeout: float) -> List[Tuple[Any, Dict[str, Any]]]:
-        done, _ = self._cf.wait(handles, timeout=timeout, return_when=self._cf.FIRST_COMPLETED)
         out = []
-        for f in done:
+        for conn in multiprocessing.connection.wait(handles, timeout=timeout):
+            p = self._procs.pop(conn)
             try:
-                out.append((f, f.result()))
-            except self._cf.process.BrokenProcessPool as e:
-                out.append((f, {"error": f"the worker process died ({e}); re-run the sweep to retry"}))
+                result = conn.recv()
+            except (EOFError, OSError):
+                p.join(timeout=10)
+                result = {"error": f"the worker process died ({_exit_text(p.exitcode)}); re-run to retry"}
+            conn.close()
+            p.join(timeout=10)
+            out.append((conn, result))
         return out
 
     def abort(self, handles: List[Any]) -> None:
-        for f in handles:
-            f.cancel()
-        terminate = getattr(self._ex, "terminate_workers", None)  # Python 3.14+
-        if terminate is not None:
-            terminate()
-        else:
-            # No public way to stop running workers before 3.14: their points are simply lost
-            # (their results would only be written by this process, which is stopping).
-            for p in list(getattr(self._ex, "_processes", {}).values()):
+        for conn in handles:
+            p = self._procs.pop(conn, None)
+            if p is not None:
                 p.terminate()
-        self._ex.shutdown(wait=True, cancel_futures=True)
+                p.join(timeout=10)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+            conn.close()
 
     def close(self) -> None:
-        self._ex.shutdown(wait=True, cancel_futures=True)
+        self.abort(list(self._procs))
 
 
 def _is_loopback(address: str) -> bool:
@@ -403,8 +505,12 @@ class _RayBackend:
                 import tempfile
 
                 self._temp_dir = tempfile.mkdtemp(prefix="ssdlab-ray-")  # short: socket paths fit 107 bytes
+                # The point's estimates are its memory resources: offer Ray what is available
+                # (its default keeps 30% for an object store that points do not use).
+                avail = available_memory_bytes()
+                mem = dict(_memory=int(avail * 0.95), object_store_memory=256 << 20) if avail else {}
                 ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
-                         num_cpus=jobs or os.cpu_count(), _temp_dir=self._temp_dir, **common)
+                         num_cpus=jobs or os.cpu_count(), _temp_dir=self._temp_dir, **mem, **common)
             else:
                 extra = {"_node_ip_address": "127.0.0.1"} if self._loopback else {}
                 ray.init(address=address, **common, **extra)
@@ -414,8 +520,13 @@ class _RayBackend:
                              f"{e}") from None
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.capacity = max(1, cpus)
+        # What the largest node offers: a point needing more could never be scheduled.
+        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+        self.node_memory_bytes = int(max((n.get("memory", 0) for n in nodes), default=0)) or None
+        self.node_cpus = int(max((n.get("CPU", 0) for n in nodes), default=0)) or self.capacity
         # No retries: a point whose worker dies is recorded as failed, as with the local pool.
-        self._task = ray.remote(num_cpus=1, max_retries=0)(run_point)
+        # A fresh worker per point: its memory is returned and its peak is the point's own.
+        self._task = ray.remote(num_cpus=1, max_retries=0, max_calls=1)(run_task)
 
     def _restore_env(self) -> None:
         for k, v in self._env_saved.items():
@@ -424,8 +535,8 @@ class _RayBackend:
             else:
                 os.environ[k] = v
 
-    def submit(self, config_json: str):
-        return self._task.remote(config_json)
+    def submit(self, runner: str, task_json: str, res: Resources):
+        return self._task.options(num_cpus=res.cpus, memory=res.memory_bytes).remote(runner, task_json)
 
     def wait(self, handles: List[Any], timeout: float) -> List[Tuple[Any, Dict[str, Any]]]:
         ray = self._ray
@@ -470,29 +581,46 @@ def _point_dir(out: Path, pt: Point) -> Path:
 
 
 def _load_done(out: Path, pt: Point) -> Optional[Dict[str, Any]]:
-    """The metrics of a point finished by an earlier run, if its directory holds this config."""
+    """The metrics of a point finished by an earlier run, if its directory holds this input."""
     d = _point_dir(out, pt)
     try:
-        if canonical_json(json.loads((d / "config.json").read_text())) != canonical_json(pt.config):
+        if canonical_json(json.loads((d / "config.json").read_text())) != canonical_json(pt.doc()):
             return None
         return json.loads((d / "metrics.json").read_text())
     except (OSError, ValueError):
         return None
 
 
+def _safe_name(name: str) -> bool:
+    parts = Path(name).parts
+    return bool(parts) and not Path(name).is_absolute() and ".." not in parts and name not in ("config.json", "metrics.json", "error.txt")
+
+
 def _write_point(out: Path, pt: Point, result: Optional[Dict[str, Any]] = None) -> None:
     """Write a point's directory atomically (a temporary directory renamed into place): its
-    config and the worker's ``result`` (metrics and series), or ``pt.error`` in error.txt."""
-    from .device import Report
-
+    input, and the worker's ``result`` (metrics, files, run-info.json), or ``pt.error`` in
+    error.txt."""
     final = _point_dir(out, pt)
     tmp = final.parent / f".tmp-{pt.hash}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    cfg = pt.config if pt.config is not None else pt.user
+    cfg = pt.doc() if pt.config is not None else pt.user
     (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     if result is not None and "metrics" in result:
-        Report(result["metrics"], result["series_csv"]).save(tmp)
+        (tmp / "metrics.json").write_text(json.dumps(result["metrics"], indent=2) + "\n")
+        for name, data in result.get("files", {}).items():
+            if not _safe_name(name):
+                raise ValueError(f"point {pt.index}: the runner returned a file named {name!r}")
+            f = tmp / name
+            f.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(data, bytes):
+                f.write_bytes(data)
+            else:
+                f.write_text(data)
+        # Wall-clock facts: here, never in metrics.json or results.csv.
+        info = {k: result.get(k) for k in ("wall_seconds", "peak_rss_bytes")}
+        info["memory_estimate_bytes"] = pt.resources.memory_bytes if pt.resources else None
+        (tmp / "run-info.json").write_text(json.dumps(info, indent=2) + "\n")
     else:
         (tmp / "error.txt").write_text(pt.error.rstrip("\n") + "\n")
     shutil.rmtree(final, ignore_errors=True)
@@ -515,6 +643,9 @@ def _rows(spec: Spec, points: List[Point]) -> List[Dict[str, Any]]:
     rows = []
     for pt in points:
         row: Dict[str, Any] = {"point": pt.index}
+        if spec.experiment:
+            row["name"] = pt.name
+            row.update({k: pt.base_values.get(k) for k in spec.value_keys})
         row.update(pt.values)
         row["status"] = pt.status
         row["hash"] = pt.hash
@@ -526,7 +657,8 @@ def _rows(spec: Spec, points: List[Point]) -> List[Dict[str, Any]]:
 
 
 def _columns(spec: Spec) -> List[str]:
-    return ["point", *spec.axes, "status", "hash", *spec.metrics, "error"]
+    own = ["name", *spec.value_keys] if spec.experiment else []
+    return ["point", *own, *spec.axes, "status", "hash", *spec.metrics, "error"]
 
 
 def _csv_cell(v: Any) -> str:
@@ -629,37 +761,53 @@ def _plot_name(metric: str) -> str:
 
 
 def _describe(spec: Spec, points: List[Point]) -> Dict[str, Any]:
-    return {
+    d = {
         "name": spec.name, "description": spec.description, "source": spec.source,
         "ssdlab_version": _native.__version__, "base": spec.base, "grid": spec.grid, "zip": spec.zip,
         "metrics": spec.metrics,
         "points": [{"point": p.index, "values": p.values, "hash": p.hash} for p in points],
     }
+    if spec.experiment:
+        d["experiment"], d["mode"] = spec.experiment, spec.mode
+        for p, row in zip(points, d["points"], strict=True):
+            row["name"], row["experiment_values"], row["runner"] = p.name, p.base_values, p.runner
+    return d
 
 
 def run_sweep(spec: Spec, out: PathLike, backend: str = "local", jobs: Optional[int] = None,
               ray_address: Optional[str] = None, progress: Optional[bool] = None,
-              log: Callable[[str], None] = lambda s: None) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
-    """Run ``spec`` into ``out``; returns (rows, summary). Raises nothing for failing points."""
+              log: Callable[[str], None] = lambda s: None, resume: bool = True,
+              memory_bytes: Optional[int] = None,
+              describe: Optional[Callable[[Dict[str, Any]], str]] = None,
+              points: Optional[List[Point]] = None) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+    """Run ``spec`` into ``out``; returns (rows, summary). Raises nothing for failing points.
+
+    ``resume``: reuse points whose directory holds the same input and its metrics (else every
+    point runs again). ``memory_bytes``: what the points running at once may take together
+    (local pool; default: the memory available now). ``describe(metrics)``: a few words on a
+    finished point for its log line. ``points``: the expanded points, if the caller has them."""
     out = Path(out)
     if backend not in ("local", "ray"):
         raise SweepError(f"backend {backend!r} is unknown; use \"local\" (a process pool) or \"ray\"")
     if jobs is not None and jobs < 1:
         raise SweepError(f"jobs must be at least 1, got {jobs}")
+    if memory_bytes is not None and memory_bytes <= 0:
+        raise SweepError(f"the memory budget must be positive, got {memory_bytes}")
     started = time.time()
-    points = expand(spec)
+    if points is None:
+        points = expand(spec)
     out.mkdir(parents=True, exist_ok=True)
     (out / "points").mkdir(exist_ok=True)
     (out / "sweep.json").write_text(json.dumps(_describe(spec, points), indent=2) + "\n")
 
-    # Resume: a point whose directory holds this config and its metrics.json is done.
-    todo: Dict[str, List[Point]] = {}  # hash -> points (two points may resolve to one config)
+    # Resume: a point whose directory holds this input and its metrics.json is done.
+    todo: Dict[str, List[Point]] = {}  # hash -> points (two points may resolve to one input)
     skipped = 0
     for pt in points:
         if pt.config is None:
             _write_point(out, pt)
             continue
-        done = _load_done(out, pt)
+        done = _load_done(out, pt) if resume else None
         if done is not None:
             pt.status, pt.metrics = "ok", done
             skipped += 1
@@ -669,7 +817,8 @@ def run_sweep(spec: Spec, out: PathLike, backend: str = "local", jobs: Optional[
     interrupted = False
     ran = 0
     if todo:
-        ran, interrupted = _dispatch(out, todo, backend, jobs, ray_address, progress, log)
+        ran, interrupted = _dispatch(out, todo, backend, jobs, ray_address, progress, log, memory_bytes,
+                                     describe or (lambda m: "ok"))
 
     rows = _rows(spec, points)
     tables = _write_tables(out, spec, rows)
@@ -680,14 +829,14 @@ def run_sweep(spec: Spec, out: PathLike, backend: str = "local", jobs: Optional[
             warnings.append(f"metric {m!r} is in no point's metrics.json (a typo? timing disabled?)")
         elif any(isinstance(v, (dict, list)) for v in vals):
             warnings.append(f"metric {m!r} is a table, not a number: name a value inside it (e.g. {m}.<key>)")
-        if _plot(spec, rows, m, out / "plots" / _plot_name(m)):
+        if spec.axes and _plot(spec, rows, m, out / "plots" / _plot_name(m)):
             plots.append(out / "plots" / _plot_name(m))
     failed = [p for p in points if p.status == "failed"]
     summary = {
         "points": len(points), "ran": ran, "skipped": skipped,
         "ok": sum(p.status == "ok" for p in points), "failed": len(failed),
         "not_run": sum(p.status == "not-run" for p in points), "interrupted": interrupted,
-        "failures": [{"point": p.index, "values": p.values, "hash": p.hash, "error": p.error,
+        "failures": [{"point": p.index, "name": p.name, "values": p.values, "hash": p.hash, "error": p.error,
                       "error_file": str(_point_dir(out, p) / "error.txt")} for p in failed],
         "backend": backend, "tables": [str(t) for t in tables], "plots": [str(p) for p in plots],
         "warnings": warnings, "wall_seconds": round(time.time() - started, 3),
@@ -717,57 +866,103 @@ def _sigint_deferred():
             raise KeyboardInterrupt
 
 
+def _too_big(res: Resources, budget: Optional[int], where: str) -> Optional[str]:
+    """Why a point cannot run at all here (its memory estimate exceeds what there is), if so."""
+    if budget is None or res.memory_bytes <= budget:
+        return None
+    if os.environ.get("SSDLAB_IGNORE_MEMORY_ESTIMATE", "") not in ("", "0"):
+        return None
+    return (f"needs about {human_bytes(res.memory_bytes)} of memory and {where} offers {human_bytes(budget)}; "
+            "run it on a larger machine (or Ray node), or force it with --force (SSDLAB_IGNORE_MEMORY_ESTIMATE=1)")
+
+
 def _dispatch(out: Path, todo: Dict[str, List[Point]], backend: str, jobs: Optional[int],
-              ray_address: Optional[str], progress: Optional[bool], log: Callable[[str], None]) -> Tuple[int, bool]:
+              ray_address: Optional[str], progress: Optional[bool], log: Callable[[str], None],
+              memory_bytes: Optional[int], describe: Callable[[Dict[str, Any]], str]) -> Tuple[int, bool]:
     from tqdm import tqdm
 
     if progress is None:
         progress = sys.stderr.isatty()
     if backend == "ray":
         be: Any = _RayBackend(ray_address or "auto", jobs)
+        budget, where = be.node_memory_bytes, "the largest Ray node"
+        window = 2 * be.capacity  # Ray queues by resources; keep a bounded number submitted
     else:
         be = _LocalBackend(min(jobs or os.cpu_count() or 1, len(todo)))
+        budget, where = memory_bytes or available_memory_bytes(), "this machine"
+        if memory_bytes:
+            where = "the memory budget (--memory)"
+        window = be.capacity
     pending = deque(todo.items())
-    inflight: Dict[Any, str] = {}
-    window = 2 * be.capacity  # a bound on submitted-but-unfinished points
+    inflight: Dict[Any, Tuple[str, Resources]] = {}
     ran = failed = 0
     bar = tqdm(total=len(todo), desc=f"sweep ({be.name}, {be.capacity} workers)", unit="point",
                file=sys.stderr, disable=not progress, dynamic_ncols=True)
+
+    def res_of(h: str) -> Resources:
+        r = todo[h][0].resources or Resources(0)
+        return Resources(r.memory_bytes, max(1, min(r.cpus, getattr(be, "node_cpus", be.capacity))))
+
+    def fits(r: Resources) -> bool:
+        if not inflight:
+            return True
+        if len(inflight) >= window:
+            return False
+        if backend == "ray":
+            return True
+        used = [x for _, x in inflight.values()]
+        return (sum(x.cpus for x in used) + r.cpus <= be.capacity
+                and (budget is None or sum(x.memory_bytes for x in used) + r.memory_bytes <= budget))
+
+    def finish(h: str, result: Dict[str, Any]) -> None:
+        nonlocal ran, failed
+        pts = todo[h]
+        with _sigint_deferred():  # the point's files and its row agree, even on Ctrl-C
+            for pt in pts:
+                if "metrics" not in result:
+                    pt.error = f"point {pt.index} ({pt.label()}): {result['error']}"
+            _write_point(out, pts[0], result)
+            for pt in pts:
+                if "metrics" in result:
+                    pt.status, pt.metrics = "ok", result["metrics"]
+                else:
+                    pt.status = "failed"
+            ran += 1
+            failed += "metrics" not in result
+        bar.update(1)
+        bar.set_postfix(failed=failed, refresh=False)
+        wall = f" ({result['wall_seconds']:.1f} s)" if result.get("wall_seconds") is not None else ""
+        msg = f"[{ran}/{len(todo)}] {pts[0].label()}: " + (
+            describe(result["metrics"]) + wall if "metrics" in result else "FAILED " + result["error"].splitlines()[0])
+        if progress:
+            if "metrics" not in result:
+                bar.write(msg, file=sys.stderr)
+        else:
+            log(msg)
+
     clean = False
     try:
         while pending or inflight:
-            while pending and len(inflight) < window:
+            # Start, in order, every pending point that fits beside the running ones (a point
+            # that fits nowhere fails at once).
+            for _ in range(len(pending)):
                 h, pts = pending.popleft()
-                inflight[be.submit(json.dumps(pts[0].config))] = h
+                r = res_of(h)
+                why = _too_big(r, budget, where)
+                if why is not None:
+                    finish(h, {"error": why})
+                elif fits(r):
+                    inflight[be.submit(pts[0].runner, json.dumps(pts[0].config), r)] = (h, r)
+                else:
+                    pending.append((h, pts))
             finished = be.wait(list(inflight), timeout=0.5)
             if not finished:
                 bar.refresh()  # keep the elapsed time moving while long points run
             for handle, result in finished:
-                h = inflight.pop(handle)
-                pts = todo[h]
+                h, _ = inflight.pop(handle)
                 if result.get("interrupted"):
                     continue  # stopped before the end: not a result, runs again next time
-                with _sigint_deferred():  # the point's files and its row agree, even on Ctrl-C
-                    for pt in pts:
-                        if "metrics" not in result:
-                            pt.error = f"point {pt.index} ({pt.label()}): {result['error']}"
-                    _write_point(out, pts[0], result)
-                    for pt in pts:
-                        if "metrics" in result:
-                            pt.status, pt.metrics = "ok", result["metrics"]
-                        else:
-                            pt.status = "failed"
-                    ran += 1
-                    failed += "metrics" not in result
-                bar.update(1)
-                bar.set_postfix(failed=failed, refresh=False)
-                msg = f"[{ran}/{len(todo)}] {pts[0].label()}: " + (
-                    "ok" if "metrics" in result else "FAILED " + result["error"].splitlines()[0])
-                if progress:
-                    if "metrics" not in result:
-                        bar.write(msg, file=sys.stderr)
-                else:
-                    log(msg)
+                finish(h, result)
         clean = True
     except KeyboardInterrupt:
         clean = False
@@ -792,10 +987,11 @@ class SweepTable(list):
         self.attrs = attrs
 
 
-def sweep(base: Union[PathLike, Mapping[str, Any]], axes: Optional[Mapping[str, Sequence[Any]]] = None,
+def sweep(base: Union[PathLike, Mapping[str, Any], None] = None, axes: Optional[Mapping[str, Sequence[Any]]] = None,
           backend: str = "local", jobs: Optional[int] = None, out: Optional[PathLike] = None,
           zip: Optional[Mapping[str, Sequence[Any]]] = None, metrics: Optional[Sequence[str]] = None,
-          ray_address: Optional[str] = None, progress: Optional[bool] = None, name: str = "sweep"):
+          ray_address: Optional[str] = None, progress: Optional[bool] = None, name: str = "sweep",
+          experiment: Optional[str] = None, mode: str = "quick", memory: Optional[int] = None):
     """Run a parameter sweep and return its table: one row per point with the axis values,
     ``status`` (ok / failed / not-run), ``hash`` and the chosen metrics.
 
@@ -803,24 +999,39 @@ def sweep(base: Union[PathLike, Mapping[str, Any]], axes: Optional[Mapping[str, 
     ...                  out="runs/op-x-gc")                                      # doctest: +SKIP
 
     Args:
-        base: a config dict (may name a ``preset``), a TOML config path, or a preset name.
+        base: a config dict (may name a ``preset``), a TOML config path, or a preset name; or,
+            with ``experiment``, overrides laid on every point's input (or None).
         axes: dotted config key -> values; every combination is run (the grid).
         zip: dotted config key -> values of one length, varied together (crossed with the grid).
+        experiment, mode: the points of ``ssdlab reproduce EXPERIMENT --MODE`` as the base,
+            each crossed with the axes (which may then be empty).
         backend: ``"local"`` (a process pool of ``jobs`` workers, default all cores) or ``"ray"``.
         ray_address: with ``backend="ray"``: ``"auto"`` (default) starts a local Ray on
             127.0.0.1; ``"host:port"`` joins a running cluster.
         out: where points, results.csv and plots go; points already there are not run again.
             ``None``: a temporary directory, removed afterwards.
-        metrics: dotted paths into metrics.json (default: DLWA, GC work, erases, latency, IOPS).
+        metrics: dotted paths into metrics.json (default: DLWA, GC work, erases, latency, IOPS,
+            or the experiment's).
+        memory: bytes the points running at once may take together (local pool; default: the
+            memory available).
 
     Returns a pandas DataFrame when pandas is importable, else a list of dicts; either way
     ``table.attrs["summary"]`` says how many points ran, were skipped or failed.
     """
-    base_user, source = _base_from(base)
-    spec = Spec(base=base_user, grid=_check_axes("axes", axes, zipped=False),
-                zip=_check_axes("zip", zip, zipped=True), source=source, name=name)
-    if not spec.axes:
-        raise SweepError("nothing to sweep: give axes (a grid) and/or zip")
+    if experiment is not None:
+        spec = experiment_spec(experiment, mode)
+        spec.base = copy.deepcopy(dict(base or {}))
+        spec.grid = _check_axes("axes", axes, zipped=False)
+        spec.zip = _check_axes("zip", zip, zipped=True)
+        spec.name = name if name != "sweep" else spec.name
+    else:
+        if base is None:
+            raise SweepError("give a base (a config dict, a config file or a preset name) or an experiment")
+        base_user, source = _base_from(base)
+        spec = Spec(base=base_user, grid=_check_axes("axes", axes, zipped=False),
+                    zip=_check_axes("zip", zip, zipped=True), source=source, name=name)
+        if not spec.axes:
+            raise SweepError("nothing to sweep: give axes (a grid) and/or zip")
     if set(spec.grid) & set(spec.zip):
         raise SweepError(f"{sorted(set(spec.grid) & set(spec.zip))[0]} is both in axes and zip")
     if metrics is not None:
@@ -833,9 +1044,9 @@ def sweep(base: Union[PathLike, Mapping[str, Any]], axes: Optional[Mapping[str, 
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="ssdlab-sweep-") as tmp:
-            rows, summary = run_sweep(spec, tmp, backend, jobs, ray_address, progress)
+            rows, summary = run_sweep(spec, tmp, backend, jobs, ray_address, progress, memory_bytes=memory)
     else:
-        rows, summary = run_sweep(spec, out, backend, jobs, ray_address, progress)
+        rows, summary = run_sweep(spec, out, backend, jobs, ray_address, progress, memory_bytes=memory)
     if summary["interrupted"]:
         raise KeyboardInterrupt
     try:

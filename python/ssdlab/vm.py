@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
-from .device import PathLike, Report, resolve_config
+from .config import PathLike, resolve_config
+from .device import Report
 from .nbd import parse_bytes
 
 DISKS = ("nvme", "virtio")
@@ -518,7 +519,7 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
                 qemu_proc.returncode = os.waitstatus_to_exitcode(status)
                 info["_qemu_rss"] = usage.ru_maxrss * 1024
             if con is None and console.exists():
-                con = open(console, "r", errors="replace")
+                con = open(console, errors="replace")  # noqa: SIM115 -- read as it grows, closed in finally
             # Only what QEMU appended since the last look (a chatty workload's console grows).
             pending += con.read() if con else ""
             lines = pending.split("\n")

@@ -23,7 +23,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .device import resolve_config  # noqa: E402
+from . import _native  # noqa: E402
+from .config import resolve_config  # noqa: E402
+from .experiments import Experiment, ExperimentPoint, PointResult  # noqa: E402
+from .runners import PROCESS_BYTES, Resources, Result, Runner  # noqa: E402
 from .nbd import stats  # noqa: E402
 from .vm import (EXPORT, VmError, _exit_text, _free_port, _parse_fio, _stop, _tail, _wait_server,  # noqa: E402
                  config_toml, fio_summary, run as vm_run)
@@ -78,23 +81,69 @@ def _job_row(fio: Dict[str, Any]) -> Dict[str, Any]:
             "write_mean_ns": by.get("write", {}).get("clat_ns_mean")}
 
 
-def reproduce_vm_baseline(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None]) -> Path:
-    from .experiments import experiments_root
-
+def _device(spec: Dict[str, Any], mode: str) -> Dict[str, Any]:
     m = spec[mode]
     device = dict(spec.get("device", {}))
     device["seed"] = spec.get("seed", 42)
     if "geometry" in m:
         device["geometry"] = {**device.get("geometry", {}), **m["geometry"]}
-    cfg = resolve_config(config=device)
+    return resolve_config(config=device)
+
+
+def _points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
+    """A point per (job, latency mode): its host run and a guest run per disk kind, one after
+    another on one machine (they measure wall-clock speed, so they hold the CPUs they use)."""
+    from .experiments import experiments_root
+
+    m = spec[mode]
+    cfg = _device(spec, mode)
     jobs_dir = experiments_root() / "vm"
-    rows: List[Dict[str, Any]] = []
+    pts = []
     for job_name in m["jobs"]:
         job = jobs_dir / job_name
         if not job.is_file():
             raise FileNotFoundError(f"vm-baseline: job {job} not found")
         for latency in m.get("latency", ["none"]):
-            rows += _pair(cfg, job, latency, m, out, log)
+            task = {"config": cfg, "job_name": job_name, "job": job.read_text(), "latency": latency,
+                    "disks": list(m.get("disks", ["nvme"])), "memory": m.get("memory", "1G"), "cpus": m.get("cpus", 2)}
+            pts.append(ExperimentPoint(f"{job.stem}-{latency}", {"job": job.stem, "latency": latency}, PAIR.name, task))
+    return pts
+
+
+def _pair_resolve(task: Dict[str, Any]) -> Dict[str, Any]:
+    return {**task, "config": resolve_config(config=task["config"])}
+
+
+def _pair_resources(task: Dict[str, Any]) -> Resources:
+    from .runners import parse_bytes
+
+    dev = _native.config_sizing(task["config"])
+    server = int(dev["memory_bytes"] + dev["data_bytes_max"]) + PROCESS_BYTES
+    # The guest's RAM and QEMU's own (~300 MiB under TCG); the server, and fio on the host side.
+    guest = parse_bytes(str(task["memory"]), "memory") + (300 << 20)
+    return Resources(memory_bytes=guest + server + PROCESS_BYTES, cpus=int(task["cpus"]) + 1)
+
+
+def _pair_run(task: Dict[str, Any]) -> Result:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ssdlab-vm-baseline-") as tmp:
+        job = Path(tmp) / task["job_name"]
+        job.write_text(task["job"])
+        out = Path(tmp) / "out"
+        rows = _pair(task["config"], job, task["latency"], task, out, log=lambda s: None)
+        runs = out / "runs"
+        files = {str(f.relative_to(runs)): f.read_bytes() for f in sorted(runs.rglob("*")) if f.is_file()}
+    return Result(metrics={"rows": rows}, files=files)
+
+
+PAIR = Runner("ssdlab.vmbaseline:PAIR", _pair_resolve, _pair_resources, _pair_run)
+
+
+def _write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, PointResult],
+                  log: Callable[[str], None]) -> Path:
+    cfg = _device(spec, mode)
+    rows: List[Dict[str, Any]] = [r for p in _points(spec, mode) for r in results[p.name].metrics["rows"]]
     with open(out / "baseline.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
@@ -103,6 +152,10 @@ def reproduce_vm_baseline(spec: Dict[str, Any], mode: str, out: Path, log: Calla
     md = out / "report.md"
     md.write_text(_report(mode, cfg, rows))
     return md
+
+
+def _describe(m: Dict[str, Any]) -> str:
+    return ", ".join(f"{r['disk']}: guest/host IOPS {r['guest_over_host_iops']:.3f}" for r in m["rows"])
 
 
 def _pair(cfg: Dict[str, Any], job: Path, latency: str, m: Dict[str, Any], out: Path,
@@ -217,3 +270,7 @@ def _fmt_us(us: Any) -> str:
     if us is None:
         return "-"
     return f"{us / 1e3:.2f} ms" if us >= 1000 else f"{us:.0f} us"
+
+
+EXPERIMENT = Experiment(points=_points, report=_write_report, describe=_describe,
+                        metrics=("rows.0.guest_over_host_iops", "rows.0.device_dlwa_host", "rows.0.device_dlwa_guest"))

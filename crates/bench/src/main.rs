@@ -1,7 +1,12 @@
 //! `make bench`: simulator speed and memory, printed as figures and ratios to the goals.
 //!
 //! Usage: ssdlab-bench [--gib N] [--device-writes X] [--only NAME]
-//!   NAME: notiming | timing | personalities | memory | spi | cache
+//!   NAME: notiming | timing | desnoyers | personalities | memory | spi | cache
+//!
+//! `desnoyers` runs Desnoyers' C simulator (pjd-nu/sssl-ftlsim's greedy engine, built outside
+//! the repo as /work/shared/bench/README.md shows) beside ssdlab on the same device, when the
+//! environment variable SSSL_GREEDY gives the path of its binary; without it, that line is
+//! skipped.
 
 use std::time::Instant;
 
@@ -32,7 +37,7 @@ fn parse_args() -> Args {
             "--only" => a.only = Some(val),
             "--memory-tib" => a.memory_tib = val.parse().expect("--memory-tib X"),
             "-h" | "--help" => {
-                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|personalities|memory|spi|cache] [--memory-tib T (default 2)]");
+                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|desnoyers|personalities|memory|spi|cache] [--memory-tib T (default 2)]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other}"),
@@ -75,6 +80,56 @@ fn steady_state(gib: u64, timing: bool, device_writes: f64) -> (f64, f64, f64) {
     let host = (c.host_write_bytes - before.host_write_bytes) / sector;
     let flash = host + (c.gc_relocated_sectors - before.gc_relocated_sectors);
     (flash as f64 / secs, host as f64 / secs, rep.dlwa())
+}
+
+/// ssdlab on the device Desnoyers' simulator models: 4 KiB mapping units, erase blocks of 256
+/// of them (1 MiB: 64 pages of 16 KiB, four sectors a page), one die of two planes (so the
+/// FTL's reserve is a negligible share of the spare, as the model assumes), `gib` GiB raw,
+/// greedy, 7% spare; sequential fill, one device write of random overwrites, then
+/// `device_writes` measured. Returns (flash writes/s, host writes/s, WAF).
+fn single_die(gib: u64, device_writes: f64) -> (f64, f64, f64) {
+    let mut c = preset("bench-256g").unwrap();
+    c.geometry.channels = 1;
+    c.geometry.dies_per_channel = 1;
+    c.geometry.planes_per_die = 2;
+    c.geometry.page_bytes = 16384;
+    c.geometry.sector_bytes = 4096;
+    c.geometry.pages_per_block = 64;
+    c.geometry.blocks_per_plane = (gib << 30 >> 20) as u32 / 2;
+    c.timing.enabled = false;
+    c.ftl.gc_policy = GcPolicy::Greedy;
+    c.ftl.spare_factor = 0.07;
+    c.precondition.sequential_fill = true;
+    c.precondition.random_device_writes = 1.0;
+    let mut dev = Device::new(c).expect("single-die config");
+    dev.precondition(&mut no_progress).unwrap();
+    let before = dev.block_device().counters().clone();
+    let w = WorkloadConfig { pattern: Pattern::Uniform, queue_depth: 64, stop_device_writes: device_writes, ..Default::default() };
+    let t = Instant::now();
+    let rep = dev.run(&w, &mut no_progress).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    let c = dev.block_device().counters();
+    let host = (c.host_write_bytes - before.host_write_bytes) / 4096;
+    let flash = host + (c.gc_relocated_sectors - before.gc_relocated_sectors);
+    (flash as f64 / secs, host as f64 / secs, rep.dlwa())
+}
+
+/// Desnoyers' C simulator on the same device: (flash writes/s, host writes/s, WAF).
+fn sssl(path: &str, gib: u64, device_writes: f64) -> Option<(f64, f64, f64)> {
+    let blocks = gib << 30 >> 20;
+    let logical = (blocks as f64 * 0.93).floor() as u64;
+    let out = std::process::Command::new(path)
+        .args([logical.to_string(), blocks.to_string(), "256".into(), "1".into(), device_writes.to_string()])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |k: &str| text.split_whitespace().find_map(|w| w.strip_prefix(k)).and_then(|v| v.parse::<f64>().ok());
+    Some((field("flash_writes_per_s=")?, field("host_writes_per_s=")?, field("WAF=")?))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
 }
 
 /// Flash sector writes per second (host + GC relocations) of the personalities on comparable
@@ -209,13 +264,45 @@ fn main() {
     if want("notiming") {
         let (f, h, waf) = steady_state(a.gib, false, a.device_writes);
         println!(
-            "metadata-only, no timing, {} GiB, greedy, 7% spare: {:.2} M flash writes/s ({:.2} M host writes/s, WAF {:.3}); goal 20 M/s -> {:.2}x; Desnoyers' C simulator ~9 M/s -> {:.2}x",
-            a.gib, f / 1e6, h / 1e6, waf, f / 20e6, f / 9e6
+            "metadata-only, no timing, {} GiB, greedy, 7% spare: {:.2} M flash writes/s ({:.2} M host writes/s, WAF {:.3}); goal 20 M/s -> {:.2}x",
+            a.gib, f / 1e6, h / 1e6, waf, f / 20e6
         );
     }
     if want("timing") {
         let (f, h, waf) = steady_state(a.gib, true, a.device_writes);
         println!("metadata-only, timing on, {} GiB, greedy, 7% spare, QD 64: {:.2} M flash writes/s ({:.2} M host writes/s, WAF {:.3}); goal 5 M/s -> {:.2}x", a.gib, f / 1e6, h / 1e6, waf, f / 5e6);
+    }
+    if want("desnoyers") {
+        let gib = a.gib.min(64);
+        match std::env::var("SSSL_GREEDY") {
+            Err(_) => {
+                let (f, h, w) = single_die(gib, a.device_writes);
+                println!(
+                    "{gib} GiB raw, 4 KiB mapping units, 1 MiB blocks, one die, greedy, 7% spare: ssdlab {:.2} M host writes/s ({:.2} M flash, WAF {w:.3}); beside Desnoyers' C simulator: skipped (set SSSL_GREEDY to its greedy binary; /work/shared/bench/README.md)",
+                    h / 1e6,
+                    f / 1e6
+                );
+            }
+            Ok(path) => {
+                // Three interleaved rounds; medians.
+                let (mut ours, mut theirs) = (vec![], vec![]);
+                let mut wafs = (0.0, 0.0);
+                for _ in 0..3 {
+                    let (f, h, w) = sssl(&path, gib, a.device_writes).expect("the C simulator runs and prints its figures");
+                    theirs.push((f, h));
+                    wafs.1 = w;
+                    let (f, h, w) = single_die(gib, a.device_writes);
+                    ours.push((f, h));
+                    wafs.0 = w;
+                }
+                let m = |v: &[(f64, f64)], i: usize| median(v.iter().map(|x| if i == 0 { x.0 } else { x.1 }).collect());
+                let (of, oh, tf, th) = (m(&ours, 0), m(&ours, 1), m(&theirs, 0), m(&theirs, 1));
+                println!(
+                    "side by side, {gib} GiB raw, 4 KiB mapping units, 1 MiB blocks, one die, greedy, 7% spare (medians of 3 interleaved rounds): ssdlab {:.2} M host writes/s ({:.2} M flash, WAF {:.3}), Desnoyers' C simulator {:.2} M host writes/s ({:.2} M flash, WAF {:.3}): {:.2}x per host write, {:.2}x per flash write; goal 2x per host write",
+                    oh / 1e6, of / 1e6, wafs.0, th / 1e6, tf / 1e6, wafs.1, oh / th, of / tf
+                );
+            }
+        }
     }
     if want("personalities") {
         let res = personalities(a.gib.min(64));

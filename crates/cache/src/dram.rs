@@ -36,6 +36,10 @@ struct Slot {
     next: u32,
 }
 
+/// Bytes of a slot and of a key map entry (memory estimates, [`crate::sizing`]).
+pub(crate) const SLOT_BYTES: u64 = std::mem::size_of::<Slot>() as u64;
+pub(crate) const MAP_ENTRY_BYTES: u64 = std::mem::size_of::<(u64, u32)>() as u64;
+
 pub struct Dram {
     capacity_bytes: u64,
     overhead_bytes: u32,

@@ -5,13 +5,15 @@
 //!
 //! - [`config`]: cache sizes and policies; [`placement`]: the placement-handle allocator (the
 //!   only code that knows about FDP); [`flash`]: device I/O and latency histograms;
-//! - [`dram`], [`soc`], [`loc`], [`admission`]: the tiers and engines; [`cache`]: the whole;
+//! - [`dram`], [`soc`] ([`buckets`]: its compact index), [`loc`], [`admission`]: the tiers and
+//!   engines; [`cache`]: the whole; [`sizing`]: a run's memory, estimated before it starts;
 //! - [`item`], [`values`]: a data-backed cache's items (on-device formats, DRAM bytes), for
 //!   the memcached front-end (crate ssdlab-memcached);
 //! - [`workload`]: generator and presets ([`zipf`]: table-driven Zipf ranks); [`trace`]: trace replay and converters;
 //! - [`run`]: measured runs; [`model`]: Theorems 1-3 of the paper.
 
 pub mod admission;
+pub mod buckets;
 pub mod cache;
 pub mod config;
 pub mod dram;
@@ -23,6 +25,7 @@ pub mod loc;
 pub mod model;
 pub mod placement;
 pub mod run;
+pub mod sizing;
 pub mod soc;
 pub mod trace;
 pub mod values;

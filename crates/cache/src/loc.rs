@@ -44,6 +44,9 @@ struct Entry {
     hits: u32,
 }
 
+/// Bytes of an index entry with its key (memory estimates, [`crate::sizing`]).
+pub(crate) const INDEX_ENTRY_BYTES: u64 = std::mem::size_of::<(u64, Entry)>() as u64;
+
 pub struct Loc {
     pub start_byte: u64,
     pub regions: u32,

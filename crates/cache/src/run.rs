@@ -4,13 +4,16 @@
 //! The summary holds nothing wall-clock, so a config and seed give byte-identical output; wall
 //! time is returned beside it.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use ssdlab_core::config::StopRule;
 use ssdlab_core::ftl::conventional::StreamStats;
 use ssdlab_core::ftl::Counters;
+use ssdlab_core::metrics::Steady;
 use ssdlab_core::{Config, Device};
 
 use crate::cache::{CacheStats, HybridCache, Outcome};
@@ -53,6 +56,20 @@ pub struct RunSpec {
     /// Rows of the time series.
     pub series_points: u32,
     pub carbon: CarbonParams,
+    /// `volume`: run to the stop limit, measure after `warmup_fraction` of it. `steady`: stop
+    /// once the device's DLWA has settled, by the core's rule (`ssdlab_core::metrics::Steady`:
+    /// the last `steady_windows` windows of `steady_window_device_writes` logical capacities
+    /// of host writes each lie within `steady_tolerance` of their mean), the stop limits
+    /// capping the run; the summary's figures are then those of the steady windows, and its
+    /// `steady` section says where they start (the warm-up window is used if DLWA never
+    /// settled).
+    pub stop: StopRule,
+    /// Steady stop: host writes (logical capacities) before the first window, so the cache is
+    /// warm (DRAM tier and SOC filled) before anything is measured.
+    pub steady_start_device_writes: f64,
+    pub steady_window_device_writes: f64,
+    pub steady_tolerance: f64,
+    pub steady_windows: u32,
 }
 
 impl Default for RunSpec {
@@ -66,7 +83,40 @@ impl Default for RunSpec {
             prefill_loc: true,
             series_points: 60,
             carbon: CarbonParams::default(),
+            stop: StopRule::Volume,
+            steady_start_device_writes: 1.0,
+            steady_window_device_writes: 0.5,
+            steady_tolerance: 0.02,
+            steady_windows: 4,
         }
+    }
+}
+
+impl RunSpec {
+    /// Check the run's own keys (the cache and workload check theirs).
+    pub fn validate(&self) -> Result<()> {
+        let bad = |k: &str, m: String| Err(crate::error::CacheError::Config(format!("run: {k}: {m}")));
+        if !(self.stop_device_writes > 0.0) && self.stop_requests == 0 {
+            return bad("stop_device_writes", "set stop_device_writes or stop_requests (the most a run may take)".into());
+        }
+        if !(0.0..1.0).contains(&self.warmup_fraction) {
+            return bad("warmup_fraction", format!("{} is not in [0, 1)", self.warmup_fraction));
+        }
+        if self.stop == StopRule::Steady {
+            if !(self.steady_start_device_writes >= 0.0 && self.steady_start_device_writes.is_finite()) {
+                return bad("steady_start_device_writes", format!("{} must be >= 0", self.steady_start_device_writes));
+            }
+            if !(self.steady_window_device_writes > 0.0 && self.steady_window_device_writes.is_finite()) {
+                return bad("steady_window_device_writes", format!("{} must be positive", self.steady_window_device_writes));
+            }
+            if !(0.0..=1.0).contains(&self.steady_tolerance) {
+                return bad("steady_tolerance", format!("{} is not in [0, 1]", self.steady_tolerance));
+            }
+            if !(2..=1000).contains(&self.steady_windows) {
+                return bad("steady_windows", format!("{} is not in 2..=1000", self.steady_windows));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -77,6 +127,7 @@ pub struct RunResult {
     pub interrupted: bool,
 }
 
+#[derive(Clone)]
 struct Mark {
     c: Counters,
     /// Sum over dies of their busy time so far.
@@ -93,6 +144,36 @@ fn mark(cache: &HybridCache, requests: u64, time_ns: u64) -> Mark {
         if dev.config().personality == ssdlab_core::config::Personality::Conventional { dev.ftl().stream_stats() } else { vec![] };
     let die_busy_ns = dev.block_device().timelines().die_busy_ns().iter().sum();
     Mark { c: dev.block_device().counters().clone(), die_busy_ns, streams, stats: cache.stats, requests, time_ns }
+}
+
+/// The state at the start of a measurement window: counters, and the latency histograms so
+/// far (a window's latencies are the histograms at its end minus these).
+#[derive(Clone)]
+struct WindowStart {
+    /// Host bytes written since the run's start.
+    host: u64,
+    mark: Mark,
+    read_ns: Histogram<u64>,
+    write_ns: Histogram<u64>,
+}
+
+impl WindowStart {
+    fn of(cache: &HybridCache, host: u64, requests: u64, time_ns: u64) -> WindowStart {
+        WindowStart {
+            host,
+            mark: mark(cache, requests, time_ns),
+            read_ns: cache.flash.read_ns.clone(),
+            write_ns: cache.flash.write_ns.clone(),
+        }
+    }
+}
+
+/// `now - before`, where `before` is an earlier snapshot of the same histogram.
+fn since(now: &Histogram<u64>, before: &Histogram<u64>) -> Histogram<u64> {
+    let mut d = now.clone();
+    // A snapshot's counts are a subset of the later histogram's: the subtraction cannot fail.
+    d.subtract(before).expect("window histogram");
+    d
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -145,15 +226,18 @@ pub fn run_on(
     let logical = cache.flash.dev.logical_bytes();
     let stop_bytes = (spec.stop_device_writes.max(0.0) * logical as f64) as u64;
     let stop_reqs = spec.stop_requests;
-    if stop_bytes == 0 && stop_reqs == 0 {
-        return Err(crate::error::CacheError::Config("run: set stop_device_writes or stop_requests".into()));
-    }
+    spec.validate()?;
+    let mut steady = (spec.stop == StopRule::Steady).then(|| {
+        let window = ((spec.steady_window_device_writes * logical as f64) as u64).max(1);
+        Steady::new(window, spec.steady_tolerance, spec.steady_windows)
+    });
     let warm = spec.warmup_fraction.clamp(0.0, 0.99);
     if spec.prefill_loc {
         cache.loc.prefill(&mut cache.flash)?;
     }
     let start = mark(cache, 0, 0);
     let host0 = start.c.host_write_bytes;
+    let nand0 = start.c.nand_write_bytes;
     // Progress along whichever limit is set (bytes first).
     let frac = |c: &HybridCache, reqs: u64| -> f64 {
         let b =
@@ -163,9 +247,17 @@ pub fn run_on(
     };
     let points = spec.series_points.max(1) as f64;
     let mut next_row = 1.0 / points;
-    let mut window: Option<Mark> = if warm == 0.0 { Some(mark(cache, 0, 0)) } else { None };
+    // The warm-up window (opens after `warm` of the run), and with a steady stop the starts of
+    // the latest windows (one more than the rule compares, so the steady ones are all there).
+    let mut window: Option<WindowStart> = (warm == 0.0).then(|| WindowStart::of(cache, 0, 0, 0));
+    // The steady rule sees host and NAND bytes from `steady_start` on (the warm-up excluded);
+    // its windows' starts are kept in the run's host bytes.
+    let steady_start = (spec.steady_start_device_writes * logical as f64) as u64;
+    let mut steady_base: Option<(u64, u64)> = None;
+    let mut windows: VecDeque<WindowStart> = VecDeque::new();
+    let keep_windows = spec.steady_windows as usize + 1;
     let mut prev = mark(cache, 0, 0);
-    let mut csv = String::from("requests,time_s,device_writes,host_write_bytes,nand_write_bytes,dlwa_interval,dlwa_cumulative,dram_hit_ratio_interval,nvm_hit_ratio_interval,gc_events,erases,read_p99_us_interval,write_p99_us_interval\n");
+    let mut csv = String::from("requests,time_s,device_writes,host_write_bytes,nand_write_bytes,dlwa_interval,dlwa_cumulative,dram_hit_ratio_interval,nvm_hit_ratio_interval,gc_events,erases,read_p99_us_interval,write_p99_us_interval,gets,dram_hits,nvm_hits,flash_item_bytes\n");
     // Latency histograms at the previous row: a row's percentiles are of the difference.
     let (mut prev_read, mut prev_write) = (cache.flash.read_ns.clone(), cache.flash.write_ns.clone());
     let mut reqs = 0u64;
@@ -178,12 +270,8 @@ pub fn run_on(
             break;
         }
         if window.is_none() && f >= warm {
-            // The window's histograms start empty: the next row's percentiles cover only the
-            // part of its interval after this point.
-            prev_read.reset();
-            prev_write.reset();
-            cache.flash.reset_histograms();
-            window = Some(mark(cache, reqs, last_t));
+            let host = cache.flash.dev.block_device().counters().host_write_bytes - host0;
+            window = Some(WindowStart::of(cache, host, reqs, last_t));
         }
         if f >= next_row {
             let m = mark(cache, reqs, last_t);
@@ -192,10 +280,7 @@ pub fn run_on(
             let dram = m.stats.dram_hits - prev.stats.dram_hits;
             let nvm = m.stats.nvm_hits - prev.stats.nvm_hits;
             let p99_us = |now: &Histogram<u64>, before: &mut Histogram<u64>| -> f64 {
-                let mut d = now.clone();
-                // `before` is a snapshot of `now` (or empty after the window reset): its counts are
-                // a subset, so the subtraction cannot fail.
-                d.subtract(&*before).expect("interval histogram");
+                let d = since(now, before);
                 *before = now.clone();
                 if d.is_empty() {
                     0.0
@@ -206,20 +291,24 @@ pub fn run_on(
             let rp99 = p99_us(&cache.flash.read_ns, &mut prev_read);
             let wp99 = p99_us(&cache.flash.write_ns, &mut prev_write);
             csv.push_str(&format!(
-                "{},{:.3},{:.4},{},{},{:.5},{:.5},{:.5},{:.5},{},{},{:.1},{:.1}\n",
+                "{},{:.3},{:.4},{},{},{:.5},{:.5},{:.5},{:.5},{},{},{:.1},{:.1},{},{},{},{}\n",
                 reqs,
                 last_t as f64 / 1e9,
                 (m.c.host_write_bytes - host0) as f64 / logical as f64,
                 m.c.host_write_bytes - host0,
-                m.c.nand_write_bytes - start.c.nand_write_bytes,
+                m.c.nand_write_bytes - nand0,
                 ratio(dn, dh),
-                ratio(m.c.nand_write_bytes - start.c.nand_write_bytes, m.c.host_write_bytes - host0),
+                ratio(m.c.nand_write_bytes - nand0, m.c.host_write_bytes - host0),
                 ratio(dram, gets),
                 ratio(nvm, gets - dram),
                 m.c.gc_events - start.c.gc_events,
                 m.c.nand_erase_count - start.c.nand_erase_count,
                 rp99,
                 wp99,
+                m.stats.gets - start.stats.gets,
+                m.stats.dram_hits - start.stats.dram_hits,
+                m.stats.nvm_hits - start.stats.nvm_hits,
+                m.stats.flash_item_bytes - start.stats.flash_item_bytes,
             ));
             prev = m;
             while next_row <= f {
@@ -248,14 +337,53 @@ pub fn run_on(
                 cache.delete(r.key, r.time_ns)?;
             }
         }
+        if let Some(s) = steady.as_mut() {
+            let c = cache.flash.dev.block_device().counters();
+            let (host, nand) = (c.host_write_bytes - host0, c.nand_write_bytes - nand0);
+            match steady_base {
+                None if host >= steady_start => {
+                    steady_base = Some((host, nand));
+                    windows.push_back(WindowStart::of(cache, host, reqs, last_t));
+                }
+                None => {}
+                Some((h0, n0)) => {
+                    let closed = s.windows_measured();
+                    let settled = s.observe(host - h0, nand - n0);
+                    if s.windows_measured() != closed {
+                        windows.push_back(WindowStart::of(cache, host, reqs, last_t));
+                        if windows.len() > keep_windows {
+                            windows.pop_front();
+                        }
+                    }
+                    if settled {
+                        break;
+                    }
+                }
+            }
+        }
     }
     progress(1.0);
-    let w = window.unwrap_or_else(|| mark(cache, 0, 0));
-    let summary = summarize(cache, spec, &start, &w, reqs, last_t);
+    // The steady windows when DLWA settled, else the warm-up window.
+    let settled_at = steady.as_ref().and_then(|s| s.steady_from_host_bytes()).map(|from| from + steady_base.map_or(0, |b| b.0));
+    let w = match settled_at {
+        Some(from) => windows.into_iter().find(|x| x.host == from).expect("the steady windows' start is kept"),
+        None => window.unwrap_or_else(|| WindowStart::of(cache, 0, 0, 0)),
+    };
+    let mut summary = summarize(cache, spec, &start, &w, reqs, last_t);
+    if let Some(s) = &steady {
+        let c = cache.flash.dev.block_device().counters();
+        let mut st = s.report(ratio(c.nand_write_bytes - nand0, c.host_write_bytes - host0));
+        // The rule's host bytes count from its start; say where that was, and where the steady
+        // windows start in the run's own bytes.
+        st["start_host_bytes"] = json!(steady_start);
+        st["steady_from_host_bytes"] = json!(settled_at);
+        summary["steady"] = st;
+    }
     Ok(RunResult { summary, series_csv: csv, wall_seconds: wall.elapsed().as_secs_f64(), interrupted })
 }
 
-fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: u64, last_t: u64) -> Value {
+fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, window: &WindowStart, reqs: u64, last_t: u64) -> Value {
+    let w = &window.mark;
     let dev = &cache.flash.dev;
     let cfg = dev.config();
     let g = &cfg.geometry;
@@ -330,7 +458,7 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: 
     let erase_max = erases.iter().copied().max().unwrap_or(0);
     let erase_mean = erases.iter().map(|&e| e as f64).sum::<f64>() / erases.len().max(1) as f64;
     let span_ns = last_t.saturating_sub(w.time_ns).max(cache.flash.last_done_ns.saturating_sub(w.time_ns)).max(1);
-    json!({
+    let mut doc = json!({
         "requests": reqs,
         "window_requests": reqs - w.requests,
         "workload_seconds": r6(last_t as f64 / 1e9),
@@ -374,7 +502,7 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: 
         // offered load is to what the device sustains.
         "die_utilization": r6((dev.block_device().timelines().die_busy_ns().iter().sum::<u64>() - w.die_busy_ns) as f64
             / (span_ns as f64 * (g.channels * g.dies_per_channel) as f64)),
-        "latency_ns": {"read": lat(&cache.flash.read_ns), "write": lat(&cache.flash.write_ns)},
+        "latency_ns": {"read": lat(&since(&cache.flash.read_ns, &window.read_ns)), "write": lat(&since(&cache.flash.write_ns, &window.write_ns))},
         "gc_events": c.gc_events - w.c.gc_events,
         "erases": c.nand_erase_count - w.c.nand_erase_count,
         "erase_count_max": erase_max,
@@ -399,5 +527,8 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, w: &Mark, reqs: 
             "dram_items": cache.dram.len(),
         },
         "fdp": fdp,
-    })
+    });
+    // Where the measurement window opened (the steady windows' start, or the warm-up's).
+    doc["window_from_device_writes"] = json!(r6(window.host as f64 / logical as f64));
+    doc
 }

@@ -6,12 +6,14 @@
 //! or delete is a read-modify-write of the whole bucket on the device; a lookup reads the
 //! bucket unless its Bloom filter rules the key out.
 //!
-//! The bucket contents live in flat arrays (`bucket_slots` per bucket): in metadata-only mode
-//! these mirror what the bucket on flash holds. In data-backed mode (see [`Soc::enable_data`])
-//! the bucket on the device really holds the items (format in [`crate::item`]): every read
-//! parses it and asserts it agrees with the arrays, and every change rewrites it; the arrays
-//! and the filter stay the DRAM index, as in metadata mode.
+//! The bucket contents live in a compact DRAM index ([`crate::buckets`]: a fingerprint and a
+//! size per item, at most `bucket_slots` per bucket): in metadata-only mode it mirrors what
+//! the bucket on flash holds. In data-backed mode (see [`Soc::enable_data`]) the bucket on the
+//! device really holds the items (format in [`crate::item`]): every read parses it and asserts
+//! it agrees with the index, and every change rewrites it; the index and the filter stay the
+//! DRAM index, as in metadata mode.
 
+use crate::buckets::{fingerprint, BucketIndex};
 use crate::error::Result;
 use crate::flash::Flash;
 use crate::hash::{fast_range, mix64};
@@ -34,17 +36,9 @@ pub struct Soc {
     pub start_byte: u64,
     pub buckets: u64,
     pub bucket_bytes: u32,
-    slots: u32,
-    hashes: u32,
     overhead: u32,
     pub handle: PlacementHandle,
-    bloom: Vec<u64>,
-    /// Per bucket: item count and bytes used.
-    count: Vec<u8>,
-    used: Vec<u16>,
-    keys: Vec<u64>,
-    sizes: Vec<u16>,
-    expiry: Vec<u32>,
+    index: BucketIndex,
     pub stats: SocStats,
     /// Bucket buffers of a data-backed SOC (None: metadata-only).
     data: Option<Box<SocData>>,
@@ -57,35 +51,16 @@ struct SocData {
     ents: Vec<(u32, u32)>,
 }
 
-#[inline]
-fn bloom_mask(key: u64, hashes: u32) -> u64 {
-    let h = mix64(key ^ 0x5bd1_e995_7f4a_7c15);
-    let mut m = 0u64;
-    for i in 0..hashes {
-        m |= 1u64 << ((h >> (6 * i)) & 63);
-    }
-    m
-}
-
 impl Soc {
     pub fn new(start_byte: u64, buckets: u64, bucket_bytes: u32, slots: u32, hashes: u32, overhead: u32, handle: PlacementHandle) -> Soc {
         assert!(slots > 0 && slots <= 255 && bucket_bytes <= u16::MAX as u32 + 1);
-        let n = buckets as usize;
-        let s = n * slots as usize;
         Soc {
             start_byte,
             buckets,
             bucket_bytes,
-            slots,
-            hashes,
             overhead,
             handle,
-            bloom: vec![0; n],
-            count: vec![0; n],
-            used: vec![0; n],
-            keys: vec![0; s],
-            sizes: vec![0; s],
-            expiry: vec![0; s],
+            index: BucketIndex::new(buckets, slots, hashes),
             stats: SocStats::default(),
             data: None,
         }
@@ -111,32 +86,11 @@ impl Soc {
         if self.buckets == 0 {
             return false;
         }
-        let m = bloom_mask(key, self.hashes);
-        self.bloom[self.bucket_of(key) as usize] & m == m
+        self.index.may_contain(self.bucket_of(key) as usize, fingerprint(key))
     }
 
     fn find(&self, b: usize, key: u64) -> Option<usize> {
-        let base = b * self.slots as usize;
-        (0..self.count[b] as usize).find(|&i| self.keys[base + i] == key)
-    }
-
-    fn remove_at(&mut self, b: usize, i: usize) {
-        let base = b * self.slots as usize;
-        let n = self.count[b] as usize;
-        self.used[b] -= self.sizes[base + i];
-        self.keys.copy_within(base + i + 1..base + n, base + i);
-        self.sizes.copy_within(base + i + 1..base + n, base + i);
-        self.expiry.copy_within(base + i + 1..base + n, base + i);
-        self.count[b] -= 1;
-    }
-
-    fn rebuild_bloom(&mut self, b: usize) {
-        let base = b * self.slots as usize;
-        let mut m = 0;
-        for i in 0..self.count[b] as usize {
-            m |= bloom_mask(self.keys[base + i], self.hashes);
-        }
-        self.bloom[b] = m;
+        self.index.find(b, fingerprint(key))
     }
 
     /// Look `key` up: Some((item bytes, expiry)) on a hit. Reads the bucket unless the Bloom filter
@@ -152,13 +106,12 @@ impl Soc {
         self.stats.bucket_reads += 1;
         let b = b as usize;
         let Some(i) = self.find(b, key) else { return Ok(None) };
-        let j = b * self.slots as usize + i;
-        let e = self.expiry[j];
+        let (_, size, e) = self.index.get(b, i);
         if e != 0 && e <= now_s {
             return Ok(None);
         }
         self.stats.hits += 1;
-        Ok(Some((self.sizes[j] as u32 - self.overhead, e)))
+        Ok(Some((size - self.overhead, e)))
     }
 
     /// Insert `key` with `item_bytes` (key + value): read the bucket, drop an older copy and
@@ -172,20 +125,15 @@ impl Soc {
         self.stats.bucket_reads += 1;
         let b = bo as usize;
         if let Some(i) = self.find(b, key) {
-            self.remove_at(b, i);
+            self.index.remove_at(b, i);
         }
         let mut evicted = 0;
-        while self.count[b] as u32 == self.slots || self.used[b] as u32 + size > self.bucket_bytes {
-            self.remove_at(b, 0); // FIFO: the oldest item is first
+        while self.index.full(b) || self.index.used(b) + size > self.bucket_bytes {
+            self.index.remove_at(b, 0); // FIFO: the oldest item is first
             evicted += 1;
         }
-        let j = b * self.slots as usize + self.count[b] as usize;
-        self.keys[j] = key;
-        self.sizes[j] = size as u16;
-        self.expiry[j] = expiry_s;
-        self.count[b] += 1;
-        self.used[b] += size as u16;
-        self.rebuild_bloom(b);
+        self.index.push(b, fingerprint(key), size, expiry_s);
+        self.index.settle(b);
         flash.write(self.offset(bo), self.bucket_bytes as u64, self.handle)?;
         self.stats.bucket_writes += 1;
         self.stats.inserts += 1;
@@ -204,23 +152,28 @@ impl Soc {
         self.stats.bucket_reads += 1;
         let b = bo as usize;
         let Some(i) = self.find(b, key) else { return Ok(false) };
-        self.remove_at(b, i);
-        self.rebuild_bloom(b);
+        self.index.remove_at(b, i);
+        self.index.settle(b);
         flash.write(self.offset(bo), self.bucket_bytes as u64, self.handle)?;
         self.stats.bucket_writes += 1;
         self.stats.removes += 1;
         Ok(true)
     }
 
-    /// Keys of bucket `b`, oldest first (tests).
-    pub fn bucket_keys(&self, b: u64) -> Vec<u64> {
-        let base = b as usize * self.slots as usize;
-        self.keys[base..base + self.count[b as usize] as usize].to_vec()
+    /// Fingerprints ([`crate::buckets::fingerprint`]) of bucket `b`'s keys, oldest first (tests).
+    pub fn bucket_fingerprints(&self, b: u64) -> Vec<u32> {
+        self.index.fingerprints(b as usize)
     }
 
-    /// DRAM bytes of the SOC's index (Bloom filters and bucket mirrors).
+    /// DRAM bytes of the SOC's index (Bloom filters and the bucket index) now.
     pub fn dram_bytes(&self) -> u64 {
-        self.buckets * (8 + 3) + self.keys.len() as u64 * (8 + 2 + 4)
+        self.index.memory_bytes()
+    }
+
+    /// DRAM bytes the index of `buckets` buckets of at most `slots` items will hold when each
+    /// holds `items_per_bucket` on average (with expiries if `ttl`).
+    pub fn estimate_dram_bytes(buckets: u64, slots: u32, items_per_bucket: f64, ttl: bool) -> u64 {
+        BucketIndex::estimate_bytes(buckets, slots, items_per_bucket, ttl)
     }
 }
 
@@ -230,11 +183,11 @@ impl Soc {
     /// Keep real items in the buckets from now on (the SOC must be empty): per-item header of
     /// [`ITEM_HEADER_BYTES`], bucket header of [`BUCKET_HEADER_BYTES`].
     pub fn enable_data(&mut self) {
-        assert!(self.count.iter().all(|&c| c == 0), "enable_data on an SOC holding items");
+        assert!(self.items() == 0, "enable_data on an SOC holding items");
         assert!(self.bucket_bytes > BUCKET_HEADER_BYTES + ITEM_HEADER_BYTES);
         self.overhead = ITEM_HEADER_BYTES;
         let n = self.bucket_bytes as usize;
-        self.data = Some(Box::new(SocData { rd: vec![0; n], wr: vec![0; n], ents: Vec::with_capacity(self.slots as usize) }));
+        self.data = Some(Box::new(SocData { rd: vec![0; n], wr: vec![0; n], ents: Vec::with_capacity(256) }));
     }
 
     pub fn data_backed(&self) -> bool {
@@ -248,7 +201,7 @@ impl Soc {
 
     /// Items held (all buckets).
     pub fn items(&self) -> u64 {
-        self.count.iter().map(|&c| c as u64).sum()
+        (0..self.buckets as usize).map(|b| self.index.count(b) as u64).sum()
     }
 
     /// Read bucket `b` into the read buffer and parse it. The device's bytes must agree with
@@ -262,22 +215,18 @@ impl Soc {
             panic!("SOC bucket {b}: device bytes do not parse: {e}");
         }
         let bi = b as usize;
-        let base = bi * self.slots as usize;
-        assert_eq!(d.ents.len(), self.count[bi] as usize, "SOC bucket {b}: item count on the device != index");
+        assert_eq!(d.ents.len(), self.index.count(bi), "SOC bucket {b}: item count on the device != index");
         let used: u32 = d.ents.iter().map(|e| e.1).sum();
-        assert_eq!(used, self.used[bi] as u32, "SOC bucket {b}: bytes used on the device != index");
+        assert_eq!(used, self.index.used(bi), "SOC bucket {b}: bytes used on the device != index");
         for (i, &(o, len)) in d.ents.iter().enumerate() {
             let v = item::decode(&d.rd[o as usize..]).expect("parsed above");
-            let j = base + i;
+            let (fp, size, expiry) = self.index.get(bi, i);
             assert!(
-                v.hash == self.keys[j] && len == self.sizes[j] as u32 && v.expiry_s == self.expiry[j],
-                "SOC bucket {b} item {i}: device (hash {:#x}, {} B, expiry {}) != index (hash {:#x}, {} B, expiry {})",
+                fingerprint(v.hash) == fp && len == size && v.expiry_s == expiry,
+                "SOC bucket {b} item {i}: device (hash {:#x}, {} B, expiry {}) != index (fingerprint {fp:#x}, {size} B, expiry {expiry})",
                 v.hash,
                 len,
                 v.expiry_s,
-                self.keys[j],
-                self.sizes[j],
-                self.expiry[j]
             );
         }
         Ok(())
@@ -301,9 +250,10 @@ impl Soc {
             item::encode(hash, it, &mut d.wr[at..at + n]);
             at += n;
         }
-        let used = (at - BUCKET_HEADER_BYTES as usize) as u16;
-        assert_eq!((self.count[bi], used), ((keep.len() + new.is_some() as usize) as u8, self.used[bi]), "SOC bucket {b}: image != index");
-        item::seal_bucket(&mut d.wr, b, self.count[bi] as u16, used);
+        let used = (at - BUCKET_HEADER_BYTES as usize) as u32;
+        let count = self.index.count(bi);
+        assert_eq!((count, used), (keep.len() + new.is_some() as usize, self.index.used(bi)), "SOC bucket {b}: image != index");
+        item::seal_bucket(&mut d.wr, b, count as u16, used as u16);
         flash.write_data(off, &d.wr, self.handle)?;
         self.stats.bucket_writes += 1;
         Ok(())
@@ -340,22 +290,17 @@ impl Soc {
         let b = bo as usize;
         let mut keep = std::mem::take(&mut self.data.as_mut().expect("data-backed SOC").ents);
         if let Some(i) = self.find(b, hash) {
-            self.remove_at(b, i);
+            self.index.remove_at(b, i);
             keep.remove(i);
         }
         let mut evicted = 0;
-        while self.count[b] as u32 == self.slots || self.used[b] as u32 + size > self.item_capacity() {
-            self.remove_at(b, 0);
+        while self.index.full(b) || self.index.used(b) + size > self.item_capacity() {
+            self.index.remove_at(b, 0);
             keep.remove(0);
             evicted += 1;
         }
-        let j = b * self.slots as usize + self.count[b] as usize;
-        self.keys[j] = hash;
-        self.sizes[j] = size as u16;
-        self.expiry[j] = it.expiry_s;
-        self.count[b] += 1;
-        self.used[b] += size as u16;
-        self.rebuild_bloom(b);
+        self.index.push(b, fingerprint(hash), size, it.expiry_s);
+        self.index.settle(b);
         let r = self.store_bucket(bo, &keep, Some((hash, it)), flash);
         self.data.as_mut().expect("data-backed SOC").ents = keep;
         r?;
@@ -375,9 +320,9 @@ impl Soc {
         let b = bo as usize;
         let Some(i) = self.find(b, hash) else { return Ok(false) };
         let mut keep = std::mem::take(&mut self.data.as_mut().expect("data-backed SOC").ents);
-        self.remove_at(b, i);
+        self.index.remove_at(b, i);
         keep.remove(i);
-        self.rebuild_bloom(b);
+        self.index.settle(b);
         let r = self.store_bucket(bo, &keep, None, flash);
         self.data.as_mut().expect("data-backed SOC").ents = keep;
         r?;
@@ -396,7 +341,7 @@ impl Soc {
         let mut n = 0;
         for b in 0..self.buckets {
             self.load_bucket(b, flash)?;
-            n += self.count[b as usize] as u64;
+            n += self.index.count(b as usize) as u64;
         }
         Ok(n)
     }

@@ -75,3 +75,34 @@ fn runs_are_deterministic() {
     assert_eq!(a.summary.to_string(), b.summary.to_string());
     assert_eq!(a.series_csv, b.series_csv);
 }
+
+#[test]
+fn steady_stop_ends_once_dlwa_settles_and_reports_the_steady_windows() {
+    use ssdlab_core::config::StopRule;
+    let logical = 0.855 * (1u64 << 30) as f64;
+    let mut s = spec(1.0, 0.04, 30.0);
+    s.stop = StopRule::Steady;
+    s.steady_start_device_writes = 0.5;
+    s.steady_window_device_writes = 0.5;
+    s.steady_tolerance = 0.03;
+    s.steady_windows = 3;
+    let m = dlwa(false, &s);
+    let st = &m["steady"];
+    assert_eq!(st["reached"], true, "{st}");
+    let ran = m["device_writes"].as_f64().unwrap();
+    assert!((1.5..30.0).contains(&ran), "ran {ran} device writes");
+    // The summary's window is the steady windows: its DLWA is theirs, and it starts where they do.
+    assert_eq!(m["dlwa"], st["dlwa"]);
+    let from = st["steady_from_host_bytes"].as_f64().unwrap() / logical;
+    assert!((m["window_from_device_writes"].as_f64().unwrap() - from).abs() < 1e-3, "{m}");
+    assert!(ran - from >= 1.5 - 1e-3 && from >= 0.5, "windows from {from} to {ran}");
+    assert_eq!(st["dlwa_whole_run"], m["dlwa_cumulative"]);
+
+    // A rule that never settles runs to the cap and measures the warm-up window.
+    s.steady_tolerance = 0.0;
+    s.stop_device_writes = 2.0;
+    let m = dlwa(false, &s);
+    assert_eq!(m["steady"]["reached"], false);
+    assert!(m["device_writes"].as_f64().unwrap() >= 2.0);
+    assert!((m["window_from_device_writes"].as_f64().unwrap() - 1.0).abs() < 0.01, "{m}");
+}

@@ -83,3 +83,26 @@ mod tests {
         }
     }
 }
+
+/// What the spare left to data gives under uniform random overwrites, after the FTL's reserve:
+/// `good_blocks` blocks of `sectors_per_block` sectors hold `logical` sectors, `reserve_blocks`
+/// of them kept free or open by the FTL.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct EffectiveSpare {
+    /// Spare factor of the space GC works in: 1 - logical / (good - reserve) sectors.
+    pub spare_factor: f64,
+    /// Desnoyers' greedy and FIFO models at that spare factor (None if no spare is left).
+    pub waf_greedy: Option<f64>,
+    pub waf_fifo: Option<f64>,
+}
+
+pub fn effective_spare(good_blocks: u64, reserve_blocks: f64, sectors_per_block: u32, logical: u64) -> EffectiveSpare {
+    let usable = (good_blocks as f64 - reserve_blocks).max(0.0) * sectors_per_block as f64;
+    let alpha = usable / logical.max(1) as f64;
+    let ok = alpha > 1.0;
+    EffectiveSpare {
+        spare_factor: 1.0 - 1.0 / alpha,
+        waf_greedy: ok.then(|| waf_greedy(alpha, sectors_per_block)),
+        waf_fifo: ok.then(|| waf_fifo(alpha)),
+    }
+}

@@ -33,6 +33,13 @@ pub struct Sizing {
     /// Conventional FTL: spare blocks (good blocks beyond the logical capacity), the reserve
     /// included.
     pub spare_blocks: Option<f64>,
+    /// Conventional FTL: what it holds back in steady state (the background watermark, half
+    /// the open blocks, half the victims in progress), and the spare factor and model WAFs
+    /// that leaves to data.
+    pub reserve_steady_blocks: Option<f64>,
+    /// Conventional FTL: the configured spare factor (`ftl.spare_factor`).
+    pub spare_factor: Option<f64>,
+    pub effective: Option<crate::analytic::EffectiveSpare>,
 }
 
 /// Check `cfg` as building the device would, and size it.

@@ -21,7 +21,7 @@ const CASES: &[(&str, &str, &str)] = &[
            block_bytes = [4096, 16384]
            block_weights = [3.0, 1.0]
            stop_device_writes = 1.5"#,
-        "9604d547b36628b2c1882785b786766587a6a06351407c2f11614d3edeea15be",
+        "06b73b960c25422386630c7f7d55e8564bf99d364e929b8a234d28564f681d8b",
     ),
     (
         "conventional cost-benefit, read priority and suspend, open loop",
@@ -35,7 +35,7 @@ const CASES: &[(&str, &str, &str)] = &[
            read_fraction = 0.3
            rate_iops = 20000.0
            stop_device_writes = 1.0"#,
-        "8b836d93eac176a73a04d245c5c4d34411e57052ff8c6e31c46e5c40c51d4615",
+        "68d23ac30c602be5fa053682f4129b179a942d72db50757c4e09fe682de50b92",
     ),
     (
         "conventional d-choices, bad blocks, static wear-levelling, no timing",
@@ -52,7 +52,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            pattern = "hotcold"
            stop_device_writes = 4.0"#,
-        "62ac3abac20eb0bfaee2a97167aef24c6501ab0c934a5dd71e57dd2c10aa078d",
+        "0622552609ed0e596ec739ca39e9ca869eb98e7d5cd7af7ea9de81b1d568bc80",
     ),
     (
         "conventional fifo, write-through, data-backed",
@@ -64,7 +64,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            queue_depth = 4
            stop_device_writes = 1.0"#,
-        "ee38542f851c781ef4ff8b6445ed514b9ded35fbd32d6005c32940112e79a0b9",
+        "f66007135e69cbc307913ef95aa8f123ded4ff693cca0e6b0139b8d5901ff4a2",
     ),
     (
         "FDP, two reclaim groups, persistently isolated handle, mix",
@@ -82,7 +82,7 @@ const CASES: &[(&str, &str, &str)] = &[
            mix = [{ weight = 1.0, pattern = "sequential", span = 0.3, block_bytes = [65536], placement = 0 },
                   { weight = 4.0, pattern = "uniform", offset = 0.3, span = 0.2, placement = 1 },
                   { weight = 4.0, pattern = "hotcold", offset = 0.5, span = 0.4, placement = 32768 }]"#,
-        "7d50d0b783eed5c18195f8c00ba81c89e185146736987caf5b11fe87f2345a3d",
+        "1f3fc5bdf148568d357caf55f91c8172e6ed6f3fe9e4286032d7cbfaf0d31bc2",
     ),
     (
         "ZNS with conventional zones, data-backed",
@@ -96,7 +96,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            read_fraction = 0.2
            stop_device_writes = 3.0"#,
-        "95c381300d6c6d3016b92204c70984da8099b51a6553603d7f2efacd44c7d6b5",
+        "e46e726f6ba2f42510ad2932c6f8b23db40370e58c5487531d19863cc8b5cc79",
     ),
     (
         "open-channel through the host chunk log",
@@ -107,7 +107,7 @@ const CASES: &[(&str, &str, &str)] = &[
            block_bytes = [4096, 65536]
            block_weights = [4.0, 1.0]
            stop_device_writes = 3.0"#,
-        "dcfce455328d70f7dcd68eec62029872dcf116342a9eb4f49a8e7902e78013ee",
+        "6d89b01bc935d0cf700e8158eb31a94b35148426054f61cada535a0b83a2acac",
     ),
 ];
 

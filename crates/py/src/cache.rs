@@ -51,6 +51,16 @@ fn cache_run<'py>(
     Ok((to_py(py, &r.summary)?, r.series_csv, r.wall_seconds, r.interrupted))
 }
 
+/// Check a cache run (`device` config dict, `spec` RunSpec) as running it would, and estimate
+/// its peak memory by part (device, DRAM tier, SOC index, LOC index); raises ConfigError.
+#[pyfunction]
+fn cache_sizing<'py>(py: Python<'py>, device: &Bound<'py, PyAny>, spec: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let dev = config_from_py(device, "<device>")?;
+    let spec: RunSpec = from_py(spec, "cache run spec")?;
+    let s = ssdlab_cache::sizing::sizing(&dev, &spec).map_err(cache_err)?;
+    to_py(py, &s)
+}
+
 /// The default RunSpec (cache, workload, stop, carbon parameters).
 #[pyfunction]
 fn cache_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
@@ -128,6 +138,7 @@ fn cache_serve<'py>(
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache_serve, m)?)?;
     m.add_function(wrap_pyfunction!(cache_run, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_sizing, m)?)?;
     m.add_function(wrap_pyfunction!(cache_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(cache_workload, m)?)?;
     m.add_function(wrap_pyfunction!(cache_workloads, m)?)?;

@@ -187,6 +187,9 @@ impl Zns {
             data_bytes_max: Media::data_bytes_of(cfg, logical),
             reserve_blocks: None,
             spare_blocks: None,
+            reserve_steady_blocks: None,
+            spare_factor: None,
+            effective: None,
         })
     }
 

@@ -16,7 +16,8 @@ fn base() -> Config {
         // The page, block and timings of Micron's MT29F128G08CBECB MLC part (ONFI 3.2 datasheet,
         // "Features" page): 16384 + 1872 B pages, 512 pages per block, tR 115 us (max), tPROG
         // 1600 us (typ), tBERS 3 ms (typ), NV-DDR2 166 MT/s x 8 bits, 3000 P/E cycles. Arranged
-        // as 8 channels x 4 dies x 2 planes x 64 blocks = 32 GiB raw, small enough for quick runs.
+        // as 8 channels x 4 dies x 2 planes x 64 blocks = 32 GiB raw (the `default` preset
+        // arranges the same 32 GiB in fewer, larger dies).
         geometry: Geometry {
             channels: 8,
             dies_per_channel: 4,
@@ -54,7 +55,15 @@ pub fn preset(name: &str) -> Option<Config> {
     let mut c = base();
     c.preset = name.to_string();
     match name {
-        "default" => {}
+        // 32 GiB as a drive of that size is built: 8 dies (4 channels x 2) of 4 GiB. Spread
+        // over 32 small dies instead, the FTL's open blocks and GC watermarks (a block per plane
+        // and die of every write stream) would hold back half of the 7% spare and double the
+        // write amplification (docs/gc-models.md, "Effective spare").
+        "default" => {
+            c.geometry.channels = 4;
+            c.geometry.dies_per_channel = 2;
+            c.geometry.blocks_per_plane = 256;
+        }
         // The same Micron part at its datasheet size: 2 planes x 1048 blocks per die, 32 dies
         // (8 channels x 4), 524 GiB raw.
         "micron-mlc-16k" => {

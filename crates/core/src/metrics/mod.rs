@@ -93,6 +93,16 @@ impl Steady {
         self.reached.is_some()
     }
 
+    /// Windows closed so far (callers that keep per-window state watch it change).
+    pub fn windows_measured(&self) -> u64 {
+        self.seen
+    }
+
+    /// Once steady: the host bytes (since the run's start) where the steady windows begin.
+    pub fn steady_from_host_bytes(&self) -> Option<u64> {
+        self.reached.map(|r| r.0)
+    }
+
     /// The `steady` section of metrics.json.
     pub fn report(&self, whole_run_dlwa: f64) -> Value {
         let (from, dlwa) = match self.reached {

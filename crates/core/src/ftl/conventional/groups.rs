@@ -31,6 +31,8 @@ pub(super) struct Group {
     /// at a time, and counting free blocks alone would make each stripe change look like a
     /// sudden shortage (and the GC catch-up that follows a burst).
     pub open_written_pages: u64,
+    /// Blocks open in the group's write points.
+    pub open_blocks: u32,
     pub victims: Victims,
     /// Victims being collected, at most `gc_width`, advanced a page at a time in turn.
     pub gc: Vec<GcCursor>,
@@ -39,28 +41,31 @@ pub(super) struct Group {
 }
 
 impl Group {
-    /// A group owning `dies` (in way order), with the watermarks of `ftl`.
-    pub fn new(dies: Vec<u32>, lay: &Layout, ftl: &FtlConfig) -> Group {
+    /// A group owning `dies` (in way order), with the watermarks of `ftl`; write streams
+    /// stripe over `ways` of its dies.
+    pub fn new(dies: Vec<u32>, ways: u32, lay: &Layout, ftl: &FtlConfig) -> Group {
         let n = dies.len() as u32;
         let planes = lay.planes_per_die;
-        // Foreground: the most a GC round can consume (a new block per plane on every die),
-        // plus margin.
-        let auto_fg = n * planes + planes + 2;
+        // GC reads of one victim all queue on its die: collect one victim per die at a time,
+        // as controllers that collect whole superblocks do.
+        let gc_width = if ftl.gc_parallel_victims == 0 { n as usize } else { ftl.gc_parallel_victims as usize };
+        // Foreground: the most a GC round can consume (a new block per plane on every die of
+        // the GC stream, and a block's worth of relocations per victim in progress), plus
+        // margin.
+        let auto_fg = (ways.clamp(1, n) * planes).max(gc_width as u32) + planes + 2;
         let fg = if ftl.gc_fg_free_blocks == 0 { auto_fg } else { ftl.gc_fg_free_blocks.max(auto_fg) };
         // Paced GC keeps free space between the two watermarks; a narrow band keeps few
         // blocks idle (they are spare space the data cannot use). Free blocks net of open
         // blocks' written pages stay at or above `bg` >= fg + planes, so a host write point
         // always opens without foreground GC.
         let bg = if ftl.gc_bg_free_blocks == 0 { fg + planes + 2 } else { ftl.gc_bg_free_blocks.max(fg + planes) };
-        // GC reads of one victim all queue on its die: collect one victim per die at a time,
-        // as controllers that collect whole superblocks do.
-        let gc_width = if ftl.gc_parallel_victims == 0 { n as usize } else { ftl.gc_parallel_victims as usize };
         Group {
             dies,
             free: 0,
             fg_free_blocks: fg,
             bg_free_blocks: bg,
             open_written_pages: 0,
+            open_blocks: 0,
             victims: Victims::new(ftl.gc_policy, lay.sectors_per_block, ftl.gc_d),
             gc: Vec::with_capacity(gc_width),
             gc_width,
@@ -74,6 +79,22 @@ impl Group {
     pub fn shortfall_pages(&self, pages_per_block: u32) -> i64 {
         let ppb = pages_per_block as i64;
         self.bg_free_blocks as i64 * ppb - (self.free as i64 * ppb - self.open_written_pages as i64)
+    }
+
+    /// Pages that hold no live data yet are not where GC looks for victims: free blocks, the
+    /// unwritten pages of open blocks, and the pages of victims in progress that GC has
+    /// already cleared (not free until the victim is erased).
+    #[inline]
+    pub fn reserved_pages(&self, pages_per_block: u32) -> u64 {
+        let cleared: u64 = self.gc.iter().map(|c| c.page as u64).sum();
+        (self.free as u64 + self.open_blocks as u64) * pages_per_block as u64 - self.open_written_pages + cleared
+    }
+
+    /// Blocks the group holds back in steady state, estimated from its settings: the background
+    /// watermark, half of every open block (write points fill and close their ways in step),
+    /// and half of each victim in progress.
+    pub fn reserve_steady_blocks(&self, open_blocks_max: u64) -> f64 {
+        self.bg_free_blocks as f64 + open_blocks_max as f64 / 2.0 + self.gc_width as f64 / 2.0
     }
 
     /// Take the next victim out of the victim set (`clock`: host sectors written so far, the

@@ -35,6 +35,8 @@ impl Conventional {
             let open_pages: u64 =
                 blocks.iter().filter(|m| m.state == BlockState::Open && m.rg as usize == rg).map(|m| m.programmed_pages as u64).sum();
             assert_eq!(open_pages, g.open_written_pages, "group {rg}: pages written in open blocks");
+            let open = blocks.iter().filter(|m| m.state == BlockState::Open && m.rg as usize == rg).count() as u32;
+            assert_eq!(open, g.open_blocks, "group {rg}: open blocks");
             // The victims in progress are exactly the group's blocks being collected.
             let mut collecting: Vec<u32> = g.gc.iter().map(|c| c.victim).collect();
             collecting.sort_unstable();

@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use super::fdp::{self, Fdp};
 use super::victim::Victims;
 use super::{BlockDevice, WriteOpts};
+use crate::analytic::effective_spare;
 use crate::config::Config;
 use crate::engine::WriteBuffer;
 use crate::error::{Error, Result};
@@ -56,7 +57,14 @@ struct Parts {
     points: WritePoints,
     fdp: Option<Fdp>,
     reserve_blocks: u64,
+    reserve_steady_blocks: f64,
     spare_blocks: f64,
+}
+
+/// Blocks the FTL holds back in steady state (see `Group::reserve_steady_blocks`).
+fn reserve_steady(groups: &[Group], points: &WritePoints, planes: u32) -> f64 {
+    let open = points.open_blocks_max(planes) as f64 / groups.len() as f64;
+    groups.iter().map(|g| g.reserve_steady_blocks(open as u64)).sum()
 }
 
 impl Parts {
@@ -78,13 +86,19 @@ impl Parts {
         let rg_of_die = fdp::reclaim_group_of_dies(&lay, ngroups);
         let group_dies: Vec<Vec<u32>> =
             (0..ngroups).map(|g| lay.way_order().into_iter().filter(|&d| rg_of_die[d as usize] as u32 == g).collect()).collect();
-        let groups: Vec<Group> = group_dies.iter().map(|dies| Group::new(dies.clone(), &lay, &cfg.ftl)).collect();
+        let ways =
+            |dies: &Vec<u32>| if cfg.ftl.write_point_dies == 0 { dies.len() } else { (cfg.ftl.write_point_dies as usize).min(dies.len()) };
+        let groups: Vec<Group> = group_dies.iter().map(|dies| Group::new(dies.clone(), ways(dies) as u32, &lay, &cfg.ftl)).collect();
         let fdp = fdp_on.then(|| Fdp::new(&cfg.fdp, &lay));
         let pi = |h: u32| fdp.as_ref().is_some_and(|f| f.persistently_isolated(h));
-        let points = WritePoints::new(
-            &StreamPlan { group_dies: &group_dies, handles: nhandles, fdp: fdp_on, persistently_isolated: &pi },
-            planes as usize,
-        );
+        let plan = StreamPlan {
+            group_dies: &group_dies,
+            handles: nhandles,
+            ways: if cfg.ftl.write_point_dies == 0 { usize::MAX } else { cfg.ftl.write_point_dies as usize },
+            fdp: fdp_on,
+            persistently_isolated: &pi,
+        };
+        let points = WritePoints::new(&plan, planes as usize);
         // Every stream may hold one block per plane of its group's dies open, and a GC round
         // may need a fresh block per plane and die on top of the foreground watermark.
         let reserve: u64 = groups.iter().map(|g| g.fg_free_blocks as u64).sum::<u64>() + points.open_blocks_max(planes);
@@ -99,7 +113,8 @@ impl Parts {
                 ),
             ));
         }
-        Ok(Parts { logical, rg_of_die, groups, points, fdp, reserve_blocks: reserve, spare_blocks })
+        let reserve_steady = reserve_steady(&groups, &points, planes);
+        Ok(Parts { logical, rg_of_die, groups, points, fdp, reserve_blocks: reserve, reserve_steady_blocks: reserve_steady, spare_blocks })
     }
 }
 
@@ -117,6 +132,9 @@ pub struct Conventional {
     host_clock: u64,
     /// Submission time of the command being processed.
     now: u64,
+    /// Pages GC cannot use (`Group::reserved_pages`) summed at every programmed host unit, and
+    /// the number of units.
+    reserved: (u64, u64),
     buffer: WriteBuffer,
 }
 
@@ -139,6 +157,7 @@ impl Conventional {
             fdp: parts.fdp,
             host_clock: 0,
             now: 0,
+            reserved: (0, 0),
             buffer: WriteBuffer::new((cfg.ftl.write_buffer_bytes / unit_bytes) as usize),
             m,
         };
@@ -168,6 +187,9 @@ impl Conventional {
             data_bytes_max: Media::data_bytes_of(cfg, parts.logical),
             reserve_blocks: Some(parts.reserve_blocks),
             spare_blocks: Some(parts.spare_blocks),
+            reserve_steady_blocks: Some(parts.reserve_steady_blocks),
+            spare_factor: Some(cfg.ftl.spare_factor),
+            effective: Some(effective_spare(good, parts.reserve_steady_blocks, lay.sectors_per_block, parts.logical)),
         })
     }
 
@@ -183,6 +205,42 @@ impl Conventional {
     /// Foreground and background GC watermarks in use (free blocks) of reclaim group 0.
     pub fn watermarks(&self) -> (u32, u32) {
         (self.groups[0].fg_free_blocks, self.groups[0].bg_free_blocks)
+    }
+
+    /// Blocks the FTL holds back in steady state: each group's background watermark plus every
+    /// stream's open blocks.
+    pub fn reserve_steady_blocks(&self) -> f64 {
+        reserve_steady(&self.groups, &self.points, self.m.lay.planes_per_die)
+    }
+
+    /// The `spare` section of metrics.json: the spare the FTL leaves to data after its reserve,
+    /// estimated from its settings and measured over the run (`reserved`: pages GC could not
+    /// use, summed per host unit since the run's start, and the units), with what Desnoyers'
+    /// models predict at each for uniform random overwrites.
+    fn spare_metrics(&self, reserved: (u64, u64)) -> serde_json::Value {
+        let good = self.m.good_blocks();
+        let spb = self.m.lay.sectors_per_block;
+        let ppb = self.m.lay.pages_per_block as f64;
+        let logical = self.map.logical();
+        let r6 = |x: f64| (x * 1e6).round() / 1e6;
+        let est = effective_spare(good, self.reserve_steady_blocks(), spb, logical);
+        let mut v = serde_json::json!({
+            "good_blocks": good,
+            "spare_blocks": r6(good as f64 - logical as f64 / spb as f64),
+            "reserve_steady_blocks": r6(self.reserve_steady_blocks()),
+            "spare_factor_effective": r6(est.spare_factor),
+            "model_waf_greedy": est.waf_greedy.map(r6),
+            "model_waf_fifo": est.waf_fifo.map(r6),
+        });
+        if reserved.1 > 0 {
+            let mean = reserved.0 as f64 / reserved.1 as f64 / ppb;
+            let m = effective_spare(good, mean, spb, logical);
+            v["reserved_blocks_mean"] = serde_json::json!(r6(mean));
+            v["spare_factor_measured"] = serde_json::json!(r6(m.spare_factor));
+            v["model_waf_greedy_measured"] = serde_json::json!(m.waf_greedy.map(r6));
+            v["model_waf_fifo_measured"] = serde_json::json!(m.waf_fifo.map(r6));
+        }
+        v
     }
 
     /// Victims being collected right now, over all reclaim groups.
@@ -392,12 +450,17 @@ impl BlockDevice for Conventional {
     }
 
     fn personality_baseline(&self) -> serde_json::Value {
-        serde_json::to_value(&self.points.stats).expect("stream stats serialise")
+        serde_json::json!({ "streams": self.points.stats, "reserved": [self.reserved.0, self.reserved.1] })
     }
 
     fn personality_metrics(&self, base: &serde_json::Value) -> Vec<(&'static str, serde_json::Value)> {
-        let base: Vec<StreamStats> = serde_json::from_value(base.clone()).unwrap_or_default();
-        self.fdp_metrics(&base).map(|v| vec![("fdp", v)]).unwrap_or_default()
+        let streams: Vec<StreamStats> = serde_json::from_value(base["streams"].clone()).unwrap_or_default();
+        let r = |i: usize| base["reserved"][i].as_u64().unwrap_or(0);
+        let mut out = vec![("spare", self.spare_metrics((self.reserved.0 - r(0), self.reserved.1 - r(1))))];
+        if let Some(f) = self.fdp_metrics(&streams) {
+            out.push(("fdp", f));
+        }
+        out
     }
 
     fn free_blocks(&self) -> u32 {

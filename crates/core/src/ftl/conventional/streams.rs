@@ -63,6 +63,9 @@ pub(super) struct StreamPlan<'a> {
     pub group_dies: &'a [Vec<u32>],
     /// Host streams per group: one per reclaim unit handle with FDP, else one (handle SHARED).
     pub handles: u32,
+    /// Dies each stream stripes over (the first `ways` of its group's dies from a rotating
+    /// start); at most the group's dies.
+    pub ways: usize,
     pub fdp: bool,
     pub persistently_isolated: &'a dyn Fn(u32) -> bool,
 }
@@ -80,10 +83,20 @@ pub(super) struct WritePoints {
 
 impl WritePoints {
     /// Host streams (group-major), then per group a shared GC stream and one GC stream per
-    /// persistently isolated handle.
+    /// persistently isolated handle. With fewer ways than dies, the streams of a group start
+    /// at successive dies, so together they cover all of them.
     pub fn new(plan: &StreamPlan, planes: usize) -> WritePoints {
-        let mk = |dies: &[u32], host: bool, rg: usize, handle: u16| Stream {
-            ways: dies.iter().map(|&die| Way { die, blocks: Vec::with_capacity(planes), page: 0, fill: 0, plane: 0, slot: 0 }).collect(),
+        let mut turn = vec![0usize; plan.group_dies.len()];
+        let mut mk = |dies: &[u32], host: bool, rg: usize, handle: u16| Stream {
+            ways: {
+                let n = dies.len();
+                let w = plan.ways.clamp(1, n);
+                let first = turn[rg];
+                turn[rg] = (first + w) % n;
+                (0..w)
+                    .map(|i| Way { die: dies[(first + i) % n], blocks: Vec::with_capacity(planes), page: 0, fill: 0, plane: 0, slot: 0 })
+                    .collect()
+            },
             cur: 0,
             ready_ns: 0,
             host,

@@ -19,6 +19,8 @@ impl Conventional {
     }
 
     /// Open one block per plane for `way` of `stream`, from its die if it can.
+    #[cold]
+    #[inline(never)]
     pub(super) fn open_way(&mut self, s: usize, w: usize) -> Result<()> {
         let planes = self.m.lay.planes_per_die as usize;
         let rg = self.points.streams[s].rg as usize;
@@ -66,6 +68,7 @@ impl Conventional {
             opened.push(b);
         }
         self.groups[rg].free -= planes as u32;
+        self.groups[rg].open_blocks += planes as u32;
         self.points.open(s, w, opened);
         Ok(())
     }
@@ -74,7 +77,7 @@ impl Conventional {
     /// completed the unit. The caller stores the sector's data (if any) and then calls
     /// [`Self::unit_placed`] when the unit is complete, so data is in place before the unit is
     /// programmed and before GC (which may pick this very block) runs.
-    #[inline]
+    #[inline(always)]
     pub(super) fn place(&mut self, s: usize, lba: u32) -> Result<(u32, bool)> {
         if !self.points.ready(s) {
             let cur = self.points.streams[s].cur;
@@ -155,8 +158,15 @@ impl Conventional {
             i = j;
         }
         let timing = self.m.timing();
-        if host && timing {
-            self.buffer.programmed(done);
+        if host {
+            if timing {
+                self.buffer.programmed(done);
+            }
+            // The space GC cannot use, sampled once per host unit: its mean is the spare the
+            // FTL really leaves to data (metrics.json's `spare` section).
+            let ppb = lay.pages_per_block;
+            self.reserved.0 += self.groups.iter().map(|g| g.reserved_pages(ppb)).sum::<u64>();
+            self.reserved.1 += 1;
         }
         // The next unit waits for its own data: a GC stream's is read later; a host command's
         // later units are as ready as its first (its arrival plus the command overhead).
@@ -176,6 +186,7 @@ impl Conventional {
             m.closed_at = self.host_clock;
             let rg = m.rg as usize;
             self.groups[rg].open_written_pages -= m.programmed_pages as u64;
+            self.groups[rg].open_blocks -= 1;
             self.groups[rg].victims.insert(b, &mut self.m.blocks);
         }
         // Hand the vector back: ways keep their capacity for the next blocks.

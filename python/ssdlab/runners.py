@@ -1,0 +1,158 @@
+"""Point runners: what one point of a sweep or a reproduction runs, on a worker process or a
+Ray node.
+
+A runner has three parts:
+
+- ``resolve(user) -> task``: the point's complete input from what the sweep or experiment
+  gave (the core fills defaults and checks it here, in the driver, before anything runs);
+  raises ``ssdlab.SsdlabError`` (or ``ValueError``) for a bad point. The task is JSON data: it
+  is hashed (the point's directory name), written to the point's ``config.json``, and sent to
+  the worker.
+- ``resources(task) -> Resources``: peak memory and CPUs of running it, known up front, so the
+  scheduler starts only the points that fit (Ray gets them as task resources).
+- ``run(task) -> Result``: runs in the worker. Returns the point's ``metrics`` (its
+  ``metrics.json``: what tables and reports read) and ``files`` (name -> bytes or text, written
+  beside it); raises for a failure (the point is recorded as failed with the message).
+
+Runners are named ``"module:attribute"`` inside the ssdlab package (``"ssdlab.runners:DEVICE"``);
+a worker imports the module by that name, so experiments added later need no registration
+here. docs/sweeps.md ("Reproductions on the sweep engine") shows how to write one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import resource
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Mapping, Optional, Union
+
+from . import _native
+
+# What a worker process costs beyond the simulation: the interpreter, ssdlab, numpy.
+PROCESS_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class Resources:
+    memory_bytes: int
+    cpus: int = 1
+
+
+@dataclass
+class Result:
+    """What a runner returns: the point's metrics and the files to keep beside them."""
+
+    metrics: Dict[str, Any]
+    files: Dict[str, Union[str, bytes]] = field(default_factory=dict)
+    interrupted: bool = False
+
+
+@dataclass(frozen=True)
+class Runner:
+    name: str
+    resolve: Callable[[Dict[str, Any]], Dict[str, Any]]
+    resources: Callable[[Dict[str, Any]], Resources]
+    run: Callable[[Dict[str, Any]], Result]
+
+
+def get_runner(name: str) -> Runner:
+    """The runner called ``name`` ("module:attribute" in the ssdlab package)."""
+    module, _, attr = name.partition(":")
+    if not (module == "ssdlab" or module.startswith("ssdlab.")) or not attr:
+        raise ValueError(f"runner {name!r}: expected \"ssdlab.<module>:<name>\"")
+    try:
+        r = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"runner {name!r} not found: {e}") from None
+    if not isinstance(r, Runner):
+        raise ValueError(f"runner {name!r} is not a ssdlab.runners.Runner")
+    return r
+
+
+def run_task(runner: str, task_json: str) -> Dict[str, Any]:
+    """Run one point in this (worker) process. Returns {"metrics", "files", "wall_seconds",
+    "peak_rss_bytes"}, {"interrupted": True}, or {"error": message}; never raises for a
+    failing point."""
+    started = time.monotonic()
+    try:
+        res = get_runner(runner).run(json.loads(task_json))
+    except _native.SsdlabError as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    except Exception as e:  # a bug, or an error the runner raised: keep the traceback in error.txt
+        brief = f"{type(e).__name__}: {e}"
+        return {"error": brief if isinstance(e, (ValueError, OSError)) else f"{brief}\n\n{traceback.format_exc()}"}
+    except BaseException as e:  # pyo3's PanicException derives from BaseException
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        return {"error": f"{type(e).__name__} (the core panicked): {e}"}
+    if res.interrupted:
+        return {"interrupted": True}
+    # A fresh worker runs each point (see the backends), so the process's peak is the point's.
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"metrics": res.metrics, "files": res.files, "wall_seconds": round(time.monotonic() - started, 3),
+            "peak_rss_bytes": rss}
+
+
+# ---------------------------------------------------------------------------------------------
+# The device runner: a config run as `ssdlab run` runs it (what plain sweeps run).
+
+
+def _device_resolve(user: Dict[str, Any]) -> Dict[str, Any]:
+    from .config import resolve
+
+    return resolve(config=user)
+
+
+def _device_resources(cfg: Mapping[str, Any]) -> Resources:
+    s = _native.config_sizing(dict(cfg))
+    return Resources(memory_bytes=int(s["memory_bytes"] + s["data_bytes_max"]) + PROCESS_BYTES)
+
+
+def _device_run(cfg: Dict[str, Any]) -> Result:
+    from .device import Device
+
+    rep = Device(config=cfg).run()
+    return Result(metrics=rep.metrics, files={"timeseries.csv": rep.series_csv}, interrupted=rep.interrupted)
+
+
+DEVICE = Runner("ssdlab.runners:DEVICE", _device_resolve, _device_resources, _device_run)
+
+
+def available_memory_bytes() -> Optional[int]:
+    """Memory available to new processes on this machine (Linux's MemAvailable), if known."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def human_bytes(n: Optional[float]) -> str:
+    if n is None:
+        return "?"
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def parse_bytes(text: str, where: str = "--memory") -> int:
+    """"20G", "512M", "1.5GiB", "1000000" -> bytes."""
+    s = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        if s and s[-1] in mult:
+            value = float(s[:-1]) * mult[s[-1]]
+        else:
+            value = float(s)
+    except ValueError:
+        raise ValueError(f"{where}: {text!r} is not a size (e.g. 20G, 512M)") from None
+    if not value > 0:
+        raise ValueError(f"{where}: {text!r} must be positive")
+    return int(value)
