@@ -10,6 +10,7 @@ demo: setup
 	.venv/bin/ssdlab reproduce gc-policies --quick
 	.venv/bin/ssdlab reproduce fdp-cache --quick
 	.venv/bin/ssdlab reproduce vm-baseline --quick
+	.venv/bin/ssdlab reproduce dpuswap --quick
 
 test: setup lint test-rust test-python
 

@@ -271,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .vm import add_parser as add_vm_parser
 
     add_vm_parser(sub)
+    from .dpuswap import add_cli as add_rmml_cli
+
+    add_rmml_cli(sub)
     return p
 
 

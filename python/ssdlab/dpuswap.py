@@ -7,7 +7,8 @@ runtime and the workloads. This module gives:
 - :func:`run`: one run from a spec dict (backend, local-memory fraction, workload, tables);
 - :class:`Nodes`: remote memory nodes as separate processes (``ssdlab rmml node``) on loopback;
 - ``ssdlab rmml node`` and ``ssdlab rmml run`` on the command line;
-- :func:`reproduce_dpuswap`: ``ssdlab reproduce dpuswap [--quick|--full]``, writing
+- :data:`EXPERIMENT`: ``ssdlab reproduce dpuswap [--quick|--full]`` on the sweep engine (each
+  point a run of the runner :data:`SWAP`, which starts its own remote memory nodes), writing
   reports/dpuswap/ with the document's numbers beside ssdlab's.
 
 See docs/case-studies/dpuswap.md.
@@ -21,13 +22,14 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _native
 from .config import merge, read_toml
+from .experiments import Experiment, ExperimentPoint, PointResult
 from .nbd import parse_bytes
+from .runners import PROCESS_BYTES, Resources, Result, Runner
 
 BACKENDS = ("dpuswap", "infiniswap", "znswap")
 LABELS = {"dpuswap": "DPUSwap (RMML)", "infiniswap": "Infiniswap-like", "znswap": "ZNSwap-like", "local": "all local"}
@@ -167,64 +169,153 @@ def _row(name: str, r: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
-def reproduce_dpuswap(spec: Dict[str, Any], mode: str, out: Path, log: Callable[[str], None]) -> Path:
-    common, m = _specs(spec, mode)
+def _fractions(m: Dict[str, Any]) -> List[float]:
     fractions = [float(f) for f in m["fractions"]]
-    if 1.0 not in fractions:
-        fractions = [1.0, *fractions]
-    node_count = int(spec.get("nodes", {}).get("count", 2))
-    node_bytes = parse_bytes(str(spec.get("nodes", {}).get("capacity", "2G")))
-    results: Dict[str, Dict[str, Any]] = {}
-    t0 = time.time()
-    (out / "runs").mkdir(parents=True, exist_ok=True)
+    return fractions if 1.0 in fractions else [1.0, *fractions]
 
-    def one(name: str, s: Dict[str, Any]) -> Dict[str, Any]:
-        t = time.time()
-        r = run(s)
-        results[name] = r
-        (out / "runs" / f"{name}.json").write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
-        row = _row(name, r)
-        log(f"[{len(results)}] {name}: completion {row['completion_s']:.3f} s (modelled), "
-            f"{row['faults']} faults, fault p99 {row['fault_p99_us']:.1f} us ({time.time() - t:.1f} s wall)")
-        return r
 
-    with Nodes(node_count, node_bytes) as nodes:
-        log(f"dpuswap ({mode}): {node_count} remote memory nodes (separate processes) at {', '.join(nodes.addrs)}")
-        for wname, wl in _workloads(spec, m).items():
-            ws = wl[wname]
-            cache_bytes = _cache_bytes(ws, wname, m["dpu_cache_fraction"], common["rmml"])
-            for f in fractions:
-                for b in (["local"] if f >= 1.0 else BACKENDS):
-                    s = dict(copy.deepcopy(common), backend=b, local_fraction=f, workload=wl, nodes=nodes.addrs)
-                    s["rmml"]["cache_bytes"] = cache_bytes
-                    one(f"{wname}_{b}_{int(round(f * 100))}", s)
-            # The DPU cache size the result rests on: DPUSwap at the smallest fraction.
-            if wname == "kv":
-                for cf in m.get("cache_sweep", []):
-                    s = dict(copy.deepcopy(common), backend="dpuswap", local_fraction=min(fractions), workload=wl, nodes=nodes.addrs)
-                    s["rmml"]["cache_bytes"] = _cache_bytes(ws, wname, cf, common["rmml"])
-                    one(f"kv_dpuswap_{int(round(min(fractions) * 100))}_cache{cf:g}", s)
-                for codec in m.get("codecs", []):
-                    s = dict(copy.deepcopy(common), backend="dpuswap", local_fraction=min(fractions), workload=wl, nodes=nodes.addrs)
-                    s["rmml"]["cache_bytes"] = cache_bytes
-                    s["rmml"]["codec"] = codec
-                    one(f"kv_dpuswap_{int(round(min(fractions) * 100))}_{codec}", s)
-        fio = dict(spec.get("fio", {}), **m.get("fio", {}), seed=spec.get("seed", 42))
-        for rw in ("randread", "randwrite"):
-            for b in BACKENDS:
-                s = dict(copy.deepcopy(common), backend=b, workload={"fio": dict(fio, rw=rw)}, nodes=nodes.addrs)
-                s["rmml"]["cache_bytes"] = _cache_bytes({"span_bytes": fio["span_bytes"]}, "fio", m["dpu_cache_fraction"], common["rmml"])
-                one(f"fio_{rw}_{b}", s)
-    rows = [_row(n, r) for n, r in results.items()]
-    with open(out / "results.csv", "w", newline="") as f:
+def _plan(spec: Dict[str, Any], mode: str) -> List[Tuple[str, Dict[str, Any], Dict[str, Any]]]:
+    """Every run of the experiment: (name, its values, the runner's input)."""
+    common, m = _specs(spec, mode)
+    fractions = _fractions(m)
+    nodes = spec.get("nodes", {})
+    remote = {"count": int(nodes.get("count", 2)), "capacity_bytes": parse_bytes(str(nodes.get("capacity", "2G")))}
+    runs: List[Tuple[str, Dict[str, Any], Dict[str, Any]]] = []
+
+    def add(name: str, backend: str, workload: Dict[str, Any], fraction: float, cache_bytes: int, **rmml: Any) -> None:
+        s = dict(copy.deepcopy(common), backend=backend, local_fraction=fraction, workload=workload)
+        s["rmml"] = dict(s["rmml"], cache_bytes=cache_bytes, **rmml)
+        values = {"workload": next(iter(workload)), "backend": backend, "local_fraction": fraction,
+                  "dpu_cache_bytes": cache_bytes, "codec": s["rmml"].get("codec", "")}
+        runs.append((name, values, {"spec": s, "remote_nodes": remote}))
+
+    lo = min(fractions)
+    for wname, wl in _workloads(spec, m).items():
+        cache_bytes = _cache_bytes(wl[wname], wname, m["dpu_cache_fraction"], common["rmml"])
+        for f in fractions:
+            for b in (["local"] if f >= 1.0 else BACKENDS):
+                add(f"{wname}_{b}_{int(round(f * 100))}", b, wl, f, cache_bytes)
+        if wname == "kv":
+            # What the result rests on: the DPU cache size, and the codec, at the smallest fraction.
+            for cf in m.get("cache_sweep", []):
+                add(f"kv_dpuswap_{int(round(lo * 100))}_cache{cf:g}", "dpuswap", wl, lo, _cache_bytes(wl[wname], wname, cf, common["rmml"]))
+            for codec in m.get("codecs", []):
+                add(f"kv_dpuswap_{int(round(lo * 100))}_{codec}", "dpuswap", wl, lo, cache_bytes, codec=codec)
+    fio = dict(spec.get("fio", {}), **m.get("fio", {}), seed=spec.get("seed", 42))
+    fio_cache = _cache_bytes({"span_bytes": fio["span_bytes"]}, "fio", m["dpu_cache_fraction"], common["rmml"])
+    for rw in ("randread", "randwrite"):
+        for b in BACKENDS:
+            add(f"fio_{rw}_{b}", b, {"fio": dict(fio, rw=rw)}, 1.0, fio_cache)
+    return runs
+
+
+# ---- the runner: one run, with its remote memory nodes as separate processes ----
+
+SPEC_KEYS = ("backend", "local_fraction", "workload", "paging", "rmml", "infiniswap", "znswap", "nodes", "local_nodes", "local_node_bytes")
+
+
+def _swap_resolve(task: Dict[str, Any]) -> Dict[str, Any]:
+    """The complete input of a run: every table filled from the defaults, the ZNS device
+    resolved by the core; bad keys are refused here, before anything runs."""
+    from .config import resolve
+
+    task = copy.deepcopy(dict(task))
+    unknown = sorted(set(task) - {"spec", "remote_nodes"})
+    if unknown or "spec" not in task:
+        raise _native.ConfigError(f"dpuswap run: expected keys spec and remote_nodes, got {sorted(task)}")
+    s = dict(task["spec"])
+    bad = sorted(set(s) - set(SPEC_KEYS))
+    if bad:
+        raise _native.ConfigError(f"dpuswap spec: unknown key {bad[0]!r}; valid: {', '.join(SPEC_KEYS)}")
+    if s.get("backend") not in (*BACKENDS, "local"):
+        raise _native.ConfigError(f"dpuswap spec: backend = {s.get('backend')!r}: expected one of {', '.join((*BACKENDS, 'local'))}")
+    d = _native.rmml_defaults()
+    for t in ("rmml", "paging", "infiniswap"):
+        s[t] = merge(d[t], s.get(t, {}))
+    w = s.get("workload")
+    if not isinstance(w, dict) or len(w) != 1 or next(iter(w)) not in ("kv", "sort", "fio"):
+        raise _native.ConfigError("dpuswap spec: workload: expected one table of kv, sort or fio")
+    kind = next(iter(w))
+    s["workload"] = {kind: merge(d[kind], w[kind])}
+    if "znswap" in s:
+        z = dict(s["znswap"])
+        z["device"] = resolve(config=z.get("device", {"preset": "zns-ssd"}), origin="znswap.device")
+        z.setdefault("capacity_bytes", 0)
+        s["znswap"] = z
+    remote = dict(task.get("remote_nodes", {"count": 0, "capacity_bytes": 0}))
+    return {"spec": s, "remote_nodes": {"count": int(remote.get("count", 0)), "capacity_bytes": int(remote.get("capacity_bytes", 0))}}
+
+
+def _working_set_bytes(s: Dict[str, Any]) -> int:
+    kind, w = next(iter(s["workload"].items()))
+    return {"kv": lambda: w["records"] * w["record_bytes"], "sort": lambda: w["elements"] * 8, "fio": lambda: w["span_bytes"]}[kind]()
+
+
+def _swap_resources(task: Dict[str, Any]) -> Resources:
+    """The paged region (or the fio span's buffers), the DPU cache, what the remote nodes hold
+    (the working set at most, before compression, with the regions' slack), the ZNS device's
+    model, and the node processes themselves."""
+    s = task["spec"]
+    ws = _working_set_bytes(s)
+    mem = ws + s["rmml"]["cache_bytes"] + PROCESS_BYTES
+    if s["backend"] in ("dpuswap", "infiniswap"):
+        mem += int(ws * (1 + s["rmml"]["region_slack"])) + task["remote_nodes"]["count"] * PROCESS_BYTES
+    if s["backend"] == "znswap" and "znswap" in s:
+        z = _native.config_sizing(s["znswap"]["device"])
+        mem += int(z["memory_bytes"] + z["data_bytes_max"])
+    return Resources(memory_bytes=mem)
+
+
+def _swap_run(task: Dict[str, Any]) -> Result:
+    s = copy.deepcopy(task["spec"])
+    r = task["remote_nodes"]
+    if s["backend"] in ("dpuswap", "infiniswap") and r["count"] > 0 and not s.get("nodes"):
+        with Nodes(r["count"], r["capacity_bytes"]) as nodes:
+            s["nodes"] = nodes.addrs
+            res = run(s)
+        res["remote_nodes"] = {"count": r["count"], "process": True}
+    else:
+        res = run(s)
+    return Result(metrics=res)
+
+
+SWAP = Runner("ssdlab.dpuswap:SWAP", _swap_resolve, _swap_resources, _swap_run)
+
+
+def _points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
+    return [ExperimentPoint(name, values, SWAP.name, task) for name, values, task in _plan(spec, mode)]
+
+
+def _describe(r: Dict[str, Any]) -> str:
+    w = r["workload"]
+    p = r.get("paging", {})
+    tail = f", {p['major_faults']} faults, fault p99 {p['fault_latency_ns'].get('p99', 0) / 1e3:.1f} us" if p.get("major_faults") else ""
+    return f"{w['kind']} completion {w['completion_ns'] / 1e9:.3f} s (modelled){tail}"
+
+
+def _write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, PointResult],
+                  log: Callable[[str], None]) -> Path:
+    common, m = _specs(spec, mode)
+    fractions = _fractions(m)
+    names = [n for n, _, _ in _plan(spec, mode)]
+    rows = [_row(n, results[n].metrics) for n in names]
+    with open(out / "runs.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
     by = {r["run"]: r for r in rows}
     _figures(out, by, fractions, m)
     md = out / "report.md"
-    md.write_text(_report(spec, mode, by, fractions, m, common, node_count, time.time() - t0))
+    node_count = int(spec.get("nodes", {}).get("count", 2))
+    md.write_text(_report(spec, mode, by, fractions, m, common, node_count, sum(r["wall_s"] for r in rows)))
     return md
+
+
+EXPERIMENT = Experiment(
+    points=_points, report=_write_report, describe=_describe,
+    metrics=("workload.completion_ns", "workload.throughput_ops_per_s", "workload.bandwidth_bytes_per_s", "workload.latency.mean_ns",
+             "workload.latency.p99_ns", "paging.major_faults", "paging.fault_latency_ns.p99", "paging.backend.cache_hit_ratio",
+             "paging.backend.compression_ratio", "device.cache_hit_ratio", "wall_s"))
 
 
 def _cache_bytes(ws: Dict[str, Any], wname: str, fraction: float, rmml: Dict[str, Any]) -> int:
@@ -316,7 +407,7 @@ def _report(spec, mode, by, fractions, m, common, node_count, wall) -> str:
     rm = dict(d["rmml"], **r)
     L = [
         "# dpuswap: compressed remote-memory swap managed on a DPU", "",
-        f"Mode `{mode}`, wall time {wall:.0f} s. Source: seed 000, section 3 (DPUSwap). Every figure is in **modelled time** "
+        f"Mode `{mode}`, {wall:.0f} s of run wall time. Source: seed 000, section 3 (DPUSwap). Every figure is in **modelled time** "
         "(PCIe and RDMA link models, DPU codec speeds, the emulated ZNS SSD's NAND timing); the remote memory nodes are "
         f"{node_count} separate processes reached over TCP on loopback, whose own latency is reported separately as wall-clock "
         "fault latency. Paging: a userfaultfd region in-process, FIFO reclaim in batches of "
@@ -409,7 +500,7 @@ def _report(spec, mode, by, fractions, m, common, node_count, wall) -> str:
     L += ["Compression is measured on the pages the runs swap out: key-value records (8-byte key, 8-byte version, a value whose "
           f"{dict(d['kv'], **spec.get('kv', {}))['compressibility'] * 100:.0f}% is text-like words and the rest random bytes, in "
           "16-byte runs), sort keys (8-byte integers below elements x 16), and fio buffers (half text-like).", "",
-          "Every run's summary is in `runs/`; all rows are in `results.csv`. How the model works: docs/case-studies/dpuswap.md.", ""]
+          "Every run's summary is in `runs/NAME/metrics.json`; all rows are in `runs.csv` (and the sweep's `results.csv`). How the model works: docs/case-studies/dpuswap.md.", ""]
     return "\n".join(L)
 
 

@@ -36,6 +36,7 @@ KINDS: Dict[str, str] = {
     "gc-policies": "ssdlab.experiments:GC_POLICIES",
     "fdp-cache": "ssdlab.fdpcache:EXPERIMENT",
     "vm-baseline": "ssdlab.vmbaseline:EXPERIMENT",
+    "dpuswap": "ssdlab.dpuswap:EXPERIMENT",
 }
 
 

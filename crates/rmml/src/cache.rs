@@ -183,7 +183,7 @@ mod tests {
 
     fn fill(c: &mut BlockCache, b: u64) -> Option<(u64, bool)> {
         let (s, v) = c.take_slot();
-        c.install(s, b, b % 2 == 0);
+        c.install(s, b, b.is_multiple_of(2));
         v
     }
 

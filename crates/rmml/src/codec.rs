@@ -92,9 +92,12 @@ impl Coder {
                 dst.len()
             }
             Codec::Lz4 => lz4_flex::block::decompress_into(src, dst).map_err(|e| Error::Corrupt(format!("lz4: {e}")))?,
-            Codec::Zstd => {
-                self.zd.as_mut().expect("zstd decompressor").decompress_to_buffer(src, dst).map_err(|e| Error::Corrupt(format!("zstd: {e}")))?
-            }
+            Codec::Zstd => self
+                .zd
+                .as_mut()
+                .expect("zstd decompressor")
+                .decompress_to_buffer(src, dst)
+                .map_err(|e| Error::Corrupt(format!("zstd: {e}")))?,
         };
         if n != dst.len() {
             return Err(Error::Corrupt(format!("{} block decompressed to {n} bytes, expected {}", codec.name(), dst.len())));

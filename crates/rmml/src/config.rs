@@ -81,7 +81,7 @@ impl RmmlConfig {
         if !self.block_bytes.is_power_of_two() || !(16 * PAGE_BYTES..=64 << 20).contains(&self.block_bytes) {
             return bad("block_bytes", self.block_bytes.to_string(), "a power of two from 64 KiB to 64 MiB");
         }
-        if self.capacity_bytes == 0 || self.capacity_bytes % self.block_bytes != 0 || self.capacity_bytes > 1 << 44 {
+        if self.capacity_bytes == 0 || !self.capacity_bytes.is_multiple_of(self.block_bytes) || self.capacity_bytes > 1 << 44 {
             return bad("capacity_bytes", self.capacity_bytes.to_string(), "a positive multiple of block_bytes, at most 16 TiB");
         }
         if !(1..=256).contains(&self.group_blocks) {

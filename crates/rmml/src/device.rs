@@ -28,7 +28,7 @@ pub trait SwapDevice: Send {
 
 /// Check a request: page-aligned, inside a device of `capacity` bytes.
 pub fn check(capacity: u64, offset: u64, len: u64) -> Result<()> {
-    if offset % PAGE_BYTES != 0 || len % PAGE_BYTES != 0 {
+    if !offset.is_multiple_of(PAGE_BYTES) || !len.is_multiple_of(PAGE_BYTES) {
         return Err(Error::Request(format!("bytes {offset}+{len}: requests are whole {PAGE_BYTES}-byte pages")));
     }
     if offset.checked_add(len).is_none_or(|e| e > capacity) {

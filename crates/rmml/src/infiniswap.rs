@@ -33,17 +33,28 @@ pub struct InfiniswapConfig {
 
 impl Default for InfiniswapConfig {
     fn default() -> Self {
-        InfiniswapConfig { capacity_bytes: 1 << 30, slab_bytes: 64 << 20, pcie: Link::PCIE, rdma: Link::RDMA, host_request_ns: 200, seed: 42 }
+        InfiniswapConfig {
+            capacity_bytes: 1 << 30,
+            slab_bytes: 64 << 20,
+            pcie: Link::PCIE,
+            rdma: Link::RDMA,
+            host_request_ns: 200,
+            seed: 42,
+        }
     }
 }
 
 impl InfiniswapConfig {
     pub fn validate(&self) -> Result<()> {
-        if self.slab_bytes < PAGE_BYTES || self.slab_bytes % PAGE_BYTES != 0 || self.slab_bytes > crate::node::MAX_IO_BYTES as u64 {
+        if self.slab_bytes < PAGE_BYTES || !self.slab_bytes.is_multiple_of(PAGE_BYTES) || self.slab_bytes > crate::node::MAX_IO_BYTES as u64
+        {
             return Err(Error::Config(format!("infiniswap.slab_bytes = {}: expected a multiple of 4096 up to 256 MiB", self.slab_bytes)));
         }
-        if self.capacity_bytes == 0 || self.capacity_bytes % self.slab_bytes != 0 {
-            return Err(Error::Config(format!("infiniswap.capacity_bytes = {}: expected a positive multiple of slab_bytes", self.capacity_bytes)));
+        if self.capacity_bytes == 0 || !self.capacity_bytes.is_multiple_of(self.slab_bytes) {
+            return Err(Error::Config(format!(
+                "infiniswap.capacity_bytes = {}: expected a positive multiple of slab_bytes",
+                self.capacity_bytes
+            )));
         }
         self.pcie.validate("infiniswap.pcie")?;
         self.rdma.validate("infiniswap.rdma")
@@ -94,7 +105,10 @@ impl Infiniswap {
         let k = self.pool.len();
         let a = self.rng.gen_range(0..k);
         let b = if k > 1 { (a + self.rng.gen_range(1..k)) % k } else { a };
-        let node = self.pool.pick_two(self.cfg.slab_bytes, a, b).ok_or_else(|| Error::NoSpace(format!("no node has a free {}-byte slab", self.cfg.slab_bytes)))?;
+        let node = self
+            .pool
+            .pick_two(self.cfg.slab_bytes, a, b)
+            .ok_or_else(|| Error::NoSpace(format!("no node has a free {}-byte slab", self.cfg.slab_bytes)))?;
         let region = self.pool.nodes[node].alloc(self.cfg.slab_bytes)?;
         self.pool.count_alloc(node, self.cfg.slab_bytes);
         self.slabs[s] = Some((node, region));

@@ -250,7 +250,10 @@ impl Paged {
             return Err(Error::Config(format!("paged region of {bytes} bytes: expected 1 page to 16 TiB")));
         }
         if cfg.budget_pages == 0 || cfg.evict_batch == 0 || cfg.evict_batch > 1024 {
-            return Err(Error::Config(format!("paging: budget_pages {} and evict_batch {} must be positive (batch <= 1024)", cfg.budget_pages, cfg.evict_batch)));
+            return Err(Error::Config(format!(
+                "paging: budget_pages {} and evict_batch {} must be positive (batch <= 1024)",
+                cfg.budget_pages, cfg.evict_batch
+            )));
         }
         let swapped = pages.saturating_sub(cfg.budget_pages) + cfg.evict_batch as u64;
         if cfg.budget_pages < pages && backend.capacity_bytes() / PAGE_BYTES < swapped {
@@ -262,7 +265,16 @@ impl Paged {
         }
         let len = (pages * PAGE_BYTES) as usize;
         // SAFETY: a fresh private anonymous mapping.
-        let base = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0) };
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
         if base == libc::MAP_FAILED {
             return Err(Error::Io(std::io::Error::last_os_error()));
         }
@@ -297,7 +309,12 @@ impl Paged {
             lat_wall: hist(),
             cfg,
         };
-        let shared = Arc::new(Shared { pager: Mutex::new(pager), clock_ns: AtomicU64::new(0), stop: AtomicBool::new(false), failed: Mutex::new(None) });
+        let shared = Arc::new(Shared {
+            pager: Mutex::new(pager),
+            clock_ns: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            failed: Mutex::new(None),
+        });
         let (u, sh, b) = (uffd.clone(), shared.clone(), base as u64);
         let handler = std::thread::Builder::new().name("ssdlab-pager".into()).spawn(move || handle(&u, &sh, b, len as u64))?;
         Ok(Paged { base: base as *mut u8, len, uffd, shared, handler: Some(handler) })
@@ -326,9 +343,7 @@ impl Paged {
     /// Counters and fault-latency percentiles so far, with the backend's stats.
     pub fn stats(&self) -> serde_json::Value {
         let mut p = self.shared.pager.lock().expect("pager");
-        let pct = |h: &Histogram<u64>| {
-            json!({"count": h.len(), "mean": h.mean(), "p50": h.value_at_quantile(0.5), "p99": h.value_at_quantile(0.99), "max": h.max()})
-        };
+        let pct = |h: &Histogram<u64>| json!({"count": h.len(), "mean": h.mean(), "p50": h.value_at_quantile(0.5), "p99": h.value_at_quantile(0.99), "max": h.max()});
         json!({
             "faults": p.faults, "major_faults": p.major_faults, "zero_faults": p.zero_faults,
             "evicted_pages": p.evicted_pages, "fault_time_ns": p.fault_ns,

@@ -86,7 +86,7 @@ impl Pool {
         self.used[i] += len;
         self.allocated[i] += 1;
         self.allocs += 1;
-        if self.allocs % STAT_EVERY_ALLOCS == 0 {
+        if self.allocs.is_multiple_of(STAT_EVERY_ALLOCS) {
             for j in 0..self.nodes.len() {
                 self.refresh(j);
             }

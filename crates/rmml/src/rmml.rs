@@ -308,7 +308,14 @@ impl Rmml {
         let buf = self.cache.buf(s);
         let (codec, payload) = self.coder.compress(buf)?;
         self.seq += 1;
-        let h = Header { codec, lba: b, stored_len: payload.len() as u32, raw_len: bb as u32, crc32: crc32fast::hash(payload), seq: self.seq as u32 };
+        let h = Header {
+            codec,
+            lba: b,
+            stored_len: payload.len() as u32,
+            raw_len: bb as u32,
+            crc32: crc32fast::hash(payload),
+            seq: self.seq as u32,
+        };
         let rec_len = Header::record_bytes(h.stored_len) as usize;
         self.record.clear();
         self.record.extend_from_slice(&h.encode());
@@ -322,7 +329,7 @@ impl Rmml {
         let compressed = self.cores.reserve(t, comp);
         self.place(b, compressed)?;
         self.st.write_back_bytes += rec_len as u64;
-        if self.st.write_backs % BALANCE_EVERY == 0 {
+        if self.st.write_backs.is_multiple_of(BALANCE_EVERY) {
             self.balance(compressed)?;
         }
         Ok(())

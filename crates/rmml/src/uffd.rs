@@ -93,9 +93,13 @@ impl Uffd {
                 Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
             }
         };
-        let fd = open(0).or_else(|e| if e.raw_os_error() == Some(libc::EPERM) { open(UFFD_USER_MODE_ONLY) } else { Err(e) }).map_err(|e| {
-            io::Error::new(e.kind(), format!("userfaultfd: {e} (needs Linux 4.3+, and root or vm.unprivileged_userfaultfd for some kernels)"))
-        })?;
+        let fd =
+            open(0).or_else(|e| if e.raw_os_error() == Some(libc::EPERM) { open(UFFD_USER_MODE_ONLY) } else { Err(e) }).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("userfaultfd: {e} (needs Linux 4.3+, and root or vm.unprivileged_userfaultfd for some kernels)"),
+                )
+            })?;
         let mut api = Api { api: UFFD_API, features: 0, ioctls: 0 };
         ioctl(&fd, UFFDIO_API, &mut api)?;
         Ok(Uffd { fd })

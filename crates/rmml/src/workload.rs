@@ -17,9 +17,38 @@ use crate::paging::Paged;
 
 /// Words of the text-like part of values (compressible the way text and small integers are).
 const WORDS: [&[u8]; 32] = [
-    b"the ", b"of ", b"and ", b"memory ", b"remote ", b"page ", b"swap ", b"block ", b"node ", b"cache ", b"user ", b"id=", b"0 ",
-    b"1 ", b"2 ", b"null ", b"true ", b"false ", b"name ", b"value ", b"key ", b"field ", b"{\"a\": ", b"}, ", b"time ", b"2024 ",
-    b"status ", b"ok ", b"error ", b"count ", b"data ", b"size ",
+    b"the ",
+    b"of ",
+    b"and ",
+    b"memory ",
+    b"remote ",
+    b"page ",
+    b"swap ",
+    b"block ",
+    b"node ",
+    b"cache ",
+    b"user ",
+    b"id=",
+    b"0 ",
+    b"1 ",
+    b"2 ",
+    b"null ",
+    b"true ",
+    b"false ",
+    b"name ",
+    b"value ",
+    b"key ",
+    b"field ",
+    b"{\"a\": ",
+    b"}, ",
+    b"time ",
+    b"2024 ",
+    b"status ",
+    b"ok ",
+    b"error ",
+    b"count ",
+    b"data ",
+    b"size ",
 ];
 
 /// Fill `out` with bytes of which a fraction `compressibility` is text-like (words of a small
@@ -127,7 +156,10 @@ impl KvConfig {
                 self.records, self.record_bytes
             )));
         }
-        if !(0.0..=1.0).contains(&self.read_fraction) || !(0.0..1.0).contains(&self.zipf_theta) || !(0.0..=1.0).contains(&self.compressibility) {
+        if !(0.0..=1.0).contains(&self.read_fraction)
+            || !(0.0..1.0).contains(&self.zipf_theta)
+            || !(0.0..=1.0).contains(&self.compressibility)
+        {
             return Err(Error::Config("kv: read_fraction and compressibility in 0..=1, zipf_theta in 0..1".into()));
         }
         Ok(())
@@ -146,7 +178,7 @@ fn value_seed(seed: u64, key: u64, version: u64) -> u64 {
 /// region as a hash table spreads them.
 fn slot_of(k: u64, n: u64) -> u64 {
     // An odd multiplier coprime with n (n need not be a power of two: search one).
-    let mut a = 0x9E37_79B9u64 % n | 1;
+    let mut a = (0x9E37_79B9u64 % n) | 1;
     while gcd(a, n) != 1 {
         a += 2;
     }
@@ -328,8 +360,15 @@ impl Default for FioConfig {
 /// fio-style: fill the span sequentially (not measured), then `ops` random requests of
 /// `block_bytes` at queue depth 1. Reads are checked against what was written.
 pub fn run_fio(dev: &mut dyn SwapDevice, c: &FioConfig) -> Result<serde_json::Value> {
-    if c.block_bytes == 0 || c.block_bytes % PAGE_BYTES != 0 || c.span_bytes < c.block_bytes || c.span_bytes > dev.capacity_bytes() {
-        return Err(Error::Config(format!("fio: block_bytes {} (pages) and span_bytes {} (within the device)", c.block_bytes, c.span_bytes)));
+    if c.block_bytes == 0
+        || !c.block_bytes.is_multiple_of(PAGE_BYTES)
+        || c.span_bytes < c.block_bytes
+        || c.span_bytes > dev.capacity_bytes()
+    {
+        return Err(Error::Config(format!(
+            "fio: block_bytes {} (pages) and span_bytes {} (within the device)",
+            c.block_bytes, c.span_bytes
+        )));
     }
     let write = match c.rw.as_str() {
         "randread" => false,

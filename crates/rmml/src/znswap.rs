@@ -84,9 +84,11 @@ impl Znswap {
         let dev = Device::new(dc)?;
         let z = dev.zns().expect("a ZNS device");
         let (n, zone_sectors, zone_cap) = (z.zone_count(), z.zone_size(), z.zone_capacity() as u32);
-        let usable: Vec<u32> = (0..n).filter(|&i| z.report(i as u64 * zone_sectors, None, 1).map(|d| d[0].state != ZoneState::Offline).unwrap_or(false)).collect();
+        let usable: Vec<u32> = (0..n)
+            .filter(|&i| z.report(i as u64 * zone_sectors, None, 1).map(|d| d[0].state != ZoneState::Offline).unwrap_or(false))
+            .collect();
         let slots = cfg.capacity_bytes / PAGE_BYTES;
-        if cfg.capacity_bytes == 0 || cfg.capacity_bytes % PAGE_BYTES != 0 || slots > u32::MAX as u64 {
+        if cfg.capacity_bytes == 0 || !cfg.capacity_bytes.is_multiple_of(PAGE_BYTES) || slots > u32::MAX as u64 {
             return Err(Error::Config(format!("znswap.capacity_bytes = {}: expected a positive multiple of 4096", cfg.capacity_bytes)));
         }
         // Reclaim needs room to move a zone's valid pages: keep a tenth of the zones' capacity
@@ -259,7 +261,11 @@ impl SwapDevice for Znswap {
         while i < n {
             let ph = self.slot_map[first as usize + i];
             let mut k = 1;
-            while i + k < n && ph != NONE && self.slot_map[first as usize + i + k] == ph + k as u32 && (ph as u64 + k as u64) % self.zone_sectors != 0 {
+            while i + k < n
+                && ph != NONE
+                && self.slot_map[first as usize + i + k] == ph + k as u32
+                && !(ph as u64 + k as u64).is_multiple_of(self.zone_sectors)
+            {
                 k += 1;
             }
             let piece = &mut out[i * PAGE_BYTES as usize..(i + k) * PAGE_BYTES as usize];

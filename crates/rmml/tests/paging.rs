@@ -13,7 +13,16 @@ use ssdlab_rmml::{Rmml, RmmlConfig};
 
 fn zns() -> ZnswapConfig {
     let mut d = ssdlab_core::media::presets::preset("zns-ssd").unwrap();
-    d.geometry = Geometry { channels: 2, dies_per_channel: 2, planes_per_die: 1, blocks_per_plane: 64, pages_per_block: 64, page_bytes: 16384, oob_bytes: 1872, sector_bytes: 4096 };
+    d.geometry = Geometry {
+        channels: 2,
+        dies_per_channel: 2,
+        planes_per_die: 1,
+        blocks_per_plane: 64,
+        pages_per_block: 64,
+        page_bytes: 16384,
+        oob_bytes: 1872,
+        sector_bytes: 4096,
+    };
     d.zns.zone_capacity = 1.0;
     ZnswapConfig { capacity_bytes: 0, device: d, reserve_zones: 2, host_request_ns: 1000, pcie: Link::PCIE }
 }

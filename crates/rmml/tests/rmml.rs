@@ -135,7 +135,10 @@ fn reclamation_keeps_remote_memory_bounded_under_churn() {
     // Random pages do not compress: live ~ 8 MiB plus headers; regions stay within slack and
     // the garbage allowance of it.
     assert!(live <= (8 << 20) + 4096, "live {live}");
-    assert!((region as f64) <= live as f64 * (1.0 + c.region_slack) * (1.0 + c.reclaim_garbage_fraction) + 65536.0, "region {region} live {live}");
+    assert!(
+        (region as f64) <= live as f64 * (1.0 + c.region_slack) * (1.0 + c.reclaim_garbage_fraction) + 65536.0,
+        "region {region} live {live}"
+    );
     // Discard everything: every region goes back to the nodes.
     now = dev.discard(0, pages * PAGE_BYTES, now).unwrap();
     let _ = now;

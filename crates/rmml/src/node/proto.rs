@@ -64,7 +64,12 @@ pub fn decode_stat(b: &[u8]) -> Option<NodeStat> {
         return None;
     }
     let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8"));
-    let s = NodeStat { instance: u32::from_le_bytes(b[0..4].try_into().expect("4")), capacity_bytes: u64_at(8), used_bytes: u64_at(16), regions: u64_at(24) };
+    let s = NodeStat {
+        instance: u32::from_le_bytes(b[0..4].try_into().expect("4")),
+        capacity_bytes: u64_at(8),
+        used_bytes: u64_at(16),
+        regions: u64_at(24),
+    };
     (s.used_bytes <= s.capacity_bytes).then_some(s)
 }
 

@@ -27,7 +27,11 @@ impl NodeServer {
         // The instance number only has to differ between lives of a node: time and pid do.
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let instance = ((t as u64 ^ (t >> 64) as u64 ^ ((std::process::id() as u64) << 16)) as u32).max(1);
-        Ok(NodeServer { listener, store: Arc::new(Mutex::new(Store::new(capacity_bytes, instance))), requests: Arc::new(AtomicU64::new(0)) })
+        Ok(NodeServer {
+            listener,
+            store: Arc::new(Mutex::new(Store::new(capacity_bytes, instance))),
+            requests: Arc::new(AtomicU64::new(0)),
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {

@@ -11,8 +11,16 @@ pub enum Refusal {
     /// The handle names no region of this node's life (never allocated, freed, or from before
     /// a restart).
     UnknownRegion(u64),
-    NoSpace { asked: u64, free: u64 },
-    OutOfRange { region: u64, offset: u64, len: u64, size: u64 },
+    NoSpace {
+        asked: u64,
+        free: u64,
+    },
+    OutOfRange {
+        region: u64,
+        offset: u64,
+        len: u64,
+        size: u64,
+    },
     BadRequest(String),
 }
 
@@ -62,7 +70,12 @@ impl Store {
     }
 
     pub fn stat(&self) -> NodeStat {
-        NodeStat { instance: self.instance, capacity_bytes: self.capacity_bytes, used_bytes: self.used_bytes, regions: self.regions.len() as u64 }
+        NodeStat {
+            instance: self.instance,
+            capacity_bytes: self.capacity_bytes,
+            used_bytes: self.used_bytes,
+            regions: self.regions.len() as u64,
+        }
     }
 
     pub fn alloc(&mut self, len: u64) -> Result<u64, Refusal> {
