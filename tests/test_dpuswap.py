@@ -24,7 +24,7 @@ fractions = [1.0, 0.75, 0.5]
 dpu_cache_fraction = 0.125
 kv = { records = 8192, ops = 20000 }
 sort = { elements = 524288 }
-fio = { span_bytes = 16777216, ops = 4000 }
+fio = { span_bytes = 8388608, ops = 500 }
 cache_sweep = [0.25]
 codecs = ["zstd"]
 """

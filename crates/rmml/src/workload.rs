@@ -381,7 +381,10 @@ pub fn run_fio(dev: &mut dyn SwapDevice, c: &FioConfig) -> Result<serde_json::Va
     let mut off = 0;
     while off < c.span_bytes {
         let n = chunk.min(c.span_bytes - off);
-        fill_value(&mut buf[..n as usize], c.compressibility, c.seed ^ off);
+        // Each block from its own seed, so a read is checked by regenerating that block alone.
+        for (i, piece) in buf[..n as usize].chunks_mut(c.block_bytes as usize).enumerate() {
+            fill_value(piece, c.compressibility, c.seed ^ (off + i as u64 * c.block_bytes));
+        }
         t = dev.write(off, &buf[..n as usize], t)?;
         off += n;
     }
@@ -390,7 +393,7 @@ pub fn run_fio(dev: &mut dyn SwapDevice, c: &FioConfig) -> Result<serde_json::Va
     let mut rng = Pcg64::seed_from_u64(c.seed ^ 0xF10);
     let mut h = hist();
     let mut io = vec![0u8; c.block_bytes as usize];
-    let mut want = vec![0u8; chunk as usize];
+    let mut want = vec![0u8; c.block_bytes as usize];
     let t0 = t;
     for _ in 0..c.ops {
         let b = rng.gen_range(0..blocks);
@@ -404,12 +407,8 @@ pub fn run_fio(dev: &mut dyn SwapDevice, c: &FioConfig) -> Result<serde_json::Va
         }
         h.record((t - start).max(1)).expect("histogram range");
         if !write {
-            // The fill wrote `chunk`-sized pieces: regenerate the one holding this block.
-            let base = at / chunk * chunk;
-            let n = chunk.min(c.span_bytes - base);
-            fill_value(&mut want[..n as usize], c.compressibility, c.seed ^ base);
-            let i = (at - base) as usize;
-            if want[i..i + io.len()] != io[..] {
+            fill_value(&mut want, c.compressibility, c.seed ^ at);
+            if want != io {
                 return Err(Error::Corrupt(format!("fio: read at {at} differs from what was written")));
             }
         }
