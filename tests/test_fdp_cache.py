@@ -57,27 +57,26 @@ def test_resume_reuses_finished_runs_and_reruns_changed_ones(report, tmp_path):
     (exp / "fdp-cache" / "experiment.toml").write_text(text.split("[quick]")[0] + TINY_QUICK)
     env = dict(os.environ, SSDLAB_EXPERIMENTS=str(exp))
     before = (report / "results.csv").read_bytes()
-    # A run whose spec no longer matches (or that never finished) is run again.
-    stale = report / "runs" / "kvcache_u50_soc4_fdp" / "spec.json"
+    # A point whose input no longer matches (or that never finished) is run again.
+    stale = report / "runs" / "kvcache_u50_soc4_fdp" / "config.json"
     stale.write_text(stale.read_text().replace('"utilization": 0.5', '"utilization": 0.55'))
     cmd = [str(BIN / "ssdlab"), "reproduce", "fdp-cache", "--quick", "--out", str(report.parent), "--resume"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr + r.stdout
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("[")]
-    rerun = [ln for ln in lines if "reused" not in ln]
-    assert len(lines) == 7 and len(rerun) == 1 and "kvcache_u50_soc4_fdp" in rerun[0], r.stdout
-    # Same specs, same build: the same table, byte for byte.
+    rerun = [ln for ln in r.stdout.splitlines() if ln.startswith("[")]
+    assert len(rerun) == 1 and "kvcache_u50_soc4_fdp" in rerun[0], r.stdout
+    assert "6 of 7 points reused" in r.stdout
+    # Same inputs, same build: the same table, byte for byte.
     assert (report / "results.csv").read_bytes() == before
-    assert "6 of 7 runs reused" in (report / "report.md").read_text()
 
 
 def test_reproduce_writes_report_csv_and_figures(report):
-    for f in ["report.md", "results.csv", "fig5_dlwa_over_time.png", "fig6_utilization_sweep.png", "soc_sweep_theorem1.png"]:
+    for f in ["report.md", "results.csv", "runs.csv", "fig5_dlwa_over_time.png", "fig6_utilization_sweep.png", "soc_sweep_theorem1.png"]:
         assert (report / f).stat().st_size > 0, f
     md = (report / "report.md").read_text()
     assert "| quantity | paper | ssdlab |" in md
     assert "Theorem 1" in md
-    rows = list(csv.DictReader((report / "results.csv").read_text().splitlines()))
+    rows = list(csv.DictReader((report / "runs.csv").read_text().splitlines()))
     assert len(rows) == 7  # 2 utilisations x FDP on/off, one more SOC size, 1 variant x FDP on/off
     runs = sorted(p.name for p in (report / "runs").iterdir())
     assert "kvcache_u100_soc4_fdp" in runs and "twitter-cluster12_u100_soc4_nofdp" in runs
@@ -86,7 +85,7 @@ def test_reproduce_writes_report_csv_and_figures(report):
 
 
 def test_fdp_beats_mixing_and_leaves_the_cache_unchanged(report):
-    by = {r["run"]: r for r in csv.DictReader((report / "results.csv").read_text().splitlines())}
+    by = {r["run"]: r for r in csv.DictReader((report / "runs.csv").read_text().splitlines())}
     on, off = by["kvcache_u100_soc4_fdp"], by["kvcache_u100_soc4_nofdp"]
     assert float(on["dlwa"]) < 1.1
     assert float(off["dlwa"]) > 2 * float(on["dlwa"])

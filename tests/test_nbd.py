@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -242,10 +243,50 @@ def test_bad_clients_get_dropped_and_the_server_keeps_serving(tmp_path):
         assert srv.stats()["nbd"]["protocol_errors"] >= 1
 
 
+IHAVEOPT = 0x49484156454F5054
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    b = b""
+    while len(b) < n:
+        chunk = s.recv(n - len(b))
+        if not chunk:
+            raise ConnectionError("closed")
+        b += chunk
+    return b
+
+
+def nbd_go(port: int, export: str = "ssdlab") -> socket.socket:
+    """A client that completes the handshake (NBD_OPT_GO) and then just holds the connection."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    assert _recv_exact(s, 18)[:8] == b"NBDMAGIC"
+    s.sendall(struct.pack(">I", 3))  # fixed newstyle, no zeroes
+    name = export.encode()
+    data = struct.pack(">I", len(name)) + name + struct.pack(">H", 0)
+    s.sendall(struct.pack(">QII", IHAVEOPT, 7, len(data)) + data)
+    while True:
+        _, _, kind, n = struct.unpack(">QIII", _recv_exact(s, 20))
+        _recv_exact(s, n)
+        if kind == 1:  # NBD_REP_ACK
+            return s
+        assert kind & 0x80000000 == 0, f"option error {kind:#x}"
+
+
+def closed_by_server(s: socket.socket, within: float) -> bool:
+    s.settimeout(within)
+    try:
+        while s.recv(4096):
+            pass
+        return True
+    except socket.timeout:
+        return False
+    except OSError:
+        return True
+
+
 def test_connections_beyond_the_limit_are_refused_until_one_closes(tmp_path):
     with Server(tmp_path, args=["--max-connections", "1"]) as srv:
-        hold = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
-        assert hold.recv(18)[:8] == b"NBDMAGIC"
+        hold = nbd_go(srv.port)  # in transmission: a client with a disk, never evicted
         assert run("nbdinfo", srv.uri(), check=False).returncode != 0
         assert "refused" in srv.log.read_text()
         hold.close()
@@ -258,7 +299,92 @@ def test_connections_beyond_the_limit_are_refused_until_one_closes(tmp_path):
 def test_non_loopback_listen_is_refused(tmp_path):
     cfg = write(tmp_path / "c.toml", PLAIN)
     p = ssdlab("serve", cfg, "--listen", "0.0.0.0:10809", check=False, timeout=60)
-    assert p.returncode == 2 and "loopback" in p.stderr
+    assert p.returncode == 2 and "loopback" in p.stderr and "--allow-remote" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_slow_loris_handshakes_are_cut_while_good_clients_are_served(tmp_path):
+    """16 clients trickling an option byte every 0.3 s hold every slot of a 16-slot server:
+    good clients still get in (the longest handshake gives way) and the trickling ones are cut
+    at the 2 s handshake deadline, although bytes keep arriving."""
+    with Server(tmp_path, args=["--max-connections", "16", "--handshake-timeout", "2"]) as srv:
+        loris = []
+        for _ in range(16):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+            _recv_exact(s, 18)
+            s.sendall(struct.pack(">I", 3))
+            loris.append(s)
+        opt = struct.pack(">QII", IHAVEOPT, 7, 64)
+        t0 = time.time()
+        for i in range(4):
+            for s in loris:
+                try:
+                    s.sendall(opt[i:i + 1])
+                except OSError:
+                    pass
+            time.sleep(0.3)
+        qemu_io(srv.uri(), "write -P 7 0 64k", "read -P 7 0 64k")
+        assert time.time() - t0 < 4
+        cut = sum(closed_by_server(s, 4) for s in loris)
+        assert cut == 16
+        qemu_io(srv.uri(), "read -P 7 0 64k")
+        n = srv.stats()["nbd"]
+        assert n["handshake_timeouts"] + n["connections_evicted"] >= 16
+
+
+def test_idle_connections_and_floods_do_not_lock_out_good_clients(tmp_path):
+    with Server(tmp_path, args=["--max-connections", "16", "--idle-timeout", "1.5"]) as srv:
+        # 64 clients that connect and say nothing.
+        silent = [socket.create_connection(("127.0.0.1", srv.port), timeout=5) for _ in range(64)]
+        qemu_io(srv.uri(), "write -P 9 0 64k")
+        # 15 clients that finish the handshake and go idle: cut after --idle-timeout.
+        for s in silent:
+            s.close()
+        idle = [nbd_go(srv.port) for _ in range(15)]
+        qemu_io(srv.uri(), "read -P 9 0 64k")
+        assert sum(closed_by_server(s, 4) for s in idle) == 15
+        # A flood: 2000 connections opened and dropped at once.
+        t0 = time.time()
+        for _ in range(2000):
+            socket.create_connection(("127.0.0.1", srv.port), timeout=5).close()
+        assert time.time() - t0 < 30
+        qemu_io(srv.uri(), "read -P 9 0 64k")
+        threads = int(next(line.split()[1] for line in Path(f"/proc/{srv.proc.pid}/status").read_text().splitlines()
+                           if line.startswith("Threads:")))
+        assert threads < 24, f"{threads} threads"
+        assert srv.stats()["nbd"]["idle_timeouts"] >= 15
+    # Refusals, timeouts and evictions are logged a few lines at a time, not one per client.
+    assert len(srv.log.read_text().splitlines()) < 30, srv.log.read_text()
+
+
+def test_unusable_limits_and_bad_paths_are_one_line_errors(tmp_path):
+    cfg = write(tmp_path / "c.toml", PLAIN)
+    for args, want in [(["--max-request", "0"], "--max-request"), (["--max-connections", "0"], "--max-connections"),
+                       (["--max-connections", "-5"], "--max-connections"), (["--handshake-timeout", "0"], "--handshake-timeout"),
+                       (["--idle-timeout", "-1"], "--idle-timeout"), (["--image", str(tmp_path)], "is a directory"),
+                       (["--tls-cert", str(cfg)], "--tls-key"), (["--snapshot-every", "x"], "--snapshot-every")]:
+        p = ssdlab("serve", cfg, "--listen", "127.0.0.1:0", *args, check=False, timeout=60)
+        assert p.returncode == 2, (args, p.stderr)
+        assert want in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"\x00\xff\xfe" * 10)
+    p = ssdlab("serve", binary, check=False, timeout=60)
+    assert p.returncode == 2 and str(binary) in p.stderr and "UTF-8" in p.stderr, p.stderr
+
+
+def test_stats_fails_fast_on_a_port_that_is_not_nbd(tmp_path):
+    # A server that accepts and waits for the client to speak first (as memcached does).
+    with socket.socket() as ls:
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(4)
+        t0 = time.time()
+        p = ssdlab("stats", f"127.0.0.1:{ls.getsockname()[1]}", check=False, timeout=60)
+        assert time.time() - t0 < 10
+        assert p.returncode == 2 and "not an NBD server" in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
+    p = ssdlab("stats", f"127.0.0.1:{free_port()}", check=False, timeout=60)
+    assert p.returncode == 2 and "refused" in p.stderr.lower() and "Traceback" not in p.stderr
 
 
 FDP = TINY_FDP_TOML

@@ -306,3 +306,76 @@ def test_a_driver_that_skips_busy_polling_loses_its_writes():
 
 def test_module_doctest():
     assert doctest.testmod(spi_module).failed == 0
+
+
+def test_a_second_flashrom_is_refused_with_a_message_while_the_first_is_connected(tmp_path):
+    srv = Server("W25Q16JV", tmp_path / "f.bin")
+    try:
+        first = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        first.sendall(bytes([0x13, 1, 0, 0, 3, 0, 0, 0x9F]))  # RDID: the chip is ours now
+        assert first.recv(4)[:1] == b"\x06"
+        p = subprocess.run([FLASHROM, "-p", f"serprog:ip=127.0.0.1:{srv.port}"], capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)  # an error, not a hang or SIGPIPE
+        assert "chip in use" in p.stdout + p.stderr
+        first.sendall(b"\x00")
+        assert first.recv(1) == b"\x06"  # the first client still has the chip
+        first.close()
+        assert 'Found Winbond flash chip "W25Q16.V"' in srv.flashrom()
+    finally:
+        out = srv.stop()
+    assert "clients served, 1 refused" in out
+
+
+def test_an_idle_client_does_not_lock_out_flashrom(tmp_path):
+    srv = Server("W25Q16JV", tmp_path / "f.bin", "--idle-evict", "1")
+    try:
+        idle = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        idle.sendall(b"\x00")
+        assert idle.recv(1) == b"\x06"
+        import time
+
+        time.sleep(1.2)
+        assert 'Found Winbond flash chip "W25Q16.V"' in srv.flashrom()
+        idle.settimeout(5)
+        assert idle.recv(1) == b""  # cut for the newcomer
+    finally:
+        srv.stop()
+
+
+def test_spi_serve_bad_values_are_one_line_errors(tmp_path):
+    img = tmp_path / "x.bin"
+    for args, want in [(["--clock-hz", "-1"], "--clock-hz"), (["--erase-fail-after", "-3"], "--erase-fail-after"),
+                       (["--stuck-bit", "99999999999:9:7"], "address"), (["--stuck-bit", "0x10:9:1"], "bit 9"),
+                       (["--stuck-bit", "0x10:1:5"], "value 5"), (["--stuck-bit", "zz:1:1"], "address is not"),
+                       (["--stuck-bit", "1:2"], "ADDR:BIT:VALUE"), (["--timing", "fast"], "--timing"),
+                       (["--timing", "scale=-2"], "--timing"), (["--listen", "0.0.0.0:0"], "--allow-remote"),
+                       (["--listen", "nonsense"], "HOST:PORT"), (["--image", str(tmp_path)], "is a directory"),
+                       (["--idle-evict", "x"], "--idle-evict")]:
+        a = ["spi", "serve", "--chip", "W25Q16JV", "--listen", "127.0.0.1:0"]
+        a += [] if "--image" in args else ["--image", img]
+        p = ssdlab(*a, *args, check=False, timeout=60)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert want in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
+    # The address is blamed for a bad address, the bit number for a bad bit.
+    p = ssdlab("spi", "serve", "--chip", "W25Q16JV", "--image", img, "--stuck-bit", "0x10:9:1", check=False)
+    assert "address" not in p.stderr.split("bit 9")[1]
+
+
+def test_instant_timing_keeps_datasheet_busy_time_in_the_stats(tmp_path):
+    f = Flash(chip="W25Q16JV", timing="instant")
+    f.transfer(b"\x06")
+    f.transfer(b"\x20\x00\x10\x00")
+    assert not f.busy and f.read_status() & 1 == 0
+    assert f.stats["busy_ns_datasheet"] == 45_000_000 and f.stats["busy_ns"] == 0
+    g = Flash(chip="W25Q16JV", timing="scale=0.01")
+    g.transfer(b"\x06")
+    g.transfer(b"\x20\x00\x10\x00")
+    assert g.busy_until_ns - g.now_ns == 450_000 and g.stats["busy_ns_datasheet"] == 45_000_000
+    d = Flash(chip="W25Q16JV")  # datasheet (typical) stays the default
+    d.transfer(b"\x06")
+    d.transfer(b"\x20\x00\x10\x00")
+    assert d.busy_until_ns - d.now_ns == 45_000_000 and d.stats["busy_ns"] == 45_000_000
+    with pytest.raises(ValueError, match="scale=X"):
+        Flash(chip="W25Q16JV", timing="scale=x")

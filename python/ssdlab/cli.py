@@ -13,6 +13,7 @@ from typing import List, Optional
 from . import _native
 from ._native import SsdlabError
 from .runners import parse_bytes
+from .args import Parser, int_in
 from .spi import add_spi_parser
 
 EPILOG = """examples:
@@ -83,8 +84,16 @@ def cmd_replay(args) -> int:
     if args.precondition:
         dev.precondition(progress=_progress_wanted(args))
     qd = None if args.timestamps else args.queue_depth
+    if Path(args.trace).is_dir():
+        raise ValueError(f"{args.trace}: is a directory; expected a {args.format} trace file")
     rep = dev.replay(args.trace, args.format, queue_depth=qd, max_ops=args.max_ops, progress=_progress_wanted(args),
                      blkparse_action=args.blkparse_action)
+    t = rep.metrics.get("trace", {})
+    if t.get("skipped_lines") and not args.quiet:
+        nums = ", ".join(map(str, t["skipped_line_numbers"]))
+        more = ", ..." if t["skipped_lines"] > len(t["skipped_line_numbers"]) else ""
+        print(f"ssdlab replay: {args.trace}: {t['records']} records replayed, {t['skipped_lines']} lines skipped "
+              f"(lines {nums}{more}): not {args.format} requests", file=sys.stderr)
     return _finish_run(rep, Path(args.out), started, args.quiet)
 
 
@@ -190,7 +199,7 @@ def cmd_sweep(args) -> int:
 def _add_pool_options(p: argparse.ArgumentParser) -> None:
     """Where the points of a sweep or reproduction run (docs/sweeps.md)."""
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--jobs", "-j", type=int, help="local worker processes (default: all cores)")
+    g.add_argument("--jobs", "-j", type=int_in(1, 4096), help="local worker processes (default: all cores)")
     g.add_argument("--ray", metavar="ADDRESS|auto",
                    help="run on Ray: auto starts a local Ray on 127.0.0.1, host:port joins a cluster")
     p.add_argument("--memory", metavar="SIZE",
@@ -201,7 +210,7 @@ def _add_pool_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ssdlab", description="A fast, deterministic flash-storage emulation lab.",
+    p = Parser(prog="ssdlab", description="A fast, deterministic flash-storage emulation lab.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"ssdlab {_native.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
@@ -220,9 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--preset", default="default")
     rp.add_argument("--out", required=True)
     rp.add_argument("--timestamps", action="store_true", help="honour the trace's arrival times (open loop)")
-    rp.add_argument("--queue-depth", type=int, default=32, help="closed-loop depth when timestamps are ignored")
+    rp.add_argument("--queue-depth", type=int_in(1, 1 << 20), default=32, help="closed-loop depth when timestamps are ignored")
     rp.add_argument("--precondition", action="store_true", help="run the device's [precondition] first")
-    rp.add_argument("--max-ops", type=int, default=0)
+    rp.add_argument("--max-ops", type=int_in(0, 1 << 62), default=0, help="stop after this many records (0: all)")
     rp.add_argument("--blkparse-action", default="Q", help="blkparse event to replay (default Q)")
     rp.add_argument("--force", action="store_true", help="build the device even if its memory estimate exceeds the memory available")
     rp.add_argument("-q", "--quiet", action="store_true")
@@ -292,6 +301,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print("ssdlab: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug: still one line for the user, the traceback on request
+        if os.environ.get("SSDLAB_TRACEBACK"):
+            raise
+        print(f"ssdlab: internal error: {type(e).__name__}: {e} (SSDLAB_TRACEBACK=1 shows where)", file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":

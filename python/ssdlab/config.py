@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from . import _native
+from .args import read_text
 
 PathLike = Union[str, "os.PathLike[str]"]
 ConfigSource = Union[None, PathLike, Mapping[str, Any]]
@@ -76,23 +77,22 @@ def read_toml(path: PathLike, what: str = "config file") -> dict[str, Any]:
     """A TOML file as a dict; a missing file or bad TOML is one clear error naming the file
     (and the line)."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise FileNotFoundError(f"{p}: no such {what}")
+    text = read_text(p, f"a TOML {what}")
     try:
-        return tomllib.loads(p.read_text())
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise _native.ConfigError(f"{p}: not valid TOML: {e}") from None
-    except UnicodeDecodeError as e:
-        raise _native.ConfigError(f"{p}: not a text file ({e})") from None
 
 
 def load_file(path: PathLike) -> dict[str, Any]:
     """A config file's own keys (its user layer), checked by the core first so errors name the
     file, line and key."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise FileNotFoundError(f"{p}: no such config file")
-    text = p.read_text()
+    text = read_text(p, "a TOML device config")
     _native.config_from_toml(text, str(p))
     return tomllib.loads(text)
 
@@ -100,9 +100,9 @@ def load_file(path: PathLike) -> dict[str, Any]:
 def check_file(path: PathLike) -> dict[str, Any]:
     """Validate a config file; returns the complete config it gives."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise FileNotFoundError(f"{p}: no such config file")
-    return _native.config_from_toml(p.read_text(), str(p))
+    return _native.config_from_toml(read_text(p, "a TOML device config"), str(p))
 
 
 def user_layer(preset: str | None = None, config: ConfigSource = None, **overrides: Any) -> dict[str, Any]:

@@ -138,6 +138,8 @@ def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), 
     _, summary = run_sweep(sw, out, backend, jobs, ray_address, progress, log, resume=resume,
                            memory_bytes=memory_bytes, describe=exp.describe, points=points)
     _link_runs(out, points)
+    if resume:
+        log(f"{summary['skipped']} of {summary['points']} points reused (their input unchanged)")
     if summary["interrupted"]:
         raise KeyboardInterrupt
     if summary["failed"]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import _native
+from .args import int_in, seconds
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -40,12 +41,18 @@ def serve(config: Dict[str, Any], listen: str = "127.0.0.1:10809", image: Option
           latency: str = "none", exports: Optional[List[Dict[str, Any]]] = None, per_handle: bool = False,
           max_connections: int = 16, max_request: int = 32 << 20, metrics_out: Optional[str] = None,
           snapshot_every: int = 0, quiet: bool = False, tls_cert: Optional[str] = None,
-          tls_key: Optional[str] = None) -> Dict[str, Any]:
+          tls_key: Optional[str] = None, handshake_timeout_s: float = 10.0, idle_timeout_s: float = 0.0,
+          allow_remote: bool = False) -> Dict[str, Any]:
     """Serve a device (a resolved config) until SIGINT/SIGTERM; returns the final metrics.
-    With ``tls_cert`` and ``tls_key`` (PEM files) every client must use TLS."""
+    With ``tls_cert`` and ``tls_key`` (PEM files) every client must use TLS. A client has
+    ``handshake_timeout_s`` for its whole handshake; ``idle_timeout_s`` > 0 closes connections
+    idle that long in transmission. ``allow_remote`` permits a non-loopback ``listen`` without
+    TLS (unencrypted, unauthenticated: see docs/nbd.md)."""
     opts = {"listen": listen, "image": image, "latency": latency, "exports": exports, "per_handle": per_handle,
             "max_connections": max_connections, "max_request": max_request, "metrics_out": metrics_out,
-            "snapshot_every": snapshot_every, "quiet": quiet, "tls_cert": tls_cert, "tls_key": tls_key}
+            "snapshot_every": snapshot_every, "quiet": quiet, "tls_cert": tls_cert, "tls_key": tls_key,
+            "handshake_timeout_s": handshake_timeout_s, "idle_timeout_s": idle_timeout_s,
+            "allow_remote": allow_remote}
     # The server handles SIGINT itself (a clean shutdown); Python's own handler would raise
     # KeyboardInterrupt after the server returned and lose its final metrics.
     previous = None
@@ -71,12 +78,22 @@ def stats(addr: str, tls_ca: Optional[str] = None) -> Dict[str, Any]:
 def cmd_serve(args) -> int:
     from .config import resolve
 
+    max_request = parse_bytes(args.max_request)
+    if not 512 <= max_request <= 2**31 - 1:
+        raise ValueError(f"--max-request {args.max_request}: must be 512 bytes to 2G - 1 (a client must be able to "
+                         "read and write a sector)")
+    if args.image and Path(args.image).is_dir():
+        raise ValueError(f"--image {args.image}: is a directory; give an image file (created if missing)")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise ValueError("--tls-cert and --tls-key go together")
     cfg = resolve(config=args.config)
     exports = [parse_export(e) for e in args.export] if args.export else None
     m = serve(cfg, listen=args.listen, image=args.image, latency=args.latency, exports=exports,
               per_handle=args.per_handle_exports, max_connections=args.max_connections,
-              max_request=parse_bytes(args.max_request), metrics_out=args.metrics_out,
-              snapshot_every=args.snapshot_every, quiet=args.quiet, tls_cert=args.tls_cert, tls_key=args.tls_key)
+              max_request=max_request, metrics_out=args.metrics_out,
+              snapshot_every=args.snapshot_every, quiet=args.quiet, tls_cert=args.tls_cert, tls_key=args.tls_key,
+              handshake_timeout_s=args.handshake_timeout, idle_timeout_s=args.idle_timeout,
+              allow_remote=args.allow_remote)
     if not args.quiet:
         print(f"served {m['nbd']['requests']} requests on {m['nbd']['connections_total']} connections; "
               f"DLWA {m['dlwa']:.4f}, host writes {m['host_write_bytes'] / 2**30:.2f} GiB", file=sys.stderr)
@@ -109,17 +126,26 @@ def add_parsers(sub) -> None:
     s.add_argument("--image", help="image file: contents + device state persist across restarts "
                                    "(default: in memory, gone when the server stops)")
     s.add_argument("--listen", default="127.0.0.1:10809",
-                   help="HOST:PORT (default %(default)s; other than loopback only with TLS)")
+                   help="HOST:PORT (default %(default)s; other than loopback only with TLS or --allow-remote)")
+    s.add_argument("--allow-remote", action="store_true",
+                   help="allow a non-loopback --listen without TLS: anyone who reaches the port reads and writes "
+                        "the disk unencrypted (docs/nbd.md)")
     s.add_argument("--latency", choices=["none", "emulated"], default="none",
                    help="none: reply when done; emulated: reply at the emulated SSD's completion time")
     s.add_argument("--export", action="append", metavar="NAME=START:SIZE[:PLACEMENT]",
                    help="an export (repeatable); default: the whole device as 'ssdlab'")
     s.add_argument("--per-handle-exports", action="store_true",
                    help="FDP: also one export per placement handle (handle0, handle1, ...), each a slice")
-    s.add_argument("--max-connections", type=int, default=16, help="clients served at once (default %(default)s)")
-    s.add_argument("--max-request", default="32M", help="largest read/write payload (default %(default)s)")
+    s.add_argument("--max-connections", type=int_in(1, 65536), default=16,
+                   help="clients served at once, 1..65536 (default %(default)s)")
+    s.add_argument("--max-request", default="32M", help="largest read/write payload, 512 to 2G-1 (default %(default)s)")
+    s.add_argument("--handshake-timeout", type=seconds(positive=True), default=10.0, metavar="S",
+                   help="seconds a client has for its whole handshake (default %(default)s)")
+    s.add_argument("--idle-timeout", type=seconds(positive=False), default=0.0, metavar="S",
+                   help="close connections idle this long in transmission; 0 = never (default; an idle guest "
+                        "keeps its disk)")
     s.add_argument("--metrics-out", help="directory for metrics.json + timeseries.csv (at exit and on SIGUSR1)")
-    s.add_argument("--snapshot-every", type=int, default=0,
+    s.add_argument("--snapshot-every", type=int_in(0, 2**62), default=0,
                    help="journal records between device-state snapshots (default 1048576)")
     s.add_argument("--tls-cert", help="PEM certificate (chain): clients must then use TLS (NBD STARTTLS)")
     s.add_argument("--tls-key", help="PEM private key of --tls-cert")

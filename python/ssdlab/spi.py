@@ -15,11 +15,11 @@ True
 from __future__ import annotations
 
 import signal
-import sys
 from pathlib import Path
 from typing import Iterable, List, Optional, Tuple, Union
 
 from . import _native
+from .args import int_in, seconds
 
 PathLike = Union[str, Path]
 
@@ -33,9 +33,11 @@ class Flash:
     """An emulated SPI NOR chip.
 
     ``transfer(bytes)`` is one chip-select frame (full duplex: one byte out per byte in).
-    Program, erase and status writes start when the frame ends and keep the chip busy (WIP) for
-    the datasheet time of ``timing`` ("typical" or "max") in simulated time, which advances by the
-    bytes clocked at ``clock_hz`` and by ``advance(ns)``; nothing sleeps.
+    Program, erase and status writes start when the frame ends and keep the chip busy (WIP) in
+    simulated time, which advances by the bytes clocked at ``clock_hz`` and by ``advance(ns)``;
+    nothing sleeps. ``timing``: "datasheet" (= "typical", the default), "max" (the datasheet's
+    maximum column), "instant" (no busy time: fast firmware loops) or "scale=X" (X times the
+    typical column). ``stats`` counts the datasheet busy time in every mode.
 
     image: a file holding the array (created erased if missing; written through on every program
     and erase); the non-volatile status bits are kept in IMAGE.status. stuck_bits: (address, bit, value) cells that ignore program/erase.
@@ -43,7 +45,7 @@ class Flash:
     trace: a JSON-lines file with every frame and its simulated timestamps.
     """
 
-    def __init__(self, chip: str = "W25Q128JV", image: Optional[PathLike] = None, *, timing: str = "typical",
+    def __init__(self, chip: str = "W25Q128JV", image: Optional[PathLike] = None, *, timing: str = "datasheet",
                  clock_hz: int = 8_000_000, stuck_bits: Iterable[Tuple[int, int, int]] = (),
                  erase_fail_after: Optional[int] = None, unique_id: Optional[bytes] = None,
                  trace: Optional[PathLike] = None):
@@ -131,10 +133,61 @@ class Flash:
         """Flush the trace and sync the image file."""
         self._f.flush()
 
-    def serve(self, listen: str = "127.0.0.1:0", on_listening=None) -> dict:
-        """Serve flashrom's serprog protocol on ``listen`` until KeyboardInterrupt (or any
-        exception a signal handler raises). Returns counts of clients, commands and NAKs."""
-        return self._f.serve(listen, on_listening)
+    def serve(self, listen: str = "127.0.0.1:0", on_listening=None, *, allow_remote: bool = False,
+              evict_idle_s: float = 5.0, idle_timeout_s: float = 0.0, quiet: bool = False) -> dict:
+        """Serve flashrom's serprog protocol on ``listen`` until Ctrl-C (KeyboardInterrupt from
+        a signal handler: a clean stop that returns the counts; any other exception a handler
+        raises goes to the caller). One client has the chip at a time; another is
+        refused at once, unless the first has been idle for ``evict_idle_s`` (then it takes
+        over). ``idle_timeout_s`` > 0 closes idle clients even when nobody waits. A non-loopback
+        ``listen`` needs ``allow_remote`` (serprog has no authentication). Returns counts of
+        clients, commands, NAKs, refused and evicted clients."""
+        return self._f.serve(listen, on_listening, allow_remote, evict_idle_s, idle_timeout_s, quiet)
+
+
+def parse_stuck_bit(text: str, size_bytes: int) -> Tuple[int, int, int]:
+    """ADDR:BIT:VALUE (ADDR decimal or 0x hex, inside the chip; BIT 0..7; VALUE 0 or 1)."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise ValueError(f"--stuck-bit {text!r}: expected ADDR:BIT:VALUE, e.g. 0x1000:3:0")
+    names = ("address", "bit", "value")
+    try:
+        a, b, v = (int(p, 0) for p in parts)
+    except ValueError:
+        bad = next(n for n, p in zip(names, parts, strict=True) if not _is_int(p))
+        raise ValueError(f"--stuck-bit {text!r}: the {bad} is not an integer (expected ADDR:BIT:VALUE, "
+                         "e.g. 0x1000:3:0)") from None
+    if not 0 <= a < size_bytes:
+        raise ValueError(f"--stuck-bit {text!r}: address {a:#x} is outside the chip (0..{size_bytes - 1:#x})")
+    if not 0 <= b <= 7:
+        raise ValueError(f"--stuck-bit {text!r}: bit {b} is not a bit number (0..7)")
+    if v not in (0, 1):
+        raise ValueError(f"--stuck-bit {text!r}: value {v} must be 0 or 1")
+    return a, b, v
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text, 0)
+        return True
+    except ValueError:
+        return False
+
+
+def _timing(text: str) -> str:
+    """argparse type of --timing: datasheet, typical, max, instant or scale=X."""
+    import argparse
+
+    if text in ("datasheet", "typical", "typ", "max", "instant"):
+        return text
+    if text.startswith("scale="):
+        try:
+            x = float(text[len("scale="):])
+        except ValueError:
+            x = -1.0
+        if 0 <= x <= 1000:
+            return text
+    raise argparse.ArgumentTypeError(f"{text!r}: expected datasheet, max, instant or scale=X (0 <= X <= 1000)")
 
 
 def _on_sigterm(signum, frame):
@@ -150,15 +203,13 @@ def cmd_spi(args) -> int:
                   f"{c['sector_erase_ms'][1]} ms  ({c['datasheet']})")
         return 0
     if not args.image:
-        print("ssdlab spi serve: --image FILE is required", file=sys.stderr)
-        return 2
-    stuck = []
-    for s in args.stuck_bit or []:
-        try:
-            a, b, v = s.split(":")
-            stuck.append((int(a, 0), int(b), int(v)))
-        except ValueError:
-            raise ValueError(f"--stuck-bit {s!r}: expected ADDR:BIT:VALUE, e.g. 0x1000:3:0") from None
+        raise ValueError("ssdlab spi serve: --image FILE is required (created erased if missing)")
+    chip = next((c for c in chips() if c["name"].upper() == args.chip.upper()), None)
+    if chip is None:
+        raise ValueError(f"--chip {args.chip}: unknown chip; valid: {', '.join(c['name'] for c in chips())}")
+    if Path(args.image).is_dir():
+        raise ValueError(f"--image {args.image}: is a directory; give an image file (created erased if missing)")
+    stuck = [parse_stuck_bit(s, chip["size_bytes"]) for s in args.stuck_bit or []]
     flash = Flash(args.chip, args.image, timing=args.timing, clock_hz=args.clock_hz, stuck_bits=stuck,
                   erase_fail_after=args.erase_fail_after, trace=args.trace)
     flash.set_wp(args.wp == "high")
@@ -168,7 +219,8 @@ def cmd_spi(args) -> int:
         print(f"ssdlab spi: {args.chip} on serprog {addr} (image {args.image})", flush=True)
 
     try:
-        summary = flash.serve(args.listen, listening)
+        summary = flash.serve(args.listen, listening, allow_remote=args.allow_remote, evict_idle_s=args.idle_evict,
+                              idle_timeout_s=args.idle_timeout)
     except KeyboardInterrupt:
         summary = None
     finally:
@@ -178,7 +230,8 @@ def cmd_spi(args) -> int:
     print(f"ssdlab spi: stopped; {st['frames']} frames, {st['programs']} programs, "
           f"{st['sector_erases'] + st['block32_erases'] + st['block64_erases'] + st['chip_erases']} erases, "
           f"{st['ignored_busy']} frames ignored while busy, max sector erase count {max(flash.erase_counts())}"
-          + (f"; {summary}" if summary else ""), flush=True)
+          + (f"; {summary['clients']} clients served, {summary['refused']} refused, {summary['evicted']} "
+             f"evicted, {summary['timeouts']} timed out" if summary else ""), flush=True)
     return 0
 
 
@@ -191,12 +244,24 @@ def add_spi_parser(sub) -> None:
     p.add_argument("spi_action", choices=["serve", "chips"])
     p.add_argument("--chip", default="W25Q128JV", help="preset (ssdlab spi chips)")
     p.add_argument("--image", help="image file (created erased if missing)")
-    p.add_argument("--listen", default="127.0.0.1:2222", help="HOST:PORT (default 127.0.0.1:2222; port 0 = any)")
-    p.add_argument("--timing", default="typical", choices=["typical", "max"], help="datasheet column for busy times")
-    p.add_argument("--clock-hz", type=int, default=8_000_000, help="SPI clock until the client sets one")
+    p.add_argument("--listen", default="127.0.0.1:2222",
+                   help="HOST:PORT (default 127.0.0.1:2222; port 0 = any; loopback unless --allow-remote)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow a non-loopback --listen: serprog has no authentication or encryption, anyone who "
+                        "reaches the port can rewrite the image")
+    p.add_argument("--timing", default="datasheet", type=_timing, metavar="datasheet|max|instant|scale=X",
+                   help="busy times: datasheet (typical column, default), max (maximum column), instant (none: fast "
+                        "firmware loops) or scale=X (X times the typical column); statistics count datasheet time")
+    p.add_argument("--clock-hz", type=int_in(1, 1_000_000_000), default=8_000_000,
+                   help="SPI clock until the client sets one (1..1e9)")
+    p.add_argument("--idle-evict", type=seconds(positive=False), default=5.0, metavar="S",
+                   help="a client idle this long gives the chip to a new client (0 = never; default %(default)s)")
+    p.add_argument("--idle-timeout", type=seconds(positive=False), default=0.0, metavar="S",
+                   help="close a client idle this long even if nobody waits (0 = never, default)")
     p.add_argument("--trace", help="write every SPI frame (JSON lines, simulated time) here")
     p.add_argument("--stuck-bit", action="append", metavar="ADDR:BIT:VALUE", help="fault: a stuck cell (repeatable)")
-    p.add_argument("--erase-fail-after", type=int, help="fault: erases fail once a sector has this many")
+    p.add_argument("--erase-fail-after", type=int_in(0, 2**32 - 1),
+                   help="fault: erases fail once a sector has this many (0..4294967295)")
     p.add_argument("--wp", default="high", choices=["high", "low"],
                    help="/WP pin level (low + SRP/SRWD = 1 locks the status registers)")
     p.set_defaults(func=cmd_spi)

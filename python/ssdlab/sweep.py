@@ -368,8 +368,11 @@ def _worker_main(runner: str, task_json: str, conn: Any) -> None:
     # The parent owns Ctrl-C: it stops the workers itself and keeps finished points.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     result = run_task(runner, task_json)
-    conn.send(result)
-    conn.close()
+    try:
+        conn.send(result)
+        conn.close()
+    except OSError:
+        pass  # the parent stopped listening (interrupted): nobody waits for this point
 
 
 def _exit_text(code: Optional[int]) -> str:
@@ -378,6 +381,23 @@ def _exit_text(code: Optional[int]) -> str:
         hint = " (out of memory?)" if -code == signal.SIGKILL else ""
         return f"killed by {name}{hint}"
     return f"exit code {code}"
+
+
+def _start_forkserver_deaf_to_ctrl_c() -> None:
+    """Start the fork server with SIGINT ignored: an ignored signal stays ignored across exec,
+    and workers forked from the server keep its disposition, so a Ctrl-C that reaches the whole
+    process group cannot interrupt a worker that is still starting (the parent owns Ctrl-C: it
+    stops the workers itself). A Ctrl-C in the few milliseconds the server takes to start is
+    lost; one already running (started by an earlier sweep in this process) is kept as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    from multiprocessing import forkserver
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class _LocalBackend:
@@ -391,6 +411,7 @@ class _LocalBackend:
         self._ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         if "forkserver" in methods:
             self._ctx.set_forkserver_preload(["ssdlab.runners"])
+            _start_forkserver_deaf_to_ctrl_c()
         self.capacity = jobs
         self._procs: Dict[Any, Any] = {}  # the result pipe's end -> process
 

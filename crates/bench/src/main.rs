@@ -1,7 +1,7 @@
 //! `make bench`: simulator speed and memory, printed as figures and ratios to the goals.
 //!
 //! Usage: ssdlab-bench [--gib N] [--device-writes X] [--only NAME]
-//!   NAME: notiming | timing | desnoyers | personalities | memory | spi | cache | rmml
+//!   NAME: notiming | timing | desnoyers | personalities | memory | spi | spi-instant | cache | rmml
 //!
 //! `desnoyers` runs Desnoyers' C simulator (pjd-nu/sssl-ftlsim's greedy engine, built outside
 //! the repo as /work/shared/bench/README.md shows) beside ssdlab on the same device, when the
@@ -38,7 +38,7 @@ fn parse_args() -> Args {
             "--only" => a.only = Some(val),
             "--memory-tib" => a.memory_tib = val.parse().expect("--memory-tib X"),
             "-h" | "--help" => {
-                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|desnoyers|personalities|memory|spi|cache|rmml] [--memory-tib T (default 2)]");
+                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|desnoyers|personalities|memory|spi|spi-instant|cache|rmml] [--memory-tib T (default 2)]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other}"),
@@ -363,6 +363,9 @@ fn main() {
     }
     if want("spi") {
         spi::run();
+    }
+    if a.only.as_deref() == Some("spi-instant") {
+        spi::instant_only();
     }
     if want("rmml") {
         rmml::run_all();

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ssdlab_spi::serprog::Server;
-use ssdlab_spi::{parts, Flash, Options};
+use ssdlab_spi::{parts, Flash, Options, TimingMode};
 
 struct Run {
     wall_s: f64,
@@ -19,8 +19,12 @@ struct Run {
 /// Serve `chip` (image at `image`) on a thread while `flashrom ARGS` runs; returns the wall time
 /// of flashrom and the simulated time the chip saw.
 fn with_flashrom(chip: &str, image: &Path, args: &[&str]) -> Run {
+    with_flashrom_timed(chip, image, args, TimingMode::Typical)
+}
+
+fn with_flashrom_timed(chip: &str, image: &Path, args: &[&str], timing: TimingMode) -> Run {
     let part = parts::part(chip).expect("preset");
-    let mut flash = Flash::new(part, Some(image), Options::default()).expect("flash");
+    let mut flash = Flash::new(part, Some(image), Options { timing, ..Options::default() }).expect("flash");
     let server = Server::bind("127.0.0.1:0").expect("bind");
     let port = server.local_addr().expect("addr").port();
     let stop = Arc::new(AtomicBool::new(false));
@@ -38,6 +42,48 @@ fn with_flashrom(chip: &str, image: &Path, args: &[&str]) -> Run {
         panic!("flashrom {args:?} failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     }
     Run { wall_s, sim_s: sim_ns as f64 / 1e9 }
+}
+
+/// A firmware developer's loop: flashrom writing and verifying a whole 16 MiB W25Q128JV in
+/// `--timing instant` mode over serprog, against flashrom's own dummy programmer emulating the
+/// same size of chip in process (W25Q128FV, the dummy's closest part), same images, same run.
+pub fn instant_only() {
+    let dir: PathBuf = std::env::temp_dir().join(format!("ssdlab-bench-spi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    instant_vs_dummy(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn instant_vs_dummy(dir: &Path) {
+    let (old, new) = (dir.join("i-old.bin"), dir.join("i-new.bin"));
+    random_file(&old, 16 << 20, 11);
+    random_file(&new, 16 << 20, 12);
+    let mut ratios = vec![];
+    for _ in 0..3 {
+        let dummy_img = dir.join("dummy.bin");
+        std::fs::copy(&old, &dummy_img).expect("copy");
+        let t = Instant::now();
+        let out = Command::new("flashrom")
+            .arg("-p")
+            .arg(format!("dummy:emulate=W25Q128FV,image={}", dummy_img.display()))
+            .arg("-w")
+            .arg(&new)
+            .output()
+            .expect("run flashrom");
+        let dummy_s = t.elapsed().as_secs_f64();
+        assert!(out.status.success(), "flashrom dummy: {}", String::from_utf8_lossy(&out.stdout));
+        let img = dir.join("instant.bin");
+        std::fs::copy(&old, &img).expect("copy");
+        let _ = std::fs::remove_file(dir.join("instant.bin.status"));
+        let r = with_flashrom_timed("W25Q128JV", &img, &["-c", "W25Q128.V", "-w", new.to_str().unwrap_or_default()], TimingMode::Instant);
+        assert_eq!(std::fs::read(&img).expect("image"), std::fs::read(&new).expect("new"), "written image differs");
+        ratios.push((r.wall_s / dummy_s, r.wall_s, dummy_s));
+    }
+    ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (ratio, wall, dummy) = ratios[1];
+    println!(
+        "spi: W25Q128JV 16 MiB write + verify, --timing instant over serprog {wall:.2} s vs flashrom's dummy programmer {dummy:.2} s -> {ratio:.2}x (goal <= 3x; median of 3)"
+    );
 }
 
 fn random_file(path: &Path, len: usize, mut x: u64) {
@@ -104,5 +150,6 @@ pub fn run() {
     );
     let e = with_flashrom("W25Q16JV", &image, &["-E"]);
     println!("spi: W25Q16JV full erase: {:.1} s wall; simulated chip time {:.1} s", e.wall_s, e.sim_s);
+    instant_vs_dummy(&dir);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,8 +8,8 @@ pub enum Error {
     /// A configuration problem: where it is and what would be valid.
     #[error("{0}")]
     Config(ConfigError),
-    /// A trace line that cannot be parsed.
-    #[error("{file}:{line}: {msg}")]
+    /// A trace line that cannot be parsed (`line` 0: the trace as a whole).
+    #[error("{}", trace_text(file, *line, msg))]
     Trace { file: String, line: u64, msg: String },
     /// A host command outside the device or otherwise malformed.
     #[error("invalid command: {0}")]
@@ -24,6 +24,14 @@ pub enum Error {
     Io(#[from] std::io::Error),
     #[error("snapshot: {0}")]
     Snapshot(String),
+}
+
+fn trace_text(file: &str, line: u64, msg: &str) -> String {
+    if line == 0 {
+        format!("{file}: {msg}")
+    } else {
+        format!("{file}:{line}: {msg}")
+    }
 }
 
 /// NVMe completion statuses the emulated devices return, with their (status code type,

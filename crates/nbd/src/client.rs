@@ -11,6 +11,9 @@ fn io_err(msg: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
 }
 
+/// How long to wait for the server's greeting.
+pub const GREETING_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// A byte stream to the server: plain TCP or TLS.
 pub trait Stream: Read + Write + Send {}
 impl<T: Read + Write + Send> Stream for T {}
@@ -28,14 +31,34 @@ impl Client {
     /// the CA that signed the server's certificate) the session is upgraded with STARTTLS.
     pub fn connect(addr: &str, export: &str, tls_ca: Option<&std::path::Path>) -> std::io::Result<Client> {
         let mut tcp = TcpStream::connect(addr)?;
-        tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
+        // An NBD server greets at once; a server of another protocol usually waits for the
+        // client to speak first, so waiting long would only delay the error.
+        tcp.set_read_timeout(Some(GREETING_TIMEOUT))?;
         let mut hello = [0u8; 18];
-        tcp.read_exact(&mut hello)?;
+        let mut got = 0;
+        while got < hello.len() {
+            match tcp.read(&mut hello[got..]) {
+                Ok(0) => {
+                    return Err(io_err(format!(
+                        "{addr} closed the connection after {got} bytes without an NBD greeting: not an NBD server, or every slot is taken"
+                    )))
+                }
+                Ok(n) => got += n,
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    return Err(io_err(format!(
+                        "{addr} sent no NBD greeting within {} s ({got} bytes): not an NBD server (is it `ssdlab serve`?)",
+                        GREETING_TIMEOUT.as_secs()
+                    )))
+                }
+                Err(e) => return Err(e),
+            }
+        }
         if u64::from_be_bytes(hello[0..8].try_into().unwrap()) != NBDMAGIC
             || u64::from_be_bytes(hello[8..16].try_into().unwrap()) != IHAVEOPT
         {
-            return Err(io_err(format!("{addr} is not a newstyle NBD server")));
+            return Err(io_err(format!("{addr} is not a newstyle NBD server (it sent {:?})", String::from_utf8_lossy(&hello))));
         }
+        tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
         tcp.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes())?;
         let mut s: Box<dyn Stream> = match tls_ca {
             None => Box::new(tcp),

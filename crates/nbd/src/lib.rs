@@ -3,6 +3,8 @@
 
 pub mod backend;
 pub mod client;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod proto;
 pub mod server;
 

@@ -1,27 +1,32 @@
 //! The NBD server: fixed newstyle handshake, transmission with simple or structured replies,
 //! several exports of one emulated device, latency modes, limits, clean shutdown.
 //!
-//! One thread per connection reads requests and executes them on the shared [`Backend`]
-//! (one lock: the device is one timeline). Replies are buffered and flushed whenever the
-//! client has no further request waiting, so a deep queue costs few system calls. In
-//! `emulated` latency mode a second thread per connection sends each reply at the wall-clock
-//! moment the emulated SSD completes the command (FEMU's approach), so clients measure the
-//! device's latency distribution.
+//! The server is a [`ssdlab_server::Protocol`]: the core (crates/server) accepts, limits, times
+//! out and shuts down; this module speaks NBD. A connection is an async task that reads
+//! requests and executes them on the shared [`Backend`] (one lock: the device is one
+//! timeline). Replies are collected while more requests are waiting and sent together when
+//! the client has nothing more queued; right before they go out, the journal records of the
+//! requests they acknowledge are written with one `write(2)` (group commit), so every reply
+//! still follows its journal record. In `emulated` latency mode a writer task per connection
+//! sends each reply at the wall-clock moment the emulated SSD completes the command (FEMU's
+//! approach), so clients measure the device's latency distribution.
 
-use std::collections::{BinaryHeap, HashMap};
-use std::io::{self, BufReader, BufWriter, ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::collections::BinaryHeap;
+use std::io::{self, ErrorKind};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use ssdlab_server::{Conn, Stats};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::backend::Backend;
 use crate::proto::*;
+
+pub use ssdlab_server::ConnEnd;
 
 /// One export: a byte range of the device, written with an optional FDP placement identifier.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,80 +64,71 @@ pub struct ServeOptions {
     /// PEM certificate chain and private key: TLS is then required of every client
     /// (NBD_OPT_STARTTLS, the protocol's FORCEDTLS mode), and non-loopback addresses allowed.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Seconds a client has for the whole handshake (0: the core's default, 10 s).
+    #[serde(default)]
+    pub handshake_timeout_s: f64,
+    /// Seconds without a byte after which a connection in transmission is closed (0: never;
+    /// an idle guest keeps its disk).
+    #[serde(default)]
+    pub idle_timeout_s: f64,
+    /// Listen on a non-loopback address without TLS (documented opt-in).
+    #[serde(default)]
+    pub allow_remote: bool,
 }
 
-/// Build the TLS server configuration from PEM files.
-pub fn tls_config(cert: &std::path::Path, key: &std::path::Path) -> Result<Arc<rustls::ServerConfig>, String> {
-    let open = |p: &std::path::Path| std::fs::File::open(p).map(io::BufReader::new).map_err(|e| format!("{}: {e}", p.display()));
-    let certs: Vec<_> =
-        rustls_pemfile::certs(&mut open(cert)?).collect::<Result<_, _>>().map_err(|e| format!("{}: {e}", cert.display()))?;
-    if certs.is_empty() {
-        return Err(format!("{}: no PEM certificate in it", cert.display()));
+impl ServeOptions {
+    /// Options for tests and embedders: loopback, port 0, default limits, quiet.
+    pub fn new(exports: Vec<Export>) -> ServeOptions {
+        ServeOptions {
+            listen: "127.0.0.1:0".into(),
+            exports,
+            latency: Latency::None,
+            max_connections: 16,
+            max_request: 32 << 20,
+            metrics_out: None,
+            quiet: true,
+            tls: None,
+            handshake_timeout_s: 0.0,
+            idle_timeout_s: 0.0,
+            allow_remote: false,
+        }
     }
-    let key_der = rustls_pemfile::private_key(&mut open(key)?)
-        .map_err(|e| format!("{}: {e}", key.display()))?
-        .ok_or_else(|| format!("{}: no PEM private key in it", key.display()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_single_cert(certs, key_der)
-        .map(Arc::new)
-        .map_err(|e| format!("TLS certificate/key: {e}"))
 }
 
-/// Longest wait for each read of the handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Build the TLS server configuration from PEM files (the core's loader).
+pub fn tls_config(cert: &std::path::Path, key: &std::path::Path) -> Result<Arc<rustls::ServerConfig>, String> {
+    ssdlab_server::tls::server_config(cert, key)
+}
+
+/// Smallest and largest accepted `--max-request`: one sector, and 2^31 - 1 bytes (the length
+/// field of a request is 32 bits; replies carry the payload in one chunk).
+pub const MAX_REQUEST_MIN: u32 = 512;
+pub const MAX_REQUEST_MAX: u32 = i32::MAX as u32;
 
 /// The read-only export whose contents are the live metrics.json.
 pub const METRICS_EXPORT: &str = "ssdlab-metrics";
 
 #[derive(Default)]
 struct Counters {
-    connections: AtomicU64,
     requests: AtomicU64,
     errors: AtomicU64,
-    protocol_errors: AtomicU64,
 }
 
-/// State shared by the accept loop and the connections.
+/// The NBD protocol and the disk it serves, shared by all connections.
 pub struct Server {
     backend: Mutex<Backend>,
     opts: ServeOptions,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    /// TLS configured: every client must STARTTLS (the core holds the certificate).
+    tls: bool,
     shutdown: Arc<AtomicBool>,
-    active: AtomicUsize,
     counters: Counters,
+    /// The core's connection counters (connections, refusals, timeouts, protocol errors).
+    core: Arc<Stats>,
     started: Instant,
 }
 
-/// How a connection ended (for logs; never fatal to the server).
-#[derive(Debug)]
-pub enum ConnEnd {
-    /// The client disconnected (NBD_CMD_DISC, NBD_OPT_ABORT or EOF).
-    Closed,
-    /// The client broke the protocol; the connection was dropped.
-    Protocol(String),
-    Io(io::Error),
-}
-
-impl From<io::Error> for ConnEnd {
-    fn from(e: io::Error) -> Self {
-        if matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) {
-            ConnEnd::Closed
-        } else if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
-            ConnEnd::Protocol("the client went silent during the handshake".into())
-        } else {
-            ConnEnd::Io(e)
-        }
-    }
-}
-
-impl From<ProtoError> for ConnEnd {
-    fn from(e: ProtoError) -> Self {
-        ConnEnd::Protocol(e.0)
-    }
+fn proto_err(e: ProtoError) -> ConnEnd {
+    ConnEnd::Protocol(e.0)
 }
 
 /// What the handshake settled on.
@@ -162,16 +158,16 @@ pub enum Haggle {
     Closed,
 }
 
-fn read_exact_or_closed<R: Read>(r: &mut R, buf: &mut [u8]) -> Result<(), ConnEnd> {
-    r.read_exact(buf).map_err(ConnEnd::from)
+async fn read_exact_or_closed<R: AsyncRead + Unpin>(r: &mut R, buf: &mut [u8]) -> Result<(), ConnEnd> {
+    r.read_exact(buf).await.map(|_| ()).map_err(ConnEnd::from)
 }
 
 /// Read and drop `n` bytes (a payload the server refuses), without allocating it.
-fn discard<R: Read>(r: &mut R, mut n: u64) -> Result<(), ConnEnd> {
+async fn discard<R: AsyncRead + Unpin>(r: &mut R, mut n: u64) -> Result<(), ConnEnd> {
     let mut buf = [0u8; 8192];
     while n > 0 {
         let k = n.min(buf.len() as u64) as usize;
-        read_exact_or_closed(r, &mut buf[..k])?;
+        read_exact_or_closed(r, &mut buf[..k]).await?;
         n -= k as u64;
     }
     Ok(())
@@ -204,17 +200,27 @@ impl Server {
         if names.windows(2).any(|w| w[0] == w[1]) {
             return Err("export names must be unique".into());
         }
-        let tls = match &opts.tls {
-            Some((cert, key)) => Some(tls_config(cert, key)?),
-            None => None,
-        };
+        if !(MAX_REQUEST_MIN..=MAX_REQUEST_MAX).contains(&opts.max_request) {
+            return Err(format!(
+                "--max-request {}: must be in {MAX_REQUEST_MIN}..={MAX_REQUEST_MAX} bytes (no client could read or write a sector otherwise)",
+                opts.max_request
+            ));
+        }
+        if opts.max_connections == 0 || opts.max_connections > ssdlab_server::MAX_CONNECTIONS_LIMIT {
+            return Err(format!("--max-connections {}: must be in 1..={}", opts.max_connections, ssdlab_server::MAX_CONNECTIONS_LIMIT));
+        }
+        for (name, v) in [("--handshake-timeout", opts.handshake_timeout_s), ("--idle-timeout", opts.idle_timeout_s)] {
+            if !(0.0..=1e9).contains(&v) {
+                return Err(format!("{name} {v}: seconds, 0 or more"));
+            }
+        }
         Ok(Arc::new(Server {
             backend: Mutex::new(backend),
-            tls,
+            tls: opts.tls.is_some(),
             opts,
             shutdown: Arc::new(AtomicBool::new(false)),
-            active: AtomicUsize::new(0),
             counters: Counters::default(),
+            core: Arc::new(Stats::default()),
             started: Instant::now(),
         }))
     }
@@ -233,11 +239,15 @@ impl Server {
         let mut m = self.backend().metrics();
         m["nbd"] = json!({
             "uptime_s": self.started.elapsed().as_secs_f64(),
-            "connections_total": self.counters.connections.load(Ordering::Relaxed),
-            "connections_active": self.active.load(Ordering::Relaxed),
+            "connections_total": Stats::get(&self.core.connections_total),
+            "connections_active": Stats::get(&self.core.connections_active),
+            "connections_refused": Stats::get(&self.core.refused),
+            "connections_evicted": Stats::get(&self.core.evicted),
+            "handshake_timeouts": Stats::get(&self.core.handshake_timeouts),
+            "idle_timeouts": Stats::get(&self.core.idle_timeouts),
             "requests": self.counters.requests.load(Ordering::Relaxed),
             "request_errors": self.counters.errors.load(Ordering::Relaxed),
-            "protocol_errors": self.counters.protocol_errors.load(Ordering::Relaxed),
+            "protocol_errors": Stats::get(&self.core.protocol_errors),
             "latency_mode": self.opts.latency,
             "exports": self.opts.exports,
         });
@@ -295,24 +305,24 @@ impl Server {
 
     /// The handshake without TLS, up to the transmission phase. Returns None if the client
     /// left (or asked for TLS, which the caller must then start: see [`Server::options`]).
-    pub fn handshake<S: Read + Write>(&self, s: &mut S) -> Result<Option<Session>, ConnEnd> {
-        let mut st = self.greeting(s)?;
-        match self.options(s, false, &mut st)? {
+    pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(&self, s: &mut S) -> Result<Option<Session>, ConnEnd> {
+        let mut st = self.greeting(s).await?;
+        match self.options(s, false, &mut st).await? {
             Haggle::Go(sess) => Ok(Some(sess)),
             Haggle::StartTls | Haggle::Closed => Ok(None),
         }
     }
 
     /// Send the greeting and read the client's flags.
-    pub fn greeting<S: Read + Write>(&self, s: &mut S) -> Result<Negotiation, ConnEnd> {
+    pub async fn greeting<S: AsyncRead + AsyncWrite + Unpin>(&self, s: &mut S) -> Result<Negotiation, ConnEnd> {
         let mut hello = Vec::with_capacity(18);
         hello.extend_from_slice(&NBDMAGIC.to_be_bytes());
         hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
         hello.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
-        s.write_all(&hello)?;
-        s.flush()?;
+        s.write_all(&hello).await?;
+        s.flush().await?;
         let mut cf = [0u8; 4];
-        read_exact_or_closed(s, &mut cf)?;
+        read_exact_or_closed(s, &mut cf).await?;
         let cflags = u32::from_be_bytes(cf);
         if cflags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
             return Err(ConnEnd::Protocol(format!("unknown client flags {cflags:#x}")));
@@ -322,40 +332,46 @@ impl Server {
 
     /// Option haggling, until the client picks an export, asks for TLS or leaves. With TLS
     /// configured, every option but STARTTLS and ABORT is refused until TLS is running.
-    pub fn options<S: Read + Write>(&self, s: &mut S, tls_active: bool, st: &mut Negotiation) -> Result<Haggle, ConnEnd> {
+    pub async fn options<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        s: &mut S,
+        tls_active: bool,
+        st: &mut Negotiation,
+    ) -> Result<Haggle, ConnEnd> {
         let no_zeroes = st.no_zeroes;
         let mut frozen: Option<Arc<Vec<u8>>> = None;
-        let tls_required = self.tls.is_some() && !tls_active;
+        let tls_required = self.tls && !tls_active;
         while st.options < 1024 {
             st.options += 1;
             let (structured, meta) = (st.structured, st.meta);
             let mut h = [0u8; 16];
-            read_exact_or_closed(s, &mut h)?;
-            let oh = parse_option_header(&h)?;
+            read_exact_or_closed(s, &mut h).await?;
+            let oh = parse_option_header(&h).map_err(proto_err)?;
             if oh.len > MAX_OPTION_BYTES {
-                discard(s, oh.len as u64)?;
+                discard(s, oh.len as u64).await?;
                 self.reply(
                     s,
                     oh.option,
                     REP_ERR_TOO_BIG,
                     format!("option data of {} bytes; at most {MAX_OPTION_BYTES}", oh.len).as_bytes(),
-                )?;
+                )
+                .await?;
                 continue;
             }
             let mut data = vec![0u8; oh.len as usize];
-            read_exact_or_closed(s, &mut data)?;
+            read_exact_or_closed(s, &mut data).await?;
             if self.shutdown.load(Ordering::Relaxed) && oh.option != OPT_ABORT {
                 if oh.option == OPT_EXPORT_NAME {
                     return Ok(Haggle::Closed);
                 }
-                self.reply(s, oh.option, REP_ERR_SHUTDOWN, b"the server is shutting down")?;
+                self.reply(s, oh.option, REP_ERR_SHUTDOWN, b"the server is shutting down").await?;
                 continue;
             }
             if tls_required && !matches!(oh.option, OPT_STARTTLS | OPT_ABORT) {
                 if oh.option == OPT_EXPORT_NAME {
                     return Err(ConnEnd::Protocol("NBD_OPT_EXPORT_NAME without TLS on a TLS-only server".into()));
                 }
-                self.reply(s, oh.option, REP_ERR_TLS_REQD, b"this server requires TLS: send NBD_OPT_STARTTLS first")?;
+                self.reply(s, oh.option, REP_ERR_TLS_REQD, b"this server requires TLS: send NBD_OPT_STARTTLS first").await?;
                 continue;
             }
             match oh.option {
@@ -372,35 +388,35 @@ impl Server {
                     if !no_zeroes {
                         r.extend_from_slice(&[0u8; 124]);
                     }
-                    s.write_all(&r)?;
-                    s.flush()?;
+                    s.write_all(&r).await?;
+                    s.flush().await?;
                     return Ok(Haggle::Go(Session { export: idx, structured, meta, frozen, tls: tls_active }));
                 }
                 OPT_ABORT => {
-                    let _ = self.reply(s, oh.option, REP_ACK, &[]);
+                    let _ = self.reply(s, oh.option, REP_ACK, &[]).await;
                     return Ok(Haggle::Closed);
                 }
                 OPT_LIST => {
                     if !data.is_empty() {
-                        self.reply(s, oh.option, REP_ERR_INVALID, b"NBD_OPT_LIST takes no data")?;
+                        self.reply(s, oh.option, REP_ERR_INVALID, b"NBD_OPT_LIST takes no data").await?;
                         continue;
                     }
                     for name in self.opts.exports.iter().map(|e| e.name.as_str()).chain([METRICS_EXPORT]) {
                         let mut p = (name.len() as u32).to_be_bytes().to_vec();
                         p.extend_from_slice(name.as_bytes());
-                        self.reply(s, oh.option, REP_SERVER, &p)?;
+                        self.reply(s, oh.option, REP_SERVER, &p).await?;
                     }
-                    self.reply(s, oh.option, REP_ACK, &[])?;
+                    self.reply(s, oh.option, REP_ACK, &[]).await?;
                 }
                 OPT_STARTTLS => {
                     if !data.is_empty() {
-                        self.reply(s, oh.option, REP_ERR_INVALID, b"NBD_OPT_STARTTLS takes no data")?;
+                        self.reply(s, oh.option, REP_ERR_INVALID, b"NBD_OPT_STARTTLS takes no data").await?;
                     } else if tls_active {
-                        self.reply(s, oh.option, REP_ERR_INVALID, b"TLS is already running")?;
-                    } else if self.tls.is_none() {
-                        self.reply(s, oh.option, REP_ERR_POLICY, b"TLS is not configured on this server (--tls-cert, --tls-key)")?;
+                        self.reply(s, oh.option, REP_ERR_INVALID, b"TLS is already running").await?;
+                    } else if !self.tls {
+                        self.reply(s, oh.option, REP_ERR_POLICY, b"TLS is not configured on this server (--tls-cert, --tls-key)").await?;
                     } else {
-                        self.reply(s, oh.option, REP_ACK, &[])?;
+                        self.reply(s, oh.option, REP_ACK, &[]).await?;
                         return Ok(Haggle::StartTls);
                     }
                 }
@@ -408,7 +424,7 @@ impl Server {
                     let go = match parse_go(&data) {
                         Ok(g) => g,
                         Err(e) => {
-                            self.reply(s, oh.option, REP_ERR_INVALID, e.0.as_bytes())?;
+                            self.reply(s, oh.option, REP_ERR_INVALID, e.0.as_bytes()).await?;
                             continue;
                         }
                     };
@@ -418,7 +434,8 @@ impl Server {
                             oh.option,
                             REP_ERR_UNKNOWN,
                             format!("no export named {:?}; NBD_OPT_LIST shows them", go.name).as_bytes(),
-                        )?;
+                        )
+                        .await?;
                         continue;
                     };
                     if idx == usize::MAX {
@@ -427,12 +444,12 @@ impl Server {
                     let mut p = INFO_EXPORT.to_be_bytes().to_vec();
                     p.extend_from_slice(&self.size_of(idx, &frozen).to_be_bytes());
                     p.extend_from_slice(&self.flags_for(idx, structured).to_be_bytes());
-                    self.reply(s, oh.option, REP_INFO, &p)?;
+                    self.reply(s, oh.option, REP_INFO, &p).await?;
                     let mut p = INFO_BLOCK_SIZE.to_be_bytes().to_vec();
                     for v in [1u32, 4096, self.opts.max_request] {
                         p.extend_from_slice(&v.to_be_bytes());
                     }
-                    self.reply(s, oh.option, REP_INFO, &p)?;
+                    self.reply(s, oh.option, REP_INFO, &p).await?;
                     for &i in &go.infos {
                         let text = match i {
                             INFO_NAME => {
@@ -448,36 +465,36 @@ impl Server {
                         if let Some(t) = text {
                             let mut p = i.to_be_bytes().to_vec();
                             p.extend_from_slice(t.as_bytes());
-                            self.reply(s, oh.option, REP_INFO, &p)?;
+                            self.reply(s, oh.option, REP_INFO, &p).await?;
                         }
                     }
-                    self.reply(s, oh.option, REP_ACK, &[])?;
+                    self.reply(s, oh.option, REP_ACK, &[]).await?;
                     if oh.option == OPT_GO {
                         return Ok(Haggle::Go(Session { export: idx, structured, meta, frozen, tls: tls_active }));
                     }
                 }
                 OPT_STRUCTURED_REPLY => {
                     if !data.is_empty() {
-                        self.reply(s, oh.option, REP_ERR_INVALID, b"NBD_OPT_STRUCTURED_REPLY takes no data")?;
+                        self.reply(s, oh.option, REP_ERR_INVALID, b"NBD_OPT_STRUCTURED_REPLY takes no data").await?;
                     } else {
                         st.structured = true;
-                        self.reply(s, oh.option, REP_ACK, &[])?;
+                        self.reply(s, oh.option, REP_ACK, &[]).await?;
                     }
                 }
                 OPT_LIST_META_CONTEXT | OPT_SET_META_CONTEXT => {
                     if !structured {
-                        self.reply(s, oh.option, REP_ERR_INVALID, b"negotiate structured replies first")?;
+                        self.reply(s, oh.option, REP_ERR_INVALID, b"negotiate structured replies first").await?;
                         continue;
                     }
                     let m = match parse_meta(&data) {
                         Ok(m) => m,
                         Err(e) => {
-                            self.reply(s, oh.option, REP_ERR_INVALID, e.0.as_bytes())?;
+                            self.reply(s, oh.option, REP_ERR_INVALID, e.0.as_bytes()).await?;
                             continue;
                         }
                     };
                     if self.find(&m.name).is_none() {
-                        self.reply(s, oh.option, REP_ERR_UNKNOWN, format!("no export named {:?}", m.name).as_bytes())?;
+                        self.reply(s, oh.option, REP_ERR_UNKNOWN, format!("no export named {:?}", m.name).as_bytes()).await?;
                         continue;
                     }
                     let list = oh.option == OPT_LIST_META_CONTEXT;
@@ -492,12 +509,12 @@ impl Server {
                     if wanted {
                         let mut p = (if list { 0 } else { BASE_ALLOCATION_ID }).to_be_bytes().to_vec();
                         p.extend_from_slice(BASE_ALLOCATION.as_bytes());
-                        self.reply(s, oh.option, REP_META_CONTEXT, &p)?;
+                        self.reply(s, oh.option, REP_META_CONTEXT, &p).await?;
                     }
-                    self.reply(s, oh.option, REP_ACK, &[])?;
+                    self.reply(s, oh.option, REP_ACK, &[]).await?;
                 }
                 other => {
-                    self.reply(s, other, REP_ERR_UNSUP, b"option not supported by ssdlab")?;
+                    self.reply(s, other, REP_ERR_UNSUP, b"option not supported by ssdlab").await?;
                 }
             }
         }
@@ -514,143 +531,217 @@ impl Server {
         }
     }
 
-    fn reply<S: Write>(&self, s: &mut S, option: u32, kind: u32, payload: &[u8]) -> io::Result<()> {
-        s.write_all(&option_reply(option, kind, payload))?;
-        s.flush()
+    async fn reply<S: AsyncWrite + Unpin>(&self, s: &mut S, option: u32, kind: u32, payload: &[u8]) -> io::Result<()> {
+        s.write_all(&option_reply(option, kind, payload)).await?;
+        s.flush().await
     }
 }
 
-/// Where replies go: straight into the socket buffer, or to a thread that sends each at its
-/// emulated completion time.
-enum Sink<W: Write + Send + 'static> {
-    Direct(BufWriter<W>),
-    Delayed { tx: Option<mpsc::Sender<(Instant, u64, Vec<u8>)>>, seq: u64, handle: Option<JoinHandle<io::Result<()>>> },
+/// Replies larger than this bypass the reply buffer (after it is sent).
+const REPLY_BUFFER_BYTES: usize = 256 * 1024;
+
+/// Where replies go. Replies wait in `buf` (or, with emulated latency, in `due`) until
+/// [`Replies::send`]: it first commits the journal records of everything executed so far
+/// (one `write(2)` for all the requests in flight), then hands the replies to the socket, or
+/// to the writer task that sends each at its emulated completion time.
+struct Replies<W: AsyncWrite + Unpin + Send + 'static> {
+    w: Option<W>,
+    buf: Vec<u8>,
+    delayed: Option<Delayed>,
 }
 
-impl<W: Write + Send + 'static> Sink<W> {
+struct Delayed {
+    tx: Option<tokio::sync::mpsc::UnboundedSender<(Instant, u64, Vec<u8>)>>,
+    seq: u64,
+    due: Vec<(Instant, Vec<u8>)>,
+    task: Option<tokio::task::JoinHandle<io::Result<()>>>,
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Replies<W> {
     fn new(w: W, latency: Latency) -> Self {
         match latency {
-            Latency::None => Sink::Direct(BufWriter::with_capacity(256 * 1024, w)),
+            Latency::None => Replies { w: Some(w), buf: Vec::with_capacity(REPLY_BUFFER_BYTES), delayed: None },
             Latency::Emulated => {
-                let (tx, rx) = mpsc::channel::<(Instant, u64, Vec<u8>)>();
-                let handle = std::thread::spawn(move || delayed_writer(w, rx));
-                Sink::Delayed { tx: Some(tx), seq: 0, handle: Some(handle) }
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                let task = tokio::spawn(delayed_writer(w, rx));
+                Replies { w: None, buf: Vec::new(), delayed: Some(Delayed { tx: Some(tx), seq: 0, due: vec![], task: Some(task) }) }
             }
         }
     }
 
-    /// Send `head` then `data` as one reply, due at `due`.
-    fn send(&mut self, due: Instant, head: &[u8], data: &[u8]) -> io::Result<()> {
-        match self {
-            Sink::Direct(w) => {
-                w.write_all(head)?;
-                w.write_all(data)
-            }
-            Sink::Delayed { tx, seq, .. } => {
-                let mut v = Vec::with_capacity(head.len() + data.len());
-                v.extend_from_slice(head);
-                v.extend_from_slice(data);
-                *seq += 1;
-                tx.as_ref().expect("open").send((due, *seq, v)).map_err(|_| io::Error::new(ErrorKind::BrokenPipe, "reply thread ended"))
+    /// Queue `head` then `data` as one reply, due at `due`.
+    async fn push(&mut self, srv: &Server, due: Instant, head: &[u8], data: &[u8]) -> Result<(), ConnEnd> {
+        if let Some(d) = self.delayed.as_mut() {
+            let mut v = Vec::with_capacity(head.len() + data.len());
+            v.extend_from_slice(head);
+            v.extend_from_slice(data);
+            d.due.push((due, v));
+            return Ok(());
+        }
+        if self.buf.len() + head.len() + data.len() > REPLY_BUFFER_BYTES {
+            self.send(srv).await?;
+            if head.len() + data.len() > REPLY_BUFFER_BYTES {
+                // A large read: straight to the socket (reads need no journal record, and
+                // the records of earlier requests were committed by send()).
+                let w = self.w.as_mut().expect("direct replies have a writer");
+                w.write_all(head).await?;
+                w.write_all(data).await?;
+                return Ok(());
             }
         }
+        self.buf.extend_from_slice(head);
+        self.buf.extend_from_slice(data);
+        Ok(())
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Sink::Direct(w) => w.flush(),
-            Sink::Delayed { .. } => Ok(()),
+    /// Commit the journal, then let the queued replies go.
+    async fn send(&mut self, srv: &Server) -> Result<(), ConnEnd> {
+        srv.backend().commit_journal().map_err(|e| ConnEnd::Io(io::Error::other(format!("journal: {e}"))))?;
+        if let Some(d) = self.delayed.as_mut() {
+            let tx = d.tx.as_ref().expect("open until finish");
+            for (due, bytes) in d.due.drain(..) {
+                d.seq += 1;
+                tx.send((due, d.seq, bytes)).map_err(|_| io::Error::new(ErrorKind::BrokenPipe, "reply writer ended"))?;
+            }
+            return Ok(());
         }
+        let w = self.w.as_mut().expect("direct replies have a writer");
+        if !self.buf.is_empty() {
+            w.write_all(&self.buf).await?;
+            self.buf.clear();
+        }
+        w.flush().await?;
+        Ok(())
     }
 
-    /// Flush everything and wait for pending replies.
-    fn finish(&mut self) -> io::Result<()> {
-        match self {
-            Sink::Direct(w) => w.flush(),
-            Sink::Delayed { tx, handle, .. } => {
-                drop(tx.take());
-                match handle.take().map(|h| h.join()) {
-                    Some(Ok(r)) => r,
-                    Some(Err(_)) => Err(io::Error::other("reply thread panicked")),
-                    None => Ok(()),
-                }
+    /// Send what is queued and wait for pending delayed replies.
+    async fn finish(&mut self, srv: &Server) -> Result<(), ConnEnd> {
+        self.send(srv).await?;
+        if let Some(d) = self.delayed.as_mut() {
+            drop(d.tx.take());
+            if let Some(t) = d.task.take() {
+                t.await.map_err(|_| io::Error::other("reply writer panicked"))??;
             }
         }
+        Ok(())
     }
 }
 
 /// Send each reply when due (earliest first); flush when nothing else is due yet.
-fn delayed_writer<W: Write>(w: W, rx: mpsc::Receiver<(Instant, u64, Vec<u8>)>) -> io::Result<()> {
-    let mut w = BufWriter::with_capacity(256 * 1024, w);
+async fn delayed_writer<W: AsyncWrite + Unpin>(
+    mut w: W,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<(Instant, u64, Vec<u8>)>,
+) -> io::Result<()> {
     let mut heap: BinaryHeap<std::cmp::Reverse<(Instant, u64, Vec<u8>)>> = BinaryHeap::new();
     let mut open = true;
     while open || !heap.is_empty() {
         let now = Instant::now();
+        let mut wrote = false;
         while heap.peek().is_some_and(|r| r.0 .0 <= now) {
             let std::cmp::Reverse((_, _, bytes)) = heap.pop().expect("peeked");
-            w.write_all(&bytes)?;
+            w.write_all(&bytes).await?;
+            wrote = true;
         }
-        w.flush()?;
-        let wait = heap.peek().map(|r| r.0 .0.saturating_duration_since(now));
+        if wrote {
+            w.flush().await?;
+        }
+        let next = heap.peek().map(|r| r.0 .0);
         if !open {
-            if let Some(d) = wait {
-                std::thread::sleep(d);
+            if let Some(t) = next {
+                tokio::time::sleep_until(t.into()).await;
             }
             continue;
         }
-        let got = match wait {
-            Some(d) => rx.recv_timeout(d),
-            None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+        let got = match next {
+            Some(t) => tokio::select! {
+                m = rx.recv() => Some(m),
+                _ = tokio::time::sleep_until(t.into()) => None,
+            },
+            None => Some(rx.recv().await),
         };
         match got {
-            Ok(item) => {
+            Some(Some(item)) => {
                 heap.push(std::cmp::Reverse(item));
                 while let Ok(item) = rx.try_recv() {
                     heap.push(std::cmp::Reverse(item));
                 }
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => open = false,
+            Some(None) => open = false,
+            None => {}
         }
     }
-    w.flush()
+    w.flush().await
+}
+
+/// Run `f` (which may fsync) without stalling the other connections of this worker thread.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
 }
 
 impl Server {
-    /// The transmission phase of one session, until the client disconnects.
-    pub fn transmission<R: Read, W: Write + Send + 'static>(&self, r: R, w: W, sess: &Session) -> Result<(), ConnEnd> {
-        let mut r = BufReader::with_capacity(256 * 1024, r);
-        // A TLS stream has one owner, so its replies cannot come from a second thread: emulated
-        // latency is then served by waiting before each reply (no pipelining across the wait).
-        let mode = if sess.tls { Latency::None } else { self.opts.latency };
-        let mut sink = Sink::new(w, mode);
-        let res = self.transmission_loop(&mut r, &mut sink, sess);
-        let fin = sink.finish();
-        res?;
-        fin.map_err(ConnEnd::from)
+    /// A whole session on a stream without TLS: handshake, then transmission (tests and
+    /// embedders; the network path is [`ssdlab_server::Protocol::serve`]).
+    pub async fn session<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(&self, mut s: S) -> Result<(), ConnEnd> {
+        match self.handshake(&mut s).await? {
+            Some(sess) => self.transmission(s, &sess).await,
+            None => Ok(()),
+        }
     }
 
-    fn transmission_loop<R: Read, W: Write + Send + 'static>(
+    /// The transmission phase of one session, until the client disconnects.
+    pub async fn transmission<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(&self, s: S, sess: &Session) -> Result<(), ConnEnd> {
+        let (r, w) = tokio::io::split(s);
+        let mut r = BufReader::with_capacity(256 * 1024, r);
+        let mut out = Replies::new(w, self.opts.latency);
+        let res = self.transmission_loop(&mut r, &mut out, sess).await;
+        let fin = out.finish(self).await;
+        res?;
+        fin
+    }
+
+    async fn transmission_loop<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static>(
         &self,
         r: &mut BufReader<R>,
-        sink: &mut Sink<W>,
+        out: &mut Replies<W>,
         sess: &Session,
     ) -> Result<(), ConnEnd> {
         let mut hdr = [0u8; REQUEST_BYTES];
         let mut buf: Vec<u8> = Vec::new();
         let mut head: Vec<u8> = Vec::with_capacity(64);
+        let max = self.opts.max_request;
         loop {
             if r.buffer().is_empty() {
-                sink.flush()?;
+                // The client has nothing more queued: journal, then replies.
+                out.send(self).await?;
             }
-            read_exact_or_closed(r, &mut hdr)?;
-            let req = parse_request(&hdr)?;
+            read_exact_or_closed(r, &mut hdr).await?;
+            let req = parse_request(&hdr).map_err(proto_err)?;
             self.counters.requests.fetch_add(1, Ordering::Relaxed);
             if req.kind == CMD_DISC {
                 return Ok(());
             }
             head.clear();
-            let outcome = self.execute(r, &req, sess, &mut buf);
+            // A write's payload is always consumed, accepted or not.
+            let mut oversize = false;
+            if req.kind == CMD_WRITE {
+                if req.len > max {
+                    discard(r, req.len as u64).await?;
+                    oversize = true;
+                } else {
+                    buf.resize(req.len as usize, 0);
+                    read_exact_or_closed(r, &mut buf[..]).await?;
+                }
+            }
+            let outcome = if oversize {
+                Err((EINVAL, format!("write of {} bytes exceeds the {max}-byte limit", req.len)))
+            } else if req.kind == CMD_FLUSH || req.flags & CMD_FLAG_FUA != 0 {
+                blocking(|| self.execute(&req, sess, &mut buf))
+            } else {
+                self.execute(&req, sess, &mut buf)
+            };
             let now = Instant::now();
             match outcome {
                 Ok((done, data_len)) => {
@@ -658,10 +749,6 @@ impl Server {
                         (Latency::Emulated, Some(t)) => self.backend().wall_of(t),
                         _ => now,
                     };
-                    if sess.tls && due > now {
-                        sink.flush()?;
-                        std::thread::sleep(due - now);
-                    }
                     if req.kind == CMD_READ && data_len == 0 {
                         // Nothing to send: an empty data chunk is not allowed.
                         if sess.structured {
@@ -669,7 +756,7 @@ impl Server {
                         } else {
                             simple_reply(&mut head, 0, req.cookie);
                         }
-                        sink.send(due, &head, &[])?;
+                        out.push(self, due, &head, &[]).await?;
                     } else if req.kind == CMD_READ {
                         if sess.structured {
                             chunk_header(&mut head, REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, req.cookie, 8 + data_len as u32);
@@ -677,13 +764,13 @@ impl Server {
                         } else {
                             simple_reply(&mut head, 0, req.cookie);
                         }
-                        sink.send(due, &head, &buf[..data_len])?;
+                        out.push(self, due, &head, &buf[..data_len]).await?;
                     } else if req.kind == CMD_BLOCK_STATUS {
                         chunk_header(&mut head, REPLY_FLAG_DONE, REPLY_TYPE_BLOCK_STATUS, req.cookie, data_len as u32);
-                        sink.send(due, &head, &buf[..data_len])?;
+                        out.push(self, due, &head, &buf[..data_len]).await?;
                     } else {
                         simple_reply(&mut head, 0, req.cookie);
-                        sink.send(due, &head, &[])?;
+                        out.push(self, due, &head, &[]).await?;
                     }
                 }
                 Err((code, msg)) => {
@@ -693,25 +780,17 @@ impl Server {
                     } else {
                         simple_reply(&mut head, code, req.cookie);
                     }
-                    sink.send(now, &head, &[])?;
+                    out.push(self, now, &head, &[]).await?;
                 }
             }
         }
     }
 
-    /// Execute one request. Ok((completion time, bytes of reply data in `buf`)); Err((NBD
-    /// error, message)). A write's payload is always consumed, accepted or not.
+    /// Execute one request (a write's payload is in `buf`). Ok((completion time, bytes of
+    /// reply data in `buf`)); Err((NBD error, message)).
     #[allow(clippy::type_complexity)]
-    fn execute<R: Read>(&self, r: &mut R, req: &Request, sess: &Session, buf: &mut Vec<u8>) -> Result<(Option<u64>, usize), (u32, String)> {
+    fn execute(&self, req: &Request, sess: &Session, buf: &mut Vec<u8>) -> Result<(Option<u64>, usize), (u32, String)> {
         let max = self.opts.max_request;
-        if req.kind == CMD_WRITE {
-            if req.len > max {
-                discard(r, req.len as u64).map_err(|_| (EIO, "connection lost".to_string()))?;
-                return Err((EINVAL, format!("write of {} bytes exceeds the {max}-byte limit", req.len)));
-            }
-            buf.resize(req.len as usize, 0);
-            read_exact_or_closed(r, &mut buf[..]).map_err(|_| (EIO, "connection lost reading the payload".to_string()))?;
-        }
         let allowed = match req.kind {
             CMD_READ => CMD_FLAG_FUA | CMD_FLAG_DF,
             CMD_WRITE | CMD_TRIM | CMD_FLUSH => CMD_FLAG_FUA,
@@ -801,12 +880,6 @@ fn block_status(buf: &mut Vec<u8>, extents: &[(u64, bool)]) -> usize {
     buf.len()
 }
 
-fn log(quiet: bool, msg: &str) {
-    if !quiet {
-        eprintln!("ssdlab serve: {msg}");
-    }
-}
-
 fn human(b: u64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut x = b as f64;
@@ -818,44 +891,105 @@ fn human(b: u64) -> String {
     format!("{x:.1} {}", units[u])
 }
 
-/// Serve until SIGINT/SIGTERM (or `stop` becomes true). SIGUSR1 writes metrics.json.
-/// Returns the final metrics.
-pub fn serve(srv: Arc<Server>, stop: Option<Arc<AtomicBool>>) -> Result<Value, String> {
-    let addr: SocketAddr =
-        srv.opts.listen.parse().map_err(|e| format!("--listen {:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:10809)", srv.opts.listen))?;
-    if !addr.ip().is_loopback() && srv.tls.is_none() {
-        return Err(format!("--listen {addr}: a non-loopback address needs TLS (--tls-cert and --tls-key): NBD traffic is otherwise unencrypted and unauthenticated"));
+impl ssdlab_server::Protocol for Server {
+    async fn serve(self: Arc<Self>, mut conn: Conn) -> ConnEnd {
+        let end = async {
+            let mut st = self.greeting(&mut conn).await?;
+            let sess = match self.options(&mut conn, false, &mut st).await? {
+                Haggle::Closed => return Ok(()),
+                Haggle::Go(sess) => sess,
+                Haggle::StartTls => {
+                    conn.start_tls().await.map_err(|e| ConnEnd::Protocol(format!("TLS: {e}")))?;
+                    match self.options(&mut conn, true, &mut st).await? {
+                        Haggle::Go(sess) => sess,
+                        _ => return Ok(()),
+                    }
+                }
+            };
+            // In transmission an idle client (a guest with nothing to do) is fine.
+            conn.established();
+            self.transmission(conn, &sess).await
+        };
+        match end.await {
+            Ok(()) => ConnEnd::Closed,
+            Err(e) => e,
+        }
     }
-    let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let dump = Arc::new(AtomicBool::new(false));
-    let mut sig_ids = vec![];
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        sig_ids.push(signal_hook::flag::register(sig, srv.shutdown.clone()).map_err(|e| e.to_string())?);
+
+    fn on_usr1(&self) {
+        let log = |m: String| eprintln!("ssdlab serve: {m}");
+        match self.dump_metrics() {
+            Ok(Some(p)) => {
+                if !self.opts.quiet {
+                    log(format!("wrote {}", p.display()))
+                }
+            }
+            Ok(None) => {
+                if !self.opts.quiet {
+                    log("SIGUSR1: no --metrics-out directory; use `ssdlab stats HOST:PORT`".into())
+                }
+            }
+            Err(e) => log(format!("writing metrics failed: {e}")),
+        }
     }
-    sig_ids.push(signal_hook::flag::register(signal_hook::consts::SIGUSR1, dump.clone()).map_err(|e| e.to_string())?);
+
+    fn on_shutdown(&self) -> Result<(), String> {
+        self.shutdown.store(true, Ordering::Relaxed);
+        self.backend().snapshot().map_err(|e| format!("saving the device state failed: {e}"))?;
+        match self.dump_metrics() {
+            Ok(Some(p)) if !self.opts.quiet => eprintln!("ssdlab serve: wrote {}", p.display()),
+            Ok(_) => {}
+            Err(e) => return Err(format!("writing metrics to {:?} failed: {e}", self.opts.metrics_out)),
+        }
+        Ok(())
+    }
+}
+
+/// Serve until SIGINT/SIGTERM (or `stop` returns true, polled every 100 ms). SIGUSR1 writes
+/// metrics.json. Returns the final metrics.
+pub fn serve(srv: Arc<Server>, stop: Option<&dyn Fn() -> bool>) -> Result<Value, String> {
+    let secs = |s: f64| Duration::from_secs_f64(s);
+    let core_opts = ssdlab_server::Options {
+        name: "ssdlab serve".into(),
+        listen: srv.opts.listen.clone(),
+        max_connections: srv.opts.max_connections,
+        handshake_timeout: if srv.opts.handshake_timeout_s > 0.0 {
+            secs(srv.opts.handshake_timeout_s)
+        } else {
+            ssdlab_server::DEFAULT_HANDSHAKE_TIMEOUT
+        },
+        idle_timeout: (srv.opts.idle_timeout_s > 0.0).then(|| secs(srv.opts.idle_timeout_s)),
+        evict_idle_after: None,
+        tls: srv.opts.tls.clone(),
+        tls_mode: ssdlab_server::TlsMode::StartTls,
+        tls_supported: true,
+        allow_remote: srv.opts.allow_remote,
+        quiet: srv.opts.quiet,
+        signals: true,
+        worker_threads: 0,
+        log_interval: Duration::from_secs(5),
+        stats: srv.core.clone(),
+    };
+    let server = ssdlab_server::Server::bind(core_opts, srv.clone())?;
     {
         let b = srv.backend();
         let rc = &b.recovery;
-        log(
-            srv.opts.quiet,
-            &format!(
-                "device ready ({}): {} in {:.3} s{}",
-                human(b.logical_bytes()),
-                rc.source,
-                rc.seconds,
-                if rc.journal_records_replayed > 0 || rc.imported_bytes > 0 {
-                    format!(
-                        " ({} journal records replayed, {} torn dropped, {} imported)",
-                        rc.journal_records_replayed,
-                        rc.torn_records_dropped,
-                        human(rc.imported_bytes)
-                    )
-                } else {
-                    String::new()
-                }
-            ),
-        );
+        server.log().info(format!(
+            "device ready ({}): {} in {:.3} s{}",
+            human(b.logical_bytes()),
+            rc.source,
+            rc.seconds,
+            if rc.journal_records_replayed > 0 || rc.imported_bytes > 0 {
+                format!(
+                    " ({} journal records replayed, {} torn dropped, {} imported)",
+                    rc.journal_records_replayed,
+                    rc.torn_records_dropped,
+                    human(rc.imported_bytes)
+                )
+            } else {
+                String::new()
+            }
+        ));
     }
     let names: Vec<String> = srv
         .opts
@@ -863,133 +997,13 @@ pub fn serve(srv: Arc<Server>, stop: Option<Arc<AtomicBool>>) -> Result<Value, S
         .iter()
         .map(|e| format!("{} ({}{})", e.name, human(e.size), e.placement.map(|p| format!(", placement {p}")).unwrap_or_default()))
         .collect();
-    log(
-        srv.opts.quiet,
-        &format!(
-            "listening on {} (latency {:?}{}); exports: {}, {METRICS_EXPORT}",
-            listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-            srv.opts.latency,
-            if srv.tls.is_some() { ", TLS required" } else { "" },
-            names.join(", ")
-        ),
-    );
-    let conns: Arc<Mutex<HashMap<u64, TcpStream>>> = Arc::new(Mutex::new(HashMap::new()));
-    let mut threads: Vec<JoinHandle<()>> = vec![];
-    let mut next_id = 0u64;
-    while !srv.shutdown.load(Ordering::Relaxed) && !stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
-        if dump.swap(false, Ordering::Relaxed) {
-            match srv.dump_metrics() {
-                Ok(Some(p)) => log(srv.opts.quiet, &format!("wrote {}", p.display())),
-                Ok(None) => log(srv.opts.quiet, "SIGUSR1: no --metrics-out directory; use `ssdlab stats HOST:PORT`"),
-                Err(e) => log(false, &format!("writing metrics failed: {e}")),
-            }
-        }
-        match listener.accept() {
-            Ok((s, peer)) => {
-                threads.retain(|t| !t.is_finished());
-                if srv.active.load(Ordering::Relaxed) >= srv.opts.max_connections {
-                    log(srv.opts.quiet, &format!("refused {peer}: {} connections open (--max-connections)", srv.opts.max_connections));
-                    drop(s);
-                    continue;
-                }
-                let _ = s.set_nonblocking(false);
-                let _ = s.set_nodelay(true);
-                let id = next_id;
-                next_id += 1;
-                if let Ok(c) = s.try_clone() {
-                    conns.lock().unwrap_or_else(|e| e.into_inner()).insert(id, c);
-                }
-                srv.active.fetch_add(1, Ordering::Relaxed);
-                srv.counters.connections.fetch_add(1, Ordering::Relaxed);
-                let (srv2, conns2) = (srv.clone(), conns.clone());
-                threads.push(std::thread::spawn(move || {
-                    let end = connection(&srv2, s);
-                    match end {
-                        ConnEnd::Closed => {}
-                        ConnEnd::Protocol(m) => {
-                            srv2.counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                            log(srv2.opts.quiet, &format!("{peer}: dropped: {m}"));
-                        }
-                        ConnEnd::Io(e) => log(srv2.opts.quiet, &format!("{peer}: {e}")),
-                    }
-                    conns2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-                    srv2.active.fetch_sub(1, Ordering::Relaxed);
-                }));
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => {
-                log(false, &format!("accept failed: {e}"));
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    }
-    srv.shutdown.store(true, Ordering::Relaxed);
-    log(srv.opts.quiet, "shutting down");
-    for (_, c) in conns.lock().unwrap_or_else(|e| e.into_inner()).drain() {
-        let _ = c.shutdown(std::net::Shutdown::Both);
-    }
-    for t in threads {
-        let _ = t.join();
-    }
-    for id in sig_ids {
-        signal_hook::low_level::unregister(id);
-    }
-    srv.backend().snapshot().map_err(|e| format!("saving the device state failed: {e}"))?;
-    if let Ok(Some(p)) = srv.dump_metrics() {
-        log(srv.opts.quiet, &format!("wrote {}", p.display()));
-    }
+    server.log().info(format!(
+        "listening on {} (latency {:?}{}); exports: {}, {METRICS_EXPORT}",
+        server.local_addr(),
+        srv.opts.latency,
+        if srv.tls { ", TLS required" } else { "" },
+        names.join(", ")
+    ));
+    server.run(stop)?;
     Ok(srv.metrics())
-}
-
-fn connection(srv: &Server, mut s: TcpStream) -> ConnEnd {
-    let mut run = || -> Result<(), ConnEnd> {
-        // A client that connects and says nothing must not hold a connection slot forever;
-        // once in transmission, idle clients (a guest with nothing to do) are fine.
-        s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
-        let mut st = srv.greeting(&mut s)?;
-        match srv.options(&mut s, false, &mut st)? {
-            Haggle::Closed => Ok(()),
-            Haggle::Go(sess) => {
-                s.set_read_timeout(None)?;
-                let r = s.try_clone()?;
-                srv.transmission(r, s.try_clone()?, &sess)
-            }
-            Haggle::StartTls => {
-                let cfg = srv.tls.clone().expect("STARTTLS is only accepted with TLS configured");
-                let conn = rustls::ServerConnection::new(cfg).map_err(|e| ConnEnd::Protocol(format!("TLS: {e}")))?;
-                let tls = Arc::new(Mutex::new(rustls::StreamOwned::new(conn, s.try_clone()?)));
-                let mut io = TlsIo(tls);
-                match srv.options(&mut io, true, &mut st)? {
-                    Haggle::Go(sess) => {
-                        s.set_read_timeout(None)?;
-                        srv.transmission(io.clone(), io, &sess)
-                    }
-                    _ => Ok(()),
-                }
-            }
-        }
-    };
-    match run() {
-        Ok(()) => ConnEnd::Closed,
-        Err(e) => e,
-    }
-}
-
-/// A TLS stream shared by the reading and the writing side of one connection thread.
-#[derive(Clone)]
-struct TlsIo(Arc<Mutex<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>>);
-
-impl Read for TlsIo {
-    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).read(b)
-    }
-}
-
-impl Write for TlsIo {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).write(b)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).flush()
-    }
 }

@@ -1,8 +1,9 @@
 //! The server on untrusted input: malformed handshakes and requests get errors or a dropped
 //! connection, never a panic; a corpus of known-bad sessions stays in the suite.
 
-use std::io::{Cursor, Read, Write};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use proptest::prelude::*;
 use ssdlab_core::media::presets::preset;
@@ -15,63 +16,34 @@ fn server() -> Arc<Server> {
     c.timing.enabled = false;
     let b = Backend::open(c, &BackendOptions::default()).unwrap();
     let exports = default_exports(b.config(), b.logical_bytes(), false);
-    let opts = ServeOptions {
-        listen: "127.0.0.1:0".into(),
-        exports,
-        latency: Latency::None,
-        max_connections: 4,
-        max_request: 1 << 20,
-        metrics_out: None,
-        quiet: true,
-        tls: None,
-    };
+    let opts = ServeOptions { max_connections: 4, max_request: 1 << 20, latency: Latency::None, ..ServeOptions::new(exports) };
     Server::new(b, opts).unwrap()
 }
 
-/// A connection whose client side is a fixed byte string.
-struct Pipe {
-    input: Cursor<Vec<u8>>,
-    output: Arc<Mutex<Vec<u8>>>,
-}
-impl Read for Pipe {
-    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
-        self.input.read(b)
-    }
-}
-impl Write for Pipe {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.output.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+/// Where the server's bytes go.
 #[derive(Clone)]
 struct Out(Arc<Mutex<Vec<u8>>>);
-impl Write for Out {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+impl tokio::io::AsyncWrite for Out {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, b: &[u8]) -> Poll<std::io::Result<usize>> {
         self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
+        Poll::Ready(Ok(b.len()))
     }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }
 
-/// Run a whole session on `client` bytes; returns (how it ended, what the server sent).
+/// Run a whole session on `client` bytes (a connection whose client side is a fixed byte
+/// string); returns (how it ended, what the server sent).
 fn session(srv: &Server, client: Vec<u8>) -> (Result<(), String>, Vec<u8>) {
     let out = Arc::new(Mutex::new(vec![]));
-    let mut p = Pipe { input: Cursor::new(client), output: out.clone() };
-    let end = match srv.handshake(&mut p) {
-        Ok(Some(sess)) => match srv.transmission(p.input, Out(out.clone()), &sess) {
-            Ok(()) => Ok(()),
-            Err(ConnEnd::Closed) => Ok(()),
-            Err(ConnEnd::Protocol(m)) => Err(m),
-            Err(ConnEnd::Io(e)) => Err(e.to_string()),
-        },
-        Ok(None) => Ok(()),
-        Err(ConnEnd::Closed) => Ok(()),
+    let stream = tokio::io::join(std::io::Cursor::new(client), Out(out.clone()));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let end = match rt.block_on(srv.session(stream)) {
+        Ok(()) | Err(ConnEnd::Closed) => Ok(()),
         Err(ConnEnd::Protocol(m)) => Err(m),
         Err(ConnEnd::Io(e)) => Err(e.to_string()),
     };

@@ -206,7 +206,11 @@ impl NativeDevice {
         let limits = Limits { ops: max_ops, ..Default::default() };
         let r = py.detach(|| dev.run_source(&mut src, lp, limits, &mut |p, f| watch.tick(p, f)));
         watch.done();
-        run_out(py, r.map_err(core_err)?)
+        let mut rep = r.map_err(core_err)?;
+        // What the trace held: the CLI reports skipped lines by number.
+        let (skipped, numbers) = src.skipped();
+        rep.metrics["trace"] = serde_json::json!({"records": src.records(), "skipped_lines": skipped, "skipped_line_numbers": numbers});
+        run_out(py, rep)
     }
 
     /// Write bytes at a sector-aligned offset; returns the completion time (ns). `placement`

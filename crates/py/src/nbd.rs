@@ -22,6 +22,12 @@ struct Opts {
     quiet: bool,
     tls_cert: Option<std::path::PathBuf>,
     tls_key: Option<std::path::PathBuf>,
+    #[serde(default)]
+    handshake_timeout_s: f64,
+    #[serde(default)]
+    idle_timeout_s: f64,
+    #[serde(default)]
+    allow_remote: bool,
 }
 
 /// Serve the device of `config` (a config dict) over NBD until SIGINT/SIGTERM; returns the
@@ -53,6 +59,9 @@ fn nbd_serve<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, options: &Bound<'
                 (None, None) => None,
                 _ => return Err(PyValueError::new_err("TLS needs both --tls-cert and --tls-key")),
             },
+            handshake_timeout_s: o.handshake_timeout_s,
+            idle_timeout_s: o.idle_timeout_s,
+            allow_remote: o.allow_remote,
         };
         let srv = Server::new(backend, opts).map_err(PyValueError::new_err)?;
         ssdlab_nbd::serve(srv, None).map_err(PyOSError::new_err)

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use ssdlab_spi::parts::{self, TimingMode};
-use ssdlab_spi::serprog::Server;
+use ssdlab_spi::serprog::{ServeOptions, Server};
 use ssdlab_spi::{Flash, Options, StuckBit};
 
 use crate::convert::to_py;
@@ -42,8 +42,7 @@ impl SpiFlash {
     ) -> PyResult<SpiFlash> {
         let part =
             parts::part(chip).ok_or_else(|| PyValueError::new_err(format!("unknown chip {chip:?}; valid: {}", parts::NAMES.join(", "))))?;
-        let timing =
-            TimingMode::parse(timing).ok_or_else(|| PyValueError::new_err(format!("timing must be 'typical' or 'max', got {timing:?}")))?;
+        let timing = TimingMode::parse(timing).map_err(PyValueError::new_err)?;
         let stuck_bits = stuck_bits.into_iter().map(|(addr, bit, value)| StuckBit { addr, bit, value }).collect();
         let opts = Options { timing, clock_hz, stuck_bits, erase_fail_after, unique_id };
         let mut flash = Flash::new(part, image.as_deref(), opts).map_err(spi_err)?;
@@ -113,9 +112,27 @@ impl SpiFlash {
     /// Serve flashrom's serprog on `listen` until a signal handler raises (Ctrl-C, or SIGTERM
     /// when the caller installed a handler). `on_listening(addr)` is called once bound. The GIL is
     /// released while serving; signals are checked every 100 ms. Returns a summary.
-    #[pyo3(signature = (listen, on_listening=None))]
-    fn serve<'py>(&mut self, py: Python<'py>, listen: &str, on_listening: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        let server = Server::bind(listen).map_err(spi_err)?;
+    #[pyo3(signature = (listen, on_listening=None, allow_remote=false, evict_idle_s=5.0, idle_timeout_s=0.0, quiet=false))]
+    #[allow(clippy::too_many_arguments)] // the Python keyword arguments, one each
+    fn serve<'py>(
+        &mut self,
+        py: Python<'py>,
+        listen: &str,
+        on_listening: Option<Bound<'py, PyAny>>,
+        allow_remote: bool,
+        evict_idle_s: f64,
+        idle_timeout_s: f64,
+        quiet: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let secs = |s: f64| (s > 0.0 && s.is_finite()).then(|| std::time::Duration::from_secs_f64(s));
+        let opts = ServeOptions {
+            allow_remote,
+            evict_idle_after: secs(evict_idle_s),
+            idle_timeout: secs(idle_timeout_s),
+            quiet,
+            ..ServeOptions::new(listen)
+        };
+        let server = Server::bind_with(opts).map_err(spi_err)?;
         let addr = server.local_addr().map_err(spi_err)?.to_string();
         if let Some(cb) = on_listening {
             cb.call1((addr,))?;
@@ -137,8 +154,12 @@ impl SpiFlash {
             server.run(flash, &stop)
         });
         let sum = res.map_err(spi_err)?;
+        // Ctrl-C (or SIGTERM turned into KeyboardInterrupt) is a clean stop; other errors a
+        // signal handler raised go to the caller.
         if let Some(e) = pending.into_inner().ok().flatten() {
-            return Err(e);
+            if !e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
+                return Err(e);
+            }
         }
         to_py(py, &sum)
     }

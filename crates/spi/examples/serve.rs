@@ -1,5 +1,6 @@
 //! A minimal serprog server without Python (for debugging and the benchmark):
 //! cargo run --release -p ssdlab-spi --example serve -- CHIP IMAGE 127.0.0.1:PORT [TRACE]
+//! (SSDLAB_SPI_TIMING=instant|max|scale=X picks the timing mode; datasheet by default)
 use std::path::Path;
 
 fn main() {
@@ -12,7 +13,13 @@ fn main() {
         eprintln!("unknown chip {}; valid: {}", a[1], ssdlab_spi::parts::NAMES.join(", "));
         std::process::exit(2)
     });
-    let mut flash = ssdlab_spi::Flash::new(part, Some(Path::new(&a[2])), Default::default()).unwrap_or_else(|e| {
+    let timing = std::env::var("SSDLAB_SPI_TIMING").unwrap_or_else(|_| "datasheet".into());
+    let timing = ssdlab_spi::TimingMode::parse(&timing).unwrap_or_else(|e| {
+        eprintln!("SSDLAB_SPI_TIMING: {e}");
+        std::process::exit(2)
+    });
+    let opts = ssdlab_spi::Options { timing, ..Default::default() };
+    let mut flash = ssdlab_spi::Flash::new(part, Some(Path::new(&a[2])), opts).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(1)
     });

@@ -65,6 +65,11 @@ pub struct Stats {
     pub chip_erases: u64,
     pub failed_erases: u64,
     pub status_writes: u64,
+    /// Busy time of the program, erase and status-write operations by the datasheet column
+    /// (typical, or max with `TimingMode::Max`), whatever the timing mode.
+    pub busy_ns_datasheet: u64,
+    /// Busy time the chip actually spent in simulated time (less with `instant` or `scale=X`).
+    pub busy_ns: u64,
 }
 
 /// What the running self-timed operation is (suspend needs to know).
@@ -126,6 +131,9 @@ pub struct Flash {
     frame: Frame,
     trace: Option<BufWriter<File>>,
     source: String,
+    /// Write-through deferred until [`Flash::write_back`] (serprog answers first).
+    defer_write_through: bool,
+    pending_writes: Vec<Range<u32>>,
 }
 
 const WIP: u8 = 0x01;
@@ -223,6 +231,8 @@ impl Flash {
             frame: Frame::default(),
             trace: None,
             source: "host".into(),
+            defer_write_through: false,
+            pending_writes: Vec::new(),
         };
         // Stuck bits are a property of the cells: apply them to the loaded contents too.
         let addrs: Vec<u32> = f.stuck.keys().copied().collect();
@@ -315,8 +325,29 @@ impl Flash {
         Ok(())
     }
 
+    /// Defer the image write of each program and erase until [`Flash::write_back`] (a server
+    /// sends its answer first and writes while the client reads it; it calls `write_back`
+    /// before it answers the next command). Turning it off writes back what is pending.
+    pub fn set_deferred_write_through(&mut self, on: bool) {
+        if !on {
+            self.write_back();
+        }
+        self.defer_write_through = on;
+    }
+
+    /// Write the deferred program and erase ranges to the image.
+    pub fn write_back(&mut self) {
+        let pending = std::mem::take(&mut self.pending_writes);
+        let deferred = std::mem::replace(&mut self.defer_write_through, false);
+        for r in pending {
+            self.write_through(r);
+        }
+        self.defer_write_through = deferred;
+    }
+
     /// Flush the trace and the image to the OS (and the image to disk).
     pub fn flush(&mut self) -> Result<(), Error> {
+        self.write_back();
         if let Some(t) = self.trace.as_mut() {
             t.flush().map_err(|e| Error::Io(format!("trace: {e}")))?;
         }
@@ -614,7 +645,17 @@ impl Flash {
         }
     }
 
-    /// A self-timed operation starts: WIP for `ns`, WEL cleared when it ends.
+    /// A self-timed operation whose datasheet time is `ns` starts: busy for the timing mode's
+    /// share of it (counted in the statistics either way). Returns the busy time.
+    fn start_op(&mut self, ns: u64, kind: Busy) -> u64 {
+        let applied = self.opts.timing.apply(ns);
+        self.stats.busy_ns_datasheet += ns;
+        self.stats.busy_ns += applied;
+        self.start_busy(applied, kind);
+        applied
+    }
+
+    /// WIP for `ns`, WEL cleared when it ends.
     fn start_busy(&mut self, ns: u64, kind: Busy) {
         self.busy_until_ns = self.now_ns.saturating_add(ns);
         self.wel_clears_when_ready = true;
@@ -672,7 +713,7 @@ impl Flash {
                 // A full page takes tPP; a partial one tBP1 + (n - 1) * tBP2, at most tPP.
                 let ns =
                     if n >= page as u64 { t.page_program_ns } else { (t.byte_first_ns + (n - 1) * t.byte_next_ns).min(t.page_program_ns) };
-                self.start_busy(ns, Busy::Program(base..base + page));
+                let ns = self.start_op(ns, Busy::Program(base..base + page));
                 self.stats.programs += 1;
                 self.stats.program_bytes += n;
                 format!("program {n} B at {addr:#x}, busy {ns} ns")
@@ -703,7 +744,7 @@ impl Flash {
                 }
                 let failed = self.erase(range.clone());
                 self.write_through(range.clone());
-                self.start_busy(ns, if len == self.part.size_bytes { Busy::Other } else { Busy::Erase(range.clone()) });
+                let ns = self.start_op(ns, if len == self.part.size_bytes { Busy::Other } else { Busy::Erase(range.clone()) });
                 match op {
                     0x20 => self.stats.sector_erases += 1,
                     0x52 => self.stats.block32_erases += 1,
@@ -721,13 +762,13 @@ impl Flash {
             }
             0xB9 => {
                 self.powered_down = true;
-                self.ready_at_ns = self.now_ns.saturating_add(self.part.power_down_ns);
+                self.ready_at_ns = self.now_ns.saturating_add(self.opts.timing.apply(self.part.power_down_ns));
                 "deep power-down".into()
             }
             0xAB => {
                 if self.powered_down {
                     self.powered_down = false;
-                    self.ready_at_ns = self.now_ns.saturating_add(self.part.release_ns);
+                    self.ready_at_ns = self.now_ns.saturating_add(self.opts.timing.apply(self.part.release_ns));
                     "released from deep power-down".into()
                 } else {
                     "device ID".into()
@@ -776,7 +817,7 @@ impl Flash {
                 self.wel_clears_when_ready = false;
                 self.suspended = None;
                 self.volatile_armed = false;
-                self.ready_at_ns = self.now_ns.saturating_add(self.part.reset_ns);
+                self.ready_at_ns = self.now_ns.saturating_add(self.opts.timing.apply(self.part.reset_ns));
                 "software reset".into()
             }
             _ => "read".into(),
@@ -842,7 +883,7 @@ impl Flash {
                 eprintln!("ssdlab-spi: cannot write {}: {e}", sp.display());
             }
         }
-        self.start_busy(tw_ns, Busy::Other);
+        let tw_ns = self.start_op(tw_ns, Busy::Other);
         format!("status = {:02x} {:02x} {:02x}, busy {tw_ns} ns", new[0], new[1], new[2])
     }
 
@@ -873,6 +914,10 @@ impl Flash {
     }
 
     fn write_through(&mut self, r: Range<u32>) {
+        if self.defer_write_through && self.image.is_some() {
+            self.pending_writes.push(r);
+            return;
+        }
         if let Some((f, p)) = self.image.as_ref() {
             if let Err(e) = f.write_all_at(&self.mem[r.start as usize..r.end as usize], r.start as u64) {
                 // The chip keeps working from memory; a lost write-through is reported, not fatal.

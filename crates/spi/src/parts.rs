@@ -28,19 +28,47 @@ pub struct OpTimes {
     pub write_status_ns: u64,
 }
 
-/// Which datasheet column the chip's busy times follow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How long the chip's self-timed operations keep it busy (in simulated time).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum TimingMode {
+    /// The datasheet's typical column (the default; also called "datasheet").
     Typical,
+    /// The datasheet's maximum column (worst case).
     Max,
+    /// No busy time: WIP never shows, so a host's polling loop ends at its first status read
+    /// (fast firmware loops). The datasheet time is still counted in the statistics.
+    Instant,
+    /// The typical column times a factor (e.g. 0.01: a hundred times faster than the part).
+    Scaled(f64),
 }
 
+/// Largest `scale=X` factor accepted.
+pub const SCALE_MAX: f64 = 1000.0;
+
 impl TimingMode {
-    pub fn parse(s: &str) -> Option<TimingMode> {
+    /// "datasheet" (= "typical"), "max", "instant" or "scale=X" (0 <= X <= 1000).
+    pub fn parse(s: &str) -> Result<TimingMode, String> {
+        let bad = || format!("timing {s:?}: expected datasheet (or typical), max, instant or scale=X with 0 <= X <= {SCALE_MAX}");
         match s {
-            "typ" | "typical" => Some(TimingMode::Typical),
-            "max" | "maximum" => Some(TimingMode::Max),
-            _ => None,
+            "datasheet" | "typ" | "typical" => Ok(TimingMode::Typical),
+            "max" | "maximum" => Ok(TimingMode::Max),
+            "instant" => Ok(TimingMode::Instant),
+            _ => {
+                let x: f64 = s.strip_prefix("scale=").ok_or_else(bad)?.parse().map_err(|_| bad())?;
+                if !(0.0..=SCALE_MAX).contains(&x) {
+                    return Err(bad());
+                }
+                Ok(TimingMode::Scaled(x))
+            }
+        }
+    }
+
+    /// The busy time this mode gives an operation that the datasheet column says takes `ns`.
+    pub fn apply(&self, ns: u64) -> u64 {
+        match self {
+            TimingMode::Typical | TimingMode::Max => ns,
+            TimingMode::Instant => 0,
+            TimingMode::Scaled(x) => (ns as f64 * x).round() as u64,
         }
     }
 }
@@ -260,8 +288,8 @@ pub fn part(name: &str) -> Option<Part> {
 impl Part {
     pub fn times(&self, mode: TimingMode) -> &OpTimes {
         match mode {
-            TimingMode::Typical => &self.typ,
             TimingMode::Max => &self.max,
+            TimingMode::Typical | TimingMode::Instant | TimingMode::Scaled(_) => &self.typ,
         }
     }
 

@@ -5,12 +5,17 @@
 //! SYNCNOP, S_BUSTYPE, O_SPIOP, S_SPI_FREQ, S_PIN_STATE. O_DELAY advances the chip's simulated
 //! clock when the operation buffer executes, so a host's busy-polling delays cost no real time.
 //! Everything else, and anything malformed or over a limit, gets NAK; parameters of the known
-//! parallel-bus commands are consumed first so the stream stays in step. One client at a time; a
-//! disconnect ends the session, not the server.
+//! parallel-bus commands are consumed first so the stream stays in step. The server runs on the
+//! async core (crates/server): one client has the chip at a time, a second one is refused at
+//! once unless the first has been idle for a while (then it takes over), the address is
+//! loopback unless explicitly opened up; a disconnect ends the session, not the server.
 
-use std::io::{self, BufReader, BufWriter, ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::time::{Duration, Instant};
+use std::io::{self, ErrorKind, Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ssdlab_server::{BlockingConn, Conn, ConnEnd};
 
 use crate::chip::Flash;
 use crate::Error;
@@ -232,31 +237,47 @@ pub fn respond(flash: &mut Flash, input: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A socket reader that keeps waiting through read timeouts, asking `stop` every 100 ms whether
-/// to give up (signals, shutdown).
-struct StopReader<'a> {
-    stream: TcpStream,
-    stop: &'a dyn Fn() -> bool,
-    last_check: Instant,
+/// Fuzzing entry point (fuzz/fuzz_targets/serprog.rs and the suite's corpus run): `data` as a
+/// client's byte stream. Never panics; every answer starts with ACK or NAK; [`frame_len`] says
+/// exactly what [`serve_one`] consumes; a refused client's answers are as long as a served one's
+/// would be for the queries it may make.
+pub fn fuzz_one(flash: &mut Flash, data: &[u8]) {
+    let out = respond(flash, data);
+    assert!(out.first().is_none_or(|&b| b == ACK || b == NAK));
+    let mut s = Session::default();
+    let mut at = 0;
+    while let Some(n) = frame_len(&data[at..]) {
+        let mut r = &data[at..];
+        let whole = data.len() - at >= n;
+        let mut busy = Vec::new();
+        match serve_one(flash, &mut s, &mut r, &mut Vec::new()) {
+            Ok(true) if whole => assert_eq!(data.len() - at - r.len(), n, "frame_len of {:#04x}", data[at]),
+            Err(_) if !whole => break,
+            other => panic!("{other:?} for a {} frame of {n} bytes", if whole { "whole" } else { "partial" }),
+        }
+        busy_answer(&data[at..at + n], &mut busy);
+        assert!(!busy.is_empty());
+        at += n;
+    }
 }
 
-const CHECK_EVERY: Duration = Duration::from_millis(100);
-
-impl Read for StopReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            if self.last_check.elapsed() >= CHECK_EVERY {
-                self.last_check = Instant::now();
-                if (self.stop)() {
-                    return Err(io::Error::other("stopped"));
-                }
-            }
-            match self.stream.read(buf) {
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => continue,
-                r => return r,
-            }
-        }
-    }
+/// How many bytes the command at the start of `buf` takes, parameters and data included;
+/// None while `buf` is too short to tell. [`serve_one`] consumes exactly this many bytes of a
+/// complete command (the property tests check it), so the server hands it whole commands only.
+pub fn frame_len(buf: &[u8]) -> Option<usize> {
+    let &cmd = buf.first()?;
+    let u24_at = |i: usize| buf.get(i..i + 3).map(u24);
+    Some(match cmd {
+        R_BYTE => 4,
+        R_NBYTES => 7,
+        O_WRITEB => 5,
+        O_WRITEN => 7 + u24_at(1)? as usize,
+        O_DELAY => 5,
+        S_BUSTYPE | S_PIN_STATE => 2,
+        S_SPI_FREQ => 5,
+        O_SPIOP => 7 + u24_at(1)? as usize,
+        _ => 1,
+    })
 }
 
 #[derive(Debug, Default, Clone, serde::Serialize)]
@@ -264,96 +285,263 @@ pub struct ServeSummary {
     pub clients: u64,
     pub commands: u64,
     pub naks: u64,
+    pub refused: u64,
+    pub evicted: u64,
+    pub timeouts: u64,
 }
 
-/// A serprog TCP server.
+/// Settings of the serprog server.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// HOST:PORT (loopback unless `allow_remote`; serprog has no TLS).
+    pub listen: String,
+    pub allow_remote: bool,
+    /// A client idle this long gives the chip to a new client that wants it (None: never).
+    pub evict_idle_after: Option<Duration>,
+    /// Close a client idle this long even if nobody waits (None: never).
+    pub idle_timeout: Option<Duration>,
+    /// A new client must send its first command within this time.
+    pub handshake_timeout: Duration,
+    pub quiet: bool,
+    /// Handle SIGINT/SIGTERM itself (Python callers poll their own signals instead).
+    pub signals: bool,
+}
+
+/// Defaults: a client idle for 5 s yields the chip to a newcomer; nobody else is cut.
+pub const DEFAULT_EVICT_IDLE: Duration = Duration::from_secs(5);
+
+impl ServeOptions {
+    pub fn new(listen: &str) -> ServeOptions {
+        ServeOptions {
+            listen: listen.to_string(),
+            allow_remote: false,
+            evict_idle_after: Some(DEFAULT_EVICT_IDLE),
+            idle_timeout: None,
+            handshake_timeout: ssdlab_server::DEFAULT_HANDSHAKE_TIMEOUT,
+            quiet: true,
+            signals: false,
+        }
+    }
+}
+
+/// The chip behind the protocol: one client at a time (a chip has one bus).
+struct Serprog {
+    flash: Mutex<Flash>,
+    clients: AtomicU64,
+    commands: AtomicU64,
+    naks: AtomicU64,
+    /// A write-through or trace error (reported when the server stops).
+    flush_error: Mutex<Option<String>>,
+}
+
+impl Serprog {
+    fn flash(&self) -> std::sync::MutexGuard<'_, Flash> {
+        self.flash.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Largest buffered command: O_SPIOP's 24-bit length plus its header.
+const FRAME_MAX: usize = 7 + 0xFF_FFFF;
+
+impl Serprog {
+    /// One session on a blocking thread: read what the client sent, answer every whole
+    /// command, send the answers together, then write the image ranges those commands changed
+    /// (while the client reads the answer), and read again.
+    fn session(&self, mut c: BlockingConn) -> ConnEnd {
+        let mut input: Vec<u8> = Vec::with_capacity(1 << 16);
+        let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
+        let mut chunk = vec![0u8; 1 << 16];
+        let mut s = Session::default();
+        let mut first = true;
+        let end = loop {
+            let mut pos = 0;
+            {
+                let mut flash = self.flash();
+                // The previous answer is out: its programs and erases go to the image now,
+                // before this batch is answered.
+                flash.write_back();
+                while let Some(n) = frame_len(&input[pos..]) {
+                    if input.len() - pos < n {
+                        break;
+                    }
+                    let mut frame = &input[pos..pos + n];
+                    // A whole frame never runs short, and writes to a Vec do not fail.
+                    let more = serve_one(&mut flash, &mut s, &mut frame, &mut out).expect("a whole serprog frame");
+                    assert!(more && frame.is_empty(), "serve_one consumes exactly frame_len bytes");
+                    pos += n;
+                }
+            }
+            if pos > 0 && first {
+                first = false;
+                c.established();
+            }
+            input.drain(..pos);
+            debug_assert!(input.len() < FRAME_MAX);
+            if !out.is_empty() {
+                if let Err(e) = c.write_all(&out) {
+                    break ConnEnd::from(e);
+                }
+                out.clear();
+                self.flash().write_back();
+            }
+            match c.read(&mut chunk) {
+                Ok(0) => break ConnEnd::Closed,
+                Ok(n) => input.extend_from_slice(&chunk[..n]),
+                Err(e) => break ConnEnd::from(e),
+            }
+        };
+        self.commands.fetch_add(s.commands, Ordering::Relaxed);
+        self.naks.fetch_add(s.naks, Ordering::Relaxed);
+        // A frame cut by a disconnect ends there (CS# high); the image and trace reach the OS.
+        let mut flash = self.flash();
+        flash.end();
+        if let Err(e) = flash.flush() {
+            *self.flush_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
+        }
+        end
+    }
+}
+
+impl ssdlab_server::Protocol for Serprog {
+    async fn serve(self: Arc<Self>, conn: Conn) -> ConnEnd {
+        self.clients.fetch_add(1, Ordering::Relaxed);
+        self.flash().set_source(&format!("serprog {}", conn.peer()));
+        let c = match conn.into_blocking() {
+            Ok(c) => c,
+            Err(e) => return ConnEnd::from(e),
+        };
+        let me = self.clone();
+        match tokio::task::spawn_blocking(move || me.session(c)).await {
+            Ok(end) => end,
+            Err(_) => ConnEnd::Io(io::Error::other("the serprog session panicked")),
+        }
+    }
+
+    async fn refused(self: Arc<Self>, mut conn: Conn, _why: ssdlab_server::Refused) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut input: Vec<u8> = Vec::with_capacity(256);
+        let mut out = Vec::with_capacity(256);
+        loop {
+            let mut pos = 0;
+            while let Some(n) = frame_len(&input[pos..]) {
+                if input.len() - pos < n {
+                    break;
+                }
+                busy_answer(&input[pos..pos + n], &mut out);
+                pos += n;
+            }
+            input.drain(..pos);
+            if !out.is_empty() && conn.write_all(&out).await.is_err() {
+                return;
+            }
+            out.clear();
+            // A refused client gets small commands only.
+            if input.len() > 4096 || !matches!(conn.read_buf(&mut input).await, Ok(n) if n > 0) {
+                return;
+            }
+        }
+    }
+}
+
+/// The programmer name a refused client sees (flashrom prints it).
+pub const BUSY_NAME: &[u8; 16] = b"BUSY:chip in use";
+
+/// The answer to one whole command from a client refused because another one has the chip:
+/// enough of the protocol for flashrom to synchronise and read the programmer name (which says
+/// the chip is in use), then no usable bus, so it stops with an error instead of hanging or
+/// dying of SIGPIPE on a closed socket.
+pub fn busy_answer(frame: &[u8], out: &mut Vec<u8>) {
+    match frame.first() {
+        Some(&NOP) => out.push(ACK),
+        Some(&SYNCNOP) => out.extend_from_slice(&[NAK, ACK]),
+        Some(&Q_IFACE) => out.extend_from_slice(&[ACK, 0x01, 0x00]),
+        Some(&Q_CMDMAP) => {
+            out.push(ACK);
+            out.extend_from_slice(&command_map());
+        }
+        Some(&Q_PGMNAME) => {
+            out.push(ACK);
+            out.extend_from_slice(BUSY_NAME);
+        }
+        Some(&Q_BUSTYPE) => out.extend_from_slice(&[ACK, 0x00]),
+        _ => out.push(NAK),
+    }
+}
+
+/// A serprog TCP server: bind first (to learn the port), then [`Server::run`] with a chip.
 pub struct Server {
-    listener: TcpListener,
+    listener: std::net::TcpListener,
+    opts: ServeOptions,
 }
 
 impl Server {
+    /// Bind `addr` (loopback only) with the default limits.
     pub fn bind(addr: &str) -> Result<Server, Error> {
-        let listener = TcpListener::bind(addr).map_err(|e| Error::Io(format!("cannot listen on {addr}: {e}")))?;
-        listener.set_nonblocking(true).map_err(|e| Error::Io(e.to_string()))?;
-        Ok(Server { listener })
+        Server::bind_with(ServeOptions::new(addr))
+    }
+
+    /// Bind with `opts` (the loopback rule: non-loopback only with `allow_remote`).
+    pub fn bind_with(opts: ServeOptions) -> Result<Server, Error> {
+        let listener = ssdlab_server::bind_listener(&opts.listen, false, false, opts.allow_remote).map_err(Error::Io)?;
+        Ok(Server { listener, opts })
     }
 
     pub fn local_addr(&self) -> Result<std::net::SocketAddr, Error> {
         self.listener.local_addr().map_err(|e| Error::Io(e.to_string()))
     }
 
-    /// Serve clients one after another until `stop` returns true (checked at least every 100
-    /// ms). Each program/erase is already in the image file; the trace is flushed per client.
-    pub fn run(&self, flash: &mut Flash, stop: &dyn Fn() -> bool) -> Result<ServeSummary, Error> {
-        // Once asked to stop, stay stopped (a signal is reported only once).
-        let stopped = std::cell::Cell::new(false);
-        let stop = &|| {
-            if !stopped.get() && stop() {
-                stopped.set(true);
-            }
-            stopped.get()
+    /// Serve clients until `stop` returns true (checked every 100 ms) or, with
+    /// `opts.signals`, SIGINT/SIGTERM. One client has the chip at a time: another one is
+    /// refused at once, unless the first has been idle for `evict_idle_after` (then the
+    /// newcomer takes over). Each program/erase is already in the image file; the image and
+    /// the trace are flushed per client and at the end.
+    pub fn run(self, flash: &mut Flash, stop: &dyn Fn() -> bool) -> Result<ServeSummary, Error> {
+        // The protocol owns the chip while serving; a small stand-in keeps `flash` valid.
+        let standin = Flash::new(crate::parts::w25q16jv(), None, Default::default())?;
+        flash.set_deferred_write_through(true);
+        let proto = Arc::new(Serprog {
+            flash: Mutex::new(std::mem::replace(flash, standin)),
+            clients: AtomicU64::new(0),
+            commands: AtomicU64::new(0),
+            naks: AtomicU64::new(0),
+            flush_error: Mutex::new(None),
+        });
+        let stats = Arc::new(ssdlab_server::Stats::default());
+        let core = ssdlab_server::Options {
+            name: "ssdlab spi".into(),
+            listen: self.opts.listen.clone(),
+            max_connections: 1,
+            handshake_timeout: self.opts.handshake_timeout,
+            idle_timeout: self.opts.idle_timeout,
+            evict_idle_after: self.opts.evict_idle_after,
+            tls: None,
+            tls_mode: ssdlab_server::TlsMode::StartTls,
+            tls_supported: false,
+            allow_remote: self.opts.allow_remote,
+            quiet: self.opts.quiet,
+            signals: self.opts.signals,
+            worker_threads: 1,
+            log_interval: Duration::from_secs(5),
+            stats: stats.clone(),
         };
-        let mut sum = ServeSummary::default();
-        loop {
-            if stop() {
-                break;
-            }
-            match self.listener.accept() {
-                Ok((stream, peer)) => {
-                    sum.clients += 1;
-                    let s = serve_client(flash, stream, &peer.to_string(), stop);
-                    sum.commands += s.commands;
-                    sum.naks += s.naks;
-                    flash.flush()?;
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                Err(e) => return Err(Error::Io(format!("accept: {e}"))),
-            }
-        }
+        let res = ssdlab_server::Server::with_listener(core, Some(self.listener), proto.clone()).and_then(|srv| srv.run(Some(stop)));
+        // Take the chip back whatever happened.
+        let standin = Flash::new(crate::parts::w25q16jv(), None, Default::default())?;
+        *flash = std::mem::replace(&mut *proto.flash(), standin);
+        flash.set_deferred_write_through(false);
+        res.map_err(Error::Io)?;
         flash.flush()?;
-        Ok(sum)
-    }
-}
-
-fn serve_client(flash: &mut Flash, stream: TcpStream, peer: &str, stop: &dyn Fn() -> bool) -> Session {
-    let mut s = Session::default();
-    let setup = (|| -> io::Result<TcpStream> {
-        stream.set_nonblocking(false)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(CHECK_EVERY))?;
-        stream.try_clone()
-    })();
-    let wstream = match setup {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("serprog: {peer}: {e}");
-            return s;
+        if let Some(e) = proto.flush_error.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            return Err(Error::Io(e));
         }
-    };
-    flash.set_source(&format!("serprog {peer}"));
-    let mut reader = BufReader::with_capacity(1 << 16, StopReader { stream, stop, last_check: Instant::now() });
-    let mut writer = BufWriter::with_capacity(1 << 16, wstream);
-    loop {
-        match serve_one(flash, &mut s, &mut reader, &mut writer) {
-            Ok(true) => {
-                // Answer as soon as the client has nothing more queued for us.
-                if reader.buffer().is_empty() && writer.flush().is_err() {
-                    break;
-                }
-            }
-            Ok(false) => break,
-            Err(e) => {
-                if e.kind() != ErrorKind::UnexpectedEof && e.kind() != ErrorKind::ConnectionReset && e.to_string() != "stopped" {
-                    eprintln!("serprog: {peer}: {e}");
-                }
-                break;
-            }
-        }
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Ok(ServeSummary {
+            clients: g(&proto.clients),
+            commands: g(&proto.commands),
+            naks: g(&proto.naks),
+            refused: ssdlab_server::Stats::get(&stats.refused),
+            evicted: ssdlab_server::Stats::get(&stats.evicted),
+            timeouts: ssdlab_server::Stats::get(&stats.handshake_timeouts) + ssdlab_server::Stats::get(&stats.idle_timeouts),
+        })
     }
-    let _ = writer.flush();
-    // A frame cut by a disconnect ends there (CS# high).
-    flash.end();
-    s
 }

@@ -214,3 +214,188 @@ proptest! {
         prop_assert_eq!(at, out.len());
     }
 }
+
+proptest! {
+    /// frame_len tells exactly how many bytes serve_one consumes for the command at the start.
+    #[test]
+    fn frame_len_matches_what_serve_one_consumes(input in prop::collection::vec(any::<u8>(), 1..400), cmds in prop::collection::vec(cmd(), 1..10)) {
+        for bytes in [input, cmds.iter().flat_map(|c| encode(c).0).collect::<Vec<u8>>()] {
+            let mut at = 0;
+            let mut f = flash();
+            let mut s = serprog::Session::default();
+            while let Some(n) = serprog::frame_len(&bytes[at..]) {
+                if bytes.len() - at < n {
+                    // An incomplete command: serve_one runs out of bytes inside it.
+                    let mut r = &bytes[at..];
+                    prop_assert!(serprog::serve_one(&mut f, &mut s, &mut r, &mut Vec::new()).is_err());
+                    break;
+                }
+                let mut r = &bytes[at..];
+                prop_assert!(serprog::serve_one(&mut f, &mut s, &mut r, &mut Vec::new()).unwrap());
+                prop_assert_eq!(bytes.len() - at - r.len(), n);
+                at += n;
+            }
+        }
+    }
+}
+
+#[test]
+fn frame_len_needs_the_length_field_of_variable_commands() {
+    assert_eq!(serprog::frame_len(&[]), None);
+    assert_eq!(serprog::frame_len(&[0x13, 0x05]), None);
+    assert_eq!(serprog::frame_len(&[0x13, 0x05, 0, 0]), Some(12));
+    assert_eq!(serprog::frame_len(&[0x0D, 0x01, 0x01, 0x00]), Some(7 + 257));
+    assert_eq!(serprog::frame_len(&[0x10]), Some(1));
+}
+
+mod over_tcp {
+    use super::*;
+    use ssdlab_spi::serprog::{ServeOptions, Server};
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    struct Running {
+        port: u16,
+        stop: Arc<AtomicBool>,
+        thread: Option<std::thread::JoinHandle<ssdlab_spi::serprog::ServeSummary>>,
+    }
+
+    fn start(opts: ServeOptions) -> Running {
+        let server = Server::bind_with(opts).unwrap();
+        let port = server.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = Some(std::thread::spawn(move || {
+            let mut f = flash();
+            server.run(&mut f, &|| stop2.load(Ordering::Relaxed)).unwrap()
+        }));
+        Running { port, stop, thread }
+    }
+
+    impl Running {
+        fn finish(mut self) -> ssdlab_spi::serprog::ServeSummary {
+            self.stop.store(true, Ordering::Relaxed);
+            self.thread.take().unwrap().join().unwrap()
+        }
+    }
+
+    fn ask(s: &mut TcpStream, cmd: &[u8], n: usize) -> Vec<u8> {
+        s.write_all(cmd).unwrap();
+        let mut v = vec![0u8; n];
+        s.read_exact(&mut v).unwrap();
+        v
+    }
+
+    fn connect(port: u16) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s
+    }
+
+    #[test]
+    fn a_second_client_is_refused_with_a_busy_name_while_the_first_is_served() {
+        let srv = start(ServeOptions::new("127.0.0.1:0"));
+        let mut first = connect(srv.port);
+        assert_eq!(ask(&mut first, &spiop(&[0x9F], 3), 4), vec![ACK, 0xEF, 0x40, 0x15]);
+        let mut second = connect(srv.port);
+        assert_eq!(ask(&mut second, &[0x10], 2), vec![NAK, ACK]);
+        let name = ask(&mut second, &[0x03], 17);
+        assert_eq!(&name[1..], serprog::BUSY_NAME);
+        assert_eq!(ask(&mut second, &spiop(&[0x9F], 3), 1), vec![NAK], "no chip access while refused");
+        // The first client keeps the chip.
+        assert_eq!(ask(&mut first, &spiop(&[0x9F], 3), 4), vec![ACK, 0xEF, 0x40, 0x15]);
+        drop((first, second));
+        let sum = srv.finish();
+        assert_eq!((sum.clients, sum.refused), (1, 1));
+    }
+
+    #[test]
+    fn an_idle_client_gives_the_chip_to_a_new_one_and_slow_loris_is_cut() {
+        let srv = start(ServeOptions {
+            evict_idle_after: Some(Duration::from_millis(300)),
+            handshake_timeout: Duration::from_millis(700),
+            ..ServeOptions::new("127.0.0.1:0")
+        });
+        let mut idle = connect(srv.port);
+        assert_eq!(ask(&mut idle, &[0x00], 1), vec![ACK]);
+        std::thread::sleep(Duration::from_millis(400));
+        let mut next = connect(srv.port);
+        assert_eq!(ask(&mut next, &spiop(&[0x9F], 3), 4), vec![ACK, 0xEF, 0x40, 0x15]);
+        let mut b = [0u8; 1];
+        assert_eq!(idle.read(&mut b).unwrap_or(0), 0, "the idle client was cut");
+        drop(next);
+        // Let the server see that client go (otherwise the next one is refused, not cut).
+        std::thread::sleep(Duration::from_millis(500));
+        // A client that trickles a command byte by byte never gets past its first command.
+        let mut loris = connect(srv.port);
+        let t0 = Instant::now();
+        for &byte in &spiop(&[0x9F], 3)[..6] {
+            if loris.write_all(&[byte]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert_eq!(loris.read(&mut b).unwrap_or(0), 0, "cut at the handshake deadline");
+        assert!(t0.elapsed() < Duration::from_secs(3));
+        let mut good = connect(srv.port);
+        assert_eq!(ask(&mut good, &[0x00], 1), vec![ACK]);
+        drop(good);
+        let sum = srv.finish();
+        assert!(sum.evicted >= 1 && sum.timeouts >= 1, "{sum:?}");
+    }
+
+    #[test]
+    fn a_program_is_in_the_image_file_before_the_next_command_is_answered() {
+        let dir = std::env::temp_dir().join(format!("ssdlab-serprog-wt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let image = dir.join("f.bin");
+        let server = Server::bind_with(ServeOptions::new("127.0.0.1:0")).unwrap();
+        let port = server.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (stop2, image2) = (stop.clone(), image.clone());
+        let t = std::thread::spawn(move || {
+            let mut f = Flash::new(parts::w25q16jv(), Some(&image2), Options::default()).unwrap();
+            server.run(&mut f, &|| stop2.load(Ordering::Relaxed)).unwrap();
+            f
+        });
+        let mut c = connect(port);
+        assert_eq!(ask(&mut c, &spiop(&[0x06], 0), 1), vec![ACK]);
+        assert_eq!(ask(&mut c, &spiop(&[0x02, 0x00, 0x10, 0x00, 0x12, 0x34], 0), 1), vec![ACK]);
+        // The answer to the program is out; the next answer comes after the image write.
+        assert_eq!(ask(&mut c, &[0x00], 1), vec![ACK]);
+        assert_eq!(&std::fs::read(&image).unwrap()[0x1000..0x1002], &[0x12, 0x34]);
+        drop(c);
+        stop.store(true, Ordering::Relaxed);
+        let f = t.join().unwrap();
+        assert_eq!(&f.contents()[0x1000..0x1002], &[0x12, 0x34], "the chip came back to the caller");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_connection_flood_does_not_disturb_the_client_that_has_the_chip() {
+        let srv = start(ServeOptions::new("127.0.0.1:0"));
+        let mut first = connect(srv.port);
+        assert_eq!(ask(&mut first, &spiop(&[0x9F], 3), 4), vec![ACK, 0xEF, 0x40, 0x15]);
+        let flood: Vec<TcpStream> = (0..500).map(|_| TcpStream::connect(("127.0.0.1", srv.port)).unwrap()).collect();
+        for _ in 0..100 {
+            assert_eq!(ask(&mut first, &spiop(&[0x05], 1), 2), vec![ACK, 0x00]);
+        }
+        drop(flood);
+        drop(first);
+        let sum = srv.finish();
+        // Up to 64 of the flood waited for the chip and got it once the first client left; the
+        // rest were refused at once.
+        assert_eq!(sum.clients + sum.refused, 501, "{sum:?}");
+        assert!(sum.refused >= 500 - ssdlab_server::WAITERS_AT_ONCE as u64, "{sum:?}");
+    }
+
+    #[test]
+    fn non_loopback_needs_the_explicit_opt_in() {
+        let e = Server::bind_with(ServeOptions::new("0.0.0.0:0")).err().unwrap().to_string();
+        assert!(e.contains("--allow-remote") && e.contains("no TLS"), "{e}");
+        assert!(Server::bind_with(ServeOptions { allow_remote: true, ..ServeOptions::new("0.0.0.0:0") }).is_ok());
+    }
+}

@@ -61,6 +61,13 @@
 //! A malformed line yields `Some(Err(Error::Trace { file, line, msg }))` where `msg` says what
 //! was expected; the next call continues with the following line. A missing fio header and I/O
 //! errors end the trace after being reported. No input makes the reader panic.
+//!
+//! Lines that are neither blank, comments, a header nor file bookkeeping (fio's add/open/close,
+//! v2's wait) and still yield no command are **skipped**: blkparse lines that are not events of
+//! the chosen action, requests of length 0, zoned operations. [`TraceReader::skipped`] counts
+//! them and keeps the first [`SKIPPED_LINES_KEPT`] line numbers. A trace that ends without one
+//! command is an error (`line` 0) saying how many lines it had and which were skipped: an
+//! empty file, a file whose lines are all skipped, or a binary file read as text.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -71,6 +78,8 @@ use crate::error::{Error, Result};
 
 /// The largest single request, in device sectors; longer requests are an error.
 pub const MAX_CMD_SECTORS: u32 = 65536;
+/// How many skipped line numbers a reader keeps for its report.
+pub const SKIPPED_LINES_KEPT: usize = 20;
 
 /// The supported trace formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +156,14 @@ pub struct TraceReader<R: BufRead> {
     last_at: u64,
     /// mqsim: raw time of the previous line.
     mq_prev_ns: Option<u64>,
+    /// Commands yielded so far.
+    records: u64,
+    /// The line being parsed is bookkeeping (a header, a file action, a wait), not a skip.
+    benign: bool,
+    skipped: u64,
+    skipped_lines: Vec<u64>,
+    /// Lines reported as errors (a trace that had them was not silently empty).
+    errors: u64,
 }
 
 /// Opens a trace file (see [`TraceReader::open`]).
@@ -183,7 +200,38 @@ impl<R: BufRead> TraceReader<R> {
             first_ns: None,
             last_at: 0,
             mq_prev_ns: None,
+            records: 0,
+            benign: false,
+            skipped: 0,
+            skipped_lines: Vec::new(),
+            errors: 0,
         }
+    }
+
+    /// Commands yielded so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Lines skipped so far, and the numbers of the first [`SKIPPED_LINES_KEPT`] of them.
+    pub fn skipped(&self) -> (u64, &[u64]) {
+        (self.skipped, &self.skipped_lines)
+    }
+
+    /// "12 lines skipped (lines 3, 5, ...)" or "" when none were.
+    pub fn skipped_summary(&self) -> String {
+        if self.skipped == 0 {
+            return String::new();
+        }
+        let nums: Vec<String> = self.skipped_lines.iter().map(|n| n.to_string()).collect();
+        let more = if self.skipped > self.skipped_lines.len() as u64 { ", ..." } else { "" };
+        format!(
+            "{} line{} skipped (line{} {}{more})",
+            self.skipped,
+            if self.skipped == 1 { "" } else { "s" },
+            if self.skipped == 1 { "" } else { "s" },
+            nums.join(", ")
+        )
     }
 
     /// blkparse: replay the events of this action (`Q` by default; `D` and `C` are also common).
@@ -217,6 +265,7 @@ impl<R: BufRead> TraceReader<R> {
             return self.fio_header(t);
         }
         if t.is_empty() || t.starts_with('#') {
+            self.benign = true;
             return Ok(None);
         }
         let req = match self.format {
@@ -273,6 +322,7 @@ impl<R: BufRead> TraceReader<R> {
     fn parse_msr(&mut self, t: &str) -> std::result::Result<Option<Req>, String> {
         let f: Vec<&str> = t.split(',').map(str::trim).collect();
         if self.line == 1 && !f[0].is_empty() && !f[0].bytes().all(|b| b.is_ascii_digit()) {
+            self.benign = true;
             return Ok(None); // header row
         }
         if f.len() != 7 {
@@ -349,6 +399,7 @@ impl<R: BufRead> TraceReader<R> {
     }
 
     fn fio_header(&mut self, t: &str) -> std::result::Result<Option<Cmd>, String> {
+        self.benign = true;
         if t == FIO_V2_HEADER {
             self.fio_version = Some(2);
             Ok(None)
@@ -385,7 +436,10 @@ impl<R: BufRead> TraceReader<R> {
         let action = rest[1];
         if rest.len() == 2 {
             return match action {
-                "add" | "open" | "close" => Ok(None),
+                "add" | "open" | "close" => {
+                    self.benign = true;
+                    Ok(None)
+                }
                 _ => Err(format!("expected a file action (add, open, close) after the file name, got {:?}", shorten(action))),
             };
         }
@@ -410,6 +464,7 @@ impl<R: BufRead> TraceReader<R> {
                 return Err("\"wait\" is not allowed in a version 3 iolog (timestamps give the timing)".to_string());
             }
             self.fio_clock_us = self.fio_clock_us.saturating_add(off);
+            self.benign = true;
             return Ok(None);
         }
         let t_us = ts_us.unwrap_or(self.fio_clock_us);
@@ -526,15 +581,42 @@ impl<R: BufRead> Source for TraceReader<R> {
                         self.err(format!("empty file: expected fio iolog header {FIO_V2_HEADER:?} or {FIO_V3_HEADER:?} on line 1"))
                     ));
                 }
+                if self.records == 0 && self.errors == 0 {
+                    let lines = self.line;
+                    self.line = 0;
+                    let why = if lines == 0 {
+                        "the file is empty".to_string()
+                    } else if self.skipped > 0 {
+                        format!("{}; is it a {} trace?", self.skipped_summary(), self.format.name())
+                    } else {
+                        "only blank lines, comments or headers".to_string()
+                    };
+                    return Some(Err(self.err(format!("no valid {} record in {lines} lines: {why}", self.format.name()))));
+                }
                 return None;
             }
             self.line += 1;
             let text = String::from_utf8_lossy(&buf).into_owned();
             self.buf = buf;
+            self.benign = false;
             match self.parse_line(&text) {
-                Ok(Some(cmd)) => return Some(Ok(cmd)),
-                Ok(None) => continue,
-                Err(msg) => return Some(Err(self.err(msg))),
+                Ok(Some(cmd)) => {
+                    self.records += 1;
+                    return Some(Ok(cmd));
+                }
+                Ok(None) => {
+                    if !self.benign {
+                        self.skipped += 1;
+                        if self.skipped_lines.len() < SKIPPED_LINES_KEPT {
+                            self.skipped_lines.push(self.line);
+                        }
+                    }
+                    continue;
+                }
+                Err(msg) => {
+                    self.errors += 1;
+                    return Some(Err(self.err(msg)));
+                }
             }
         }
     }
@@ -544,6 +626,32 @@ impl<R: BufRead> Iterator for TraceReader<R> {
     type Item = Result<Cmd>;
     fn next(&mut self) -> Option<Result<Cmd>> {
         self.next_cmd()
+    }
+}
+
+/// Fuzzing entry point (fuzz/fuzz_targets/trace.rs and the suite's corpus run): `data` read as
+/// a trace of every format, on a device of 4 KiB sectors. Never panics; every command it
+/// yields lies inside the device and within the per-command limit.
+pub fn fuzz_one(data: &[u8]) {
+    const LOGICAL: u64 = 1 << 20;
+    for format in [TraceFormat::Msr, TraceFormat::Blkparse, TraceFormat::Fio, TraceFormat::Disksim, TraceFormat::Mqsim] {
+        let mut r = TraceReader::new(data, "fuzz", format, 4096, LOGICAL);
+        let mut last_at = 0;
+        // Each call consumes at least one line, so this ends; the bound keeps it cheap.
+        for _ in 0..data.len() + 3 {
+            match r.next_cmd() {
+                None => break,
+                Some(Err(_)) => {}
+                Some(Ok(c)) => {
+                    assert!(c.lba + c.sectors as u64 <= LOGICAL, "{c:?} outside the device");
+                    assert!(c.sectors <= MAX_CMD_SECTORS);
+                    let at = c.at_ns.expect("traces stamp arrival times");
+                    assert!(at >= last_at, "arrival times never go back");
+                    last_at = at;
+                }
+            }
+        }
+        assert!(r.next_cmd().is_none(), "the reader ends after its last line");
     }
 }
 
@@ -639,6 +747,34 @@ mod tests {
         let v = all_ok(reader(text, TraceFormat::Blkparse, 4096, GIB_512 / 8).with_blkparse_action("C"));
         // 223490 * 512 = 114426880 bytes -> 4 KiB sector 27936 (offset 1024 into it), 4 KiB long -> 2 sectors
         assert_eq!(v, vec![c(Op::Write, 27936, 2, 0)]);
+    }
+
+    #[test]
+    fn a_trace_without_a_record_is_an_error_naming_its_skipped_lines() {
+        for (fmt, text, want) in [
+            (TraceFormat::Msr, "", "the file is empty"),
+            (TraceFormat::Msr, "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n", "only blank lines"),
+            (TraceFormat::Blkparse, "\u{1}\u{2}garbage\n\u{7f}\u{0}\nmore junk here and there ok\n", "3 lines skipped (lines 1, 2, 3)"),
+            (TraceFormat::Mqsim, "# comment\n\n", "only blank lines"),
+            (TraceFormat::Msr, "1,h,0,Read,0,0,0\n", "1 line skipped (line 1)"),
+        ] {
+            let mut r = reader(text, fmt, 512, GIB_512);
+            let (file, line, msg) = trace_err(r.next_cmd().unwrap().unwrap_err());
+            assert_eq!((file.as_str(), line), ("t.trace", 0), "{msg}");
+            assert!(msg.contains("no valid") && msg.contains(want), "{fmt:?}: {msg}");
+            assert!(r.next_cmd().is_none());
+        }
+        // With records, skipped lines are counted for the report.
+        let text = "junk\n  8,0    3        1     0.000000000   697  Q   W 8 + 8 [x]\nmore junk\n";
+        let mut r = reader(text, TraceFormat::Blkparse, 512, GIB_512);
+        let mut n = 0;
+        while let Some(c) = r.next_cmd() {
+            c.unwrap();
+            n += 1;
+        }
+        assert_eq!(n, 1);
+        assert_eq!(r.skipped(), (2, &[1u64, 3][..]));
+        assert_eq!(r.skipped_summary(), "2 lines skipped (lines 1, 3)");
     }
 
     #[test]

@@ -1,0 +1,295 @@
+//! One client connection as a protocol sees it: an async byte stream (TCP, or TLS once started)
+//! plus what the core needs to know about it (handshake done, last activity) and what the
+//! protocol may ask of the core (STARTTLS, "are we shutting down?", the rate-limited log).
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use crate::Shared;
+
+/// Why the core cut a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Cut {
+    /// The handshake did not finish within the handshake deadline.
+    Handshake = 1,
+    /// Nothing was read or written for the idle timeout.
+    Idle = 2,
+    /// Every slot was taken and a new client took this one's (see `Options::evict_idle_after`).
+    Evicted = 3,
+    /// The server is shutting down.
+    Shutdown = 4,
+}
+
+impl Cut {
+    fn from_u8(v: u8) -> Option<Cut> {
+        match v {
+            1 => Some(Cut::Handshake),
+            2 => Some(Cut::Idle),
+            3 => Some(Cut::Evicted),
+            4 => Some(Cut::Shutdown),
+            _ => None,
+        }
+    }
+}
+
+/// The core's view of a connection, shared between its task, its watchdog and the registry.
+pub(crate) struct Meter {
+    pub started: Instant,
+    established: AtomicBool,
+    /// Milliseconds since the server's epoch of the last byte read or written.
+    last_io_ms: AtomicU64,
+    cut: AtomicU8,
+    pub kick: Notify,
+    /// A connection handed to a blocking thread: the core shuts this socket down to cut it.
+    blocking: std::sync::Mutex<Option<std::net::TcpStream>>,
+}
+
+impl Meter {
+    pub fn new(epoch: Instant) -> Meter {
+        let now = Instant::now();
+        Meter {
+            started: now,
+            established: AtomicBool::new(false),
+            last_io_ms: AtomicU64::new(now.duration_since(epoch).as_millis() as u64),
+            cut: AtomicU8::new(0),
+            kick: Notify::new(),
+            blocking: std::sync::Mutex::new(None),
+        }
+    }
+    /// Wake a blocking thread that serves this connection (its socket is shut down).
+    pub fn shut_blocking(&self) {
+        if let Some(s) = self.blocking.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+    pub fn established(&self) -> bool {
+        self.established.load(Ordering::Acquire)
+    }
+    pub fn last_io(&self, epoch: Instant) -> Instant {
+        epoch + Duration::from_millis(self.last_io_ms.load(Ordering::Relaxed))
+    }
+    pub fn cut_reason(&self) -> Option<Cut> {
+        Cut::from_u8(self.cut.load(Ordering::Acquire))
+    }
+    /// Ask the watchdog to cut the connection (first reason wins).
+    pub fn cut(&self, why: Cut) {
+        let _ = self.cut.compare_exchange(0, why as u8, Ordering::AcqRel, Ordering::Acquire);
+        self.kick.notify_one();
+    }
+    fn touch(&self, epoch: Instant) {
+        self.last_io_ms.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    /// Only while STARTTLS swaps the plain stream for a TLS one.
+    Swapping,
+}
+
+/// A client connection handed to [`crate::Protocol::serve`]. It is an `AsyncRead +
+/// AsyncWrite` stream; reads and writes count as activity for the idle timeout.
+pub struct Conn {
+    stream: Stream,
+    peer: SocketAddr,
+    pub(crate) meter: Arc<Meter>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Conn {
+    pub(crate) fn new(tcp: TcpStream, peer: SocketAddr, meter: Arc<Meter>, shared: Arc<Shared>) -> Conn {
+        Conn { stream: Stream::Plain(tcp), peer, meter, shared }
+    }
+
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The handshake is over: from now on the idle timeout applies instead of the handshake
+    /// deadline. Protocols without a handshake call it at once (or let the core do it:
+    /// `Options::handshake` = false).
+    pub fn established(&self) {
+        self.meter.established.store(true, Ordering::Release);
+        self.meter.touch(self.shared.epoch);
+        self.meter.kick.notify_one();
+    }
+
+    /// Whether the server has TLS configured (so STARTTLS can be offered).
+    pub fn tls_available(&self) -> bool {
+        self.shared.tls.is_some()
+    }
+
+    pub fn is_tls(&self) -> bool {
+        matches!(self.stream, Stream::Tls(_))
+    }
+
+    /// Upgrade the connection to TLS (a protocol's STARTTLS). Bytes the client sent after its
+    /// STARTTLS request and before the TLS handshake must not have been read yet.
+    pub async fn start_tls(&mut self) -> io::Result<()> {
+        let Some(cfg) = self.shared.tls.clone() else {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "TLS is not configured"));
+        };
+        let tcp = match std::mem::replace(&mut self.stream, Stream::Swapping) {
+            Stream::Plain(t) => t,
+            other => {
+                self.stream = other;
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, "TLS is already running"));
+            }
+        };
+        let tls = tokio_rustls::TlsAcceptor::from(cfg).accept(tcp).await?;
+        self.stream = Stream::Tls(Box::new(tls));
+        self.meter.touch(self.shared.epoch);
+        Ok(())
+    }
+
+    /// True once the server started shutting down (protocols may refuse new work politely;
+    /// the core cuts the connection shortly after anyway).
+    pub fn shutting_down(&self) -> bool {
+        self.shared.shutdown.is_triggered()
+    }
+
+    /// The server's rate-limited log.
+    pub fn log(&self) -> &crate::log::RateLog {
+        &self.shared.log
+    }
+
+    fn touch(&self) {
+        self.meter.touch(self.shared.epoch);
+    }
+
+    /// The connection as a blocking std socket, for a protocol whose sessions are strict
+    /// request-response ping-pong with one client (serprog): a thread blocked in `read` answers
+    /// a round trip with two system calls where the event loop needs three (`epoll_wait`
+    /// too). The core still enforces the deadlines, evictions and shutdown: it shuts the
+    /// socket down, which ends the blocking `read`. Run the session with
+    /// `tokio::task::spawn_blocking`. Plain TCP only (Err with TLS).
+    pub fn into_blocking(self) -> io::Result<BlockingConn> {
+        let Stream::Plain(tcp) = self.stream else {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "a TLS connection cannot be served blocking"));
+        };
+        let std = tcp.into_std()?;
+        std.set_nonblocking(false)?;
+        *self.meter.blocking.lock().unwrap_or_else(|e| e.into_inner()) = Some(std.try_clone()?);
+        // Cut while converting: the watchdog may already have fired.
+        if self.meter.cut_reason().is_some() || self.shared.shutdown.is_triggered() {
+            self.meter.shut_blocking();
+        }
+        Ok(BlockingConn { tcp: std, peer: self.peer, meter: self.meter, epoch: self.shared.epoch })
+    }
+}
+
+/// A connection served from a blocking thread (see [`Conn::into_blocking`]); reads and writes
+/// count as activity.
+pub struct BlockingConn {
+    tcp: std::net::TcpStream,
+    peer: SocketAddr,
+    meter: Arc<Meter>,
+    epoch: Instant,
+}
+
+impl BlockingConn {
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+    /// See [`Conn::established`].
+    pub fn established(&self) {
+        self.meter.established.store(true, Ordering::Release);
+        self.meter.touch(self.epoch);
+        self.meter.kick.notify_one();
+    }
+}
+
+impl std::io::Read for BlockingConn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.tcp.read(buf)?;
+        if n > 0 {
+            self.meter.touch(self.epoch);
+        }
+        Ok(n)
+    }
+}
+
+impl std::io::Write for BlockingConn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.tcp.write(buf)?;
+        if n > 0 {
+            self.meter.touch(self.epoch);
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.tcp.flush()
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = match &mut self.stream {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Swapping => Poll::Ready(Err(io::Error::other("read during STARTTLS"))),
+        };
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.touch();
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let r = match &mut self.stream {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::Swapping => Poll::Ready(Err(io::Error::other("write during STARTTLS"))),
+        };
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        r
+    }
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let r = match &mut self.stream {
+            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            Stream::Swapping => Poll::Ready(Err(io::Error::other("write during STARTTLS"))),
+        };
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        r
+    }
+    fn is_write_vectored(&self) -> bool {
+        match &self.stream {
+            Stream::Plain(s) => s.is_write_vectored(),
+            Stream::Tls(s) => s.is_write_vectored(),
+            Stream::Swapping => false,
+        }
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.stream {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Swapping => Poll::Ready(Ok(())),
+        }
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.stream {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Swapping => Poll::Ready(Ok(())),
+        }
+    }
+}

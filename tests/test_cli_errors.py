@@ -1,0 +1,92 @@
+"""Every subcommand, given bad values, ends with one line naming the option or file and what
+was expected: no Python traceback, no usage dump, exit status 2 (1 for a failed run)."""
+
+import socket
+
+import pytest
+
+from clitools import ssdlab
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    (d / "binary.toml").write_bytes(b"\x00\xff\xfe\x80" * 8)
+    (d / "empty.csv").write_text("")
+    (d / "onlybad.csv").write_text("not,a,trace\n")
+    (d / "garbage.blk").write_bytes(bytes(range(256)) * 4)
+    (d / "dev.toml").write_text('preset = "tiny"\n[timing]\nenabled = false\n')
+    (d / "badkey.toml").write_text('preset = "tiny"\n[ftl]\nspare_factor = "lots"\n')
+    (d / "spec.toml").write_text('[device]\npreset = "tiny"\n[cache]\nnope = 1\n')
+    return d
+
+
+CASES = [
+    # (arguments, text the one line must contain)
+    (["run", "{d}/missing.toml", "--out", "{d}/o"], "missing.toml"),
+    (["run", "{d}/binary.toml", "--out", "{d}/o"], "UTF-8"),
+    (["run", "{d}", "--out", "{d}/o"], "is a directory"),
+    (["run", "{d}/badkey.toml", "--out", "{d}/o"], "spare_factor"),
+    (["replay", "{d}/empty.csv", "--format", "msr", "--preset", "tiny", "--out", "{d}/o"], "empty"),
+    (["replay", "{d}/onlybad.csv", "--format", "msr", "--preset", "tiny", "--out", "{d}/o"], "no valid msr record"),
+    (["replay", "{d}/garbage.blk", "--format", "blkparse", "--preset", "tiny", "--out", "{d}/o"], "lines skipped"),
+    (["replay", "{d}/empty.csv", "--format", "nope", "--out", "{d}/o"], "--format"),
+    (["replay", "{d}/empty.csv", "--format", "msr", "--queue-depth", "0", "--out", "{d}/o"], "--queue-depth"),
+    (["replay", "{d}/empty.csv", "--format", "msr", "--max-ops", "-1", "--out", "{d}/o"], "--max-ops"),
+    (["replay", "{d}", "--format", "msr", "--out", "{d}/o"], "is a directory"),
+    (["report", "{d}/missing-run"], "missing-run"),
+    (["config", "check", "{d}/binary.toml"], "UTF-8"),
+    (["config", "check", "{d}/missing.toml"], "missing.toml"),
+    (["config", "show", "no-such-preset"], "no-such-preset"),
+    (["config", "frobnicate"], "action"),
+    (["reproduce", "no-such-experiment"], "no-such-experiment"),
+    (["sweep", "{d}/missing.toml", "--out", "{d}/o"], "missing.toml"),
+    (["sweep", "{d}/binary.toml", "--out", "{d}/o"], "UTF-8"),
+    (["cache", "run", "{d}/binary.toml", "--out", "{d}/o"], "UTF-8"),
+    (["sweep", "{d}/dev.toml", "--out", "{d}/o", "--jobs", "0"], "--jobs"),
+    (["serve", "{d}/dev.toml", "--max-connections", "0"], "--max-connections"),
+    (["serve", "{d}/dev.toml", "--max-request", "0"], "--max-request"),
+    (["serve", "{d}/dev.toml", "--listen", "0.0.0.0:0"], "loopback"),
+    (["serve", "{d}/dev.toml", "--export", "bad"], "--export"),
+    (["stats", "nonsense"], "nonsense"),
+    (["stats", "127.0.0.1:{port}"], "127.0.0.1"),
+    (["spi", "serve", "--image", "{d}/f.bin", "--clock-hz", "-1"], "--clock-hz"),
+    (["spi", "serve", "--image", "{d}/f.bin", "--stuck-bit", "99999999999:9:7"], "address"),
+    (["spi", "serve", "--image", "{d}/f.bin", "--timing", "warp"], "--timing"),
+    (["spi", "frobnicate"], "spi_action"),
+    (["cache", "serve", "{d}/spec.toml", "--max-connections", "0"], "--max-connections"),
+    (["cache", "run", "{d}/missing.toml", "--out", "{d}/o"], "missing.toml"),
+    (["cache", "run", "{d}/spec.toml", "--out", "{d}/o"], "nope"),
+    (["cache", "convert", "{d}/empty.csv"], "--format"),
+    (["nonsense-command"], "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("args,want", CASES, ids=[" ".join(a[:2]) + f" #{i}" for i, (a, _) in enumerate(CASES)])
+def test_bad_values_give_one_line_errors(files, args, want):
+    port = _free_port()
+    argv = [a.format(d=files, port=port) for a in args]
+    p = ssdlab(*argv, check=False, timeout=120)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode in (1, 2), (argv, p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr, (argv, p.stderr)
+    assert len(lines) == 1, (argv, p.stderr)
+    assert want in lines[0], (argv, want, p.stderr)
+
+
+def test_replay_reports_skipped_lines_by_number(tmp_path):
+    from pathlib import Path
+
+    trace = Path(__file__).parent / "data" / "traces" / "sample.blkparse.txt"
+    p = ssdlab("replay", trace, "--format", "blkparse", "--preset", "tiny", "--out", tmp_path / "o")
+    assert "7 records replayed, 19 lines skipped (lines 15, 16, 17, 18, 19, 26," in p.stderr, p.stderr
+    import json
+
+    t = json.loads((tmp_path / "o" / "metrics.json").read_text())["trace"]
+    assert t["records"] == 7 and t["skipped_lines"] == 19 and t["skipped_line_numbers"][:2] == [15, 16]
