@@ -13,6 +13,7 @@ demo: setup
 	.venv/bin/ssdlab reproduce flashblox --quick
 	.venv/bin/ssdlab reproduce flac --quick
 	.venv/bin/ssdlab reproduce lsm-deletion --quick
+	.venv/bin/ssdlab reproduce dpuswap --quick
 
 test: setup lint test-rust test-python
 

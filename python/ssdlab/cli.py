@@ -289,6 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .lsm import add_cli as add_kv_cli
 
     add_kv_cli(sub)
+    from .dpuswap import add_cli as add_rmml_cli
+
+    add_rmml_cli(sub)
     return p
 
 

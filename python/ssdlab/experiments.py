@@ -39,6 +39,7 @@ KINDS: Dict[str, str] = {
     "flashblox": "ssdlab.vssd:EXPERIMENT",
     "flac": "ssdlab.flacrepro:EXPERIMENT",
     "lsm-deletion": "ssdlab.lsm:EXPERIMENT",
+    "dpuswap": "ssdlab.dpuswap:EXPERIMENT",
 }
 
 

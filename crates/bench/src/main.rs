@@ -1,7 +1,7 @@
 //! `make bench`: simulator speed and memory, printed as figures and ratios to the goals.
 //!
 //! Usage: ssdlab-bench [--gib N] [--device-writes X] [--only NAME]
-//!   NAME: notiming | timing | desnoyers | personalities | memory | spi | spi-instant | cache | vssd | lsm
+//!   NAME: notiming | timing | desnoyers | personalities | memory | spi | spi-instant | cache | vssd | lsm | rmml
 //!
 //! `desnoyers` runs Desnoyers' C simulator (pjd-nu/sssl-ftlsim's greedy engine, built outside
 //! the repo as /work/shared/bench/README.md shows) beside ssdlab on the same device, when the
@@ -11,6 +11,7 @@
 use std::time::Instant;
 
 mod lsm;
+mod rmml;
 mod spi;
 
 use ssdlab_core::config::{GcPolicy, Pattern, WorkloadConfig};
@@ -38,7 +39,7 @@ fn parse_args() -> Args {
             "--only" => a.only = Some(val),
             "--memory-tib" => a.memory_tib = val.parse().expect("--memory-tib X"),
             "-h" | "--help" => {
-                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|desnoyers|personalities|memory|spi|spi-instant|cache|vssd|lsm] [--memory-tib T (default 2)]");
+                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|desnoyers|personalities|memory|spi|spi-instant|cache|vssd|lsm|rmml] [--memory-tib T (default 2)]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other}"),
@@ -382,5 +383,8 @@ fn main() {
     }
     if want("lsm") {
         lsm::run();
+    }
+    if want("rmml") {
+        rmml::run_all();
     }
 }

@@ -20,6 +20,7 @@ mod lsm;
 mod nbd;
 mod ocssd;
 mod progress;
+mod rmml;
 mod spi;
 mod vssd;
 mod zns;
@@ -42,5 +43,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     vssd::register(m)?;
     flac::register(m)?;
     lsm::register(m)?;
+    rmml::register(m)?;
     Ok(())
 }

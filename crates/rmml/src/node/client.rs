@@ -1,0 +1,172 @@
+//! The RMML's side of a node connection: one TCP stream, requests in turn, one reconnect when
+//! the stream breaks. A node that came back with a new instance number lost every region it
+//! held: requests on those regions fail with [`Error::Lost`], new allocations go on.
+
+use std::io::{BufReader, BufWriter, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use super::proto::*;
+use super::store::Refusal;
+use super::{MemoryNode, NodeStat};
+use crate::error::{Error, Result};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const IO_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub struct TcpNode {
+    addr: String,
+    index: usize,
+    conn: Option<(BufReader<TcpStream>, BufWriter<TcpStream>)>,
+    /// The node's instance as of the last HELLO (0 before the first).
+    instance: u32,
+}
+
+impl TcpNode {
+    /// Connect to the node at `addr` (HOST:PORT); `index` names it in errors.
+    pub fn connect(addr: &str, index: usize) -> Result<TcpNode> {
+        let mut n = TcpNode { addr: addr.to_string(), index, conn: None, instance: 0 };
+        n.reconnect()?;
+        Ok(n)
+    }
+
+    pub fn instance(&self) -> u32 {
+        self.instance
+    }
+
+    fn down(&self, msg: impl std::fmt::Display) -> Error {
+        Error::Node { node: self.index, addr: self.addr.clone(), msg: msg.to_string() }
+    }
+
+    fn reconnect(&mut self) -> Result<()> {
+        self.conn = None;
+        let sa = self
+            .addr
+            .to_socket_addrs()
+            .map_err(|e| self.down(format!("bad address: {e}")))?
+            .next()
+            .ok_or_else(|| self.down("address resolves to nothing"))?;
+        let s = TcpStream::connect_timeout(&sa, CONNECT_TIMEOUT).map_err(|e| self.down(format!("cannot connect: {e}")))?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(IO_TIMEOUT))?;
+        s.set_write_timeout(Some(IO_TIMEOUT))?;
+        let r = s.try_clone()?;
+        self.conn = Some((BufReader::with_capacity(1 << 16, r), BufWriter::with_capacity(1 << 16, s)));
+        let mut out = Vec::new();
+        self.exchange(Request { op: OP_HELLO, len: 0, region: 0, offset: 0 }, &[], &mut out)?;
+        let st = decode_stat(&out).ok_or_else(|| self.down("not an RMML memory node (bad HELLO reply)"))?;
+        self.instance = st.instance;
+        Ok(())
+    }
+
+    /// One request and its reply on the current connection. Refusals are errors; a broken
+    /// stream is an `io::Error` wrapped in `Error::Io`.
+    fn exchange(&mut self, q: Request, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        let (r, w) = self.conn.as_mut().ok_or_else(|| Error::Io(std::io::ErrorKind::NotConnected.into()))?;
+        w.write_all(&q.encode())?;
+        w.write_all(data)?;
+        w.flush()?;
+        let (status, len) = read_reply_header(r)?;
+        if len > MAX_IO_BYTES {
+            return Err(Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("reply of {len} bytes"))));
+        }
+        out.resize(len as usize, 0);
+        std::io::Read::read_exact(r, out)?;
+        if status != 0 {
+            return Err(Refusal::error_of(status, String::from_utf8_lossy(out).into_owned(), self.index, &self.addr));
+        }
+        Ok(())
+    }
+
+    /// A request with one reconnect on a broken stream. A request on a region of an earlier
+    /// life of the node is not retried: that region is gone.
+    fn call(&mut self, q: Request, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        match self.exchange(q, data, out) {
+            Err(Error::Io(first)) => {
+                self.reconnect().map_err(|e| self.down(format!("{first}; reconnect failed: {e}")))?;
+                if q.region != 0 && (q.region >> 32) as u32 != self.instance {
+                    return Err(Error::Lost(format!("node {} ({}) restarted: region {:#x} is gone", self.index, self.addr, q.region)));
+                }
+                self.exchange(q, data, out).map_err(|e| match e {
+                    Error::Io(e) => self.down(e),
+                    e => e,
+                })
+            }
+            r => r,
+        }
+    }
+}
+
+impl MemoryNode for TcpNode {
+    fn addr(&self) -> String {
+        self.addr.clone()
+    }
+    fn stat(&mut self) -> Result<NodeStat> {
+        let mut out = Vec::new();
+        self.call(Request { op: OP_STAT, len: 0, region: 0, offset: 0 }, &[], &mut out)?;
+        let st = decode_stat(&out).ok_or_else(|| self.down("bad STAT reply"))?;
+        self.instance = st.instance;
+        Ok(st)
+    }
+    fn alloc(&mut self, len: u64) -> Result<u64> {
+        let mut out = Vec::new();
+        self.call(Request { op: OP_ALLOC, len: 0, region: 0, offset: len }, &[], &mut out)?;
+        let h: [u8; 8] = out.as_slice().try_into().map_err(|_| self.down("bad ALLOC reply"))?;
+        Ok(u64::from_le_bytes(h))
+    }
+    fn free(&mut self, region: u64) -> Result<()> {
+        self.call(Request { op: OP_FREE, len: 0, region, offset: 0 }, &[], &mut Vec::new())
+    }
+    fn write(&mut self, region: u64, offset: u64, data: &[u8]) -> Result<()> {
+        let len = u32::try_from(data.len()).ok().filter(|&l| l <= MAX_IO_BYTES).ok_or_else(|| self.down("write too large"))?;
+        self.call(Request { op: OP_WRITE, len, region, offset }, data, &mut Vec::new())
+    }
+    fn read(&mut self, region: u64, offset: u64, out: &mut [u8]) -> Result<()> {
+        let len = u32::try_from(out.len()).ok().filter(|&l| l <= MAX_IO_BYTES).ok_or_else(|| self.down("read too large"))?;
+        let mut buf = Vec::with_capacity(out.len());
+        self.call(Request { op: OP_READ, len, region, offset }, &[], &mut buf)?;
+        if buf.len() != out.len() {
+            return Err(self.down(format!("read returned {} bytes, asked {}", buf.len(), out.len())));
+        }
+        out.copy_from_slice(&buf);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::server::NodeServer;
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    fn start(cap: u64) -> (String, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+        let srv = NodeServer::bind("127.0.0.1:0", cap).unwrap();
+        let addr = srv.local_addr().to_string();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        (addr, stop, std::thread::spawn(move || srv.run(&s2).unwrap()))
+    }
+
+    #[test]
+    fn tcp_round_trip_and_refusals() {
+        let (addr, stop, h) = start(1 << 20);
+        let mut n = TcpNode::connect(&addr, 3).unwrap();
+        let st = n.stat().unwrap();
+        assert_eq!((st.capacity_bytes, st.used_bytes), (1 << 20, 0));
+        let r = n.alloc(4096).unwrap();
+        n.write(r, 10, b"remote").unwrap();
+        let mut out = [0u8; 6];
+        n.read(r, 10, &mut out).unwrap();
+        assert_eq!(&out, b"remote");
+        assert!(matches!(n.alloc(2 << 20), Err(Error::NoSpace(_))));
+        assert!(matches!(n.read(r, 4095, &mut out), Err(Error::Node { node: 3, .. })));
+        n.free(r).unwrap();
+        assert!(matches!(n.read(r, 0, &mut out), Err(Error::Lost(_))));
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+        // The node is gone: a clear error naming it, not a hang.
+        let e = n.stat().unwrap_err().to_string();
+        assert!(e.contains(&addr), "{e}");
+    }
+}

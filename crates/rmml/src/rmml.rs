@@ -1,0 +1,712 @@
+//! The remote memory management layer (RMML) as it runs on the DPU: a virtually contiguous swap
+//! device over remote memory nodes.
+//!
+//! - Coarse blocks: the device is mapped in `block_bytes` blocks (1 MiB), so the map holds one
+//!   entry per MiB (`BlockLoc`, 8 bytes) rather than one per page.
+//! - Block groups: `group_blocks` consecutive logical blocks share one contiguous remote region
+//!   (`Group`), written as a log: a block written back is appended at the region's write
+//!   pointer; its previous copy becomes garbage.
+//! - Compression and packing: a block is compressed whole (lz4 or zstd) and stored as a 32-byte
+//!   header (logical block address, compressed length, codec, CRC) followed by its payload,
+//!   records packed back to back at 8-byte alignment.
+//! - Reclamation: a block whose pages were all discarded is dropped from the map at once, and a
+//!   group left without live blocks frees its region. A group whose region is full, or whose
+//!   garbage passes `reclaim_garbage_fraction`, is compacted: its region is read, its live
+//!   records (found by walking the headers) are packed into a new region sized to them plus
+//!   `region_slack`, and the old region is freed.
+//! - Load balancing: a new or compacted region goes to the node with the lowest used fraction;
+//!   when the nodes' used fractions differ by more than `balance_threshold`, a group moves from
+//!   the fullest node.
+//! - DPU cache: whole decompressed blocks, write-back (see cache.rs). A hit crosses PCIe only.
+//!
+//! Time is modelled (see link.rs): a host request pays PCIe plus, on a cache miss, the RDMA
+//! fetch and decompression on a DPU core. Write-back and compaction run in the background on
+//! the same RDMA lane and cores, so they delay later misses only through those resources.
+
+use serde_json::json;
+
+use crate::cache::BlockCache;
+use crate::codec::{Codec, Coder};
+use crate::config::RmmlConfig;
+use crate::device::{check, PageBits, SwapDevice, PAGE_BYTES};
+use crate::error::{Error, Result};
+use crate::header::{Header, HEADER_BYTES};
+use crate::link::{Lane, Lanes};
+use crate::node::MemoryNode;
+use crate::pool::Pool;
+
+const NONE: u32 = u32::MAX;
+/// Write-backs between load-balancing checks.
+const BALANCE_EVERY: u64 = 16;
+
+#[derive(Debug, Clone, Copy)]
+struct BlockLoc {
+    /// Offset of the block's record in its group's region, or NONE.
+    off: u32,
+    /// Bytes of the record (header + payload + padding).
+    rec: u32,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Group {
+    node: u16,
+    /// Remote region handle; 0 = the group has no region.
+    region: u64,
+    cap: u32,
+    /// End of the last record.
+    wp: u32,
+    /// Bytes of live records.
+    live: u32,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Stats {
+    reads: u64,
+    writes: u64,
+    discards: u64,
+    read_bytes: u64,
+    write_bytes: u64,
+    read_hits: u64,
+    read_misses: u64,
+    write_hits: u64,
+    write_misses: u64,
+    read_modify_writes: u64,
+    zero_reads: u64,
+    fetches: u64,
+    fetch_bytes: u64,
+    write_backs: u64,
+    write_back_bytes: u64,
+    raw_bytes_compressed: u64,
+    stored_bytes: u64,
+    stored_raw_blocks: u64,
+    compactions: u64,
+    compaction_bytes: u64,
+    migrations: u64,
+    regions_reclaimed: u64,
+    blocks_dropped: u64,
+    node_failures: u64,
+    pages_lost: u64,
+}
+
+pub struct Rmml {
+    cfg: RmmlConfig,
+    pool: Pool,
+    coder: Coder,
+    cache: BlockCache,
+    blocks: Vec<BlockLoc>,
+    groups: Vec<Group>,
+    valid: PageBits,
+    lost: PageBits,
+    valid_in_block: Vec<u16>,
+    pcie: Lane,
+    rdma: Lane,
+    cores: Lanes,
+    seq: u64,
+    record: Vec<u8>,
+    region_buf: Vec<u8>,
+    packed: Vec<u8>,
+    balance_cursor: usize,
+    st: Stats,
+}
+
+impl Rmml {
+    pub fn new(cfg: RmmlConfig, nodes: Vec<Box<dyn MemoryNode>>) -> Result<Rmml> {
+        cfg.validate()?;
+        let pool = Pool::new(nodes)?;
+        if pool.len() > u16::MAX as usize {
+            return Err(Error::Config("too many nodes".into()));
+        }
+        let blocks = cfg.blocks();
+        let pages = cfg.capacity_bytes / PAGE_BYTES;
+        Ok(Rmml {
+            coder: Coder::new(cfg.codec, cfg.zstd_level, cfg.block_bytes as usize)?,
+            cache: BlockCache::new(cfg.cache_slots(), cfg.block_bytes as usize, cfg.cache_policy),
+            blocks: vec![BlockLoc { off: NONE, rec: 0 }; blocks as usize],
+            groups: vec![Group::default(); blocks.div_ceil(cfg.group_blocks as u64) as usize],
+            valid: PageBits::new(pages),
+            lost: PageBits::new(pages),
+            valid_in_block: vec![0; blocks as usize],
+            pcie: Lane::default(),
+            rdma: Lane::default(),
+            cores: Lanes::new(cfg.dpu_cores as usize),
+            seq: 0,
+            record: Vec::with_capacity(cfg.block_bytes as usize + 2 * HEADER_BYTES),
+            region_buf: Vec::new(),
+            packed: Vec::new(),
+            balance_cursor: 0,
+            st: Stats::default(),
+            pool,
+            cfg,
+        })
+    }
+
+    pub fn config(&self) -> &RmmlConfig {
+        &self.cfg
+    }
+
+    fn ppb(&self) -> u64 {
+        self.cfg.pages_per_block()
+    }
+
+    /// Split `[offset, offset+len)` into (block, byte offset in block, length) pieces.
+    fn pieces(&self, offset: u64, len: u64) -> Vec<(u64, usize, usize)> {
+        let bb = self.cfg.block_bytes;
+        let mut v = Vec::new();
+        let mut at = offset;
+        while at < offset + len {
+            let b = at / bb;
+            let n = (bb - at % bb).min(offset + len - at);
+            v.push((b, (at % bb) as usize, n as usize));
+            at += n;
+        }
+        v
+    }
+
+    // ---- remote operations, with failure handling ----
+
+    /// A node failed (unreachable, or restarted and lost our regions): every block it held that
+    /// the DPU does not cache is lost; cached copies survive and are marked dirty so they are
+    /// written elsewhere.
+    fn node_failed(&mut self, node: usize, err: &Error) {
+        self.pool.failed(node, err);
+        self.st.node_failures += 1;
+        let n = self.cfg.group_blocks as u64;
+        let ppb = self.ppb();
+        for g in 0..self.groups.len() {
+            let gr = self.groups[g];
+            if gr.region == 0 || gr.node as usize != node {
+                continue;
+            }
+            for b in g as u64 * n..((g as u64 + 1) * n).min(self.blocks.len() as u64) {
+                if self.blocks[b as usize].off == NONE {
+                    continue;
+                }
+                self.blocks[b as usize] = BlockLoc { off: NONE, rec: 0 };
+                match self.cache.peek(b) {
+                    Some(s) => self.cache.set_dirty(s, true),
+                    None => {
+                        for p in b * ppb..(b + 1) * ppb {
+                            if self.valid.get(p) && !self.lost.set(p, true) {
+                                self.st.pages_lost += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            self.groups[g] = Group::default();
+        }
+    }
+
+    fn remote<T>(&mut self, node: usize, f: impl FnOnce(&mut dyn MemoryNode) -> Result<T>) -> Result<T> {
+        let r = f(self.pool.nodes[node].as_mut());
+        if let Err(e) = &r {
+            if matches!(e, Error::Lost(_) | Error::Node { .. }) {
+                self.node_failed(node, e);
+            }
+        }
+        r
+    }
+
+    // ---- the DPU cache ----
+
+    /// A cache slot for block `b`, writing back whatever it held. The returned slot is not
+    /// installed yet.
+    fn free_slot(&mut self, t: u64) -> Result<usize> {
+        let (s, victim) = self.cache.take_slot();
+        if let Some((vb, true)) = victim {
+            if let Err(e) = self.write_back(s, vb, t) {
+                // The victim's data cannot be placed anywhere: its pages are lost, loudly.
+                let ppb = self.ppb();
+                for p in vb * ppb..(vb + 1) * ppb {
+                    if self.valid.get(p) && !self.lost.set(p, true) {
+                        self.st.pages_lost += 1;
+                    }
+                }
+                self.cache.release(s);
+                return Err(e);
+            }
+        }
+        Ok(s)
+    }
+
+    /// Bring block `b` into the cache from remote memory; returns its slot and when its data is
+    /// ready on the DPU.
+    fn load(&mut self, b: u64, t: u64) -> Result<(usize, u64)> {
+        let rec_len = self.blocks[b as usize].rec;
+        assert!(self.blocks[b as usize].off != NONE, "block {b} loaded without a remote copy");
+        // Demand fetch first: the DPU issues it before the victim's write-back.
+        let fetched = self.rdma.transfer(&self.cfg.rdma, t, rec_len as u64);
+        let s = self.free_slot(t)?;
+        // The victim's write-back may have compacted this block's group (or lost its node).
+        let loc = self.blocks[b as usize];
+        if loc.off == NONE {
+            self.cache.release(s);
+            return Err(Error::Lost(format!("block {b}: its remote node failed")));
+        }
+        let g = self.groups[(b / self.cfg.group_blocks as u64) as usize];
+        let mut rec = std::mem::take(&mut self.record);
+        rec.resize(loc.rec as usize, 0);
+        let r = self.remote(g.node as usize, |n| n.read(g.region, loc.off as u64, &mut rec));
+        let res = r.and_then(|_| self.decode_into(b, &rec, s));
+        self.record = rec;
+        let codec = match res {
+            Ok(c) => c,
+            Err(e) => {
+                self.cache.release(s);
+                return Err(self.explain(b, e));
+            }
+        };
+        // Pages discarded since the write-back read as zeros, and compress as nothing.
+        let ppb = self.ppb();
+        let buf = self.cache.buf(s);
+        for i in 0..ppb {
+            if !self.valid.get(b * ppb + i) {
+                buf[(i * PAGE_BYTES) as usize..((i + 1) * PAGE_BYTES) as usize].fill(0);
+            }
+        }
+        self.cache.install(s, b, false);
+        self.st.fetches += 1;
+        self.st.fetch_bytes += loc.rec as u64;
+        let dec = self.cfg.block_bytes as f64 / self.cfg.codec_speed(codec).1 * 1e9;
+        Ok((s, self.cores.reserve(fetched, dec.ceil() as u64)))
+    }
+
+    fn explain(&self, b: u64, e: Error) -> Error {
+        match e {
+            Error::Lost(m) => Error::Lost(format!("block {b}: {m}")),
+            Error::Corrupt(m) => Error::Corrupt(format!("block {b}: {m}")),
+            e => e,
+        }
+    }
+
+    /// Check a fetched record and decompress it into cache slot `s`; returns its codec.
+    fn decode_into(&mut self, b: u64, rec: &[u8], s: usize) -> Result<Codec> {
+        let h = Header::decode(rec)?;
+        if h.lba != b {
+            return Err(Error::Corrupt(format!("record holds block {}, expected {b}", h.lba)));
+        }
+        if h.raw_len as u64 != self.cfg.block_bytes || Header::record_bytes(h.stored_len) != rec.len() as u64 {
+            return Err(Error::Corrupt(format!("record lengths {} / {} do not match the map", h.stored_len, h.raw_len)));
+        }
+        let payload = &rec[HEADER_BYTES..HEADER_BYTES + h.stored_len as usize];
+        if crc32fast::hash(payload) != h.crc32 {
+            return Err(Error::Corrupt("payload checksum mismatch".into()));
+        }
+        let buf = self.cache.buf(s);
+        self.coder.decompress(h.codec, payload, buf)?;
+        Ok(h.codec)
+    }
+
+    /// Compress block `b` from cache slot `s` and place it in remote memory (background work
+    /// starting at `t`).
+    fn write_back(&mut self, s: usize, b: u64, t: u64) -> Result<()> {
+        if self.valid_in_block[b as usize] == 0 {
+            self.drop_remote(b);
+            return Ok(());
+        }
+        let bb = self.cfg.block_bytes;
+        let buf = self.cache.buf(s);
+        let (codec, payload) = self.coder.compress(buf)?;
+        self.seq += 1;
+        let h = Header {
+            codec,
+            lba: b,
+            stored_len: payload.len() as u32,
+            raw_len: bb as u32,
+            crc32: crc32fast::hash(payload),
+            seq: self.seq as u32,
+        };
+        let rec_len = Header::record_bytes(h.stored_len) as usize;
+        self.record.clear();
+        self.record.extend_from_slice(&h.encode());
+        self.record.extend_from_slice(payload);
+        self.record.resize(rec_len, 0);
+        self.st.write_backs += 1;
+        self.st.raw_bytes_compressed += bb;
+        self.st.stored_bytes += h.stored_len as u64;
+        self.st.stored_raw_blocks += (codec == Codec::None) as u64;
+        let comp = (bb as f64 / self.cfg.codec_speed(self.cfg.codec).0 * 1e9).ceil() as u64;
+        let compressed = self.cores.reserve(t, comp);
+        self.place(b, compressed)?;
+        self.st.write_back_bytes += rec_len as u64;
+        if self.st.write_backs.is_multiple_of(BALANCE_EVERY) {
+            self.balance(compressed)?;
+        }
+        Ok(())
+    }
+
+    /// Write the record in `self.record` for block `b`: append to its group's region, or
+    /// compact the group into a new region.
+    fn place(&mut self, b: u64, t: u64) -> Result<()> {
+        let g = (b / self.cfg.group_blocks as u64) as usize;
+        let rec = self.record.len() as u32;
+        let gr = self.groups[g];
+        let old = self.blocks[b as usize];
+        let garbage_after = gr.wp - gr.live + if old.off != NONE { old.rec } else { 0 };
+        let fits = gr.region != 0 && gr.wp as u64 + rec as u64 <= gr.cap as u64;
+        if fits && garbage_after as f64 <= self.cfg.reclaim_garbage_fraction * gr.cap as f64 {
+            let record = std::mem::take(&mut self.record);
+            let r = self.remote(gr.node as usize, |n| n.write(gr.region, gr.wp as u64, &record));
+            self.record = record;
+            if r.is_ok() {
+                let gr = &mut self.groups[g];
+                if old.off != NONE {
+                    gr.live -= old.rec;
+                }
+                self.blocks[b as usize] = BlockLoc { off: gr.wp, rec };
+                gr.wp += rec;
+                gr.live += rec;
+                self.rdma.transfer(&self.cfg.rdma, t, rec as u64);
+                return Ok(());
+            }
+            // The node failed: its groups were cleared; pack this one anew elsewhere.
+        }
+        self.compact(g, Some(b), t)
+    }
+
+    /// Rewrite group `g` packed into a new region: its live records (minus `new`'s old copy)
+    /// and, with `new`, the record in `self.record`. The region goes to the least used node.
+    fn compact(&mut self, g: usize, new: Option<u64>, t: u64) -> Result<()> {
+        let n = self.cfg.group_blocks as u64;
+        let mut packed = std::mem::take(&mut self.packed);
+        packed.clear();
+        let mut locs: Vec<(u64, u32, u32)> = Vec::new();
+        let gr = self.groups[g];
+        let mut t_read = t;
+        if gr.region != 0 && gr.live > 0 {
+            let mut region = std::mem::take(&mut self.region_buf);
+            region.resize(gr.wp as usize, 0);
+            let r = self.remote(gr.node as usize, |nd| nd.read(gr.region, 0, &mut region));
+            if r.is_ok() {
+                t_read = self.rdma.transfer(&self.cfg.rdma, t, gr.wp as u64);
+                // Walk the headers: a record is live when the map still points at it.
+                let mut off = 0usize;
+                while off < gr.wp as usize {
+                    let h = match Header::decode(&region[off..]) {
+                        Ok(h) => h,
+                        Err(e) => {
+                            self.region_buf = region;
+                            self.packed = packed;
+                            return Err(Error::Corrupt(format!("group {g} at {off}: {e}")));
+                        }
+                    };
+                    let len = Header::record_bytes(h.stored_len) as usize;
+                    let lba = h.lba;
+                    let ours = lba / n == g as u64 && (lba as usize) < self.blocks.len();
+                    if ours && Some(lba) != new && self.blocks[lba as usize].off == off as u32 {
+                        locs.push((lba, packed.len() as u32, len as u32));
+                        packed.extend_from_slice(&region[off..off + len]);
+                    }
+                    off += len;
+                }
+                let expect = gr.live - new.map(|b| self.blocks[b as usize]).filter(|l| l.off != NONE).map_or(0, |l| l.rec);
+                assert_eq!(packed.len() as u32, expect, "group {g}: live records found by the header walk disagree with the map");
+            }
+            self.region_buf = region;
+        }
+        if let Some(b) = new {
+            locs.push((b, packed.len() as u32, self.record.len() as u32));
+            packed.extend_from_slice(&self.record);
+        }
+        let old = self.groups[g];
+        let res = if packed.is_empty() { Ok(Group::default()) } else { self.allocate_packed(&packed, t_read) };
+        self.packed = packed;
+        let newg = res?;
+        // Free the old region after the new one holds the data.
+        if old.region != 0 && self.pool.up[old.node as usize] {
+            let _ = self.pool.free_on(old.node as usize, old.region, old.cap as u64);
+        }
+        self.groups[g] = newg;
+        for (b, off, rec) in locs {
+            self.blocks[b as usize] = BlockLoc { off, rec };
+        }
+        if old.region != 0 {
+            self.st.compactions += 1;
+            self.st.compaction_bytes += old.wp as u64;
+        }
+        Ok(())
+    }
+
+    /// A new region holding `packed`, on the least used node that takes it with
+    /// `region_slack` to spare (or, when none does, without), trying others if a node fails.
+    fn allocate_packed(&mut self, packed: &[u8], t: u64) -> Result<Group> {
+        let live = packed.len() as u64;
+        let roomy = ((live as f64 * (1.0 + self.cfg.region_slack)).ceil() as u64).div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        let tight = live.div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        for _ in 0..=self.pool.len() {
+            let (node, cap) = match self.pool.pick(roomy, None) {
+                Some(n) => (n, roomy),
+                None => match self.pool.pick(tight, None) {
+                    Some(n) => (n, tight),
+                    None => break,
+                },
+            };
+            let region = match self.remote(node, |n| n.alloc(cap)) {
+                Ok(r) => r,
+                Err(Error::NoSpace(_)) => {
+                    // Others use the node too: learn its real usage before picking again.
+                    self.pool.refresh(node);
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            self.pool.count_alloc(node, cap);
+            if self.remote(node, |n| n.write(region, 0, packed)).is_ok() {
+                self.rdma.transfer(&self.cfg.rdma, t, live);
+                return Ok(Group { node: node as u16, region, cap: cap as u32, wp: live as u32, live: live as u32 });
+            }
+        }
+        Err(Error::NoSpace(format!("no remote memory node that is up has {live} bytes free")))
+    }
+
+    /// Drop block `b`'s remote copy (all its pages were discarded); free its group's region
+    /// when nothing live is left in it.
+    fn drop_remote(&mut self, b: u64) {
+        let loc = self.blocks[b as usize];
+        if loc.off == NONE {
+            return;
+        }
+        self.blocks[b as usize] = BlockLoc { off: NONE, rec: 0 };
+        self.st.blocks_dropped += 1;
+        let g = (b / self.cfg.group_blocks as u64) as usize;
+        let gr = &mut self.groups[g];
+        gr.live -= loc.rec;
+        if gr.live == 0 {
+            let old = *gr;
+            *gr = Group::default();
+            if self.pool.up[old.node as usize] {
+                let _ = self.pool.free_on(old.node as usize, old.region, old.cap as u64);
+            }
+            self.st.regions_reclaimed += 1;
+        }
+    }
+
+    /// Move one group off the fullest node when the spread of used fractions is too wide.
+    fn balance(&mut self, t: u64) -> Result<()> {
+        let up: Vec<usize> = (0..self.pool.len()).filter(|&i| self.pool.up[i]).collect();
+        if up.len() < 2 {
+            return Ok(());
+        }
+        let frac = |i: usize| self.pool.used_fraction(i);
+        let hi = *up.iter().max_by(|&&a, &&b| frac(a).total_cmp(&frac(b)).then(b.cmp(&a))).expect("up nodes");
+        let lo = *up.iter().min_by(|&&a, &&b| frac(a).total_cmp(&frac(b)).then(a.cmp(&b))).expect("up nodes");
+        if frac(hi) - frac(lo) <= self.cfg.balance_threshold {
+            return Ok(());
+        }
+        let k = self.groups.len();
+        for i in 0..k {
+            let g = (self.balance_cursor + i) % k;
+            if self.groups[g].region != 0 && self.groups[g].node as usize == hi {
+                self.balance_cursor = g + 1;
+                self.compact(g, None, t)?;
+                if self.groups[g].region != 0 && self.groups[g].node as usize != hi {
+                    self.st.migrations += 1;
+                }
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Check the map against itself (tests): live bytes per group, valid counts, where every
+    /// valid page can be found.
+    pub fn check_invariants(&self) {
+        let n = self.cfg.group_blocks as u64;
+        let ppb = self.ppb();
+        for (g, gr) in self.groups.iter().enumerate() {
+            let live: u64 = (g as u64 * n..((g as u64 + 1) * n).min(self.blocks.len() as u64))
+                .map(|b| self.blocks[b as usize])
+                .filter(|l| l.off != NONE)
+                .map(|l| l.rec as u64)
+                .sum();
+            assert_eq!(live, gr.live as u64, "group {g}: live bytes");
+            assert!(gr.live <= gr.wp && gr.wp <= gr.cap, "group {g}: live {} wp {} cap {}", gr.live, gr.wp, gr.cap);
+            assert_eq!(gr.region == 0, gr.live == 0, "group {g}: a region exactly when something is live");
+        }
+        for b in 0..self.blocks.len() as u64 {
+            let v = (b * ppb..(b + 1) * ppb).filter(|&p| self.valid.get(p)).count();
+            assert_eq!(v, self.valid_in_block[b as usize] as usize, "block {b}: valid count");
+            let reachable = self.blocks[b as usize].off != NONE || self.cache.peek(b).is_some();
+            for p in b * ppb..(b + 1) * ppb {
+                assert!(!self.lost.get(p) || self.valid.get(p), "page {p}: lost but not valid");
+                assert!(!self.valid.get(p) || self.lost.get(p) || reachable, "page {p}: valid but nowhere");
+            }
+            if self.cache.peek(b).is_some() {
+                assert!(v > 0, "block {b}: cached with no valid page");
+            }
+        }
+    }
+
+    /// Bytes of remote memory held (region capacities) and live in records.
+    pub fn remote_bytes(&self) -> (u64, u64) {
+        self.groups.iter().filter(|g| g.region != 0).fold((0, 0), |(c, l), g| (c + g.cap as u64, l + g.live as u64))
+    }
+
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+}
+
+impl SwapDevice for Rmml {
+    fn kind(&self) -> &'static str {
+        "dpuswap"
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.cfg.capacity_bytes
+    }
+
+    fn read(&mut self, offset: u64, out: &mut [u8], now_ns: u64) -> Result<u64> {
+        check(self.cfg.capacity_bytes, offset, out.len() as u64)?;
+        self.st.reads += 1;
+        self.st.read_bytes += out.len() as u64;
+        let t = now_ns + self.cfg.pcie.latency_ns + self.cfg.dpu_request_ns;
+        let mut ready = t;
+        let mut at = 0usize;
+        for (b, in_off, n) in self.pieces(offset, out.len() as u64) {
+            let p0 = (b * self.cfg.block_bytes + in_off as u64) / PAGE_BYTES;
+            let p1 = p0 + n as u64 / PAGE_BYTES;
+            if let Some(p) = (p0..p1).find(|&p| self.lost.get(p)) {
+                return Err(Error::Lost(format!("page {p} (block {b}) was on a remote node that failed; it cannot be read back")));
+            }
+            let piece = &mut out[at..at + n];
+            at += n;
+            if !self.valid.any(p0, p1) {
+                piece.fill(0);
+                self.st.zero_reads += 1;
+                continue;
+            }
+            let s = match self.cache.lookup(b) {
+                Some(s) => {
+                    self.st.read_hits += 1;
+                    s
+                }
+                None => {
+                    self.st.read_misses += 1;
+                    let (s, r) = self.load(b, t)?;
+                    ready = ready.max(r);
+                    s
+                }
+            };
+            let buf = self.cache.buf(s);
+            piece.copy_from_slice(&buf[in_off..in_off + n]);
+            // Pages never written (or discarded) read as zeros even if the block holds others.
+            for p in p0..p1 {
+                if !self.valid.get(p) {
+                    let i = ((p - p0) * PAGE_BYTES) as usize;
+                    piece[i..i + PAGE_BYTES as usize].fill(0);
+                }
+            }
+        }
+        Ok(self.pcie.transfer(&self.cfg.pcie, ready, out.len() as u64))
+    }
+
+    fn write(&mut self, offset: u64, data: &[u8], now_ns: u64) -> Result<u64> {
+        check(self.cfg.capacity_bytes, offset, data.len() as u64)?;
+        self.st.writes += 1;
+        self.st.write_bytes += data.len() as u64;
+        let t = self.pcie.transfer(&self.cfg.pcie, now_ns, data.len() as u64) + self.cfg.dpu_request_ns;
+        let mut done = t;
+        let mut at = 0usize;
+        let ppb = self.ppb();
+        for (b, in_off, n) in self.pieces(offset, data.len() as u64) {
+            let p0 = (b * self.cfg.block_bytes + in_off as u64) / PAGE_BYTES;
+            let p1 = p0 + n as u64 / PAGE_BYTES;
+            let s = match self.cache.lookup(b) {
+                Some(s) => {
+                    self.st.write_hits += 1;
+                    s
+                }
+                None => {
+                    self.st.write_misses += 1;
+                    // Pages of the block outside this write that live remotely must be kept.
+                    let others = (b * ppb..p0).chain(p1..(b + 1) * ppb).any(|p| self.valid.get(p) && !self.lost.get(p));
+                    if others && self.blocks[b as usize].off != NONE {
+                        self.st.read_modify_writes += 1;
+                        let (s, r) = self.load(b, t)?;
+                        done = done.max(r);
+                        s
+                    } else {
+                        let s = self.free_slot(t)?;
+                        self.cache.buf(s).fill(0);
+                        self.cache.install(s, b, false);
+                        s
+                    }
+                }
+            };
+            self.cache.buf(s)[in_off..in_off + n].copy_from_slice(&data[at..at + n]);
+            self.cache.set_dirty(s, true);
+            at += n;
+            for p in p0..p1 {
+                self.lost.set(p, false);
+                if !self.valid.set(p, true) {
+                    self.valid_in_block[b as usize] += 1;
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    fn discard(&mut self, offset: u64, len: u64, now_ns: u64) -> Result<u64> {
+        check(self.cfg.capacity_bytes, offset, len)?;
+        self.st.discards += 1;
+        for (b, in_off, n) in self.pieces(offset, len) {
+            let p0 = (b * self.cfg.block_bytes + in_off as u64) / PAGE_BYTES;
+            let p1 = p0 + n as u64 / PAGE_BYTES;
+            for p in p0..p1 {
+                self.lost.set(p, false);
+                if self.valid.set(p, false) {
+                    self.valid_in_block[b as usize] -= 1;
+                }
+            }
+            if self.valid_in_block[b as usize] == 0 {
+                self.cache.remove(b);
+                self.drop_remote(b);
+            } else if let Some(s) = self.cache.peek(b) {
+                self.cache.buf(s)[in_off..in_off + n].fill(0);
+            }
+        }
+        Ok(now_ns + self.cfg.pcie.latency_ns + self.cfg.dpu_request_ns)
+    }
+
+    fn flush(&mut self, now_ns: u64) -> Result<u64> {
+        let t = now_ns + self.cfg.pcie.latency_ns + self.cfg.dpu_request_ns;
+        for b in self.cache.dirty_blocks() {
+            let s = self.cache.peek(b).expect("dirty block cached");
+            self.write_back(s, b, t)?;
+            self.cache.set_dirty(s, false);
+        }
+        // A flush waits for the write-backs it started.
+        Ok(self.rdma.busy_until_ns.max(self.cores.0.iter().map(|l| l.busy_until_ns).max().unwrap_or(t)).max(t))
+    }
+
+    fn stats(&mut self) -> serde_json::Value {
+        let s = &self.st;
+        let (remote_cap, remote_live) = self.remote_bytes();
+        let reads = s.read_hits + s.read_misses;
+        let valid_bytes = self.valid.count() * PAGE_BYTES;
+        json!({
+            "kind": "dpuswap",
+            "codec": self.cfg.codec.name(),
+            "block_bytes": self.cfg.block_bytes,
+            "group_blocks": self.cfg.group_blocks,
+            "cache_bytes": self.cfg.cache_bytes,
+            "reads": s.reads, "writes": s.writes, "discards": s.discards,
+            "read_bytes": s.read_bytes, "write_bytes": s.write_bytes,
+            "cache_read_hits": s.read_hits, "cache_read_misses": s.read_misses,
+            "cache_hit_ratio": if reads > 0 { s.read_hits as f64 / reads as f64 } else { 0.0 },
+            "cache_write_hits": s.write_hits, "cache_write_misses": s.write_misses,
+            "read_modify_writes": s.read_modify_writes, "zero_reads": s.zero_reads,
+            "fetches": s.fetches, "fetch_bytes": s.fetch_bytes,
+            "write_backs": s.write_backs, "write_back_bytes": s.write_back_bytes,
+            "compression_ratio": if s.stored_bytes > 0 { s.raw_bytes_compressed as f64 / s.stored_bytes as f64 } else { 0.0 },
+            "blocks_stored_raw": s.stored_raw_blocks,
+            "compactions": s.compactions, "compaction_bytes": s.compaction_bytes,
+            "migrations": s.migrations, "regions_reclaimed": s.regions_reclaimed, "blocks_dropped": s.blocks_dropped,
+            "node_failures": s.node_failures, "pages_lost": s.pages_lost,
+            "valid_bytes": valid_bytes,
+            "remote_region_bytes": remote_cap, "remote_live_bytes": remote_live,
+            "nodes": self.pool.stats(),
+            "pcie_busy_ns": self.pcie.busy_ns, "rdma_busy_ns": self.rdma.busy_ns, "dpu_core_busy_ns": self.cores.busy_ns(),
+        })
+    }
+}
