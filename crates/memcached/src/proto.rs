@@ -87,34 +87,34 @@ fn is_c_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }
 
-/// C's `strtoull(s, &end, 10)` as memcached's `safe_strtoull` checks it: leading white space
-/// and a sign accepted, at least one digit, no overflow, and the digits followed by white
-/// space, a NUL or the end; a negative number that wraps to a value >= 2^63 is refused.
-pub fn safe_strtoull(s: &[u8]) -> Option<u64> {
+/// A number as C's `strtoull`/`strtol` read it and memcached's `safe_*` helpers accept it:
+/// leading white space, an optional sign, at least one digit, then white space, a NUL or the
+/// end. Returns (negative, the digits).
+fn c_number(s: &[u8]) -> Option<(bool, &[u8])> {
     let mut i = s.iter().take_while(|&&b| is_c_space(b)).count();
-    let neg = match s.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
+    let neg = matches!(s.get(i), Some(b'-'));
+    if matches!(s.get(i), Some(b'-' | b'+')) {
+        i += 1;
+    }
     let digits = s[i..].iter().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 {
         return None;
-    }
-    let mut v: u64 = 0;
-    for &d in &s[i..i + digits] {
-        v = v.checked_mul(10)?.checked_add((d - b'0') as u64)?;
     }
     match s.get(i + digits) {
         None | Some(0) => {}
         Some(&b) if is_c_space(b) => {}
         Some(_) => return None,
+    }
+    Some((neg, &s[i..i + digits]))
+}
+
+/// C's `strtoull(s, &end, 10)` as memcached's `safe_strtoull` checks it: no overflow; a
+/// negative number that wraps to a value >= 2^63 is refused.
+pub fn safe_strtoull(s: &[u8]) -> Option<u64> {
+    let (neg, digits) = c_number(s)?;
+    let mut v: u64 = 0;
+    for &d in digits {
+        v = v.checked_mul(10)?.checked_add((d - b'0') as u64)?;
     }
     let v = if neg { v.wrapping_neg() } else { v };
     if (v as i64) < 0 && neg {
@@ -131,24 +131,9 @@ fn safe_strtoul(s: &[u8]) -> Option<u32> {
 
 /// memcached's `safe_strtol` into an `int32_t` (`strtol`'s 64-bit result truncated).
 fn safe_strtol(s: &[u8]) -> Option<i64> {
-    let mut i = s.iter().take_while(|&&b| is_c_space(b)).count();
-    let neg = match s.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
-    let digits = s[i..].iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 {
-        return None;
-    }
+    let (neg, digits) = c_number(s)?;
     let mut v: i128 = 0;
-    for &d in &s[i..i + digits] {
+    for &d in digits {
         v = v * 10 + (d - b'0') as i128;
         if v > i64::MAX as i128 + 1 {
             return None; // ERANGE
@@ -157,11 +142,6 @@ fn safe_strtol(s: &[u8]) -> Option<i64> {
     let v = if neg { -v } else { v };
     if v > i64::MAX as i128 {
         return None;
-    }
-    match s.get(i + digits) {
-        None | Some(0) => {}
-        Some(&b) if is_c_space(b) => {}
-        Some(_) => return None,
     }
     Some(v as i64 as i32 as i64)
 }
