@@ -191,3 +191,15 @@ def test_a_device_too_big_for_memory_is_refused_up_front(tmp_path):
     assert r.returncode == 2 and "GiB of memory" in r.stderr and "--force" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert time.time() - t0 < 30, "refused before allocating"
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    """`ssdlab config keys | head -1`: the reader has gone; no error line, no traceback."""
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first write, so the outcome does not race
+    try:
+        p = subprocess.run([*SSDLAB, "config", "keys"], stdout=w, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == 141, p.stderr
+    assert p.stderr == ""

@@ -304,6 +304,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SsdlabError as e:
         print(f"ssdlab: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`ssdlab ... | head`): stop quietly, as Unix tools do, and keep
+        # the interpreter's final flush of stdout from raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (FileNotFoundError, ValueError, OSError) as e:
         print(f"ssdlab: error: {e}", file=sys.stderr)
         return 2
