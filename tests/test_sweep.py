@@ -330,3 +330,20 @@ def test_example_sweeps_are_valid():
     for f in files:
         points = expand(load_sweep(f))
         assert points and all(p.config is not None for p in points), f
+
+
+def test_seed_axis_over_the_fdp_cache_experiment_seeds_device_cache_and_workload(tmp_path):
+    f = write(tmp_path / "seeds.toml", 'experiment = "fdp-cache"\n[grid]\nseed = [7, 8]\n')
+    points = expand(load_sweep(f))
+    assert points and all(p.config is not None for p in points), [p.error for p in points if p.error][:1]
+    for p in points:
+        seed = p.values["seed"]
+        assert p.config["device"]["seed"] == p.config["cache"]["seed"] == p.config["workload"]["seed"] == seed
+    by_name = {}
+    for p in points:
+        by_name.setdefault(p.name, set()).add(p.hash)
+    assert all(len(h) == 2 for h in by_name.values())  # each seed is its own point
+
+    bad = write(tmp_path / "bad.toml", 'experiment = "fdp-cache"\n[grid]\nseed = [-1]\n')
+    with pytest.raises(Exception, match="seed must be a non-negative integer"):
+        expand(load_sweep(bad))

@@ -74,10 +74,19 @@ def _saturated(series_csv: str) -> bool:
 
 def _cache_resolve(user: Dict[str, Any]) -> Dict[str, Any]:
     user = dict(user)
-    device = resolve(config=user.pop("device", {"preset": "fdp-ssd"}), origin="[device]")
+    device_user = dict(user.pop("device", {"preset": "fdp-ssd"}))
+    # One `seed` (a sweep axis) seeds the whole run: the device, the cache and the request stream.
+    if "seed" in user:
+        seed = user.pop("seed")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise _native.ConfigError(f"cache run: seed must be a non-negative integer, got {seed!r}")
+        device_user["seed"] = seed
+        user["cache"] = dict(user.get("cache", {}), seed=seed)
+        user["workload"] = dict(user.get("workload", {}), seed=seed)
+    device = resolve(config=device_user, origin="[device]")
     unknown = sorted(set(user) - set(_native.cache_defaults()))
     if unknown:
-        raise _native.ConfigError(f"cache run: unknown key {unknown[0]!r}; valid: device, "
+        raise _native.ConfigError(f"cache run: unknown key {unknown[0]!r}; valid: device, seed, "
                                   f"{', '.join(sorted(_native.cache_defaults()))}")
     return {"device": device, **merge(_native.cache_defaults(), user)}
 
