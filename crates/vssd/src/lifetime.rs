@@ -233,9 +233,18 @@ pub fn run(device: Config, spec: &LifetimeSpec, stop: &mut dyn FnMut(f64) -> boo
     }
     series.push(sample(&fb, now, &tenants));
     let host: u64 = tenants.iter().map(|t| t.written_bytes).sum();
-    let rate: f64 = spec.tenants.iter().map(|t| t.write_share).sum::<f64>() * m_bytes_per_week;
-    let ideal_weeks = if rate > 0.0 { budget / rate } else { f64::INFINITY };
     let lifetime_weeks = now as f64 / week;
+    // The ideal life spends the whole erase budget at the tenants' write rate with no amplification:
+    // the configured shares, or for trace-driven tenants (no share) the rate they actually wrote.
+    let configured_rate: f64 = spec.tenants.iter().map(|t| t.write_share).sum::<f64>() * m_bytes_per_week;
+    let rate = if configured_rate > 0.0 {
+        configured_rate
+    } else if lifetime_weeks > 0.0 {
+        host as f64 / lifetime_weeks
+    } else {
+        0.0
+    };
+    let ideal_weeks = if rate > 0.0 { budget / rate } else { f64::INFINITY };
     let (ch, die) = fb.wear();
     let mig = fb.migration();
     let total_wall = wall.elapsed().as_secs_f64();
