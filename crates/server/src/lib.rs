@@ -6,7 +6,8 @@
 //!   non-loopback address only with TLS, or with the explicit opt-in `allow_remote`;
 //! - limits connections (`max_connections`); a client arriving when every slot is taken takes
 //!   the slot of the connection that has been in its handshake longest (a well-behaved client
-//!   finishes its handshake in milliseconds), or of one idle for `evict_idle_after`; otherwise it
+//!   finishes its handshake in milliseconds; one admitted less than `EVICT_GRACE` ago is left
+//!   alone), or of one idle for `evict_idle_after`; otherwise it
 //!   waits up to `ADMIT_WAIT` (0.5 s) for a slot to be given back (a client that just left may
 //!   still hold one for a moment), then is refused ([`Protocol::refused`]);
 //! - cuts a connection whose **whole handshake** takes longer than `handshake_timeout` (a client
@@ -141,6 +142,11 @@ impl Stats {
 /// it is refused (a client that just left may still hold its slot for a moment). Short: a
 /// refused flashrom must be answered within the second it waits before synchronising.
 pub const ADMIT_WAIT: Duration = Duration::from_millis(500);
+/// A connection in its handshake for less than this (or half the handshake timeout, if that is
+/// shorter) is not evicted: in a burst of connects, the clients admitted a moment ago (whose
+/// tasks may not have run yet) keep their slots and the burst waits or is refused. A slow
+/// handshake is evicted after it, and cut at the handshake timeout either way.
+pub const EVICT_GRACE: Duration = Duration::from_millis(200);
 /// Most clients waiting for a slot at once (a flood is refused without waiting).
 pub const WAITERS_AT_ONCE: usize = 64;
 
@@ -432,6 +438,10 @@ impl<P: Protocol> Server<P> {
     }
 }
 
+fn evict_grace(opts: &Options) -> Duration {
+    EVICT_GRACE.min(opts.handshake_timeout / 2)
+}
+
 /// A slot for a new client now, evicting if the rules allow; None if every slot is taken.
 fn take_slot(registry: &Mutex<Registry>, opts: &Options, shared: &Shared, stats: &Stats, meter: &Arc<Meter>) -> Option<u64> {
     let mut reg = registry.lock().unwrap_or_else(|e| e.into_inner());
@@ -483,7 +493,11 @@ fn admit<P: Protocol>(
                         if let Some(id) = take_slot(&registry, &opts, &shared, &stats, &meter) {
                             return id;
                         }
-                        freed.await;
+                        // A slot comes back, or a handshake outgrows its grace and may be evicted.
+                        tokio::select! {
+                            _ = freed.as_mut() => {}
+                            _ = tokio::time::sleep(evict_grace(&opts) / 4) => {}
+                        }
                     }
                 };
                 let got = tokio::time::timeout(ADMIT_WAIT, wait).await;
@@ -587,12 +601,16 @@ async fn serve_conn<P: Protocol>(
 /// Who gives up a slot: the connection longest in its handshake, else (with
 /// `evict_idle_after`) the one idle longest if it has been idle that long.
 fn pick_victim(live: &HashMap<u64, Arc<Meter>>, opts: &Options, epoch: Instant) -> Option<u64> {
-    let in_handshake = live.iter().filter(|(_, m)| !m.established()).min_by_key(|(id, m)| (m.started, **id));
+    let now = Instant::now();
+    let grace = evict_grace(opts);
+    let in_handshake = live
+        .iter()
+        .filter(|(_, m)| !m.established() && now.saturating_duration_since(m.started) >= grace)
+        .min_by_key(|(id, m)| (m.started, **id));
     if let Some((&id, _)) = in_handshake {
         return Some(id);
     }
     let after = opts.evict_idle_after?;
-    let now = Instant::now();
     live.iter()
         .map(|(&id, m)| (now.saturating_duration_since(m.last_io(epoch)), id))
         .filter(|&(idle, _)| idle >= after)

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ssdlab_server::{Conn, ConnEnd, Options, Protocol, Refused, Server, Shutdown, Stats};
+use ssdlab_server::{Conn, ConnEnd, Options, Protocol, Refused, Server, Shutdown, Stats, EVICT_GRACE};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader as TokioBufReader};
 
 #[derive(Default)]
@@ -226,7 +226,9 @@ fn a_flood_of_connections_needs_no_thread_per_connection() {
     // The runtime's two workers (named after the server), however many connections.
     assert_eq!(threads_named("flood-test-io"), 2);
     good_client(srv.addr).unwrap();
-    // Past the limit: the oldest handshakes make room; nobody is refused.
+    // Past the limit: the oldest handshakes make room (once they are past the eviction grace:
+    // stuck, not just admitted); nobody is refused.
+    std::thread::sleep(EVICT_GRACE);
     for _ in 0..600 {
         held.push(TcpStream::connect(srv.addr).unwrap());
     }
@@ -273,4 +275,28 @@ fn tls_from_the_first_byte_or_never() {
     let e = Server::bind(opts, Arc::new(Echo::default())).err().unwrap();
     assert!(e.contains("cert.pem"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_burst_of_connects_does_not_evict_a_client_admitted_a_moment_ago() {
+    let srv = Running::start(Options { max_connections: 1, handshake_timeout: Duration::from_secs(5), ..Options::default() });
+    // A good client takes the only slot and says hello a little later than at once...
+    let mut good = TcpStream::connect(srv.addr).unwrap();
+    good.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    // ...while a burst of silent connects arrives: they wait for a slot, then are refused.
+    let burst: Vec<TcpStream> = (0..30).map(|_| TcpStream::connect(srv.addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(40));
+    good.write_all(b"HELLO\nping\n").unwrap();
+    let mut r = BufReader::new(good.try_clone().unwrap());
+    let mut l = String::new();
+    r.read_line(&mut l).unwrap();
+    assert_eq!(l, "WELCOME\n", "the client admitted first was evicted by the burst");
+    l.clear();
+    r.read_line(&mut l).unwrap();
+    assert_eq!(l, "ping\n");
+    good.write_all(b"BYE\n").unwrap();
+    drop((r, good, burst));
+    assert_eq!(Stats::get(&srv.stats.evicted), 0);
+    srv.finish();
 }
