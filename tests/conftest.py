@@ -38,8 +38,37 @@ def _leftovers(base: Path) -> list:
     return sorted(p.name for p in base.iterdir() if not p.name.startswith("pytest-of-"))
 
 
+# Tests that need a real client or reference server (memcached, qemu-io, nbdinfo, QEMU, ...) skip
+# when it is missing, saying "run scripts/setup.sh". Under `make test` (SSDLAB_REQUIRE_TOOLS=1)
+# such a skip fails the session: setup installs every tool, so a skip there means a failed
+# install hiding tests, not a machine without the tool.
+_tool_skips: list = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2])
+        if "setup" in reason and ("missing" in reason or "no QEMU" in reason):
+            _tool_skips.append(f"{report.nodeid}: {reason}")
+
+
+def _fail_on_tool_skips(session) -> None:
+    if not _tool_skips or os.environ.get("SSDLAB_REQUIRE_TOOLS") != "1":
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = [f"{len(_tool_skips)} tests skipped for a missing tool (SSDLAB_REQUIRE_TOOLS=1 makes that a failure):",
+             *_tool_skips[:10]]
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        else:
+            print(line)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
+    _fail_on_tool_skips(session)
     base = _saved["base"]
     _release_multiprocessing_tempdir(base)
     left = _leftovers(base)
