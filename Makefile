@@ -37,6 +37,7 @@ bench: setup
 	cargo run --release --locked -p ssdlab-bench
 	.venv/bin/python scripts/bench-nbd.py
 	.venv/bin/python scripts/bench-flac.py
+	.venv/bin/python scripts/bench-resp.py
 
 docs: setup
 	.venv/bin/ssdlab config keys > docs/CONFIG.md

@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 
 # Real clients the tests and benches drive: NBD (qemu-io, nbdinfo/nbdcopy, fio's nbd engine,
 # nbdkit as the reference server), flashrom (serprog), openssl for throwaway TLS certificates,
-# libmemcached's memccp/memccat/memcstat and netcat (`ssdlab cache serve`).
-APT_PACKAGES=(build-essential pkg-config qemu-utils libnbd-bin nbdkit fio flashrom openssl libmemcached-tools netcat-openbsd memcached)
+# libmemcached's memccp/memccat/memcstat and netcat (`ssdlab cache serve`), redis-server (the reference
+# for `ssdlab kv serve`'s RESP front-end) with redis-cli and redis-benchmark.
+APT_PACKAGES=(build-essential pkg-config qemu-utils libnbd-bin nbdkit fio flashrom openssl libmemcached-tools netcat-openbsd memcached redis-server redis-tools)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -34,11 +35,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # Pinned build and test tools (runtime deps are pinned in pyproject.toml). Ray is an optional
 # extra (ssdlab[ray]) installed here so the tests cover `ssdlab sweep --ray`; pymemcache is the
-# third-party memcached client the `ssdlab cache serve` tests drive; ruff lints the Python; mypy's
+# third-party memcached client the `ssdlab cache serve` tests drive, redis (redis-py) the Redis
+# client the `ssdlab kv serve` tests drive; ruff lints the Python; mypy's
 # stubtest checks the type stubs of ssdlab._native against the built module.
 .venv/bin/python -m pip install -q --disable-pip-version-check \
     "maturin==1.16.0" "pytest==8.4.2" "numpy==2.3.5" "matplotlib==3.10.8" "tqdm==4.70.1" "ray==2.60.0" \
-    "pymemcache==4.0.0" "ruff==0.14.5" "mypy==2.4.1"
+    "pymemcache==4.0.0" "redis==7.1.1" "ruff==0.14.5" "mypy==2.4.1"
 
 echo "setup: building ssdlab (release)"
 mkdir -p target

@@ -23,6 +23,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+import signal
+import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -447,7 +450,9 @@ def _why_gc(red: float, f: Dict[str, Any], z: Dict[str, Any]) -> str:
 # `ssdlab kv ...`
 
 
-KV_EPILOG = """spec file (TOML):
+KV_EPILOG = """serve: Redis clients (redis-cli, redis-benchmark, redis-py) on the store: GET, SET [NX|XX] [GET], DEL, MGET,
+  MSET, EXISTS, INCR/DECR, APPEND, DBSIZE, FLUSHDB, ...; DEL becomes a tombstone tracked to erasure.
+spec file (TOML):
   [device]                a ZNS device config, e.g. preset = "zns-ssd"
   [lsm]                   store keys: policy = "fade", memtable_bytes, size_ratio, ...
   ops_per_s, delete_threshold_fraction, seed, audit = true
@@ -461,7 +466,65 @@ def load_kv_spec(path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     return device, d
 
 
+def serve(device: Optional[Dict[str, Any]] = None, lsm: Optional[Dict[str, Any]] = None, listen: str = "127.0.0.1:6379",
+          max_connections: int = 128, idle_timeout_s: float = 0.0, evict_idle_after_s: float = 5.0,
+          allow_remote: bool = False, quiet: bool = False, audit: bool = False) -> Dict[str, Any]:
+    """Serve the LSM store (``lsm``: store keys) on a fresh ZNS device (``device``: a device
+    config, made data-backed) to Redis clients (RESP: GET, SET, DEL, MGET, MSET, INCR, ...) until
+    SIGINT or SIGTERM. Returns the final figures: the front-end's counters under the top level,
+    the store's (write amplification, deletion persistence) under ``store``, and with ``audit``
+    the search of the NAND for deleted values under ``closing``."""
+    opts = {"listen": listen, "max_connections": max_connections, "idle_timeout_s": idle_timeout_s,
+            "evict_idle_after_s": evict_idle_after_s, "allow_remote": allow_remote, "quiet": quiet, "audit": audit}
+    full = merge(_native.lsm_defaults()["lsm"], lsm or {})
+    # The server handles SIGINT itself (a clean shutdown with the figures); Python's handler
+    # would raise KeyboardInterrupt after it returned.
+    previous = None
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        return _native.kv_serve(device or {"preset": "zns-ssd"}, full, opts)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _cmd_serve(args) -> int:
+    device, spec = load_kv_spec(args.path) if args.path else ({"preset": "zns-ssd"}, {})
+    extra = sorted(set(spec) - {"lsm"})
+    if extra and not args.quiet:
+        print(f"ssdlab kv serve: {', '.join(extra)} of the spec are for `kv run`; serving uses [device] and [lsm]", file=sys.stderr)
+    lsm = spec.get("lsm", {})
+    if not isinstance(lsm, dict):
+        raise ValueError(f"{args.path}: [lsm] must be a table")
+    if args.max_connections < 1:
+        raise ValueError(f"--max-connections {args.max_connections}: at least 1")
+    for name, v in (("--idle-timeout", args.idle_timeout), ("--evict-idle-after", args.evict_idle_after)):
+        if not (v >= 0 and math.isfinite(v)):
+            raise ValueError(f"{name} {v}: seconds >= 0 (0: never)")
+    if args.audit:
+        lsm = dict(lsm, track_deletes=True)
+    m = serve(device, lsm, listen=args.listen, max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
+              evict_idle_after_s=args.evict_idle_after, allow_remote=args.allow_remote, quiet=args.quiet, audit=args.audit)
+    if args.metrics:
+        Path(args.metrics).write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
+    if not args.quiet:
+        st = m["store"]
+        print(f"served {m['total_connections_received']} connections, {m['total_commands_processed']} commands; store: "
+              f"{st['lsm']['puts']} puts, {st['lsm']['deletes']} deletes, WA {st['write_amplification']['total']:.2f}"
+              + (f"; metrics in {args.metrics}" if args.metrics else ""), file=sys.stderr)
+        a = (m.get("closing") or {}).get("audit")
+        if a:
+            print(f"audit: {a['survivors_pending'] + a['survivors_lsm_persisted']} deleted values still on the NAND (not erased yet), "
+                  f"{a['survivors_erase_persisted']} after erase-level persistence", file=sys.stderr)
+    return 0
+
+
 def _cmd_kv(args) -> int:
+    if args.action == "serve":
+        return _cmd_serve(args)
     if not args.path:
         raise ValueError(f"ssdlab kv {args.action} SPEC.toml ...")
     device, spec = load_kv_spec(args.path)
@@ -500,10 +563,19 @@ def add_cli(sub) -> None:
     """Register `ssdlab kv` on the CLI's subparsers."""
     import argparse
 
-    k = sub.add_parser("kv", help="lsm-deletion: run the LSM store on a ZNS device, write workload files",
+    k = sub.add_parser("kv", help="lsm-deletion: run the LSM store on a ZNS device, serve it to Redis clients, write workload files",
                        epilog=KV_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    k.add_argument("action", choices=["run", "generate"])
-    k.add_argument("path", nargs="?", help="spec file (TOML)")
+    k.add_argument("action", choices=["run", "serve", "generate"])
+    k.add_argument("path", nargs="?", help="spec file (TOML; optional for serve)")
     k.add_argument("--out", help="output directory")
     k.add_argument("--workload", nargs="+", help="run: replay these workload files, one per phase, instead of generating")
+    k.add_argument("--listen", default="127.0.0.1:6379", help="serve: HOST:PORT (default %(default)s; loopback unless --allow-remote)")
+    k.add_argument("--allow-remote", action="store_true", help="serve: listen on a non-loopback address (RESP has no authentication here)")
+    k.add_argument("--max-connections", type=int, default=128, help="serve: clients served at once (default %(default)s)")
+    k.add_argument("--idle-timeout", type=float, default=0.0, help="serve: cut a connection idle this many seconds (default 0: never)")
+    k.add_argument("--evict-idle-after", type=float, default=5.0,
+                   help="serve: when every slot is taken, one idle this many seconds gives its slot to a new client (default %(default)s)")
+    k.add_argument("--audit", action="store_true", help="serve: track deletes and, at shutdown, search the NAND for deleted values")
+    k.add_argument("--metrics", help="serve: write the final figures (JSON) here at shutdown")
+    k.add_argument("-q", "--quiet", action="store_true", help="serve: no log lines")
     k.set_defaults(func=_cmd_kv)

@@ -317,8 +317,6 @@ fn summarize(
     done_ops: u64,
 ) -> Value {
     let c = counters(s);
-    let g = |k: &str| c[k].as_u64().unwrap_or(0);
-    let lsm_bytes = g("wal_write_bytes") + g("flush_write_bytes") + g("compaction_write_bytes");
     let d_th = lsm.delete_threshold_ns;
     let phase_json: Vec<Value> = phases
         .iter()
@@ -335,43 +333,7 @@ fn summarize(
             })
         })
         .collect();
-    let mut persistence = Value::Null;
-    if lsm.track_deletes {
-        let recs = s.delete_records();
-        let superseded = recs.iter().filter(|r| r.superseded).count();
-        let eligible: Vec<_> = recs.iter().filter(|r| !r.superseded && r.at_ns + d_th <= end_ns).collect();
-        let lat = |f: &dyn Fn(&crate::persist::DeleteRecord) -> Option<u64>| -> Value {
-            let mut v: Vec<Option<u64>> = eligible.iter().map(|r| f(r).map(|t| t.saturating_sub(r.at_ns))).collect();
-            // Not persisted by the end: longer than anything measured (censored).
-            v.sort_by_key(|x| x.unwrap_or(u64::MAX));
-            let n = v.len();
-            let within = v.iter().filter(|x| x.is_some_and(|t| t <= d_th)).count();
-            let persisted = v.iter().filter(|x| x.is_some()).count();
-            let q = |p: f64| -> Value {
-                if n == 0 {
-                    return Value::Null;
-                }
-                let i = ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
-                v[i].map_or(Value::Null, |t| json!(t))
-            };
-            let cdf: Vec<Value> = (0..=100).map(|p| q(p as f64 / 100.0)).collect();
-            json!({
-                "eligible": n, "persisted": persisted, "within_threshold": within,
-                "fraction_within_threshold": if n > 0 { within as f64 / n as f64 } else { 0.0 },
-                "not_persisted_by_end": n - persisted,
-                "p50_ns": q(0.5), "p90_ns": q(0.9), "p99_ns": q(0.99), "max_ns": q(1.0),
-                "cdf_ns": cdf,
-            })
-        };
-        persistence = json!({
-            "deletes": recs.len(),
-            "superseded": superseded,
-            "eligible_rule": "deletes issued at least D_th before the end of the run, not followed by a write of the same key",
-            "lsm_level": lat(&|r| r.lsm_ns),
-            "erase_level": lat(&|r| r.erase_ns),
-            "pending_at_end": {"lsm": s.deletes_pending_lsm()},
-        });
-    }
+    let persistence = if lsm.track_deletes { deletion_persistence(s, d_th, end_ns) } else { Value::Null };
     let lives = s.tomb_file_lives();
     let step = (lives.len() / 3000).max(1);
     let tomb_lives: Vec<Value> =
@@ -388,13 +350,7 @@ fn summarize(
         "lsm": s.stats(),
         "zones": s.fs().stats,
         "counters": c,
-        "write_amplification": {
-            "lsm": ratio(lsm_bytes, g("app_write_bytes")),
-            "compaction_per_app_byte": ratio(g("compaction_write_bytes"), g("app_write_bytes")),
-            "zone_layer": ratio(g("zone_write_bytes"), lsm_bytes),
-            "device_dlwa": ratio(g("nand_write_bytes"), g("host_write_bytes")),
-            "total": ratio(g("nand_write_bytes"), g("app_write_bytes")),
-        },
+        "write_amplification": write_amplification(&c),
         "space": {
             "sst_bytes": sst, "live_user_bytes": live_bytes, "live_keys": live_keys,
             "space_amplification": ratio(sst, live_bytes),
@@ -407,5 +363,74 @@ fn summarize(
         "tombstone_file_lifetimes": {"columns": ["deletes_issued", "lifetime_s", "level", "tombstones"], "rows": tomb_lives},
         "audit": audit,
         "lsm_config": lsm,
+    })
+}
+
+/// How long deletes took to persist, at the LSM level (no live copy in the tree) and at the
+/// erase level (no copy on the NAND), over the deletes issued at least `d_th` before `end_ns`.
+pub fn deletion_persistence(s: &Store, d_th: u64, end_ns: u64) -> Value {
+    let recs = s.delete_records();
+    let superseded = recs.iter().filter(|r| r.superseded).count();
+    let eligible: Vec<_> = recs.iter().filter(|r| !r.superseded && r.at_ns + d_th <= end_ns).collect();
+    let lat = |f: &dyn Fn(&crate::persist::DeleteRecord) -> Option<u64>| -> Value {
+        let mut v: Vec<Option<u64>> = eligible.iter().map(|r| f(r).map(|t| t.saturating_sub(r.at_ns))).collect();
+        // Not persisted by the end: longer than anything measured (censored).
+        v.sort_by_key(|x| x.unwrap_or(u64::MAX));
+        let n = v.len();
+        let within = v.iter().filter(|x| x.is_some_and(|t| t <= d_th)).count();
+        let persisted = v.iter().filter(|x| x.is_some()).count();
+        let q = |p: f64| -> Value {
+            if n == 0 {
+                return Value::Null;
+            }
+            let i = ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
+            v[i].map_or(Value::Null, |t| json!(t))
+        };
+        let cdf: Vec<Value> = (0..=100).map(|p| q(p as f64 / 100.0)).collect();
+        json!({
+            "eligible": n, "persisted": persisted, "within_threshold": within,
+            "fraction_within_threshold": if n > 0 { within as f64 / n as f64 } else { 0.0 },
+            "not_persisted_by_end": n - persisted,
+            "p50_ns": q(0.5), "p90_ns": q(0.9), "p99_ns": q(0.99), "max_ns": q(1.0),
+            "cdf_ns": cdf,
+        })
+    };
+    json!({
+        "deletes": recs.len(),
+        "superseded": superseded,
+        "eligible_rule": "deletes issued at least D_th before the end of the run, not followed by a write of the same key",
+        "lsm_level": lat(&|r| r.lsm_ns),
+        "erase_level": lat(&|r| r.erase_ns),
+        "pending_at_end": {"lsm": s.deletes_pending_lsm()},
+    })
+}
+
+/// Write amplification at each layer, from [`counters`].
+fn write_amplification(c: &Value) -> Value {
+    let g = |k: &str| c[k].as_u64().unwrap_or(0);
+    let lsm_bytes = g("wal_write_bytes") + g("flush_write_bytes") + g("compaction_write_bytes");
+    json!({
+        "lsm": ratio(lsm_bytes, g("app_write_bytes")),
+        "compaction_per_app_byte": ratio(g("compaction_write_bytes"), g("app_write_bytes")),
+        "zone_layer": ratio(g("zone_write_bytes"), lsm_bytes),
+        "device_dlwa": ratio(g("nand_write_bytes"), g("host_write_bytes")),
+        "total": ratio(g("nand_write_bytes"), g("app_write_bytes")),
+    })
+}
+
+/// The figures of a store served to clients (`ssdlab kv serve`): counters, write
+/// amplification, and deletion persistence when deletes are tracked.
+pub fn served_summary(s: &Store) -> Value {
+    let c = counters(s);
+    let lsm = s.config();
+    let end_ns = s.now_ns();
+    json!({
+        "policy": lsm.policy.name(),
+        "sim_seconds": end_ns as f64 / 1e9,
+        "lsm": s.stats(),
+        "zones": s.fs().stats,
+        "write_amplification": write_amplification(&c),
+        "counters": c,
+        "deletion_persistence": if lsm.track_deletes { deletion_persistence(s, lsm.delete_threshold_ns, end_ns) } else { Value::Null },
     })
 }

@@ -172,7 +172,54 @@ impl LsmStore {
     }
 }
 
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KvServeOpts {
+    listen: String,
+    max_connections: usize,
+    /// Seconds (0: never).
+    idle_timeout_s: f64,
+    /// Seconds (0: never).
+    evict_idle_after_s: f64,
+    allow_remote: bool,
+    quiet: bool,
+    /// Search the NAND for deleted values at shutdown (needs lsm.track_deletes).
+    audit: bool,
+}
+
+/// `ssdlab kv serve`: the LSM store (`lsm`, LsmConfig keys) on a fresh ZNS device of `device`
+/// behind the RESP (Redis) protocol until SIGINT/SIGTERM. Returns the final figures: the
+/// front-end's counters and the store's (write amplification, deletion persistence, audit).
+#[pyfunction]
+fn kv_serve<'py>(
+    py: Python<'py>,
+    device: &Bound<'py, PyAny>,
+    lsm: &Bound<'py, PyAny>,
+    options: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let dev = config_from_py(device, "[device]")?;
+    let cfg: LsmConfig = from_py(lsm, "[lsm]")?;
+    let o: KvServeOpts = from_py(options, "kv serve options")?;
+    let store = Store::new(dev, cfg).map_err(lsm_err)?;
+    let backend = ssdlab_lsm::KvBackend::new(store, o.audit).map_err(lsm_err)?;
+    let m = py.detach(move || -> PyResult<serde_json::Value> {
+        let opts = ssdlab_resp::ServeOptions {
+            listen: o.listen,
+            max_connections: o.max_connections,
+            idle_timeout_s: o.idle_timeout_s,
+            evict_idle_after_s: o.evict_idle_after_s,
+            allow_remote: o.allow_remote,
+            quiet: o.quiet,
+            ..Default::default()
+        };
+        let srv = ssdlab_resp::Server::new(Box::new(backend), opts);
+        ssdlab_resp::serve(srv).map_err(PyOSError::new_err)
+    })?;
+    to_py(py, &m)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(kv_serve, m)?)?;
     m.add_function(wrap_pyfunction!(lsm_run, m)?)?;
     m.add_function(wrap_pyfunction!(lsm_sizing, m)?)?;
     m.add_function(wrap_pyfunction!(lsm_defaults, m)?)?;

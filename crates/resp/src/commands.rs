@@ -1,0 +1,605 @@
+//! The commands: a table of names and arities (Redis's: n > 0 exactly n words with the name,
+//! n < 0 at least -n), Redis 7.0's error texts for unknown commands, unknown subcommands and
+//! wrong arities, and each command's effect on the [`Backend`].
+
+use crate::proto::{reply, string2ll, Args};
+use crate::Backend;
+
+/// What the connection does after a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// QUIT: send the replies, then close.
+    Close,
+}
+
+/// Per-connection state.
+#[derive(Debug, Default, Clone)]
+pub struct Session {
+    pub id: u64,
+    pub name: Option<Vec<u8>>,
+}
+
+/// Counters for INFO and the shutdown metrics.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct Counters {
+    pub commands: u64,
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    pub rejected_commands: u64,
+    pub errors: u64,
+}
+
+type Handler = fn(&mut Ctx<'_>, &Args) -> Result<(), String>;
+
+struct Cmd {
+    name: &'static str,
+    arity: i32,
+    run: Handler,
+}
+
+const fn c(name: &'static str, arity: i32, run: Handler) -> Cmd {
+    Cmd { name, arity, run }
+}
+
+/// Everything a handler may touch.
+pub struct Ctx<'a> {
+    pub store: &'a mut dyn Backend,
+    pub session: &'a mut Session,
+    pub counters: &'a mut Counters,
+    pub out: &'a mut Vec<u8>,
+    /// INFO's `# Server` and `# Clients` lines, filled by the server.
+    pub info: &'a dyn Fn() -> String,
+    close: bool,
+}
+
+/// Commands with subcommands (`CONFIG GET`): their table and what Redis calls them in errors.
+const CONTAINERS: &[(&str, &[Cmd])] = &[("config", CONFIG), ("client", CLIENT), ("command", COMMAND)];
+
+const COMMANDS: &[Cmd] = &[
+    c("get", 2, get),
+    c("set", -3, set),
+    c("setnx", 3, setnx),
+    c("getset", 3, getset),
+    c("getdel", 2, getdel),
+    c("mget", -2, mget),
+    c("mset", -3, mset),
+    c("del", -2, del),
+    c("unlink", -2, del),
+    c("exists", -2, exists),
+    c("type", 2, type_),
+    c("incr", 2, |x, a| incr_by(x, &a[1], 1)),
+    c("decr", 2, |x, a| incr_by(x, &a[1], -1)),
+    c("incrby", 3, |x, a| incr_arg(x, a, false)),
+    c("decrby", 3, |x, a| incr_arg(x, a, true)),
+    c("append", 3, append),
+    c("strlen", 2, strlen),
+    c("dbsize", 1, dbsize),
+    c("flushdb", -1, flush),
+    c("flushall", -1, flush),
+    c("select", 2, select),
+    c("ping", -1, ping),
+    c("echo", 2, |x, a| {
+        reply::bulk(x.out, &a[1]);
+        Ok(())
+    }),
+    c("quit", -1, |x, _| {
+        reply::ok(x.out);
+        x.close = true;
+        Ok(())
+    }),
+    c("info", -1, info),
+];
+
+/// Container commands called alone (Redis looks the container itself up, then checks its
+/// arity, -2: "wrong number of arguments for 'config' command").
+const CONTAINER_ARITY: i32 = -2;
+
+const CONFIG: &[Cmd] = &[c("get", -3, config_get), c("set", -4, config_set), c("resetstat", 2, |x, _| ok(x))];
+const CLIENT: &[Cmd] = &[
+    c("setname", 3, client_setname),
+    c("getname", 2, |x, _| {
+        reply::opt_bulk(x.out, x.session.name.as_deref());
+        Ok(())
+    }),
+    c("setinfo", 4, |x, _| ok(x)),
+    c("id", 2, |x, _| {
+        reply::int(x.out, x.session.id as i64);
+        Ok(())
+    }),
+];
+const COMMAND: &[Cmd] = &[
+    c("count", 2, |x, _| {
+        reply::int(x.out, (COMMANDS.len() + CONTAINERS.len()) as i64);
+        Ok(())
+    }),
+    // redis-cli asks for command docs (for its hints) when it starts; it copes with none.
+    c("docs", -2, |x, _| {
+        reply::array(x.out, 0);
+        Ok(())
+    }),
+];
+
+fn lower(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_ascii_lowercase()
+}
+
+/// `%.Ns` of a C string: up to the first NUL, at most `max` bytes.
+fn c_str(b: &[u8], max: usize) -> String {
+    let end = b.iter().position(|&x| x == 0).unwrap_or(b.len()).min(max);
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+fn arity_ok(arity: i32, argc: usize) -> bool {
+    if arity > 0 {
+        argc == arity as usize
+    } else {
+        argc >= (-arity) as usize
+    }
+}
+
+fn wrong_arity(name: &str) -> String {
+    format!("ERR wrong number of arguments for '{name}' command")
+}
+
+/// Run one request (non-empty `args`), appending its reply to `ctx.out`.
+pub fn execute(ctx: &mut Ctx<'_>, args: &Args) -> Flow {
+    debug_assert!(!args.is_empty());
+    ctx.counters.commands += 1;
+    let name = lower(&args[0]);
+    let (cmd, fullname) = if let Some((cname, table)) = CONTAINERS.iter().find(|(n, _)| *n == name) {
+        if args.len() == 1 {
+            ctx.counters.rejected_commands += 1;
+            reply::error(ctx.out, &wrong_arity(cname));
+            return Flow::Continue;
+        }
+        debug_assert!(arity_ok(CONTAINER_ARITY, args.len()));
+        match table.iter().find(|s| s.name == lower(&args[1])) {
+            Some(s) => (s, format!("{cname}|{}", s.name)),
+            None => {
+                ctx.counters.rejected_commands += 1;
+                let msg = format!("ERR unknown subcommand '{}'. Try {} HELP.", c_str(&args[1], 128), cname.to_uppercase());
+                reply::error(ctx.out, &msg);
+                return Flow::Continue;
+            }
+        }
+    } else {
+        match COMMANDS.iter().find(|c| c.name == name) {
+            Some(c) => (c, c.name.to_string()),
+            None => {
+                ctx.counters.rejected_commands += 1;
+                reply::error(ctx.out, &unknown_command(args));
+                return Flow::Continue;
+            }
+        }
+    };
+    if !arity_ok(cmd.arity, args.len()) {
+        ctx.counters.rejected_commands += 1;
+        reply::error(ctx.out, &wrong_arity(&fullname));
+        return Flow::Continue;
+    }
+    if let Err(e) = (cmd.run)(ctx, args) {
+        ctx.counters.errors += 1;
+        reply::error(ctx.out, &e);
+    }
+    if std::mem::take(&mut ctx.close) {
+        Flow::Close
+    } else {
+        Flow::Continue
+    }
+}
+
+/// Redis's text: the name and the first arguments, quoted, about 128 bytes of them.
+fn unknown_command(args: &Args) -> String {
+    let mut list = String::new();
+    for a in &args[1..] {
+        if list.len() >= 128 {
+            break;
+        }
+        let room = 128 - list.len();
+        list.push('\'');
+        list.push_str(&c_str(a, room));
+        list.push_str("' ");
+    }
+    format!("ERR unknown command '{}', with args beginning with: {list}", c_str(&args[0], 128))
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(
+        store: &'a mut dyn Backend,
+        session: &'a mut Session,
+        counters: &'a mut Counters,
+        out: &'a mut Vec<u8>,
+        info: &'a dyn Fn() -> String,
+    ) -> Self {
+        Ctx { store, session, counters, out, info, close: false }
+    }
+
+    fn lookup(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        let v = self.store.get(key).map_err(err)?;
+        if v.is_some() {
+            self.counters.keyspace_hits += 1;
+        } else {
+            self.counters.keyspace_misses += 1;
+        }
+        Ok(v)
+    }
+
+    fn store_value(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        let max = self.store.max_value_bytes();
+        if value.len() > max {
+            return Err(format!("ERR value of {} bytes: this store takes values of at most {max} bytes", value.len()));
+        }
+        self.store.set(key, value).map_err(err)
+    }
+}
+
+fn err(e: String) -> String {
+    format!("ERR {e}")
+}
+
+fn ok(x: &mut Ctx<'_>) -> Result<(), String> {
+    reply::ok(x.out);
+    Ok(())
+}
+
+const SYNTAX: &str = "ERR syntax error";
+const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+
+fn integer(b: &[u8]) -> Result<i64, String> {
+    string2ll(b).ok_or_else(|| NOT_INTEGER.to_string())
+}
+
+fn get(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let v = x.lookup(&a[1])?;
+    reply::opt_bulk(x.out, v.as_deref());
+    Ok(())
+}
+
+/// SET key value [NX|XX] [GET] [KEEPTTL]; EX/PX/EXAT/PXAT are checked as Redis checks them,
+/// then refused: the stores behind this front-end keep no expiry times.
+fn set(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let (mut nx, mut xx, mut get, mut keepttl, mut expire) = (false, false, false, false, None);
+    let mut j = 3;
+    while j < a.len() {
+        let opt = lower(&a[j]);
+        let has_next = j + 1 < a.len();
+        match opt.as_str() {
+            "nx" if !xx => nx = true,
+            "xx" if !nx => xx = true,
+            "get" => get = true,
+            "keepttl" if expire.is_none() => keepttl = true,
+            "ex" | "px" | "exat" | "pxat" if !keepttl && expire.is_none() && has_next => {
+                expire = Some(a[j + 1].clone());
+                j += 1;
+            }
+            _ => return Err(SYNTAX.into()),
+        }
+        j += 1;
+    }
+    if let Some(e) = expire {
+        let t = integer(&e)?;
+        if t <= 0 {
+            return Err("ERR invalid expire time in 'set' command".into());
+        }
+        return Err("ERR expiry times (EX, PX, EXAT, PXAT) are not supported by ssdlab's stores".into());
+    }
+    let old = if nx || xx || get { x.lookup(&a[1])? } else { None };
+    if (nx && old.is_some()) || (xx && old.is_none()) {
+        if get {
+            reply::opt_bulk(x.out, old.as_deref());
+        } else {
+            reply::null(x.out);
+        }
+        return Ok(());
+    }
+    x.store_value(&a[1], &a[2])?;
+    if get {
+        reply::opt_bulk(x.out, old.as_deref());
+    } else {
+        reply::ok(x.out);
+    }
+    Ok(())
+}
+
+fn setnx(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let there = x.store.exists(&a[1]).map_err(err)?;
+    if !there {
+        x.store_value(&a[1], &a[2])?;
+    }
+    reply::int(x.out, !there as i64);
+    Ok(())
+}
+
+fn getset(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let old = x.lookup(&a[1])?;
+    x.store_value(&a[1], &a[2])?;
+    reply::opt_bulk(x.out, old.as_deref());
+    Ok(())
+}
+
+fn getdel(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let old = x.lookup(&a[1])?;
+    if old.is_some() {
+        x.store.del(&a[1]).map_err(err)?;
+    }
+    reply::opt_bulk(x.out, old.as_deref());
+    Ok(())
+}
+
+fn mget(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    // Look every key up before replying, so that a store error is one error, not a torn array.
+    let mut vals = Vec::with_capacity(a.len() - 1);
+    for k in &a[1..] {
+        vals.push(x.lookup(k)?);
+    }
+    reply::array(x.out, vals.len());
+    for v in &vals {
+        reply::opt_bulk(x.out, v.as_deref());
+    }
+    Ok(())
+}
+
+fn mset(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    if a.len().is_multiple_of(2) {
+        return Err(wrong_arity("mset"));
+    }
+    for kv in a[1..].chunks(2) {
+        x.store_value(&kv[0], &kv[1])?;
+    }
+    reply::ok(x.out);
+    Ok(())
+}
+
+fn del(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let mut n = 0;
+    for k in &a[1..] {
+        n += x.store.del(k).map_err(err)? as i64;
+    }
+    reply::int(x.out, n);
+    Ok(())
+}
+
+fn exists(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let mut n = 0;
+    for k in &a[1..] {
+        n += x.store.exists(k).map_err(err)? as i64;
+    }
+    reply::int(x.out, n);
+    Ok(())
+}
+
+fn type_(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let there = x.store.exists(&a[1]).map_err(err)?;
+    reply::simple(x.out, if there { "string" } else { "none" });
+    Ok(())
+}
+
+fn incr_arg(x: &mut Ctx<'_>, a: &Args, negate: bool) -> Result<(), String> {
+    let by = integer(&a[2])?;
+    if negate && by == i64::MIN {
+        return Err("ERR decrement would overflow".into());
+    }
+    incr_by(x, &a[1], if negate { -by } else { by })
+}
+
+fn incr_by(x: &mut Ctx<'_>, key: &[u8], by: i64) -> Result<(), String> {
+    let old = match x.store.get(key).map_err(err)? {
+        Some(v) => integer(&v)?,
+        None => 0,
+    };
+    let new = old.checked_add(by).ok_or_else(|| "ERR increment or decrement would overflow".to_string())?;
+    x.store_value(key, new.to_string().as_bytes())?;
+    reply::int(x.out, new);
+    Ok(())
+}
+
+fn append(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let mut v = x.store.get(&a[1]).map_err(err)?.unwrap_or_default();
+    v.extend_from_slice(&a[2]);
+    x.store_value(&a[1], &v)?;
+    reply::int(x.out, v.len() as i64);
+    Ok(())
+}
+
+fn strlen(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let n = x.store.get(&a[1]).map_err(err)?.map_or(0, |v| v.len());
+    reply::int(x.out, n as i64);
+    Ok(())
+}
+
+fn dbsize(x: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
+    let n = x.store.key_count().map_err(err)?;
+    reply::int(x.out, n as i64);
+    Ok(())
+}
+
+fn flush(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    match a.len() {
+        1 => {}
+        2 if matches!(lower(&a[1]).as_str(), "async" | "sync") => {}
+        _ => return Err(SYNTAX.into()),
+    }
+    x.store.clear().map_err(err)?;
+    reply::ok(x.out);
+    Ok(())
+}
+
+fn select(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    match integer(&a[1])? {
+        0 => ok(x),
+        _ => Err("ERR DB index is out of range".into()),
+    }
+}
+
+fn ping(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    match a.len() {
+        1 => reply::simple(x.out, "PONG"),
+        2 => reply::bulk(x.out, &a[1]),
+        _ => return Err(wrong_arity("ping")),
+    }
+    Ok(())
+}
+
+fn info(x: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
+    let c = *x.counters;
+    let mut s = (x.info)();
+    s.push_str(&format!(
+        "\r\n# Stats\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nrejected_commands:{}\r\n",
+        c.commands, c.keyspace_hits, c.keyspace_misses, c.rejected_commands
+    ));
+    s.push_str("\r\n# ssdlab\r\n");
+    if let serde_json::Value::Object(m) = x.store.metrics() {
+        for (k, v) in m {
+            if !v.is_object() && !v.is_array() {
+                s.push_str(&format!("{k}:{}\r\n", v.to_string().trim_matches('"')));
+            }
+        }
+    }
+    reply::bulk(x.out, s.as_bytes());
+    Ok(())
+}
+
+/// The parameters CONFIG GET knows: enough for clients that ask at start (redis-benchmark asks
+/// for `save` and `appendonly`).
+const PARAMS: &[(&str, &str)] = &[("appendonly", "no"), ("databases", "1"), ("maxmemory", "0"), ("save", "")];
+
+fn config_get(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let mut hits: Vec<(&str, String)> = vec![];
+    for (name, value) in PARAMS {
+        if a[2..].iter().any(|p| glob(&lower(p), name)) {
+            hits.push((name, value.to_string()));
+        }
+    }
+    if a[2..].iter().any(|p| glob(&lower(p), "proto-max-bulk-len")) {
+        hits.push(("proto-max-bulk-len", x.store.max_value_bytes().to_string()));
+    }
+    reply::array(x.out, hits.len() * 2);
+    for (k, v) in hits {
+        reply::bulk(x.out, k.as_bytes());
+        reply::bulk(x.out, v.as_bytes());
+    }
+    Ok(())
+}
+
+fn config_set(_: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
+    Err("ERR CONFIG SET is not supported by ssdlab (settings come from the server's command line)".into())
+}
+
+fn client_setname(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let n = &a[2];
+    if n.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err("ERR Client names cannot contain spaces, newlines or special characters.".into());
+    }
+    x.session.name = (!n.is_empty()).then(|| n.clone());
+    ok(x)
+}
+
+/// Glob matching with `*` and `?` (CONFIG GET patterns).
+fn glob(pattern: &str, s: &str) -> bool {
+    let (p, s) = (pattern.as_bytes(), s.as_bytes());
+    let (mut pi, mut si, mut star, mut mark) = (0, 0, None, 0);
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some(pi);
+            mark = si;
+            pi += 1;
+        } else if let Some(st) = star {
+            pi = st + 1;
+            mark += 1;
+            si = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&b| b == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A map in memory: the reference store for the command logic.
+    #[derive(Default)]
+    pub struct Map(pub BTreeMap<Vec<u8>, Vec<u8>>);
+
+    impl Backend for Map {
+        fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, String> {
+            Ok(self.0.get(k).cloned())
+        }
+        fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), String> {
+            self.0.insert(k.to_vec(), v.to_vec());
+            Ok(())
+        }
+        fn del(&mut self, k: &[u8]) -> Result<bool, String> {
+            Ok(self.0.remove(k).is_some())
+        }
+        fn key_count(&mut self) -> Result<u64, String> {
+            Ok(self.0.len() as u64)
+        }
+        fn clear(&mut self) -> Result<(), String> {
+            self.0.clear();
+            Ok(())
+        }
+        fn max_value_bytes(&self) -> usize {
+            16
+        }
+        fn metrics(&mut self) -> serde_json::Value {
+            serde_json::json!({"keys": self.0.len()})
+        }
+    }
+
+    fn run(store: &mut Map, line: &str) -> String {
+        let args = crate::proto::split_args(line.as_bytes()).unwrap();
+        let (mut s, mut c, mut out) = (Session::default(), Counters::default(), vec![]);
+        let info = || String::from("# Server\r\n");
+        execute(&mut Ctx::new(store, &mut s, &mut c, &mut out, &info), &args);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn string_commands_answer_as_redis() {
+        let m = &mut Map::default();
+        assert_eq!(run(m, "SET k v"), "+OK\r\n");
+        assert_eq!(run(m, "get k"), "$1\r\nv\r\n");
+        assert_eq!(run(m, "SET k w NX"), "$-1\r\n");
+        assert_eq!(run(m, "SET k w NX GET"), "$1\r\nv\r\n");
+        assert_eq!(run(m, "SET k w XX GET"), "$1\r\nv\r\n");
+        assert_eq!(run(m, "SET n 1 XX"), "$-1\r\n");
+        assert_eq!(run(m, "SET k w NX XX"), "-ERR syntax error\r\n");
+        assert_eq!(run(m, "SET k w EX 0"), "-ERR invalid expire time in 'set' command\r\n");
+        assert_eq!(run(m, "SET k w EX x"), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(run(m, "INCR c"), ":1\r\n");
+        assert_eq!(run(m, "INCRBY c 41"), ":42\r\n");
+        assert_eq!(run(m, "DECRBY c -9223372036854775808"), "-ERR decrement would overflow\r\n");
+        assert_eq!(run(m, "INCR k"), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(run(m, "MSET a 1 b"), "-ERR wrong number of arguments for 'mset' command\r\n");
+        assert_eq!(run(m, "MGET k nope"), "*2\r\n$1\r\nw\r\n$-1\r\n");
+        assert_eq!(run(m, "EXISTS k k nope"), ":2\r\n");
+        assert_eq!(run(m, "DEL k nope"), ":1\r\n");
+        assert_eq!(run(m, "APPEND k abc"), ":3\r\n");
+        assert_eq!(run(m, "SET big 01234567890123456789"), "-ERR value of 20 bytes: this store takes values of at most 16 bytes\r\n");
+        assert_eq!(run(m, "DBSIZE"), ":2\r\n");
+    }
+
+    #[test]
+    fn unknown_commands_and_arities_use_redis_texts() {
+        let m = &mut Map::default();
+        assert_eq!(run(m, "GETX a b"), "-ERR unknown command 'GETX', with args beginning with: 'a' 'b' \r\n");
+        assert_eq!(run(m, "GET"), "-ERR wrong number of arguments for 'get' command\r\n");
+        assert_eq!(run(m, "CONFIG"), "-ERR wrong number of arguments for 'config' command\r\n");
+        assert_eq!(run(m, "CONFIG GET"), "-ERR wrong number of arguments for 'config|get' command\r\n");
+        assert_eq!(run(m, "config nope"), "-ERR unknown subcommand 'nope'. Try CONFIG HELP.\r\n");
+        assert_eq!(run(m, "CONFIG GET save appendonly"), "*4\r\n$10\r\nappendonly\r\n$2\r\nno\r\n$4\r\nsave\r\n$0\r\n\r\n");
+        assert_eq!(run(m, "PING a b"), "-ERR wrong number of arguments for 'ping' command\r\n");
+    }
+
+    #[test]
+    fn glob_matches_like_config_get() {
+        assert!(glob("*", "save") && glob("sa?e", "save") && glob("*only", "appendonly") && !glob("s", "save"));
+    }
+}

@@ -1,0 +1,49 @@
+//! ssdlab's RESP (Redis protocol) front-end: any key-value store behind a [`Backend`] served to
+//! real Redis clients (redis-cli, redis-benchmark, redis-py, ...) on ssdlab's async server core
+//! (crates/server: connection limits, deadlines, loopback rule, clean shutdown).
+//!
+//! - [`proto`]: RESP2 request parsing (multibulk and inline, pipelined) and reply encoding,
+//!   with redis-server's limits and error texts;
+//! - [`commands`]: the string commands (GET, SET with NX/XX/GET, MGET, MSET, DEL, EXISTS,
+//!   INCR/DECR, APPEND, ...) and the connection and server commands clients send on their own
+//!   (PING, SELECT 0, CONFIG GET, COMMAND, CLIENT, INFO, QUIT), answered as Redis 7.0 answers;
+//! - [`server`]: the [`ssdlab_server::Protocol`] and `serve`.
+//!
+//! Users: `ssdlab kv serve` (the LSM store of crates/lsm on an emulated ZNS SSD).
+
+pub mod commands;
+pub mod proto;
+pub mod server;
+
+pub use server::{serve, serve_on, ServeOptions, Server};
+
+/// What a store offers the RESP front-end. Calls come one at a time (the server holds a lock
+/// around each command), so a command made of several calls (INCR, SETNX, SET ... GET) is
+/// atomic, as in Redis. Errors are one line of text, sent to the client as `-ERR <text>`.
+pub trait Backend: Send + 'static {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
+    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), String>;
+    /// Remove `key`; true if it was there.
+    fn del(&mut self, key: &[u8]) -> Result<bool, String>;
+    fn exists(&mut self, key: &[u8]) -> Result<bool, String> {
+        Ok(self.get(key)?.is_some())
+    }
+    /// How many keys are stored (DBSIZE).
+    fn key_count(&mut self) -> Result<u64, String>;
+    /// Remove every key (FLUSHDB, FLUSHALL).
+    fn clear(&mut self) -> Result<(), String>;
+    /// The largest value the store takes (SET of a larger one is refused before it is stored).
+    fn max_value_bytes(&self) -> usize;
+    /// Wall-clock time since the server started, before each batch of commands: stores with a
+    /// simulated clock move it forward (background work due by then runs).
+    fn tick(&mut self, _now_ns: u64) -> Result<(), String> {
+        Ok(())
+    }
+    /// The store's figures: INFO's `# ssdlab` section and the metrics written at shutdown.
+    fn metrics(&mut self) -> serde_json::Value;
+    /// Checks too slow for INFO that the store runs once, when the server has stopped (e.g. a
+    /// search of the NAND for deleted values); they go into the final figures as `closing`.
+    fn closing(&mut self) -> Result<serde_json::Value, String> {
+        Ok(serde_json::Value::Null)
+    }
+}

@@ -1,0 +1,255 @@
+//! The RESP server: a [`ssdlab_server::Protocol`] that reads pipelined requests into a buffer,
+//! runs every complete one against the [`Backend`] (one lock, taken once per batch), and writes
+//! the batch's replies at once.
+
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use ssdlab_server::{Conn, ConnEnd, Refused, Stats};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::commands::{execute, Counters, Ctx, Flow, Session};
+use crate::proto::{self, reply, BULK_MAX_BYTES};
+use crate::Backend;
+
+/// Reported as `redis_version` by INFO: the Redis protocol level answered, then ssdlab's.
+pub const VERSION: &str = concat!("7.0.0-ssdlab-", env!("CARGO_PKG_VERSION"));
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Who the server is in logs: "ssdlab kv serve".
+    pub name: String,
+    pub listen: String,
+    pub max_connections: usize,
+    /// Cut a connection idle this long (seconds; 0: never, as redis-server's default).
+    pub idle_timeout_s: f64,
+    /// When every slot is taken, a connection idle at least this long (seconds) gives its
+    /// slot to a new client (0: never; then new clients are refused).
+    pub evict_idle_after_s: f64,
+    pub allow_remote: bool,
+    pub quiet: bool,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            name: "ssdlab kv serve".into(),
+            listen: "127.0.0.1:6379".into(),
+            max_connections: 128,
+            idle_timeout_s: 0.0,
+            evict_idle_after_s: 5.0,
+            allow_remote: false,
+            quiet: false,
+        }
+    }
+}
+
+struct State {
+    store: Box<dyn Backend>,
+    counters: Counters,
+}
+
+/// State shared by the connections.
+pub struct Server {
+    state: Mutex<State>,
+    opts: ServeOptions,
+    core: Arc<Stats>,
+    started: Instant,
+    next_client: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Server {
+    pub fn new(store: Box<dyn Backend>, opts: ServeOptions) -> Arc<Server> {
+        Arc::new(Server {
+            state: Mutex::new(State { store, counters: Counters::default() }),
+            opts,
+            core: Arc::new(Stats::default()),
+            started: Instant::now(),
+            next_client: AtomicU64::new(1),
+            bytes_read: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
+            stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        })
+    }
+
+    /// Ask a running server to stop (as SIGTERM does).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic inside a store call poisons the lock; the store is then not to be trusted,
+        // but INFO and the shutdown metrics still read it.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn info_head(&self) -> String {
+        format!(
+            "# Server\r\nredis_version:{VERSION}\r\nredis_mode:standalone\r\nssdlab_server:{}\r\nuptime_in_seconds:{}\r\n\r\n# Clients\r\nconnected_clients:{}\r\n",
+            self.opts.name,
+            self.started.elapsed().as_secs(),
+            Stats::get(&self.core.connections_active)
+        )
+    }
+
+    /// The final figures: the front-end's counters and the store's metrics.
+    pub fn summary(&self) -> Value {
+        let mut st = self.state();
+        let c = st.counters;
+        json!({
+            "total_connections_received": Stats::get(&self.core.connections_total),
+            "rejected_connections": Stats::get(&self.core.refused),
+            "total_commands_processed": c.commands,
+            "keyspace_hits": c.keyspace_hits,
+            "keyspace_misses": c.keyspace_misses,
+            "rejected_commands": c.rejected_commands,
+            "command_errors": c.errors,
+            "protocol_errors": Stats::get(&self.core.protocol_errors),
+            "bytes_read": self.bytes_read.load(Ordering::Relaxed),
+            "bytes_written": self.bytes_written.load(Ordering::Relaxed),
+            "uptime_s": self.started.elapsed().as_secs_f64(),
+            "store": st.store.metrics(),
+        })
+    }
+
+    /// Run every complete request at the front of `buf`; returns the bytes used, whether to
+    /// close, and a protocol error's text if the next request is malformed.
+    fn run_batch(&self, buf: &[u8], session: &mut Session, out: &mut Vec<u8>) -> (usize, Flow, Option<String>) {
+        let mut used = 0;
+        let mut guard = None;
+        let info = || self.info_head();
+        loop {
+            match proto::parse(&buf[used..], BULK_MAX_BYTES) {
+                Ok(None) => return (used, Flow::Continue, None),
+                Err(e) => return (used, Flow::Close, Some(e.0)),
+                Ok(Some((args, n))) => {
+                    used += n;
+                    if args.is_empty() {
+                        continue;
+                    }
+                    let st: &mut MutexGuard<'_, State> = guard.get_or_insert_with(|| {
+                        let mut st = self.state();
+                        let now = self.started.elapsed().as_nanos() as u64;
+                        if let Err(e) = st.store.tick(now) {
+                            eprintln!("{}: store clock: {e}", self.opts.name);
+                        }
+                        st
+                    });
+                    let State { store, counters } = &mut **st;
+                    let mut ctx = Ctx::new(store.as_mut(), session, counters, out, &info);
+                    if execute(&mut ctx, &args) == Flow::Close {
+                        return (used, Flow::Close, None);
+                    }
+                    // Big replies go out before more requests run.
+                    if out.len() >= 1 << 20 {
+                        return (used, Flow::Continue, None);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn session(&self, mut conn: Conn) -> Result<(), ConnEnd> {
+        // RESP has no handshake: the idle rules apply from the first byte.
+        conn.established();
+        let mut session = Session { id: self.next_client.fetch_add(1, Ordering::Relaxed), name: None };
+        let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
+        let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
+        loop {
+            let (used, flow, perr) = self.run_batch(&buf, &mut session, &mut out);
+            buf.drain(..used);
+            if let Some(e) = &perr {
+                reply::error(&mut out, &format!("ERR {e}"));
+            }
+            if !out.is_empty() {
+                conn.write_all(&out).await?;
+                self.bytes_written.fetch_add(out.len() as u64, Ordering::Relaxed);
+                out.clear();
+            }
+            if let Some(e) = perr {
+                return Err(ConnEnd::Protocol(e));
+            }
+            if flow == Flow::Close {
+                return Ok(());
+            }
+            if used > 0 && !buf.is_empty() {
+                continue; // a batch stopped early for a big reply: the rest first
+            }
+            if buf.capacity() - buf.len() < 4096 {
+                buf.reserve(buf.len().max(16 << 10));
+            }
+            let n = conn.read_buf(&mut buf).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+impl ssdlab_server::Protocol for Server {
+    async fn serve(self: Arc<Self>, conn: Conn) -> ConnEnd {
+        match self.session(conn).await {
+            Ok(()) => ConnEnd::Closed,
+            Err(e) => e,
+        }
+    }
+
+    fn refusal(&self, _why: Refused) -> Vec<u8> {
+        // What redis-server says at maxclients.
+        b"-ERR max number of clients reached\r\n".to_vec()
+    }
+}
+
+fn core_options(srv: &Server, signals: bool) -> ssdlab_server::Options {
+    let secs = |s: f64| (s > 0.0).then(|| Duration::from_secs_f64(s));
+    ssdlab_server::Options {
+        name: srv.opts.name.clone(),
+        listen: srv.opts.listen.clone(),
+        max_connections: srv.opts.max_connections,
+        handshake_timeout: ssdlab_server::DEFAULT_HANDSHAKE_TIMEOUT,
+        idle_timeout: secs(srv.opts.idle_timeout_s),
+        evict_idle_after: secs(srv.opts.evict_idle_after_s),
+        tls: None,
+        tls_mode: ssdlab_server::TlsMode::Implicit,
+        tls_supported: false,
+        allow_remote: srv.opts.allow_remote,
+        quiet: srv.opts.quiet,
+        signals,
+        worker_threads: 0,
+        log_interval: Duration::from_secs(5),
+        stats: srv.core.clone(),
+    }
+}
+
+/// Serve on `opts.listen` until SIGINT/SIGTERM or [`Server::stop`]; returns the final figures.
+pub fn serve(srv: Arc<Server>) -> Result<Value, String> {
+    let server = ssdlab_server::Server::bind(core_options(&srv, true), srv.clone())?;
+    run(srv, server)
+}
+
+/// Serve on `listener` (tests: a port picked by the OS) until [`Server::stop`].
+pub fn serve_on(srv: Arc<Server>, listener: TcpListener) -> Result<Value, String> {
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let mut opts = core_options(&srv, false);
+    opts.listen = listener.local_addr().map_err(|e| e.to_string())?.to_string();
+    let server = ssdlab_server::Server::with_listener(opts, Some(listener), srv.clone())?;
+    run(srv, server)
+}
+
+fn run(srv: Arc<Server>, server: ssdlab_server::Server<Server>) -> Result<Value, String> {
+    server.log().info(format!("listening on {} (RESP), {} connections", server.local_addr(), srv.opts.max_connections));
+    let flag = srv.stop.clone();
+    let stop = move || flag.load(Ordering::Relaxed);
+    server.run(Some(&stop))?;
+    let mut m = srv.summary();
+    m["closing"] = srv.state().store.closing()?;
+    Ok(m)
+}

@@ -1,0 +1,155 @@
+//! The RESP server loop with an in-memory store: requests split across reads at every byte,
+//! pipelines, QUIT, protocol errors closing the connection, the refusal at the connection limit.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ssdlab_resp::{serve_on, Backend, ServeOptions, Server};
+
+#[derive(Default)]
+struct Map(BTreeMap<Vec<u8>, Vec<u8>>);
+
+impl Backend for Map {
+    fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        Ok(self.0.get(k).cloned())
+    }
+    fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), String> {
+        self.0.insert(k.to_vec(), v.to_vec());
+        Ok(())
+    }
+    fn del(&mut self, k: &[u8]) -> Result<bool, String> {
+        Ok(self.0.remove(k).is_some())
+    }
+    fn key_count(&mut self) -> Result<u64, String> {
+        Ok(self.0.len() as u64)
+    }
+    fn clear(&mut self) -> Result<(), String> {
+        self.0.clear();
+        Ok(())
+    }
+    fn max_value_bytes(&self) -> usize {
+        1 << 20
+    }
+    fn metrics(&mut self) -> serde_json::Value {
+        serde_json::json!({ "keys": self.0.len() })
+    }
+}
+
+struct Running {
+    addr: std::net::SocketAddr,
+    srv: Arc<Server>,
+    thread: Option<std::thread::JoinHandle<Result<serde_json::Value, String>>>,
+}
+
+fn start(max_connections: usize) -> Running {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let srv = Server::new(Box::new(Map::default()), ServeOptions { max_connections, quiet: true, ..ServeOptions::default() });
+    let s = srv.clone();
+    let thread = Some(std::thread::spawn(move || serve_on(s, listener)));
+    Running { addr, srv, thread }
+}
+
+impl Running {
+    fn finish(mut self) -> serde_json::Value {
+        self.srv.stop();
+        self.thread.take().unwrap().join().unwrap().unwrap()
+    }
+}
+
+fn connect(addr: std::net::SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_nodelay(true).unwrap();
+    s
+}
+
+/// Read until `n` bytes came or the server closed.
+fn read_n(s: &mut TcpStream, n: usize) -> Vec<u8> {
+    let mut got = vec![0u8; n];
+    let mut have = 0;
+    while have < n {
+        match s.read(&mut got[have..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => have += k,
+        }
+    }
+    got.truncate(have);
+    got
+}
+
+fn closed(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.read(&mut b), Ok(0) | Err(_))
+}
+
+#[test]
+fn requests_split_at_every_byte_get_the_same_replies() {
+    let run = start(8);
+    let req = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nv\r\n\0x\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\n";
+    let want = b"+OK\r\n$5\r\nv\r\n\0x\r\n+PONG\r\n";
+    for cut in 1..req.len() {
+        let mut s = connect(run.addr);
+        s.write_all(&req[..cut]).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+        s.write_all(&req[cut..]).unwrap();
+        assert_eq!(read_n(&mut s, want.len()), want, "cut at {cut}");
+    }
+    run.finish();
+}
+
+#[test]
+fn a_long_pipeline_is_answered_in_order_and_quit_closes() {
+    let run = start(8);
+    let mut s = connect(run.addr);
+    let mut req = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..5000 {
+        let (k, v) = (format!("key{i}"), format!("value{i}"));
+        req.extend_from_slice(format!("*3\r\n$3\r\nSET\r\n${}\r\n{k}\r\n${}\r\n{v}\r\n", k.len(), v.len()).as_bytes());
+        req.extend_from_slice(format!("*2\r\n$3\r\nGET\r\n${}\r\n{k}\r\n", k.len()).as_bytes());
+        want.extend_from_slice(format!("+OK\r\n${}\r\n{v}\r\n", v.len()).as_bytes());
+    }
+    req.extend_from_slice(b"*1\r\n$4\r\nQUIT\r\nPING\r\n");
+    want.extend_from_slice(b"+OK\r\n");
+    let writer = {
+        let mut w = s.try_clone().unwrap();
+        std::thread::spawn(move || w.write_all(&req))
+    };
+    assert_eq!(read_n(&mut s, want.len()), want);
+    assert!(closed(&mut s), "QUIT closes; the PING after it is not answered");
+    writer.join().unwrap().unwrap();
+    let m = run.finish();
+    assert_eq!(m["store"]["keys"], 5000);
+    assert_eq!(m["total_commands_processed"], 10001);
+}
+
+#[test]
+fn a_protocol_error_is_answered_then_the_connection_closes() {
+    let run = start(8);
+    let mut s = connect(run.addr);
+    s.write_all(b"PING\r\n*1\r\n$x\r\nPING\r\n").unwrap();
+    let want = b"+PONG\r\n-ERR Protocol error: invalid bulk length\r\n";
+    assert_eq!(read_n(&mut s, want.len()), want);
+    assert!(closed(&mut s));
+    let m = run.finish();
+    assert_eq!(m["protocol_errors"], 1);
+}
+
+#[test]
+fn clients_past_the_limit_are_told_as_redis_tells_them() {
+    let run = start(1);
+    let mut first = connect(run.addr);
+    first.write_all(b"PING\r\n").unwrap();
+    assert_eq!(read_n(&mut first, 7), b"+PONG\r\n");
+    // The only slot is busy (not idle long enough to give way): the next client is refused.
+    let mut second = connect(run.addr);
+    let want = b"-ERR max number of clients reached\r\n";
+    assert_eq!(read_n(&mut second, want.len()), want);
+    assert!(closed(&mut second));
+    drop(first);
+    run.finish();
+}

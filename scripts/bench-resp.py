@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""RESP front-end bench: redis-benchmark SET and GET (random keys over a key space, 64-byte
+values, 50 clients, pipelines of 16) against `ssdlab kv serve` (the LSM store on an emulated
+ZNS SSD, every value written to and read from the emulated NAND) and against redis-server
+(memory only, no persistence) on the same machine, interleaved rounds, medians. Prints
+requests/s and the ratios.
+
+    .venv/bin/python scripts/bench-resp.py [--requests 200000] [--rounds 3]
+"""
+
+import argparse
+import csv
+import io
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SSDLAB = str(Path(sys.executable).parent / "ssdlab")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc) -> None:
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("server did not start")
+
+
+def bench(port: int, requests: int, keyspace: int) -> dict:
+    p = subprocess.run(["redis-benchmark", "-p", str(port), "-t", "set,get", "-n", str(requests), "-r", str(keyspace),
+                        "-d", "64", "-c", "50", "-P", "16", "--csv"], capture_output=True, text=True, check=True, timeout=600)
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    return {r["test"]: float(r["rps"]) for r in rows}
+
+
+def start(argv, port: int, log) -> subprocess.Popen:
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    wait_port(port, proc)
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=200_000, help="requests per test (default %(default)s)")
+    ap.add_argument("--keyspace", type=int, default=100_000, help="distinct keys (default %(default)s)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default %(default)s)")
+    a = ap.parse_args()
+    for tool in ("redis-server", "redis-benchmark"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} missing: run scripts/setup.sh (make setup)")
+    results: dict = {"ssdlab kv serve": [], "redis-server": []}
+    with tempfile.TemporaryDirectory(prefix="bench-resp-") as tmp:
+        with open(Path(tmp) / "servers.log", "w") as log:
+            for r in range(a.rounds):
+                for name in results:
+                    port = free_port()
+                    if name == "redis-server":
+                        argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                "--dir", tmp]
+                    else:
+                        argv = [SSDLAB, "kv", "serve", "--listen", f"127.0.0.1:{port}", "--quiet"]
+                    proc = start(argv, port, log)
+                    try:
+                        got = bench(port, a.requests, a.keyspace)
+                    finally:
+                        stop(proc)
+                    results[name].append(got)
+                    print(f"round {r + 1}: {name:16s} SET {got['SET']:>10,.0f}/s  GET {got['GET']:>10,.0f}/s", flush=True)
+    print(f"\nmedians of {a.rounds} rounds, {a.requests} requests each, {a.keyspace} keys, 64-byte values, 50 clients, pipelines of 16:")
+    med = {n: {t: statistics.median(x[t] for x in rs) for t in ("SET", "GET")} for n, rs in results.items()}
+    for n, m in med.items():
+        print(f"  {n:16s} SET {m['SET']:>10,.0f}/s  GET {m['GET']:>10,.0f}/s")
+    ours, ref = med["ssdlab kv serve"], med["redis-server"]
+    print(f"  ssdlab / redis-server: SET {ours['SET'] / ref['SET']:.2f}x, GET {ours['GET'] / ref['GET']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

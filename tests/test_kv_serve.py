@@ -1,0 +1,221 @@
+"""`ssdlab kv serve`: the LSM store on an emulated ZNS SSD behind the RESP (Redis) protocol,
+checked byte for byte against a real redis-server on the same requests, and driven by Redis
+clients ssdlab did not write (redis-cli, redis-benchmark, redis-py)."""
+
+import json
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from clitools import SSDLAB, write
+
+redis = pytest.importorskip("redis", reason="redis (redis-py) missing: run scripts/setup.sh (make setup)")
+pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("redis-server", "redis-cli", "redis-benchmark")),
+                                reason="redis-server/redis-tools missing: run scripts/setup.sh (make setup)")
+
+# A small ZNS device (data-backed when served): enough zones for a few MB of values and
+# their compactions.
+SPEC = """
+[device]
+preset = "zns-ssd"
+
+[lsm]
+memtable_bytes = 262144
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited {proc.returncode}:\n{log.read_text()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"server did not listen on {port}:\n{log.read_text()}")
+
+
+class Server:
+    """A server process on a free port, logging to a file; stopped with SIGTERM."""
+
+    def __init__(self, argv, port: int, log: Path):
+        self.port, self.log = port, log
+        self.logf = open(log, "w")  # noqa: SIM115 (closed in stop)
+        self.proc = subprocess.Popen(argv, stdout=self.logf, stderr=subprocess.STDOUT)
+        wait_port(port, self.proc, log)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.logf.close()
+        return self.proc.returncode
+
+
+def start_ssdlab(tmp: Path, *args) -> Server:
+    port = free_port()
+    spec = write(tmp / f"kv-{port}.toml", SPEC)
+    return Server(SSDLAB + ["kv", "serve", str(spec), "--listen", f"127.0.0.1:{port}", *args], port, tmp / f"kv-{port}.log")
+
+
+def start_redis(tmp: Path) -> Server:
+    port = free_port()
+    d = tmp / f"redis-{port}"
+    d.mkdir()
+    argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            "--dir", str(d), "--daemonize", "no", "--databases", "1"]
+    return Server(argv, port, tmp / f"redis-{port}.log")
+
+
+@pytest.fixture
+def pair(tmp_path):
+    ours, ref = start_ssdlab(tmp_path), start_redis(tmp_path)
+    yield ours, ref
+    assert ours.stop() == 0, ours.log.read_text()
+    ref.stop()
+
+
+def exchange(port: int, data: bytes) -> bytes:
+    """Send `data` on a fresh connection and return every reply byte, up to a sentinel ECHO's
+    reply (or the server's close)."""
+    mark = uuid.uuid4().hex.encode()
+    tail = b"$32\r\n" + mark + b"\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(data + b"*2\r\n$4\r\nECHO\r\n$32\r\n" + mark + b"\r\n")
+        got = b""
+        while not got.endswith(tail):
+            try:
+                chunk = s.recv(1 << 20)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            got += chunk
+    return got[:-len(tail)] if got.endswith(tail) else got + b"<closed>"
+
+
+def mb(*args) -> bytes:
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+# Request sequences, each on its own connection, answered identically by redis-server.
+CASES = {
+    "set-get": mb("SET", "k", "v") + mb("GET", "k") + mb("GET", "missing"),
+    "binary-and-empty-values": mb("SET", b"bin\x00key", b"\x00\r\n\xff") + mb("GET", b"bin\x00key") + mb("SET", "e", "") + mb("GET", "e")
+    + mb("STRLEN", "e") + mb("STRLEN", b"bin\x00key"),
+    "set-options": mb("SET", "o", "1", "NX") + mb("SET", "o", "2", "NX") + mb("SET", "o", "3", "XX", "GET") + mb("SET", "p", "1", "XX")
+    + mb("SET", "o", "4", "NX", "XX") + mb("SET", "o", "4", "GET", "nx") + mb("SET", "o", "5", "EX", "0") + mb("SET", "o", "5", "EX", "x")
+    + mb("SET", "o", "5", "EX") + mb("SET", "o", "5", "BOGUS") + mb("GET", "o"),
+    "counters": mb("INCR", "c") + mb("INCRBY", "c", "41") + mb("DECR", "c") + mb("DECRBY", "c", "-8") + mb("INCRBY", "c", "x")
+    + mb("SET", "s", "abc") + mb("INCR", "s") + mb("SET", "m", "9223372036854775807") + mb("INCR", "m")
+    + mb("DECRBY", "c", "-9223372036854775808") + mb("SET", "z", "012") + mb("INCR", "z") + mb("GET", "c"),
+    "multi-key": mb("MSET", "a", "1", "b", "2", "c", "3") + mb("MGET", "a", "b", "x", "c") + mb("EXISTS", "a", "a", "x")
+    + mb("DEL", "a", "x", "b") + mb("EXISTS", "a", "b", "c") + mb("MSET", "a", "1", "b") + mb("UNLINK", "c"),
+    "misc-strings": mb("SETNX", "n", "1") + mb("SETNX", "n", "2") + mb("GETSET", "n", "3") + mb("GETDEL", "n") + mb("GETDEL", "n")
+    + mb("APPEND", "ap", "ab") + mb("APPEND", "ap", "cd") + mb("GET", "ap") + mb("TYPE", "ap") + mb("TYPE", "nope"),
+    "keyspace": mb("FLUSHDB") + mb("DBSIZE") + mb("MSET", "k1", "a", "k2", "b") + mb("DBSIZE") + mb("FLUSHALL", "SYNC")
+    + mb("DBSIZE") + mb("FLUSHDB", "now") + mb("SELECT", "0") + mb("SELECT", "x"),
+    "connection": mb("PING") + mb("PING", "hi") + mb("PING", "a", "b") + mb("ECHO", "x") + b"PING\r\n" + b"ECHO \"a b\\x41\"\r\n"
+    + b"\r\n" + b"*0\r\n" + mb("CLIENT", "SETNAME", "ab") + mb("CLIENT", "GETNAME") + mb("CLIENT", "SETNAME", "a b")
+    + mb("CONFIG", "GET", "save") + mb("CONFIG", "GET", "appendonly"),
+    "errors": mb("NOPE", "a", "b") + mb("nope") + mb("GET") + mb("GET", "a", "b") + mb("SET", "k") + mb("CONFIG")
+    + mb("CONFIG", "NOPE") + mb("CLIENT", "nope", "x") + mb("MGET") + mb("NOPE", "x" * 200, "y"),
+    "inline": b"SET il 'it''s'\r\nSET il \"q\"\r\nGET il\r\nset  spaced   value \r\nget spaced\r\n",
+    "large-value": mb("SET", "big", "x" * (1 << 20)) + mb("GET", "big") + mb("STRLEN", "big"),
+    "pipelined": b"".join(mb("SET", f"p{i}", f"v{i}") for i in range(200)) + b"".join(mb("GET", f"p{i}") for i in range(0, 200, 7)),
+    # Malformed requests: an error, then the connection closes (the sentinel never answers).
+    "bad-multibulk-length": b"*x\r\n",
+    "bad-bulk-length": b"*1\r\n$-5\r\n",
+    "expected-dollar": mb("SET", "q", "1") + b"*1\r\n+PING\r\n",
+    "unbalanced-quotes": b"SET \"a b\r\n",
+    "closing-quote-glued": b"SET \"a\"b c\r\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_replies_match_redis_server_byte_for_byte(pair, case):
+    ours, ref = pair
+    want = exchange(ref.port, CASES[case])
+    got = exchange(ours.port, CASES[case])
+    assert got == want, f"\nredis-server: {want[:600]!r}\nssdlab:       {got[:600]!r}"
+
+
+def test_random_command_streams_match_redis_server(pair):
+    """Seeded random mixes of string commands on a small key space, pipelined in batches."""
+    ours, ref = pair
+    rng = random.Random(7)
+    keys = [f"k{i}".encode() for i in range(12)] + [b"\x00z", b"x y"]
+    for _batch in range(6):
+        reqs = []
+        for _ in range(300):
+            k = rng.choice(keys)
+            v = rng.choice([b"", b"7", b"-3", b"v" * rng.randrange(1, 3000), bytes(rng.randrange(256) for _ in range(20))])
+            op = rng.randrange(12)
+            reqs.append([mb("SET", k, v), mb("GET", k), mb("DEL", k, rng.choice(keys)), mb("EXISTS", k), mb("INCR", k),
+                         mb("APPEND", k, v), mb("SETNX", k, v), mb("GETSET", k, v), mb("MGET", k, rng.choice(keys)),
+                         mb("SET", k, v, "NX", "GET"), mb("STRLEN", k), mb("GETDEL", k)][op])
+        data = b"".join(reqs)
+        assert exchange(ours.port, data) == exchange(ref.port, data)
+    assert exchange(ours.port, mb("DBSIZE")) == exchange(ref.port, mb("DBSIZE"))
+
+
+def test_redis_clients_drive_it_and_shutdown_writes_the_figures(tmp_path):
+    metrics = tmp_path / "m.json"
+    srv = start_ssdlab(tmp_path, "--audit", "--metrics", str(metrics))
+    try:
+        port = str(srv.port)
+        bench = subprocess.run(["redis-benchmark", "-p", port, "-t", "set,get", "-n", "3000", "-P", "16", "-r", "500", "-q"],
+                               capture_output=True, text=True, timeout=120)
+        assert bench.returncode == 0 and "SET:" in bench.stdout and "GET:" in bench.stdout, bench.stdout + bench.stderr
+        cli = lambda *a: subprocess.run(["redis-cli", "-p", port, *a], capture_output=True, text=True, timeout=30).stdout  # noqa: E731
+        assert cli("SET", "hello", "world").strip() == "OK" and cli("GET", "hello").strip() == "world"
+        r = redis.Redis(host="127.0.0.1", port=srv.port, socket_timeout=30)
+        blob = bytes(random.Random(1).randrange(256) for _ in range(100_000))
+        assert r.set("blob", blob) and r.get("blob") == blob
+        pipe = r.pipeline(transaction=False)
+        for i in range(100):
+            pipe.set(f"doomed:{i}", b"secret-%d" % i)
+        assert all(pipe.execute())
+        assert r.delete(*[f"doomed:{i}" for i in range(100)]) == 100
+        assert r.get("doomed:5") is None and r.dbsize() >= 3
+        assert "ssdlab" in r.info()["redis_version"]
+    finally:
+        assert srv.stop() == 0, srv.log.read_text()
+    m = json.loads(metrics.read_text())
+    assert m["total_commands_processed"] >= 6000 and m["protocol_errors"] == 0
+    st = m["store"]
+    assert st["lsm"]["deletes"] == 100 and st["lsm"]["puts"] >= 3000
+    assert st["deletion_persistence"]["deletes"] == 100  # DEL reached the LSM's tracked delete path
+    audit = m["closing"]["audit"]
+    assert audit["deletes"] == 100  # the NAND was searched for every deleted value
+    assert "served" in srv.log.read_text()
+
+
+def test_bad_options_are_one_line_errors(tmp_path):
+    for args, want in ((["--max-connections", "0"], "--max-connections 0"), (["--idle-timeout", "-1"], "--idle-timeout -1"),
+                       (["--listen", "0.0.0.0:6399"], "non-loopback")):
+        p = subprocess.run(SSDLAB + ["kv", "serve", *args], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and want in p.stderr and "Traceback" not in p.stderr, p.stderr
