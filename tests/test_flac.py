@@ -483,3 +483,34 @@ def test_reproduce_writes_the_table_figures_and_csvs(shim_built, tmp_path):
     assert ck["flac-zero-copy"]["pm_frames_bytes"] < ck["tmpfs"]["pm_frames_bytes"] == ck["tmpfs"]["logical_bytes"]
     assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(
         ["bench", "micro", "scaling", "apps", "shim", "ablations", "checkpoint"])
+
+
+def test_sequential_writes_many_times_the_dram_cache(shm):
+    """A file grown 2 MiB at a time to 16x FlacFS's DRAM (8 MiB), with the background flusher
+    on: every write succeeds (writers commit and evict as they go) and the bytes read back."""
+    chunk = bytes(range(256)) * (8 << 10)  # 2 MiB
+    with fsopen(shm / "big.img", create="256M", dram="8M", pm_cost=True) as fs:
+        with fs.open("/big", "w") as f:
+            for i in range(64):
+                f.write(chunk[i:] + chunk[:i])
+        with fs.open("/big") as f:
+            for i in range(64):
+                assert f.read(len(chunk)) == chunk[i:] + chunk[:i], i
+
+
+def test_work_directories_of_killed_runs_are_removed(tmp_path):
+    from ssdlab.flacrepro import Workdir, remove_stale_workdirs
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"{Workdir.PREFIX}stale"
+    stale.mkdir()
+    (stale / Workdir.OWNER).write_text(str(dead.pid))
+    (stale / "fs.img").write_bytes(b"x" * 4096)
+    live = tmp_path / f"{Workdir.PREFIX}live"
+    live.mkdir()
+    (live / Workdir.OWNER).write_text(str(os.getpid()))
+    unknown = tmp_path / f"{Workdir.PREFIX}unknown"
+    unknown.mkdir()
+    assert remove_stale_workdirs(tmp_path) == 1
+    assert not stale.exists() and live.exists() and unknown.exists()

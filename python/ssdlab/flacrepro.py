@@ -49,6 +49,35 @@ WORDS = ["cache", "page", "frame", "memory", "flush", "write", "read", "remap", 
 PATTERN = "persistent"
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def remove_stale_workdirs(base: Path) -> int:
+    """Remove the work directories (and unmount the huge-page tmpfs mounts) of runs whose
+    process is gone: a killed reproduction never reached Workdir.__exit__. Only directories
+    with an owner.pid naming a dead process go; returns how many."""
+    removed = 0
+    for d in base.glob(Workdir.PREFIX + "*"):
+        try:
+            pid = int((d / Workdir.OWNER).read_text().strip())
+        except (OSError, ValueError):
+            continue  # no owner recorded (being set up, or not ours): leave it
+        if _alive(pid):
+            continue
+        if os.path.ismount(d):
+            subprocess.run(["umount", "-l", str(d)], capture_output=True)
+        shutil.rmtree(d, ignore_errors=True)
+        removed += not d.exists()
+    return removed
+
+
 class Workdir:
     """Images, DRAM frames and host files for a run: a tmpfs mounted huge=always when the
     process may mount one (so FLAC's frames are 2 MiB pages), otherwise a directory in
@@ -63,9 +92,15 @@ class Workdir:
         self.mounted = False
         self.old_map_count: Optional[int] = None
 
+    PREFIX = "ssdlab-flac-"
+    OWNER = "owner.pid"
+
     def __enter__(self) -> "Workdir":
         base = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        self.dir = Path(tempfile.mkdtemp(prefix="ssdlab-flac-", dir=base))
+        removed = remove_stale_workdirs(Path(base or tempfile.gettempdir()))
+        if removed:
+            self.log(f"  (removed {removed} work directories left by killed runs)")
+        self.dir = Path(tempfile.mkdtemp(prefix=self.PREFIX, dir=base))
         if self.want_huge and os.geteuid() == 0:
             r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"huge=always,size={self.size_bytes}", "ssdlab-flac", str(self.dir)],
                                capture_output=True, text=True)
@@ -73,6 +108,9 @@ class Workdir:
                 self.mounted = self.huge = True
             else:
                 self.log(f"  (no huge-page tmpfs: {r.stderr.strip() or 'mount failed'}; using 4 KiB pages)")
+        # Who owns the directory (inside the mount, if any): a later run removes it if this
+        # process is killed before __exit__.
+        (self.dir / self.OWNER).write_text(str(os.getpid()))
         # Copy-on-write of scattered pages maps each new frame separately: more memory
         # mappings than the default limit of 65530 (several distributions default to 1048576).
         try:

@@ -32,7 +32,7 @@ use crate::error::{posix, FlacError, Result};
 use crate::flac::{Flac, FlacConfig, Xfer};
 use crate::pm::log::Tx;
 use crate::pm::Pm;
-use crate::sys::PAGE;
+use crate::sys::{HUGE_PAGES, PAGE};
 use engine::{Engine, EngineKind, FlacEngine, Staged};
 use range::Ranges;
 
@@ -1127,6 +1127,21 @@ impl Fs {
             let used = n.size.div_ceil(PAGE as u64).min(n.cap_pages());
             if used > 0 {
                 self.engine.relocate(at, n.vstart, used)?;
+                // The moved pages are dirty at their new place (no committed copy there yet):
+                // a big file would fill the DRAM cache with pages it may not evict. Commit them
+                // now (a data-only transaction: PM-resident pages are remapped, not copied) if
+                // they pass the dirty limit.
+                let cache = self.engine.cache_bytes() as f64;
+                if cache > 0.0 && self.engine.dirty_bytes() as f64 > cache * self.cfg.dirty_ratio {
+                    let mut done = 0;
+                    while done < used {
+                        let k = (used - done).min(self.commit_pages);
+                        let mut st = Staged::default();
+                        self.engine.stage(&mut st, at + done, k)?;
+                        self.engine.commit(st, &Tx::new())?;
+                        done += k;
+                    }
+                }
             }
             let rest = n.cap_pages() - used;
             if rest > 0 {
@@ -1186,11 +1201,66 @@ impl Fs {
         if f.flags & libc::O_ACCMODE == libc::O_RDONLY {
             return posix(libc::EBADF, format!("inode {}: not open for writing", f.cell.ino));
         }
+        // A write larger than the DRAM cache can take at once goes in pieces, each followed by
+        // the dirty-data balance (which may commit to PM and so free frames to evict): a single
+        // allocation of more frames than the cache has would fail. The pieces are contiguous
+        // (an O_APPEND write takes its offset once) but, unlike Linux's, not one atomic step
+        // for concurrent readers of the same range.
+        let piece = self.write_piece_bytes();
+        let mut at = off;
+        let mut total = Xfer::default();
+        let mut first = None;
+        let mut done = 0;
+        loop {
+            let k = (len - done).min(piece);
+            // SAFETY: src..src+len is readable (the caller's contract); done + k <= len.
+            let piece_write = || unsafe { self.pwrite_piece(f, src.add(done), k, at, first.is_none()) };
+            let (o, x) = match piece_write() {
+                // Frames short while a flush holds some (the background flusher's copy to PM)
+                // or dirty pages hold the rest: commit (which waits for flushes in flight) and
+                // write again; a write of the same bytes at the same place is idempotent.
+                Err(FlacError::NoSpace(_)) => {
+                    self.counters.throttled.fetch_add(1, Ordering::Relaxed);
+                    self.sync()?;
+                    piece_write()?
+                }
+                r => r?,
+            };
+            first.get_or_insert(o);
+            total.add(x);
+            done += k;
+            if done >= len {
+                return Ok((first.unwrap_or(0), total));
+            }
+            at = Some(o + k as u64);
+        }
+    }
+
+    /// The largest piece of a write: a quarter of what the dirty limit leaves of the DRAM cache
+    /// (whole 2 MiB runs where that is at least one, so large aligned writes still attach
+    /// huge pages), or everything without a cache.
+    fn write_piece_bytes(&self) -> usize {
+        let cache = self.engine.cache_bytes() as f64;
+        if cache == 0.0 {
+            return usize::MAX;
+        }
+        let b = (cache * (1.0 - self.cfg.dirty_ratio) / 4.0) as usize;
+        let huge = HUGE_PAGES * PAGE;
+        if b >= huge {
+            b / huge * huge
+        } else {
+            (b / PAGE).max(1) * PAGE
+        }
+    }
+
+    /// # Safety
+    /// `src..src+len` must be readable.
+    unsafe fn pwrite_piece(&self, f: &File, src: *const u8, len: usize, off: Option<u64>, first: bool) -> Result<(u64, Xfer)> {
         let mut n = f.cell.write();
         if n.is_dir() {
             return posix(libc::EISDIR, format!("inode {}", f.cell.ino));
         }
-        let off = if f.flags & libc::O_APPEND != 0 { n.size } else { off.unwrap_or(0) };
+        let off = if first && f.flags & libc::O_APPEND != 0 { n.size } else { off.unwrap_or(0) };
         if len == 0 {
             return Ok((off, Xfer::default()));
         }
