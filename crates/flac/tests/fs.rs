@@ -324,8 +324,8 @@ fn writes_larger_than_the_dram_cache_succeed_on_every_engine() {
         let d = tmpdir();
         let mut flac = config(d.path(), 160, 4);
         flac.lock_wait_ms = 10_000;
-        let fs = Fs::mount(FsConfig { engine, flac: flac.clone(), flush_interval_ms: 0, mount: "/mnt".into(), ..FsConfig::default() })
-            .unwrap();
+        let fs =
+            Fs::mount(FsConfig { engine, flac: flac.clone(), flush_interval_ms: 0, mount: "/mnt".into(), ..FsConfig::default() }).unwrap();
         let seq = pattern(3, 24 << 20);
         let f = fs.open(b"/seq", CREAT, 0o644).unwrap();
         for c in seq.chunks(2 << 20) {

@@ -324,7 +324,9 @@ impl Tracker {
         }
         // `who` follows hash-map order: sort by what is reported, for deterministic output.
         let mut hits: Vec<(usize, u64)> = found.into_iter().collect();
-        hits.sort_unstable_by(|a, b| (who[a.0].at_ns, who[a.0].key, a.1).cmp(&(who[b.0].at_ns, who[b.0].key, b.1)));
+        // Erase-persisted survivors (a tracker bug if there is any) first, so the cap never hides them.
+        let rank = |w: usize| (who[w].state != "erase-persisted", who[w].at_ns, who[w].key);
+        hits.sort_unstable_by(|a, b| (rank(a.0), a.1).cmp(&(rank(b.0), b.1)));
         for (w, page) in hits {
             let x = &who[w];
             match x.state {
@@ -334,7 +336,7 @@ impl Tracker {
             }
             if a.survivors.len() < 1000 {
                 a.survivors.push(Survivor {
-                    key: String::from_utf8_lossy(x.key).into_owned(),
+                    key: crate::workload::key_token(x.key),
                     state: x.state,
                     deleted_at_ns: x.at_ns,
                     age_ns: now.saturating_sub(x.at_ns),

@@ -418,8 +418,11 @@ impl Store {
             let e = &table.index[b];
             let mut raw = vec![0u8; e.len as usize];
             self.fs.peek(table.id, e.offset, &mut raw)?;
-            // A deleted table's block in a zone reset since no longer parses: it is gone.
-            let Ok(blk) = open_block(&raw) else { return Ok(false) };
+            // A deleted table's block in a zone reset since no longer parses. It is gone only
+            // if none of it is left: a block that straddles two zones, one reset and one not,
+            // still has bytes (perhaps this key's value) on the NAND, so the table still
+            // holds the key until that zone is reset too.
+            let Ok(blk) = open_block(&raw) else { return Ok(self.fs.bytes_on_nand(table.id, e.offset, e.len as u64)) };
             let (hit, more) = search_block(&blk, key, MAX_SEQ)?;
             if hit.is_some() {
                 return Ok(true);

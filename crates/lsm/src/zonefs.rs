@@ -818,6 +818,14 @@ impl ZoneFs {
         }
     }
 
+    /// Whether any of the `len` bytes at `off` of file `id` may still be on the NAND: they lie
+    /// (in part) in an extent whose zone has not been reset since the file wrote it.
+    pub fn bytes_on_nand(&self, id: FileId, off: u64, len: u64) -> bool {
+        let Some(f) = self.files.get(&id) else { return false };
+        let sb = self.sb;
+        f.extents.iter().any(|e| f.unerased.contains(&e.zone) && e.file_off < off + len && off < e.file_off + e.sectors * sb)
+    }
+
     pub fn file_kind(&self, id: FileId) -> Option<FileKind> {
         self.files.get(&id).map(|f| f.kind)
     }
