@@ -75,23 +75,22 @@ def main() -> int:
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} missing: run scripts/setup.sh (make setup)")
     results: dict = {"ssdlab kv serve": [], "redis-server": []}
-    with tempfile.TemporaryDirectory(prefix="bench-resp-") as tmp:
-        with open(Path(tmp) / "servers.log", "w") as log:
-            for r in range(a.rounds):
-                for name in results:
-                    port = free_port()
-                    if name == "redis-server":
-                        argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                "--dir", tmp]
-                    else:
-                        argv = [SSDLAB, "kv", "serve", "--listen", f"127.0.0.1:{port}", "--quiet"]
-                    proc = start(argv, port, log)
-                    try:
-                        got = bench(port, a.requests, a.keyspace)
-                    finally:
-                        stop(proc)
-                    results[name].append(got)
-                    print(f"round {r + 1}: {name:16s} SET {got['SET']:>10,.0f}/s  GET {got['GET']:>10,.0f}/s", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-resp-") as tmp, open(Path(tmp) / "servers.log", "w") as log:
+        for r in range(a.rounds):
+            for name in results:
+                port = free_port()
+                if name == "redis-server":
+                    argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                            "--dir", tmp]
+                else:
+                    argv = [SSDLAB, "kv", "serve", "--listen", f"127.0.0.1:{port}", "--quiet"]
+                proc = start(argv, port, log)
+                try:
+                    got = bench(port, a.requests, a.keyspace)
+                finally:
+                    stop(proc)
+                results[name].append(got)
+                print(f"round {r + 1}: {name:16s} SET {got['SET']:>10,.0f}/s  GET {got['GET']:>10,.0f}/s", flush=True)
     print(f"\nmedians of {a.rounds} rounds, {a.requests} requests each, {a.keyspace} keys, 64-byte values, 50 clients, pipelines of 16:")
     med = {n: {t: statistics.median(x[t] for x in rs) for t in ("SET", "GET")} for n, rs in results.items()}
     for n, m in med.items():
