@@ -143,6 +143,31 @@ CASES = {
     + mb("CONFIG", "GET", "save") + mb("CONFIG", "GET", "appendonly"),
     "errors": mb("NOPE", "a", "b") + mb("nope") + mb("GET") + mb("GET", "a", "b") + mb("SET", "k") + mb("CONFIG")
     + mb("CONFIG", "NOPE") + mb("CLIENT", "nope", "x") + mb("MGET") + mb("NOPE", "x" * 200, "y"),
+    # Small hashes (Redis keeps their fields in insertion order), and every type clash.
+    "hashes": mb("HSET", "h", "f1", "v1", "f2", "v2") + mb("HSET", "h", "f1", "x", "f3", "y") + mb("HGET", "h", "f1")
+    + mb("HGET", "h", "nope") + mb("HMGET", "h", "f1", "nope", "f3") + mb("HGETALL", "h") + mb("HLEN", "h") + mb("HEXISTS", "h", "f2")
+    + mb("HEXISTS", "h", "zz") + mb("HDEL", "h", "f2", "nope") + mb("HGETALL", "h") + mb("HMSET", "h", "a", "1", "b", "2")
+    + mb("HSET", "h", "odd") + mb("HSET", "h", "f", "v", "g") + mb("HMSET", "h", "f") + mb("TYPE", "h") + mb("HGETALL", "missing")
+    + mb("HMGET", "missing", "a") + mb("HLEN", "missing") + mb("HDEL", "missing", "a") + mb("HSET", "h", b"\x00bin", b"")
+    + mb("HGETALL", "h"),
+    "type-clashes": mb("HSET", "h", "f", "v") + mb("GET", "h") + mb("INCR", "h") + mb("APPEND", "h", "x") + mb("STRLEN", "h")
+    + mb("GETSET", "h", "x") + mb("GETDEL", "h") + mb("MGET", "h", "nope") + mb("SET", "h", "v", "GET") + mb("SET", "h", "v", "NX")
+    + mb("SETNX", "h", "v") + mb("EXISTS", "h") + mb("SET", "s", "v") + mb("HGET", "s", "f") + mb("HSET", "s", "f", "v")
+    + mb("HGETALL", "s") + mb("HDEL", "s", "f") + mb("HLEN", "s") + mb("SET", "h", "now-a-string") + mb("TYPE", "h") + mb("GET", "h")
+    + mb("HSET", "g", "a", "1", "b", "2") + mb("HDEL", "g", "a", "b") + mb("EXISTS", "g") + mb("TYPE", "g") + mb("DEL", "s")
+    + mb("DBSIZE"),
+    # Sorted sets as YCSB's Redis binding uses them (ZADD an index, ZRANGEBYSCORE to scan, ZREM).
+    "sorted-sets": mb("ZADD", "z", "1", "a", "2", "b", "1.5", "c") + mb("ZADD", "z", "0.1", "d", "-inf", "e", "+inf", "f")
+    + mb("ZRANGEBYSCORE", "z", "-inf", "+inf", "WITHSCORES") + mb("ZRANGEBYSCORE", "z", "(1", "2")
+    + mb("ZRANGEBYSCORE", "z", "1", "(2", "LIMIT", "1", "5") + mb("ZRANGEBYSCORE", "z", "0", "10", "LIMIT", "0", "-1")
+    + mb("ZADD", "z", "NX", "5", "a", "6", "g") + mb("ZADD", "z", "XX", "CH", "7", "a", "8", "h") + mb("ZADD", "z", "GT", "CH", "1", "a", "9", "b")
+    + mb("ZADD", "z", "LT", "3", "b") + mb("ZSCORE", "z", "a") + mb("ZSCORE", "z", "d") + mb("ZSCORE", "z", "nope") + mb("ZCARD", "z")
+    + mb("ZADD", "z", "NX", "XX", "1", "a") + mb("ZADD", "z", "GT", "LT", "1", "a") + mb("ZADD", "z", "1") + mb("ZADD", "z", "x", "a")
+    + mb("ZADD", "z", "1", "a", "2") + mb("ZRANGEBYSCORE", "z", "x", "1") + mb("ZRANGEBYSCORE", "z", "0", "1", "BOGUS")
+    + mb("ZREM", "z", "a", "nope", "b") + mb("ZRANGEBYSCORE", "z", "-inf", "+inf", "WITHSCORES") + mb("TYPE", "z")
+    + mb("GET", "z") + mb("HGET", "z", "f") + mb("ZADD", "s2", "1", "x") + mb("ZREM", "s2", "x") + mb("EXISTS", "s2")
+    + mb("SET", "str", "v") + mb("ZADD", "str", "1", "m") + mb("ZRANGEBYSCORE", "str", "0", "1") + mb("ZCARD", "missing")
+    + mb("ZRANGEBYSCORE", "missing", "0", "1") + mb("ZADD", "z", "1e3", "big", "-2.5e-7", "tiny") + mb("ZRANGEBYSCORE", "z", "-1", "+inf", "WITHSCORES"),
     "inline": b"SET il 'it''s'\r\nSET il \"q\"\r\nGET il\r\nset  spaced   value \r\nget spaced\r\n",
     "large-value": mb("SET", "big", "x" * (1 << 20)) + mb("GET", "big") + mb("STRLEN", "big"),
     "pipelined": b"".join(mb("SET", f"p{i}", f"v{i}") for i in range(200)) + b"".join(mb("GET", f"p{i}") for i in range(0, 200, 7)),
@@ -164,7 +189,8 @@ def test_replies_match_redis_server_byte_for_byte(pair, case):
 
 
 def test_random_command_streams_match_redis_server(pair):
-    """Seeded random mixes of string commands on a small key space, pipelined in batches."""
+    """Seeded random mixes of string, hash and sorted-set commands on a small key space (so types
+    clash), pipelined in batches."""
     ours, ref = pair
     rng = random.Random(7)
     keys = [f"k{i}".encode() for i in range(12)] + [b"\x00z", b"x y"]
@@ -173,10 +199,15 @@ def test_random_command_streams_match_redis_server(pair):
         for _ in range(300):
             k = rng.choice(keys)
             v = rng.choice([b"", b"7", b"-3", b"v" * rng.randrange(1, 3000), bytes(rng.randrange(256) for _ in range(20))])
-            op = rng.randrange(12)
+            op = rng.randrange(21)
+            # Hash fields and values stay small (Redis keeps such hashes in insertion order).
+            f, hv = f"f{rng.randrange(6)}", str(rng.randrange(1000))
             reqs.append([mb("SET", k, v), mb("GET", k), mb("DEL", k, rng.choice(keys)), mb("EXISTS", k), mb("INCR", k),
                          mb("APPEND", k, v), mb("SETNX", k, v), mb("GETSET", k, v), mb("MGET", k, rng.choice(keys)),
-                         mb("SET", k, v, "NX", "GET"), mb("STRLEN", k), mb("GETDEL", k)][op])
+                         mb("SET", k, v, "NX", "GET"), mb("STRLEN", k), mb("GETDEL", k),
+                         mb("HSET", k, f, hv), mb("HGET", k, f), mb("HDEL", k, f), mb("HGETALL", k), mb("TYPE", k),
+                         mb("HMSET", k, f, hv, "z", "1"), mb("ZADD", k, str(rng.randrange(-5, 5) / 2), f),
+                         mb("ZREM", k, f), mb("ZRANGEBYSCORE", k, "-1", "(2", "WITHSCORES")][op])
         data = b"".join(reqs)
         assert exchange(ours.port, data) == exchange(ref.port, data)
     assert exchange(ours.port, mb("DBSIZE")) == exchange(ref.port, mb("DBSIZE"))

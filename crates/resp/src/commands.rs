@@ -89,6 +89,38 @@ const COMMANDS: &[Cmd] = &[
         Ok(())
     }),
     c("info", -1, info),
+    c("hset", -4, |x, a| hset(x, a, false)),
+    c("hmset", -4, |x, a| hset(x, a, true)),
+    c("hget", 3, hget),
+    c("hmget", -3, hmget),
+    c("hgetall", 2, hgetall),
+    c("hdel", -3, hdel),
+    c("hlen", 2, |x, a| {
+        let n = x.hash(&a[1])?.len();
+        reply::int(x.out, n as i64);
+        Ok(())
+    }),
+    c("zadd", -4, zadd),
+    c("zrem", -3, zrem),
+    c("zcard", 2, |x, a| {
+        let n = x.zset(&a[1])?.len();
+        reply::int(x.out, n as i64);
+        Ok(())
+    }),
+    c("zscore", 3, |x, a| {
+        let z = x.zset(&a[1])?;
+        match z.iter().find(|(_, m)| *m == a[2]) {
+            Some((sc, _)) => reply::bulk(x.out, fmt_score(*sc).as_bytes()),
+            None => reply::null(x.out),
+        }
+        Ok(())
+    }),
+    c("zrangebyscore", -4, zrangebyscore),
+    c("hexists", 3, |x, a| {
+        let there = x.hash(&a[1])?.iter().any(|(f, _)| *f == a[2]);
+        reply::int(x.out, there as i64);
+        Ok(())
+    }),
 ];
 
 /// Container commands called alone (Redis looks the container itself up, then checks its
@@ -215,8 +247,9 @@ impl<'a> Ctx<'a> {
         Ctx { store, session, counters, out, info, close: false }
     }
 
-    fn lookup(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        let v = self.store.get(key).map_err(err)?;
+    /// The value stored at `key`, of any type (counted as a keyspace hit or miss).
+    fn load(&mut self, key: &[u8]) -> Result<Option<Value>, String> {
+        let v = self.store.get(key).map_err(err)?.map(|b| Value::decode(&b)).transpose()?;
         if v.is_some() {
             self.counters.keyspace_hits += 1;
         } else {
@@ -225,12 +258,140 @@ impl<'a> Ctx<'a> {
         Ok(v)
     }
 
-    fn store_value(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        let max = self.store.max_value_bytes();
-        if value.len() > max {
-            return Err(format!("ERR value of {} bytes: this store takes values of at most {max} bytes", value.len()));
+    /// The string at `key`; WRONGTYPE for another type.
+    fn lookup(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        match self.load(key)? {
+            None => Ok(None),
+            Some(Value::Str(s)) => Ok(Some(s)),
+            Some(_) => Err(WRONGTYPE.into()),
         }
-        self.store.set(key, value).map_err(err)
+    }
+
+    /// The hash at `key` (empty if there is none); WRONGTYPE for another type.
+    fn hash(&mut self, key: &[u8]) -> Result<Fields, String> {
+        match self.load(key)? {
+            None => Ok(vec![]),
+            Some(Value::Hash(h)) => Ok(h),
+            Some(_) => Err(WRONGTYPE.into()),
+        }
+    }
+
+    /// The sorted set at `key` (empty if there is none); WRONGTYPE for another type.
+    fn zset(&mut self, key: &[u8]) -> Result<Scored, String> {
+        match self.load(key)? {
+            None => Ok(vec![]),
+            Some(Value::Zset(z)) => Ok(z),
+            Some(_) => Err(WRONGTYPE.into()),
+        }
+    }
+
+    fn store_value(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        self.save(key, &Value::Str(value.to_vec()))
+    }
+
+    fn save(&mut self, key: &[u8], v: &Value) -> Result<(), String> {
+        let bytes = v.encode();
+        let max = self.store.max_value_bytes();
+        if bytes.len() > max {
+            return Err(format!("ERR value of {} bytes: this store takes values of at most {} bytes", bytes.len() - 1, max - 1));
+        }
+        self.store.set(key, &bytes).map_err(err)
+    }
+}
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// A stored value: its type in the first byte (0 string, 1 hash, 2 sorted set), then its bytes.
+/// A hash keeps its fields in insertion order, as Redis's small hashes (listpacks) do; a sorted
+/// set keeps (score, member) ordered by score, then member bytes.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Str(Vec<u8>),
+    Hash(Fields),
+    Zset(Scored),
+}
+
+/// A hash's (field, value) pairs in insertion order.
+type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+/// A sorted set's (score, member) pairs, ordered.
+type Scored = Vec<(f64, Vec<u8>)>;
+
+impl Value {
+    fn encode(&self) -> Vec<u8> {
+        match self {
+            Value::Str(s) => {
+                let mut b = Vec::with_capacity(1 + s.len());
+                b.push(0);
+                b.extend_from_slice(s);
+                b
+            }
+            Value::Zset(z) => {
+                let mut b = vec![2];
+                b.extend_from_slice(&(z.len() as u32).to_le_bytes());
+                for (score, m) in z {
+                    b.extend_from_slice(&score.to_le_bytes());
+                    b.extend_from_slice(&(m.len() as u32).to_le_bytes());
+                    b.extend_from_slice(m);
+                }
+                b
+            }
+            Value::Hash(h) => {
+                let mut b = vec![1];
+                b.extend_from_slice(&(h.len() as u32).to_le_bytes());
+                for (f, v) in h {
+                    for x in [f, v] {
+                        b.extend_from_slice(&(x.len() as u32).to_le_bytes());
+                        b.extend_from_slice(x);
+                    }
+                }
+                b
+            }
+        }
+    }
+
+    fn decode(b: &[u8]) -> Result<Value, String> {
+        let corrupt = || "ERR a stored value is corrupt (unknown type or truncated)".to_string();
+        match b.split_first() {
+            Some((0, s)) => Ok(Value::Str(s.to_vec())),
+            Some((2, mut rest)) => {
+                let mut take = |n: usize| -> Result<&[u8], String> {
+                    if rest.len() < n {
+                        return Err(corrupt());
+                    }
+                    let (a, r) = rest.split_at(n);
+                    rest = r;
+                    Ok(a)
+                };
+                let n = u32::from_le_bytes(take(4)?.try_into().unwrap()) as usize;
+                let mut z = Vec::with_capacity(n.min(1 << 16));
+                for _ in 0..n {
+                    let score = f64::from_le_bytes(take(8)?.try_into().unwrap());
+                    let ml = u32::from_le_bytes(take(4)?.try_into().unwrap()) as usize;
+                    z.push((score, take(ml)?.to_vec()));
+                }
+                Ok(Value::Zset(z))
+            }
+            Some((1, mut rest)) => {
+                let mut take = |n: usize| -> Result<&[u8], String> {
+                    if rest.len() < n {
+                        return Err(corrupt());
+                    }
+                    let (a, r) = rest.split_at(n);
+                    rest = r;
+                    Ok(a)
+                };
+                let n = u32::from_le_bytes(take(4)?.try_into().unwrap()) as usize;
+                let mut h = Vec::with_capacity(n.min(1 << 16));
+                for _ in 0..n {
+                    let fl = u32::from_le_bytes(take(4)?.try_into().unwrap()) as usize;
+                    let f = take(fl)?.to_vec();
+                    let vl = u32::from_le_bytes(take(4)?.try_into().unwrap()) as usize;
+                    h.push((f, take(vl)?.to_vec()));
+                }
+                Ok(Value::Hash(h))
+            }
+            _ => Err(corrupt()),
+        }
     }
 }
 
@@ -284,8 +445,14 @@ fn set(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
         }
         return Err("ERR expiry times (EX, PX, EXAT, PXAT) are not supported by ssdlab's stores".into());
     }
-    let old = if nx || xx || get { x.lookup(&a[1])? } else { None };
-    if (nx && old.is_some()) || (xx && old.is_none()) {
+    // Any type counts as there for NX/XX; GET needs a string.
+    let there = if nx || xx || get { x.load(&a[1])? } else { None };
+    let old = match &there {
+        Some(Value::Str(s)) => Some(s.clone()),
+        Some(_) if get => return Err(WRONGTYPE.into()),
+        _ => None,
+    };
+    if (nx && there.is_some()) || (xx && there.is_none()) {
         if get {
             reply::opt_bulk(x.out, old.as_deref());
         } else {
@@ -329,9 +496,13 @@ fn getdel(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 
 fn mget(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
     // Look every key up before replying, so that a store error is one error, not a torn array.
+    // Keys of another type read as nil, as in Redis.
     let mut vals = Vec::with_capacity(a.len() - 1);
     for k in &a[1..] {
-        vals.push(x.lookup(k)?);
+        vals.push(match x.load(k)? {
+            Some(Value::Str(s)) => Some(s),
+            _ => None,
+        });
     }
     reply::array(x.out, vals.len());
     for v in &vals {
@@ -370,8 +541,13 @@ fn exists(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 }
 
 fn type_(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let there = x.store.exists(&a[1]).map_err(err)?;
-    reply::simple(x.out, if there { "string" } else { "none" });
+    let t = match x.store.get(&a[1]).map_err(err)?.map(|b| Value::decode(&b)).transpose()? {
+        None => "none",
+        Some(Value::Str(_)) => "string",
+        Some(Value::Hash(_)) => "hash",
+        Some(Value::Zset(_)) => "zset",
+    };
+    reply::simple(x.out, t);
     Ok(())
 }
 
@@ -384,7 +560,7 @@ fn incr_arg(x: &mut Ctx<'_>, a: &Args, negate: bool) -> Result<(), String> {
 }
 
 fn incr_by(x: &mut Ctx<'_>, key: &[u8], by: i64) -> Result<(), String> {
-    let old = match x.store.get(key).map_err(err)? {
+    let old = match x.lookup(key)? {
         Some(v) => integer(&v)?,
         None => 0,
     };
@@ -395,7 +571,7 @@ fn incr_by(x: &mut Ctx<'_>, key: &[u8], by: i64) -> Result<(), String> {
 }
 
 fn append(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let mut v = x.store.get(&a[1]).map_err(err)?.unwrap_or_default();
+    let mut v = x.lookup(&a[1])?.unwrap_or_default();
     v.extend_from_slice(&a[2]);
     x.store_value(&a[1], &v)?;
     reply::int(x.out, v.len() as i64);
@@ -403,8 +579,236 @@ fn append(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 }
 
 fn strlen(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let n = x.store.get(&a[1]).map_err(err)?.map_or(0, |v| v.len());
+    let n = x.lookup(&a[1])?.map_or(0, |v| v.len());
     reply::int(x.out, n as i64);
+    Ok(())
+}
+
+/// HSET / HMSET key field value [field value ...]: set fields in place, new ones at the end.
+fn hset(x: &mut Ctx<'_>, a: &Args, hmset: bool) -> Result<(), String> {
+    if !a.len().is_multiple_of(2) {
+        return Err(wrong_arity(if hmset { "hmset" } else { "hset" }));
+    }
+    let mut h = x.hash(&a[1])?;
+    let mut added = 0;
+    for fv in a[2..].chunks(2) {
+        match h.iter_mut().find(|(f, _)| *f == fv[0]) {
+            Some(e) => e.1 = fv[1].clone(),
+            None => {
+                h.push((fv[0].clone(), fv[1].clone()));
+                added += 1;
+            }
+        }
+    }
+    x.save(&a[1], &Value::Hash(h))?;
+    if hmset {
+        reply::ok(x.out);
+    } else {
+        reply::int(x.out, added);
+    }
+    Ok(())
+}
+
+fn hget(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let h = x.hash(&a[1])?;
+    reply::opt_bulk(x.out, h.iter().find(|(f, _)| *f == a[2]).map(|(_, v)| v.as_slice()));
+    Ok(())
+}
+
+fn hmget(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let h = x.hash(&a[1])?;
+    reply::array(x.out, a.len() - 2);
+    for f in &a[2..] {
+        reply::opt_bulk(x.out, h.iter().find(|(g, _)| g == f).map(|(_, v)| v.as_slice()));
+    }
+    Ok(())
+}
+
+fn hgetall(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let h = x.hash(&a[1])?;
+    reply::array(x.out, 2 * h.len());
+    for (f, v) in &h {
+        reply::bulk(x.out, f);
+        reply::bulk(x.out, v);
+    }
+    Ok(())
+}
+
+/// HDEL key field [field ...]: the hash goes when its last field does.
+fn hdel(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let mut h = x.hash(&a[1])?;
+    let before = h.len();
+    h.retain(|(f, _)| !a[2..].contains(f));
+    let removed = before - h.len();
+    if removed > 0 {
+        if h.is_empty() {
+            x.store.del(&a[1]).map_err(err)?;
+        } else {
+            x.save(&a[1], &Value::Hash(h))?;
+        }
+    }
+    reply::int(x.out, removed as i64);
+    Ok(())
+}
+
+/// Redis's score text in RESP2 (7.0: printf's %.17g; inf and -inf as such).
+fn fmt_score(v: f64) -> String {
+    if v.is_infinite() {
+        return if v > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0".into() } else { "0".into() };
+    }
+    // %.17g: 17 significant digits, scientific when the exponent is < -4 or >= 17, trailing
+    // zeros (and a trailing point) removed.
+    let sci = format!("{v:.16e}");
+    let (mant, exp) = sci.split_once('e').expect("exponent");
+    let exp: i32 = exp.parse().expect("exponent digits");
+    if !(-4..17).contains(&exp) {
+        let mant = mant.trim_end_matches('0').trim_end_matches('.');
+        format!("{mant}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+    } else {
+        let s = format!("{v:.*}", (16 - exp).max(0) as usize);
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    }
+}
+
+/// A score as Redis reads one (strtod of the whole text, no NaN).
+fn parse_score(b: &[u8]) -> Option<f64> {
+    let t = std::str::from_utf8(b).ok()?;
+    if t.is_empty() || t.starts_with(char::is_whitespace) || t.ends_with(char::is_whitespace) {
+        return None;
+    }
+    t.parse::<f64>().ok().filter(|v| !v.is_nan())
+}
+
+/// ZADD key [NX|XX] [GT|LT] [CH] score member [score member ...].
+fn zadd(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let (mut nx, mut xx, mut gt, mut lt, mut ch) = (false, false, false, false, false);
+    let mut j = 2;
+    while j < a.len() {
+        match lower(&a[j]).as_str() {
+            "nx" => nx = true,
+            "xx" => xx = true,
+            "gt" => gt = true,
+            "lt" => lt = true,
+            "ch" => ch = true,
+            "incr" => return Err("ERR ZADD INCR is not supported by ssdlab (use ZSCORE and ZADD)".into()),
+            _ => break,
+        }
+        j += 1;
+    }
+    let pairs = &a[j..];
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
+        return Err(SYNTAX.into());
+    }
+    if nx && xx {
+        return Err("ERR XX and NX options at the same time are not compatible".into());
+    }
+    if (gt || lt) && (nx || (gt && lt)) {
+        return Err("ERR GT, LT, and/or NX options at the same time are not compatible".into());
+    }
+    let mut scores = Vec::with_capacity(pairs.len() / 2);
+    for p in pairs.chunks(2) {
+        scores.push((parse_score(&p[0]).ok_or_else(|| "ERR value is not a valid float".to_string())?, p[1].clone()));
+    }
+    let mut z = x.zset(&a[1])?;
+    let (mut added, mut changed) = (0, 0);
+    for (score, m) in scores {
+        match z.iter().position(|(_, e)| *e == m) {
+            Some(i) => {
+                let old = z[i].0;
+                if nx || (gt && score <= old) || (lt && score >= old) {
+                    continue;
+                }
+                if score != old {
+                    z[i].0 = score;
+                    changed += 1;
+                }
+            }
+            None if xx => {}
+            None => {
+                z.push((score, m));
+                added += 1;
+            }
+        }
+    }
+    z.sort_by(|p, q| p.0.total_cmp(&q.0).then_with(|| p.1.cmp(&q.1)));
+    if added + changed > 0 {
+        x.save(&a[1], &Value::Zset(z))?;
+    }
+    reply::int(x.out, if ch { added + changed } else { added });
+    Ok(())
+}
+
+fn zrem(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let mut z = x.zset(&a[1])?;
+    let before = z.len();
+    z.retain(|(_, m)| !a[2..].contains(m));
+    let removed = before - z.len();
+    if removed > 0 {
+        if z.is_empty() {
+            x.store.del(&a[1]).map_err(err)?;
+        } else {
+            x.save(&a[1], &Value::Zset(z))?;
+        }
+    }
+    reply::int(x.out, removed as i64);
+    Ok(())
+}
+
+/// A ZRANGEBYSCORE bound: `(` makes it exclusive; -inf/+inf.
+fn score_bound(b: &[u8]) -> Option<(f64, bool)> {
+    match b.split_first() {
+        Some((b'(', rest)) => parse_score(rest).map(|v| (v, true)),
+        _ => parse_score(b).map(|v| (v, false)),
+    }
+}
+
+/// ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count].
+fn zrangebyscore(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let (Some(min), Some(max)) = (score_bound(&a[2]), score_bound(&a[3])) else {
+        return Err("ERR min or max is not a float".into());
+    };
+    let (mut withscores, mut limit) = (false, None);
+    let mut j = 4;
+    while j < a.len() {
+        match lower(&a[j]).as_str() {
+            "withscores" => withscores = true,
+            "limit" if j + 2 < a.len() => {
+                limit = Some((integer(&a[j + 1])?, integer(&a[j + 2])?));
+                j += 2;
+            }
+            _ => return Err(SYNTAX.into()),
+        }
+        j += 1;
+    }
+    let z = x.zset(&a[1])?;
+    let inside = |v: f64| (if min.1 { v > min.0 } else { v >= min.0 }) && (if max.1 { v < max.0 } else { v <= max.0 });
+    let hits: Vec<&(f64, Vec<u8>)> = z.iter().filter(|(v, _)| inside(*v)).collect();
+    let picked: Vec<&(f64, Vec<u8>)> = match limit {
+        None => hits,
+        Some((off, _)) if off < 0 => vec![],
+        Some((off, cnt)) => {
+            let it = hits.into_iter().skip(off as usize);
+            if cnt < 0 {
+                it.collect()
+            } else {
+                it.take(cnt as usize).collect()
+            }
+        }
+    };
+    reply::array(x.out, picked.len() * if withscores { 2 } else { 1 });
+    for (v, m) in picked {
+        reply::bulk(x.out, m);
+        if withscores {
+            reply::bulk(x.out, fmt_score(*v).as_bytes());
+        }
+    }
     Ok(())
 }
 
@@ -582,7 +986,7 @@ mod tests {
         assert_eq!(run(m, "EXISTS k k nope"), ":2\r\n");
         assert_eq!(run(m, "DEL k nope"), ":1\r\n");
         assert_eq!(run(m, "APPEND k abc"), ":3\r\n");
-        assert_eq!(run(m, "SET big 01234567890123456789"), "-ERR value of 20 bytes: this store takes values of at most 16 bytes\r\n");
+        assert_eq!(run(m, "SET big 01234567890123456789"), "-ERR value of 20 bytes: this store takes values of at most 15 bytes\r\n");
         assert_eq!(run(m, "DBSIZE"), ":2\r\n");
     }
 
@@ -596,6 +1000,23 @@ mod tests {
         assert_eq!(run(m, "config nope"), "-ERR unknown subcommand 'nope'. Try CONFIG HELP.\r\n");
         assert_eq!(run(m, "CONFIG GET save appendonly"), "*4\r\n$10\r\nappendonly\r\n$2\r\nno\r\n$4\r\nsave\r\n$0\r\n\r\n");
         assert_eq!(run(m, "PING a b"), "-ERR wrong number of arguments for 'ping' command\r\n");
+    }
+
+    #[test]
+    fn scores_print_as_printf_17g() {
+        for (v, want) in [
+            (1.0, "1"),
+            (1.5, "1.5"),
+            (0.1, "0.10000000000000001"),
+            (-2.25, "-2.25"),
+            (1e20, "1e+20"),
+            (123456789.0, "123456789"),
+            (1e-5, "1.0000000000000001e-05"),
+            (f64::INFINITY, "inf"),
+            (0.0, "0"),
+        ] {
+            assert_eq!(fmt_score(v), want, "{v}");
+        }
     }
 
     #[test]

@@ -4,9 +4,11 @@
 //!
 //! - [`proto`]: RESP2 request parsing (multibulk and inline, pipelined) and reply encoding,
 //!   with redis-server's limits and error texts;
-//! - [`commands`]: the string commands (GET, SET with NX/XX/GET, MGET, MSET, DEL, EXISTS,
-//!   INCR/DECR, APPEND, ...) and the connection and server commands clients send on their own
-//!   (PING, SELECT 0, CONFIG GET, COMMAND, CLIENT, INFO, QUIT), answered as Redis 7.0 answers;
+//! - [`commands`]: strings (GET, SET with NX/XX/GET, MGET, MSET, INCR/DECR, APPEND, ...), hashes
+//!   (HSET, HMSET, HGET, HMGET, HGETALL, HDEL, ...), sorted sets (ZADD, ZREM, ZRANGEBYSCORE, ...),
+//!   keys (DEL, EXISTS, TYPE, DBSIZE, FLUSHDB) and the connection and server commands clients
+//!   send on their own (PING, SELECT 0, CONFIG GET, COMMAND, CLIENT, INFO, QUIT), answered as
+//!   Redis 7.0 answers; values carry their type in their first stored byte;
 //! - [`server`]: the [`ssdlab_server::Protocol`] and `serve`.
 //!
 //! Users: `ssdlab kv serve` (the LSM store of crates/lsm on an emulated ZNS SSD).
