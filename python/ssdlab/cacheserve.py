@@ -10,11 +10,11 @@ docs/case-studies/fdp-cache.md, "Serving real clients".
 from __future__ import annotations
 
 import math
-import signal
 import sys
 from typing import Any, Dict, Optional
 
 from . import _native
+from .serving import foreground
 
 
 def serve(device: Dict[str, Any], cache: Optional[Dict[str, Any]] = None, listen: str = "127.0.0.1:11211",
@@ -27,18 +27,7 @@ def serve(device: Dict[str, Any], cache: Optional[Dict[str, Any]] = None, listen
     opts = {"listen": listen, "max_connections": max_connections, "max_value_bytes": max_value_bytes, "quiet": quiet,
             "idle_timeout_s": idle_timeout_s, "evict_idle_after_s": evict_idle_after_s}
     full_cache = {**_native.cache_defaults()["cache"], **(cache or {})}
-    # The server handles SIGINT itself (a clean shutdown with a summary); Python's handler
-    # would raise KeyboardInterrupt after it returned.
-    previous = None
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread
-        pass
-    try:
-        return _native.cache_serve(device, full_cache, opts)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+    return foreground(_native.cache_serve, device, full_cache, opts)
 
 
 def cmd_serve(args, device: Dict[str, Any], spec: Dict[str, Any]) -> int:

@@ -23,13 +23,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
-import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _native
+from .serving import foreground
 from .config import merge, read_toml, resolve
 from .experiments import Experiment, ExperimentPoint, PointResult
 from .runners import PROCESS_BYTES, Resources, Result, Runner
@@ -477,18 +476,7 @@ def serve(device: Optional[Dict[str, Any]] = None, lsm: Optional[Dict[str, Any]]
     opts = {"listen": listen, "max_connections": max_connections, "idle_timeout_s": idle_timeout_s,
             "evict_idle_after_s": evict_idle_after_s, "allow_remote": allow_remote, "quiet": quiet, "audit": audit}
     full = merge(_native.lsm_defaults()["lsm"], lsm or {})
-    # The server handles SIGINT itself (a clean shutdown with the figures); Python's handler
-    # would raise KeyboardInterrupt after it returned.
-    previous = None
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread
-        pass
-    try:
-        return _native.kv_serve(device or {"preset": "zns-ssd"}, full, opts)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+    return foreground(_native.kv_serve, device or {"preset": "zns-ssd"}, full, opts)
 
 
 def _cmd_serve(args) -> int:
@@ -499,11 +487,6 @@ def _cmd_serve(args) -> int:
     lsm = spec.get("lsm", {})
     if not isinstance(lsm, dict):
         raise ValueError(f"{args.path}: [lsm] must be a table")
-    if args.max_connections < 1:
-        raise ValueError(f"--max-connections {args.max_connections}: at least 1")
-    for name, v in (("--idle-timeout", args.idle_timeout), ("--evict-idle-after", args.evict_idle_after)):
-        if not (v >= 0 and math.isfinite(v)):
-            raise ValueError(f"{name} {v}: seconds >= 0 (0: never)")
     if args.audit:
         lsm = dict(lsm, track_deletes=True)
     m = serve(device, lsm, listen=args.listen, max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
@@ -563,6 +546,8 @@ def add_cli(sub) -> None:
     """Register `ssdlab kv` on the CLI's subparsers."""
     import argparse
 
+    from .args import int_in, seconds
+
     k = sub.add_parser("kv", help="lsm-deletion: run the LSM store on a ZNS device, serve it to Redis clients, write workload files",
                        epilog=KV_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     k.add_argument("action", choices=["run", "serve", "generate"])
@@ -571,9 +556,9 @@ def add_cli(sub) -> None:
     k.add_argument("--workload", nargs="+", help="run: replay these workload files, one per phase, instead of generating")
     k.add_argument("--listen", default="127.0.0.1:6379", help="serve: HOST:PORT (default %(default)s; loopback unless --allow-remote)")
     k.add_argument("--allow-remote", action="store_true", help="serve: listen on a non-loopback address (RESP has no authentication here)")
-    k.add_argument("--max-connections", type=int, default=128, help="serve: clients served at once (default %(default)s)")
-    k.add_argument("--idle-timeout", type=float, default=0.0, help="serve: cut a connection idle this many seconds (default 0: never)")
-    k.add_argument("--evict-idle-after", type=float, default=5.0,
+    k.add_argument("--max-connections", type=int_in(1, 65536), default=128, help="serve: clients served at once (default %(default)s)")
+    k.add_argument("--idle-timeout", type=seconds(False), default=0.0, help="serve: cut a connection idle this many seconds (default 0: never)")
+    k.add_argument("--evict-idle-after", type=seconds(False), default=5.0,
                    help="serve: when every slot is taken, one idle this many seconds gives its slot to a new client (default %(default)s)")
     k.add_argument("--audit", action="store_true", help="serve: track deletes and, at shutdown, search the NAND for deleted values")
     k.add_argument("--metrics", help="serve: write the final figures (JSON) here at shutdown")

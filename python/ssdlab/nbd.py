@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import _native
+from .serving import foreground
 from .args import int_in, seconds
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -53,18 +53,7 @@ def serve(config: Dict[str, Any], listen: str = "127.0.0.1:10809", image: Option
             "snapshot_every": snapshot_every, "quiet": quiet, "tls_cert": tls_cert, "tls_key": tls_key,
             "handshake_timeout_s": handshake_timeout_s, "idle_timeout_s": idle_timeout_s,
             "allow_remote": allow_remote}
-    # The server handles SIGINT itself (a clean shutdown); Python's own handler would raise
-    # KeyboardInterrupt after the server returned and lose its final metrics.
-    previous = None
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread: signals stay with the main thread's handlers
-        pass
-    try:
-        return _native.nbd_serve(config, opts)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+    return foreground(_native.nbd_serve, config, opts)
 
 
 def stats(addr: str, tls_ca: Optional[str] = None) -> Dict[str, Any]:

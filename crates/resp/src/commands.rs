@@ -285,6 +285,20 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// After HDEL/ZREM took `removed` elements out of `v`: write it back, or delete the key
+    /// when nothing is left (Redis has no empty hashes or sorted sets); reply the count.
+    fn shrunk(&mut self, key: &[u8], removed: usize, empty: bool, v: Value) -> Result<(), String> {
+        if removed > 0 {
+            if empty {
+                self.store.del(key).map_err(err)?;
+            } else {
+                self.save(key, &v)?;
+            }
+        }
+        reply::int(self.out, removed as i64);
+        Ok(())
+    }
+
     fn store_value(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
         self.save(key, &Value::Str(value.to_vec()))
     }
@@ -330,8 +344,7 @@ impl Value {
                 b.extend_from_slice(&(z.len() as u32).to_le_bytes());
                 for (score, m) in z {
                     b.extend_from_slice(&score.to_le_bytes());
-                    b.extend_from_slice(&(m.len() as u32).to_le_bytes());
-                    b.extend_from_slice(m);
+                    put_bytes(&mut b, m);
                 }
                 b
             }
@@ -339,10 +352,8 @@ impl Value {
                 let mut b = vec![1];
                 b.extend_from_slice(&(h.len() as u32).to_le_bytes());
                 for (f, v) in h {
-                    for x in [f, v] {
-                        b.extend_from_slice(&(x.len() as u32).to_le_bytes());
-                        b.extend_from_slice(x);
-                    }
+                    put_bytes(&mut b, f);
+                    put_bytes(&mut b, v);
                 }
                 b
             }
@@ -351,47 +362,58 @@ impl Value {
 
     fn decode(b: &[u8]) -> Result<Value, String> {
         let corrupt = || "ERR a stored value is corrupt (unknown type or truncated)".to_string();
-        match b.split_first() {
-            Some((0, s)) => Ok(Value::Str(s.to_vec())),
-            Some((2, mut rest)) => {
-                let mut take = |n: usize| -> Result<&[u8], String> {
-                    if rest.len() < n {
-                        return Err(corrupt());
-                    }
-                    let (a, r) = rest.split_at(n);
-                    rest = r;
-                    Ok(a)
-                };
-                let n = u32::from_le_bytes(take(4)?.try_into().unwrap()) as usize;
-                let mut z = Vec::with_capacity(n.min(1 << 16));
-                for _ in 0..n {
-                    let score = f64::from_le_bytes(take(8)?.try_into().unwrap());
-                    let ml = u32::from_le_bytes(take(4)?.try_into().unwrap()) as usize;
-                    z.push((score, take(ml)?.to_vec()));
-                }
-                Ok(Value::Zset(z))
-            }
-            Some((1, mut rest)) => {
-                let mut take = |n: usize| -> Result<&[u8], String> {
-                    if rest.len() < n {
-                        return Err(corrupt());
-                    }
-                    let (a, r) = rest.split_at(n);
-                    rest = r;
-                    Ok(a)
-                };
-                let n = u32::from_le_bytes(take(4)?.try_into().unwrap()) as usize;
+        let Some((&tag, rest)) = b.split_first() else { return Err(corrupt()) };
+        let mut r = Reader(rest);
+        let v = match tag {
+            0 => Some(Value::Str(rest.to_vec())),
+            1 => (|| {
+                let n = r.u32()? as usize;
                 let mut h = Vec::with_capacity(n.min(1 << 16));
                 for _ in 0..n {
-                    let fl = u32::from_le_bytes(take(4)?.try_into().unwrap()) as usize;
-                    let f = take(fl)?.to_vec();
-                    let vl = u32::from_le_bytes(take(4)?.try_into().unwrap()) as usize;
-                    h.push((f, take(vl)?.to_vec()));
+                    let f = r.bytes()?;
+                    h.push((f, r.bytes()?));
                 }
-                Ok(Value::Hash(h))
-            }
-            _ => Err(corrupt()),
+                Some(Value::Hash(h))
+            })(),
+            2 => (|| {
+                let n = r.u32()? as usize;
+                let mut z = Vec::with_capacity(n.min(1 << 16));
+                for _ in 0..n {
+                    let score = f64::from_le_bytes(r.take(8)?.try_into().ok()?);
+                    z.push((score, r.bytes()?));
+                }
+                Some(Value::Zset(z))
+            })(),
+            _ => None,
+        };
+        v.ok_or_else(corrupt)
+    }
+}
+
+fn put_bytes(b: &mut Vec<u8>, x: &[u8]) {
+    b.extend_from_slice(&(x.len() as u32).to_le_bytes());
+    b.extend_from_slice(x);
+}
+
+/// Reads a stored value's fields front to back; None when it runs short.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
         }
+        let (a, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(a)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+    }
+    /// A length-prefixed byte string (as `put_bytes` writes it).
+    fn bytes(&mut self) -> Option<Vec<u8>> {
+        let n = self.u32()? as usize;
+        self.take(n).map(<[u8]>::to_vec)
     }
 }
 
@@ -640,15 +662,7 @@ fn hdel(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
     let before = h.len();
     h.retain(|(f, _)| !a[2..].contains(f));
     let removed = before - h.len();
-    if removed > 0 {
-        if h.is_empty() {
-            x.store.del(&a[1]).map_err(err)?;
-        } else {
-            x.save(&a[1], &Value::Hash(h))?;
-        }
-    }
-    reply::int(x.out, removed as i64);
-    Ok(())
+    x.shrunk(&a[1], removed, h.is_empty(), Value::Hash(h))
 }
 
 /// Redis's score text in RESP2 (7.0: printf's %.17g; inf and -inf as such).
@@ -750,15 +764,7 @@ fn zrem(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
     let before = z.len();
     z.retain(|(_, m)| !a[2..].contains(m));
     let removed = before - z.len();
-    if removed > 0 {
-        if z.is_empty() {
-            x.store.del(&a[1]).map_err(err)?;
-        } else {
-            x.save(&a[1], &Value::Zset(z))?;
-        }
-    }
-    reply::int(x.out, removed as i64);
-    Ok(())
+    x.shrunk(&a[1], removed, z.is_empty(), Value::Zset(z))
 }
 
 /// A ZRANGEBYSCORE bound: `(` makes it exclusive; -inf/+inf.
@@ -925,39 +931,13 @@ fn glob(pattern: &str, s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
+    use crate::MemoryStore;
 
-    /// A map in memory: the reference store for the command logic.
-    #[derive(Default)]
-    pub struct Map(pub BTreeMap<Vec<u8>, Vec<u8>>);
-
-    impl Backend for Map {
-        fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, String> {
-            Ok(self.0.get(k).cloned())
-        }
-        fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), String> {
-            self.0.insert(k.to_vec(), v.to_vec());
-            Ok(())
-        }
-        fn del(&mut self, k: &[u8]) -> Result<bool, String> {
-            Ok(self.0.remove(k).is_some())
-        }
-        fn key_count(&mut self) -> Result<u64, String> {
-            Ok(self.0.len() as u64)
-        }
-        fn clear(&mut self) -> Result<(), String> {
-            self.0.clear();
-            Ok(())
-        }
-        fn max_value_bytes(&self) -> usize {
-            16
-        }
-        fn metrics(&mut self) -> serde_json::Value {
-            serde_json::json!({"keys": self.0.len()})
-        }
+    fn store() -> MemoryStore {
+        MemoryStore { max_value_bytes: 16, ..MemoryStore::default() }
     }
 
-    fn run(store: &mut Map, line: &str) -> String {
+    fn run(store: &mut MemoryStore, line: &str) -> String {
         let args = crate::proto::split_args(line.as_bytes()).unwrap();
         let (mut s, mut c, mut out) = (Session::default(), Counters::default(), vec![]);
         let info = || String::from("# Server\r\n");
@@ -967,7 +947,7 @@ mod tests {
 
     #[test]
     fn string_commands_answer_as_redis() {
-        let m = &mut Map::default();
+        let m = &mut store();
         assert_eq!(run(m, "SET k v"), "+OK\r\n");
         assert_eq!(run(m, "get k"), "$1\r\nv\r\n");
         assert_eq!(run(m, "SET k w NX"), "$-1\r\n");
@@ -992,7 +972,7 @@ mod tests {
 
     #[test]
     fn unknown_commands_and_arities_use_redis_texts() {
-        let m = &mut Map::default();
+        let m = &mut store();
         assert_eq!(run(m, "GETX a b"), "-ERR unknown command 'GETX', with args beginning with: 'a' 'b' \r\n");
         assert_eq!(run(m, "GET"), "-ERR wrong number of arguments for 'get' command\r\n");
         assert_eq!(run(m, "CONFIG"), "-ERR wrong number of arguments for 'config' command\r\n");
@@ -1017,6 +997,22 @@ mod tests {
         ] {
             assert_eq!(fmt_score(v), want, "{v}");
         }
+    }
+
+    #[test]
+    fn stored_values_round_trip_and_truncated_ones_are_errors() {
+        for v in [
+            Value::Str(b"x\0y".to_vec()),
+            Value::Hash(vec![(b"f".to_vec(), vec![]), (vec![], b"v".to_vec())]),
+            Value::Zset(vec![(-1.5, b"a".to_vec()), (f64::INFINITY, vec![])]),
+        ] {
+            let b = v.encode();
+            assert_eq!(Value::decode(&b).unwrap(), v);
+            if !matches!(v, Value::Str(_)) {
+                assert!(Value::decode(&b[..b.len() - 1]).is_err());
+            }
+        }
+        assert!(Value::decode(&[]).is_err() && Value::decode(&[7]).is_err());
     }
 
     #[test]

@@ -49,3 +49,42 @@ pub trait Backend: Send + 'static {
         Ok(serde_json::Value::Null)
     }
 }
+
+/// A store in memory: a quick RESP server without a device, and the reference store of the
+/// front-end's tests.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    pub map: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    /// 0: 512 MiB (Redis's default proto-max-bulk-len).
+    pub max_value_bytes: usize,
+}
+
+impl Backend for MemoryStore {
+    fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        Ok(self.map.get(k).cloned())
+    }
+    fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), String> {
+        self.map.insert(k.to_vec(), v.to_vec());
+        Ok(())
+    }
+    fn del(&mut self, k: &[u8]) -> Result<bool, String> {
+        Ok(self.map.remove(k).is_some())
+    }
+    fn key_count(&mut self) -> Result<u64, String> {
+        Ok(self.map.len() as u64)
+    }
+    fn clear(&mut self) -> Result<(), String> {
+        self.map.clear();
+        Ok(())
+    }
+    fn max_value_bytes(&self) -> usize {
+        if self.max_value_bytes == 0 {
+            proto::BULK_MAX_BYTES
+        } else {
+            self.max_value_bytes
+        }
+    }
+    fn metrics(&mut self) -> serde_json::Value {
+        serde_json::json!({ "keys": self.map.len() })
+    }
+}

@@ -1,42 +1,12 @@
 //! The RESP server loop with an in-memory store: requests split across reads at every byte,
 //! pipelines, QUIT, protocol errors closing the connection, the refusal at the connection limit.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ssdlab_resp::{serve_on, Backend, ServeOptions, Server};
-
-#[derive(Default)]
-struct Map(BTreeMap<Vec<u8>, Vec<u8>>);
-
-impl Backend for Map {
-    fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        Ok(self.0.get(k).cloned())
-    }
-    fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), String> {
-        self.0.insert(k.to_vec(), v.to_vec());
-        Ok(())
-    }
-    fn del(&mut self, k: &[u8]) -> Result<bool, String> {
-        Ok(self.0.remove(k).is_some())
-    }
-    fn key_count(&mut self) -> Result<u64, String> {
-        Ok(self.0.len() as u64)
-    }
-    fn clear(&mut self) -> Result<(), String> {
-        self.0.clear();
-        Ok(())
-    }
-    fn max_value_bytes(&self) -> usize {
-        1 << 20
-    }
-    fn metrics(&mut self) -> serde_json::Value {
-        serde_json::json!({ "keys": self.0.len() })
-    }
-}
+use ssdlab_resp::{serve_on, MemoryStore, ServeOptions, Server};
 
 struct Running {
     addr: std::net::SocketAddr,
@@ -47,7 +17,7 @@ struct Running {
 fn start(max_connections: usize) -> Running {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let srv = Server::new(Box::new(Map::default()), ServeOptions { max_connections, quiet: true, ..ServeOptions::default() });
+    let srv = Server::new(Box::new(MemoryStore::default()), ServeOptions { max_connections, quiet: true, ..ServeOptions::default() });
     let s = srv.clone();
     let thread = Some(std::thread::spawn(move || serve_on(s, listener)));
     Running { addr, srv, thread }
