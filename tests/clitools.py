@@ -1,5 +1,6 @@
-"""Running the `ssdlab` command from tests (shared by the CLI and sweep tests)."""
+"""Running the `ssdlab` command from tests (shared by the CLI, server and sweep tests)."""
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +35,10 @@ handles = 4
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def free_port() -> int:
+    """A TCP port on loopback nobody listens on (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

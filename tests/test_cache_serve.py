@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clitools import SSDLAB, write
+from clitools import SSDLAB, free_port, write
 
 pymemcache = pytest.importorskip("pymemcache", reason="pymemcache missing: run scripts/setup.sh (make setup)")
 from pymemcache.client.base import Client  # noqa: E402
@@ -35,12 +35,6 @@ loc_write_bytes = 262144
 region_eviction = "fifo"
 """
 MAX_VALUE = 900_000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Served:

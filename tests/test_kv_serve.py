@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clitools import SSDLAB, write
+from clitools import SSDLAB, free_port, write
 
 redis = pytest.importorskip("redis", reason="redis (redis-py) missing: run scripts/setup.sh (make setup)")
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("redis-server", "redis-cli", "redis-benchmark")),
@@ -29,12 +29,6 @@ preset = "zns-ssd"
 [lsm]
 memtable_bytes = 262144
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port: int, proc: subprocess.Popen, log: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clitools import SSDLAB, TINY_FDP_TOML, ssdlab, write
+from clitools import SSDLAB, TINY_FDP_TOML, free_port, ssdlab, write
 
 CLIENTS = ["nbdinfo", "nbdcopy", "qemu-io", "fio"]
 pytestmark = pytest.mark.skipif(any(shutil.which(c) is None for c in CLIENTS),
@@ -26,12 +26,6 @@ PLAIN = """preset = "tiny"
 enabled = false
 """
 MiB = 1 << 20
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -7,7 +7,6 @@ import os
 import shutil
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,7 +18,7 @@ import pytest
 import ssdlab
 from ssdlab.sweep import expand, load_sweep, local_ray_env
 
-from clitools import ssdlab as ssdlab_cli, write
+from clitools import free_port, ssdlab as ssdlab_cli, write
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -61,12 +60,6 @@ def read_csv(path: Path):
 def rows_of(table):
     """The returned table as a list of dicts, whether it is a DataFrame or a list."""
     return table.to_dict("records") if hasattr(table, "to_dict") else list(table)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def processes_in_group(pgid: int):

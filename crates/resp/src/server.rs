@@ -214,18 +214,14 @@ fn core_options(srv: &Server, signals: bool) -> ssdlab_server::Options {
         name: srv.opts.name.clone(),
         listen: srv.opts.listen.clone(),
         max_connections: srv.opts.max_connections,
-        handshake_timeout: ssdlab_server::DEFAULT_HANDSHAKE_TIMEOUT,
         idle_timeout: secs(srv.opts.idle_timeout_s),
         evict_idle_after: secs(srv.opts.evict_idle_after_s),
-        tls: None,
-        tls_mode: ssdlab_server::TlsMode::Implicit,
         tls_supported: false,
         allow_remote: srv.opts.allow_remote,
         quiet: srv.opts.quiet,
         signals,
-        worker_threads: 0,
-        log_interval: Duration::from_secs(5),
         stats: srv.core.clone(),
+        ..ssdlab_server::Options::default()
     }
 }
 
@@ -237,10 +233,7 @@ pub fn serve(srv: Arc<Server>) -> Result<Value, String> {
 
 /// Serve on `listener` (tests: a port picked by the OS) until [`Server::stop`].
 pub fn serve_on(srv: Arc<Server>, listener: TcpListener) -> Result<Value, String> {
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let mut opts = core_options(&srv, false);
-    opts.listen = listener.local_addr().map_err(|e| e.to_string())?.to_string();
-    let server = ssdlab_server::Server::with_listener(opts, Some(listener), srv.clone())?;
+    let server = ssdlab_server::Server::on_listener(core_options(&srv, false), listener, srv.clone())?;
     run(srv, server)
 }
 

@@ -287,6 +287,14 @@ impl<P: Protocol> Server<P> {
         Self::with_listener(opts, None, proto)
     }
 
+    /// On `listener`, bound by the caller (tests: a port the OS picked): made non-blocking,
+    /// and `opts.listen` set to its address.
+    pub fn on_listener(mut opts: Options, listener: std::net::TcpListener, proto: Arc<P>) -> Result<Server<P>, String> {
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        opts.listen = listener.local_addr().map_err(|e| e.to_string())?.to_string();
+        Self::with_listener(opts, Some(listener), proto)
+    }
+
     /// As [`Server::bind`], on a listener bound earlier with [`bind_listener`] (a front-end
     /// that reports its address before it builds its protocol state).
     pub fn with_listener(opts: Options, listener: Option<std::net::TcpListener>, proto: Arc<P>) -> Result<Server<P>, String> {
