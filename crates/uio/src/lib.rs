@@ -1,14 +1,25 @@
 //! Case study uio-kv (in progress): the UIO converged storage + network key-value device of
-//! the document behind issue 19. This first part is the device's host interface: NVMe-style
-//! submission and completion queues in memory shared between a host and the device (memfd),
-//! the BAR registers, admin commands that create and delete I/O queues, put/get commands, round
-//! robin arbitration with a burst limit and a per-queue permission check. The device modules
-//! behind it (DMA, GME, UTL on the NAND media model, NET) come next.
+//! the document behind issue 19.
+//!
+//! - The host interface: NVMe-style submission and completion queues in memory shared between
+//!   a host and the device (memfd), the BAR registers, admin commands that create and delete
+//!   I/O queues, put/get commands, round robin arbitration with a burst limit and a per-queue
+//!   permission check ([`layout`], [`queues`], [`shm`]).
+//! - The device's modules: DMA's record ([`record`]), the UTL storing records log-structured
+//!   on the open-channel flash with a scanning GC ([`utl`]), GME routing and the data path
+//!   between devices with each leg's modelled cost, UIO's and the traditional one
+//!   ([`cluster`]), and the reproduction's measurements ([`repro`]).
 
+pub mod cluster;
 pub mod layout;
 pub mod queues;
+pub mod record;
+pub mod repro;
 pub mod shm;
+pub mod utl;
 
+pub use cluster::{Cluster, Gme, Links, Path};
 pub use layout::{Command, Completion, Status};
 pub use queues::{Controller, Host, Perm, Store};
 pub use shm::Region;
+pub use utl::{Utl, UtlConfig, UtlError};
