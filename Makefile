@@ -14,6 +14,7 @@ demo: setup
 	.venv/bin/ssdlab reproduce flac --quick
 	.venv/bin/ssdlab reproduce lsm-deletion --quick
 	.venv/bin/ssdlab reproduce dpuswap --quick
+	.venv/bin/ssdlab reproduce uio-kv --quick
 
 test: setup lint test-rust test-python
 

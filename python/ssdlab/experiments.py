@@ -40,6 +40,7 @@ KINDS: Dict[str, str] = {
     "flac": "ssdlab.flacrepro:EXPERIMENT",
     "lsm-deletion": "ssdlab.lsm:EXPERIMENT",
     "dpuswap": "ssdlab.dpuswap:EXPERIMENT",
+    "uio-kv": "ssdlab.uio:EXPERIMENT",
 }
 
 

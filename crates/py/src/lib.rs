@@ -22,6 +22,7 @@ mod ocssd;
 mod progress;
 mod rmml;
 mod spi;
+mod uio;
 mod vssd;
 mod zns;
 
@@ -44,5 +45,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     flac::register(m)?;
     lsm::register(m)?;
     rmml::register(m)?;
+    uio::register(m)?;
     Ok(())
 }

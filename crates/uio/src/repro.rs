@@ -10,7 +10,7 @@ use ssdlab_core::media::presets::preset;
 use ssdlab_core::Config;
 
 use crate::cluster::{Cluster, Links, Path};
-use crate::utl::{Result, UtlConfig};
+use crate::utl::{Result, UtlConfig, UtlError};
 
 /// Names accepted by [`device_config`].
 pub const DEVICES: &[&str] = &["paper", "quick"];
@@ -54,6 +54,8 @@ pub struct LatencyPlan {
     pub mix_devices: Vec<u16>,
     /// Put/get pairs per mixed run.
     pub mix_ops: usize,
+    /// NAND timing settings to measure: off (media in RAM, the document's setting), on.
+    pub timings: Vec<bool>,
     pub seed: u64,
     pub links: Links,
     pub utl: UtlConfig,
@@ -69,6 +71,7 @@ impl Default for LatencyPlan {
             ops: 500,
             mix_devices: vec![2, 4, 8],
             mix_ops: 2000,
+            timings: vec![false, true],
             seed: 1,
             links: Links::default(),
             utl: UtlConfig::default(),
@@ -105,6 +108,9 @@ pub struct MixRow {
     pub measured_ratio: f64,
     /// Equation 1 with a and b fitted from the latency sweep.
     pub model_ratio: f64,
+    /// Equation 1 with remote and local operations weighted by their share of the
+    /// traditional path's time instead of their count: (R (1-a) + L (1+b)) / (R + L).
+    pub weighted_model_ratio: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -139,8 +145,7 @@ fn hist() -> Histogram<u64> {
 
 impl LatencyPlan {
     fn device(&self, timing: bool) -> Result<Config> {
-        let mut c = device_config(&self.device)
-            .ok_or_else(|| crate::utl::UtlError::Media(format!("unknown device {:?} (known: {})", self.device, DEVICES.join(", "))))?;
+        let mut c = device_config(&self.device).ok_or_else(|| UtlError::Config(format!("unknown device {:?}", self.device)))?;
         c.timing.enabled = timing;
         c.seed = self.seed;
         Ok(c)
@@ -150,12 +155,34 @@ impl LatencyPlan {
         Cluster::new(n, &self.device(timing)?, self.utl, self.links, path)
     }
 
+    /// Refuse a plan that cannot run, saying which key is wrong.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(UtlError::Config(m));
+        if device_config(&self.device).is_none() {
+            return bad(format!("device = {:?}: expected one of {}", self.device, DEVICES.join(", ")));
+        }
+        if self.devices < 2 {
+            return bad(format!("devices = {}: the latency sweep needs a remote device (>= 2)", self.devices));
+        }
+        if self.key_bytes == 0 || self.key_bytes > crate::record::MAX_KEY_BYTES {
+            return bad(format!("key_bytes = {}: expected 1 to {}", self.key_bytes, crate::record::MAX_KEY_BYTES));
+        }
+        if self.value_bytes.is_empty() || self.ops == 0 || self.timings.is_empty() {
+            return bad("value_bytes, ops and timings must not be empty or zero".into());
+        }
+        if self.mix_devices.iter().any(|&n| n == 0 || n > 64) {
+            return bad(format!("mix_devices = {:?}: expected 1 to 64 devices each", self.mix_devices));
+        }
+        self.utl.validate()
+    }
+
     /// Run every measurement; `progress` gets a line per finished part.
     pub fn run(&self, progress: &mut dyn FnMut(&str)) -> Result<LatencyReport> {
+        self.validate()?;
         let mut rows = vec![];
         let mut fits = vec![];
         let mut mixes = vec![];
-        for timing in [false, true] {
+        for &timing in &self.timings {
             let before = rows.len();
             for &vb in &self.value_bytes {
                 for path in [Path::Uio, Path::Traditional] {
@@ -232,6 +259,8 @@ impl LatencyPlan {
     fn mix(&self, timing: bool, n: u16, a: f64, b: f64) -> Result<MixRow> {
         let mut means = [0.0; 2];
         let mut remote_fraction = 0.0;
+        // The traditional path's time in remote and in local operations.
+        let (mut trad_remote, mut trad_local) = (0u64, 0u64);
         for (slot, path) in [Path::Uio, Path::Traditional].into_iter().enumerate() {
             let mut c = self.cluster(n, timing, path)?;
             let (mut total, mut remote, mut now) = (0u64, 0u64, 0u64);
@@ -247,6 +276,9 @@ impl LatencyPlan {
                 now += g.latency_ns;
                 total += p.latency_ns + g.latency_ns;
                 remote += p.remote as u64;
+                if path == Path::Traditional {
+                    *if p.remote { &mut trad_remote } else { &mut trad_local } += p.latency_ns + g.latency_ns;
+                }
             }
             means[slot] = total as f64 / (2 * self.mix_ops) as f64;
             remote_fraction = remote as f64 / self.mix_ops as f64;
@@ -260,6 +292,7 @@ impl LatencyPlan {
             traditional_mean_ns: means[1],
             measured_ratio: means[0] / means[1],
             model_ratio: model_ratio(n, a, b),
+            weighted_model_ratio: (trad_remote as f64 * (1.0 - a) + trad_local as f64 * (1.0 + b)) / (trad_remote + trad_local) as f64,
         })
     }
 }

@@ -46,6 +46,21 @@ impl Default for UtlConfig {
     }
 }
 
+impl UtlConfig {
+    pub fn validate(&self) -> Result<()> {
+        if self.gc_free_blocks < 2 {
+            return Err(UtlError::Config(format!(
+                "utl.gc_free_blocks = {}: expected >= 2 (one block to relocate into)",
+                self.gc_free_blocks
+            )));
+        }
+        if !(0.0..1.0).contains(&self.min_spare) {
+            return Err(UtlError::Config(format!("utl.min_spare = {}: expected a fraction in [0, 1)", self.min_spare)));
+        }
+        Ok(())
+    }
+}
+
 /// Where a key's newest record lies: block (chunk), byte offset in the block (its page is
 /// `offset / page bytes`), record length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +73,8 @@ pub struct Loc {
 /// Why a UTL operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UtlError {
+    #[error("{0}")]
+    Config(String),
     #[error("a record of {0} bytes does not fit one flash block of {1} bytes")]
     TooLarge(usize, u32),
     #[error("device full: {0}")]
@@ -136,16 +153,11 @@ impl Utl {
     pub fn new(dev_cfg: &Config, cfg: UtlConfig) -> Result<Utl> {
         use ssdlab_core::config::{Personality, StorageMode};
         if dev_cfg.personality != Personality::Ocssd || dev_cfg.storage != StorageMode::Data {
-            return Err(UtlError::Media(
+            return Err(UtlError::Config(
                 "the UTL needs an open-channel device that keeps data (personality = \"ocssd\", storage = \"data\")".into(),
             ));
         }
-        if cfg.gc_free_blocks < 2 || !(0.0..1.0).contains(&cfg.min_spare) {
-            return Err(UtlError::Media(format!(
-                "gc_free_blocks must be >= 2 (is {}) and min_spare in [0, 1) (is {})",
-                cfg.gc_free_blocks, cfg.min_spare
-            )));
-        }
+        cfg.validate()?;
         dev_cfg.validate()?;
         let dev = Ocssd::new(dev_cfg)?;
         let g = dev.geometry().clone();
@@ -164,7 +176,7 @@ impl Utl {
         let usable = free.len().saturating_sub(cfg.gc_free_blocks as usize + 1) as u64;
         let capacity_bytes = (usable as f64 * block_bytes as f64 * (1.0 - cfg.min_spare)) as u64;
         if capacity_bytes == 0 {
-            return Err(UtlError::Media(format!(
+            return Err(UtlError::Config(format!(
                 "{} good blocks leave no room beside the GC reserve of {}",
                 free.len(),
                 cfg.gc_free_blocks
