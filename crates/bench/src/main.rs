@@ -13,6 +13,7 @@ use std::time::Instant;
 mod lsm;
 mod rmml;
 mod spi;
+mod uio;
 
 use ssdlab_core::config::{GcPolicy, Pattern, WorkloadConfig};
 use ssdlab_core::device::no_progress;
@@ -39,7 +40,7 @@ fn parse_args() -> Args {
             "--only" => a.only = Some(val),
             "--memory-tib" => a.memory_tib = val.parse().expect("--memory-tib X"),
             "-h" | "--help" => {
-                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|desnoyers|personalities|memory|spi|spi-instant|cache|vssd|lsm|rmml] [--memory-tib T (default 2)]");
+                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|desnoyers|personalities|memory|spi|spi-instant|cache|vssd|lsm|rmml|uio] [--memory-tib T (default 2)]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other}"),
@@ -386,5 +387,8 @@ fn main() {
     }
     if want("rmml") {
         rmml::run_all();
+    }
+    if want("uio") {
+        uio::run();
     }
 }

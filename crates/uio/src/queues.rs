@@ -355,6 +355,40 @@ impl Host {
         self.sqs.insert(sqid, HostSq { base: sq.0, entries: sq.1, tail: 0, head: 0, cqid });
     }
 
+    /// Run admin command `cmd`: submit it, call `device` (the device's poll, or a pause when it
+    /// runs elsewhere) until its completion arrives, and return the completion.
+    pub fn admin(&mut self, cmd: &Command, mut device: impl FnMut()) -> Result<Completion, String> {
+        self.submit(0, cmd)?;
+        loop {
+            device();
+            if let Some(c) = self.reap(0) {
+                return Ok(c);
+            }
+        }
+    }
+
+    /// Create I/O CQ `cqid` and SQ `sqid` posting to it, `entries` entries each, with the SQ's
+    /// permissions, through the admin queue (see [`Host::admin`] for `device`). Err: the
+    /// status the device answered.
+    pub fn create_io_pair(&mut self, sqid: u16, cqid: u16, entries: u16, perm: Perm, mut device: impl FnMut()) -> Result<(), Status> {
+        let cq = self.alloc(entries as u64 * CQE_BYTES as u64);
+        let sq = self.alloc(entries as u64 * SQE_BYTES as u64);
+        let status = |c: Completion| Status::from_bits(c.status).unwrap_or(Status::InternalError);
+        let cid = self.cid();
+        let c = self.admin(&Command::create_cq(cid, cqid, entries, cq), &mut device).map_err(|_| Status::InternalError)?;
+        if c.status != 0 {
+            return Err(status(c));
+        }
+        let mut cmd = Command::create_sq(self.cid(), sqid, entries, sq, cqid, 0);
+        cmd.cdw[2] = perm.bits();
+        let c = self.admin(&cmd, &mut device).map_err(|_| Status::InternalError)?;
+        if c.status != 0 {
+            return Err(status(c));
+        }
+        self.add_queues(sqid, (sq, entries as u32), cqid, (cq, entries as u32));
+        Ok(())
+    }
+
     pub fn cq_of(&self, sqid: u16) -> Option<u16> {
         self.sqs.get(&sqid).map(|s| s.cqid)
     }

@@ -28,6 +28,8 @@ use serde::{Deserialize, Serialize};
 use ssdlab_core::ftl::ocssd::{ChunkState, Ocssd, MAX_VECTOR};
 use ssdlab_core::Config;
 
+use crate::layout::Status;
+use crate::queues::Store;
 use crate::record::{decode, encode, encoded_len, Decoded};
 
 /// Settings of the UTL beside its flash device.
@@ -438,5 +440,16 @@ impl Utl {
         assert_eq!(live, self.live, "per-block live bytes");
         assert_eq!(live.iter().map(|&x| x as u64).sum::<u64>(), self.live_bytes);
         Ok(())
+    }
+}
+
+/// The UTL behind the queue interface, untimed (simulated time stays 0: the queues' own
+/// wall-clock path, as the bench measures it). Failures answer Internal Error.
+impl Store for Utl {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> std::result::Result<(), Status> {
+        Utl::put(self, key, value, 0).map(|_| ()).map_err(|_| Status::InternalError)
+    }
+    fn get(&mut self, key: &[u8]) -> std::result::Result<Option<Vec<u8>>, Status> {
+        Utl::get(self, key, 0).map(|(v, _)| v).map_err(|_| Status::InternalError)
     }
 }

@@ -39,14 +39,10 @@ fn admin(h: &mut Host, d: &mut Controller<Map>, c: Command) -> Completion {
 
 /// Create I/O CQ `cqid` and SQ `sqid` of `entries` entries.
 fn queues(h: &mut Host, d: &mut Controller<Map>, sqid: u16, cqid: u16, entries: u16, perm: Perm) {
-    let cq = h.alloc(entries as u64 * 16);
-    let sq = h.alloc(entries as u64 * 64);
-    let cid = h.cid();
-    assert_eq!(admin(h, d, Command::create_cq(cid, cqid, entries, cq)).status, 0);
-    let mut c = Command::create_sq(h.cid(), sqid, entries, sq, cqid, 0);
-    c.cdw[2] = perm.bits();
-    assert_eq!(admin(h, d, c).status, 0);
-    h.add_queues(sqid, (sq, entries as u32), cqid, (cq, entries as u32));
+    h.create_io_pair(sqid, cqid, entries, perm, || {
+        d.poll();
+    })
+    .unwrap();
 }
 
 fn put(h: &mut Host, qid: u16, k: &[u8], v: &[u8]) -> u16 {
