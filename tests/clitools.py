@@ -1,8 +1,10 @@
 """Running the `ssdlab` command from tests (shared by the CLI, server and sweep tests)."""
 
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 SSDLAB = [str(Path(sys.executable).parent / "ssdlab")]
@@ -42,3 +44,37 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited {proc.returncode}:\n{log.read_text()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"server did not listen on {port}:\n{log.read_text()}")
+
+
+class Server:
+    """A server process on a free port, logging to a file; stopped with SIGTERM."""
+
+    def __init__(self, argv, port: int, log: Path):
+        self.port, self.log = port, log
+        self.logf = open(log, "w")  # noqa: SIM115 (closed in stop)
+        self.proc = subprocess.Popen(argv, stdout=self.logf, stderr=subprocess.STDOUT)
+        wait_port(port, self.proc, log)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.logf.close()
+        return self.proc.returncode

@@ -5,16 +5,14 @@ clients ssdlab did not write (redis-cli, redis-benchmark, redis-py)."""
 import json
 import random
 import shutil
-import signal
 import socket
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from clitools import SSDLAB, free_port, write
+from clitools import SSDLAB, Server, free_port, write
 
 redis = pytest.importorskip("redis", reason="redis (redis-py) missing: run scripts/setup.sh (make setup)")
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("redis-server", "redis-cli", "redis-benchmark")),
@@ -29,40 +27,6 @@ preset = "zns-ssd"
 [lsm]
 memtable_bytes = 262144
 """
-
-
-def wait_port(port: int, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited {proc.returncode}:\n{log.read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"server did not listen on {port}:\n{log.read_text()}")
-
-
-class Server:
-    """A server process on a free port, logging to a file; stopped with SIGTERM."""
-
-    def __init__(self, argv, port: int, log: Path):
-        self.port, self.log = port, log
-        self.logf = open(log, "w")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(argv, stdout=self.logf, stderr=subprocess.STDOUT)
-        wait_port(port, self.proc, log)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.logf.close()
-        return self.proc.returncode
 
 
 def start_ssdlab(tmp: Path, *args) -> Server:

@@ -2,13 +2,18 @@
 uio-kv --quick` with its report, figure and tables."""
 
 import csv
+import json
+import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from clitools import SSDLAB, Server, free_port
 
 from ssdlab import ConfigError, uio
+
+redis = pytest.importorskip("redis", reason="redis (redis-py) missing: run scripts/setup.sh (make setup)")
 
 BIN = Path(sys.executable).parent
 
@@ -67,3 +72,66 @@ def test_reproduce_quick_writes_report_figure_and_tables(tmp_path):
     # More devices, more remote operations: the mix moves toward the remote ratio.
     off = [float(m["measured_ratio"]) for m in mixes if m["nand_timing"] == "False"]
     assert off[0] > off[1] > off[2]
+
+
+def _kv_serve(tmp_path, sock, name):
+    port = free_port()
+    metrics = tmp_path / f"{name}.json"
+    srv = Server(SSDLAB + ["uio", "kv-serve", "--attach", sock, "--listen", f"127.0.0.1:{port}", "--metrics", str(metrics)],
+                 port, tmp_path / f"{name}.log")
+    return srv, metrics
+
+
+def test_redis_clients_through_two_device_processes(tmp_path):
+    with uio.Devices(2, dir=str(tmp_path)) as d:
+        a, ma = _kv_serve(tmp_path, d.sockets[0], "host0")
+        b, _ = _kv_serve(tmp_path, d.sockets[1], "host1")
+        try:
+            ra, rb = redis.Redis(port=a.port), redis.Redis(port=b.port)
+            rng = random.Random(3)
+            pairs = {f"k{i}".encode(): rng.randbytes(rng.randrange(1, 5000)) for i in range(300)}
+            for k, v in pairs.items():
+                assert ra.set(k, v)
+            # The other host, through the other device, reads the same key space.
+            for k, v in pairs.items():
+                assert rb.get(k) == v
+            assert rb.get(b"never") is None
+            with pytest.raises(redis.ResponseError, match="put and get only"):
+                ra.delete(b"k1")
+            r = subprocess.run(["redis-benchmark", "-p", str(a.port), "-t", "set,get", "-n", "4000", "-r", "1000", "-d", "64",
+                                "-c", "8", "-q"], capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0, r.stderr
+            assert "SET:" in r.stdout and "GET:" in r.stdout and "requests per second" in r.stdout
+        finally:
+            assert a.stop() == 0 and b.stop() == 0
+        m = json.loads(ma.read_text())
+        assert m["store"]["puts"] >= 300 + 4000
+        s0, s1 = d.stop()
+    assert s0["hosts_attached"] == 1 and s0["remote_puts"] > 1000 and s0["local_puts"] > 1000
+    assert s1["remote_gets"] > 100 and s0["remote_errors"] == 0
+
+
+def test_a_restarted_peer_costs_a_clear_error_then_serves_again(tmp_path):
+    with uio.Devices(2, dir=str(tmp_path)) as d:
+        srv, _ = _kv_serve(tmp_path, d.sockets[0], "host0")
+        try:
+            r = redis.Redis(port=srv.port)
+            remote = next(k for k in (f"key{i}".encode() for i in range(1000)) if _gme_route(k, 2) == 1)
+            assert r.set(remote, b"v1")
+            d.stop_one(1)
+            with pytest.raises(redis.ResponseError, match="unreachable"):
+                r.set(remote, b"v2")
+            d.start_one(1)
+            assert r.get(remote) is None  # the restarted device's flash starts empty
+            assert r.set(remote, b"v3") and r.get(remote) == b"v3"
+        finally:
+            assert srv.stop() == 0
+    assert "peer device 1" in (tmp_path / "device0.log").read_text()
+
+
+def _gme_route(key: bytes, devices: int) -> int:
+    """GME's map (crates/uio/src/cluster.rs Gme::uniform): CRC-32 of the key into 1024 buckets
+    dealt to the devices in turn."""
+    import zlib
+
+    return zlib.crc32(key) % 1024 % devices

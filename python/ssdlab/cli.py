@@ -292,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .dpuswap import add_cli as add_rmml_cli
 
     add_rmml_cli(sub)
+    from .uio import add_cli as add_uio_cli
+
+    add_uio_cli(sub)
     return p
 
 

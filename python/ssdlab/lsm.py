@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _native
-from .serving import foreground
+from .serving import add_resp_arguments, foreground, resp_options, resp_options_of
 from .config import merge, read_toml, resolve
 from .experiments import Experiment, ExperimentPoint, PointResult
 from .runners import PROCESS_BYTES, Resources, Result, Runner
@@ -473,10 +473,9 @@ def serve(device: Optional[Dict[str, Any]] = None, lsm: Optional[Dict[str, Any]]
     SIGINT or SIGTERM. Returns the final figures: the front-end's counters under the top level,
     the store's (write amplification, deletion persistence) under ``store``, and with ``audit``
     the search of the NAND for deleted values under ``closing``."""
-    opts = {"listen": listen, "max_connections": max_connections, "idle_timeout_s": idle_timeout_s,
-            "evict_idle_after_s": evict_idle_after_s, "allow_remote": allow_remote, "quiet": quiet, "audit": audit}
+    opts = resp_options(listen, max_connections, idle_timeout_s, evict_idle_after_s, allow_remote, quiet)
     full = merge(_native.lsm_defaults()["lsm"], lsm or {})
-    return foreground(_native.kv_serve, device or {"preset": "zns-ssd"}, full, opts)
+    return foreground(_native.kv_serve, device or {"preset": "zns-ssd"}, full, opts, audit)
 
 
 def _cmd_serve(args) -> int:
@@ -489,8 +488,9 @@ def _cmd_serve(args) -> int:
         raise ValueError(f"{args.path}: [lsm] must be a table")
     if args.audit:
         lsm = dict(lsm, track_deletes=True)
-    m = serve(device, lsm, listen=args.listen, max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
-              evict_idle_after_s=args.evict_idle_after, allow_remote=args.allow_remote, quiet=args.quiet, audit=args.audit)
+    o = resp_options_of(args)
+    m = serve(device, lsm, listen=o["listen"], max_connections=o["max_connections"], idle_timeout_s=o["idle_timeout_s"],
+              evict_idle_after_s=o["evict_idle_after_s"], allow_remote=o["allow_remote"], quiet=o["quiet"], audit=args.audit)
     if args.metrics:
         Path(args.metrics).write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
     if not args.quiet:
@@ -546,21 +546,12 @@ def add_cli(sub) -> None:
     """Register `ssdlab kv` on the CLI's subparsers."""
     import argparse
 
-    from .args import int_in, seconds
-
     k = sub.add_parser("kv", help="lsm-deletion: run the LSM store on a ZNS device, serve it to Redis clients, write workload files",
                        epilog=KV_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     k.add_argument("action", choices=["run", "serve", "generate"])
     k.add_argument("path", nargs="?", help="spec file (TOML; optional for serve)")
     k.add_argument("--out", help="output directory")
     k.add_argument("--workload", nargs="+", help="run: replay these workload files, one per phase, instead of generating")
-    k.add_argument("--listen", default="127.0.0.1:6379", help="serve: HOST:PORT (default %(default)s; loopback unless --allow-remote)")
-    k.add_argument("--allow-remote", action="store_true", help="serve: listen on a non-loopback address (RESP has no authentication here)")
-    k.add_argument("--max-connections", type=int_in(1, 65536), default=128, help="serve: clients served at once (default %(default)s)")
-    k.add_argument("--idle-timeout", type=seconds(False), default=0.0, help="serve: cut a connection idle this many seconds (default 0: never)")
-    k.add_argument("--evict-idle-after", type=seconds(False), default=5.0,
-                   help="serve: when every slot is taken, one idle this many seconds gives its slot to a new client (default %(default)s)")
+    add_resp_arguments(k)
     k.add_argument("--audit", action="store_true", help="serve: track deletes and, at shutdown, search the NAND for deleted values")
-    k.add_argument("--metrics", help="serve: write the final figures (JSON) here at shutdown")
-    k.add_argument("-q", "--quiet", action="store_true", help="serve: no log lines")
     k.set_defaults(func=_cmd_kv)

@@ -5,6 +5,9 @@ the UTL on open-channel flash, GME routing, and the UIO and traditional data pat
 devices with each leg's modelled cost. This module gives:
 
 - :func:`latency`: run a latency plan (``defaults()`` lists its keys) and return its report;
+- :class:`Devices`: N device processes (``ssdlab uio device``) on loopback, each with its NET
+  port and the Unix socket its host attaches on; ``ssdlab uio device`` and ``ssdlab uio
+  kv-serve`` (a host's RESP front-end through its device) on the command line;
 - :data:`EXPERIMENT`: ``ssdlab reproduce uio-kv [--quick|--full]`` on the sweep engine (one
   point per NAND timing setting), writing reports/uio-kv/ with the document's numbers beside
   ssdlab's.
@@ -16,11 +19,18 @@ from __future__ import annotations
 
 import copy
 import csv
+import json
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _native
 from .config import merge
+from .serving import add_resp_arguments, foreground, resp_options_of
 from .experiments import Experiment, ExperimentPoint, PointResult
 from .runners import PROCESS_BYTES, Resources, Result, Runner
 
@@ -41,6 +51,125 @@ def latency(plan: Dict[str, Any], progress: bool = False) -> Dict[str, Any]:
     """Run a latency plan: rows (timing, value size, op, locality, path -> mean/p50/p99 ns),
     fits (a, b per timing setting) and mixes (N devices: measured vs modelled ratio)."""
     return _native.uio_latency(merge(defaults(), plan), progress)
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class Devices:
+    """``count`` UIO devices, each a separate ``ssdlab uio device`` process on loopback with its
+    NET port and its host socket (``sockets[i]``) in ``dir`` (a temporary one by default); a
+    context manager (stops them on exit). Their logs are ``dir/deviceI.log``.
+
+    >>> with Devices(2) as d:
+    ...     subprocess.run(["ssdlab", "uio", "kv-serve", "--attach", d.sockets[0], ...])
+    """
+
+    def __init__(self, count: int, device: str = "quick", timing: bool = False, dir: Optional[str] = None,
+                 host: str = "127.0.0.1"):
+        if count < 1:
+            raise ValueError("devices: count must be at least 1")
+        self.count, self.device, self.timing, self.host = count, device, timing, host
+        self._tmp = None if dir else tempfile.TemporaryDirectory(prefix="ssdlab-uio-")
+        self.dir = Path(dir or self._tmp.name)  # type: ignore[union-attr]
+        self.net = [f"{host}:{_free_port(host)}" for _ in range(count)]
+        self.sockets = [str(self.dir / f"device{i}.sock") for i in range(count)]
+        self.procs: List[Optional[subprocess.Popen]] = [None] * count
+
+    def start(self) -> "Devices":
+        try:
+            for i in range(self.count):
+                self.start_one(i)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def start_one(self, i: int) -> None:
+        """Start device ``i`` (again, after :meth:`stop_one`: its flash starts empty)."""
+        cmd = [sys.executable, "-m", "ssdlab.cli", "uio", "device", "--id", str(i), "--net", ",".join(self.net),
+               "--socket", self.sockets[i], "--device", self.device] + (["--timing"] if self.timing else [])
+        with open(self.dir / f"device{i}.log", "a") as log:
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
+        self.procs[i] = p
+        line = p.stdout.readline().strip() if p.stdout else ""
+        if not line.startswith(f"uio device {i}:"):
+            p.wait(timeout=10)
+            raise OSError(f"uio device {i} did not start: {(self.dir / f'device{i}.log').read_text().strip() or 'no ready line'}")
+
+    def stop_one(self, i: int) -> Dict[str, Any]:
+        """Stop device ``i`` (SIGTERM); returns its counters."""
+        p = self.procs[i]
+        self.procs[i] = None
+        if p is None:
+            return {}
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+        try:
+            out, _ = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        lines = [x for x in (out or "").splitlines() if x.startswith("{")]
+        return json.loads(lines[-1]) if lines else {}
+
+    def stop(self) -> List[Dict[str, Any]]:
+        stats = [self.stop_one(i) for i in range(self.count)]
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        return stats
+
+    def __enter__(self) -> "Devices":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _cmd_uio(args) -> int:
+    if args.action == "device":
+        if args.id is None or not args.net or not args.socket:
+            raise ValueError("ssdlab uio device --id I --net HOST:PORT,HOST:PORT,... --socket PATH")
+        st = foreground(_native.uio_device_serve, args.id, args.net.split(","), args.socket, args.device, args.timing,
+                        args.quiet)
+        print(json.dumps(st, sort_keys=True), flush=True)
+        return 0
+    if not args.attach:
+        raise ValueError("ssdlab uio kv-serve --attach SOCKET [--listen HOST:PORT]")
+    m = foreground(_native.uio_kv_serve, args.attach, resp_options_of(args))
+    if args.metrics:
+        Path(args.metrics).write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
+    if not args.quiet:
+        print(f"served {m['total_connections_received']} connections, {m['total_commands_processed']} commands "
+              f"({m['store']['puts']} puts, {m['store']['gets']} gets through the device)", file=sys.stderr)
+    return 0
+
+
+def add_cli(sub) -> None:
+    """Register `ssdlab uio` on the CLI's subparsers."""
+    import argparse
+
+    from .args import int_in
+
+    u = sub.add_parser("uio", help="uio-kv: run a UIO device process, or serve Redis clients through one as its host",
+                       epilog="device: one device of a UIO system until Ctrl-C/SIGTERM: NET for its peers on --net's entry\n"
+                              "  --id, hosts attach on --socket; prints a ready line, then its counters (JSON) at exit\n"
+                              "kv-serve: attach to a device as its host and serve RESP clients (SET, GET) through it\n"
+                              "docs: docs/case-studies/uio-kv.md",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    u.add_argument("action", choices=["device", "kv-serve"])
+    u.add_argument("--id", type=int_in(0, 63), help="device: this device's id (its index in --net)")
+    u.add_argument("--net", help="device: every device's NET address, by id, comma-separated")
+    u.add_argument("--socket", help="device: the Unix socket its host attaches on")
+    u.add_argument("--device", default="quick", choices=["quick", "paper"], help="device: its flash (default %(default)s)")
+    u.add_argument("--timing", action="store_true", help="device: model NAND time (off: media in RAM)")
+    u.add_argument("--attach", help="kv-serve: the device's socket")
+    add_resp_arguments(u, "kv-serve")
+    u.set_defaults(func=_cmd_uio)
 
 
 def _resolve(task: Dict[str, Any]) -> Dict[str, Any]:

@@ -31,9 +31,10 @@ fn rig(stop: Arc<AtomicBool>) -> (Rig, std::thread::JoinHandle<u64>) {
     let mut dev_cfg = device_config("quick").expect("quick device");
     dev_cfg.timing.enabled = false;
     let utl = Utl::new(&dev_cfg, UtlConfig::default()).expect("utl");
-    let mut dev = Controller::enable(bar_r, mem.clone(), 64, utl).expect("controller");
+    let mut dev = Controller::enable(bar_r, mem.clone(), 64, utl).map_err(|e| e.0).expect("controller");
     host.create_io_pair(1, 1, ENTRIES, Perm::default(), || {
         dev.poll();
+        true
     })
     .expect("queues");
     let keys = host.alloc(KEYS * KEY_BYTES);

@@ -172,9 +172,10 @@ impl LsmStore {
     }
 }
 
+/// The RESP server's options as Python gives them (`ssdlab.serving.resp_options`).
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct KvServeOpts {
+pub(crate) struct RespOpts {
     listen: String,
     max_connections: usize,
     /// Seconds (0: never).
@@ -183,38 +184,43 @@ struct KvServeOpts {
     evict_idle_after_s: f64,
     allow_remote: bool,
     quiet: bool,
-    /// Search the NAND for deleted values at shutdown (needs lsm.track_deletes).
-    audit: bool,
+}
+
+impl RespOpts {
+    /// Serve `backend` with these options until SIGINT/SIGTERM (`name`: who the server is in
+    /// its log lines); the final figures.
+    pub(crate) fn serve(self, name: &str, backend: Box<dyn ssdlab_resp::Backend>) -> PyResult<serde_json::Value> {
+        let opts = ssdlab_resp::ServeOptions {
+            name: name.into(),
+            listen: self.listen,
+            max_connections: self.max_connections,
+            idle_timeout_s: self.idle_timeout_s,
+            evict_idle_after_s: self.evict_idle_after_s,
+            allow_remote: self.allow_remote,
+            quiet: self.quiet,
+        };
+        ssdlab_resp::serve(ssdlab_resp::Server::new(backend, opts)).map_err(PyOSError::new_err)
+    }
 }
 
 /// `ssdlab kv serve`: the LSM store (`lsm`, LsmConfig keys) on a fresh ZNS device of `device`
 /// behind the RESP (Redis) protocol until SIGINT/SIGTERM. Returns the final figures: the
 /// front-end's counters and the store's (write amplification, deletion persistence, audit).
+/// `audit`: search the NAND for deleted values at shutdown (needs lsm.track_deletes).
 #[pyfunction]
 fn kv_serve<'py>(
     py: Python<'py>,
     device: &Bound<'py, PyAny>,
     lsm: &Bound<'py, PyAny>,
     options: &Bound<'py, PyAny>,
+    audit: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let dev = config_from_py(device, "[device]")?;
     let cfg: LsmConfig = from_py(lsm, "[lsm]")?;
-    let o: KvServeOpts = from_py(options, "kv serve options")?;
+    let o: RespOpts = from_py(options, "kv serve options")?;
     let store = Store::new(dev, cfg).map_err(lsm_err)?;
-    let backend = ssdlab_lsm::KvBackend::new(store, o.audit).map_err(lsm_err)?;
-    let m = py.detach(move || -> PyResult<serde_json::Value> {
-        let opts = ssdlab_resp::ServeOptions {
-            listen: o.listen,
-            max_connections: o.max_connections,
-            idle_timeout_s: o.idle_timeout_s,
-            evict_idle_after_s: o.evict_idle_after_s,
-            allow_remote: o.allow_remote,
-            quiet: o.quiet,
-            ..Default::default()
-        };
-        let srv = ssdlab_resp::Server::new(Box::new(backend), opts);
-        ssdlab_resp::serve(srv).map_err(PyOSError::new_err)
-    })?;
+    let backend = ssdlab_lsm::KvBackend::new(store, audit).map_err(lsm_err)?;
+    let m = py.detach(move || o.serve("ssdlab kv serve", Box::new(backend)))?;
     to_py(py, &m)
 }
 

@@ -11,7 +11,8 @@
 //!   Redis 7.0 answers; values carry their type in their first stored byte;
 //! - [`server`]: the [`ssdlab_server::Protocol`] and `serve`.
 //!
-//! Users: `ssdlab kv serve` (the LSM store of crates/lsm on an emulated ZNS SSD).
+//! Users: `ssdlab kv serve` (the LSM store of crates/lsm on an emulated ZNS SSD) and `ssdlab uio
+//! kv-serve` (a UIO device's host, crates/uio/src/serve.rs).
 
 pub mod commands;
 pub mod proto;

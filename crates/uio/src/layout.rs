@@ -151,8 +151,10 @@ pub enum Status {
     BufferTooSmall = 0x181,
     /// The queue may not do this (the per-queue permission check).
     AccessDenied = 0x286,
-    /// The device could not store the record (full, worn out) or reach its peer.
+    /// The device could not store the record (full, worn out).
     InternalError = 0x006,
+    /// A remote operation's peer device is unreachable (NVMe: Transient Transport Error).
+    TransientTransport = 0x022,
 }
 
 impl Status {
@@ -172,6 +174,7 @@ impl Status {
             BufferTooSmall,
             AccessDenied,
             InternalError,
+            TransientTransport,
         ]
         .into_iter()
         .find(|s| *s as u16 == b)

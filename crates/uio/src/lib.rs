@@ -9,12 +9,18 @@
 //!   on the open-channel flash with a scanning GC ([`utl`]), GME routing and the data path
 //!   between devices with each leg's modelled cost, UIO's and the traditional one
 //!   ([`cluster`]), and the reproduction's measurements ([`repro`]).
+//! - Devices as processes: a device serving its host's queues and its peers' requests over
+//!   TCP, and the host library that attaches to it ([`device`], [`net`]); a RESP front-end on
+//!   the host library ([`serve`]).
 
 pub mod cluster;
+pub mod device;
 pub mod layout;
+pub mod net;
 pub mod queues;
 pub mod record;
 pub mod repro;
+pub mod serve;
 pub mod shm;
 pub mod utl;
 

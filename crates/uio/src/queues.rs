@@ -86,19 +86,25 @@ pub struct Controller<S: Store> {
 
 impl<S: Store> Controller<S> {
     /// Enable the controller: the admin queues are where the BAR says.
-    pub fn enable(bar: Arc<Region>, mem: Arc<Region>, burst: u32, store: S) -> Result<Controller<S>, String> {
+    /// On failure the store comes back with the reason.
+    pub fn enable(bar: Arc<Region>, mem: Arc<Region>, burst: u32, store: S) -> Result<Controller<S>, (String, S)> {
         assert!(burst > 0, "a burst of at least one command");
         let (asq_n, acq_n) = bar::aqa_fields(bar.load32(bar::AQA as u64));
         let (asq, acq) = (bar.load64(bar::ASQ as u64), bar.load64(bar::ACQ as u64));
         for (what, base, n, size) in [("ASQ", asq, asq_n, SQE_BYTES), ("ACQ", acq, acq_n, CQE_BYTES)] {
             if !mem.contains(base, n as u64 * size as u64) {
-                return Err(format!("{what} at {base:#x} ({n} entries) is outside host memory ({} bytes)", mem.len()));
+                return Err((format!("{what} at {base:#x} ({n} entries) is outside host memory ({} bytes)", mem.len()), store));
             }
         }
         let mut c = Controller { bar, mem, sqs: BTreeMap::new(), cqs: BTreeMap::new(), last: 0, burst, store, processed: 0 };
         c.cqs.insert(0, Cq { base: acq, entries: acq_n, tail: 0, phase: true, sqs: 1 });
         c.sqs.insert(0, Sq { base: asq, entries: asq_n, head: 0, cqid: 0, perm: Perm::default() });
         Ok(c)
+    }
+
+    /// The store, once the host is gone.
+    pub fn into_store(self) -> S {
+        self.store
     }
 
     /// Serve the queues once round: from each non-empty SQ (in id order from after the last
@@ -357,12 +363,16 @@ impl Host {
 
     /// Run admin command `cmd`: submit it, call `device` (the device's poll, or a pause when it
     /// runs elsewhere) until its completion arrives, and return the completion.
-    pub fn admin(&mut self, cmd: &Command, mut device: impl FnMut()) -> Result<Completion, String> {
+    /// `device` returns false to give up (the device does not answer).
+    pub fn admin(&mut self, cmd: &Command, mut device: impl FnMut() -> bool) -> Result<Completion, String> {
         self.submit(0, cmd)?;
         loop {
-            device();
+            let go_on = device();
             if let Some(c) = self.reap(0) {
                 return Ok(c);
+            }
+            if !go_on {
+                return Err("the device did not answer the admin command".into());
             }
         }
     }
@@ -370,7 +380,14 @@ impl Host {
     /// Create I/O CQ `cqid` and SQ `sqid` posting to it, `entries` entries each, with the SQ's
     /// permissions, through the admin queue (see [`Host::admin`] for `device`). Err: the
     /// status the device answered.
-    pub fn create_io_pair(&mut self, sqid: u16, cqid: u16, entries: u16, perm: Perm, mut device: impl FnMut()) -> Result<(), Status> {
+    pub fn create_io_pair(
+        &mut self,
+        sqid: u16,
+        cqid: u16,
+        entries: u16,
+        perm: Perm,
+        mut device: impl FnMut() -> bool,
+    ) -> Result<(), Status> {
         let cq = self.alloc(entries as u64 * CQE_BYTES as u64);
         let sq = self.alloc(entries as u64 * SQE_BYTES as u64);
         let status = |c: Completion| Status::from_bits(c.status).unwrap_or(Status::InternalError);

@@ -26,7 +26,7 @@ fn setup(burst: u32) -> (Host, Controller<Map>) {
     let bar_region = Arc::new(Region::new("uio-bar", bar::bytes(64)).unwrap());
     let mem = Arc::new(Region::new("uio-host", 8 << 20).unwrap());
     let host = Host::new(bar_region.clone(), mem.clone(), 8);
-    let dev = Controller::enable(bar_region, mem, burst, Map::default()).unwrap();
+    let dev = Controller::enable(bar_region, mem, burst, Map::default()).map_err(|e| e.0).unwrap();
     (host, dev)
 }
 
@@ -41,6 +41,7 @@ fn admin(h: &mut Host, d: &mut Controller<Map>, c: Command) -> Completion {
 fn queues(h: &mut Host, d: &mut Controller<Map>, sqid: u16, cqid: u16, entries: u16, perm: Perm) {
     h.create_io_pair(sqid, cqid, entries, perm, || {
         d.poll();
+        true
     })
     .unwrap();
 }

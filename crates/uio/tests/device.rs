@@ -1,0 +1,133 @@
+//! Device processes' logic on threads: hosts attached over Unix sockets and memfds, NET between
+//! devices over TCP, a peer's restart.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use ssdlab_uio::cluster::Gme;
+use ssdlab_uio::device::{self, DeviceOptions, DeviceStats, HostDevice};
+use ssdlab_uio::repro::{device_config, letter_key, letter_value};
+use ssdlab_uio::UtlConfig;
+
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+struct Dev {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<std::io::Result<DeviceStats>>,
+    socket: PathBuf,
+}
+
+fn start(id: u16, net: &[SocketAddr], dir: &std::path::Path) -> Dev {
+    let stop = Arc::new(AtomicBool::new(false));
+    let socket = dir.join(format!("dev{id}.sock"));
+    let opts = DeviceOptions { id, net: net.to_vec(), socket: socket.clone(), burst: 16, peer_timeout: Duration::from_secs(2) };
+    let mut cfg = device_config("quick").unwrap();
+    cfg.geometry.blocks_per_plane = 16;
+    cfg.timing.enabled = false;
+    let (tx, rx) = mpsc::channel();
+    let s = stop.clone();
+    let thread = std::thread::spawn(move || device::run(&opts, &cfg, UtlConfig::default(), s, |_, _| tx.send(()).unwrap()));
+    rx.recv_timeout(Duration::from_secs(10)).expect("device ready");
+    Dev { stop, thread, socket }
+}
+
+impl Dev {
+    fn stop(self) -> DeviceStats {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap().unwrap()
+    }
+}
+
+struct TempDir(PathBuf);
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+fn tempdir(name: &str) -> TempDir {
+    let d = std::env::temp_dir().join(format!("ssdlab-uio-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    TempDir(d)
+}
+
+#[test]
+fn hosts_on_two_devices_see_one_key_space_across_net() {
+    let dir = tempdir("two");
+    let net = [free_addr(), free_addr()];
+    let d0 = start(0, &net, &dir.0);
+    let d1 = start(1, &net, &dir.0);
+    let t = Duration::from_secs(5);
+    let mut h0 = HostDevice::attach(&d0.socket, t).unwrap();
+    let mut h1 = HostDevice::attach(&d1.socket, t).unwrap();
+    let gme = Gme::uniform(2, 1024);
+    let mut remote = 0;
+    for i in 0..400u64 {
+        let k = letter_key(i, 16);
+        h0.put(&k, &letter_value(1 + (i as usize * 37) % 9000, i)).unwrap();
+        remote += (gme.route(&k) != 0) as u64;
+    }
+    for i in 0..400u64 {
+        let k = letter_key(i, 16);
+        let v = letter_value(1 + (i as usize * 37) % 9000, i);
+        // Whichever host asks, the key lives on the device GME names.
+        assert_eq!(h1.get(&k).unwrap().as_deref(), Some(&v[..]));
+        assert_eq!(h0.get(&k).unwrap().as_deref(), Some(&v[..]));
+    }
+    assert_eq!(h1.get(b"never stored").unwrap(), None);
+    assert!(h0.put(b"", b"x").unwrap_err().contains("key of 0 bytes"));
+    drop((h0, h1));
+    let (s0, s1) = (d0.stop(), d1.stop());
+    assert_eq!(s0.remote_puts, remote);
+    assert_eq!(s0.local_puts, 400 - remote);
+    assert_eq!(s0.remote_gets + s0.local_gets, 400);
+    assert_eq!(s1.remote_gets + s1.local_gets, 401);
+    assert_eq!((s0.hosts_attached, s1.hosts_attached, s0.remote_errors), (1, 1, 0));
+}
+
+#[test]
+fn a_peer_restart_costs_a_clear_error_then_remote_operations_resume() {
+    let dir = tempdir("restart");
+    let net = [free_addr(), free_addr()];
+    let d0 = start(0, &net, &dir.0);
+    let d1 = start(1, &net, &dir.0);
+    let mut h0 = HostDevice::attach(&d0.socket, Duration::from_secs(10)).unwrap();
+    let gme = Gme::uniform(2, 1024);
+    let remote_key = (0..).map(|i| letter_key(i, 12)).find(|k| gme.route(k) == 1).unwrap();
+    h0.put(&remote_key, b"before").unwrap();
+    d1.stop();
+    let e = h0.put(&remote_key, b"during").unwrap_err();
+    assert!(e.contains("0x22") && e.contains("unreachable"), "{e}");
+    assert!(h0.get(&remote_key).unwrap_err().contains("unreachable"));
+    // Local keys are not affected.
+    let local_key = (0..).map(|i| letter_key(i, 12)).find(|k| gme.route(k) == 0).unwrap();
+    h0.put(&local_key, b"here").unwrap();
+    // The peer comes back (its flash starts empty: the emulated NAND lives in the process).
+    let d1 = start(1, &net, &dir.0);
+    assert_eq!(h0.get(&remote_key).unwrap(), None);
+    h0.put(&remote_key, b"after").unwrap();
+    assert_eq!(h0.get(&remote_key).unwrap().as_deref(), Some(&b"after"[..]));
+    assert_eq!(h0.get(&local_key).unwrap().as_deref(), Some(&b"here"[..]));
+    drop(h0);
+    assert_eq!(d0.stop().remote_errors, 2);
+    d1.stop();
+}
+
+#[test]
+fn a_second_host_attaches_after_the_first_leaves_and_sees_its_data() {
+    let dir = tempdir("reattach");
+    let net = [free_addr()];
+    let d = start(0, &net, &dir.0);
+    let mut h = HostDevice::attach(&d.socket, Duration::from_secs(5)).unwrap();
+    h.put(b"k", b"v1").unwrap();
+    drop(h);
+    let mut h = HostDevice::attach(&d.socket, Duration::from_secs(5)).unwrap();
+    assert_eq!(h.get(b"k").unwrap().as_deref(), Some(&b"v1"[..]));
+    drop(h);
+    assert_eq!(d.stop().hosts_attached, 2);
+}
