@@ -65,13 +65,27 @@ def test_reproduce_quick_writes_report_figure_and_tables(tmp_path):
     assert (rep / "latency_vs_value.png").stat().st_size > 10_000
     with open(rep / "latency.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 2 * 7 * 2 * 2 * 2  # timings x value sizes x put/get x local/remote x paths
+    # (wall clock, simulated with NAND timing off, on) x value sizes x put/get x local/remote x paths
+    assert len(rows) == 3 * 7 * 2 * 2 * 2
+    assert {r["clock"] for r in rows} == {"wall", "simulated"}
+    assert "## Wall clock, processes" in md
     with open(rep / "mix.csv", newline="") as f:
         mixes = list(csv.DictReader(f))
     assert [int(m["devices"]) for m in mixes] == [2, 4, 8, 2, 4, 8]
     # More devices, more remote operations: the mix moves toward the remote ratio.
     off = [float(m["measured_ratio"]) for m in mixes if m["nand_timing"] == "False"]
     assert off[0] > off[1] > off[2]
+
+
+def test_wall_clock_latency_through_processes_on_both_paths():
+    r = uio.wall_latency({"ops": 30, "value_bytes": [16, 4096]})
+    rows = {(x["value_bytes"], x["op"], x["remote"], x["path"]): x for x in r["rows"]}
+    assert len(rows) == 2 * 2 * 2 * 2 and all(x["ops"] == 30 and x["mean_ns"] > 0 for x in rows.values())
+    # A remote operation crosses processes and TCP; a local one does not.
+    for path in ("uio", "traditional"):
+        assert rows[(16, "get", True, path)]["p50_ns"] > rows[(16, "get", False, path)]["p50_ns"]
+    (_, a, b), = r["fits"]
+    assert -1 < a < 1 and b > -1
 
 
 def _kv_serve(tmp_path, sock, name):
@@ -127,6 +141,19 @@ def test_a_restarted_peer_costs_a_clear_error_then_serves_again(tmp_path):
         finally:
             assert srv.stop() == 0
     assert "peer device 1" in (tmp_path / "device0.log").read_text()
+
+
+def test_console_puts_and_gets_through_a_device(tmp_path):
+    with uio.Devices(2, dir=str(tmp_path)) as d:
+        script = "put apple red fruit\nget apple\nget pear\nfrob x\nhelp\nquit\nget never-reached\n"
+        r = subprocess.run(SSDLAB + ["uio", "console", "--attach", d.sockets[1]], input=script, capture_output=True,
+                           text=True, timeout=60)
+        lines = r.stdout.splitlines()
+        assert lines[:3] == ["OK", "red fruit", "(nil)"]
+        assert lines[3].startswith("error: 'frob x'") and lines[4].startswith("commands:")
+        assert len(lines) == 5 and r.returncode == 1  # one bad command, piped input
+        # The value is in the system: another host reads it through the other device.
+        assert uio.Host(d.sockets[0]).get(b"apple") == b"red fruit"
 
 
 def _gme_route(key: bytes, devices: int) -> int:

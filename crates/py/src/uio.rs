@@ -55,10 +55,12 @@ fn uio_latency<'py>(py: Python<'py>, plan: &Bound<'py, PyAny>, progress: bool) -
 
 /// Run device `id` of a UIO system until SIGINT/SIGTERM: NET on `net[id]` (every device's
 /// address, by id), hosts attaching on `socket`, its UTL on a fresh `device` flash (`quick` or
-/// `paper`; NAND timing off unless `timing`). Prints its NET address and socket when ready.
+/// `paper`; NAND timing off unless `timing`; `relay`: the traditional path's device, relaying
+/// peers' requests to its host's daemon at that address). Prints its NET address and socket when ready.
 /// Returns its counters.
 #[pyfunction]
-#[pyo3(signature = (id, net, socket, device="quick", timing=false, quiet=false))]
+#[pyo3(signature = (id, net, socket, device="quick", timing=false, quiet=false, relay=None))]
+#[allow(clippy::too_many_arguments)]
 fn uio_device_serve<'py>(
     py: Python<'py>,
     id: u16,
@@ -67,7 +69,11 @@ fn uio_device_serve<'py>(
     device: &str,
     timing: bool,
     quiet: bool,
+    relay: Option<String>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let relay = relay
+        .map(|a| a.parse::<SocketAddr>().map_err(|_| PyValueError::new_err(format!("--relay: {a:?} is not HOST:PORT"))))
+        .transpose()?;
     let net = net
         .iter()
         .map(|a| a.parse::<SocketAddr>().map_err(|_| PyValueError::new_err(format!("--net: {a:?} is not HOST:PORT"))))
@@ -82,7 +88,7 @@ fn uio_device_serve<'py>(
     let mut cfg = device_config(device)
         .ok_or_else(|| ConfigError::new_err(format!("--device {device:?}: expected one of {}", DEVICES.join(", "))))?;
     cfg.timing.enabled = timing;
-    let opts = DeviceOptions { id, net, socket, burst: 16, peer_timeout: Duration::from_secs(2) };
+    let opts = DeviceOptions { id, net, socket, burst: 16, peer_timeout: Duration::from_secs(2), relay };
     let stats = py
         .detach(|| {
             ssdlab_uio::device::run_until_signal(&opts, &cfg, UtlConfig::default(), |addr, sock| {
@@ -97,6 +103,44 @@ fn uio_device_serve<'py>(
     to_py(py, &stats)
 }
 
+/// A traditional host's daemon (see `ssdlab_uio::device::host_daemon_until_signal`) until
+/// SIGINT/SIGTERM: attached to the device at `attach`, serving other hosts on `listen`. Prints
+/// its address when ready; returns the commands it forwarded.
+#[pyfunction]
+#[pyo3(signature = (attach, listen, quiet=false))]
+fn uio_host_serve(py: Python<'_>, attach: PathBuf, listen: &str, quiet: bool) -> PyResult<u64> {
+    let addr: SocketAddr = listen.parse().map_err(|_| PyValueError::new_err(format!("--net: {listen:?} is not HOST:PORT")))?;
+    py.detach(|| {
+        ssdlab_uio::device::host_daemon_until_signal(&attach, addr, |a| {
+            use std::io::Write;
+            if !quiet {
+                println!("uio host: serving other hosts on {a}");
+            }
+            let _ = std::io::stdout().flush();
+        })
+    })
+    .map_err(|e| PyOSError::new_err(e.to_string()))
+}
+
+/// Wall-clock latency of `plan`'s value sizes from host 0 on both paths, through running
+/// processes: `uio_socket` (device 0 of a UIO system of `plan.devices` devices) and
+/// `traditional_socket` (device 0 of a traditional one, its hosts' daemons running). Returns
+/// rows and the fitted (a, b).
+#[pyfunction]
+fn uio_wall_latency<'py>(
+    py: Python<'py>,
+    plan: &Bound<'py, PyAny>,
+    uio_socket: PathBuf,
+    traditional_socket: PathBuf,
+) -> PyResult<Bound<'py, PyAny>> {
+    let p: LatencyPlan = from_py(plan, "uio plan")?;
+    p.validate().map_err(uio_err)?;
+    let t = ssdlab_uio::wall::WallTargets { uio_socket: &uio_socket, traditional_socket: &traditional_socket, devices: p.devices };
+    let rows = py.detach(|| ssdlab_uio::wall::wall_latency(&p, &t)).map_err(PyOSError::new_err)?;
+    let (a, b) = ssdlab_uio::repro::fit(&rows);
+    to_py(py, &serde_json::json!({"rows": rows, "fits": [[false, a, b]]}))
+}
+
 /// Attach to the device process at `attach` as its host and serve RESP clients (SET, GET, ...)
 /// through it until SIGINT/SIGTERM (`options`: `ssdlab.serving.resp_options`). Returns the
 /// final figures.
@@ -109,9 +153,40 @@ fn uio_kv_serve<'py>(py: Python<'py>, attach: PathBuf, options: &Bound<'py, PyAn
     to_py(py, &m)
 }
 
+/// A host attached to a UIO device process: put and get through its queues, one at a time
+/// (`ssdlab.uio.Host`, and the console).
+#[pyclass(module = "ssdlab._native", unsendable)]
+pub(crate) struct UioHost {
+    dev: HostDevice,
+}
+
+#[pymethods]
+impl UioHost {
+    #[new]
+    #[pyo3(signature = (attach, timeout_s=10.0))]
+    fn new(attach: PathBuf, timeout_s: f64) -> PyResult<UioHost> {
+        if !(timeout_s > 0.0 && timeout_s < 1e6) {
+            return Err(PyValueError::new_err(format!("timeout_s = {timeout_s}: expected a positive number of seconds")));
+        }
+        let dev = HostDevice::attach(&attach, Duration::from_secs_f64(timeout_s))
+            .map_err(|e| PyOSError::new_err(format!("attaching to the device: {e}")))?;
+        Ok(UioHost { dev })
+    }
+    fn put(&mut self, key: &[u8], value: &[u8]) -> PyResult<()> {
+        self.dev.put(key, value).map_err(DeviceError::new_err)
+    }
+    fn get<'py>(&mut self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, pyo3::types::PyBytes>>> {
+        let v = self.dev.get(key).map_err(DeviceError::new_err)?;
+        Ok(v.map(|v| pyo3::types::PyBytes::new(py, &v)))
+    }
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<UioHost>()?;
     m.add_function(wrap_pyfunction!(uio_device_serve, m)?)?;
     m.add_function(wrap_pyfunction!(uio_kv_serve, m)?)?;
+    m.add_function(wrap_pyfunction!(uio_host_serve, m)?)?;
+    m.add_function(wrap_pyfunction!(uio_wall_latency, m)?)?;
     m.add_function(wrap_pyfunction!(uio_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(uio_resolve, m)?)?;
     m.add_function(wrap_pyfunction!(uio_latency, m)?)?;

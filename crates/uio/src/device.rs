@@ -3,16 +3,18 @@
 //! The device owns its UTL (on its own emulated flash), GME's map and NET (a TCP listener for
 //! its peers' requests, connections to theirs). A host attaches over a Unix socket by passing
 //! two memfds, the BAR and its memory (as a driver maps a PCIe BAR and hands the device DMA
-//! addresses), with their sizes; the device maps both, enables its controller on them
-//! (the admin queues from AQA/ASQ/ACQ) and polls the queues until the host goes away. Put and
+//! addresses), with their sizes; the device maps both, enables a controller on them (the admin
+//! queues from AQA/ASQ/ACQ) and polls its queues until the host goes away. Several hosts (a
+//! host's applications, or a host's client and its daemon on the traditional path) may be
+//! attached at once, each with its own queues; the device serves them in turn. Put and
 //! get commands run the document's path: DMA (the key and value read from host memory), GME
 //! (route by key hash), then the local UTL or a peer over NET; a get's value is written into
 //! the host's buffer.
 //!
-//! Threads: the polling loop (commands from the host) and one per peer connection (requests
+//! Threads: the polling loop (commands from the hosts) and one per peer connection (requests
 //! from other devices) share the UTL under a lock, never held while a remote request waits.
-//! The loop spins while commands come and sleeps 20 us at a time once idle, so idle devices
-//! leave the CPU to others.
+//! The loop spins while commands come and, after about a tenth of a millisecond without any,
+//! sleeps 20 us at a time, so idle devices leave the CPU to others.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -50,6 +52,9 @@ pub struct DeviceStats {
 /// The device's modules behind its queues: GME, the UTL, NET.
 pub struct DeviceStore {
     id: u16,
+    /// The traditional path's device: no GME (the host names remote keys' devices; the rest
+    /// is local), and peers' requests are relayed to this device's host.
+    traditional: bool,
     gme: Gme,
     utl: Arc<Mutex<Utl>>,
     peers: Peers,
@@ -62,15 +67,18 @@ impl DeviceStore {
     fn status(st: u16) -> Status {
         Status::from_bits(st).unwrap_or(Status::InternalError)
     }
-}
 
-impl Store for DeviceStore {
-    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status> {
-        let to = self.gme.route(key);
-        if to == self.id {
-            self.stats.local_puts += 1;
-            return self.utl.lock().expect("utl").put(key, value, 0).map(|_| ()).map_err(|_| Status::InternalError);
-        }
+    fn local_put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status> {
+        self.stats.local_puts += 1;
+        self.utl.lock().expect("utl").put(key, value, 0).map(|_| ()).map_err(|_| Status::InternalError)
+    }
+
+    fn local_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
+        self.stats.local_gets += 1;
+        self.utl.lock().expect("utl").get(key, 0).map(|(v, _)| v).map_err(|_| Status::InternalError)
+    }
+
+    fn remote_put(&mut self, to: u16, key: &[u8], value: &[u8]) -> Result<(), Status> {
         self.stats.remote_puts += 1;
         self.rec.clear();
         encode(key, value, &mut self.rec);
@@ -82,12 +90,7 @@ impl Store for DeviceStore {
         }
     }
 
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
-        let to = self.gme.route(key);
-        if to == self.id {
-            self.stats.local_gets += 1;
-            return self.utl.lock().expect("utl").get(key, 0).map(|(v, _)| v).map_err(|_| Status::InternalError);
-        }
+    fn remote_get(&mut self, to: u16, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
         self.stats.remote_gets += 1;
         let r = self.peers.request(to, OP_GET, key, &mut self.out);
         self.stats.remote_errors = self.peers.errors;
@@ -95,6 +98,70 @@ impl Store for DeviceStore {
             0 => Ok(Some(self.out.clone())),
             st if st == Status::KeyNotFound as u16 => Ok(None),
             st => Err(Self::status(st)),
+        }
+    }
+
+    /// Where a command goes: UIO routes by GME; the traditional device goes where the host
+    /// said (here when it said nothing).
+    fn target(&self, dest: Option<u16>, key: &[u8]) -> u16 {
+        if self.traditional {
+            dest.unwrap_or(self.id)
+        } else {
+            self.gme.route(key)
+        }
+    }
+}
+
+impl Store for DeviceStore {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status> {
+        self.put_to(None, key, value)
+    }
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
+        self.get_from(None, key)
+    }
+    fn put_to(&mut self, dest: Option<u16>, key: &[u8], value: &[u8]) -> Result<(), Status> {
+        match self.target(dest, key) {
+            to if to == self.id => self.local_put(key, value),
+            to => self.remote_put(to, key, value),
+        }
+    }
+    fn get_from(&mut self, dest: Option<u16>, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
+        match self.target(dest, key) {
+            to if to == self.id => self.local_get(key),
+            to => self.remote_get(to, key),
+        }
+    }
+}
+
+/// The traditional device's NET side: a peer's request goes to this device's host (its
+/// daemon at `relay`), which lands it in host memory and submits it back to the device.
+struct Relay {
+    daemon: Peers,
+    rec: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl Relay {
+    fn new(daemon: SocketAddr, timeout: Duration) -> Relay {
+        // The daemon is peer 0 of a one-peer table (this end is "device 1").
+        Relay { daemon: Peers::new(1, vec![daemon], timeout), rec: Vec::new(), out: Vec::new() }
+    }
+}
+
+impl Store for Relay {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status> {
+        self.rec.clear();
+        encode(key, value, &mut self.rec);
+        match self.daemon.request(0, OP_PUT, &self.rec, &mut self.out)? {
+            0 => Ok(()),
+            st => Err(DeviceStore::status(st)),
+        }
+    }
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
+        match self.daemon.request(0, OP_GET, key, &mut self.out)? {
+            0 => Ok(Some(self.out.clone())),
+            st if st == Status::KeyNotFound as u16 => Ok(None),
+            st => Err(DeviceStore::status(st)),
         }
     }
 }
@@ -112,7 +179,15 @@ pub struct DeviceOptions {
     pub burst: u32,
     /// How long a peer may take to connect or answer.
     pub peer_timeout: Duration,
+    /// The traditional path's device: hosts name remote keys' devices (cdw13) and everything
+    /// else is local (GME bypass); peers' requests go to this host's daemon at this address,
+    /// which re-submits them through its queues. None: a UIO device.
+    pub relay: Option<SocketAddr>,
 }
+
+/// Empty polls before the loop dozes (about a tenth of a millisecond): a host running commands
+/// back to back finds the device spinning; an idle device wakes every 20 us and costs little CPU.
+const SPIN_POLLS: u32 = 20_000;
 
 /// The attach message: BAR bytes, host memory bytes (u64 each), with the two memfds.
 const ATTACH_BYTES: usize = 16;
@@ -134,43 +209,93 @@ pub fn run(
     let utl = Arc::new(Mutex::new(utl));
     let listener = TcpListener::bind(opts.net[opts.id as usize])?;
     let addr = listener.local_addr()?;
-    let net_thread = net::serve(listener, utl.clone(), stop.clone());
+    let net_thread = match opts.relay {
+        None => net::serve(listener, utl.clone(), stop.clone()),
+        Some(daemon) => net::serve(listener, Arc::new(Mutex::new(Relay::new(daemon, opts.peer_timeout))), stop.clone()),
+    };
     if opts.socket.exists() {
         std::fs::remove_file(&opts.socket)?;
     }
     let ux = UnixListener::bind(&opts.socket)?;
     ux.set_nonblocking(true)?;
     ready(addr, &opts.socket);
-    let mut store = DeviceStore {
+    let store = Arc::new(Mutex::new(DeviceStore {
         id: opts.id,
+        traditional: opts.relay.is_some(),
         gme: Gme::uniform(n as u16, 1024),
         utl,
         peers: Peers::new(opts.id, opts.net.clone(), opts.peer_timeout),
         rec: Vec::new(),
         out: Vec::new(),
         stats: DeviceStats::default(),
-    };
+    }));
+    let mut hosts: Vec<Attached> = vec![];
+    let mut idle = 0u32;
     let mut result = Ok(());
     while !stop.load(Ordering::Relaxed) {
+        let mut busy = 0;
+        for h in hosts.iter_mut() {
+            busy += h.ctl.poll();
+        }
+        if busy > 0 {
+            idle = 0;
+            continue;
+        }
+        idle += 1;
+        if idle < SPIN_POLLS && !hosts.is_empty() {
+            std::hint::spin_loop();
+            continue;
+        }
+        // Idle: take new hosts, drop those that went away, then doze.
         match ux.accept() {
-            Ok((s, _)) => {
-                let (st, refused) = serve_host(s, store, opts.burst, &stop);
-                store = st;
-                if let Some(e) = refused {
-                    eprintln!("uio device {}: host attach refused: {e}", opts.id);
+            Ok((s, _)) => match attach(s, Shared(store.clone()), opts.burst) {
+                Ok(h) => {
+                    store.lock().expect("device").stats.hosts_attached += 1;
+                    hosts.push(h);
+                    idle = 0;
+                    continue;
                 }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(10)),
+                Err(e) => eprintln!("uio device {}: host attach refused: {e}", opts.id),
+            },
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => {
                 result = Err(e);
                 break;
             }
         }
+        hosts.retain_mut(|h| !matches!(h.sock.read(&mut [0u8; 1]), Ok(0)));
+        std::thread::sleep(Duration::from_micros(if hosts.is_empty() { 5_000 } else { 20 }));
     }
+    drop(hosts);
     stop.store(true, Ordering::Relaxed);
     let _ = net_thread.join();
     let _ = std::fs::remove_file(&opts.socket);
-    result.map(|_| store.stats)
+    let stats = store.lock().expect("device").stats.clone();
+    result.map(|_| stats)
+}
+
+/// The device's modules shared by every attached host's controller.
+struct Shared(Arc<Mutex<DeviceStore>>);
+
+impl Store for Shared {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status> {
+        self.0.lock().expect("device").put(key, value)
+    }
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
+        self.0.lock().expect("device").get(key)
+    }
+    fn put_to(&mut self, dest: Option<u16>, key: &[u8], value: &[u8]) -> Result<(), Status> {
+        self.0.lock().expect("device").put_to(dest, key, value)
+    }
+    fn get_from(&mut self, dest: Option<u16>, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
+        self.0.lock().expect("device").get_from(dest, key)
+    }
+}
+
+/// A host attached: its socket (closed when it goes away) and the controller on its memory.
+struct Attached {
+    sock: UnixStream,
+    ctl: Controller<Shared>,
 }
 
 /// [`run`] until SIGINT or SIGTERM.
@@ -192,70 +317,41 @@ pub fn run_until_signal(
     r
 }
 
-fn refuse(e: impl std::fmt::Display, store: DeviceStore) -> (DeviceStore, Option<io::Error>) {
-    (store, Some(io::Error::new(io::ErrorKind::InvalidData, e.to_string())))
+fn invalid(e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e.to_string())
 }
 
-/// Serve one host: map its memfds, enable the controller, poll until the host closes the
-/// socket or `stop`. Gives the store back, with the reason when the attach was refused.
-fn serve_host(mut s: UnixStream, mut store: DeviceStore, burst: u32, stop: &AtomicBool) -> (DeviceStore, Option<io::Error>) {
+/// A host attaching: receive its BAR and memory memfds, map them, enable a controller on them
+/// (its admin queues where its BAR says), and acknowledge.
+fn attach(mut s: UnixStream, store: Shared, burst: u32) -> io::Result<Attached> {
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut hdr = [0u8; ATTACH_BYTES];
     let mut fds: [RawFd; 2] = [-1; 2];
-    if let Err(e) = s.set_nonblocking(false).and_then(|_| s.set_read_timeout(Some(Duration::from_secs(5)))) {
-        return refuse(e, store);
-    }
-    let (nb, nfd) = match s.recv_with_fd(&mut hdr, &mut fds) {
-        Ok(x) => x,
-        Err(e) => return refuse(e, store),
-    };
+    let (nb, nfd) = s.recv_with_fd(&mut hdr, &mut fds)?;
     // SAFETY: the descriptors just received are ours to own and close.
     let owned: Vec<OwnedFd> = fds[..nfd].iter().map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) }).collect();
     if nb != ATTACH_BYTES || owned.len() != 2 {
-        return refuse(format!("attach message of {nb} bytes with {} descriptors (expected {ATTACH_BYTES} and 2)", owned.len()), store);
+        return Err(invalid(format!("attach message of {nb} bytes with {} descriptors (expected {ATTACH_BYTES} and 2)", owned.len())));
     }
     let bar_len = u64::from_le_bytes(hdr[..8].try_into().expect("8 bytes")) as usize;
     let mem_len = u64::from_le_bytes(hdr[8..].try_into().expect("8 bytes")) as usize;
-    let mut it = owned.into_iter();
-    let regions = (|| -> io::Result<(Region, Region)> {
-        if bar_len < bar::bytes(1) || mem_len == 0 || bar_len > 1 << 20 || mem_len > 1 << 34 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("BAR of {bar_len} bytes, host memory of {mem_len}")));
-        }
-        Ok((Region::map(it.next().expect("fd"), bar_len)?, Region::map(it.next().expect("fd"), mem_len)?))
-    })();
-    let (bar_r, mem) = match regions {
-        Ok(r) => r,
-        Err(e) => return refuse(e, store),
-    };
-    store.stats.hosts_attached += 1;
-    let mut ctl = match Controller::enable(Arc::new(bar_r), Arc::new(mem), burst, store) {
-        Ok(c) => c,
-        Err((e, st)) => {
-            let _ = s.write_all(&[0]);
-            return refuse(e, st);
-        }
-    };
-    let alive = s.write_all(&[1]).and_then(|_| s.set_nonblocking(true));
-    let mut idle = 0u32;
-    while alive.is_ok() && !stop.load(Ordering::Relaxed) {
-        if ctl.poll() > 0 {
-            idle = 0;
-            continue;
-        }
-        idle += 1;
-        if idle < 20_000 {
-            std::hint::spin_loop();
-            continue;
-        }
-        // Idle: check the host is still there, then doze.
-        match s.read(&mut [0u8; 1]) {
-            Ok(0) => break,
-            Err(e) if e.kind() != io::ErrorKind::WouldBlock => break,
-            _ => {}
-        }
-        std::thread::sleep(Duration::from_micros(20));
-        idle = 19_000;
+    if bar_len < bar::bytes(1) || mem_len == 0 || bar_len > 1 << 20 || mem_len > 1 << 34 {
+        return Err(invalid(format!("BAR of {bar_len} bytes, host memory of {mem_len}")));
     }
-    (ctl.into_store(), None)
+    let mut it = owned.into_iter();
+    let bar_r = Region::map(it.next().expect("fd"), bar_len)?;
+    let mem = Region::map(it.next().expect("fd"), mem_len)?;
+    let ctl = match Controller::enable(Arc::new(bar_r), Arc::new(mem), burst, store) {
+        Ok(c) => c,
+        Err((e, _)) => {
+            let _ = s.write_all(&[0]);
+            return Err(invalid(e));
+        }
+    };
+    s.write_all(&[1])?;
+    s.set_nonblocking(true)?;
+    Ok(Attached { sock: s, ctl })
 }
 
 /// Bytes of host memory the host library maps: queues, one key and one value buffer.
@@ -302,6 +398,10 @@ impl HostDevice {
         Ok(HostDevice { host, sock, mem, key_at, val_at, timeout, puts: 0, gets: 0 })
     }
 
+    fn run_status(&mut self, cmd: Command) -> Result<Completion, Status> {
+        self.run(cmd).map_err(|_| Status::InternalError)
+    }
+
     fn run(&mut self, cmd: Command) -> Result<Completion, String> {
         self.host.submit(1, &cmd)?;
         let deadline = Instant::now() + self.timeout;
@@ -326,11 +426,26 @@ impl HostDevice {
     }
 
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        self.put_routed(None, key, value)
+    }
+
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        self.get_routed(None, key)
+    }
+
+    /// cdw13 of a command naming device `dest` (the traditional path's host routing).
+    fn routed(mut c: Command, dest: Option<u16>) -> Command {
+        c.cdw[3] = dest.map_or(0, |d| d as u32 + 1);
+        c
+    }
+
+    /// A put naming the device that holds the key (a traditional device forwards it there).
+    pub fn put_routed(&mut self, dest: Option<u16>, key: &[u8], value: &[u8]) -> Result<(), String> {
         Self::check_sizes(key, value.len() as u64)?;
         self.mem.write(self.key_at, key);
         self.mem.write(self.val_at, value);
         let cid = self.host.cid();
-        let c = self.run(Command::put(cid, (self.key_at, key.len() as u64), (self.val_at, value.len() as u64)))?;
+        let c = self.run(Self::routed(Command::put(cid, (self.key_at, key.len() as u64), (self.val_at, value.len() as u64)), dest))?;
         self.puts += 1;
         match Status::from_bits(c.status) {
             Some(Status::Success) => Ok(()),
@@ -338,11 +453,12 @@ impl HostDevice {
         }
     }
 
-    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    /// A get naming the device that holds the key (see [`HostDevice::put_routed`]).
+    pub fn get_routed(&mut self, dest: Option<u16>, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
         Self::check_sizes(key, 0)?;
         self.mem.write(self.key_at, key);
         let cid = self.host.cid();
-        let c = self.run(Command::get(cid, (self.key_at, key.len() as u64), (self.val_at, HOST_VALUE_BYTES)))?;
+        let c = self.run(Self::routed(Command::get(cid, (self.key_at, key.len() as u64), (self.val_at, HOST_VALUE_BYTES)), dest))?;
         self.gets += 1;
         match Status::from_bits(c.status) {
             Some(Status::Success) => {
@@ -353,6 +469,10 @@ impl HostDevice {
             Some(Status::KeyNotFound) => Ok(None),
             _ => Err(format!("get failed: {}", status_text(c.status))),
         }
+    }
+
+    fn status_of(c: &Completion) -> Status {
+        Status::from_bits(c.status).unwrap_or(Status::InternalError)
     }
 
     /// Whether the device process still holds the attach socket open.
@@ -368,6 +488,102 @@ fn status_text(bits: u16) -> String {
         Some(Status::TransientTransport) => format!("device status {bits:#x} (the key's device is unreachable)"),
         Some(s) => format!("device status {bits:#x} ({s:?})"),
         None => format!("device status {bits:#x}"),
+    }
+}
+
+/// A host's device as a store: what a traditional host's daemon forwards remote requests to
+/// (the device's status comes back as it is).
+impl Store for HostDevice {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status> {
+        Self::check_sizes(key, value.len() as u64).map_err(|_| Status::InvalidField)?;
+        self.mem.write(self.key_at, key);
+        self.mem.write(self.val_at, value);
+        let cid = self.host.cid();
+        let c = self.run_status(Command::put(cid, (self.key_at, key.len() as u64), (self.val_at, value.len() as u64)))?;
+        self.puts += 1;
+        match Self::status_of(&c) {
+            Status::Success => Ok(()),
+            st => Err(st),
+        }
+    }
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
+        Self::check_sizes(key, 0).map_err(|_| Status::InvalidField)?;
+        self.mem.write(self.key_at, key);
+        let cid = self.host.cid();
+        let c = self.run_status(Command::get(cid, (self.key_at, key.len() as u64), (self.val_at, HOST_VALUE_BYTES)))?;
+        self.gets += 1;
+        match Self::status_of(&c) {
+            Status::Success => {
+                let mut v = vec![0u8; c.specific as usize];
+                self.mem.read(self.val_at, &mut v);
+                Ok(Some(v))
+            }
+            Status::KeyNotFound => Ok(None),
+            st => Err(st),
+        }
+    }
+}
+
+/// A traditional host's daemon until SIGINT/SIGTERM (see [`host_daemon`]).
+pub fn host_daemon_until_signal(attach: &Path, listen: SocketAddr, ready: impl FnOnce(SocketAddr)) -> io::Result<u64> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let ids = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]
+        .iter()
+        .map(|&s| signal_hook::flag::register(s, stop.clone()))
+        .collect::<io::Result<Vec<_>>>()?;
+    let r = host_daemon(attach, listen, stop, ready);
+    for id in ids {
+        signal_hook::low_level::unregister(id);
+    }
+    r
+}
+
+/// A traditional host's daemon until `stop`: attached to its device (in traditional mode), it
+/// takes the requests the device relays from its peers on `listen`, in this host's memory, and
+/// submits them back to the device through its queues.
+/// Returns the commands it forwarded.
+pub fn host_daemon(attach: &Path, listen: SocketAddr, stop: Arc<AtomicBool>, ready: impl FnOnce(SocketAddr)) -> io::Result<u64> {
+    let dev = Arc::new(Mutex::new(HostDevice::attach(attach, Duration::from_secs(10))?));
+    let listener = TcpListener::bind(listen)?;
+    let addr = listener.local_addr()?;
+    let t = net::serve(listener, dev.clone(), stop.clone());
+    ready(addr);
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = t.join();
+    let d = dev.lock().expect("host device");
+    Ok(d.puts + d.gets)
+}
+
+/// The traditional path's client: the host routes each key in software (the same map GME
+/// uses) and names the key's device in each command (cdw13); its device, in traditional mode,
+/// stores local keys directly and sends the others over the network, where the key's device
+/// hands them to its host's daemon (host memory) to be submitted back to it.
+pub struct TraditionalHost {
+    me: u16,
+    gme: Gme,
+    dev: HostDevice,
+}
+
+impl TraditionalHost {
+    /// Host `me` of a system of `devices`, with its device `dev`.
+    pub fn new(me: u16, devices: u16, dev: HostDevice) -> TraditionalHost {
+        TraditionalHost { me, gme: Gme::uniform(devices, 1024), dev }
+    }
+
+    fn dest(&self, key: &[u8]) -> Option<u16> {
+        Some(self.gme.route(key)).filter(|&d| d != self.me)
+    }
+
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        let d = self.dest(key);
+        self.dev.put_routed(d, key, value)
+    }
+
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        let d = self.dest(key);
+        self.dev.get_routed(d, key)
     }
 }
 

@@ -1,4 +1,4 @@
-//! Case study uio-kv (in progress): the UIO converged storage + network key-value device of
+//! Case study uio-kv: the UIO converged storage + network key-value device of
 //! the document behind issue 19.
 //!
 //! - The host interface: NVMe-style submission and completion queues in memory shared between
@@ -23,6 +23,7 @@ pub mod repro;
 pub mod serve;
 pub mod shm;
 pub mod utl;
+pub mod wall;
 
 pub use cluster::{Cluster, Gme, Links, Path};
 pub use layout::{Command, Completion, Status};

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::layout::Status;
+use crate::queues::Store;
 use crate::record::{decode, Decoded};
-use crate::utl::Utl;
 
 pub const OP_PUT: u8 = 1;
 pub const OP_GET: u8 = 2;
@@ -115,19 +115,20 @@ impl Peers {
     }
 }
 
-/// Serve peers' requests on `listener` against `utl` until `stop`; one thread per peer. The
-/// returned thread ends once every peer connection is closed.
-pub fn serve(listener: TcpListener, utl: Arc<Mutex<Utl>>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+/// Serve peers' requests on `listener` against `store` (a device's UTL; on the traditional
+/// path, a host's device behind its queues) until `stop`; one thread per peer. The returned
+/// thread ends once every peer connection is closed.
+pub fn serve<S: Store + Send + 'static>(listener: TcpListener, store: Arc<Mutex<S>>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
     listener.set_nonblocking(true).expect("non-blocking listener");
     std::thread::spawn(move || {
         let mut peers = vec![];
         while !stop.load(Ordering::Relaxed) {
             match listener.accept() {
                 Ok((s, _)) => {
-                    let (utl, stop) = (utl.clone(), stop.clone());
+                    let (store, stop) = (store.clone(), stop.clone());
                     peers.retain(|p: &std::thread::JoinHandle<()>| !p.is_finished());
                     peers.push(std::thread::spawn(move || {
-                        let _ = serve_peer(s, &utl, &stop);
+                        let _ = serve_peer(s, &store, &stop);
                     }));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
@@ -143,7 +144,7 @@ pub fn serve(listener: TcpListener, utl: Arc<Mutex<Utl>>, stop: Arc<AtomicBool>)
 
 /// One peer's requests, until it closes the connection or `stop` (the device going away
 /// closes it, as a process exit would).
-fn serve_peer(mut s: TcpStream, utl: &Mutex<Utl>, stop: &AtomicBool) -> io::Result<()> {
+fn serve_peer<S: Store>(mut s: TcpStream, store: &Mutex<S>, stop: &AtomicBool) -> io::Result<()> {
     s.set_nonblocking(false)?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_millis(100)))?;
@@ -168,20 +169,20 @@ fn serve_peer(mut s: TcpStream, utl: &Mutex<Utl>, stop: &AtomicBool) -> io::Resu
         match op {
             OP_PUT => {
                 let status = match decode(&body) {
-                    Decoded::Record(r) if r.len() == body.len() => match utl.lock().expect("utl").put(r.key, r.value, 0) {
-                        Ok(_) => Status::Success,
-                        Err(_) => Status::InternalError,
+                    Decoded::Record(r) if r.len() == body.len() => match store.lock().expect("store").put(r.key, r.value) {
+                        Ok(()) => Status::Success,
+                        Err(st) => st,
                     },
                     _ => Status::DataTransferError,
                 };
                 write_msg(&mut s, op, status as u16, &[])?;
             }
             OP_GET => {
-                let got = utl.lock().expect("utl").get(&body, 0).map(|(v, _)| v);
+                let got = store.lock().expect("store").get(&body);
                 match got {
                     Ok(Some(v)) => write_msg(&mut s, op, Status::Success as u16, &v)?,
                     Ok(None) => write_msg(&mut s, op, Status::KeyNotFound as u16, &[])?,
-                    Err(_) => write_msg(&mut s, op, Status::InternalError as u16, &[])?,
+                    Err(st) => write_msg(&mut s, op, st as u16, &[])?,
                 }
             }
             _ => write_msg(&mut s, op, Status::InvalidOpcode as u16, &[])?,

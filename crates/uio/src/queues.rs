@@ -50,6 +50,18 @@ impl Perm {
 pub trait Store {
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status>;
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status>;
+    /// A put whose host named the device that holds the key (`dest`, from cdw13: device id +
+    /// 1, 0 for none; the traditional path, where hosts route in software). By default the
+    /// name is ignored.
+    fn put_to(&mut self, dest: Option<u16>, key: &[u8], value: &[u8]) -> Result<(), Status> {
+        let _ = dest;
+        self.put(key, value)
+    }
+    /// A get whose host named the device that holds the key (see [`Store::put_to`]).
+    fn get_from(&mut self, dest: Option<u16>, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
+        let _ = dest;
+        self.get(key)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -71,12 +83,19 @@ struct Cq {
     sqs: u32,
 }
 
+/// The destination device a host named in cdw13 (device id + 1; 0: none).
+fn dest_of(c: &Command) -> Option<u16> {
+    c.cdw[3].checked_sub(1).map(|d| d as u16)
+}
+
 /// The device's side of the queues.
 pub struct Controller<S: Store> {
     bar: Arc<Region>,
     mem: Arc<Region>,
     sqs: BTreeMap<u16, Sq>,
     cqs: BTreeMap<u16, Cq>,
+    /// The SQ ids in order (kept beside `sqs`: polling reads it without allocating).
+    ids: Vec<u16>,
     /// Round-robin position: the queue id served last.
     last: u16,
     burst: u32,
@@ -96,7 +115,7 @@ impl<S: Store> Controller<S> {
                 return Err((format!("{what} at {base:#x} ({n} entries) is outside host memory ({} bytes)", mem.len()), store));
             }
         }
-        let mut c = Controller { bar, mem, sqs: BTreeMap::new(), cqs: BTreeMap::new(), last: 0, burst, store, processed: 0 };
+        let mut c = Controller { bar, mem, sqs: BTreeMap::new(), cqs: BTreeMap::new(), ids: vec![0], last: 0, burst, store, processed: 0 };
         c.cqs.insert(0, Cq { base: acq, entries: acq_n, tail: 0, phase: true, sqs: 1 });
         c.sqs.insert(0, Sq { base: asq, entries: asq_n, head: 0, cqid: 0, perm: Perm::default() });
         Ok(c)
@@ -110,14 +129,15 @@ impl<S: Store> Controller<S> {
     /// Serve the queues once round: from each non-empty SQ (in id order from after the last
     /// one served) at most `burst` commands. Returns the commands run.
     pub fn poll(&mut self) -> u32 {
-        let ids: Vec<u16> = self.sqs.keys().copied().collect();
-        if ids.is_empty() {
+        let len = self.ids.len();
+        if len == 0 {
             return 0;
         }
-        let start = ids.iter().position(|&q| q > self.last).unwrap_or(0);
+        let start = self.ids.iter().position(|&q| q > self.last).unwrap_or(0);
         let mut done = 0;
-        for k in 0..ids.len() {
-            let qid = ids[(start + k) % ids.len()];
+        for k in 0..len {
+            // An admin command may create or delete queues meanwhile: ids is re-read.
+            let Some(&qid) = self.ids.get((start + k) % self.ids.len().max(1)) else { break };
             let mut n = 0;
             while n < self.burst && self.sqs.contains_key(&qid) && self.serve_one(qid) {
                 n += 1;
@@ -194,6 +214,7 @@ impl<S: Store> Controller<S> {
                     cq.sqs += 1;
                     let perm = Perm::from_bits(c.cdw[2]);
                     self.sqs.insert(qid, Sq { base: c.adr2, entries, head: 0, cqid, perm });
+                    self.ids = self.sqs.keys().copied().collect();
                     self.bar.store32(bar::sq_tail(qid) as u64, 0);
                     Status::Success
                 }
@@ -202,6 +223,7 @@ impl<S: Store> Controller<S> {
             admin::DELETE_SQ => match self.sqs.remove(&qid).filter(|_| !bad_id) {
                 None => Status::InvalidQueueIdentifier,
                 Some(sq) => {
+                    self.ids = self.sqs.keys().copied().collect();
                     self.cqs.get_mut(&sq.cqid).expect("an SQ's CQ exists").sqs -= 1;
                     Status::Success
                 }
@@ -235,7 +257,7 @@ impl<S: Store> Controller<S> {
                 let mut value = vec![0u8; c.len2 as usize];
                 self.mem.read(c.adr1, &mut key);
                 self.mem.read(c.adr2, &mut value);
-                match self.store.put(&key, &value) {
+                match self.store.put_to(dest_of(c), &key, &value) {
                     Ok(()) => (Status::Success, 0),
                     Err(s) => (s, 0),
                 }
@@ -244,7 +266,7 @@ impl<S: Store> Controller<S> {
             io::GET => {
                 let mut key = vec![0u8; c.len1 as usize];
                 self.mem.read(c.adr1, &mut key);
-                match self.store.get(&key) {
+                match self.store.get_from(dest_of(c), &key) {
                     Ok(None) => (Status::KeyNotFound, 0),
                     // The value's length in the command-specific word (also when it does not fit).
                     Ok(Some(v)) if v.len() as u64 > c.len2 => (Status::BufferTooSmall, v.len() as u32),

@@ -202,7 +202,7 @@ impl LatencyPlan {
 
     /// Keys from device 0's host: `ops` that GME sends to device 0 and `ops` it sends
     /// elsewhere, letter-filled.
-    fn keys(&self, gme: &crate::cluster::Gme, salt: u64) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    pub(crate) fn keys(&self, gme: &crate::cluster::Gme, salt: u64) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         let (mut local, mut remote) = (vec![], vec![]);
         let mut i = salt << 32;
         while local.len() < self.ops || remote.len() < self.ops {
@@ -304,7 +304,7 @@ pub fn model_ratio(n: u16, a: f64, b: f64) -> f64 {
 }
 
 /// a and b from the rows of one timing setting (see [`LatencyReport::fits`]).
-fn fit(rows: &[LatencyRow]) -> (f64, f64) {
+pub fn fit(rows: &[LatencyRow]) -> (f64, f64) {
     let ratio = |remote: bool| {
         let uio: Vec<&LatencyRow> = rows.iter().filter(|r| r.remote == remote && r.path == Path::Uio).collect();
         let rs: Vec<f64> = uio

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ssdlab_uio::cluster::Gme;
-use ssdlab_uio::device::{self, DeviceOptions, DeviceStats, HostDevice};
+use ssdlab_uio::device::{self, DeviceOptions, DeviceStats, HostDevice, TraditionalHost};
 use ssdlab_uio::repro::{device_config, letter_key, letter_value};
 use ssdlab_uio::UtlConfig;
 
@@ -24,9 +24,13 @@ struct Dev {
 }
 
 fn start(id: u16, net: &[SocketAddr], dir: &std::path::Path) -> Dev {
+    start_as(id, net, dir, None)
+}
+
+fn start_as(id: u16, net: &[SocketAddr], dir: &std::path::Path, relay: Option<SocketAddr>) -> Dev {
     let stop = Arc::new(AtomicBool::new(false));
     let socket = dir.join(format!("dev{id}.sock"));
-    let opts = DeviceOptions { id, net: net.to_vec(), socket: socket.clone(), burst: 16, peer_timeout: Duration::from_secs(2) };
+    let opts = DeviceOptions { id, net: net.to_vec(), socket: socket.clone(), burst: 16, peer_timeout: Duration::from_secs(2), relay };
     let mut cfg = device_config("quick").unwrap();
     cfg.geometry.blocks_per_plane = 16;
     cfg.timing.enabled = false;
@@ -130,4 +134,45 @@ fn a_second_host_attaches_after_the_first_leaves_and_sees_its_data() {
     assert_eq!(h.get(b"k").unwrap().as_deref(), Some(&b"v1"[..]));
     drop(h);
     assert_eq!(d.stop().hosts_attached, 2);
+}
+
+#[test]
+fn the_traditional_path_lands_remote_keys_in_the_remote_hosts_memory_first() {
+    let dir = tempdir("traditional");
+    let net = [free_addr(), free_addr()];
+    let daemons = [free_addr(), free_addr()];
+    let d0 = start_as(0, &net, &dir.0, Some(daemons[0]));
+    let d1 = start_as(1, &net, &dir.0, Some(daemons[1]));
+    // Each host's daemon, attached to its device beside the host's client.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = vec![];
+    for (i, sock) in [&d0.socket, &d1.socket].into_iter().enumerate() {
+        let (sock, stop, addr) = (sock.clone(), stop.clone(), daemons[i]);
+        let (tx, rx) = mpsc::channel();
+        threads.push(std::thread::spawn(move || device::host_daemon(&sock, addr, stop, |_| tx.send(()).unwrap()).unwrap()));
+        rx.recv_timeout(Duration::from_secs(10)).expect("daemon ready");
+    }
+    let t = Duration::from_secs(5);
+    let mut h0 = TraditionalHost::new(0, 2, HostDevice::attach(&d0.socket, t).unwrap());
+    let gme = Gme::uniform(2, 1024);
+    let mut remote = 0;
+    for i in 0..300u64 {
+        let k = letter_key(i, 16);
+        h0.put(&k, &letter_value(1 + i as usize * 13, i)).unwrap();
+        remote += (gme.route(&k) == 1) as u64;
+    }
+    for i in 0..300u64 {
+        let k = letter_key(i, 16);
+        assert_eq!(h0.get(&k).unwrap().unwrap(), letter_value(1 + i as usize * 13, i));
+    }
+    drop(h0);
+    stop.store(true, Ordering::Relaxed);
+    let forwarded: Vec<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    // Host 1's daemon got every remote put and get from its device and submitted it back;
+    // host 0's daemon had nothing to do.
+    assert_eq!(forwarded, vec![0, 2 * remote]);
+    let (s0, s1) = (d0.stop(), d1.stop());
+    assert_eq!((s0.remote_puts, s0.remote_gets, s0.local_puts), (remote, remote, 300 - remote));
+    assert_eq!((s1.remote_puts, s1.local_puts, s1.local_gets), (0, remote, remote));
+    assert_eq!(s1.hosts_attached, 1);
 }
