@@ -14,34 +14,15 @@ import json
 import shutil
 import statistics
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from benchtools import free_port, wait_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SSDLAB = str(Path(sys.executable).parent / "ssdlab")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, proc, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("server did not start")
 
 
 def fio(uri: str, rw: str, size: str, runtime: int) -> float:

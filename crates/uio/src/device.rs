@@ -298,6 +298,20 @@ struct Attached {
     ctl: Controller<Shared>,
 }
 
+/// Run `f` with a flag that SIGINT or SIGTERM sets (the handlers are removed afterwards).
+fn until_signal<R>(f: impl FnOnce(Arc<AtomicBool>) -> io::Result<R>) -> io::Result<R> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let ids = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]
+        .iter()
+        .map(|&s| signal_hook::flag::register(s, stop.clone()))
+        .collect::<io::Result<Vec<_>>>()?;
+    let r = f(stop);
+    for id in ids {
+        signal_hook::low_level::unregister(id);
+    }
+    r
+}
+
 /// [`run`] until SIGINT or SIGTERM.
 pub fn run_until_signal(
     opts: &DeviceOptions,
@@ -305,16 +319,7 @@ pub fn run_until_signal(
     utl_cfg: UtlConfig,
     ready: impl FnOnce(SocketAddr, &Path),
 ) -> io::Result<DeviceStats> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let ids = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]
-        .iter()
-        .map(|&s| signal_hook::flag::register(s, stop.clone()))
-        .collect::<io::Result<Vec<_>>>()?;
-    let r = run(opts, dev_cfg, utl_cfg, stop, ready);
-    for id in ids {
-        signal_hook::low_level::unregister(id);
-    }
-    r
+    until_signal(|stop| run(opts, dev_cfg, utl_cfg, stop, ready))
 }
 
 fn invalid(e: impl std::fmt::Display) -> io::Error {
@@ -526,16 +531,7 @@ impl Store for HostDevice {
 
 /// A traditional host's daemon until SIGINT/SIGTERM (see [`host_daemon`]).
 pub fn host_daemon_until_signal(attach: &Path, listen: SocketAddr, ready: impl FnOnce(SocketAddr)) -> io::Result<u64> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let ids = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]
-        .iter()
-        .map(|&s| signal_hook::flag::register(s, stop.clone()))
-        .collect::<io::Result<Vec<_>>>()?;
-    let r = host_daemon(attach, listen, stop, ready);
-    for id in ids {
-        signal_hook::low_level::unregister(id);
-    }
-    r
+    until_signal(|stop| host_daemon(attach, listen, stop, ready))
 }
 
 /// A traditional host's daemon until `stop`: attached to its device (in traditional mode), it

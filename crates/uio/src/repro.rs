@@ -95,6 +95,36 @@ pub struct LatencyRow {
     pub p99_ns: u64,
 }
 
+impl LatencyRow {
+    /// The put and the get row of one (timing, value size, locality, path) point.
+    pub fn pair(
+        nand_timing: bool,
+        value_bytes: usize,
+        remote: bool,
+        path: Path,
+        put: &Histogram<u64>,
+        get: &Histogram<u64>,
+    ) -> [LatencyRow; 2] {
+        let row = |op: &str, h: &Histogram<u64>| LatencyRow {
+            nand_timing,
+            value_bytes,
+            op: op.into(),
+            remote,
+            path,
+            ops: h.len(),
+            mean_ns: h.mean(),
+            p50_ns: h.value_at_quantile(0.5),
+            p99_ns: h.value_at_quantile(0.99),
+        };
+        [row("put", put), row("get", get)]
+    }
+}
+
+/// A latency histogram of 1 ns to an hour, 3 significant digits.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
+}
+
 /// A mixed run of N devices: measured mean latency on both paths and the model's prediction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MixRow {
@@ -137,10 +167,6 @@ pub fn letter_key(mut i: u64, len: usize) -> Vec<u8> {
 /// A value of `len` letters.
 pub fn letter_value(len: usize, salt: u64) -> Vec<u8> {
     (0..len).map(|j| b'a' + ((j as u64 + salt) % 26) as u8).collect()
-}
-
-fn hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
 }
 
 impl LatencyPlan {
@@ -224,7 +250,7 @@ impl LatencyPlan {
         let mut now = 0u64;
         let mut rows = vec![];
         for (remote_keys, keys) in [(false, &local), (true, &remote)] {
-            let (mut put, mut get) = (hist(), hist());
+            let (mut put, mut get) = (latency_histogram(), latency_histogram());
             for k in keys {
                 let d = c.put(0, k, &value, now)?;
                 debug_assert_eq!(d.remote, remote_keys);
@@ -237,19 +263,7 @@ impl LatencyPlan {
                 get.record(d.latency_ns.max(1)).expect("in range");
                 now += d.latency_ns;
             }
-            for (op, h) in [("put", &put), ("get", &get)] {
-                rows.push(LatencyRow {
-                    nand_timing: timing,
-                    value_bytes: vb,
-                    op: op.into(),
-                    remote: remote_keys,
-                    path,
-                    ops: h.len(),
-                    mean_ns: h.mean(),
-                    p50_ns: h.value_at_quantile(0.5),
-                    p99_ns: h.value_at_quantile(0.99),
-                });
-            }
+            rows.extend(LatencyRow::pair(timing, vb, remote_keys, path, &put, &get));
         }
         Ok(rows)
     }

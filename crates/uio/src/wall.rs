@@ -8,11 +8,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
-
 use crate::cluster::{Gme, Path as DataPath};
 use crate::device::{HostDevice, TraditionalHost};
-use crate::repro::{letter_value, LatencyPlan, LatencyRow};
+use crate::repro::{latency_histogram, letter_value, LatencyPlan, LatencyRow};
 
 /// What a wall-clock run talks to: host 0's device on a UIO system and on a traditional one,
 /// both of `devices` devices.
@@ -45,10 +43,6 @@ impl Kv for TraditionalHost {
     }
 }
 
-fn hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
-}
-
 /// Latency rows (`nand_timing` false) of `plan`'s value sizes on both paths, measured in wall
 /// time from host 0, the paths taking turns per value size.
 pub fn wall_latency(plan: &LatencyPlan, t: &WallTargets) -> Result<Vec<LatencyRow>, String> {
@@ -64,7 +58,7 @@ pub fn wall_latency(plan: &LatencyPlan, t: &WallTargets) -> Result<Vec<LatencyRo
         let value = letter_value(vb, vb as u64);
         for (path, kv) in [(DataPath::Uio, &mut uio as &mut dyn Kv), (DataPath::Traditional, &mut trad as &mut dyn Kv)] {
             for (remote, keys) in [(false, &local_keys), (true, &remote_keys)] {
-                let (mut put, mut get) = (hist(), hist());
+                let (mut put, mut get) = (latency_histogram(), latency_histogram());
                 for k in keys {
                     let t0 = Instant::now();
                     kv.put(k, &value)?;
@@ -78,19 +72,7 @@ pub fn wall_latency(plan: &LatencyPlan, t: &WallTargets) -> Result<Vec<LatencyRo
                         return Err(format!("key {} read back wrong on the {path:?} path", String::from_utf8_lossy(k)));
                     }
                 }
-                for (op, h) in [("put", &put), ("get", &get)] {
-                    rows.push(LatencyRow {
-                        nand_timing: false,
-                        value_bytes: vb,
-                        op: op.into(),
-                        remote,
-                        path,
-                        ops: h.len(),
-                        mean_ns: h.mean(),
-                        p50_ns: h.value_at_quantile(0.5),
-                        p99_ns: h.value_at_quantile(0.99),
-                    });
-                }
+                rows.extend(LatencyRow::pair(false, vb, remote, path, &put, &get));
             }
         }
     }
