@@ -263,7 +263,11 @@ pub fn run(
                 break;
             }
         }
-        hosts.retain_mut(|h| !matches!(h.sock.read(&mut [0u8; 1]), Ok(0)));
+        // A host is gone when its socket reads end-of-file or fails.
+        hosts.retain_mut(|h| match h.sock.read(&mut [0u8; 1]) {
+            Ok(n) => n > 0,
+            Err(e) => e.kind() == io::ErrorKind::WouldBlock,
+        });
         std::thread::sleep(Duration::from_micros(if hosts.is_empty() { 5_000 } else { 20 }));
     }
     drop(hosts);
@@ -407,12 +411,17 @@ impl HostDevice {
         self.run(cmd).map_err(|_| Status::InternalError)
     }
 
+    /// Submit `cmd` and wait for its completion. A completion of an earlier command that timed
+    /// out (another command id) is dropped.
     fn run(&mut self, cmd: Command) -> Result<Completion, String> {
         self.host.submit(1, &cmd)?;
         let deadline = Instant::now() + self.timeout;
         loop {
             if let Some(c) = self.host.reap(1) {
-                return Ok(c);
+                if c.cid == cmd.cid {
+                    return Ok(c);
+                }
+                continue;
             }
             if !backoff(deadline) {
                 return Err(format!("the device did not answer within {:?}", self.timeout));
