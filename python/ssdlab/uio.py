@@ -68,7 +68,7 @@ class Devices:
     ...     subprocess.run(["ssdlab", "uio", "kv-serve", "--attach", d.sockets[0], ...])
     """
 
-    def __init__(self, count: int, device: str = "quick", timing: bool = False, dir: Optional[str] = None,
+    def __init__(self, count: int, device: str = "quick", dir: Optional[str] = None,
                  host: str = "127.0.0.1", traditional: bool = False):
         """``traditional``: the baseline system: devices in traditional mode (hosts name remote
         keys' devices, local keys bypass GME) and a host daemon per device (``ssdlab uio
@@ -76,7 +76,7 @@ class Devices:
         to be submitted back through the host's queues."""
         if count < 1:
             raise ValueError("devices: count must be at least 1")
-        self.count, self.device, self.timing, self.host, self.traditional = count, device, timing, host, traditional
+        self.count, self.device, self.host, self.traditional = count, device, host, traditional
         self._tmp = None if dir else tempfile.TemporaryDirectory(prefix="ssdlab-uio-")
         self.dir = Path(dir or self._tmp.name)  # type: ignore[union-attr]
         self.net = [f"{host}:{_free_port(host)}" for _ in range(count)]
@@ -99,8 +99,7 @@ class Devices:
     def start_one(self, i: int) -> None:
         """Start device ``i`` (again, after :meth:`stop_one`: its flash starts empty)."""
         cmd = [sys.executable, "-m", "ssdlab.cli", "uio", "device", "--id", str(i), "--net", ",".join(self.net),
-               "--socket", self.sockets[i], "--device", self.device] + (["--timing"] if self.timing else []) \
-            + (["--relay", self.daemons[i]] if self.traditional else [])
+               "--socket", self.sockets[i], "--device", self.device] + (["--relay", self.daemons[i]] if self.traditional else [])
         with open(self.dir / f"device{i}.log", "a") as log:
             p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
         self.procs[i] = p
@@ -205,8 +204,8 @@ def _cmd_uio(args) -> int:
     if args.action == "device":
         if args.id is None or not args.net or not args.socket:
             raise ValueError("ssdlab uio device --id I --net HOST:PORT,HOST:PORT,... --socket PATH")
-        st = foreground(_native.uio_device_serve, args.id, args.net.split(","), args.socket, args.device, args.timing,
-                        args.quiet, args.relay)
+        st = foreground(_native.uio_device_serve, args.id, args.net.split(","), args.socket, args.device, args.quiet,
+                        args.relay)
         print(json.dumps(st, sort_keys=True), flush=True)
         return 0
     if args.action == "host":
@@ -246,7 +245,6 @@ def add_cli(sub) -> None:
     u.add_argument("--net", help="device: every device's NET address, by id, comma-separated; host: HOST:PORT to serve on")
     u.add_argument("--socket", help="device: the Unix socket its host attaches on")
     u.add_argument("--device", default="quick", choices=["quick", "paper"], help="device: its flash (default %(default)s)")
-    u.add_argument("--timing", action="store_true", help="device: model NAND time (off: media in RAM)")
     u.add_argument("--relay", help="device: the traditional path's device: hosts route, peers' requests go to the host daemon at "
                                    "this HOST:PORT")
     u.add_argument("--attach", help="kv-serve, host, console: the device's socket")

@@ -55,19 +55,17 @@ fn uio_latency<'py>(py: Python<'py>, plan: &Bound<'py, PyAny>, progress: bool) -
 
 /// Run device `id` of a UIO system until SIGINT/SIGTERM: NET on `net[id]` (every device's
 /// address, by id), hosts attaching on `socket`, its UTL on a fresh `device` flash (`quick` or
-/// `paper`; NAND timing off unless `timing`; `relay`: the traditional path's device, relaying
+/// `paper`, media in RAM; `relay`: the traditional path's device, relaying
 /// peers' requests to its host's daemon at that address). Prints its NET address and socket when ready.
 /// Returns its counters.
 #[pyfunction]
-#[pyo3(signature = (id, net, socket, device="quick", timing=false, quiet=false, relay=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (id, net, socket, device="quick", quiet=false, relay=None))]
 fn uio_device_serve<'py>(
     py: Python<'py>,
     id: u16,
     net: Vec<String>,
     socket: PathBuf,
     device: &str,
-    timing: bool,
     quiet: bool,
     relay: Option<String>,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -87,7 +85,9 @@ fn uio_device_serve<'py>(
     }
     let mut cfg = device_config(device)
         .ok_or_else(|| ConfigError::new_err(format!("--device {device:?}: expected one of {}", DEVICES.join(", "))))?;
-    cfg.timing.enabled = timing;
+    // Device processes run in wall-clock time: their media is in RAM (simulated time inside
+    // them is not modelled yet).
+    cfg.timing.enabled = false;
     let opts = DeviceOptions { id, net, socket, burst: 16, peer_timeout: Duration::from_secs(2), relay };
     let stats = py
         .detach(|| {
