@@ -68,13 +68,19 @@ class Server:
         self.proc = subprocess.Popen(argv, stdout=self.logf, stderr=subprocess.STDOUT)
         wait_port(port, self.proc, log)
 
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.logf.close()
-        return self.proc.returncode
+    def stop(self, sig=signal.SIGTERM) -> int:
+        return stop_process(self.proc, self.logf, sig)
+
+
+def stop_process(proc: subprocess.Popen, logf, sig=signal.SIGTERM) -> int:
+    """Stop a server with `sig` (killed if it has not exited within 30 s), close its log file,
+    and return its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    logf.close()
+    return proc.returncode

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clitools import SSDLAB, free_port, write
+from clitools import SSDLAB, free_port, stop_process, write
 
 pymemcache = pytest.importorskip("pymemcache", reason="pymemcache missing: run scripts/setup.sh (make setup)")
 from pymemcache.client.base import Client  # noqa: E402
@@ -67,15 +67,7 @@ class Served:
         return s
 
     def stop(self, sig=signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.logf.close()
-        return self.proc.returncode
+        return stop_process(self.proc, self.logf, sig)
 
 
 @pytest.fixture(scope="module")
