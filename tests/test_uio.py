@@ -156,6 +156,27 @@ def test_console_puts_and_gets_through_a_device(tmp_path):
         assert uio.Host(d.sockets[0]).get(b"apple") == b"red fruit"
 
 
+def test_up_starts_a_system_a_host_can_use_and_stops_on_sigterm(tmp_path):
+    import signal
+    import time
+
+    p = subprocess.Popen(SSDLAB + ["uio", "up", "--count", "2", "--dir", str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        lines = [p.stdout.readline().strip() for _ in range(3)]
+        assert lines[0].startswith("device 0: NET 127.0.0.1:") and lines[2].startswith("attach a host:")
+        sock = lines[1].split("host socket ")[1]
+        h = uio.Host(sock)
+        h.put(b"k", b"v")
+        assert uio.Host(lines[0].split("host socket ")[1]).get(b"k") == b"v"
+        del h
+        time.sleep(0.1)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(30) == 0
+        p.stdout.close()
+    assert not list(tmp_path.glob("*.sock"))  # the devices removed their sockets
+
+
 def _gme_route(key: bytes, devices: int) -> int:
     """GME's map (crates/uio/src/cluster.rs Gme::uniform): CRC-32 of the key into 1024 buckets
     dealt to the devices in turn."""
