@@ -1,15 +1,24 @@
 """dpuswap as a user runs it: `ssdlab reproduce dpuswap` on a tiny working set writes the report
 (the document's rows beside ssdlab's), CSV and figures, with remote memory nodes as separate
 processes; runs through separate-process nodes give the same modelled figures as in-process
-ones; `ssdlab rmml run|node` and their errors."""
+ones; `ssdlab rmml run|node|serve` and their errors; the backends as NBD disks for qemu-io
+and nbdcopy."""
 
 import csv
+import hashlib
+import json
 import os
+import random
+import re
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from clitools import Server, free_port, write
 
 from ssdlab import _native
 from ssdlab.dpuswap import Nodes, run
@@ -129,3 +138,119 @@ def test_cli_rmml_run_through_a_node_process(tmp_path):
     # A node that is not there: a one-line error naming it.
     r = subprocess.run([str(BIN / "ssdlab"), "rmml", "run", str(s)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and nodes.addrs[0] in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+# ---- `ssdlab rmml serve`: the backends as NBD disks, used by real clients ----
+
+NBD_CLIENTS = ["qemu-io", "nbdcopy"]
+needs_nbd_clients = pytest.mark.skipif(any(shutil.which(c) is None for c in NBD_CLIENTS),
+                                       reason="NBD clients missing: run scripts/setup.sh (make setup)")
+MiB = 1 << 20
+SMALL_ZNS_TOML = """[znswap]
+reserve_zones = 2
+host_request_ns = 1000
+pcie = { latency_ns = 600, bytes_per_s = 16e9 }
+device = { preset = "zns-ssd", storage = "data", zns = { zone_capacity = 1.0 }, geometry = { channels = 2, dies_per_channel = 2, planes_per_die = 1, blocks_per_plane = 64, pages_per_block = 64 } }
+"""
+
+
+def rmml_serve(tmp_path, spec_text, *args):
+    """`ssdlab rmml serve` of a spec file as a process; returns (server, NBD URI, metrics dir)."""
+    spec_file = write(tmp_path / f"serve-{time.monotonic_ns()}.toml", spec_text)
+    port = free_port()
+    out = tmp_path / f"metrics-{port}"
+    argv = [str(BIN / "ssdlab"), "rmml", "serve", str(spec_file), "--listen", f"127.0.0.1:{port}",
+            "--metrics-out", str(out), *args]
+    srv = Server(argv, port, tmp_path / f"serve-{port}.log")
+    backend = re.search(r'backend = "(\w+)"', spec_text).group(1)
+    return srv, f"nbd://127.0.0.1:{port}/{backend}", out
+
+
+def qemu_io(uri, *cmds, check=True):
+    argv = ["qemu-io", "-f", "raw"] + [x for c in cmds for x in ("-c", c)] + [uri]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    text = p.stdout + p.stderr
+    if check:
+        assert p.returncode == 0 and "failed" not in text, f"{' '.join(argv)}\n{text}"
+    return text
+
+
+@needs_nbd_clients
+def test_rmml_serve_is_a_disk_for_qemu_io_and_nbdcopy(tmp_path):
+    """The RMML behind ssdlab's NBD server, its blocks compressed on two node processes (a
+    one-block DPU cache, so nearly every block lives remotely): nbdcopy's whole-disk copies
+    and qemu-io's unaligned writes read back exactly."""
+    rng = random.Random(5)
+    text = b"".join(rng.choice([b"swap ", b"remote ", b"memory ", b"dpu "]) for _ in range(3 * MiB))[:8 * MiB]
+    data = rng.randbytes(8 * MiB) + text
+    src = tmp_path / "src.img"
+    src.write_bytes(data)
+    with Nodes(2, 256 << 20) as nodes:
+        srv, uri, out = rmml_serve(tmp_path, f'backend = "dpuswap"\nnodes = {json.dumps(nodes.addrs)}\n'
+                                             "[rmml]\ncache_bytes = 1048576\ngroup_blocks = 4\n", "--size", "32M")
+        try:
+            subprocess.run(["nbdcopy", str(src), uri], check=True, timeout=120)
+            qemu_io(uri, "write -P 0x5a 16777000 5000", "write -P 0x11 20M 3M", "write -P 0x22 21M 777",
+                    "write -z 22M 8192", "discard 23M 4096")
+            qemu_io(uri, "read -P 0x5a 16777000 5000", "read -P 0x11 20M 1M", "read -P 0x22 21M 777",
+                    f"read -P 0x11 {21 * MiB + 777} {MiB - 777}", "read -P 0 22M 8192",
+                    f"read -P 0x11 {22 * MiB + 8192} {MiB - 8192}", "read -P 0 23M 4096")
+            back = tmp_path / "back.img"
+            subprocess.run(["nbdcopy", uri, str(back)], check=True, timeout=120)
+            got = back.read_bytes()
+            assert hashlib.sha256(got[:16777000]).digest() == hashlib.sha256(data[:16777000]).digest()
+            assert len(got) == 32 * MiB
+        finally:
+            assert srv.stop() == 0, srv.log.read_text()
+    m = json.loads((out / "metrics.json").read_text())
+    d = m["device"]
+    assert m["backend"] == "dpuswap" and m["backend_errors"] == 0
+    assert d["fetches"] > 0 and d["write_backs"] > 0, "blocks went to the nodes and came back"
+    assert d["compression_ratio"] > 1.0, d
+    assert m["partial_page_requests"] >= 3 and m["latency_ns"]["read"]["count"] > 0
+
+
+@needs_nbd_clients
+def test_rmml_serve_after_a_node_restart_reads_fail_never_stale(tmp_path):
+    """A node that restarts loses what it held: reads of those blocks are I/O errors (the
+    server's metrics say why), never old or other data; rewritten blocks read back."""
+    with Nodes(1, 256 << 20) as nodes:
+        srv, uri, out = rmml_serve(tmp_path, f'backend = "dpuswap"\nnodes = {json.dumps(nodes.addrs)}\n'
+                                           "[rmml]\ncache_bytes = 1048576\ngroup_blocks = 2\n", "--size", "16M")
+        try:
+            qemu_io(uri, "write -P 0x31 0 8M", "flush")
+            p = nodes.procs[0]
+            p.send_signal(signal.SIGTERM)
+            p.wait(30)
+            nodes.start_one(nodes.addrs[0])
+            res = qemu_io(uri, *[f"read -P 0x31 {i}M 1M" for i in range(8)], check=False)
+            assert "Input/output error" in res, res
+            assert "Pattern verification failed" not in res, res
+            qemu_io(uri, "write -P 0x44 0 8M", "flush")
+            qemu_io(uri, "read -P 0x44 0 8M")
+        finally:
+            assert srv.stop() == 0, srv.log.read_text()
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["backend_errors"] >= 1 and "lost" in m["last_backend_error"], m["last_backend_error"]
+
+
+@needs_nbd_clients
+@pytest.mark.parametrize("backend", ["infiniswap", "znswap"])
+def test_rmml_serve_baselines_round_trip(tmp_path, backend):
+    extra = SMALL_ZNS_TOML if backend == "znswap" else ""
+    srv, uri, out = rmml_serve(tmp_path, f'backend = "{backend}"\n{extra}', "--size", "8M")
+    try:
+        qemu_io(uri, "write -P 0x66 0 2M", "write -P 0x77 1000 3000", "discard 4M 1M")
+        qemu_io(uri, "read -P 0x66 0 1000", "read -P 0x77 1000 3000", "read -P 0x66 4000 1M")
+    finally:
+        assert srv.stop() == 0, srv.log.read_text()
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["backend"] == backend and m["latency_ns"]["write"]["count"] == 2 and m["backend_errors"] == 0
+
+
+def test_rmml_serve_refuses_bad_input(tmp_path):
+    for args, why in [(["--backend", "local"], "backend"), (["--size", "12x"], "size"),
+                      (["--max-request", "100"], "max-request")]:
+        r = subprocess.run([str(BIN / "ssdlab"), "rmml", "serve", *args, "--listen", f"127.0.0.1:{free_port()}"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)

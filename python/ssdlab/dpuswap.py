@@ -6,7 +6,8 @@ runtime and the workloads. This module gives:
 
 - :func:`run`: one run from a spec dict (backend, local-memory fraction, workload, tables);
 - :class:`Nodes`: remote memory nodes as separate processes (``ssdlab rmml node``) on loopback;
-- ``ssdlab rmml node`` and ``ssdlab rmml run`` on the command line;
+- :func:`serve`: a backend as an NBD disk (qemu-io, fio, nbdcopy, the kernel's nbd client);
+- ``ssdlab rmml node``, ``ssdlab rmml run`` and ``ssdlab rmml serve`` on the command line;
 - :data:`EXPERIMENT`: ``ssdlab reproduce dpuswap [--quick|--full]`` on the sweep engine (each
   point a run of the runner :data:`SWAP`, which starts its own remote memory nodes), writing
   reports/dpuswap/ with the document's numbers beside ssdlab's.
@@ -70,6 +71,31 @@ def run(spec: Dict[str, Any], progress: bool = False) -> Dict[str, Any]:
         z.setdefault("capacity_bytes", 0)
         spec["znswap"] = z
     return _native.rmml_run(spec, progress)
+
+
+def serve(spec: Dict[str, Any], size_bytes: int, listen: str = "127.0.0.1:10809", latency: str = "none",
+          max_connections: int = 16, max_request: int = 32 << 20, metrics_out: Optional[str] = None,
+          quiet: bool = False) -> Dict[str, Any]:
+    """Serve the swap backend of ``spec`` (``backend`` and its tables as in :func:`run`; a
+    workload is ignored) with ``size_bytes`` of room over NBD until SIGINT/SIGTERM: the export
+    is named after the backend (``nbd://127.0.0.1:10809/dpuswap``). ``latency="emulated"``
+    replies at the modelled completion time. A ZNSwap-like backend without a ``znswap`` table
+    gets the reproduction's (experiments/dpuswap/experiment.toml). Returns the final metrics."""
+    from .config import resolve
+    from .experiments import load_spec
+    from .serving import foreground
+
+    s = {k: v for k, v in dict(spec).items() if k not in ("workload", "local_fraction", "paging")}
+    if s.get("backend") not in BACKENDS:
+        raise _native.ConfigError(f"rmml serve: backend = {s.get('backend')!r}: expected one of {', '.join(BACKENDS)}")
+    if s["backend"] == "znswap":
+        z = dict(s.get("znswap") or load_spec("dpuswap")["znswap"])
+        z["device"] = resolve(config=z.get("device", {"preset": "zns-ssd"}), origin="znswap.device")
+        z.setdefault("capacity_bytes", 0)
+        s["znswap"] = z
+    opts = {"listen": listen, "latency": latency, "max_connections": max_connections, "max_request": max_request,
+            "metrics_out": metrics_out, "quiet": quiet}
+    return foreground(_native.rmml_serve, s, size_bytes, opts)
 
 
 class Nodes:
@@ -585,9 +611,26 @@ def _why_fio_write(by) -> str:
 def _cmd_rmml(args) -> int:
     if args.action == "node":
         cap = parse_bytes(args.capacity)
-        st = _native.rmml_node_serve(args.listen, cap, args.quiet)
+        st = _native.rmml_node_serve(args.listen or "127.0.0.1:0", cap, args.quiet)
         if not args.quiet:
             print(f"rmml node stopped: {st['regions']} regions, {st['used_bytes']} bytes in use")
+        return 0
+    if args.action == "serve":
+        s = read_toml(args.spec, "dpuswap spec") if args.spec else {"backend": "dpuswap"}
+        if args.backend:
+            s["backend"] = args.backend
+        if args.nodes:
+            s["nodes"] = [a.strip() for a in args.nodes.split(",") if a.strip()]
+        max_request = parse_bytes(args.max_request)
+        if not 512 <= max_request <= 2**31 - 1:
+            raise ValueError(f"--max-request {args.max_request}: must be 512 bytes to 2G - 1")
+        m = serve(s, parse_bytes(args.size), listen=args.listen or "127.0.0.1:10809", latency=args.latency,
+                  max_connections=args.max_connections, max_request=max_request, metrics_out=args.metrics_out,
+                  quiet=args.quiet)
+        if not args.quiet:
+            lat = m["latency_ns"]
+            print(f"rmml serve: {m['backend']}: {m['nbd']['requests']} requests; modelled read p99 "
+                  f"{lat['read']['p99'] / 1e3:.1f} us, write p99 {lat['write']['p99'] / 1e3:.1f} us", file=sys.stderr)
         return 0
     if not args.spec:
         raise ValueError("ssdlab rmml run SPEC.toml [--out DIR]")
@@ -608,15 +651,28 @@ def add_cli(sub) -> None:
     """Register `ssdlab rmml` on the CLI's subparsers."""
     import argparse
 
-    r = sub.add_parser("rmml", help="dpuswap: serve a remote memory node, or run one swap experiment from a spec",
+    from .args import int_in
+
+    r = sub.add_parser("rmml", help="dpuswap: serve a remote memory node, run one swap experiment, or serve a backend over NBD",
                        epilog="node: lend --capacity bytes of memory to RMMLs over TCP until Ctrl-C/SIGTERM (prints its address)\n"
                               "run: one run of a spec file (TOML: backend, local_fraction, [workload.kv|sort|fio], [rmml], ...)\n"
+                              "serve: the backend of a spec file (or --backend) as an NBD disk until Ctrl-C/SIGTERM:\n"
+                              "    ssdlab rmml serve --size 256M &  qemu-io -f raw -c 'write -P 7 0 1M' nbd://127.0.0.1:10809/dpuswap\n"
                               "docs: docs/case-studies/dpuswap.md",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    r.add_argument("action", choices=["node", "run"])
-    r.add_argument("spec", nargs="?", help="run: spec file")
-    r.add_argument("--listen", default="127.0.0.1:0", help="node: HOST:PORT (port 0: a free one; default %(default)s)")
+    r.add_argument("action", choices=["node", "run", "serve"])
+    r.add_argument("spec", nargs="?", help="run: spec file; serve: spec file for the backend and its tables (optional)")
+    r.add_argument("--listen", help="node: HOST:PORT (port 0: a free one; default 127.0.0.1:0); "
+                                    "serve: the NBD address, loopback (default 127.0.0.1:10809)")
     r.add_argument("--capacity", default="1G", help="node: memory to lend, e.g. 512M, 4G (default %(default)s)")
     r.add_argument("--out", help="run: directory for summary.json")
+    r.add_argument("--backend", choices=BACKENDS, help="serve: the backend (overrides the spec's; default dpuswap)")
+    r.add_argument("--size", default="256M", help="serve: the disk's size, e.g. 1G (rounded up to the backend's unit; default %(default)s)")
+    r.add_argument("--nodes", help="serve: remote memory nodes HOST:PORT,HOST:PORT (default: the spec's, else two in-process ones)")
+    r.add_argument("--latency", choices=["none", "emulated"], default="none",
+                   help="serve: none: reply when done; emulated: reply at the modelled completion time")
+    r.add_argument("--max-connections", type=int_in(1, 65536), default=16, help="serve: clients at once (default %(default)s)")
+    r.add_argument("--max-request", default="32M", help="serve: largest read/write payload (default %(default)s)")
+    r.add_argument("--metrics-out", help="serve: directory for metrics.json at exit and on SIGUSR1")
     r.add_argument("-q", "--quiet", action="store_true")
     r.set_defaults(func=_cmd_rmml)

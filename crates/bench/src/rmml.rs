@@ -95,7 +95,7 @@ pub fn run_all() {
     let spec = RunSpec {
         backend: "dpuswap".into(),
         local_fraction: 0.5,
-        workload: Workload::Kv(KvConfig { records: 65536, ops: 200_000, ..KvConfig::default() }),
+        workload: Some(Workload::Kv(KvConfig { records: 65536, ops: 200_000, ..KvConfig::default() })),
         paging: Default::default(),
         rmml: RmmlConfig { cache_bytes: 8 << 20, ..RmmlConfig::default() },
         infiniswap: Default::default(),

@@ -578,6 +578,56 @@ impl Backend {
     }
 }
 
+impl crate::disk::Disk for Backend {
+    fn logical_bytes(&self) -> u64 {
+        self.logical
+    }
+    fn write(&mut self, offset: u64, data: &[u8], fua: bool, placement: Option<u16>) -> Result<u64> {
+        Backend::write(self, offset, data, fua, placement)
+    }
+    fn read(&mut self, offset: u64, out: &mut [u8]) -> Result<u64> {
+        Backend::read(self, offset, out)
+    }
+    fn trim(&mut self, offset: u64, len: u64, fua: bool) -> Result<u64> {
+        Backend::trim(self, offset, len, fua)
+    }
+    fn write_zeroes(&mut self, offset: u64, len: u64, no_hole: bool, fua: bool, placement: Option<u16>) -> Result<u64> {
+        Backend::write_zeroes(self, offset, len, no_hole, fua, placement)
+    }
+    fn flush(&mut self) -> Result<u64> {
+        Backend::flush(self)
+    }
+    fn extents(&self, offset: u64, len: u64, max: usize) -> Result<Vec<(u64, bool)>> {
+        Backend::extents(self, offset, len, max)
+    }
+    fn commit_journal(&mut self) -> Result<()> {
+        Backend::commit_journal(self)
+    }
+    fn snapshot(&mut self) -> Result<()> {
+        Backend::snapshot(self)
+    }
+    fn metrics(&mut self) -> Value {
+        Backend::metrics(self)
+    }
+    fn series_csv(&self) -> String {
+        Backend::series_csv(self)
+    }
+    fn wall_of(&self, t_ns: u64) -> Instant {
+        Backend::wall_of(self, t_ns)
+    }
+    fn describe(&self) -> String {
+        let rc = &self.recovery;
+        let mut s = format!("{} in {:.3} s", rc.source, rc.seconds);
+        if rc.journal_records_replayed > 0 || rc.imported_bytes > 0 {
+            s += &format!(
+                " ({} journal records replayed, {} torn dropped, {} bytes imported)",
+                rc.journal_records_replayed, rc.torn_records_dropped, rc.imported_bytes
+            );
+        }
+        s
+    }
+}
+
 fn read_state(bytes: &[u8], path: &Path) -> Result<StateFile> {
     let bad = |why: &str| BackendError(format!("{}: {why}", path.display()));
     if bytes.len() < 12 || &bytes[..8] != STATE_MAGIC {

@@ -1,14 +1,16 @@
 //! ssdlab's NBD server: any NBD client (qemu-img/qemu-io, nbdinfo, nbdcopy, fio's nbd engine,
-//! QEMU guests) uses an emulated SSD as a disk. See docs/nbd.md.
+//! QEMU guests) uses an emulated SSD, or any other [`Disk`], as a disk. See docs/nbd.md.
 
 pub mod backend;
 pub mod client;
+pub mod disk;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod proto;
 pub mod server;
 
-pub use backend::{Backend, BackendOptions};
+pub use backend::{Backend, BackendError, BackendOptions};
+pub use disk::{Disk, DiskResult};
 pub use server::{serve, Export, Latency, ServeOptions, Server};
 
 use ssdlab_core::config::Config;

@@ -3,7 +3,7 @@
 //!
 //! The server is a [`ssdlab_server::Protocol`]: the core (crates/server) accepts, limits, times
 //! out and shuts down; this module speaks NBD. A connection is an async task that reads
-//! requests and executes them on the shared [`Backend`] (one lock: the device is one
+//! requests and executes them on the shared [`Disk`] (one lock: the device is one
 //! timeline). Replies are collected while more requests are waiting and sent together when
 //! the client has nothing more queued; right before they go out, the journal records of the
 //! requests they acknowledge are written with one `write(2)` (group commit), so every reply
@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use ssdlab_server::{Conn, Stats};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
-use crate::backend::Backend;
+use crate::disk::Disk;
 use crate::proto::*;
 
 pub use ssdlab_server::ConnEnd;
@@ -74,6 +74,13 @@ pub struct ServeOptions {
     /// Listen on a non-loopback address without TLS (documented opt-in).
     #[serde(default)]
     pub allow_remote: bool,
+    /// The command's name in log lines ("ssdlab serve").
+    #[serde(default = "default_name")]
+    pub name: String,
+}
+
+fn default_name() -> String {
+    "ssdlab serve".into()
 }
 
 impl ServeOptions {
@@ -91,6 +98,7 @@ impl ServeOptions {
             handshake_timeout_s: 0.0,
             idle_timeout_s: 0.0,
             allow_remote: false,
+            name: default_name(),
         }
     }
 }
@@ -116,7 +124,7 @@ struct Counters {
 
 /// The NBD protocol and the disk it serves, shared by all connections.
 pub struct Server {
-    backend: Mutex<Backend>,
+    backend: Mutex<Box<dyn Disk>>,
     opts: ServeOptions,
     /// TLS configured: every client must STARTTLS (the core holds the certificate).
     tls: bool,
@@ -174,7 +182,7 @@ async fn discard<R: AsyncRead + Unpin>(r: &mut R, mut n: u64) -> Result<(), Conn
 }
 
 impl Server {
-    pub fn new(backend: Backend, opts: ServeOptions) -> Result<Arc<Server>, String> {
+    pub fn new(backend: impl Disk + 'static, opts: ServeOptions) -> Result<Arc<Server>, String> {
         let size = backend.logical_bytes();
         for e in &opts.exports {
             if e.name == METRICS_EXPORT {
@@ -215,7 +223,7 @@ impl Server {
             }
         }
         Ok(Arc::new(Server {
-            backend: Mutex::new(backend),
+            backend: Mutex::new(Box::new(backend)),
             tls: opts.tls.is_some(),
             opts,
             shutdown: Arc::new(AtomicBool::new(false)),
@@ -225,7 +233,7 @@ impl Server {
         }))
     }
 
-    fn backend(&self) -> MutexGuard<'_, Backend> {
+    fn backend(&self) -> MutexGuard<'_, Box<dyn Disk>> {
         // A panic elsewhere must not take every connection down with it.
         self.backend.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -917,7 +925,7 @@ impl ssdlab_server::Protocol for Server {
     }
 
     fn on_usr1(&self) {
-        let log = |m: String| eprintln!("ssdlab serve: {m}");
+        let log = |m: String| eprintln!("{}: {m}", self.opts.name);
         match self.dump_metrics() {
             Ok(Some(p)) => {
                 if !self.opts.quiet {
@@ -937,7 +945,7 @@ impl ssdlab_server::Protocol for Server {
         self.shutdown.store(true, Ordering::Relaxed);
         self.backend().snapshot().map_err(|e| format!("saving the device state failed: {e}"))?;
         match self.dump_metrics() {
-            Ok(Some(p)) if !self.opts.quiet => eprintln!("ssdlab serve: wrote {}", p.display()),
+            Ok(Some(p)) if !self.opts.quiet => eprintln!("{}: wrote {}", self.opts.name, p.display()),
             Ok(_) => {}
             Err(e) => return Err(format!("writing metrics to {:?} failed: {e}", self.opts.metrics_out)),
         }
@@ -950,7 +958,7 @@ impl ssdlab_server::Protocol for Server {
 pub fn serve(srv: Arc<Server>, stop: Option<&dyn Fn() -> bool>) -> Result<Value, String> {
     let secs = |s: f64| Duration::from_secs_f64(s);
     let core_opts = ssdlab_server::Options {
-        name: "ssdlab serve".into(),
+        name: srv.opts.name.clone(),
         listen: srv.opts.listen.clone(),
         max_connections: srv.opts.max_connections,
         handshake_timeout: if srv.opts.handshake_timeout_s > 0.0 {
@@ -973,23 +981,7 @@ pub fn serve(srv: Arc<Server>, stop: Option<&dyn Fn() -> bool>) -> Result<Value,
     let server = ssdlab_server::Server::bind(core_opts, srv.clone())?;
     {
         let b = srv.backend();
-        let rc = &b.recovery;
-        server.log().info(format!(
-            "device ready ({}): {} in {:.3} s{}",
-            human(b.logical_bytes()),
-            rc.source,
-            rc.seconds,
-            if rc.journal_records_replayed > 0 || rc.imported_bytes > 0 {
-                format!(
-                    " ({} journal records replayed, {} torn dropped, {} imported)",
-                    rc.journal_records_replayed,
-                    rc.torn_records_dropped,
-                    human(rc.imported_bytes)
-                )
-            } else {
-                String::new()
-            }
-        ));
+        server.log().info(format!("device ready ({}): {}", human(b.logical_bytes()), b.describe()));
     }
     let names: Vec<String> = srv
         .opts

@@ -62,6 +62,7 @@ fn nbd_serve<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, options: &Bound<'
             handshake_timeout_s: o.handshake_timeout_s,
             idle_timeout_s: o.idle_timeout_s,
             allow_remote: o.allow_remote,
+            name: "ssdlab serve".into(),
         };
         let srv = Server::new(backend, opts).map_err(PyValueError::new_err)?;
         ssdlab_nbd::serve(srv, None).map_err(PyOSError::new_err)

@@ -22,11 +22,9 @@ fn rmml_err(e: Error) -> PyErr {
     }
 }
 
-/// Run one spec (see `ssdlab.dpuswap.run`); the ZNSwap-like baseline's `znswap.device` is a
-/// device config dict (preset + tables) completed like any other. Returns the run's summary.
-#[pyfunction]
-#[pyo3(signature = (spec, progress=false))]
-fn rmml_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, progress: bool) -> PyResult<Bound<'py, PyAny>> {
+/// A spec dict as a RunSpec; the ZNSwap-like baseline's `znswap.device` is a device config
+/// dict (preset + tables) completed like any other.
+fn spec_from_py(py: Python<'_>, spec: &Bound<'_, PyAny>) -> PyResult<RunSpec> {
     let dict = spec.cast::<pyo3::types::PyDict>().map_err(|_| ConfigError::new_err("dpuswap spec: expected a dict"))?.copy()?;
     let mut device = None;
     if let Some(z) = dict.get_item("znswap")? {
@@ -42,12 +40,72 @@ fn rmml_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, progress: bool) -> P
     if let (Some(z), Some(d)) = (s.znswap.as_mut(), device) {
         z.device = d;
     }
+    Ok(s)
+}
+
+/// Run one spec (see `ssdlab.dpuswap.run`). Returns the run's summary.
+#[pyfunction]
+#[pyo3(signature = (spec, progress=false))]
+fn rmml_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, progress: bool) -> PyResult<Bound<'py, PyAny>> {
+    let s = spec_from_py(py, spec)?;
     let mut watch = Watch::new(progress);
     let label = format!("{} {:.0}%", s.backend, s.local_fraction * 100.0);
     let res = py.detach(|| ssdlab_rmml::experiment::run(&s, &mut |f| watch.tick(&label, f)));
     watch.done();
     let v = res.map_err(rmml_err)?;
     to_py(py, &v)
+}
+
+#[derive(serde::Deserialize)]
+struct ServeOpts {
+    listen: String,
+    latency: ssdlab_nbd::Latency,
+    max_connections: usize,
+    max_request: u32,
+    metrics_out: Option<std::path::PathBuf>,
+    quiet: bool,
+}
+
+/// Serve the swap backend of `spec` (its `backend`, `rmml`/`infiniswap`/`znswap` tables and
+/// `nodes`; a workload is ignored) with `size_bytes` of room as the NBD export named after
+/// the backend, until SIGINT/SIGTERM. Returns the final metrics.
+#[pyfunction]
+fn rmml_serve<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, size_bytes: u64, options: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let s = spec_from_py(py, spec)?;
+    let o: ServeOpts = from_py(options, "rmml serve options")?;
+    if s.backend == "local" {
+        return Err(ConfigError::new_err("backend = \"local\" has no swap space to export; use dpuswap, infiniswap or znswap"));
+    }
+    if size_bytes < ssdlab_rmml::PAGE_BYTES {
+        return Err(PyValueError::new_err("--size: expected at least one 4 KiB page"));
+    }
+    let m = py.detach(|| -> PyResult<serde_json::Value> {
+        let dev = ssdlab_rmml::experiment::backend(&s, size_bytes).map_err(rmml_err)?;
+        let disk = ssdlab_rmml::export::SwapDisk::new(dev);
+        let size = ssdlab_nbd::Disk::logical_bytes(&disk);
+        let kind = disk.kind();
+        let export = ssdlab_nbd::Export {
+            name: kind.into(),
+            offset: 0,
+            size,
+            placement: None,
+            read_only: false,
+            description: format!("ssdlab {kind} swap backend ({size} bytes)"),
+        };
+        let opts = ssdlab_nbd::ServeOptions {
+            listen: o.listen,
+            latency: o.latency,
+            max_connections: o.max_connections,
+            max_request: o.max_request,
+            metrics_out: o.metrics_out,
+            quiet: o.quiet,
+            name: "ssdlab rmml serve".into(),
+            ..ssdlab_nbd::ServeOptions::new(vec![export])
+        };
+        let srv = ssdlab_nbd::Server::new(disk, opts).map_err(PyValueError::new_err)?;
+        ssdlab_nbd::serve(srv, None).map_err(PyOSError::new_err)
+    })?;
+    to_py(py, &m)
 }
 
 /// The defaults of every table of a spec.
@@ -94,5 +152,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rmml_run, m)?)?;
     m.add_function(wrap_pyfunction!(rmml_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(rmml_node_serve, m)?)?;
+    m.add_function(wrap_pyfunction!(rmml_serve, m)?)?;
     Ok(())
 }

@@ -17,6 +17,10 @@ pub trait SwapDevice: Send {
     fn read(&mut self, offset: u64, out: &mut [u8], now_ns: u64) -> Result<u64>;
     /// The pages are free (a swap slot released, a TRIM): their contents need not be kept.
     fn discard(&mut self, offset: u64, len: u64, now_ns: u64) -> Result<u64>;
+    /// Whether discarded pages read back as zeros (otherwise their old contents may remain).
+    fn discard_zeroes(&self) -> bool {
+        false
+    }
     /// Make every completed write durable in the backend's store (the RMML writes its dirty
     /// cached blocks back to remote memory).
     fn flush(&mut self, now_ns: u64) -> Result<u64> {

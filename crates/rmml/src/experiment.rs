@@ -41,7 +41,10 @@ pub struct RunSpec {
     /// Local memory as a fraction of the working set (1.0: everything local, no swapping).
     #[serde(default = "one")]
     pub local_fraction: f64,
-    pub workload: Workload,
+    /// What runs on the paged memory (required by [`run`]; `ssdlab rmml serve` exports the
+    /// backend over NBD and needs none).
+    #[serde(default)]
+    pub workload: Option<Workload>,
     #[serde(default)]
     pub paging: PagingConfig,
     #[serde(default)]
@@ -109,12 +112,15 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(f64) -> bool) -> Result<serd
         return Err(Error::Config(format!("local_fraction = {}: expected 0 < f <= 1", spec.local_fraction)));
     }
     let wall = std::time::Instant::now();
-    if let Workload::Fio(f) = &spec.workload {
+    let Some(workload) = &spec.workload else {
+        return Err(Error::Config("a run needs a workload: one [workload.kv], [workload.sort] or [workload.fio] table".into()));
+    };
+    if let Workload::Fio(f) = workload {
         let mut dev = backend(spec, f.span_bytes)?;
         let res = run_fio(dev.as_mut(), f)?;
         return Ok(json!({"backend": spec.backend, "workload": res, "device": dev.stats(), "wall_s": wall.elapsed().as_secs_f64()}));
     }
-    let region = spec.workload.region_bytes();
+    let region = workload.region_bytes();
     let pages = region.div_ceil(PAGE_BYTES);
     let budget = ((pages as f64 * spec.local_fraction).ceil() as u64).max(spec.paging.evict_batch as u64 + 1);
     let all_local = budget >= pages;
@@ -125,7 +131,7 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(f64) -> bool) -> Result<serd
         backend(spec, (pages - budget + 2 * spec.paging.evict_batch as u64) * PAGE_BYTES)?
     };
     let mut mem = Paged::new(region, PagingConfig { budget_pages: budget, ..spec.paging.clone() }, dev)?;
-    let res = match &spec.workload {
+    let res = match workload {
         Workload::Kv(k) => run_kv(&mut mem, k, progress)?,
         Workload::Sort(s) => run_sort(&mut mem, s)?,
         Workload::Fio(_) => unreachable!("handled above"),

@@ -8,6 +8,7 @@
 //!   remote slabs) and [`znswap`] (swap slots on the emulated ZNS SSD).
 //! - [`paging`]: a userfaultfd region whose pages swap to any backend under a memory budget;
 //!   [`workload`]: the key-value, sort and fio-style workloads; [`experiment`]: one measured run.
+//! - [`export`]: any backend as a disk of ssdlab's NBD server (`ssdlab rmml serve`).
 
 pub mod cache;
 pub mod codec;
@@ -15,6 +16,7 @@ pub mod config;
 pub mod device;
 pub mod error;
 pub mod experiment;
+pub mod export;
 pub mod header;
 pub mod infiniswap;
 pub mod link;

@@ -646,6 +646,9 @@ impl SwapDevice for Rmml {
         Ok(done)
     }
 
+    fn discard_zeroes(&self) -> bool {
+        true
+    }
     fn discard(&mut self, offset: u64, len: u64, now_ns: u64) -> Result<u64> {
         check(self.cfg.capacity_bytes, offset, len)?;
         self.st.discards += 1;

@@ -280,6 +280,9 @@ impl SwapDevice for Znswap {
         Ok(self.pcie.transfer(&self.cfg.pcie, ready, out.len() as u64))
     }
 
+    fn discard_zeroes(&self) -> bool {
+        true
+    }
     fn discard(&mut self, offset: u64, len: u64, now_ns: u64) -> Result<u64> {
         check(self.cfg.capacity_bytes, offset, len)?;
         for s in offset / PAGE_BYTES..(offset + len) / PAGE_BYTES {

@@ -31,7 +31,7 @@ fn spec(backend: &str, fraction: f64, workload: Workload) -> RunSpec {
     RunSpec {
         backend: backend.into(),
         local_fraction: fraction,
-        workload,
+        workload: Some(workload),
         paging: PagingConfig::default(),
         rmml: RmmlConfig { block_bytes: 1 << 20, group_blocks: 4, cache_bytes: 2 << 20, ..RmmlConfig::default() },
         infiniswap: Default::default(),

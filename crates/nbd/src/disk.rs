@@ -1,0 +1,56 @@
+//! What the NBD server serves: any [`Disk`]. The emulated SSD ([`crate::Backend`]) is one;
+//! case studies export their own block devices through the same server (the dpuswap RMML and
+//! its baselines, crates/rmml/src/export.rs), so every NBD client works with them unchanged.
+//!
+//! Offsets and lengths are bytes of the whole disk, any alignment (the server has checked the
+//! range against the export). Each command returns its completion time in the disk's modelled
+//! nanoseconds; [`Disk::wall_of`] maps that time to a wall-clock instant, at which the server
+//! replies in `emulated` latency mode.
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::backend::BackendError;
+
+pub type DiskResult<T> = std::result::Result<T, BackendError>;
+
+pub trait Disk: Send {
+    /// Bytes the disk holds.
+    fn logical_bytes(&self) -> u64;
+    /// Write `data` at `offset`; `fua`: durable before the reply; `placement`: an FDP
+    /// placement identifier (disks without placement ignore it).
+    fn write(&mut self, offset: u64, data: &[u8], fua: bool, placement: Option<u16>) -> DiskResult<u64>;
+    fn read(&mut self, offset: u64, out: &mut [u8]) -> DiskResult<u64>;
+    /// Deallocate: the contents of the range need not be kept.
+    fn trim(&mut self, offset: u64, len: u64, fua: bool) -> DiskResult<u64>;
+    /// Make the range read as zeros; with `no_hole` without deallocating it.
+    fn write_zeroes(&mut self, offset: u64, len: u64, no_hole: bool, fua: bool, placement: Option<u16>) -> DiskResult<u64>;
+    fn flush(&mut self) -> DiskResult<u64>;
+    /// Allocation status of `offset..offset + len`: runs of (length, is hole), at most `max`.
+    /// The default reports the whole range allocated, which is always a correct answer.
+    fn extents(&self, _offset: u64, len: u64, _max: usize) -> DiskResult<Vec<(u64, bool)>> {
+        Ok(vec![(len, false)])
+    }
+    /// Make the records of the commands executed so far durable before their replies go out
+    /// (a journal's group commit). Default: nothing to do.
+    fn commit_journal(&mut self) -> DiskResult<()> {
+        Ok(())
+    }
+    /// Save what a restart needs (clean shutdown). Default: nothing persists.
+    fn snapshot(&mut self) -> DiskResult<()> {
+        Ok(())
+    }
+    /// metrics.json as of now (a JSON object; the server adds its own figures under "nbd").
+    fn metrics(&mut self) -> Value;
+    /// timeseries.csv beside metrics.json (empty: none written).
+    fn series_csv(&self) -> String {
+        String::new()
+    }
+    /// One line for the server's "device ready" log: where the contents came from.
+    fn describe(&self) -> String {
+        String::new()
+    }
+    /// The wall-clock instant at which modelled time `t_ns` is reached.
+    fn wall_of(&self, t_ns: u64) -> Instant;
+}
