@@ -308,11 +308,182 @@ def _swap_run(task: Dict[str, Any]) -> Result:
 SWAP = Runner("ssdlab.dpuswap:SWAP", _swap_resolve, _swap_resources, _swap_run)
 
 
+# ---- the document's own set-up: a guest kernel swapping onto the backend over NBD ----
+
+# The guest's workload (busybox sh, run by `ssdlab vm`'s init with $SSDLAB_DISK and $SSDLAB_OUT;
+# WS, OPS, PCT, READ_PCT, ZIPF, COMPRESS_PCT and SEED are prepended). The working set is a tmpfs
+# file, whose pages the kernel swaps like anonymous memory, accessed through mmap by fio
+# (Zipfian 4 KiB reads and writes, buffers COMPRESS_PCT% compressible). The memory limit is a
+# cgroup v2 memory.max of PCT% of the workload's footprint: the file plus fio's own memory,
+# measured first by a small fio run in a cgroup of its own.
+GUEST_SCRIPT = """set -e
+mkswap "$SSDLAB_DISK" >/dev/null
+swapon "$SSDLAB_DISK"
+mount -t cgroup2 none /sys/fs/cgroup
+echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+mkdir -p /mnt/ws /sys/fs/cgroup/probe /sys/fs/cgroup/app
+mount -t tmpfs -o size=$((WS + 67108864)) tmpfs /mnt/ws
+echo $$ > /sys/fs/cgroup/probe/cgroup.procs
+fio --name=probe --filename=/mnt/ws/probe --size=4194304 --ioengine=mmap --rw=randrw --bs=4k --number_ios=256 >/dev/null
+rm /mnt/ws/probe
+overhead=$(( $(cat /sys/fs/cgroup/probe/memory.peak) - 4194304 ))
+if [ "$PCT" -ge 100 ]; then limit=max; else limit=$(( (WS + overhead) / 100 * PCT )); fi
+echo "$limit" > /sys/fs/cgroup/app/memory.max
+echo $$ > /sys/fs/cgroup/app/cgroup.procs
+grep -E '^pswp(in|out) ' /proc/vmstat > "$SSDLAB_OUT/vmstat-before.txt"
+fio --name=kv --filename=/mnt/ws/data --size=$WS --ioengine=mmap --rw=randrw --rwmixread=$READ_PCT --bs=4k \\
+    --number_ios=$OPS --random_distribution=zipf:$ZIPF --randseed=$SEED --buffer_compress_percentage=$COMPRESS_PCT \\
+    --refill_buffers --output-format=json --output="$SSDLAB_OUT/fio.json"
+grep -E '^pswp(in|out) ' /proc/vmstat > "$SSDLAB_OUT/vmstat-after.txt"
+{ echo "overhead $overhead"; echo "limit $limit"; echo "peak $(cat /sys/fs/cgroup/app/memory.peak)"; } > "$SSDLAB_OUT/memory.txt"
+echo "footprint $((WS + overhead)) bytes, limit $limit, peak $(cat /sys/fs/cgroup/app/memory.peak)"
+"""
+
+GUEST_KEYS = ("backend", "local_fraction", "working_set_bytes", "ops", "memory_bytes", "read_fraction", "zipf_theta",
+              "compressibility", "seed", "rmml", "znswap", "disk_bytes", "latency")
+
+
+def _guest_resolve(task: Dict[str, Any]) -> Dict[str, Any]:
+    task = copy.deepcopy(dict(task))
+    g = dict(task.get("guest", {}))
+    bad = sorted(set(g) - set(GUEST_KEYS))
+    if bad or set(task) - {"guest", "remote_nodes"}:
+        raise _native.ConfigError(f"dpuswap guest run: unknown key {(bad or sorted(set(task) - {'guest', 'remote_nodes'}))[0]!r}; "
+                                  f"valid: {', '.join(GUEST_KEYS)}")
+    if g.get("backend") not in (*BACKENDS, "local"):
+        raise _native.ConfigError(f"dpuswap guest run: backend = {g.get('backend')!r}")
+    if not 0 < float(g.get("local_fraction", 0)) <= 1:
+        raise _native.ConfigError(f"dpuswap guest run: local_fraction = {g.get('local_fraction')!r}: expected 0 < f <= 1")
+    g["rmml"] = merge(_native.rmml_defaults()["rmml"], g.get("rmml", {}))
+    return {"guest": g, "remote_nodes": task.get("remote_nodes", {"count": 0, "capacity_bytes": 0})}
+
+
+def _guest_resources(task: Dict[str, Any]) -> Resources:
+    """The guest's RAM (QEMU), the server with its DPU cache, the nodes holding the swapped
+    working set, the ZNS model; two CPUs (QEMU's vCPU threads keep both busy)."""
+    g = task["guest"]
+    mem = g["memory_bytes"] + g["rmml"]["cache_bytes"] + 2 * g["working_set_bytes"] + 3 * PROCESS_BYTES
+    if g["backend"] == "znswap":
+        z = _native.config_sizing(g["znswap"]["device"]) if "znswap" in g else {"memory_bytes": 1 << 30, "data_bytes_max": 0}
+        mem += int(z["memory_bytes"] + z["data_bytes_max"])
+    return Resources(memory_bytes=mem, cpus=2)
+
+
+def _vmstat(text: str) -> Dict[str, int]:
+    return {k: int(v) for k, v in (line.split() for line in text.splitlines() if line.strip())}
+
+
+def guest_run(g: Dict[str, Any], nodes: Optional[List[str]] = None, out: Optional[Path] = None,
+              log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+    """One guest run: `ssdlab rmml serve` of backend ``g["backend"]`` (``local``: the RMML, never
+    used) as the guest's NVMe disk, the guest kernel swapping onto it under a memory limit of
+    ``g["local_fraction"]`` of the workload's footprint, fio on a tmpfs working set. Returns the
+    guest's fio summary, its swap counters and the disk's metrics (latency mode as given,
+    default emulated: replies at the modelled completion times)."""
+    import tempfile
+
+    from . import vm
+
+    backend = "dpuswap" if g["backend"] == "local" else g["backend"]
+    with tempfile.TemporaryDirectory(prefix="dpuswap-guest-") as tmp:
+        work = Path(out) if out else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        serve_spec: Dict[str, Any] = {"backend": backend, "nodes": list(nodes or []), "rmml": g["rmml"]}
+        if backend == "znswap" and g.get("znswap"):
+            serve_spec["znswap"] = g["znswap"]
+        spec_text = vm.config_toml(serve_spec)
+        spec_file = work / "serve.toml"
+        spec_file.write_text(spec_text)
+        pct = int(round(float(g["local_fraction"]) * 100))
+        script = work / "swap.sh"
+        script.write_text(f"WS={int(g['working_set_bytes'])}\nOPS={int(g['ops'])}\nPCT={pct}\n"
+                          f"READ_PCT={int(round(float(g.get('read_fraction', 0.5)) * 100))}\nZIPF={float(g.get('zipf_theta', 0.99))}\n"
+                          f"COMPRESS_PCT={int(round(float(g.get('compressibility', 0.7)) * 100))}\nSEED={int(g.get('seed', 42))}\n"
+                          + GUEST_SCRIPT)
+        disk = int(g.get("disk_bytes") or 2 * g["working_set_bytes"] + (64 << 20))
+
+        def serve_cmd(addr: str) -> List[str]:
+            return [sys.executable, "-m", "ssdlab.cli", "rmml", "serve", str(spec_file), "--size", str(disk), "--listen", addr,
+                    "--latency", g.get("latency", "emulated"), "--metrics-out", str(work)]
+
+        info, status, files = vm.boot(serve_cmd, backend, 4096, "script", script, memory=int(g["memory_bytes"]), cpus=2,
+                                      disk="nvme", out=work, timeout_s=1800, log=log,
+                                      info={"server_name": "ssdlab rmml serve"}, server_what=f"ssdlab rmml serve ({backend})")
+        output = files.get("output.txt", b"").decode(errors="replace")
+        if status != 0 or "fio.json" not in files:
+            raise RuntimeError(f"guest swap run ({g['backend']}, {pct}%) failed with status {status}: {output[-1500:]}")
+        fj = vm._parse_fio(files["fio.json"].decode(errors="replace")) or {}
+        before, after = _vmstat(files["vmstat-before.txt"].decode()), _vmstat(files["vmstat-after.txt"].decode())
+        memory = _vmstat(files["memory.txt"].decode().replace("limit max", "limit 0"))
+        disk_m = json.loads((work / "metrics.json").read_text())
+    job = fj["jobs"][0]
+    rd, wr = job["read"], job["write"]
+    p99 = lambda x: x["clat_ns"].get("percentile", {}).get("99.000000", 0)  # noqa: E731
+    ios = rd["total_ios"] + wr["total_ios"]
+    return {
+        "kind": "guest", "backend": g["backend"], "local_fraction": float(g["local_fraction"]),
+        "throughput_iops": rd["iops"] + wr["iops"], "runtime_s": job["job_runtime"] / 1e3,
+        "read": {"iops": rd["iops"], "clat_mean_ns": rd["clat_ns"]["mean"], "clat_p99_ns": p99(rd)},
+        "write": {"iops": wr["iops"], "clat_mean_ns": wr["clat_ns"]["mean"], "clat_p99_ns": p99(wr)},
+        "clat_mean_ns": (rd["clat_ns"]["mean"] * rd["total_ios"] + wr["clat_ns"]["mean"] * wr["total_ios"]) / max(ios, 1),
+        "clat_p99_ns": max(p99(rd), p99(wr)),
+        "swap_ins": after.get("pswpin", 0) - before.get("pswpin", 0), "swap_outs": after.get("pswpout", 0) - before.get("pswpout", 0),
+        "memory": memory, "guest": {k: info.get(k) for k in ("accel", "boot_to_workload_s", "workload_s", "memory_bytes")},
+        "disk": {"requests": disk_m["nbd"]["requests"], "latency_ns": disk_m["latency_ns"], "device": disk_m["device"]},
+        "wall_s": info.get("wall_s", 0),
+    }
+
+
+def _guest_run(task: Dict[str, Any]) -> Result:
+    g, r = task["guest"], task["remote_nodes"]
+    if g["backend"] in ("dpuswap", "infiniswap") and r.get("count", 0) > 0:
+        with Nodes(int(r["count"]), int(r["capacity_bytes"])) as nodes:
+            res = guest_run(g, nodes.addrs)
+    else:
+        res = guest_run(g)
+    return Result(metrics=res)
+
+
+GUEST = Runner("ssdlab.dpuswap:GUEST", _guest_resolve, _guest_resources, _guest_run)
+
+
+def _guest_plan(spec: Dict[str, Any], mode: str) -> List[Tuple[str, Dict[str, Any], Dict[str, Any]]]:
+    """The guest runs of the mode's ``guest`` table (none without one): every fraction, every
+    backend below 100%."""
+    common, m = _specs(spec, mode)
+    gt = m.get("guest")
+    if not gt:
+        return []
+    nodes = spec.get("nodes", {})
+    remote = {"count": int(nodes.get("count", 2)), "capacity_bytes": parse_bytes(str(nodes.get("capacity", "2G")))}
+    ws = parse_bytes(str(gt["working_set"]))
+    kv = spec.get("kv", {})
+    base = {"working_set_bytes": ws, "ops": int(gt["ops"]), "memory_bytes": parse_bytes(str(gt.get("memory", "512M"))),
+            "read_fraction": kv.get("read_fraction", 0.5), "zipf_theta": kv.get("zipf_theta", 0.99),
+            "compressibility": kv.get("compressibility", 0.7), "seed": spec.get("seed", 42),
+            "latency": gt.get("latency", "emulated")}
+    cache = max(1, int(ws * m["dpu_cache_fraction"]) // common["rmml"].get("block_bytes", 1 << 20)) * common["rmml"].get("block_bytes", 1 << 20)
+    runs = []
+    for f in _fractions(m):
+        for b in (["local"] if f >= 1.0 else BACKENDS):
+            g = dict(base, backend=b, local_fraction=f, rmml=dict(common["rmml"], cache_bytes=cache))
+            if b == "znswap":
+                g["znswap"] = common["znswap"]
+            runs.append((f"guest_{b}_{int(round(f * 100))}", {"workload": "guest", "backend": b, "local_fraction": f,
+                                                                  "dpu_cache_bytes": cache, "codec": g["rmml"].get("codec", "")},
+                         {"guest": g, "remote_nodes": remote}))
+    return runs
+
+
 def _points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
-    return [ExperimentPoint(name, values, SWAP.name, task) for name, values, task in _plan(spec, mode)]
+    return ([ExperimentPoint(name, values, SWAP.name, task) for name, values, task in _plan(spec, mode)]
+            + [ExperimentPoint(name, values, GUEST.name, task) for name, values, task in _guest_plan(spec, mode)])
 
 
 def _describe(r: Dict[str, Any]) -> str:
+    if r.get("kind") == "guest":
+        return (f"guest {r['backend']} {r['local_fraction'] * 100:.0f}%: {r['throughput_iops']:.0f} IOPS, "
+                f"{r['swap_ins']} swap-ins, {r['swap_outs']} swap-outs")
     w = r["workload"]
     p = r.get("paging", {})
     tail = f", {p['major_faults']} faults, fault p99 {p['fault_latency_ns'].get('p99', 0) / 1e3:.1f} us" if p.get("major_faults") else ""
@@ -333,8 +504,88 @@ def _write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str,
     _figures(out, by, fractions, m)
     md = out / "report.md"
     node_count = int(spec.get("nodes", {}).get("count", 2))
-    md.write_text(_report(spec, mode, by, fractions, m, common, node_count, sum(r["wall_s"] for r in rows)))
+    text = _report(spec, mode, by, fractions, m, common, node_count, sum(r["wall_s"] for r in rows))
+    guest = {n: results[n].metrics for n, _, _ in _guest_plan(spec, mode)}
+    if guest:
+        text += _guest_report(out, guest, fractions, m["guest"])
+    md.write_text(text)
     return md
+
+
+def _guest_report(out: Path, runs: Dict[str, Dict[str, Any]], fractions: List[float], gt: Dict[str, Any]) -> str:
+    """The guest-kernel section of the report, its figure and guest.csv."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def g(b: str, f: float) -> Dict[str, Any]:
+        return runs[f"guest_{b}_{int(round(f * 100))}"]
+
+    swap = sorted((f for f in fractions if f < 1.0), reverse=True)
+    loc = g("local", 1.0)
+    rows = [{"backend": r["backend"], "local_fraction": r["local_fraction"], "iops": r["throughput_iops"], "runtime_s": r["runtime_s"],
+             "clat_mean_us": r["clat_mean_ns"] / 1e3, "clat_p99_us": r["clat_p99_ns"] / 1e3, "swap_ins": r["swap_ins"],
+             "swap_outs": r["swap_outs"], "memory_limit_bytes": r["memory"].get("limit", 0),
+             "dpu_cache_hit": r["disk"]["device"].get("cache_hit_ratio", ""),
+             "compression": r["disk"]["device"].get("compression_ratio", "")} for r in runs.values()]
+    with open(out / "guest.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    xs = list(range(len(swap)))
+    for i, b in enumerate(BACKENDS):
+        ax.bar([x + (i - 1) * 0.25 for x in xs], [g(b, f)["throughput_iops"] for f in swap], width=0.25, color=COLORS[b], label=LABELS[b])
+    ax.axhline(loc["throughput_iops"], color="k", ls="--", label="all local")
+    ax.set_xticks(xs, [f"{int(f * 100)}% local" for f in swap])
+    ax.set_ylabel("guest fio IOPS (wall clock)")
+    ax.set_title("guest kernel swapping over NBD", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(out / "guest.png", dpi=120)
+    plt.close(fig)
+    L = ["## A guest kernel swapping onto each backend (the document's own set-up)", "",
+         f"`ssdlab rmml serve` exports each backend over NBD (replies at the modelled completion time, `--latency "
+         f"{gt.get('latency', 'emulated')}`) as the NVMe disk of a Linux guest under QEMU ({loc['guest']['accel']}, "
+         f"{loc['guest']['memory_bytes'] >> 20} MiB); the guest makes it its swap device and runs fio through mmap on a "
+         f"{parse_bytes(str(gt['working_set'])) >> 20} MiB tmpfs working set (which the kernel swaps like anonymous memory): "
+         f"{int(gt['ops'])} Zipfian 4 KiB reads and writes, buffers compressible as the key-value values. A cgroup v2 memory.max "
+         "holds the workload to the given share of its footprint (the file plus fio's own memory, measured in the guest first). "
+         "Figures are the guest's, in **wall-clock** time: the kernel's swap path, QEMU's NVMe emulation and NBD on loopback add "
+         "their own costs to the modelled device times, and the guest runs under "
+         f"{loc['guest']['accel'].upper()}.", "",
+         "| backend | local | IOPS | mean clat (us) | p99 clat (us) | swap-ins | swap-outs | DPU cache hit | compression |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for f in fractions:
+        for b in (["local"] if f >= 1.0 else BACKENDS):
+            r = g(b, f)
+            dev = r["disk"]["device"] if b != "local" else {}
+            L.append(f"| {LABELS[b]} | {int(f * 100)}% | {r['throughput_iops']:.0f} | {r['clat_mean_ns'] / 1e3:.1f} | "
+                     f"{r['clat_p99_ns'] / 1e3:.0f} | {r['swap_ins']} | {r['swap_outs']} | {_opt(dev.get('cache_hit_ratio'))} | "
+                     f"{_opt(dev.get('compression_ratio'))} |")
+    L += ["", "| row | document | ssdlab (guest) |", "|---|---|---|"]
+    for f in swap:
+        i = g("infiniswap", f)
+        if f in DOC["motivation"]:
+            dm = DOC["motivation"][f]
+            L.append(f"| motivation, {int(f * 100)}%: Infiniswap-like vs all local: throughput, mean, p99 | {_pct(dm['throughput'])}, "
+                     f"{_mult(dm['mean'])}, {dm['p99']}x | {_pct(_ratio(i['throughput_iops'], loc['throughput_iops']))}, "
+                     f"{_xr(i['clat_mean_ns'], loc['clat_mean_ns'])}, {i['clat_p99_ns'] / max(loc['clat_p99_ns'], 1):.1f}x |")
+        if f in DOC["throughput"]:
+            dp = g("dpuswap", f)
+            doc = f"+{DOC['throughput'][f]['infiniswap'] * 100:.0f}% / +{DOC['throughput'][f]['znswap'] * 100:.0f}%"
+            L.append(f"| throughput, {int(f * 100)}%: DPUSwap vs Infiniswap / ZNSwap | {doc} | "
+                     f"{_pct(_ratio(dp['throughput_iops'], i['throughput_iops']))} / "
+                     f"{_pct(_ratio(dp['throughput_iops'], g('znswap', f)['throughput_iops']))} |")
+            for b in ("infiniswap", "znswap"):
+                o = g(b, f)
+                _, dmn, dpp = DOC["reduction"][f][b]
+                L.append(f"| mean, p99 at {int(f * 100)}%: DPUSwap vs {LABELS[b]} | -{dmn * 100:.1f}%, -{dpp * 100:.1f}% | "
+                         f"{_pct(_ratio(dp['clat_mean_ns'], o['clat_mean_ns']))}, {_pct(_ratio(dp['clat_p99_ns'], o['clat_p99_ns']))} |")
+    L += ["", "![guest](guest.png)", "", "All guest rows: `guest.csv`; each run's guest and disk figures: `runs/guest_*/metrics.json`.", ""]
+    return "\n".join(L)
 
 
 EXPERIMENT = Experiment(
@@ -624,7 +875,7 @@ def _cmd_rmml(args) -> int:
         max_request = parse_bytes(args.max_request)
         if not 512 <= max_request <= 2**31 - 1:
             raise ValueError(f"--max-request {args.max_request}: must be 512 bytes to 2G - 1")
-        m = serve(s, parse_bytes(args.size), listen=args.listen or "127.0.0.1:10809", latency=args.latency,
+        m = serve(s, parse_bytes(args.size), listen=args.listen or "127.0.0.1:10809", latency=args.latency or "none",
                   max_connections=args.max_connections, max_request=max_request, metrics_out=args.metrics_out,
                   quiet=args.quiet)
         if not args.quiet:
@@ -632,6 +883,8 @@ def _cmd_rmml(args) -> int:
             print(f"rmml serve: {m['backend']}: {m['nbd']['requests']} requests; modelled read p99 "
                   f"{lat['read']['p99'] / 1e3:.1f} us, write p99 {lat['write']['p99'] / 1e3:.1f} us", file=sys.stderr)
         return 0
+    if args.action == "guest":
+        return _cmd_guest(args)
     if not args.spec:
         raise ValueError("ssdlab rmml run SPEC.toml [--out DIR]")
     s = read_toml(args.spec, "dpuswap spec")
@@ -647,6 +900,43 @@ def _cmd_rmml(args) -> int:
     return 0
 
 
+def _cmd_guest(args) -> int:
+    """One guest swap run with the reproduction's tables (experiments/dpuswap/experiment.toml)."""
+    from .experiments import load_spec
+
+    spec = load_spec("dpuswap")
+    common, m = _specs(spec, "quick")
+    fraction = float(args.fraction)
+    if not 0 < fraction <= 1:
+        raise ValueError(f"--fraction {args.fraction}: expected 0 < f <= 1")
+    ws = parse_bytes(args.working_set)
+    block = common["rmml"].get("block_bytes", 1 << 20)
+    g = {"backend": args.backend or "dpuswap", "local_fraction": fraction, "working_set_bytes": ws, "ops": int(args.ops),
+         "memory_bytes": parse_bytes(args.memory), "seed": spec.get("seed", 42), "latency": args.latency or "emulated",
+         "read_fraction": spec["kv"]["read_fraction"], "zipf_theta": spec["kv"]["zipf_theta"],
+         "compressibility": spec["kv"]["compressibility"],
+         "rmml": dict(common["rmml"], cache_bytes=max(1, int(ws * m["dpu_cache_fraction"]) // block) * block)}
+    if g["backend"] == "znswap":
+        g["znswap"] = common["znswap"]
+    g = _guest_resolve({"guest": g})["guest"]
+    nodes = [a.strip() for a in (args.nodes or "").split(",") if a.strip()]
+    say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
+    out = Path(args.out) if args.out else None
+    from .vm import VmError
+
+    try:
+        r = guest_run(g, nodes, out=out, log=say)
+    except (VmError, RuntimeError) as e:
+        print(f"ssdlab rmml guest: error: {e}", file=sys.stderr)
+        return 1
+    if out:
+        (out / "guest.json").write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
+    print(f"{g['backend']} at {fraction * 100:.0f}% local: {r['throughput_iops']:.0f} IOPS, clat mean {r['clat_mean_ns'] / 1e3:.1f} us, "
+          f"p99 {r['clat_p99_ns'] / 1e3:.0f} us; {r['swap_ins']} swap-ins, {r['swap_outs']} swap-outs (guest wall clock)"
+          + (f"; wrote {out / 'guest.json'}" if out else ""))
+    return 0
+
+
 def add_cli(sub) -> None:
     """Register `ssdlab rmml` on the CLI's subparsers."""
     import argparse
@@ -658,19 +948,25 @@ def add_cli(sub) -> None:
                               "run: one run of a spec file (TOML: backend, local_fraction, [workload.kv|sort|fio], [rmml], ...)\n"
                               "serve: the backend of a spec file (or --backend) as an NBD disk until Ctrl-C/SIGTERM:\n"
                               "    ssdlab rmml serve --size 256M &  qemu-io -f raw -c 'write -P 7 0 1M' nbd://127.0.0.1:10809/dpuswap\n"
+                              "guest: a Linux guest (ssdlab vm) swapping onto the backend under a memory limit of --fraction\n"
                               "docs: docs/case-studies/dpuswap.md",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    r.add_argument("action", choices=["node", "run", "serve"])
+    r.add_argument("action", choices=["node", "run", "serve", "guest"])
     r.add_argument("spec", nargs="?", help="run: spec file; serve: spec file for the backend and its tables (optional)")
     r.add_argument("--listen", help="node: HOST:PORT (port 0: a free one; default 127.0.0.1:0); "
                                     "serve: the NBD address, loopback (default 127.0.0.1:10809)")
     r.add_argument("--capacity", default="1G", help="node: memory to lend, e.g. 512M, 4G (default %(default)s)")
-    r.add_argument("--out", help="run: directory for summary.json")
-    r.add_argument("--backend", choices=BACKENDS, help="serve: the backend (overrides the spec's; default dpuswap)")
+    r.add_argument("--out", help="run: directory for summary.json; guest: for guest.json and the guest's logs")
+    r.add_argument("--backend", choices=BACKENDS, help="serve, guest: the backend (overrides the spec's; default dpuswap)")
+    r.add_argument("--fraction", default="0.5", help="guest: local memory as a share of the workload's footprint (default %(default)s)")
+    r.add_argument("--working-set", default="32M", help="guest: the working set (default %(default)s)")
+    r.add_argument("--ops", default=10000, type=int_in(1, 10**9), help="guest: fio operations (default %(default)s)")
+    r.add_argument("--memory", default="512M", help="guest: the guest's RAM (default %(default)s)")
     r.add_argument("--size", default="256M", help="serve: the disk's size, e.g. 1G (rounded up to the backend's unit; default %(default)s)")
-    r.add_argument("--nodes", help="serve: remote memory nodes HOST:PORT,HOST:PORT (default: the spec's, else two in-process ones)")
-    r.add_argument("--latency", choices=["none", "emulated"], default="none",
-                   help="serve: none: reply when done; emulated: reply at the modelled completion time")
+    r.add_argument("--nodes", help="serve, guest: remote memory nodes HOST:PORT,HOST:PORT (default: the spec's, else two in-process ones)")
+    r.add_argument("--latency", choices=["none", "emulated"],
+                   help="serve (default none), guest (default emulated): none: reply when done; emulated: reply at the "
+                        "modelled completion time")
     r.add_argument("--max-connections", type=int_in(1, 65536), default=16, help="serve: clients at once (default %(default)s)")
     r.add_argument("--max-request", default="32M", help="serve: largest read/write payload (default %(default)s)")
     r.add_argument("--metrics-out", help="serve: directory for metrics.json at exit and on SIGUSR1")

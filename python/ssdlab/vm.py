@@ -378,88 +378,29 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
     if not work_file.is_file():
         raise FileNotFoundError(f"{'--run' if script is not None else '--fio'} {work_file}: no such file")
     mode = "script" if script is not None else "fio"
-    payload = work_file.read_bytes()
     cfg = resolve_config(config=config)
     if cfg.get("personality", "conventional") != "conventional":
         raise ValueError(f"{config}: `ssdlab vm` serves conventional and FDP devices (the personality is {cfg['personality']!r})")
-    qemu = _qemu()
-    kernel, initramfs = _guest_files()
-    accel_used, accel_why = choose_accel(accel, log=lambda s: _say(log, s))
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("metrics.json", "timeseries.csv", "fio.json", "output.txt", "report.md", "vm.json"):
-        (out / stale).unlink(missing_ok=True)
-    guest_out = out / "guest"
-    if guest_out.exists():
-        shutil.rmtree(guest_out)
     cfg_path = out / "device.toml"
     cfg_path.write_text(config_toml(cfg))
-    (out / f"workload{'.sh' if mode == 'script' else '.fio'}").write_bytes(payload)
-    port = _free_port()
-    addr = f"127.0.0.1:{port}"
-    serve_cmd = [sys.executable, "-m", "ssdlab.cli", "serve", str(cfg_path), "--listen", addr, "--metrics-out", str(out),
-                 *serve_args]
-    if image is not None:
-        serve_cmd += ["--image", str(Path(image).resolve())]
-    console, server_log, qemu_log = out / "console.log", out / "server.log", out / "qemu.log"
-    info: Dict[str, Any] = {"config": str(config) if not isinstance(config, Mapping) else "(dict)", "image": str(image) if image else None,
-                            "workload": str(work_file), "mode": mode, "disk": disk, "memory_bytes": memory_bytes,
-                            "cpus": cpus, "accel": accel_used, "accel_why": accel_why, "address": addr}
-    server = qemu_proc = None
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=".vm-", dir=out) as tmp, \
-            open(server_log, "wb") as slog, open(qemu_log, "wb") as qlog:
-        results = Path(tmp) / "results"
-        try:
-            _say(log, f"starting ssdlab serve on {addr}" + (f" (image {image})" if image else " (contents in memory)"))
-            server = subprocess.Popen(serve_cmd, stdout=slog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            _wait_server(server, addr, server_log)
-            info["server_ready_s"] = round(time.monotonic() - started, 3)
-            block_bytes = min(max(cfg["geometry"]["sector_bytes"], 512), 4096)
-            initrd = Path(tmp) / "initrd"
-            _write_initrd(initramfs, _job_archive(mode, disk, payload), initrd)
-            args = _qemu_args(qemu, accel_used, kernel, initrd, memory_bytes, cpus, console, results,
-                              f"nbd://{addr}/{EXPORT}", disk, block_bytes)
-            info["qemu_command"] = args
-            _say(log, f"booting the guest ({accel_used}: {accel_why}; {disk} disk, {memory_bytes >> 20} MiB, {cpus} CPUs)")
-            t_qemu = time.monotonic()
-            qemu_proc = subprocess.Popen(args, stdout=qlog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            state = {"server": server, "qemu": qemu_proc, "address": addr, "out": out, "console": console}
-            _watch(state, info, log, console, qemu_log, t_qemu, boot_timeout_s, timeout_s, on_workload)
-            qemu_code, qemu_rss = qemu_proc.returncode, info.pop("_qemu_rss", 0)
-            info["qemu_exit"] = qemu_code
-            info["qemu_peak_rss_bytes"] = qemu_rss
-        except BaseException:
-            _stop(qemu_proc, signal.SIGKILL)
-            code, _ = _stop(server, signal.SIGTERM)
-            raise
-        code, server_rss = _stop(server, signal.SIGTERM, timeout_s=120)
-        info["server_exit"] = code
-        info["server_peak_rss_bytes"] = server_rss
-        status, files, end_line = _results(results)
-    if code != 0:
-        raise VmError(f"ssdlab serve ended with {_exit_text(code)} after the guest powered off; its log ({server_log}):\n"
-                      f"{_tail(server_log)}")
-    if status is None:
-        raise VmError(f"the guest powered off without sending its results (QEMU {_exit_text(info['qemu_exit'])}); "
-                      + _guest_logs(console, qemu_log))
-    info["status"] = status
-    info["wall_s"] = round(time.monotonic() - started, 3)
-    output = files.pop("output.txt", b"").decode(errors="replace")
-    (out / "output.txt").write_text(output)
-    fio_json = None
-    if "fio.json" in files:
-        raw = files.pop("fio.json").decode(errors="replace")
-        fio_json = _parse_fio(raw)
-        (out / "fio.json").write_text(json.dumps(fio_json, indent=2) + "\n" if fio_json else raw)
-    if files:
-        guest_out.mkdir()
-        for name, data in files.items():
-            (guest_out / name).write_bytes(data)
+
+    def serve_cmd(addr: str) -> List[str]:
+        cmd = [sys.executable, "-m", "ssdlab.cli", "serve", str(cfg_path), "--listen", addr, "--metrics-out", str(out),
+               *serve_args]
+        return cmd + (["--image", str(Path(image).resolve())] if image is not None else [])
+
+    block_bytes = min(max(cfg["geometry"]["sector_bytes"], 512), 4096)
+    info, status, files = boot(serve_cmd, EXPORT, block_bytes, mode, work_file, memory=memory_bytes, cpus=cpus, disk=disk,
+                               out=out, accel=accel, boot_timeout_s=boot_timeout_s, timeout_s=timeout_s, log=log,
+                               on_workload=on_workload, info={"config": str(config) if not isinstance(config, Mapping) else "(dict)",
+                                                              "image": str(image) if image else None},
+                               server_what=f"ssdlab serve{f' (image {image})' if image else ' (contents in memory)'}")
+    output, fio_json = _save_results(out, files)
     metrics_path = out / "metrics.json"
     if not metrics_path.exists():
-        raise VmError(f"ssdlab serve wrote no metrics.json into {out}; its log:\n{_tail(server_log)}")
+        raise VmError(f"ssdlab serve wrote no metrics.json into {out}; its log:\n{_tail(out / 'server.log')}")
     metrics = json.loads(metrics_path.read_text())
     series = (out / "timeseries.csv").read_text() if (out / "timeseries.csv").exists() else "host_write_bytes\n0\n"
     (out / "vm.json").write_text(json.dumps(info, indent=2) + "\n")
@@ -472,6 +413,88 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
         raise VmError(f"the guest workload exited with status {status}; its output is in {out / 'output.txt'}:\n"
                       f"{_tail(out / 'output.txt', 10)}")
     return rep
+
+
+def boot(serve_cmd: Callable[[str], List[str]], export: str, block_bytes: int, mode: str, work_file: Path, *,
+         memory: int, cpus: int, disk: str, out: Path, accel: str = "auto", boot_timeout_s: float = 60.0,
+         timeout_s: float = 3600.0, log: Callable[[str], None] = print, on_workload=None,
+         info: Optional[Dict[str, Any]] = None, server_what: str = "ssdlab serve") -> Tuple[Dict[str, Any], int, Dict[str, bytes]]:
+    """Start an NBD server (``serve_cmd(HOST:PORT)``, which must log "listening on" and write its
+    metrics into ``out`` at exit), boot the guest with export ``export`` of it as its disk, run the
+    workload (``mode`` "script" or "fio", from ``work_file``), power off and stop the server.
+    Returns (what happened: times, accelerator, exits; the workload's exit status; the files it
+    left in $SSDLAB_OUT). Any run of a guest on an ssdlab NBD server goes through here."""
+    payload = work_file.read_bytes()
+    qemu = _qemu()
+    kernel, initramfs = _guest_files()
+    accel_used, accel_why = choose_accel(accel, log=lambda s: _say(log, s))
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("metrics.json", "timeseries.csv", "fio.json", "output.txt", "report.md", "vm.json"):
+        (out / stale).unlink(missing_ok=True)
+    if (out / "guest").exists():
+        shutil.rmtree(out / "guest")
+    (out / f"workload{'.sh' if mode == 'script' else '.fio'}").write_bytes(payload)
+    port = _free_port()
+    addr = f"127.0.0.1:{port}"
+    console, server_log, qemu_log = out / "console.log", out / "server.log", out / "qemu.log"
+    info = dict(info or {}, workload=str(work_file), mode=mode, disk=disk, memory_bytes=memory, cpus=cpus, accel=accel_used,
+                accel_why=accel_why, address=addr, export=export)
+    server = qemu_proc = None
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=".vm-", dir=out) as tmp, \
+            open(server_log, "wb") as slog, open(qemu_log, "wb") as qlog:
+        results = Path(tmp) / "results"
+        try:
+            _say(log, f"starting {server_what} on {addr}")
+            server = subprocess.Popen(serve_cmd(addr), stdout=slog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            _wait_server(server, addr, server_log)
+            info["server_ready_s"] = round(time.monotonic() - started, 3)
+            initrd = Path(tmp) / "initrd"
+            _write_initrd(initramfs, _job_archive(mode, disk, payload), initrd)
+            args = _qemu_args(qemu, accel_used, kernel, initrd, memory, cpus, console, results,
+                              f"nbd://{addr}/{export}", disk, block_bytes)
+            info["qemu_command"] = args
+            _say(log, f"booting the guest ({accel_used}: {accel_why}; {disk} disk, {memory >> 20} MiB, {cpus} CPUs)")
+            t_qemu = time.monotonic()
+            qemu_proc = subprocess.Popen(args, stdout=qlog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            state = {"server": server, "qemu": qemu_proc, "address": addr, "out": out, "console": console}
+            _watch(state, info, log, console, qemu_log, t_qemu, boot_timeout_s, timeout_s, on_workload)
+            info["qemu_exit"] = qemu_proc.returncode
+            info["qemu_peak_rss_bytes"] = info.pop("_qemu_rss", 0)
+        except BaseException:
+            _stop(qemu_proc, signal.SIGKILL)
+            _stop(server, signal.SIGTERM)
+            raise
+        code, server_rss = _stop(server, signal.SIGTERM, timeout_s=120)
+        info["server_exit"] = code
+        info["server_peak_rss_bytes"] = server_rss
+        status, files, _ = _results(results)
+    if code != 0:
+        raise VmError(f"{server_what.split(' (')[0]} ended with {_exit_text(code)} after the guest powered off; its log "
+                      f"({server_log}):\n{_tail(server_log)}")
+    if status is None:
+        raise VmError(f"the guest powered off without sending its results (QEMU {_exit_text(info['qemu_exit'])}); "
+                      + _guest_logs(console, qemu_log))
+    info["status"] = status
+    info["wall_s"] = round(time.monotonic() - started, 3)
+    return info, status, files
+
+
+def _save_results(out: Path, files: Dict[str, bytes]) -> Tuple[str, Optional[Dict[str, Any]]]:
+    """Write the guest's files into ``out``: output.txt, fio.json (parsed), the rest into
+    ``out/guest/``. Returns (the workload's output, fio's JSON or None)."""
+    output = files.pop("output.txt", b"").decode(errors="replace")
+    (out / "output.txt").write_text(output)
+    fio_json = None
+    if "fio.json" in files:
+        raw = files.pop("fio.json").decode(errors="replace")
+        fio_json = _parse_fio(raw)
+        (out / "fio.json").write_text(json.dumps(fio_json, indent=2) + "\n" if fio_json else raw)
+    if files:
+        (out / "guest").mkdir(exist_ok=True)
+        for name, data in files.items():
+            (out / "guest" / name).write_bytes(data)
+    return output, fio_json
 
 
 def _default_job() -> Path:
@@ -547,7 +570,7 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
                               + _guest_logs(console, qemu_log))
             if server.poll() is not None and server_dead_at is None:
                 server_dead_at = now
-                _say(log, f"ssdlab serve died ({_exit_text(server.returncode)}); stopping the guest")
+                _say(log, f"{info.get('server_name', 'ssdlab serve')} died ({_exit_text(server.returncode)}); stopping the guest")
             if server_dead_at is not None and now - server_dead_at > GRACE_AFTER_SERVER_DEATH_S:
                 _stop(qemu_proc, signal.SIGKILL)
                 break
@@ -566,7 +589,8 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
         info["workload_s"] = None
     if server_dead_at is not None:
         image = info.get("image")
-        raise VmError(f"ssdlab serve (the emulated SSD) died during the guest run ({_exit_text(server.returncode)}); the guest "
+        raise VmError(f"{info.get('server_name', 'ssdlab serve (the emulated SSD)')} died during the guest run "
+                      f"({_exit_text(server.returncode)}); the guest "
                       f"was stopped; "
                       + (f"Everything the server acknowledged is in {image} and its journal: `ssdlab serve CONFIG --image {image}` "
                          "recovers it; " if image else "its contents were in memory and are gone; ")
@@ -583,6 +607,8 @@ def _live(addr: str) -> str:
         m = stats(addr)
     except Exception:  # the progress line is best effort; the run's checks come later
         return ""
+    if "dlwa" not in m:  # another disk than the emulated SSD (`ssdlab rmml serve`)
+        return f"; disk: {m.get('nbd', {}).get('requests', 0)} requests"
     return f"; device: host writes {m['host_write_bytes'] / 2**20:.0f} MiB, DLWA {m['dlwa']:.3f}, GC events {m['gc_events']}"
 
 
