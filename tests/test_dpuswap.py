@@ -203,6 +203,8 @@ def test_rmml_serve_is_a_disk_for_qemu_io_and_nbdcopy(tmp_path):
             got = back.read_bytes()
             assert hashlib.sha256(got[:16777000]).digest() == hashlib.sha256(data[:16777000]).digest()
             assert len(got) == 32 * MiB
+            live = subprocess.run([str(BIN / "ssdlab"), "stats", uri.split("/")[2]], capture_output=True, text=True, timeout=60)
+            assert live.returncode == 0 and live.stdout.startswith("dpuswap: requests") and "read p99" in live.stdout, live
         finally:
             assert srv.stop() == 0, srv.log.read_text()
     m = json.loads((out / "metrics.json").read_text())

@@ -97,6 +97,12 @@ def cmd_stats(args) -> int:
     if args.json or not args.out:
         if args.json:
             sys.stdout.write(text)
+        elif "dlwa" not in m:  # another disk than the emulated SSD (`ssdlab rmml serve`)
+            lat = m.get("latency_ns", {})
+            d = m.get("device", {})
+            print(f"{m.get('backend', 'disk')}: requests {m['nbd']['requests']}  connections {m['nbd']['connections_active']} open  "
+                  + "  ".join(f"{k} p99 {v['p99'] / 1e3:.1f} us" for k, v in lat.items() if v.get("count"))
+                  + (f"  DPU cache hit {d['cache_hit_ratio']:.3f}" if isinstance(d.get("cache_hit_ratio"), float) else ""))
         else:
             w = m["latency_ns"]["write"]
             print(f"DLWA {m['dlwa']:.4f}  host writes {m['host_write_bytes'] / 2**30:.3f} GiB  "
