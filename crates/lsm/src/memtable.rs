@@ -1,9 +1,13 @@
 //! The memtable: every version written since the last flush, by user key, newest first.
 //! Versions shadowed within the memtable are kept until the flush, which decides (with the
 //! live snapshots) which of them reach L0.
+//!
+//! Keys live in a hash map, not an ordered tree: puts and gets, the hot path, cost one hash
+//! instead of a tree descent of key comparisons (long shared prefixes such as
+//! "key:000000012345" make each comparison a memcmp). Order is needed only by the flush, which
+//! sorts the keys once, and by range scans, which sort the keys at or after their start.
 
-use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::collections::HashMap;
 
 use crate::format::{entry_len, Kind};
 
@@ -14,9 +18,11 @@ pub struct Version {
     pub value: Vec<u8>,
 }
 
+type Map = HashMap<Box<[u8]>, Vec<Version>, foldhash::fast::RandomState>;
+
 #[derive(Debug, Default)]
 pub struct Memtable {
-    map: BTreeMap<Vec<u8>, Vec<Version>>,
+    map: Map,
     /// Encoded bytes of every version held (what the flush would write before dropping).
     bytes: u64,
     entries: u64,
@@ -48,7 +54,7 @@ impl Memtable {
                 versions.insert(0, v);
             }
             None => {
-                self.map.insert(key.to_vec(), vec![v]);
+                self.map.insert(key.into(), vec![v]);
             }
         }
     }
@@ -64,27 +70,39 @@ impl Memtable {
     }
 
     /// Every (key, versions newest first), in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Vec<u8>, &Vec<Version>)> {
-        self.map.iter()
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Vec<Version>)> {
+        sorted(self.map.iter().map(|(k, v)| (&**k, v)).collect())
     }
 
     /// Keys from `start` (inclusive) in order.
-    pub fn range_from<'a>(&'a self, start: &[u8]) -> impl Iterator<Item = (&'a Vec<u8>, &'a Vec<Version>)> + 'a {
-        self.map.range::<[u8], _>((Bound::Included(start), Bound::Unbounded))
+    pub fn range_from<'a>(&'a self, start: &[u8]) -> impl Iterator<Item = (&'a [u8], &'a Vec<Version>)> + 'a {
+        sorted(self.map.iter().filter(|(k, _)| &***k >= start).map(|(k, v)| (&**k, v)).collect())
+    }
+
+    /// The first key after `key` held, if any (a scan's next step).
+    pub fn next_after(&self, key: &[u8]) -> Option<&[u8]> {
+        self.map.keys().map(|k| &**k).filter(|k| *k > key).min()
     }
 
     /// Smallest and largest key held.
     pub fn key_range(&self) -> Option<(&[u8], &[u8])> {
-        Some((self.map.first_key_value()?.0, self.map.last_key_value()?.0))
+        Some((self.map.keys().min()?, self.map.keys().max()?)).map(|(a, b)| (&**a, &**b))
     }
 
-    /// Empty the memtable (after its flush), returning what it held.
-    pub fn take(&mut self) -> BTreeMap<Vec<u8>, Vec<Version>> {
+    /// Empty the memtable (after its flush), returning what it held in key order.
+    pub fn take(&mut self) -> Vec<(Box<[u8]>, Vec<Version>)> {
         self.bytes = 0;
         self.entries = 0;
         self.tombstones = 0;
-        std::mem::take(&mut self.map)
+        let mut v: Vec<(Box<[u8]>, Vec<Version>)> = std::mem::take(&mut self.map).into_iter().collect();
+        v.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        v
     }
+}
+
+fn sorted<'a>(mut v: Vec<(&'a [u8], &'a Vec<Version>)>) -> std::vec::IntoIter<(&'a [u8], &'a Vec<Version>)> {
+    v.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    v.into_iter()
 }
 
 #[cfg(test)]
@@ -103,5 +121,15 @@ mod tests {
         assert!(m.get(b"k", 0).is_none());
         assert_eq!(m.entries(), 3);
         assert_eq!(m.range_from(b"j").count(), 1);
+        m.insert(b"a", 10, Kind::Put, vec![]);
+        m.insert(b"z", 11, Kind::Put, vec![]);
+        let keys: Vec<&[u8]> = m.iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, [&b"a"[..], b"k", b"z"]);
+        assert_eq!(m.range_from(b"b").map(|(k, _)| k).collect::<Vec<_>>(), [&b"k"[..], b"z"]);
+        assert_eq!(m.next_after(b"k"), Some(&b"z"[..]));
+        assert_eq!(m.key_range(), Some((&b"a"[..], &b"z"[..])));
+        let taken: Vec<Box<[u8]>> = m.take().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(taken, [b"a".to_vec().into_boxed_slice(), b"k".to_vec().into(), b"z".to_vec().into()]);
+        assert!(m.is_empty());
     }
 }

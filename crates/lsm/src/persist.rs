@@ -23,9 +23,13 @@ use crate::format::Kind;
 use crate::sst::FileId;
 use crate::zonefs::ZoneFs;
 
-/// What an audit looks for: the value's head and tail (or the whole value when short).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fingerprint(Box<[u8]>);
+/// What an audit looks for: the value's head and tail (or the whole value when short), held
+/// inline (every put makes one; no allocation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint {
+    len: u8,
+    bytes: [u8; 2 * FP_PART],
+}
 
 const FP_PART: usize = 16;
 /// Fingerprints kept per key (the newest versions; older overwritten versions still count as
@@ -34,21 +38,22 @@ const FP_PER_KEY: usize = 4;
 
 impl Fingerprint {
     pub fn of(value: &[u8]) -> Fingerprint {
+        let mut bytes = [0u8; 2 * FP_PART];
         if value.len() < 2 * FP_PART {
-            Fingerprint(value.into())
+            bytes[..value.len()].copy_from_slice(value);
+            Fingerprint { len: value.len() as u8, bytes }
         } else {
-            let mut b = Vec::with_capacity(2 * FP_PART);
-            b.extend_from_slice(&value[..FP_PART]);
-            b.extend_from_slice(&value[value.len() - FP_PART..]);
-            Fingerprint(b.into())
+            bytes[..FP_PART].copy_from_slice(&value[..FP_PART]);
+            bytes[FP_PART..].copy_from_slice(&value[value.len() - FP_PART..]);
+            Fingerprint { len: (2 * FP_PART) as u8, bytes }
         }
     }
     /// The byte strings to search for.
     fn patterns(&self) -> Vec<&[u8]> {
-        if self.0.len() < 2 * FP_PART {
-            vec![&self.0[..]]
+        if (self.len as usize) < 2 * FP_PART {
+            vec![&self.bytes[..self.len as usize]]
         } else {
-            vec![&self.0[..FP_PART], &self.0[FP_PART..]]
+            vec![&self.bytes[..FP_PART], &self.bytes[FP_PART..]]
         }
     }
 }
@@ -79,17 +84,27 @@ pub struct DeleteRecord {
     pub erase_ns: Option<u64>,
 }
 
+/// Maps keyed by user keys, on every put's path.
+type KeyMap<V> = HashMap<Vec<u8>, V, foldhash::fast::RandomState>;
+
+#[derive(Default)]
+struct KeyInfo {
+    fps: Vec<Fingerprint>,
+    wals: Vec<FileId>,
+}
+
 #[derive(Default)]
 pub struct Tracker {
-    pending: HashMap<Vec<u8>, Vec<Pending>>,
+    pending: KeyMap<Vec<Pending>>,
     /// File -> (key, delete seq) it holds an older version for.
     holders: HashMap<FileId, Vec<(Vec<u8>, u64)>>,
     /// File -> tombstones of pending deletes it holds.
     tombs: HashMap<FileId, Vec<(Vec<u8>, u64)>>,
-    /// WAL files not yet erased -> the keys they have records of.
-    wal_keys: HashMap<FileId, HashSet<Vec<u8>>>,
-    /// Fingerprints of each key's versions written since its last delete.
-    fps: HashMap<Vec<u8>, Vec<Fingerprint>>,
+    /// Per key: its versions' fingerprints since its last delete, and the WAL files that got
+    /// its records (erased ones are dropped lazily: see `live_wals`).
+    keys: KeyMap<KeyInfo>,
+    /// WAL files with records that are not yet erased.
+    live_wals: HashSet<FileId>,
     /// Deletes persisted at erase level: (key, record, values) kept for the audit.
     finished: Vec<(Vec<u8>, DeleteRecord, Vec<Fingerprint>)>,
     pub deletes: u64,
@@ -108,17 +123,41 @@ impl Tracker {
     }
 
     pub fn on_put(&mut self, key: &[u8], value: &[u8], wal: FileId) {
-        self.wal_keys.entry(wal).or_default().insert(key.to_vec());
-        let v = self.fps.entry(key.to_vec()).or_default();
-        if v.len() == FP_PER_KEY {
-            v.remove(0);
+        let fp = Fingerprint::of(value);
+        // One lookup; an overwritten key (the common case) allocates nothing.
+        let k = match self.keys.get_mut(key) {
+            Some(k) => k,
+            None => self.keys.entry(key.to_vec()).or_default(),
+        };
+        if k.fps.len() == FP_PER_KEY {
+            k.fps.remove(0);
         }
-        v.push(Fingerprint::of(value));
+        k.fps.push(fp);
+        if k.wals.last() != Some(&wal) {
+            let live = &self.live_wals;
+            k.wals.retain(|w| live.contains(w));
+            k.wals.push(wal);
+            self.live_wals.insert(wal);
+        }
+    }
+
+    /// The fingerprints of `key`'s versions since its last delete (a new delete takes them); the
+    /// key is forgotten when no live WAL holds it either.
+    fn take_fingerprints(&mut self, key: &[u8]) -> Vec<Fingerprint> {
+        let Some(k) = self.keys.get_mut(key) else { return vec![] };
+        let fps = std::mem::take(&mut k.fps);
+        let live = &self.live_wals;
+        k.wals.retain(|w| live.contains(w));
+        if k.wals.is_empty() {
+            self.keys.remove(key);
+        }
+        fps
     }
 
     /// WAL files the tracker knows hold a record of `key`.
     pub fn wal_holders(&self, key: &[u8]) -> Vec<FileId> {
-        let mut v: Vec<FileId> = self.wal_keys.iter().filter(|(_, s)| s.contains(key)).map(|(&id, _)| id).collect();
+        let mut v: Vec<FileId> =
+            self.keys.get(key).map(|k| k.wals.iter().copied().filter(|w| self.live_wals.contains(w)).collect()).unwrap_or_default();
         v.sort_unstable();
         v
     }
@@ -135,7 +174,7 @@ impl Tracker {
             tomb_done: false,
             superseded: false,
             lsm_ns: None,
-            values: self.fps.remove(key).unwrap_or_default(),
+            values: self.take_fingerprints(key),
         };
         for &(f, alive) in holders {
             p.live += alive as u32;
@@ -207,7 +246,7 @@ impl Tracker {
 
     /// Every zone `file` wrote to has been reset since its deletion.
     pub fn on_file_erased(&mut self, file: FileId, now: u64) {
-        self.wal_keys.remove(&file);
+        self.live_wals.remove(&file);
         for (key, seq) in self.holders.remove(&file).unwrap_or_default() {
             if let Some(p) = self.pending.get_mut(&key).and_then(|ps| ps.iter_mut().find(|p| p.seq == seq)) {
                 assert!(p.unerased > 0, "a delete's unerased holder count went below zero");

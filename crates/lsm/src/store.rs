@@ -267,14 +267,18 @@ impl Store {
             return Ok(Lookup { value, done_ns: t });
         }
         for i in 0..self.levels.len() {
-            let cands: Vec<Arc<Table>> = if i == 0 {
-                self.levels[0].clone()
+            // L0 tables newest first, all of them; deeper levels the one table whose range
+            // holds the key. One Arc clone per table searched, no list built.
+            let (mut k, end) = if i == 0 {
+                (0, self.levels[0].len())
             } else {
                 let l = &self.levels[i];
                 let j = l.partition_point(|x| x.largest.as_slice() < key);
-                l.get(j).filter(|x| x.smallest.as_slice() <= key).cloned().into_iter().collect()
+                (j, if l.get(j).is_some_and(|x| x.smallest.as_slice() <= key) { j + 1 } else { j })
             };
-            for table in cands {
+            while k < end {
+                let table = self.levels[i][k].clone();
+                k += 1;
                 if let Some((kind, v)) = self.search_table(&table, key, at, &mut t)? {
                     let value = (kind == Kind::Put).then_some(v);
                     self.stats.get_hits += value.is_some() as u64;
@@ -350,7 +354,7 @@ impl Store {
             c.seek(&mut self.fs, &mut self.stats, start, &mut t)?;
         }
         let mut out = vec![];
-        let mut mem_key: Option<Vec<u8>> = self.mem.range_from(start).next().map(|(k, _)| k.clone());
+        let mut mem_key: Option<Vec<u8>> = self.mem.range_from(start).next().map(|(k, _)| k.to_vec());
         while out.len() < limit {
             // The smallest current key among the memtable and the cursors.
             let mut k: Option<Vec<u8>> = mem_key.clone();
@@ -371,7 +375,7 @@ impl Store {
                 if let Some(v) = self.mem.get(&k, at) {
                     best = Some((v.seq, v.kind, v.value.clone()));
                 }
-                mem_key = self.mem.range_from(&k).nth(1).map(|(k, _)| k.clone());
+                mem_key = self.mem.next_after(&k).map(|k| k.to_vec());
             }
             for c in cursors.iter_mut() {
                 while let Some((ck, seq, kind, v)) = c.entry() {
@@ -483,7 +487,7 @@ impl Store {
                     continue;
                 }
                 if self.tracker.as_ref().is_some_and(|tr| tr.watches(key)) {
-                    tracked.push((key.clone(), v.seq, v.kind));
+                    tracked.push((key.to_vec(), v.seq, v.kind));
                 }
                 self.stats.tombstones_written += (v.kind == Kind::Delete) as u64;
                 b.add(key, v.seq, v.kind, &v.value);

@@ -249,7 +249,7 @@ impl<'a> Ctx<'a> {
 
     /// The value stored at `key`, of any type (counted as a keyspace hit or miss).
     fn load(&mut self, key: &[u8]) -> Result<Option<Value>, String> {
-        let v = self.store.get(key).map_err(err)?.map(|b| Value::decode(&b)).transpose()?;
+        let v = self.store.get(key).map_err(err)?.map(Value::decode_owned).transpose()?;
         if v.is_some() {
             self.counters.keyspace_hits += 1;
         } else {
@@ -358,6 +358,15 @@ impl Value {
                 b
             }
         }
+    }
+
+    /// Decode a stored value, reusing its buffer for a string (the common case: no copy).
+    fn decode_owned(mut b: Vec<u8>) -> Result<Value, String> {
+        if b.first() == Some(&0) {
+            b.remove(0);
+            return Ok(Value::Str(b));
+        }
+        Value::decode(&b)
     }
 
     fn decode(b: &[u8]) -> Result<Value, String> {
