@@ -126,6 +126,9 @@ CASES = {
     + mb("GET", "z") + mb("HGET", "z", "f") + mb("ZADD", "s2", "1", "x") + mb("ZREM", "s2", "x") + mb("EXISTS", "s2")
     + mb("SET", "str", "v") + mb("ZADD", "str", "1", "m") + mb("ZRANGEBYSCORE", "str", "0", "1") + mb("ZCARD", "missing")
     + mb("ZRANGEBYSCORE", "missing", "0", "1") + mb("ZADD", "z", "1e3", "big", "-2.5e-7", "tiny") + mb("ZRANGEBYSCORE", "z", "-1", "+inf", "WITHSCORES"),
+    # SCAN's errors (its order differs from Redis's hash order: the walks are compared as sets below).
+    "scan-errors": mb("SCAN") + mb("SCAN", "x") + mb("SCAN", "0", "COUNT", "0") + mb("SCAN", "0", "COUNT", "x")
+    + mb("SCAN", "0", "MATCH") + mb("SCAN", "0", "BOGUS", "1") + mb("SET", "only", "1") + mb("SCAN", "0", "COUNT", "100"),
     "inline": b"SET il 'it''s'\r\nSET il \"q\"\r\nGET il\r\nset  spaced   value \r\nget spaced\r\n",
     "large-value": mb("SET", "big", "x" * (1 << 20)) + mb("GET", "big") + mb("STRLEN", "big"),
     "pipelined": b"".join(mb("SET", f"p{i}", f"v{i}") for i in range(200)) + b"".join(mb("GET", f"p{i}") for i in range(0, 200, 7)),
@@ -169,6 +172,32 @@ def test_random_command_streams_match_redis_server(pair):
         data = b"".join(reqs)
         assert exchange(ours.port, data) == exchange(ref.port, data)
     assert exchange(ours.port, mb("DBSIZE")) == exchange(ref.port, mb("DBSIZE"))
+
+
+def test_scan_walks_the_same_keys_as_redis_server(pair):
+    """redis-py's scan_iter (cursor after cursor) over strings, hashes and sorted sets finds the
+    same keys on both servers, for MATCH patterns, TYPE filters and small COUNTs; each key once."""
+    import redis
+
+    ours, ref = pair
+    clients = [redis.Redis(port=srv.port) for srv in (ours, ref)]
+    for c in clients:
+        p = c.pipeline(transaction=False)
+        for i in range(600):
+            p.set(f"user:{i:04d}", i)
+        for i in range(40):
+            p.hset(f"h:{i}", "f", i)
+            p.zadd(f"z[{i}]", {"m": i})
+        p.set(b"bin\x00key", b"x")
+        p.execute()
+    for kw in ({}, {"match": "user:01*"}, {"match": "user:0?5?"}, {"match": "z\\[1*"}, {"match": "h:[1-2]"},
+               {"match": "*[^0-9]"}, {"count": 3, "match": "h:*"}, {"_type": "hash"}, {"_type": "zset", "count": 7},
+               {"match": "nothing*"}):
+        ours_keys = list(clients[0].scan_iter(**kw))
+        assert len(ours_keys) == len(set(ours_keys)), f"{kw}: a key came twice"
+        assert set(ours_keys) == set(clients[1].scan_iter(**kw)), kw
+    for c in clients:
+        c.close()
 
 
 def test_redis_clients_drive_it_and_shutdown_writes_the_figures(tmp_path):

@@ -35,15 +35,21 @@ impl KvBackend {
     fn keys(&mut self) -> Result<Vec<Vec<u8>>, String> {
         let mut keys: Vec<Vec<u8>> = vec![];
         loop {
-            // The smallest key after the last one seen: the last with a zero byte appended.
-            let start = keys.last().map(|k| [k.as_slice(), &[0]].concat()).unwrap_or_else(|| vec![0]);
-            let (pairs, _) = self.store.scan(&start, None, SCAN_BATCH).map_err(msg)?;
-            let n = pairs.len();
-            keys.extend(pairs.into_iter().map(|(k, _)| k));
+            let batch = self.keys_from(keys.last().map(|k| k.as_slice()), SCAN_BATCH)?;
+            let n = batch.len();
+            keys.extend(batch);
             if n < SCAN_BATCH {
                 return Ok(keys);
             }
         }
+    }
+
+    /// Up to `limit` live keys after `after` (from the first with None), in order.
+    fn keys_from(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, String> {
+        // The smallest key after `after`: `after` with a zero byte appended.
+        let start = after.map(|k| [k, &[0]].concat()).unwrap_or_else(|| vec![0]);
+        let (pairs, _) = self.store.scan(&start, None, limit).map_err(msg)?;
+        Ok(pairs.into_iter().map(|(k, _)| k).collect())
     }
 }
 
@@ -69,6 +75,9 @@ impl Backend for KvBackend {
     }
     fn key_count(&mut self) -> Result<u64, String> {
         Ok(self.keys()?.len() as u64)
+    }
+    fn keys_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, String> {
+        self.keys_from(after, limit)
     }
     fn clear(&mut self) -> Result<(), String> {
         for k in self.keys()? {

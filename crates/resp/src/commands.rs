@@ -50,7 +50,38 @@ pub struct Ctx<'a> {
     pub out: &'a mut Vec<u8>,
     /// INFO's `# Server` and `# Clients` lines, filled by the server.
     pub info: &'a dyn Fn() -> String,
+    /// SCAN's cursors, shared by the connections (a cursor works on any of them, as in Redis).
+    pub cursors: &'a mut Cursors,
     close: bool,
+}
+
+/// SCAN cursors. Redis's cursor is a position in its hash table; an LSM store walks keys in
+/// order, so a cursor here names the last key a SCAN returned, kept by the server: a cursor is
+/// an id into this table (the newest `CURSORS_KEPT`; an older one is "ERR invalid cursor").
+/// A full iteration returns every key present from its start to its end, in key order, each
+/// once.
+#[derive(Debug, Default)]
+pub struct Cursors {
+    next: u64,
+    last_key: std::collections::HashMap<u64, Vec<u8>>,
+    order: std::collections::VecDeque<u64>,
+}
+
+pub const CURSORS_KEPT: usize = 65536;
+
+impl Cursors {
+    fn issue(&mut self, last_key: Vec<u8>) -> u64 {
+        self.next += 1;
+        let id = self.next;
+        self.last_key.insert(id, last_key);
+        self.order.push_back(id);
+        while self.order.len() > CURSORS_KEPT {
+            if let Some(old) = self.order.pop_front() {
+                self.last_key.remove(&old);
+            }
+        }
+        id
+    }
 }
 
 /// Commands with subcommands (`CONFIG GET`): their table and what Redis calls them in errors.
@@ -75,6 +106,7 @@ const COMMANDS: &[Cmd] = &[
     c("append", 3, append),
     c("strlen", 2, strlen),
     c("dbsize", 1, dbsize),
+    c("scan", -2, scan),
     c("flushdb", -1, flush),
     c("flushall", -1, flush),
     c("select", 2, select),
@@ -243,8 +275,9 @@ impl<'a> Ctx<'a> {
         counters: &'a mut Counters,
         out: &'a mut Vec<u8>,
         info: &'a dyn Fn() -> String,
+        cursors: &'a mut Cursors,
     ) -> Self {
-        Ctx { store, session, counters, out, info, close: false }
+        Ctx { store, session, counters, out, info, cursors, close: false }
     }
 
     /// The value stored at `key`, of any type (counted as a keyspace hit or miss).
@@ -827,6 +860,129 @@ fn zrangebyscore(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
     Ok(())
 }
 
+/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]: up to COUNT keys after the cursor's
+/// (filtered by MATCH and TYPE after they are read, as Redis filters), and the next cursor,
+/// "0" at the end.
+fn scan(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    const INVALID: &str = "ERR invalid cursor";
+    let cursor: u64 = std::str::from_utf8(&a[1]).ok().and_then(|t| t.parse().ok()).ok_or(INVALID)?;
+    let (mut pattern, mut count, mut kind): (Option<&[u8]>, usize, Option<String>) = (None, 10, None);
+    let mut i = 2;
+    while i < a.len() {
+        let opt = lower(&a[i]);
+        let val = a.get(i + 1).ok_or(SYNTAX)?;
+        match opt.as_str() {
+            "match" => pattern = Some(val),
+            "count" => {
+                let n = integer(val)?;
+                if n < 1 {
+                    return Err(SYNTAX.into());
+                }
+                count = n.min(1 << 20) as usize;
+            }
+            "type" => kind = Some(lower(val)),
+            _ => return Err(SYNTAX.into()),
+        }
+        i += 2;
+    }
+    let after = match cursor {
+        0 => None,
+        c => Some(x.cursors.last_key.get(&c).cloned().ok_or(INVALID)?),
+    };
+    let keys = x.store.keys_after(after.as_deref(), count).map_err(err)?;
+    let next = if keys.len() < count { 0 } else { x.cursors.issue(keys.last().cloned().unwrap_or_default()) };
+    let mut picked = Vec::with_capacity(keys.len());
+    for k in keys {
+        if pattern.is_some_and(|p| !glob_match(p, &k)) {
+            continue;
+        }
+        if let Some(t) = &kind {
+            let v = x.store.get(&k).map_err(err)?.map(|b| Value::decode(&b)).transpose()?;
+            let name = match v {
+                None => continue,
+                Some(Value::Str(_)) => "string",
+                Some(Value::Hash(_)) => "hash",
+                Some(Value::Zset(_)) => "zset",
+            };
+            if name != t {
+                continue;
+            }
+        }
+        picked.push(k);
+    }
+    reply::array(x.out, 2);
+    reply::bulk(x.out, next.to_string().as_bytes());
+    reply::array(x.out, picked.len());
+    for k in &picked {
+        reply::bulk(x.out, k);
+    }
+    Ok(())
+}
+
+/// Redis's glob (stringmatchlen, case-sensitive): `*`, `?`, `[abc]`, `[^a]`, `[a-z]` and `\x`
+/// escapes, over bytes.
+pub fn glob_match(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    // Where to resume after the last `*`: (pattern index after it, string index it has eaten to).
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        let step = if pi < p.len() {
+            match p[pi] {
+                b'*' => {
+                    star = Some((pi + 1, si));
+                    pi += 1;
+                    continue;
+                }
+                b'?' => Some(pi + 1),
+                b'[' => class(p, pi, s[si]),
+                b'\\' if pi + 1 < p.len() => (p[pi + 1] == s[si]).then_some(pi + 2),
+                c => (c == s[si]).then_some(pi + 1),
+            }
+        } else {
+            None
+        };
+        match (step, star) {
+            (Some(next), _) => {
+                pi = next;
+                si += 1;
+            }
+            (None, Some((sp, ss))) => {
+                pi = sp;
+                si = ss + 1;
+                star = Some((sp, ss + 1));
+            }
+            (None, None) => return false,
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+/// A `[...]` class at `p[at]` against byte `c`: the pattern index after it if `c` matches.
+fn class(p: &[u8], at: usize, c: u8) -> Option<usize> {
+    let mut i = at + 1;
+    let not = p.get(i) == Some(&b'^');
+    if not {
+        i += 1;
+    }
+    let mut hit = false;
+    while i < p.len() && p[i] != b']' {
+        if p[i] == b'\\' && i + 1 < p.len() {
+            hit |= p[i + 1] == c;
+            i += 2;
+        } else if i + 2 < p.len() && p[i + 1] == b'-' && p[i + 2] != b']' {
+            let (lo, hi) = if p[i] <= p[i + 2] { (p[i], p[i + 2]) } else { (p[i + 2], p[i]) };
+            hit |= (lo..=hi).contains(&c);
+            i += 3;
+        } else {
+            hit |= p[i] == c;
+            i += 1;
+        }
+    }
+    // An unterminated class ends the pattern (Redis treats the rest as the class).
+    let end = if i < p.len() { i + 1 } else { i };
+    (hit != not).then_some(end)
+}
+
 fn dbsize(x: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
     let n = x.store.key_count().map_err(err)?;
     reply::int(x.out, n as i64);
@@ -950,8 +1106,59 @@ mod tests {
         let args = crate::proto::split_args(line.as_bytes()).unwrap();
         let (mut s, mut c, mut out) = (Session::default(), Counters::default(), vec![]);
         let info = || String::from("# Server\r\n");
-        execute(&mut Ctx::new(store, &mut s, &mut c, &mut out, &info), &args);
+        let mut cursors = Cursors::default();
+        execute(&mut Ctx::new(store, &mut s, &mut c, &mut out, &info, &mut cursors), &args);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn glob_matches_as_redis() {
+        for (p, k, want) in [
+            ("*", "", true),
+            ("k*", "key:1", true),
+            ("k?y:*", "key:1", true),
+            ("*:1", "key:12", false),
+            ("*1*2", "x1y1z2", true),
+            ("h[ae]llo", "hallo", true),
+            ("h[^e]llo", "hello", false),
+            ("h[a-b]llo", "hbllo", true),
+            ("h[b-a]llo", "hallo", true),
+            ("a\\*b", "a*b", true),
+            ("a\\*b", "axb", false),
+            ("a[\\]]", "a]", true),
+            ("", "", true),
+            ("", "a", false),
+        ] {
+            assert_eq!(glob_match(p.as_bytes(), k.as_bytes()), want, "{p:?} vs {k:?}");
+        }
+    }
+
+    #[test]
+    fn scan_walks_every_key_once_with_cursors() {
+        let mut m = MemoryStore::default();
+        for i in 0..25 {
+            m.map.insert(format!("k{i:02}").into_bytes(), vec![0, b'v']);
+        }
+        let (mut s, mut c, info) = (Session::default(), Counters::default(), || String::new());
+        let mut cursors = Cursors::default();
+        let (mut cursor, mut seen) = (b"0".to_vec(), vec![]);
+        loop {
+            let mut out = vec![];
+            let args = vec![b"SCAN".to_vec(), cursor.clone(), b"COUNT".to_vec(), b"7".to_vec(), b"MATCH".to_vec(), b"k1*".to_vec()];
+            execute(&mut Ctx::new(&mut m, &mut s, &mut c, &mut out, &info, &mut cursors), &args);
+            let text = String::from_utf8(out).unwrap();
+            let lines: Vec<&str> = text.split("\r\n").collect();
+            cursor = lines[2].as_bytes().to_vec();
+            seen.extend(lines[4..].iter().filter(|l| l.starts_with('k')).map(|l| l.to_string()));
+            if cursor == b"0" {
+                break;
+            }
+        }
+        assert_eq!(seen, (10..20).map(|i| format!("k{i}")).collect::<Vec<_>>());
+        assert_eq!(run(&mut m, "SCAN 99"), "-ERR invalid cursor\r\n");
+        assert_eq!(run(&mut m, "SCAN x"), "-ERR invalid cursor\r\n");
+        assert_eq!(run(&mut m, "SCAN 0 COUNT 0"), "-ERR syntax error\r\n");
+        assert_eq!(run(&mut m, "SCAN 0 MATCH"), "-ERR syntax error\r\n");
     }
 
     #[test]

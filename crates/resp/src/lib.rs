@@ -33,6 +33,11 @@ pub trait Backend: Send + 'static {
     }
     /// How many keys are stored (DBSIZE).
     fn key_count(&mut self) -> Result<u64, String>;
+    /// Up to `limit` keys in byte order, strictly after `after` (from the first with None):
+    /// what SCAN walks. Stores that cannot list their keys leave the default.
+    fn keys_after(&mut self, _after: Option<&[u8]>, _limit: usize) -> Result<Vec<Vec<u8>>, String> {
+        Err("ERR SCAN is not supported by this store".into())
+    }
     /// Remove every key (FLUSHDB, FLUSHALL).
     fn clear(&mut self) -> Result<(), String>;
     /// The largest value the store takes (SET of a larger one is refused before it is stored).
@@ -87,5 +92,10 @@ impl Backend for MemoryStore {
     }
     fn metrics(&mut self) -> serde_json::Value {
         serde_json::json!({ "keys": self.map.len() })
+    }
+    fn keys_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, String> {
+        use std::ops::Bound;
+        let lo = after.map_or(Bound::Unbounded, Bound::Excluded);
+        Ok(self.map.range::<[u8], _>((lo, Bound::Unbounded)).take(limit).map(|(k, _)| k.clone()).collect())
     }
 }

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use ssdlab_server::{Conn, ConnEnd, Refused, Stats};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::commands::{execute, Counters, Ctx, Flow, Session};
+use crate::commands::{execute, Counters, Ctx, Cursors, Flow, Session};
 use crate::proto::{self, reply, BULK_MAX_BYTES};
 use crate::Backend;
 
@@ -51,6 +51,7 @@ impl Default for ServeOptions {
 struct State {
     store: Box<dyn Backend>,
     counters: Counters,
+    cursors: Cursors,
 }
 
 /// State shared by the connections.
@@ -68,7 +69,7 @@ pub struct Server {
 impl Server {
     pub fn new(store: Box<dyn Backend>, opts: ServeOptions) -> Arc<Server> {
         Arc::new(Server {
-            state: Mutex::new(State { store, counters: Counters::default() }),
+            state: Mutex::new(State { store, counters: Counters::default(), cursors: Cursors::default() }),
             opts,
             core: Arc::new(Stats::default()),
             started: Instant::now(),
@@ -142,8 +143,8 @@ impl Server {
                         }
                         st
                     });
-                    let State { store, counters } = &mut **st;
-                    let mut ctx = Ctx::new(store.as_mut(), session, counters, out, &info);
+                    let State { store, counters, cursors } = &mut **st;
+                    let mut ctx = Ctx::new(store.as_mut(), session, counters, out, &info, cursors);
                     if execute(&mut ctx, &args) == Flow::Close {
                         return (used, Flow::Close, None);
                     }
