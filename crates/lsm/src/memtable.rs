@@ -5,7 +5,8 @@
 //! Keys live in a hash map, not an ordered tree: puts and gets, the hot path, cost one hash
 //! instead of a tree descent of key comparisons (long shared prefixes such as
 //! "key:000000012345" make each comparison a memcmp). Order is needed only by the flush, which
-//! sorts the keys once, and by range scans, which sort the keys at or after their start.
+//! sorts the keys once, and by range scans, which use a sorted copy of the keys made by the
+//! first scan after a new key arrived (scans between writes share it).
 
 use std::collections::HashMap;
 
@@ -23,6 +24,8 @@ type Map = HashMap<Box<[u8]>, Vec<Version>, foldhash::fast::RandomState>;
 #[derive(Debug, Default)]
 pub struct Memtable {
     map: Map,
+    /// The keys in order, for scans; None when a key arrived since it was made.
+    sorted: Option<Vec<Box<[u8]>>>,
     /// Encoded bytes of every version held (what the flush would write before dropping).
     bytes: u64,
     entries: u64,
@@ -55,6 +58,7 @@ impl Memtable {
             }
             None => {
                 self.map.insert(key.into(), vec![v]);
+                self.sorted = None;
             }
         }
     }
@@ -71,17 +75,28 @@ impl Memtable {
 
     /// Every (key, versions newest first), in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Vec<Version>)> {
-        sorted(self.map.iter().map(|(k, v)| (&**k, v)).collect())
+        let mut v: Vec<(&[u8], &Vec<Version>)> = self.map.iter().map(|(k, v)| (&**k, v)).collect();
+        v.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        v.into_iter()
     }
 
-    /// Keys from `start` (inclusive) in order.
-    pub fn range_from<'a>(&'a self, start: &[u8]) -> impl Iterator<Item = (&'a [u8], &'a Vec<Version>)> + 'a {
-        sorted(self.map.iter().filter(|(k, _)| &***k >= start).map(|(k, v)| (&**k, v)).collect())
+    fn sorted_keys(&mut self) -> &[Box<[u8]>] {
+        let map = &self.map;
+        self.sorted.get_or_insert_with(|| {
+            let mut keys: Vec<Box<[u8]>> = map.keys().cloned().collect();
+            keys.sort_unstable();
+            keys
+        })
     }
 
-    /// The first key after `key` held, if any (a scan's next step).
-    pub fn next_after(&self, key: &[u8]) -> Option<&[u8]> {
-        self.map.keys().map(|k| &**k).filter(|k| *k > key).min()
+    /// The position in key order of the first key at or after `start` (for [`Memtable::key_at`]).
+    pub fn seek(&mut self, start: &[u8]) -> usize {
+        self.sorted_keys().partition_point(|k| &**k < start)
+    }
+
+    /// The key at position `i` in key order. Positions hold until a new key is inserted.
+    pub fn key_at(&mut self, i: usize) -> Option<&[u8]> {
+        self.sorted_keys().get(i).map(|k| &**k)
     }
 
     /// Smallest and largest key held.
@@ -94,15 +109,11 @@ impl Memtable {
         self.bytes = 0;
         self.entries = 0;
         self.tombstones = 0;
+        self.sorted = None;
         let mut v: Vec<(Box<[u8]>, Vec<Version>)> = std::mem::take(&mut self.map).into_iter().collect();
         v.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         v
     }
-}
-
-fn sorted<'a>(mut v: Vec<(&'a [u8], &'a Vec<Version>)>) -> std::vec::IntoIter<(&'a [u8], &'a Vec<Version>)> {
-    v.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    v.into_iter()
 }
 
 #[cfg(test)]
@@ -120,13 +131,18 @@ mod tests {
         assert_eq!(m.get(b"k", 4).unwrap().value, b"a");
         assert!(m.get(b"k", 0).is_none());
         assert_eq!(m.entries(), 3);
-        assert_eq!(m.range_from(b"j").count(), 1);
+        assert_eq!(m.seek(b"j"), 0);
+        assert_eq!(m.key_at(0), Some(&b"k"[..]));
         m.insert(b"a", 10, Kind::Put, vec![]);
         m.insert(b"z", 11, Kind::Put, vec![]);
         let keys: Vec<&[u8]> = m.iter().map(|(k, _)| k).collect();
         assert_eq!(keys, [&b"a"[..], b"k", b"z"]);
-        assert_eq!(m.range_from(b"b").map(|(k, _)| k).collect::<Vec<_>>(), [&b"k"[..], b"z"]);
-        assert_eq!(m.next_after(b"k"), Some(&b"z"[..]));
+        // A new key made the order anew.
+        let i = m.seek(b"b");
+        assert_eq!(i, 1);
+        assert_eq!(m.key_at(i), Some(&b"k"[..]));
+        assert_eq!(m.key_at(i + 1), Some(&b"z"[..]));
+        assert_eq!(m.key_at(i + 2), None);
         assert_eq!(m.key_range(), Some((&b"a"[..], &b"z"[..])));
         let taken: Vec<Box<[u8]>> = m.take().into_iter().map(|(k, _)| k).collect();
         assert_eq!(taken, [b"a".to_vec().into_boxed_slice(), b"k".to_vec().into(), b"z".to_vec().into()]);

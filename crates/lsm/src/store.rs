@@ -354,7 +354,8 @@ impl Store {
             c.seek(&mut self.fs, &mut self.stats, start, &mut t)?;
         }
         let mut out = vec![];
-        let mut mem_key: Option<Vec<u8>> = self.mem.range_from(start).next().map(|(k, _)| k.to_vec());
+        let mut mem_pos = self.mem.seek(start);
+        let mut mem_key: Option<Vec<u8>> = self.mem.key_at(mem_pos).map(|k| k.to_vec());
         while out.len() < limit {
             // The smallest current key among the memtable and the cursors.
             let mut k: Option<Vec<u8>> = mem_key.clone();
@@ -375,7 +376,8 @@ impl Store {
                 if let Some(v) = self.mem.get(&k, at) {
                     best = Some((v.seq, v.kind, v.value.clone()));
                 }
-                mem_key = self.mem.next_after(&k).map(|k| k.to_vec());
+                mem_pos += 1;
+                mem_key = self.mem.key_at(mem_pos).map(|k| k.to_vec());
             }
             for c in cursors.iter_mut() {
                 while let Some((ck, seq, kind, v)) = c.entry() {
