@@ -13,7 +13,7 @@ __all__ = [
     "NativeFlashBlox", "vssd_device", "vssd_defaults", "vssd_run", "vssd_lifetime", "vssd_swap_plan", "vssd_layer_cost",
     "FlacFs", "FlacBuf", "flac_run", "flac_defaults",
     "lsm_run", "lsm_sizing", "lsm_defaults", "lsm_generate", "LsmStore", "kv_serve",
-    "rmml_run", "rmml_defaults", "rmml_node_serve", "uio_defaults", "uio_resolve", "uio_latency", "uio_device_serve", "uio_kv_serve", "uio_host_serve", "uio_wall_latency", "UioHost",
+    "rmml_run", "rmml_defaults", "rmml_node_serve", "rmml_serve", "uio_defaults", "uio_resolve", "uio_latency", "uio_device_serve", "uio_kv_serve", "uio_host_serve", "uio_wall_latency", "UioHost",
 ]
 
 __version__: str
@@ -363,6 +363,7 @@ class LsmStore:
 def rmml_run(spec: dict[str, Any], progress: bool = False) -> dict[str, Any]: ...
 def rmml_defaults() -> dict[str, Any]: ...
 def rmml_node_serve(listen: str, capacity_bytes: int, quiet: bool = False) -> dict[str, Any]: ...
+def rmml_serve(spec: dict[str, Any], size_bytes: int, options: dict[str, Any]) -> dict[str, Any]: ...
 
 # uio-kv (crates/uio): a latency plan's defaults, its check, and its run.
 def uio_defaults() -> dict[str, Any]: ...

@@ -8,10 +8,6 @@
 //! analytic (GC models), the front-ends nbd, spi and cache, and the case studies vssd, flac
 //! and lsm (the lsm-deletion store).
 
-/// Every Rust allocation of the module (not Python's own) goes through mimalloc.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 mod analytic;
 mod cache;
 mod config;
