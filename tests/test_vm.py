@@ -200,7 +200,7 @@ def test_a_missing_guest_says_how_to_build_it(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("args, expected", [
     (["--run", "missing.sh"], "--run missing.sh: no such file"),
-    (["--memory", "64M"], "--memory 64M: the guest needs at least 256M"),
+    (["--memory", "64M"], "--memory 64M: the guest needs at least 384M"),
     (["--cpus", "0"], "--cpus 0: expected 1 to 64"),
     (["--memory", "lots"], "'lots' is not a size"),
 ])

@@ -40,6 +40,9 @@ RESULTS_MAX_BYTES = 256 << 20
 LOG_TAIL_LINES = 25
 PROBE_TIMEOUT_S = 20.0
 GRACE_AFTER_SERVER_DEATH_S = 5.0
+# The guest's initramfs (its tools) unpacks into RAM: at 320 MiB the unpacking fails ("write
+# error") and the kernel panics; 352 MiB boots. The floor keeps a margin.
+MIN_MEMORY_BYTES = 384 << 20
 
 
 class VmError(RuntimeError):
@@ -366,8 +369,7 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
     if script is not None and fio is not None:
         raise ValueError("give a guest script (--run) or a fio job (--fio), not both")
     memory_bytes = parse_bytes(memory) if isinstance(memory, str) else int(memory)
-    if memory_bytes < 256 << 20:
-        raise ValueError(f"--memory {memory}: the guest needs at least 256M (its tools unpack into RAM)")
+    _check_memory(memory_bytes)
     if not 1 <= cpus <= 64:
         raise ValueError(f"--cpus {cpus}: expected 1 to 64")
     if not (boot_timeout_s > 0 and timeout_s > 0):
@@ -424,6 +426,7 @@ def boot(serve_cmd: Callable[[str], List[str]], export: str, block_bytes: int, m
     workload (``mode`` "script" or "fio", from ``work_file``), power off and stop the server.
     Returns (what happened: times, accelerator, exits; the workload's exit status; the files it
     left in $SSDLAB_OUT). Any run of a guest on an ssdlab NBD server goes through here."""
+    _check_memory(memory)
     payload = work_file.read_bytes()
     qemu = _qemu()
     kernel, initramfs = _guest_files()
@@ -495,6 +498,12 @@ def _save_results(out: Path, files: Dict[str, bytes]) -> Tuple[str, Optional[Dic
         for name, data in files.items():
             (out / "guest" / name).write_bytes(data)
     return output, fio_json
+
+
+def _check_memory(memory_bytes: int) -> None:
+    if memory_bytes < MIN_MEMORY_BYTES:
+        raise ValueError(f"--memory {memory_bytes >> 20}M: the guest needs at least {MIN_MEMORY_BYTES >> 20}M "
+                         "(its tools unpack into RAM)")
 
 
 def _default_job() -> Path:
