@@ -68,11 +68,6 @@ impl Memtable {
         self.map.get(key)?.iter().find(|v| v.seq <= at)
     }
 
-    /// Whether any version of `key` is held.
-    pub fn contains(&self, key: &[u8]) -> bool {
-        self.map.contains_key(key)
-    }
-
     /// Every (key, versions newest first), in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Vec<Version>)> {
         let mut v: Vec<(&[u8], &Vec<Version>)> = self.map.iter().map(|(k, v)| (&**k, v)).collect();
@@ -97,11 +92,6 @@ impl Memtable {
     /// The key at position `i` in key order. Positions hold until a new key is inserted.
     pub fn key_at(&mut self, i: usize) -> Option<&[u8]> {
         self.sorted_keys().get(i).map(|k| &**k)
-    }
-
-    /// Smallest and largest key held.
-    pub fn key_range(&self) -> Option<(&[u8], &[u8])> {
-        Some((self.map.keys().min()?, self.map.keys().max()?)).map(|(a, b)| (&**a, &**b))
     }
 
     /// Empty the memtable (after its flush), returning what it held in key order.
@@ -143,7 +133,6 @@ mod tests {
         assert_eq!(m.key_at(i), Some(&b"k"[..]));
         assert_eq!(m.key_at(i + 1), Some(&b"z"[..]));
         assert_eq!(m.key_at(i + 2), None);
-        assert_eq!(m.key_range(), Some((&b"a"[..], &b"z"[..])));
         let taken: Vec<Box<[u8]>> = m.take().into_iter().map(|(k, _)| k).collect();
         assert_eq!(taken, [b"a".to_vec().into_boxed_slice(), b"k".to_vec().into(), b"z".to_vec().into()]);
         assert!(m.is_empty());

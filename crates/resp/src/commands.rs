@@ -604,13 +604,18 @@ fn exists(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-fn type_(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let t = match x.store.get(&a[1]).map_err(err)?.map(|b| Value::decode(&b)).transpose()? {
+/// What TYPE says of `key` ("none" when it is not there).
+fn type_name(x: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, String> {
+    Ok(match x.store.get(key).map_err(err)?.map(|b| Value::decode(&b)).transpose()? {
         None => "none",
         Some(Value::Str(_)) => "string",
         Some(Value::Hash(_)) => "hash",
         Some(Value::Zset(_)) => "zset",
-    };
+    })
+}
+
+fn type_(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+    let t = type_name(x, &a[1])?;
     reply::simple(x.out, t);
     Ok(())
 }
@@ -897,14 +902,8 @@ fn scan(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
             continue;
         }
         if let Some(t) = &kind {
-            let v = x.store.get(&k).map_err(err)?.map(|b| Value::decode(&b)).transpose()?;
-            let name = match v {
-                None => continue,
-                Some(Value::Str(_)) => "string",
-                Some(Value::Hash(_)) => "hash",
-                Some(Value::Zset(_)) => "zset",
-            };
-            if name != t {
+            let name = type_name(x, &k)?;
+            if name == "none" || name != t {
                 continue;
             }
         }
