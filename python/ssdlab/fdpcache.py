@@ -543,8 +543,12 @@ def _cmd_cache(args) -> int:
     if args.action == "workloads":
         for n in _native.cache_workloads():
             w = _native.cache_workload(n)
-            print(f"{n:<18} get {w['get_fraction']:.2f} set {w['set_fraction']:.2f} zipf {w['zipf_alpha']} "
-                  f"mean value {_mean_value(w):.0f} B ttl {w['ttl_s']} s one-hit {w['one_hit_fraction']}")
+            life = w.get("lifecycle")
+            keys = (f"key lifecycles: {life['one_hit_keys']:.2%} of keys one-hit, {life['requests_per_key']} requests/key, "
+                    f"later requests {life['reaccess_mean_s']} s after the SET on average" if life else
+                    f"zipf {w['zipf_alpha']} one-hit requests {w['one_hit_fraction']}")
+            print(f"{n:<18} get {w['get_fraction']:.2f} set {w['set_fraction']:.2f} "
+                  f"mean value {_mean_value(w):.0f} B ttl {w['ttl_s']} s {keys}")
         return 0
     if args.action == "convert":
         if not args.format or not args.out:

@@ -3,6 +3,9 @@
 //!
 //! Sources of the preset numbers are in docs/case-studies/fdp-cache.md.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
@@ -51,17 +54,46 @@ pub struct SizeBin {
     pub weight: f64,
 }
 
+/// Key lifecycles: every key is born with a SET and requested again a random number of times
+/// soon after, instead of requests drawn from a fixed population of keys. The share of keys
+/// requested only once and the mean requests per key then hold per key, whatever the run's
+/// length (with a fixed population they depend on how many requests a run makes).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lifecycle {
+    /// Share of keys requested once: the SET that creates them (one-hit wonders).
+    pub one_hit_keys: f64,
+    /// Mean requests per key, the creating SET included.
+    pub requests_per_key: f64,
+    /// Mean delay (seconds of workload time) from a key's SET to each later request of it,
+    /// exponentially distributed.
+    pub reaccess_mean_s: f64,
+}
+
+impl Lifecycle {
+    /// Mean later requests of a key that has any (at least one).
+    fn mean_later_if_any(&self) -> f64 {
+        (self.requests_per_key - 1.0) / (1.0 - self.one_hit_keys)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkloadSpec {
-    /// Distinct popular keys (Zipf ranks).
+    /// Distinct popular keys (Zipf ranks; unused with `lifecycle`).
     pub keys: u64,
+    /// Zipf exponent of the popular keys (unused with `lifecycle`).
     pub zipf_alpha: f64,
     pub get_fraction: f64,
     pub set_fraction: f64,
     pub delete_fraction: f64,
-    /// Fraction of requests to a fresh key that is never requested again.
+    /// Fraction of requests to a fresh key that is never requested again (unused with
+    /// `lifecycle`).
     pub one_hit_fraction: f64,
+    /// Key lifecycles instead of a fixed key population (see [`Lifecycle`]): `get_fraction`
+    /// and `delete_fraction` then apply to the whole stream but fall on later requests only
+    /// (a key's first request is its SET).
+    pub lifecycle: Option<Lifecycle>,
     pub key_bytes_min: u32,
     pub key_bytes_max: u32,
     pub value_bins: Vec<SizeBin>,
@@ -93,6 +125,7 @@ pub fn preset(name: &str) -> Option<WorkloadSpec> {
         set_fraction: 0.2,
         delete_fraction: 0.0,
         one_hit_fraction: 0.0,
+        lifecycle: None,
         key_bytes_min: 16,
         key_bytes_max: 48,
         value_bins: vec![
@@ -110,15 +143,19 @@ pub fn preset(name: &str) -> Option<WorkloadSpec> {
         "kvcache" => kv,
         // The same keys and sizes without GETs (the paper's "WO KV Cache").
         "kvcache-wo" => WorkloadSpec { get_fraction: 0.0, set_fraction: 1.0, set_on_miss: false, ..kv },
-        // Twitter cluster12: SET:GET = 4:1, Zipf 0.30, mean value ~1030 B, ~81% one-hit
-        // wonders, TTL 300 s.
+        // Twitter cluster12 (twitter/cache-trace, stat/2020Mar.md): SET:GET = 4:1, mean value
+        // 1030 B, 81.43% of keys requested once, 1.3 requests per key, TTL 300 s, a production
+        // miss ratio of 0.58%. Later requests come within the TTL: if expiry alone caused the
+        // production misses, P(delay > 300 s) = 0.0058 gives a mean delay of
+        // 300 / ln(1 / 0.0058) = 58.2 s.
         "twitter-cluster12" => WorkloadSpec {
             keys: 4_000_000,
             zipf_alpha: 0.30,
             get_fraction: 0.2,
             set_fraction: 0.8,
             delete_fraction: 0.0,
-            one_hit_fraction: 0.5,
+            one_hit_fraction: 0.0,
+            lifecycle: Some(Lifecycle { one_hit_keys: 0.8143, requests_per_key: 1.3, reaccess_mean_s: 58.2 }),
             key_bytes_min: 20,
             key_bytes_max: 60,
             value_bins: vec![
@@ -150,6 +187,35 @@ impl WorkloadSpec {
         }
         if !(0.0..1.0).contains(&self.one_hit_fraction) {
             return bad("one_hit_fraction", format!("{} is not in [0, 1)", self.one_hit_fraction));
+        }
+        if let Some(l) = &self.lifecycle {
+            if !(0.0..1.0).contains(&l.one_hit_keys) {
+                return bad("lifecycle.one_hit_keys", format!("{} is not in [0, 1)", l.one_hit_keys));
+            }
+            // Every key that is not a one-hit wonder has at least one later request.
+            if !(l.requests_per_key.is_finite() && l.requests_per_key - 1.0 >= 1.0 - l.one_hit_keys) {
+                return bad(
+                    "lifecycle.requests_per_key",
+                    format!(
+                        "{} is below 1 + (1 - one_hit_keys) = {}: keys requested more than once have two requests or more",
+                        l.requests_per_key,
+                        2.0 - l.one_hit_keys
+                    ),
+                );
+            }
+            if !(l.reaccess_mean_s > 0.0 && l.reaccess_mean_s.is_finite()) {
+                return bad("lifecycle.reaccess_mean_s", format!("{} must be positive", l.reaccess_mean_s));
+            }
+            let later = 1.0 - 1.0 / l.requests_per_key;
+            if self.get_fraction + self.delete_fraction > later + 1e-9 {
+                return bad(
+                    "get_fraction",
+                    format!(
+                        "get + delete fractions {} exceed the share of later requests {later:.4} (1 - 1 / requests_per_key): a key's first request is its SET",
+                        self.get_fraction + self.delete_fraction
+                    ),
+                );
+            }
         }
         if self.key_bytes_min == 0 || self.key_bytes_min > self.key_bytes_max || self.key_bytes_max > 250 {
             return bad(
@@ -188,7 +254,8 @@ impl WorkloadSpec {
 pub struct Generator {
     spec: WorkloadSpec,
     rng: Pcg64Mcg,
-    zipf: ZipfTable,
+    /// Popular keys' ranks (none with key lifecycles).
+    zipf: Option<ZipfTable>,
     cum: Vec<f64>,
     /// ln(max / min) of each value-size bin (log-uniform sizes by one `exp`).
     ln_span: Vec<f64>,
@@ -197,12 +264,15 @@ pub struct Generator {
     salt: u64,
     /// A SET owed after a GET miss (look-aside).
     pending: Option<Request>,
+    /// Key lifecycles: later requests owed, as (due time in ns, fresh-key number), earliest
+    /// first.
+    due: BinaryHeap<Reverse<(u64, u64)>>,
 }
 
 impl Generator {
     pub fn new(spec: &WorkloadSpec) -> Result<Generator> {
         spec.validate()?;
-        let zipf = ZipfTable::new(spec.keys, spec.zipf_alpha);
+        let zipf = spec.lifecycle.is_none().then(|| ZipfTable::new(spec.keys, spec.zipf_alpha));
         let ln_span = spec.value_bins.iter().map(|b| (b.max as f64 / b.min as f64).ln()).collect();
         let tw: f64 = spec.value_bins.iter().map(|b| b.weight).sum();
         let mut acc = 0.0;
@@ -223,6 +293,7 @@ impl Generator {
             fresh: 0,
             salt: mix64(spec.seed ^ 0x6b79_6b79),
             pending: None,
+            due: BinaryHeap::new(),
             spec: spec.clone(),
         })
     }
@@ -248,30 +319,74 @@ impl Generator {
         }
     }
 
+    fn fresh_key(&mut self) -> (u64, u64) {
+        self.fresh += 1;
+        (self.fresh, mix64((1u64 << 63) | self.fresh) ^ self.salt)
+    }
+
     pub fn next_request(&mut self) -> Request {
         if let Some(p) = self.pending.take() {
             return p;
         }
         let t = (self.i as f64 * 1e9 / self.spec.rate_rps) as u64;
         self.i += 1;
-        let s = &self.spec;
-        let key = if s.one_hit_fraction > 0.0 && self.rng.gen::<f64>() < s.one_hit_fraction {
-            self.fresh += 1;
-            mix64((1u64 << 63) | self.fresh) ^ self.salt
-        } else {
-            let rank = self.zipf.rank(self.rng.gen());
-            mix64(rank ^ self.salt)
-        };
-        let u: f64 = self.rng.gen();
-        let op = if u < s.get_fraction {
-            Op::Get
-        } else if u < s.get_fraction + s.set_fraction {
-            Op::Set
-        } else {
-            Op::Delete
+        let (key, op) = match self.spec.lifecycle {
+            Some(l) => self.lifecycle_request(&l, t),
+            None => {
+                let s = &self.spec;
+                let key = match &self.zipf {
+                    Some(z) if !(s.one_hit_fraction > 0.0 && self.rng.gen::<f64>() < s.one_hit_fraction) => {
+                        mix64(z.rank(self.rng.gen()) ^ self.salt)
+                    }
+                    _ => self.fresh_key().1,
+                };
+                (key, self.op(0.0))
+            }
         };
         let (key_bytes, value_bytes) = self.sizes(key);
-        Request { key, op, key_bytes, value_bytes, ttl_s: s.ttl_s, time_ns: t }
+        Request { key, op, key_bytes, value_bytes, ttl_s: self.spec.ttl_s, time_ns: t }
+    }
+
+    /// The operation of a request; `first` is the share of the stream that is keys' first
+    /// requests (SETs) and not this one, as GET and DELETE fractions are of the whole stream.
+    fn op(&mut self, first: f64) -> Op {
+        let s = &self.spec;
+        let u: f64 = self.rng.gen::<f64>() * (1.0 - first);
+        if u < s.get_fraction {
+            Op::Get
+        } else if u >= 1.0 - first - s.delete_fraction {
+            Op::Delete
+        } else {
+            Op::Set
+        }
+    }
+
+    /// Key lifecycles: a later request that is due, else a new key's SET, which schedules the
+    /// key's later requests (none for a one-hit wonder; else 1 + a geometric number, delays
+    /// exponential). Later requests make up 1 - 1 / requests_per_key of the stream.
+    fn lifecycle_request(&mut self, l: &Lifecycle, t: u64) -> (u64, Op) {
+        if let Some(&Reverse((due, n))) = self.due.peek() {
+            if due <= t {
+                self.due.pop();
+                let key = mix64((1u64 << 63) | n) ^ self.salt;
+                return (key, self.op(1.0 / l.requests_per_key));
+            }
+        }
+        let (n, key) = self.fresh_key();
+        if self.rng.gen::<f64>() >= l.one_hit_keys {
+            // 1 + Geometric(p) on {0, 1, ...} with mean 1/p - 1 = mean_later_if_any - 1.
+            let p = 1.0 / l.mean_later_if_any();
+            let mut later = 1;
+            while self.rng.gen::<f64>() >= p {
+                later += 1;
+            }
+            for _ in 0..later {
+                let u: f64 = self.rng.gen();
+                let delay = -l.reaccess_mean_s * 1e9 * (1.0 - u).ln();
+                self.due.push(Reverse((t + delay as u64, n)));
+            }
+        }
+        (key, Op::Set)
     }
 
     /// Requests generated so far (look-aside SETs excluded).
@@ -321,6 +436,60 @@ mod tests {
         assert_ne!(a, c);
     }
 
+    /// The twitter-cluster12 preset's per-key statistics hold in the stream: the share of keys
+    /// requested once, requests per key, the op mix, and every later request within its
+    /// scheduled delay of the key's SET.
+    #[test]
+    fn key_lifecycles_match_the_cluster_statistics_per_key() {
+        use std::collections::HashMap;
+        let s = preset("twitter-cluster12").unwrap();
+        let l = s.lifecycle.unwrap();
+        // Delays of a few seconds, so 3 M requests hold many lifetimes; keys born in the last
+        // 20 mean delays are left out of the per-key counts (their later requests fall past
+        // the end).
+        let s = WorkloadSpec { rate_rps: 100_000.0, lifecycle: Some(Lifecycle { reaccess_mean_s: 1.0, ..l }), ..s };
+        let mut g = Generator::new(&s).unwrap();
+        let n = 3_000_000u64;
+        let cutoff = (n as f64 / s.rate_rps - 20.0) * 1e9;
+        // key -> (SET time, requests)
+        let mut keys: HashMap<u64, (u64, u32)> = HashMap::new();
+        // The op mix is counted once later requests are in full flow (after 10 mean delays:
+        // a run's first few mean delays hold fewer of them).
+        let (mut gets, mut sets, mut delay_sum, mut later) = (0u64, 0u64, 0.0, 0u64);
+        for _ in 0..n {
+            let r = g.next_request();
+            match r.op {
+                _ if r.time_ns < 10_000_000_000 => {}
+                Op::Get => gets += 1,
+                Op::Set => sets += 1,
+                Op::Delete => unreachable!("no deletes in the preset"),
+            }
+            match keys.get_mut(&r.key) {
+                Some((born, count)) => {
+                    *count += 1;
+                    delay_sum += (r.time_ns - *born) as f64;
+                    later += 1;
+                }
+                None => {
+                    assert_eq!(r.op, Op::Set, "a key's first request is its SET");
+                    keys.insert(r.key, (r.time_ns, 1));
+                }
+            }
+        }
+        let counted: Vec<u32> = keys.values().filter(|(born, _)| (*born as f64) < cutoff).map(|k| k.1).collect();
+        let once = counted.iter().filter(|&&c| c == 1).count() as f64 / counted.len() as f64;
+        let per_key = counted.iter().map(|&c| c as f64).sum::<f64>() / counted.len() as f64;
+        assert!((once - l.one_hit_keys).abs() < 0.005, "one-hit keys {once}");
+        assert!((per_key - l.requests_per_key).abs() < 0.01, "requests per key {per_key}");
+        assert!((gets as f64 / (gets + sets) as f64 - 0.2).abs() < 0.002, "gets {gets} sets {sets}");
+        let mean_delay_s = delay_sum / later as f64 / 1e9;
+        assert!((mean_delay_s - 1.0).abs() < 0.05, "mean delay {mean_delay_s} s");
+        // Deterministic by seed, as the population model is.
+        let mut a = Generator::new(&s).unwrap();
+        let mut b = Generator::new(&s).unwrap();
+        assert!((0..10_000).all(|_| a.next_request() == b.next_request()));
+    }
+
     #[test]
     fn bad_specs_are_rejected_with_the_key_named() {
         let s = WorkloadSpec { get_fraction: 0.5, set_fraction: 0.2, ..preset("kvcache").unwrap() };
@@ -328,5 +497,14 @@ mod tests {
         assert!(e.contains("get_fraction"), "{e}");
         let s = WorkloadSpec { keys: 0, ..preset("kvcache").unwrap() };
         assert!(Generator::new(&s).err().unwrap().to_string().contains("keys"));
+        let tw = preset("twitter-cluster12").unwrap();
+        let l = tw.lifecycle.unwrap();
+        let s = WorkloadSpec { lifecycle: Some(Lifecycle { requests_per_key: 1.1, ..l }), ..tw.clone() };
+        assert!(Generator::new(&s).err().unwrap().to_string().contains("lifecycle.requests_per_key"));
+        let s = WorkloadSpec { get_fraction: 0.5, set_fraction: 0.5, ..tw.clone() };
+        let e = Generator::new(&s).err().unwrap().to_string();
+        assert!(e.contains("get_fraction") && e.contains("first request"), "{e}");
+        let s = WorkloadSpec { lifecycle: Some(Lifecycle { reaccess_mean_s: 0.0, ..l }), ..tw };
+        assert!(Generator::new(&s).err().unwrap().to_string().contains("reaccess_mean_s"));
     }
 }
