@@ -461,9 +461,9 @@ def _report(spec, mode, info, by, key, u_list, socs, names, loads, lkey) -> str:
 
 def _why_hi(d: float) -> str:
     if d >= 3:
-        return ("Mixing SOC and LOC data leaves long-lived LOC data in every victim block; with 14.5% spare that costs about what "
-                "uniform random writes at 15% spare cost (3.5, Desnoyers). Above 3.5 because the FTL holds back open blocks for "
-                "9 streams and a GC reserve, so the effective spare is smaller.")
+        return ("Mixing SOC and LOC data leaves long-lived LOC data in every victim block: greedy GC on that mix does worse than "
+                "uniform random writes at the same spare. The FTL's reserve adds little to it, the drive's spare (7-20% in the paper, "
+                "14.5% here) much: see the sensitivity runs in docs/case-studies/fdp-cache.md.")
     return "Below the target: the effective spare or the LOC's share of writes differs from the paper's device and trace."
 
 
