@@ -9,6 +9,10 @@ use super::Conventional;
 use crate::error::{Error, Result};
 use crate::media::BlockState;
 
+/// How many pages ahead relocation starts its L2P look-ups (each page's sectors are independent
+/// cache misses; a page's relocation is too short to hide one).
+const RELOCATION_AHEAD: u32 = 3;
+
 impl Conventional {
     /// Take the next victim of group `rg` out of its victim set and start collecting it.
     fn gc_pick(&mut self, rg: usize) -> Result<u32> {
@@ -136,10 +140,15 @@ impl Conventional {
         let lay = self.m.lay;
         let spp = lay.sectors_per_page;
         let base = v * lay.sectors_per_block + page * spp;
-        // The L2P updates of a victim's sectors are independent cache misses: start the next
-        // page's while this one is relocated.
-        if page + 1 < lay.pages_per_block {
-            self.map.prefetch_relocation(base + spp, spp);
+        // The L2P updates of a victim's sectors are independent cache misses: start those of
+        // the page RELOCATION_AHEAD pages on while this one is relocated (the first page
+        // starts the ones before it).
+        if page == 0 {
+            let n = RELOCATION_AHEAD.min(lay.pages_per_block - 1);
+            self.map.prefetch_relocation(base + spp, n * spp);
+        }
+        if page + RELOCATION_AHEAD < lay.pages_per_block {
+            self.map.prefetch_relocation(base + RELOCATION_AHEAD * spp, spp);
         }
         let live = self.map.valid_in(base, spp);
         if live == 0 {

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::media::{BlockMeta, Layout, OOB_ERASED, OOB_PAD, P2L_VALID};
+use crate::media::{huge, BlockMeta, Layout, OOB_ERASED, OOB_PAD, P2L_VALID};
 
 /// L2P entry of a logical sector that holds nothing.
 pub const UNMAPPED: u32 = u32::MAX;
@@ -30,9 +30,9 @@ impl Mapping {
     pub fn new(lay: &Layout, logical: u64) -> Mapping {
         Mapping {
             logical,
-            l2p: vec![UNMAPPED; logical as usize],
-            p2l: vec![OOB_ERASED; lay.physical_sectors as usize],
-            page_seq: vec![0; (lay.blocks as u64 * lay.pages_per_block as u64) as usize],
+            l2p: huge::filled(logical as usize, UNMAPPED),
+            p2l: huge::filled(lay.physical_sectors as usize, OOB_ERASED),
+            page_seq: huge::filled((lay.blocks as u64 * lay.pages_per_block as u64) as usize, 0),
             next_seq: 1,
             mapped: 0,
         }
@@ -203,7 +203,7 @@ impl Mapping {
     /// sequence number, then later slot). Trims are not recorded on the media; a host that
     /// needs them across a rebuild journals them (the NBD server does).
     pub fn rebuild_from_oob(&self, spp: u32) -> Vec<u32> {
-        let mut l2p = vec![UNMAPPED; self.logical as usize];
+        let mut l2p = huge::filled(self.logical as usize, UNMAPPED);
         for page in 0..self.page_seq.len() as u32 {
             let seq = self.page_seq[page as usize];
             if seq == 0 {
