@@ -21,6 +21,11 @@ use ssdlab_core::ftl::BlockDevice;
 use ssdlab_core::media::presets::preset;
 use ssdlab_core::Device;
 
+/// The allocator the Python module uses (large allocations on huge pages), so the figures are
+/// those users get.
+#[global_allocator]
+static ALLOC: ssdlab_core::media::huge::HugeAlloc = ssdlab_core::media::huge::HugeAlloc;
+
 struct Args {
     gib: u64,
     device_writes: f64,

@@ -8,6 +8,10 @@
 //! analytic (GC models), the front-ends nbd, spi and cache, and the case studies vssd, flac
 //! and lsm (the lsm-deletion store).
 
+/// Large allocations (the FTL's maps, the cache's hash tables) on huge pages.
+#[global_allocator]
+static ALLOC: ssdlab_core::media::huge::HugeAlloc = ssdlab_core::media::huge::HugeAlloc;
+
 mod analytic;
 mod cache;
 mod config;

@@ -1,4 +1,5 @@
-//! Large metadata arrays (the FTL's maps, per-block state) on transparent huge pages.
+//! Large metadata arrays (the FTL's maps, per-block state, the cache's indexes) on
+//! transparent huge pages.
 //!
 //! The simulator's hot path is random look-ups in arrays of tens of megabytes to gigabytes:
 //! with 4 KiB pages nearly every look-up also misses the TLB, and a hardware prefetch hint
@@ -11,7 +12,8 @@
 const MIN_BYTES: usize = 4 << 20;
 const HUGE_PAGE: usize = 2 << 20;
 
-/// `vec![x; n]`, its memory advised for huge pages before it is filled.
+/// `vec![x; n]`, its memory advised for huge pages before it is filled (for arrays built
+/// outside a binary that uses [`HugeAlloc`], such as the core's own tests).
 pub fn filled<T: Clone>(n: usize, x: T) -> Vec<T> {
     let mut v = Vec::with_capacity(n);
     advise(v.as_ptr() as usize, n * std::mem::size_of::<T>());
@@ -19,9 +21,38 @@ pub fn filled<T: Clone>(n: usize, x: T) -> Vec<T> {
     v
 }
 
+/// The system allocator, with every allocation of [`MIN_BYTES`] or more advised for huge
+/// pages before the caller touches it: hash tables and other large structures that the
+/// simulator reaches at random get them too. Binaries and the Python module install it with
+/// `#[global_allocator]`; it changes nothing but the paging hint.
+pub struct HugeAlloc;
+
+// SAFETY: every call is forwarded to the system allocator unchanged; `advise` only sets a
+// paging hint on memory inside the block just returned.
+unsafe impl std::alloc::GlobalAlloc for HugeAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc(layout) };
+        advise(p as usize, layout.size());
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc_zeroed(layout) };
+        advise(p as usize, layout.size());
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, layout: std::alloc::Layout) {
+        unsafe { std::alloc::System.dealloc(p, layout) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        let q = unsafe { std::alloc::System.realloc(p, layout, new_size) };
+        advise(q as usize, new_size);
+        q
+    }
+}
+
 #[cfg(target_os = "linux")]
 fn advise(addr: usize, bytes: usize) {
-    if bytes < MIN_BYTES {
+    if bytes < MIN_BYTES || addr == 0 {
         return;
     }
     // Only whole huge pages inside the allocation.
