@@ -103,8 +103,13 @@ pub fn sizing(device: &Config, spec: &RunSpec) -> Result<CacheSizing> {
     // Histograms (~256 KiB each: the flash pair, the series' pair, window snapshots), the Zipf
     // table (~32 B per knot, about 1024 per e-fold of keys), region buffers.
     let hist = 256 << 10;
-    let knots = 1024.0 * (1.0 + (w.keys as f64 / 1024.0).max(1.0).ln());
-    let other_bytes = hist * (8 + 2 * spec.steady_windows as u64) + (knots * 32.0) as u64 + 2 * c.bucket_bytes as u64;
+    // With key lifecycles instead of the Zipf table: the later requests owed, 16 B each (rate x
+    // share of later requests x mean delay of them), in a heap that may have doubled.
+    let keys_bytes = match &w.lifecycle {
+        None => 32.0 * 1024.0 * (1.0 + (w.keys as f64 / 1024.0).max(1.0).ln()),
+        Some(l) => 2.0 * 16.0 * w.rate_rps * (1.0 - 1.0 / l.requests_per_key) * l.reaccess_mean_s,
+    };
+    let other_bytes = hist * (8 + 2 * spec.steady_windows as u64) + keys_bytes as u64 + 2 * c.bucket_bytes as u64;
 
     let memory_bytes = dev.memory_bytes + dram_tier_bytes + soc_index_bytes + loc_index_bytes + other_bytes;
     Ok(CacheSizing {
