@@ -319,9 +319,14 @@ impl Generator {
         }
     }
 
+    /// The key of fresh key number `n` (apart from the popular keys' ranks).
+    fn fresh_key_of(&self, n: u64) -> u64 {
+        mix64((1u64 << 63) | n) ^ self.salt
+    }
+
     fn fresh_key(&mut self) -> (u64, u64) {
         self.fresh += 1;
-        (self.fresh, mix64((1u64 << 63) | self.fresh) ^ self.salt)
+        (self.fresh, self.fresh_key_of(self.fresh))
     }
 
     pub fn next_request(&mut self) -> Request {
@@ -368,8 +373,7 @@ impl Generator {
         if let Some(&Reverse((due, n))) = self.due.peek() {
             if due <= t {
                 self.due.pop();
-                let key = mix64((1u64 << 63) | n) ^ self.salt;
-                return (key, self.op(1.0 / l.requests_per_key));
+                return (self.fresh_key_of(n), self.op(1.0 / l.requests_per_key));
             }
         }
         let (n, key) = self.fresh_key();
