@@ -59,7 +59,7 @@ fn advise(addr: usize, bytes: usize) {
     let start = addr.next_multiple_of(HUGE_PAGE);
     let end = (addr + bytes) / HUGE_PAGE * HUGE_PAGE;
     if end > start {
-        // SAFETY: [start, end) lies inside the vector's own allocation; MADV_HUGEPAGE only sets
+        // SAFETY: [start, end) lies inside the caller's allocation; MADV_HUGEPAGE only sets
         // a paging hint on it and never changes its contents. Failure (THP disabled) is fine.
         unsafe {
             libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
