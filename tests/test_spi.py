@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,23 @@ class Server:
         if check and p.returncode != 0:
             raise AssertionError(f"{' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
         return p.stdout + p.stderr
+
+
+def flushed_lines(path: Path, timeout: float = 10.0) -> list:
+    """The lines of a trace the server writes, once it has flushed them: it flushes after the
+    client disconnects, which can be just after flashrom has exited, and a buffer written out
+    earlier may end mid-line. Waits until the file ends with a newline and its size holds over
+    three polls 50 ms apart."""
+    deadline = time.monotonic() + timeout
+    sizes = []
+    while True:
+        data = path.read_bytes()
+        sizes = (sizes + [len(data)])[-3:]
+        if data.endswith(b"\n") and len(sizes) == 3 and len(set(sizes)) == 1:
+            return data.decode().splitlines()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} never settled on whole lines ({len(data)} bytes)")
+        time.sleep(0.05)
 
 
 def test_setup_installed_flashrom():
@@ -169,7 +187,7 @@ def test_protection_bits_decode_like_flashroms_own_tables(tmp_path):
             out = srv.flashrom(f"--wp-range={start:#x},{length:#x}")
             assert f"start=0x{start:08x} length=0x{length:08x}" in out, out
             f = Flash(chip="W25Q128JV")
-            for line in trace.read_text().splitlines():
+            for line in flushed_lines(trace):
                 rec = json.loads(line)
                 if rec.get("op", "")[:2] in ("06", "04", "50", "01", "31", "11") and not rec["result"].startswith("ignored"):
                     f.transfer(bytes.fromhex(rec["mosi"]))
