@@ -24,7 +24,7 @@ use ssdlab_core::Device;
 /// The allocator the Python module uses (large allocations on huge pages), so the figures are
 /// those users get.
 #[global_allocator]
-static ALLOC: ssdlab_core::media::huge::HugeAlloc = ssdlab_core::media::huge::HugeAlloc;
+static ALLOC: ssdlab_core::media::mem::HugeAlloc = ssdlab_core::media::mem::HugeAlloc;
 
 struct Args {
     gib: u64,

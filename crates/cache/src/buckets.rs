@@ -61,6 +61,14 @@ pub struct BucketIndex {
 }
 
 impl BucketIndex {
+    /// Start loading bucket `b`'s Bloom filter (a hint).
+    #[inline]
+    pub fn prefetch(&self, b: usize) {
+        if let Some(f) = self.bloom.get(b) {
+            ssdlab_core::media::mem::prefetch(f);
+        }
+    }
+
     /// `buckets` empty buckets of at most `slots` items, Bloom filters with `hashes` bits per key.
     pub fn new(buckets: u64, slots: u32, hashes: u32) -> BucketIndex {
         assert!((1..=255).contains(&slots) && (1..=10).contains(&hashes));

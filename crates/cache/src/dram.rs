@@ -7,7 +7,7 @@
 //! `refresh_s` seconds ago (`lruRefreshTime`, 60 s by default there): popular items are hit
 //! far more often than that, and each move costs cache misses on the item's neighbours.
 
-use crate::hash::{key_map, KeyMap};
+use crate::hash::IdMap;
 
 const NIL: u32 = u32::MAX;
 
@@ -38,14 +38,14 @@ struct Slot {
 
 /// Bytes of a slot and of a key map entry (memory estimates, [`crate::sizing`]).
 pub(crate) const SLOT_BYTES: u64 = std::mem::size_of::<Slot>() as u64;
-pub(crate) const MAP_ENTRY_BYTES: u64 = std::mem::size_of::<(u64, u32)>() as u64;
+pub(crate) const MAP_SLOT_BYTES: u64 = IdMap::SLOT_BYTES;
 
 pub struct Dram {
     capacity_bytes: u64,
     overhead_bytes: u32,
     refresh_s: u32,
     used_bytes: u64,
-    map: KeyMap<u32>,
+    map: IdMap,
     slots: Vec<Slot>,
     free: Vec<u32>,
     head: u32, // most recent
@@ -61,7 +61,7 @@ impl Dram {
             overhead_bytes,
             refresh_s,
             used_bytes: 0,
-            map: key_map(1024),
+            map: IdMap::with_capacity(1024),
             slots: vec![],
             free: vec![],
             head: NIL,
@@ -111,7 +111,7 @@ impl Dram {
     /// recent unless it moved there less than the refresh time ago. An item past its expiry is
     /// dropped and reported as a miss.
     pub fn get(&mut self, key: u64, now_s: u32) -> Option<u32> {
-        let &i = self.map.get(&key)?;
+        let i = self.map.get(key)?;
         let s = self.slots[i as usize];
         if s.expiry_s != 0 && s.expiry_s <= now_s {
             self.remove(key);
@@ -125,13 +125,19 @@ impl Dram {
         Some(s.value_bytes)
     }
 
+    /// Start loading what a look-up of `key` reads first (its map slot).
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        self.map.prefetch(key);
+    }
+
     pub fn contains(&self, key: u64) -> bool {
-        self.map.contains_key(&key)
+        self.map.contains_key(key)
     }
 
     /// Remove `key`; true if it was present.
     pub fn remove(&mut self, key: u64) -> bool {
-        let Some(i) = self.map.remove(&key) else { return false };
+        let Some(i) = self.map.remove(key) else { return false };
         self.unlink(i);
         let s = self.slots[i as usize];
         self.used_bytes -= self.item_bytes(s.key_bytes, s.value_bytes);
@@ -161,16 +167,15 @@ impl Dram {
         };
         // One map probe for insert-or-replace; the item goes to the head, then the tail is
         // evicted until the bytes fit (never the new item: it fits alone and is most recent).
-        match self.map.entry(it.key) {
-            std::collections::hash_map::Entry::Occupied(e) => {
-                let i = *e.get();
+        match self.map.get(it.key) {
+            Some(i) => {
                 let old = self.slots[i as usize];
                 self.used_bytes -= old.key_bytes as u64 + old.value_bytes as u64 + self.overhead_bytes as u64;
                 self.unlink(i);
                 self.slots[i as usize] = slot;
                 self.push_front(i);
             }
-            std::collections::hash_map::Entry::Vacant(v) => {
+            None => {
                 let i = match self.free.pop() {
                     Some(i) => {
                         self.slots[i as usize] = slot;
@@ -181,7 +186,7 @@ impl Dram {
                         (self.slots.len() - 1) as u32
                     }
                 };
-                v.insert(i);
+                self.map.insert(it.key, i);
                 self.push_front(i);
             }
         }
@@ -190,7 +195,7 @@ impl Dram {
             let t = self.tail;
             debug_assert!(t != NIL && t != self.head, "the new item fits alone");
             let s = self.slots[t as usize];
-            self.map.remove(&s.key);
+            self.map.remove(s.key);
             self.unlink(t);
             self.used_bytes -= self.item_bytes(s.key_bytes, s.value_bytes);
             self.free.push(t);

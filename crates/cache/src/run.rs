@@ -27,11 +27,22 @@ pub trait RequestSource {
     fn next_request(&mut self) -> Option<Result<Request>>;
     /// A GET missed (sources that do look-aside SETs react).
     fn miss(&mut self, _r: &Request) {}
+    /// The key of a request `k` places ahead, if the source knows it without side effects on
+    /// what it gives (the run prefetches what that request will touch).
+    fn upcoming(&mut self, _k: usize) -> Option<u64> {
+        None
+    }
 }
+
+/// How many requests ahead a run starts loading the cache lines a request will touch first.
+const LOOKAHEAD: usize = 8;
 
 impl RequestSource for Generator {
     fn next_request(&mut self) -> Option<Result<Request>> {
         Some(Ok(Generator::next_request(self)))
+    }
+    fn upcoming(&mut self, k: usize) -> Option<u64> {
+        Some(Generator::upcoming(self, k))
     }
     fn miss(&mut self, r: &Request) {
         self.feedback_miss(r)
@@ -321,6 +332,9 @@ pub fn run_on(
                 interrupted = true;
                 break;
             }
+        }
+        if let Some(k) = src.upcoming(LOOKAHEAD) {
+            cache.prefetch(k);
         }
         let Some(r) = src.next_request() else { break };
         let r = r?;

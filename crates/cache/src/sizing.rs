@@ -85,7 +85,10 @@ pub fn sizing(device: &Config, spec: &RunSpec) -> Result<CacheSizing> {
     // DRAM tier: full of items of the population's mean size.
     let mean_item = p_small * small + p_large * large + c.dram_item_overhead_bytes as f64;
     let dram_items = (c.dram_bytes as f64 / mean_item.max(1.0)) as u64;
-    let dram_tier_bytes = dram_items * crate::dram::SLOT_BYTES + map_bytes(dram_items, crate::dram::MAP_ENTRY_BYTES);
+    // The DRAM tier's map is open addressing, between 3/8 and 3/4 full: 16 B slots, a power of
+    // two at least 4/3 of the items, and a grown table's old one freed (counted at its peak).
+    let dram_map_bytes = (dram_items.max(8) * 4).div_ceil(3).next_power_of_two() * crate::dram::MAP_SLOT_BYTES * 3 / 2;
+    let dram_tier_bytes = dram_items * crate::dram::SLOT_BYTES + dram_map_bytes;
 
     // SOC: byte-full buckets of small items (every item is small when there is no LOC).
     let soc_item = if p_small > 0.0 { small } else { large } + c.soc_item_overhead_bytes as f64;

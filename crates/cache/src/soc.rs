@@ -80,6 +80,14 @@ impl Soc {
         self.start_byte + b * self.bucket_bytes as u64
     }
 
+    /// Start loading `key`'s bucket's Bloom filter (a hint).
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        if self.buckets > 0 {
+            self.index.prefetch(self.bucket_of(key) as usize);
+        }
+    }
+
     /// Whether the bucket's Bloom filter admits `key` (false = certainly absent).
     #[inline]
     pub fn may_contain(&self, key: u64) -> bool {

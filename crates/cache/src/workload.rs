@@ -4,7 +4,7 @@
 //! Sources of the preset numbers are in docs/case-studies/fdp-cache.md.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -267,6 +267,9 @@ pub struct Generator {
     /// Key lifecycles: later requests owed, as (due time in ns, fresh-key number), earliest
     /// first.
     due: BinaryHeap<Reverse<(u64, u64)>>,
+    /// Requests generated ahead of their turn ([`Generator::upcoming`]); the stream is the
+    /// same with or without them, as generation never depends on how the cache answers.
+    ahead: VecDeque<Request>,
 }
 
 impl Generator {
@@ -294,6 +297,7 @@ impl Generator {
             salt: mix64(spec.seed ^ 0x6b79_6b79),
             pending: None,
             due: BinaryHeap::new(),
+            ahead: VecDeque::new(),
             spec: spec.clone(),
         })
     }
@@ -333,6 +337,20 @@ impl Generator {
         if let Some(p) = self.pending.take() {
             return p;
         }
+        self.ahead.pop_front().unwrap_or_else(|| self.generate())
+    }
+
+    /// The key of the request `k` places after the next one the stream gives (a look-aside SET
+    /// owed after a miss aside), so a run can start loading what it will touch.
+    pub fn upcoming(&mut self, k: usize) -> u64 {
+        while self.ahead.len() <= k {
+            let r = self.generate();
+            self.ahead.push_back(r);
+        }
+        self.ahead[k].key
+    }
+
+    fn generate(&mut self) -> Request {
         let t = (self.i as f64 * 1e9 / self.spec.rate_rps) as u64;
         self.i += 1;
         let (key, op) = match self.spec.lifecycle {
@@ -393,9 +411,9 @@ impl Generator {
         (key, Op::Set)
     }
 
-    /// Requests generated so far (look-aside SETs excluded).
+    /// Requests given out so far (look-aside SETs excluded).
     pub fn issued(&self) -> u64 {
-        self.i
+        self.i - self.ahead.len() as u64
     }
 }
 

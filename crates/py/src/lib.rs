@@ -10,7 +10,7 @@
 
 /// Large allocations (the FTL's maps, the cache's hash tables) on huge pages.
 #[global_allocator]
-static ALLOC: ssdlab_core::media::huge::HugeAlloc = ssdlab_core::media::huge::HugeAlloc;
+static ALLOC: ssdlab_core::media::mem::HugeAlloc = ssdlab_core::media::mem::HugeAlloc;
 
 mod analytic;
 mod cache;

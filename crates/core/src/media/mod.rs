@@ -7,7 +7,7 @@
 //! plane * blocks_per_plane + index`, and dies channel-major: `die = channel *
 //! dies_per_channel + d`.
 
-pub mod huge;
+pub mod mem;
 mod nand;
 pub mod presets;
 pub mod store;

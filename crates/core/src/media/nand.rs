@@ -62,7 +62,7 @@ impl Media {
     fn build(cfg: &Config, with_data: bool) -> Media {
         let lay = Layout::new(&cfg.geometry);
         let mut rng = Self::rng(cfg);
-        let mut blocks = super::huge::filled(lay.blocks as usize, BlockMeta::new());
+        let mut blocks = super::mem::filled(lay.blocks as usize, BlockMeta::new());
         for (b, bad) in blocks.iter_mut().zip(Self::factory_bad(cfg, &mut rng)) {
             if bad {
                 b.state = BlockState::Bad;

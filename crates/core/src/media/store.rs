@@ -19,7 +19,7 @@ impl DataStore {
     pub fn new(physical_sectors: u64, sector_bytes: u32) -> DataStore {
         DataStore {
             sector_bytes: sector_bytes as usize,
-            slot_of: super::huge::filled(physical_sectors as usize, NIL),
+            slot_of: super::mem::filled(physical_sectors as usize, NIL),
             arena: Vec::new(),
             free: Vec::new(),
         }

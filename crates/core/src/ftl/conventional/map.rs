@@ -8,7 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::media::{huge, BlockMeta, Layout, OOB_ERASED, OOB_PAD, P2L_VALID};
+use crate::media::mem::{self, prefetch};
+use crate::media::{BlockMeta, Layout, OOB_ERASED, OOB_PAD, P2L_VALID};
 
 /// L2P entry of a logical sector that holds nothing.
 pub const UNMAPPED: u32 = u32::MAX;
@@ -30,9 +31,9 @@ impl Mapping {
     pub fn new(lay: &Layout, logical: u64) -> Mapping {
         Mapping {
             logical,
-            l2p: huge::filled(logical as usize, UNMAPPED),
-            p2l: huge::filled(lay.physical_sectors as usize, OOB_ERASED),
-            page_seq: huge::filled((lay.blocks as u64 * lay.pages_per_block as u64) as usize, 0),
+            l2p: mem::filled(logical as usize, UNMAPPED),
+            p2l: mem::filled(lay.physical_sectors as usize, OOB_ERASED),
+            page_seq: mem::filled((lay.blocks as u64 * lay.pages_per_block as u64) as usize, 0),
             next_seq: 1,
             mapped: 0,
         }
@@ -203,7 +204,7 @@ impl Mapping {
     /// sequence number, then later slot). Trims are not recorded on the media; a host that
     /// needs them across a rebuild journals them (the NBD server does).
     pub fn rebuild_from_oob(&self, spp: u32) -> Vec<u32> {
-        let mut l2p = huge::filled(self.logical as usize, UNMAPPED);
+        let mut l2p = mem::filled(self.logical as usize, UNMAPPED);
         for page in 0..self.page_seq.len() as u32 {
             let seq = self.page_seq[page as usize];
             if seq == 0 {
@@ -275,15 +276,4 @@ impl Mapping {
         let spb = lay.sectors_per_block as usize;
         self.p2l[b as usize * spb..(b as usize + 1) * spb].iter().all(|&e| e == OOB_ERASED)
     }
-}
-
-#[inline(always)]
-fn prefetch<T>(r: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(r as *const T as *const i8, std::arch::x86_64::_MM_HINT_T0)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
 }
