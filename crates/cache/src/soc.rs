@@ -83,9 +83,8 @@ impl Soc {
     /// Start loading `key`'s bucket's Bloom filter (a hint).
     #[inline]
     pub fn prefetch(&self, key: u64) {
-        if self.buckets > 0 {
-            self.index.prefetch(self.bucket_of(key) as usize);
-        }
+        // With no buckets the index has nothing to load and ignores the call.
+        self.index.prefetch(self.bucket_of(key) as usize);
     }
 
     /// Whether the bucket's Bloom filter admits `key` (false = certainly absent).
