@@ -43,7 +43,35 @@ pub struct Table {
     pub oldest_tombstone_ns: Option<u64>,
     pub created_ns: u64,
     pub index: Vec<IndexEntry>,
+    /// `index`'s last keys as probes (see `KeyProbes`): what a lookup's binary search reads.
+    probes: KeyProbes,
     filter: BloomFilter,
+}
+
+/// The index's last keys for a cache-friendly binary search: every key of a table shares the
+/// common prefix of its smallest and largest key (`cp` bytes), and the next 8 bytes of each
+/// last key, big-endian and zero-padded, sit in one array. Padding keeps the byte order (a
+/// smaller probe means a smaller key); equal probes fall back to the whole keys.
+#[derive(Debug, Default)]
+struct KeyProbes {
+    cp: usize,
+    probe: Vec<u64>,
+}
+
+impl KeyProbes {
+    fn new(index: &[IndexEntry], smallest: &[u8], largest: &[u8]) -> KeyProbes {
+        let cp = smallest.iter().zip(largest).take_while(|(a, b)| a == b).count();
+        KeyProbes { cp, probe: index.iter().map(|e| probe_of(&e.last_key, cp)).collect() }
+    }
+}
+
+#[inline]
+fn probe_of(key: &[u8], cp: usize) -> u64 {
+    let tail = key.get(cp..).unwrap_or(&[]);
+    let mut b = [0u8; 8];
+    let n = tail.len().min(8);
+    b[..n].copy_from_slice(&tail[..n]);
+    u64::from_be_bytes(b)
 }
 
 fn template_filter() -> BloomFilter {
@@ -63,7 +91,19 @@ impl Table {
 
     /// The first block that may hold `key`.
     pub fn block_for(&self, key: &[u8]) -> Option<usize> {
-        let i = self.index.partition_point(|e| e.last_key.as_slice() < key);
+        let cp = self.probes.cp;
+        let i = if key.len() >= cp && key[..cp] == self.smallest[..cp] {
+            // The key shares the table's prefix: search the probes, then the whole keys
+            // only among blocks whose probe equals the key's.
+            let q = probe_of(key, cp);
+            let mut i = self.probes.probe.partition_point(|&p| p < q);
+            while i < self.index.len() && self.probes.probe[i] == q && self.index[i].last_key.as_slice() < key {
+                i += 1;
+            }
+            i
+        } else {
+            self.index.partition_point(|e| e.last_key.as_slice() < key)
+        };
         (i < self.index.len()).then_some(i)
     }
 
@@ -112,6 +152,7 @@ impl Table {
         Ok(Table {
             id,
             size_bytes: bytes.len() as u64,
+            probes: KeyProbes::new(&index, &smallest, &largest),
             smallest,
             largest,
             entries,
@@ -155,11 +196,18 @@ pub struct TableBuilder {
 
 impl TableBuilder {
     pub fn new(block_bytes: u32, compression: Compression, bits_per_key: u32) -> TableBuilder {
+        Self::reusing(block_bytes, compression, bits_per_key, Vec::new())
+    }
+
+    /// A builder writing into `out` (emptied first): the bytes of a table written before,
+    /// so that a store building table after table reuses one buffer's memory.
+    pub fn reusing(block_bytes: u32, compression: Compression, bits_per_key: u32, mut out: Vec<u8>) -> TableBuilder {
+        out.clear();
         TableBuilder {
             block_bytes: block_bytes as usize,
             compression,
             bits_per_key,
-            out: Vec::new(),
+            out,
             block: Vec::with_capacity(block_bytes as usize * 2),
             last_key: Vec::new(),
             last_seq: 0,
@@ -272,6 +320,7 @@ impl TableBuilder {
         let table = Table {
             id,
             size_bytes: self.out.len() as u64,
+            probes: KeyProbes::new(&self.index, &self.smallest, &self.last_key),
             smallest: self.smallest,
             largest: self.last_key,
             entries: self.entries,
@@ -295,13 +344,26 @@ pub type Hit = (Kind, std::ops::Range<usize>);
 pub fn search_block(buf: &[u8], key: &[u8], at: u64) -> Result<(Option<Hit>, bool)> {
     let mut p = 0;
     while p < buf.len() {
-        let e = decode_entry(buf, p)?;
-        let k = e.key(buf);
+        // Entries before the key are skipped on their lengths and key alone; only an entry
+        // with the key is decoded whole (every lookup's inner loop).
+        let mut q = p;
+        let kl = get_varint(buf, &mut q)? as usize;
+        let vl = get_varint(buf, &mut q)? as usize;
+        let k = buf.get(q..q + kl).ok_or_else(|| Error::Corrupt(format!("entry at {p} runs past its block")))?;
         match k.cmp(key) {
-            std::cmp::Ordering::Less => {}
+            std::cmp::Ordering::Less => {
+                p = q + kl + 8 + vl;
+                if p > buf.len() {
+                    return Err(Error::Corrupt(format!("entry ending at {p} runs past its block ({})", buf.len())));
+                }
+                continue;
+            }
             std::cmp::Ordering::Greater => return Ok((None, false)),
-            std::cmp::Ordering::Equal if e.seq <= at => return Ok((Some((e.kind, e.value.0 as usize..e.value.1 as usize)), false)),
             std::cmp::Ordering::Equal => {}
+        }
+        let e = decode_entry(buf, p)?;
+        if e.seq <= at {
+            return Ok((Some((e.kind, e.value.0 as usize..e.value.1 as usize)), false));
         }
         p = e.next as usize;
     }
@@ -355,6 +417,31 @@ mod tests {
             // The Bloom filter turns most absent keys away.
             let fp = (0..2000).filter(|i| t2.may_contain(format!("key{:06}x", i).as_bytes())).count();
             assert!(fp < 100, "{fp} false positives of 2000 at 10 bits per key");
+        }
+    }
+
+    proptest::proptest! {
+        /// The probe search picks the block a plain search over the whole last keys picks,
+        /// for keys of any length inside, around and outside the table's range (shared
+        /// prefixes, zero bytes, keys that are prefixes of others).
+        #[test]
+        fn block_for_matches_a_plain_search(
+            keys in proptest::collection::btree_set(proptest::collection::vec(proptest::sample::select(vec![0u8, 1, b'a', b'b', 0xff]), 0..14), 1..200),
+            prefix in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..12),
+            queries in proptest::collection::vec(proptest::collection::vec(proptest::sample::select(vec![0u8, 1, b'a', b'b', 0xff]), 0..24), 1..60),
+        ) {
+            let mut b = TableBuilder::new(64, Compression::None, 10);
+            for (i, k) in keys.iter().enumerate() {
+                b.add(&[prefix.as_slice(), k].concat(), 10 + i as u64, Kind::Put, b"vv");
+            }
+            let (bytes, t) = b.finish(1, 0);
+            let t2 = Table::open(1, &bytes, 0).unwrap();
+            for q in queries.iter().map(|q| [prefix.as_slice(), q].concat()).chain(queries.iter().cloned()) {
+                let plain = t.index.partition_point(|e| e.last_key.as_slice() < q.as_slice());
+                let want = (plain < t.index.len()).then_some(plain);
+                proptest::prop_assert_eq!(t.block_for(&q), want);
+                proptest::prop_assert_eq!(t2.block_for(&q), want);
+            }
         }
     }
 }

@@ -69,6 +69,9 @@ pub struct Lookup {
 /// Observed lifetimes kept per level (for the zone-aware placement's thresholds).
 const LIFETIME_WINDOW: usize = 512;
 
+/// A version found by a lookup: its kind and value.
+type Found = (Kind, Vec<u8>);
+
 pub struct Store {
     cfg: LsmConfig,
     fs: ZoneFs,
@@ -87,6 +90,12 @@ pub struct Store {
     tomb_lives: Vec<TombFileLife>,
     dirty: bool,
     next_expiry_ns: Option<u64>,
+    /// The sealed bytes of the data block a lookup reads (kept between lookups: no
+    /// allocation or zeroing per read; only ever grows).
+    block_buf: Vec<u8>,
+    /// The bytes of the last table written, reused by the next table built (an SST's
+    /// megabytes would otherwise be fresh memory, faulted in and zeroed, every time).
+    table_buf: Vec<u8>,
 }
 
 impl Store {
@@ -110,6 +119,8 @@ impl Store {
             now_ns: 0,
             stats: LsmStats::default(),
             dead_tables: HashMap::new(),
+            block_buf: Vec::new(),
+            table_buf: Vec::new(),
             tomb_lives: vec![],
             dirty: false,
             next_expiry_ns: None,
@@ -289,25 +300,23 @@ impl Store {
         Ok(Lookup { value: None, done_ns: t })
     }
 
-    /// Read one data block of `table` through the device; `t` is when the read is issued
-    /// and becomes its completion.
-    fn read_block(&mut self, table: &Table, b: usize, t: &mut u64) -> Result<Vec<u8>> {
-        let e = &table.index[b];
-        let mut raw = vec![0u8; e.len as usize];
-        *t = self.fs.read(table.id, e.offset, &mut raw, *t)?;
-        self.stats.block_reads += 1;
-        match open_block(&raw)? {
-            std::borrow::Cow::Borrowed(b) => {
-                // A raw block: its entries are the sealed bytes minus the 5-byte trailer.
-                let n = b.len();
-                raw.truncate(n);
-                Ok(raw)
-            }
-            std::borrow::Cow::Owned(v) => Ok(v),
+    /// Look `key` up in data block `b` of `table`, read through the device; `t` is when the
+    /// read is issued and becomes its completion. Returns the hit (kind, value) and whether
+    /// the key's versions may go on in the next block.
+    fn search_block_of(&mut self, table: &Table, b: usize, key: &[u8], at: u64, t: &mut u64) -> Result<(Option<Found>, bool)> {
+        let len = table.index[b].len as usize;
+        if self.block_buf.len() < len {
+            self.block_buf.resize(len, 0);
         }
+        let raw = &mut self.block_buf[..len];
+        *t = self.fs.read(table.id, table.index[b].offset, raw, *t)?;
+        self.stats.block_reads += 1;
+        let blk = open_block(raw)?;
+        let (hit, more) = search_block(&blk, key, at)?;
+        Ok((hit.map(|(kind, r)| (kind, blk[r].to_vec())), more))
     }
 
-    fn search_table(&mut self, table: &Table, key: &[u8], at: u64, t: &mut u64) -> Result<Option<(Kind, Vec<u8>)>> {
+    fn search_table(&mut self, table: &Table, key: &[u8], at: u64, t: &mut u64) -> Result<Option<Found>> {
         if key < table.smallest.as_slice() || key > table.largest.as_slice() {
             return Ok(None);
         }
@@ -317,10 +326,9 @@ impl Store {
         }
         let Some(mut b) = table.block_for(key) else { return Ok(None) };
         loop {
-            let blk = self.read_block(table, b, t)?;
-            let (hit, more) = search_block(&blk, key, at)?;
-            if let Some((kind, r)) = hit {
-                return Ok(Some((kind, blk[r].to_vec())));
+            let (hit, more) = self.search_block_of(table, b, key, at, t)?;
+            if hit.is_some() {
+                return Ok(hit);
             }
             if !more || b + 1 >= table.index.len() {
                 return Ok(None);
@@ -464,7 +472,7 @@ impl Store {
         let now = self.now_ns;
         let map = self.mem.take();
         let snaps: Vec<u64> = self.snapshots.keys().copied().collect();
-        let mut b = TableBuilder::new(self.cfg.block_bytes, self.cfg.compression, self.cfg.bloom_bits_per_key);
+        let mut b = self.builder();
         let mut tracked: Vec<(Vec<u8>, u64, Kind)> = vec![];
         for (key, versions) in &map {
             let mut prev_stripe = None;
@@ -524,8 +532,14 @@ impl Store {
         let (bytes, mut table) = b.finish(0, now);
         let (placement, death) = self.placement_for(&table, level);
         let (id, _) = self.fs.write_file(FileKind::Sst, placement, death, &bytes, now)?;
+        self.table_buf = bytes;
         table.id = id;
         Ok(Arc::new(table))
+    }
+
+    /// A table builder on the store's settings, writing into the reused table buffer.
+    fn builder(&mut self) -> TableBuilder {
+        TableBuilder::reusing(self.cfg.block_bytes, self.cfg.compression, self.cfg.bloom_bits_per_key, std::mem::take(&mut self.table_buf))
     }
 
     fn view_ttl(&self, level: usize) -> Option<u64> {
@@ -647,7 +661,7 @@ impl Store {
         }
         let snaps: Vec<u64> = self.snapshots.keys().copied().collect();
         let mut outputs: Vec<Arc<Table>> = vec![];
-        let mut b = TableBuilder::new(self.cfg.block_bytes, self.cfg.compression, self.cfg.bloom_bits_per_key);
+        let mut b = self.builder();
         let mut tracked: Vec<(Vec<u8>, u64, Kind)> = vec![];
         let mut cur_key: Vec<u8> = vec![];
         let mut prev_stripe: Option<usize> = None;
@@ -675,10 +689,7 @@ impl Store {
                 let new_key = first || k != cur_key.as_slice();
                 if new_key {
                     if !b.is_empty() && b.estimated_bytes() >= self.cfg.sst_target_bytes {
-                        let full = std::mem::replace(
-                            &mut b,
-                            TableBuilder::new(self.cfg.block_bytes, self.cfg.compression, self.cfg.bloom_bits_per_key),
-                        );
+                        let full = std::mem::replace(&mut b, self.builder());
                         outputs.push(self.finish_output(full, out, last, &mut tracked, t_read)?);
                     }
                     cur_key.clear();
@@ -765,6 +776,7 @@ impl Store {
         let (bytes, mut table) = b.finish(0, now);
         let (placement, death) = self.placement_for(&table, level);
         let (id, _) = self.fs.write_file(FileKind::Sst, placement, death, &bytes, t)?;
+        self.table_buf = bytes;
         table.id = id;
         self.stats.compaction_write_bytes += table.size_bytes;
         self.stats.tombstones_written += table.tombstones;

@@ -673,13 +673,21 @@ impl ZoneFs {
     }
 
     /// Map `len` bytes at `off` of file `id` to (lba, sectors, skip bytes) pieces.
-    fn pieces(&self, id: FileId, off: u64, len: u64) -> Result<Vec<(u64, u64, u64)>> {
-        let f = self.file(id);
+    /// Walk the device pieces behind `len` bytes at `off` of file `f`: `each(lba, sectors,
+    /// skip, bytes)` for each extent touched, `skip` bytes into its first sector, `bytes` of
+    /// the range in it. No allocation: this is every block read's path.
+    fn walk(
+        f: &FileInfo,
+        id: FileId,
+        sb: u64,
+        zone_sectors: u64,
+        off: u64,
+        len: u64,
+        mut each: impl FnMut(u64, u64, u64, usize) -> Result<()>,
+    ) -> Result<()> {
         if off + len > f.size {
             return Err(Error::Corrupt(format!("read of {len} bytes at {off} past the end of file {id} ({} bytes)", f.size)));
         }
-        let sb = self.sb;
-        let mut out = vec![];
         let mut pos = off;
         let end = off + len;
         let mut i = f.extents.partition_point(|e| e.file_off + e.sectors * sb <= pos);
@@ -692,39 +700,31 @@ impl ZoneFs {
             })?;
             let in_ext = pos - e.file_off;
             let s0 = in_ext / sb;
-            let s1 = ((end - e.file_off).min(e.sectors * sb)).div_ceil(sb);
-            out.push((e.zone as u64 * self.zone_sectors + e.start + s0, s1 - s0, in_ext % sb));
+            let stop = (end - e.file_off).min(e.sectors * sb);
+            let s1 = stop.div_ceil(sb);
+            each(e.zone as u64 * zone_sectors + e.start + s0, s1 - s0, in_ext % sb, (stop - in_ext) as usize)?;
             pos = e.file_off + s1 * sb;
             i += 1;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Read `out.len()` bytes at `off` of file `id` through the device; returns the
-    /// completion time.
+    /// completion time. Every sector touched is read (and timed) whole; only the bytes asked
+    /// for are copied.
     pub fn read(&mut self, id: FileId, off: u64, out: &mut [u8], now: u64) -> Result<u64> {
-        let pieces = self.pieces(id, off, out.len() as u64)?;
+        let f = self.files.get(&id).unwrap_or_else(|| panic!("no file {id}"));
+        let dev = self.dev.zns_mut().unwrap();
+        let stats = &mut self.stats;
         let mut done = now;
         let mut w = 0usize;
-        let mut tmp = vec![];
-        for (lba, sectors, skip) in pieces {
-            let bytes = (sectors * self.sb) as usize;
-            if skip == 0 && out.len() - w >= bytes {
-                // Whole sectors: straight into the caller's buffer.
-                let d = self.dev.zns_mut().unwrap().read(lba, sectors as u32, Some(&mut out[w..w + bytes]), now)?;
-                self.stats.zone_read_bytes += bytes as u64;
-                done = done.max(d);
-                w += bytes;
-                continue;
-            }
-            tmp.resize(bytes, 0);
-            let d = self.dev.zns_mut().unwrap().read(lba, sectors as u32, Some(&mut tmp), now)?;
-            self.stats.zone_read_bytes += sectors * self.sb;
+        Self::walk(f, id, self.sb, self.zone_sectors, off, out.len() as u64, |lba, sectors, skip, n| {
+            let d = dev.read_span(lba, sectors as u32, skip as usize, Some(&mut out[w..w + n]), now)?;
+            stats.zone_read_bytes += sectors * self.sb;
             done = done.max(d);
-            let n = (tmp.len() - skip as usize).min(out.len() - w);
-            out[w..w + n].copy_from_slice(&tmp[skip as usize..skip as usize + n]);
             w += n;
-        }
+            Ok(())
+        })?;
         debug_assert_eq!(w, out.len());
         Ok(done)
     }
@@ -733,16 +733,16 @@ impl ZoneFs {
     /// Works on deleted files until they are erased; parts in zones reset since read as
     /// zeros (or as whatever was written there later).
     pub fn peek(&self, id: FileId, off: u64, out: &mut [u8]) -> Result<()> {
-        let pieces = self.pieces(id, off, out.len() as u64)?;
-        let mut w = 0usize;
+        let dev = self.dev.zns().unwrap();
         let mut tmp = vec![];
-        for (lba, sectors, skip) in pieces {
+        let mut w = 0usize;
+        Self::walk(self.file(id), id, self.sb, self.zone_sectors, off, out.len() as u64, |lba, sectors, skip, n| {
             tmp.resize((sectors * self.sb) as usize, 0);
-            self.dev.zns().unwrap().peek(lba, &mut tmp)?;
-            let n = (tmp.len() - skip as usize).min(out.len() - w);
+            dev.peek(lba, &mut tmp)?;
             out[w..w + n].copy_from_slice(&tmp[skip as usize..skip as usize + n]);
             w += n;
-        }
+            Ok(())
+        })?;
         Ok(())
     }
 

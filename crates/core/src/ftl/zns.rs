@@ -860,6 +860,61 @@ impl Zns {
         Ok(())
     }
 
+    /// Read `sectors` sectors at `lba` (timed and counted as such) and copy bytes
+    /// `skip..skip + out.len()` of them into `out`: a host reading a byte range that starts
+    /// or ends inside a sector gets just that range, without a bounce buffer.
+    pub fn read_span(&mut self, lba: u64, sectors: u32, skip: usize, mut out: Option<&mut [u8]>, now: u64) -> Result<u64> {
+        if sectors == 0 || lba + sectors as u64 > self.logical_sectors() {
+            return Err(Error::nvme(Status::LbaOutOfRange, format!("read of {sectors} blocks at {lba} beyond the namespace")));
+        }
+        let sb = self.m.lay.sector_bytes as usize;
+        if let Some(buf) = out.as_deref() {
+            assert!(skip + buf.len() <= sectors as usize * sb, "read span past its sectors");
+        }
+        let t = now + self.m.tl.command_overhead_ns();
+        let mut done = t;
+        let mut last_page = u32::MAX;
+        for i in 0..sectors as u64 {
+            let l = lba + i;
+            let z = (l / self.zone_sectors) as usize;
+            let o = l % self.zone_sectors;
+            if self.zones[z].state == ZoneState::Offline {
+                return Err(Error::nvme(Status::ZoneIsOffline, format!("zone {z} is offline")));
+            }
+            let (written, psa) = match &self.conv {
+                Some(conv) if z < self.nconv => match conv.l2p[l as usize] {
+                    NIL => (false, 0),
+                    pool => (true, self.psa(conv.base + (pool as u64 / self.zone_sectors) as usize, pool as u64 % self.zone_sectors)),
+                },
+                _ => (o < self.zones[z].written, self.psa(self.pz(z), o)),
+            };
+            if let Some(buf) = out.as_deref_mut() {
+                // This sector's bytes within the span, and where they land in `buf`.
+                let s0 = (i as usize * sb).max(skip);
+                let s1 = ((i as usize + 1) * sb).min(skip + buf.len());
+                if s0 < s1 {
+                    let dst = &mut buf[s0 - skip..s1 - skip];
+                    match &self.m.data {
+                        Some(store) if written => store.get_part(psa, s0 - i as usize * sb, dst),
+                        _ => dst.fill(0),
+                    }
+                }
+            }
+            let page = psa / self.m.lay.sectors_per_page;
+            let b = psa / self.m.lay.sectors_per_block;
+            let programmed =
+                (psa % self.m.lay.sectors_per_block) / self.m.lay.sectors_per_page < self.m.blocks[b as usize].programmed_pages as u32;
+            if written && programmed && page != last_page {
+                last_page = page;
+                let die = self.m.lay.die_of_block(b);
+                done = done.max(self.m.read(die, sb as u64, t));
+            }
+        }
+        self.m.c.host_read_cmds += 1;
+        self.m.c.host_read_bytes += sectors as u64 * sb as u64;
+        Ok(if self.m.tl.enabled { done } else { now })
+    }
+
     /// Mark a zone read-only or offline (media failure injection for host tests).
     pub fn inject_zone_state(&mut self, z: usize, state: ZoneState) -> Result<()> {
         if !matches!(state, ZoneState::ReadOnly | ZoneState::Offline) {
@@ -923,48 +978,8 @@ impl BlockDevice for Zns {
     fn write(&mut self, lba: u64, sectors: u32, data: Option<&[u8]>, opts: WriteOpts, now: u64) -> Result<u64> {
         Ok(self.write_zone(lba, sectors, data, false, opts.fua, now)?.1)
     }
-    fn read(&mut self, lba: u64, sectors: u32, mut out: Option<&mut [u8]>, now: u64) -> Result<u64> {
-        if sectors == 0 || lba + sectors as u64 > self.logical_sectors() {
-            return Err(Error::nvme(Status::LbaOutOfRange, format!("read of {sectors} blocks at {lba} beyond the namespace")));
-        }
-        let sb = self.m.lay.sector_bytes as usize;
-        let t = now + self.m.tl.command_overhead_ns();
-        let mut done = t;
-        let mut last_page = u32::MAX;
-        for i in 0..sectors as u64 {
-            let l = lba + i;
-            let z = (l / self.zone_sectors) as usize;
-            let o = l % self.zone_sectors;
-            if self.zones[z].state == ZoneState::Offline {
-                return Err(Error::nvme(Status::ZoneIsOffline, format!("zone {z} is offline")));
-            }
-            let (written, psa) = match &self.conv {
-                Some(conv) if z < self.nconv => match conv.l2p[l as usize] {
-                    NIL => (false, 0),
-                    pool => (true, self.psa(conv.base + (pool as u64 / self.zone_sectors) as usize, pool as u64 % self.zone_sectors)),
-                },
-                _ => (o < self.zones[z].written, self.psa(self.pz(z), o)),
-            };
-            if let Some(buf) = out.as_deref_mut() {
-                let dst = &mut buf[i as usize * sb..(i as usize + 1) * sb];
-                match &self.m.data {
-                    Some(store) if written => store.get(psa, dst),
-                    _ => dst.fill(0),
-                }
-            }
-            let page = psa / self.m.lay.sectors_per_page;
-            let b = psa / self.m.lay.sectors_per_block;
-            let programmed =
-                (psa % self.m.lay.sectors_per_block) / self.m.lay.sectors_per_page < self.m.blocks[b as usize].programmed_pages as u32;
-            if written && programmed && page != last_page {
-                last_page = page;
-                let die = self.m.lay.die_of_block(b);
-                done = done.max(self.m.read(die, sb as u64, t));
-            }
-        }
-        self.m.c.host_read_cmds += 1;
-        self.m.c.host_read_bytes += sectors as u64 * sb as u64;
-        Ok(if self.m.tl.enabled { done } else { now })
+    fn read(&mut self, lba: u64, sectors: u32, out: Option<&mut [u8]>, now: u64) -> Result<u64> {
+        self.read_span(lba, sectors, 0, out, now)
     }
     /// Deallocate on sequential zones changes nothing on the media (the zone is still written
     /// up to its write pointer); it is accepted and counted. On conventional zones it unmaps

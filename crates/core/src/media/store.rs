@@ -6,28 +6,47 @@ use serde::{Deserialize, Serialize};
 
 use super::NIL;
 
+/// Bytes per chunk of slots: a sixteenth of the device (so the last chunk, mostly unused,
+/// overshoots the contents by at most that, as `sizing` assumes), within these bounds.
+const CHUNK_BYTES: (usize, usize) = (1 << 20, 64 << 20);
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DataStore {
     sector_bytes: usize,
     /// Slot holding each physical sector's bytes, or NIL for zeros.
     slot_of: Vec<u32>,
-    arena: Vec<u8>,
+    /// The slots, `chunk_slots` per chunk. Chunks are added as slots run out and never move
+    /// (growing one flat array would copy all the device's contents each time it grows);
+    /// a chunk's pages are touched only when its slots are first used.
+    chunks: Vec<Vec<u8>>,
+    chunk_slots: usize,
+    /// Slots ever handed out (the next new slot).
+    used: u32,
     free: Vec<u32>,
 }
 
 impl DataStore {
     pub fn new(physical_sectors: u64, sector_bytes: u32) -> DataStore {
+        let sb = sector_bytes as usize;
         DataStore {
-            sector_bytes: sector_bytes as usize,
+            sector_bytes: sb,
             slot_of: super::mem::filled(physical_sectors as usize, NIL),
-            arena: Vec::new(),
+            chunks: Vec::new(),
+            chunk_slots: ((physical_sectors as usize * sb / 16).clamp(CHUNK_BYTES.0, CHUNK_BYTES.1) / sb).max(1),
+            used: 0,
             free: Vec::new(),
         }
     }
 
     /// Bytes of user data held in memory.
     pub fn resident_bytes(&self) -> u64 {
-        self.arena.len() as u64 - self.free.len() as u64 * self.sector_bytes as u64
+        (self.used as u64 - self.free.len() as u64) * self.sector_bytes as u64
+    }
+
+    #[inline]
+    fn slot(&self, slot: u32) -> &[u8] {
+        let (c, i) = (slot as usize / self.chunk_slots, slot as usize % self.chunk_slots);
+        &self.chunks[c][i * self.sector_bytes..(i + 1) * self.sector_bytes]
     }
 
     /// Store `data` (one sector) at `psa`, which must hold nothing yet.
@@ -40,20 +59,17 @@ impl DataStore {
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
-                let s = (self.arena.len() / self.sector_bytes) as u32;
-                if self.arena.len() + self.sector_bytes > self.arena.capacity() {
-                    // Grow by about a sixteenth, in whole sectors, not double: a device's
-                    // contents are most of its memory, and doubling would overshoot its
-                    // estimate (`sizing`) by up to 2x.
-                    let sectors = (self.arena.len() / self.sector_bytes / 16).max(64);
-                    self.arena.reserve_exact(sectors * self.sector_bytes);
+                let s = self.used;
+                if s as usize == self.chunks.len() * self.chunk_slots {
+                    // Zeroed on allocation by the kernel as pages are first touched, not here.
+                    self.chunks.push(vec![0u8; self.chunk_slots * self.sector_bytes]);
                 }
-                self.arena.resize(self.arena.len() + self.sector_bytes, 0);
+                self.used += 1;
                 s
             }
         };
-        let off = slot as usize * self.sector_bytes;
-        self.arena[off..off + self.sector_bytes].copy_from_slice(data);
+        let (c, i) = (slot as usize / self.chunk_slots, slot as usize % self.chunk_slots);
+        self.chunks[c][i * self.sector_bytes..(i + 1) * self.sector_bytes].copy_from_slice(data);
         self.slot_of[psa as usize] = slot;
     }
 
@@ -77,17 +93,23 @@ impl DataStore {
     pub fn sector(&self, psa: u32) -> Option<&[u8]> {
         match self.slot_of[psa as usize] {
             NIL => None,
-            slot => Some(&self.arena[slot as usize * self.sector_bytes..(slot as usize + 1) * self.sector_bytes]),
+            slot => Some(self.slot(slot)),
         }
     }
 
+    /// The sector's bytes at `psa` into `out` (one sector).
     pub fn get(&self, psa: u32, out: &mut [u8]) {
+        debug_assert_eq!(out.len(), self.sector_bytes);
+        self.get_part(psa, 0, out);
+    }
+
+    /// Bytes `from..from + out.len()` of the sector at `psa` (a read that starts or ends
+    /// inside a sector copies only what the caller asked for).
+    pub fn get_part(&self, psa: u32, from: usize, out: &mut [u8]) {
+        assert!(from + out.len() <= self.sector_bytes, "read past the end of a sector");
         match self.slot_of[psa as usize] {
             NIL => out.fill(0),
-            slot => {
-                let off = slot as usize * self.sector_bytes;
-                out.copy_from_slice(&self.arena[off..off + self.sector_bytes]);
-            }
+            slot => out.copy_from_slice(&self.slot(slot)[from..from + out.len()]),
         }
     }
 }
