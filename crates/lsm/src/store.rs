@@ -216,7 +216,7 @@ impl Store {
         if let Some(tr) = self.tracker.as_mut() {
             tr.on_put(key, value, self.wal);
         }
-        self.mem.insert(key, seq, Kind::Put, value.to_vec());
+        self.mem.insert(key, seq, Kind::Put, value);
         self.stats.puts += 1;
         self.stats.app_write_bytes += (key.len() + value.len()) as u64;
         self.background()?;
@@ -237,7 +237,7 @@ impl Store {
             }
         }
         let done = self.log(key, seq, Kind::Delete, &stamp)?;
-        self.mem.insert(key, seq, Kind::Delete, stamp.to_vec());
+        self.mem.insert(key, seq, Kind::Delete, &stamp);
         self.stats.deletes += 1;
         self.stats.app_write_bytes += key.len() as u64;
         self.background()?;
@@ -273,7 +273,7 @@ impl Store {
         self.stats.gets += 1;
         let mut t = self.now_ns;
         if let Some(v) = self.mem.get(key, at) {
-            let value = (v.kind == Kind::Put).then(|| v.value.clone());
+            let value = (v.kind == Kind::Put).then(|| v.value.to_vec());
             self.stats.get_hits += value.is_some() as u64;
             return Ok(Lookup { value, done_ns: t });
         }
@@ -382,7 +382,7 @@ impl Store {
             let mut best: Option<(u64, Kind, Vec<u8>)> = None;
             if mem_key.as_deref() == Some(k.as_slice()) {
                 if let Some(v) = self.mem.get(&k, at) {
-                    best = Some((v.seq, v.kind, v.value.clone()));
+                    best = Some((v.seq, v.kind, v.value.to_vec()));
                 }
                 mem_pos += 1;
                 mem_key = self.mem.key_at(mem_pos).map(|k| k.to_vec());
@@ -470,11 +470,13 @@ impl Store {
             return Ok(());
         }
         let now = self.now_ns;
-        let map = self.mem.take();
+        // The memtable moves out while its entries are written (the loop needs the store)
+        // and comes back emptied, its memory kept for the next one.
+        let mut mem = std::mem::take(&mut self.mem);
         let snaps: Vec<u64> = self.snapshots.keys().copied().collect();
         let mut b = self.builder();
         let mut tracked: Vec<(Vec<u8>, u64, Kind)> = vec![];
-        for (key, versions) in &map {
+        for (key, versions) in mem.sorted_entries() {
             let mut prev_stripe = None;
             for v in versions {
                 let stripe = snaps.partition_point(|&s| s < v.seq);
@@ -500,9 +502,11 @@ impl Store {
                     tracked.push((key.to_vec(), v.seq, v.kind));
                 }
                 self.stats.tombstones_written += (v.kind == Kind::Delete) as u64;
-                b.add(key, v.seq, v.kind, &v.value);
+                b.add(key, v.seq, v.kind, v.value);
             }
         }
+        mem.clear();
+        self.mem = mem;
         self.stats.flushes += 1;
         if !b.is_empty() {
             let last = self.levels[1..].iter().all(|l| l.is_empty());
