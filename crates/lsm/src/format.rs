@@ -149,21 +149,26 @@ const LZ4: u8 = 1;
 /// Seal a block's entries for flash: compress (if asked and worth it), append type and CRC.
 pub fn seal_block(raw: &[u8], compression: Compression, out: &mut Vec<u8>) {
     let start = out.len();
+    out.extend_from_slice(raw);
+    seal_tail(out, start, compression);
+}
+
+/// Seal the entries written at `out[start..]` as a block, in place (a table builder writes
+/// entries straight into its output).
+pub fn seal_tail(out: &mut Vec<u8>, start: usize, compression: Compression) {
     let ctype = match compression {
         Compression::Lz4 => {
-            let c = lz4_flex::block::compress_prepend_size(raw);
-            if c.len() < raw.len() - raw.len() / 8 {
+            let raw_len = out.len() - start;
+            let c = lz4_flex::block::compress_prepend_size(&out[start..]);
+            if c.len() < raw_len - raw_len / 8 {
+                out.truncate(start);
                 out.extend_from_slice(&c);
                 LZ4
             } else {
-                out.extend_from_slice(raw);
                 RAW
             }
         }
-        Compression::None => {
-            out.extend_from_slice(raw);
-            RAW
-        }
+        Compression::None => RAW,
     };
     out.push(ctype);
     let crc = crc32fast::hash(&out[start..]);

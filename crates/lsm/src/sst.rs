@@ -12,7 +12,7 @@ use fastbloom::BloomFilter;
 
 use crate::config::Compression;
 use crate::error::{Error, Result};
-use crate::format::{cmp_internal, decode_entry, get_varint, open_block, put_entry, put_varint, seal_block, Kind};
+use crate::format::{cmp_internal, decode_entry, get_varint, open_block, put_entry, put_varint, seal_block, seal_tail, Kind};
 
 pub type FileId = u64;
 
@@ -181,7 +181,8 @@ pub struct TableBuilder {
     compression: Compression,
     bits_per_key: u32,
     out: Vec<u8>,
-    block: Vec<u8>,
+    /// Where the block being filled starts in `out` (its entries are written there).
+    block_start: usize,
     last_key: Vec<u8>,
     last_seq: u64,
     index: Vec<IndexEntry>,
@@ -208,7 +209,7 @@ impl TableBuilder {
             compression,
             bits_per_key,
             out,
-            block: Vec::with_capacity(block_bytes as usize * 2),
+            block_start: 0,
             last_key: Vec::new(),
             last_seq: 0,
             index: Vec::new(),
@@ -227,7 +228,7 @@ impl TableBuilder {
     }
     /// Bytes written so far (sealed blocks plus the open one).
     pub fn estimated_bytes(&self) -> u64 {
-        (self.out.len() + self.block.len()) as u64
+        self.out.len() as u64
     }
     pub fn last_key(&self) -> &[u8] {
         &self.last_key
@@ -244,7 +245,7 @@ impl TableBuilder {
                 self.key_hashes.push(self.hasher.source_hash(key));
             }
         }
-        put_entry(&mut self.block, key, seq, kind, value);
+        put_entry(&mut self.out, key, seq, kind, value);
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
         self.last_seq = seq;
@@ -257,19 +258,19 @@ impl TableBuilder {
             }
             Kind::Put => self.put_bytes += (key.len() + value.len()) as u64,
         }
-        if self.block.len() >= self.block_bytes {
+        if self.out.len() - self.block_start >= self.block_bytes {
             self.seal();
         }
     }
 
     fn seal(&mut self) {
-        if self.block.is_empty() {
+        if self.out.len() == self.block_start {
             return;
         }
-        let offset = self.out.len() as u64;
-        seal_block(&self.block, self.compression, &mut self.out);
+        let offset = self.block_start as u64;
+        seal_tail(&mut self.out, self.block_start, self.compression);
         self.index.push(IndexEntry { last_key: self.last_key.clone(), offset, len: (self.out.len() as u64 - offset) as u32 });
-        self.block.clear();
+        self.block_start = self.out.len();
     }
 
     /// Seal the table: returns its bytes and its handle (`id`, created at `now_ns`).
