@@ -10,7 +10,8 @@ use super::NIL;
 /// overshoots the contents by at most that, as `sizing` assumes), within these bounds.
 const CHUNK_BYTES: (usize, usize) = (1 << 20, 64 << 20);
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
+#[serde(from = "Wire")]
 pub struct DataStore {
     sector_bytes: usize,
     /// Slot holding each physical sector's bytes, or NIL for zeros.
@@ -23,6 +24,54 @@ pub struct DataStore {
     /// Slots ever handed out (the next new slot).
     used: u32,
     free: Vec<u32>,
+}
+
+/// A store as saved: the same fields, the last chunk cut at the slots in use (a snapshot holds
+/// the contents, not the unused end of a chunk).
+#[derive(Serialize)]
+struct WireRef<'a> {
+    sector_bytes: usize,
+    slot_of: &'a [u32],
+    chunks: Vec<&'a [u8]>,
+    chunk_slots: usize,
+    used: u32,
+    free: &'a [u32],
+}
+
+#[derive(Deserialize)]
+struct Wire {
+    sector_bytes: usize,
+    slot_of: Vec<u32>,
+    chunks: Vec<Vec<u8>>,
+    chunk_slots: usize,
+    used: u32,
+    free: Vec<u32>,
+}
+
+impl Serialize for DataStore {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let used_bytes = self.used as usize * self.sector_bytes;
+        let chunk_bytes = self.chunk_slots * self.sector_bytes;
+        WireRef {
+            sector_bytes: self.sector_bytes,
+            slot_of: &self.slot_of,
+            chunks: self.chunks.iter().enumerate().map(|(c, v)| &v[..(used_bytes - c * chunk_bytes).min(chunk_bytes)]).collect(),
+            chunk_slots: self.chunk_slots,
+            used: self.used,
+            free: &self.free,
+        }
+        .serialize(s)
+    }
+}
+
+impl From<Wire> for DataStore {
+    fn from(w: Wire) -> DataStore {
+        let mut chunks = w.chunks;
+        if let Some(last) = chunks.last_mut() {
+            last.resize(w.chunk_slots * w.sector_bytes, 0);
+        }
+        DataStore { sector_bytes: w.sector_bytes, slot_of: w.slot_of, chunks, chunk_slots: w.chunk_slots, used: w.used, free: w.free }
+    }
 }
 
 impl DataStore {
