@@ -177,8 +177,6 @@ impl HybridCache {
         })
     }
 
-    /// GET: DRAM, then the SOC (Bloom filter first), then the LOC. A flash hit is copied into
-    /// DRAM marked clean (its flash copy stays current).
     /// Start loading what a request for `key` touches first: its DRAM-tier map slot and its
     /// SOC bucket's Bloom filter (hints only).
     #[inline]
@@ -187,6 +185,8 @@ impl HybridCache {
         self.soc.prefetch(key);
     }
 
+    /// GET: DRAM, then the SOC (Bloom filter first), then the LOC. A flash hit is copied into
+    /// DRAM marked clean (its flash copy stays current).
     pub fn get(&mut self, key: u64, key_bytes: u32, now_ns: u64) -> Result<Outcome> {
         self.flash.set_time(now_ns);
         self.stats.gets += 1;
