@@ -57,7 +57,6 @@ pub struct Memtable {
     sorted: Option<Vec<u32>>,
     /// Encoded bytes of every version held (what the flush would write before dropping).
     bytes: u64,
-    tombstones: u64,
 }
 
 impl std::fmt::Debug for Memtable {
@@ -101,7 +100,6 @@ impl Memtable {
     pub fn insert(&mut self, key: &[u8], seq: u64, kind: Kind, value: &[u8]) {
         assert!(self.versions.len() < NONE as usize, "memtable of 2^32 versions");
         self.bytes += entry_len(key.len(), value.len()) as u64;
-        self.tombstones += (kind == Kind::Delete) as u64;
         let hash = self.hasher.hash_one(key);
         let value = self.append(value);
         let v = self.versions.len() as u32;
@@ -184,7 +182,6 @@ impl Memtable {
         self.index.clear();
         self.sorted = None;
         self.bytes = 0;
-        self.tombstones = 0;
     }
 }
 
