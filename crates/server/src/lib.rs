@@ -508,11 +508,16 @@ fn admit<P: Protocol>(
                         }
                     }
                 };
-                let got = tokio::time::timeout(ADMIT_WAIT, wait).await;
+                // A client still waiting when the server stops is refused (and counted so).
+                let mut shutdown = shared.shutdown.subscribe();
+                let got = tokio::select! {
+                    got = tokio::time::timeout(ADMIT_WAIT, wait) => got.ok(),
+                    _ = shutdown.wait_for(|&s| s) => None,
+                };
                 shared.waiting.fetch_sub(1, Ordering::AcqRel);
                 match got {
-                    Ok(id) => id,
-                    Err(_) => {
+                    Some(id) => id,
+                    None => {
                         refused_conversation(&proto, &opts, &shared, &stats, Conn::new(tcp, peer, meter, shared.clone())).await;
                         return;
                     }
