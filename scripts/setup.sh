@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 # Real clients the tests and benches drive: NBD (qemu-io, nbdinfo/nbdcopy, fio's nbd engine,
 # nbdkit as the reference server), flashrom (serprog), openssl for throwaway TLS certificates,
 # libmemcached's memccp/memccat/memcstat and netcat (`ssdlab cache serve`), redis-server (the reference
-# for `ssdlab kv serve`'s RESP front-end) with redis-cli and redis-benchmark.
-APT_PACKAGES=(build-essential pkg-config qemu-utils libnbd-bin nbdkit fio flashrom openssl libmemcached-tools netcat-openbsd memcached redis-server redis-tools)
+# for `ssdlab kv serve`'s RESP front-end) with redis-cli and redis-benchmark, lz4 and zstd (the C
+# libraries' own benchmarks beside the RMML codecs in `ssdlab-bench --only rmml`).
+APT_PACKAGES=(build-essential pkg-config qemu-utils libnbd-bin nbdkit fio flashrom openssl libmemcached-tools netcat-openbsd memcached redis-server redis-tools lz4 zstd)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
