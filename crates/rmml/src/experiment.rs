@@ -127,8 +127,10 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(f64) -> bool) -> Result<serd
     let dev: Box<dyn SwapDevice> = if all_local {
         Box::new(LocalMemory { capacity_bytes: region })
     } else {
-        // Room for everything that can be out at once, plus a batch in flight.
-        backend(spec, (pages - budget + 2 * spec.paging.evict_batch as u64) * PAGE_BYTES)?
+        // Room for everything that can be out at once, plus a batch in flight; read-ahead pages
+        // keep their slots while in memory, so with readahead up to the budget more.
+        let cached = if spec.paging.readahead_pages > 1 { budget } else { 0 };
+        backend(spec, (pages - budget + cached + 2 * spec.paging.evict_batch as u64) * PAGE_BYTES)?
     };
     let mut mem = Paged::new(region, PagingConfig { budget_pages: budget, ..spec.paging.clone() }, dev)?;
     let res = match workload {

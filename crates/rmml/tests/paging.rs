@@ -79,25 +79,38 @@ fn runs_are_deterministic_and_all_local_never_faults_to_swap() {
 
 #[test]
 fn pages_survive_eviction_with_a_tiny_budget() {
-    let cfg = RmmlConfig { capacity_bytes: 16 << 20, block_bytes: 1 << 20, group_blocks: 2, cache_bytes: 1 << 20, ..RmmlConfig::default() };
-    let nodes: Vec<Box<dyn ssdlab_rmml::node::MemoryNode>> = vec![Box::new(ssdlab_rmml::node::LocalNode::new(64 << 20, 1))];
-    let dev: Box<dyn SwapDevice> = Box::new(Rmml::new(cfg, nodes).unwrap());
-    let pages = 2048u64;
-    let mut m = Paged::new(pages * PAGE_BYTES, PagingConfig { budget_pages: 100, evict_batch: 8, ..PagingConfig::default() }, dev).unwrap();
-    for round in 0..3u64 {
-        for p in 0..pages {
-            let at = (p * PAGE_BYTES) as usize;
-            m.mem()[at..at + 8].copy_from_slice(&(p * 1000 + round).to_le_bytes());
-            m.mem()[at + 4000] = (p % 251) as u8;
+    for readahead_pages in [1, 8] {
+        let cfg =
+            RmmlConfig { capacity_bytes: 16 << 20, block_bytes: 1 << 20, group_blocks: 2, cache_bytes: 1 << 20, ..RmmlConfig::default() };
+        let nodes: Vec<Box<dyn ssdlab_rmml::node::MemoryNode>> = vec![Box::new(ssdlab_rmml::node::LocalNode::new(64 << 20, 1))];
+        let dev: Box<dyn SwapDevice> = Box::new(Rmml::new(cfg, nodes).unwrap());
+        let pages = 2048u64;
+        let paging = PagingConfig { budget_pages: 100, evict_batch: 8, readahead_pages, ..PagingConfig::default() };
+        let mut m = Paged::new(pages * PAGE_BYTES, paging, dev).unwrap();
+        for round in 0..3u64 {
+            for p in 0..pages {
+                let at = (p * PAGE_BYTES) as usize;
+                m.mem()[at..at + 8].copy_from_slice(&(p * 1000 + round).to_le_bytes());
+                m.mem()[at + 4000] = (p % 251) as u8;
+            }
+            for p in (0..pages).rev() {
+                let at = (p * PAGE_BYTES) as usize;
+                assert_eq!(u64::from_le_bytes(m.mem()[at..at + 8].try_into().unwrap()), p * 1000 + round, "page {p} round {round}");
+                assert_eq!(m.mem()[at + 4000], (p % 251) as u8);
+            }
         }
-        for p in (0..pages).rev() {
-            let at = (p * PAGE_BYTES) as usize;
-            assert_eq!(u64::from_le_bytes(m.mem()[at..at + 8].try_into().unwrap()), p * 1000 + round, "page {p} round {round}");
-            assert_eq!(m.mem()[at + 4000], (p % 251) as u8);
+        assert!(m.failed().is_none());
+        let st = m.stats();
+        let n = |k: &str| st[k].as_u64().unwrap();
+        assert!(n("resident_pages") <= 100);
+        // Every page came back from swap: read on its fault, or read ahead and found in the cache.
+        assert!(n("major_faults") + n("minor_faults") > 4000, "{st}");
+        if readahead_pages == 1 {
+            assert_eq!((n("minor_faults"), n("readahead_pages")), (0, 0), "{st}");
+        } else {
+            // The sweeps walk the slots in order: readahead serves most faults.
+            assert!(n("minor_faults") > 4 * n("major_faults"), "{st}");
+            assert_eq!(n("readahead_pages"), n("minor_faults") + n("readahead_unused") + n("swap_cache_pages"), "{st}");
         }
     }
-    assert!(m.failed().is_none());
-    let st = m.stats();
-    assert!(st["resident_pages"].as_u64().unwrap() <= 100);
-    assert!(st["major_faults"].as_u64().unwrap() > 4000, "{st}");
 }
