@@ -156,3 +156,26 @@ keys = 1000000
     spec.write_text("[cache]\nutilization = 3\n")
     r = subprocess.run([ssd, "cache", "run", str(spec), "--out", str(tmp_path / "bad")], capture_output=True, text=True)
     assert r.returncode == 2 and "utilization" in r.stderr
+
+
+def test_a_running_point_reports_how_far_it_is(report):
+    """A long point tells the sweep how far it is (the sweep prints it every few minutes), and
+    the point run again in a worker gives the metrics the reproduction recorded."""
+    from ssdlab.sweep import _LocalBackend, _running_text
+
+    point = sorted((report / "points").glob("*/metrics.json"))[0].parent
+    cfg = json.loads((point / "config.json").read_text())
+    be = _LocalBackend(1)
+    try:
+        handle = be.submit(cfg["runner"], json.dumps(cfg["task"]), None)
+        seen, result = [], None
+        while result is None:
+            done = be.wait([handle], timeout=60)
+            seen += [f for f in be.progress.values()]
+            result = done[0][1] if done else None
+    finally:
+        be.close()
+    assert seen and all(0 <= f <= 1 for f in seen), seen
+    assert result["metrics"] == json.loads((point / "metrics.json").read_text())
+    assert _running_text("p", 0.25, 600) == "[running] p: 25% after 10 min, about 30 min to go"
+    assert _running_text("p", 0.5, 7200) == "[running] p: 50% after 2.0 h, about 2.0 h to go"

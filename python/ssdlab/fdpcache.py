@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from . import _native
 from .config import merge, read_toml, resolve
 from .experiments import Experiment, ExperimentPoint, PointResult
-from .runners import PROCESS_BYTES, Resources, Result, Runner
+from .runners import PROCESS_BYTES, Resources, Result, Runner, report_progress
 
 # What the paper reports (seed 001, sections 6.2-6.3).
 PAPER = {
@@ -103,7 +103,7 @@ def _cache_resources(task: Dict[str, Any]) -> Resources:
 
 def _cache_run(task: Dict[str, Any]) -> Result:
     device, spec = _cache_spec(task)
-    summary, series, _wall, interrupted = _native.cache_run(device, spec)
+    summary, series, _wall, interrupted = _native.cache_run(device, spec, progress=report_progress)
     return Result(metrics=summary, files={"timeseries.csv": series}, interrupted=interrupted)
 
 

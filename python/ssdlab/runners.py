@@ -12,7 +12,9 @@ A runner has three parts:
   scheduler starts only the points that fit (Ray gets them as task resources).
 - ``run(task) -> Result``: runs in the worker. Returns the point's ``metrics`` (its
   ``metrics.json``: what tables and reports read) and ``files`` (name -> bytes or text, written
-  beside it); raises for a failure (the point is recorded as failed with the message).
+  beside it); raises for a failure (the point is recorded as failed with the message). A long
+  run calls ``report_progress(fraction)`` as it goes (the cache runner hands it to the core),
+  and the sweep prints how far each running point is every few minutes.
 
 Runners are named ``"module:attribute"`` inside the ssdlab package (``"ssdlab.runners:DEVICE"``);
 a worker imports the module by that name, so experiments added later need no registration
@@ -56,6 +58,17 @@ class Runner:
     resolve: Callable[[Dict[str, Any]], Dict[str, Any]]
     resources: Callable[[Dict[str, Any]], Resources]
     run: Callable[[Dict[str, Any]], Result]
+
+
+# Where the point running in this process reports its progress (the local pool's worker sets
+# it; on Ray nobody listens).
+_progress_sink: Optional[Callable[[float], None]] = None
+
+
+def report_progress(fraction: float) -> None:
+    """How far the point running in this process is (0..1); a no-op where nobody listens."""
+    if _progress_sink is not None:
+        _progress_sink(fraction)
 
 
 def get_runner(name: str) -> Runner:

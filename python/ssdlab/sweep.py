@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
+from . import runners as _runners
 from .config import PathLike, load_file, merge, read_toml, sections, set_dotted, top_keys
 from .runners import DEVICE, Resources, available_memory_bytes, get_runner, human_bytes, run_task
 
@@ -364,15 +365,38 @@ def run_point(config_json: str) -> Dict[str, Any]:
     return run_task(DEVICE.name, config_json)
 
 
+# How often a worker tells the parent how far its point is.
+PROGRESS_SEND_S = 5.0
+# How often the parent prints how far each long-running point is.
+PROGRESS_PRINT_S = 300.0
+
+
 def _worker_main(runner: str, task_json: str, conn: Any) -> None:
     # The parent owns Ctrl-C: it stops the workers itself and keeps finished points.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sent = [float("-inf")]  # the first report goes at once
+
+    def progress(fraction: float) -> None:
+        if time.monotonic() - sent[0] >= PROGRESS_SEND_S:
+            sent[0] = time.monotonic()
+            with contextlib.suppress(OSError):
+                conn.send({"progress": float(fraction)})
+
+    _runners._progress_sink = progress
     result = run_task(runner, task_json)
     try:
         conn.send(result)
         conn.close()
     except OSError:
         pass  # the parent stopped listening (interrupted): nobody waits for this point
+
+
+def _running_text(label: str, fraction: float, elapsed_s: float) -> str:
+    """How far a running point is, for the log: "[running] NAME: 37% after 28 min, about 48 min to go"."""
+    def span(s: float) -> str:
+        return f"{s / 3600:.1f} h" if s >= 5400 else f"{s / 60:.0f} min"
+    left = elapsed_s * (1 - fraction) / fraction if fraction > 0 else float("nan")
+    return f"[running] {label}: {fraction * 100:.0f}% after {span(elapsed_s)}, about {span(left)} to go"
 
 
 def _exit_text(code: Optional[int]) -> str:
@@ -414,6 +438,7 @@ class _LocalBackend:
             _start_forkserver_deaf_to_ctrl_c()
         self.capacity = jobs
         self._procs: Dict[Any, Any] = {}  # the result pipe's end -> process
+        self.progress: Dict[Any, float] = {}  # the result pipe's end -> fraction its point reported
 
     def submit(self, runner: str, task_json: str, res: Resources):
         recv, send = self._ctx.Pipe(duplex=False)
@@ -426,10 +451,16 @@ class _LocalBackend:
     def wait(self, handles: List[Any], timeout: float) -> List[Tuple[Any, Dict[str, Any]]]:
         out = []
         for conn in multiprocessing.connection.wait(handles, timeout=timeout):
-            p = self._procs.pop(conn)
             try:
                 result = conn.recv()
             except (EOFError, OSError):
+                result = None
+            if result is not None and set(result) == {"progress"}:
+                self.progress[conn] = result["progress"]  # still running
+                continue
+            p = self._procs.pop(conn)
+            self.progress.pop(conn, None)
+            if result is None:
                 p.join(timeout=10)
                 result = {"error": f"the worker process died ({_exit_text(p.exitcode)}); re-run to retry"}
             conn.close()
@@ -916,6 +947,8 @@ def _dispatch(out: Path, todo: Dict[str, List[Point]], backend: str, jobs: Optio
         window = be.capacity
     pending = deque(todo.items())
     inflight: Dict[Any, Tuple[str, Resources]] = {}
+    started: Dict[Any, float] = {}
+    last_print = time.monotonic()
     ran = failed = 0
     bar = tqdm(total=len(todo), desc=f"sweep ({be.name}, {be.capacity} workers)", unit="point",
                file=sys.stderr, disable=not progress, dynamic_ncols=True)
@@ -973,14 +1006,27 @@ def _dispatch(out: Path, todo: Dict[str, List[Point]], backend: str, jobs: Optio
                 if why is not None:
                     finish(h, {"error": why})
                 elif fits(r):
-                    inflight[be.submit(pts[0].runner, json.dumps(pts[0].config), r)] = (h, r)
+                    handle = be.submit(pts[0].runner, json.dumps(pts[0].config), r)
+                    inflight[handle] = (h, r)
+                    started[handle] = time.monotonic()
                 else:
                     pending.append((h, pts))
             finished = be.wait(list(inflight), timeout=0.5)
             if not finished:
                 bar.refresh()  # keep the elapsed time moving while long points run
+            if time.monotonic() - last_print >= PROGRESS_PRINT_S:
+                last_print = time.monotonic()
+                for handle, (h, _) in inflight.items():
+                    f = getattr(be, "progress", {}).get(handle)
+                    if f:
+                        msg = _running_text(todo[h][0].label(), f, time.monotonic() - started[handle])
+                        if progress:
+                            bar.write(msg, file=sys.stderr)
+                        else:
+                            log(msg)
             for handle, result in finished:
                 h, _ = inflight.pop(handle)
+                started.pop(handle, None)
                 if result.get("interrupted"):
                     continue  # stopped before the end: not a result, runs again next time
                 finish(h, result)

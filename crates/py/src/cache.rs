@@ -27,15 +27,17 @@ fn cache_err(e: CacheError) -> PyErr {
 }
 
 /// Run the cache described by `spec` (a RunSpec) on the device `device` (a config dict,
-/// preset plus overrides), with the spec's workload or the ssdlab cache-trace CSV `trace`.
-/// Returns (summary, time-series CSV, wall seconds, interrupted).
+/// preset plus overrides), with the spec's workload or the ssdlab cache-trace CSV `trace`;
+/// `progress`, if given, is called with the fraction done (0..1) as the run advances, at most
+/// once per thousandth. Returns (summary, time-series CSV, wall seconds, interrupted).
 #[pyfunction]
-#[pyo3(signature = (device, spec, trace=None))]
+#[pyo3(signature = (device, spec, trace=None, progress=None))]
 fn cache_run<'py>(
     py: Python<'py>,
     device: &Bound<'py, PyAny>,
     spec: &Bound<'py, PyAny>,
     trace: Option<PathBuf>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<(Bound<'py, PyAny>, String, f64, bool)> {
     let dev = config_from_py(device, "<device>")?;
     let spec: RunSpec = from_py(spec, "cache run spec")?;
@@ -44,7 +46,18 @@ fn cache_run<'py>(
         None => None,
     };
     let r = py.detach(|| {
-        let mut stop = |_: f64| Python::attach(|py| py.check_signals()).is_ok();
+        let mut told = -1.0;
+        let mut stop = |f: f64| {
+            Python::attach(|py| {
+                py.check_signals()?;
+                if let Some(cb) = progress.as_ref().filter(|_| f - told >= 1e-3) {
+                    told = f;
+                    cb.call1(py, (f,))?;
+                }
+                Ok::<(), PyErr>(())
+            })
+            .is_ok()
+        };
         ssdlab_cache::run(dev, &spec, reader.as_mut().map(|r| r as &mut dyn ssdlab_cache::run::RequestSource), &mut stop)
     });
     let r = r.map_err(cache_err)?;
