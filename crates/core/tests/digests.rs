@@ -96,7 +96,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            read_fraction = 0.2
            stop_device_writes = 3.0"#,
-        "e46e726f6ba2f42510ad2932c6f8b23db40370e58c5487531d19863cc8b5cc79",
+        "c4f173febe6d2c5cc517c9a50807349c7cc2b4e0996b3b43a271eee78724539d",
     ),
     (
         "open-channel through the host chunk log",

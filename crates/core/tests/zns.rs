@@ -288,6 +288,10 @@ fn conventional_zones_take_random_overwrites_with_gc_and_keep_data() {
     assert!(gc > 0, "overwrites beyond the pool must collect segments");
     let c = z.counters().clone();
     assert!(c.gc_relocated_sectors > 0 && c.nand_erase_count > 0);
+    // The pages the relocations programmed are counted as garbage collection's, a page per
+    // sectors_per_page relocated sectors (give or take the page open at either end).
+    let spp = 16384 / 4096;
+    assert!(c.gc_relocated_pages.abs_diff(c.gc_relocated_sectors / spp) <= gc, "{c:?}");
     assert!(c.nand_write_bytes > c.host_write_bytes, "random overwrites on flash cost relocations");
     // Every sector reads back its last write; never-written ones read zeros.
     let mut buf = vec![0u8; 4096];

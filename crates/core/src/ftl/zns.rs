@@ -805,6 +805,7 @@ impl Zns {
         self.m.c.gc_events += 1;
         let mut last_page = u32::MAX;
         let mut buf = if self.m.data.is_some() { vec![0u8; self.m.lay.sector_bytes as usize] } else { vec![] };
+        let programs_before = self.m.c.nand_page_programs;
         for o in 0..zs {
             let pool = victim as u64 * zs + o;
             let l = self.conv.as_ref().unwrap().p2l[pool as usize];
@@ -829,6 +830,8 @@ impl Zns {
             self.conv_append(l as u64, if self.m.data.is_some() { Some(&buf) } else { None }, t);
             self.m.c.gc_relocated_sectors += 1;
         }
+        // The pages the relocation programmed (the pool's log programs a page as it fills).
+        self.m.c.gc_relocated_pages += self.m.c.nand_page_programs - programs_before;
         let (_, retired) = self.erase_phys(base + victim, t);
         let conv = self.conv.as_mut().unwrap();
         conv.segs[victim] = Segment { offline: retired, ..Segment::default() };
