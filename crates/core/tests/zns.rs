@@ -360,3 +360,42 @@ fn too_many_conventional_zones_is_a_config_error() {
     let e = Zns::new(&c).unwrap_err().to_string();
     assert!(e.contains("zns.conventional_zones") && e.contains("no sequential zone"), "{e}");
 }
+
+#[test]
+fn peek_spans_are_the_bytes_a_read_returns() {
+    let mut z = Zns::new(&cfg(4, 4)).unwrap();
+    let zs = z.zone_size();
+    // Zone 0 written in part, zone 1 full to its capacity, zone 2 never written.
+    let cap = z.report(zs, None, 1).unwrap()[0].zcap;
+    for l in 0..cap {
+        z.write(zs + l, 1, Some(&sector(l)), WriteOpts::default(), 0).unwrap();
+    }
+    for l in 0..5 {
+        z.write(l, 1, Some(&sector(100 + l)), WriteOpts::default(), 0).unwrap();
+    }
+    let sb = 4096usize;
+    let lba0 = 2u64;
+    let sectors = 2 * zs;
+    let mut whole = vec![0u8; sectors as usize * sb];
+    z.peek(lba0, &mut whole).unwrap();
+    let mut read = vec![0u8; sb];
+    for i in 0..sectors {
+        let l = lba0 + i;
+        let want = &whole[i as usize * sb..(i as usize + 1) * sb];
+        if l < 5 || (l >= zs && l < zs + cap) {
+            z.read(l, 1, Some(&mut read), 0).unwrap();
+            assert_eq!(want, &read[..], "peek of LBA {l} is what a read returns");
+        } else {
+            assert!(want.iter().all(|&b| b == 0), "LBA {l} was never written");
+        }
+    }
+    let mut x = 7u64;
+    for _ in 0..200 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let skip = (x >> 20) as usize % whole.len();
+        let len = (x >> 40) as usize % (whole.len() - skip + 1);
+        let mut part = vec![0xAAu8; len];
+        z.peek_span(lba0, sectors, skip, &mut part).unwrap();
+        assert_eq!(part, whole[skip..skip + len], "span {skip}+{len}");
+    }
+}

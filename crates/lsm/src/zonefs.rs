@@ -734,12 +734,9 @@ impl ZoneFs {
     /// zeros (or as whatever was written there later).
     pub fn peek(&self, id: FileId, off: u64, out: &mut [u8]) -> Result<()> {
         let dev = self.dev.zns().unwrap();
-        let mut tmp = vec![];
         let mut w = 0usize;
         Self::walk(self.file(id), id, self.sb, self.zone_sectors, off, out.len() as u64, |lba, sectors, skip, n| {
-            tmp.resize((sectors * self.sb) as usize, 0);
-            dev.peek(lba, &mut tmp)?;
-            out[w..w + n].copy_from_slice(&tmp[skip as usize..skip as usize + n]);
+            dev.peek_span(lba, sectors, skip as usize, &mut out[w..w + n])?;
             w += n;
             Ok(())
         })?;

@@ -847,16 +847,30 @@ impl Zns {
     pub fn peek(&self, lba: u64, out: &mut [u8]) -> Result<()> {
         let sb = self.m.lay.sector_bytes as usize;
         assert!(out.len().is_multiple_of(sb), "peek of a partial sector");
-        let sectors = (out.len() / sb) as u64;
+        self.peek_span(lba, (out.len() / sb) as u64, 0, out)
+    }
+
+    /// Like [`Zns::peek`], for `out.len()` bytes starting `skip` bytes into the `sectors`
+    /// sectors at `lba`: only those bytes are copied.
+    pub fn peek_span(&self, lba: u64, sectors: u64, skip: usize, out: &mut [u8]) -> Result<()> {
+        let sb = self.m.lay.sector_bytes as usize;
         if lba + sectors > self.logical_sectors() {
             return Err(Error::nvme(Status::LbaOutOfRange, format!("peek of {sectors} blocks at {lba} beyond the namespace")));
         }
-        for (i, dst) in out.chunks_exact_mut(sb).enumerate() {
-            let l = lba + i as u64;
+        assert!(skip + out.len() <= sectors as usize * sb, "peek span past its sectors");
+        for i in (skip / sb) as u64..sectors {
+            // This sector's bytes within the span, and where they land in `out`.
+            let s0 = (i as usize * sb).max(skip);
+            let s1 = ((i as usize + 1) * sb).min(skip + out.len());
+            if s0 >= s1 {
+                break;
+            }
+            let dst = &mut out[s0 - skip..s1 - skip];
+            let l = lba + i;
             let z = (l / self.zone_sectors) as usize;
             let o = l % self.zone_sectors;
             match (&self.m.data, z >= self.nconv && o < self.zones[z].written) {
-                (Some(store), true) => store.get(self.psa(self.pz(z), o), dst),
+                (Some(store), true) => store.get_part(self.psa(self.pz(z), o), s0 - i as usize * sb, dst),
                 _ => dst.fill(0),
             }
         }
