@@ -140,7 +140,8 @@ CHILD = textwrap.dedent("""
     def data(g, i):
         seed = hashlib.sha256(f"{g}/{i}".encode()).digest()
         return (seed * (40_000 + 3_000 * i))[: 123_456 + 50_000 * i]
-    fs = flac.FlacFS(sys.argv[1], create="96M", dram="32M", pm_cost=False, flush_interval_ms=0)
+    fs = flac.FlacFS(sys.argv[1], create="96M", dram="32M", pm_cost=False, flush_interval_ms=0, lock_wait_ms=LOCK_WAIT_MS)
+    print("opened", flush=True)
     g = int(fs.read_bytes("/gen")) if fs.exists("/gen") else 0
     while True:
         g += 1
@@ -150,6 +151,12 @@ CHILD = textwrap.dedent("""
         fs.sync()
         print("committed", g, flush=True)
 """)
+
+# A restarted program waits this long for the image, as a supervisor's restart would: the
+# image is released when the killed process's last reference to it goes, which the kernel may
+# finish after reporting the process dead. The open's error names the holder if it never goes.
+LOCK_WAIT_MS = 10_000
+CHILD = CHILD.replace("LOCK_WAIT_MS", str(LOCK_WAIT_MS))
 
 
 def child_data(g, i):
@@ -163,17 +170,22 @@ def run_child(image, crash_at=None, kill_after=None):
     if crash_at:
         env["FLAC_CRASH_AT"] = crash_at
     p = subprocess.Popen([sys.executable, "-c", CHILD, str(image)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = b""
     if kill_after is not None:
+        # Random kills count from the open: a busy machine may take longer than the delay
+        # just to start Python, which would kill the child before it made the image.
+        first = p.stdout.readline()
         time.sleep(kill_after)
         p.send_signal(signal.SIGKILL)
     out, err = p.communicate(timeout=120)
+    out = first + out
     assert p.returncode == -signal.SIGKILL, f"the child should die by SIGKILL: {p.returncode}\n{err.decode()}"
     gens = [int(m) for m in re.findall(rb"committed (\d+)", out)]
     return gens[-1] if gens else 0
 
 
 def check_recovered(image, reported):
-    with fsopen(image, create=None) as fs:
+    with fsopen(image, create=None, lock_wait_ms=LOCK_WAIT_MS) as fs:
         fs.check()
         g = int(fs.read_bytes("/gen")) if fs.exists("/gen") else 0
         assert g in (reported, reported + 1), f"recovered generation {g}, the child reported {reported} committed"

@@ -208,12 +208,42 @@ pub fn fs_magic(fd: RawFd) -> io::Result<i64> {
 /// with a message that says so (flock would say "another process").
 static HELD: std::sync::Mutex<Vec<(u64, u64)>> = std::sync::Mutex::new(Vec::new());
 
-/// Forget a lock taken by [`lock_exclusive`] (the file is being closed).
-pub fn forget_lock(file: &File) {
+/// Release a lock taken by [`lock_exclusive`] (the file is being closed). The lock is dropped
+/// explicitly: closing the descriptor releases it only with the last reference to the open
+/// file, and a mapping of the image in a child forked meanwhile, or a reference the kernel
+/// lets go of later, would keep the image locked after FLAC closed it.
+pub fn release_lock(file: &File) {
     use std::os::unix::fs::MetadataExt;
+    // SAFETY: flock on an open descriptor; unlocking a lock this process holds.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
     if let Ok(m) = file.metadata() {
         HELD.lock().unwrap().retain(|&k| k != (m.dev(), m.ino()));
     }
+}
+
+/// Who holds a lock on the file (device, inode), from /proc/locks: "process 123 (python3)".
+fn lock_holders(dev: u64, ino: u64) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string("/proc/locks") else { return Vec::new() };
+    // "1: FLOCK  ADVISORY  WRITE 4242 00:1a:12345 0 EOF" (major:minor in hex, inode in decimal)
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || f[1] != "FLOCK" {
+            continue;
+        }
+        let mut id = f[5].split(':');
+        let (Some(ma), Some(mi), Some(i)) = (id.next(), id.next(), id.next()) else { continue };
+        let same = u32::from_str_radix(ma, 16).ok() == Some(major)
+            && u32::from_str_radix(mi, 16).ok() == Some(minor)
+            && i.parse::<u64>().ok() == Some(ino);
+        if same {
+            let pid = f[4];
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            out.push(if comm.trim().is_empty() { format!("process {pid}") } else { format!("process {pid} ({})", comm.trim()) });
+        }
+    }
+    out
 }
 
 /// Take an exclusive lock on `file`, waiting up to `wait_ms`.
@@ -238,7 +268,9 @@ pub fn lock_exclusive(file: &File, wait_ms: u64, what: &str) -> Result<()> {
             return Err(FlacError::Busy(if mine {
                 format!("{what} is already open in this process (FLAC buffers, e.g. numpy arrays on FLAC memory, keep it open until they are freed)")
             } else {
-                format!("{what} is in use by another process (FLAC images are opened by one process at a time)")
+                let who = lock_holders(key.0, key.1);
+                let who = if who.is_empty() { "another process".to_string() } else { who.join(", ") };
+                format!("{what} is in use by {who} (FLAC images are opened by one process at a time)")
             }));
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
@@ -294,4 +326,23 @@ pub fn getpid() -> i32 {
 #[inline]
 pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
     std::ptr::copy_nonoverlapping(src, dst, len);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_names_the_process_holding_it() {
+        use std::os::unix::fs::MetadataExt;
+        let f = tempfile::NamedTempFile::new().unwrap();
+        let m = f.as_file().metadata().unwrap();
+        assert!(lock_holders(m.dev(), m.ino()).is_empty());
+        lock_exclusive(f.as_file(), 0, "the file").unwrap();
+        let me = format!("process {} (", std::process::id());
+        let held = lock_holders(m.dev(), m.ino());
+        assert!(held.len() == 1 && held[0].starts_with(&me), "{held:?}");
+        release_lock(f.as_file());
+        assert!(lock_holders(m.dev(), m.ino()).is_empty());
+    }
 }

@@ -266,3 +266,30 @@ fn a_frame_is_persisted_once_however_many_pages_share_it() {
     assert_eq!(read_space(&f, f.addr(3000), 64 * P), changed);
     f.check_invariants();
 }
+
+/// Closing an image releases it even while a child forked in the meantime still holds copies
+/// of the descriptor and the mappings: a program that forks workers can reopen its image (and
+/// another process can open it) without waiting for those children to exit.
+#[test]
+fn a_closed_image_is_released_while_a_forked_child_lives() {
+    let d = tmpdir();
+    let f = open(d.path(), 64, 16);
+    // SAFETY: the child only waits to be killed (pause is async-signal-safe).
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        loop {
+            // SAFETY: see above.
+            unsafe { libc::pause() };
+        }
+    }
+    assert!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+    drop(f);
+    let again = Flac::init(config(d.path(), 64, 16));
+    // SAFETY: our own child.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+    let again = again.unwrap();
+    drop(again);
+}

@@ -225,9 +225,9 @@ unsafe impl Sync for Pm {}
 
 impl Drop for Pm {
     fn drop(&mut self) {
-        sys::forget_lock(&self.file);
         // SAFETY: the mapping made in `open`; nothing refers to it after drop.
         unsafe { sys::unmap(self.base, self.geo.pm_bytes as usize) };
+        sys::release_lock(&self.file);
     }
 }
 
@@ -271,12 +271,12 @@ impl Pm {
                     recovery: Recovery { created, ..Recovery::default() },
                     on_tmpfs,
                 };
-                // On failure `pm` is dropped: it unmaps the image and forgets the lock.
+                // On failure `pm` is dropped: it unmaps the image and releases the lock.
                 pm.recover()?;
                 Ok(pm)
             }
             Err(e) => {
-                sys::forget_lock(&file);
+                sys::release_lock(&file);
                 Err(e)
             }
         }
