@@ -290,6 +290,5 @@ fn a_closed_image_is_released_while_a_forked_child_lives() {
         libc::kill(pid, libc::SIGKILL);
         libc::waitpid(pid, std::ptr::null_mut(), 0);
     }
-    let again = again.unwrap();
-    drop(again);
+    again.expect("the closed image opens again while the forked child lives");
 }
