@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -340,3 +341,24 @@ def test_seed_axis_over_the_fdp_cache_experiment_seeds_device_cache_and_workload
     bad = write(tmp_path / "bad.toml", 'experiment = "fdp-cache"\n[grid]\nseed = [-1]\n')
     with pytest.raises(Exception, match="seed must be a non-negative integer"):
         expand(load_sweep(bad))
+
+
+def test_progress_lines_reach_a_pipe_while_a_long_point_runs(tmp_path):
+    # `ssdlab sweep ... > log` under nohup: the "[running] ... % after ..." lines must be in the
+    # log while the point runs (hours, on a paper-scale run), not when it ends. The CLI's own
+    # main() runs with the progress period cut from minutes to a second.
+    sweep = write(tmp_path / "one.toml", 'experiment = "fdp-cache"\nmode = "quick"\npoints = ["kvcache_u50_soc4_fdp"]\n')
+    code = ("import sys, ssdlab.sweep; sys.modules['ssdlab.sweep'].PROGRESS_PRINT_S = 1.0; from ssdlab.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, "sweep", str(sweep), "--out", str(tmp_path / "o")],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+                            env={k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"})
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready, "no progress line from the sweep in 120 s"
+        line = proc.stdout.readline()
+        assert line.startswith("[running] "), line
+        assert proc.poll() is None  # printed while the point runs
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=60)

@@ -300,6 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    # A line at a time even into a file or pipe: a long run's progress lines (`ssdlab sweep ...
+    # > log`, nohup) are there as they are printed, not hours later when a block fills.
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)
     if getattr(args, "force", False):
         os.environ["SSDLAB_IGNORE_MEMORY_ESTIMATE"] = "1"
     try:
