@@ -31,10 +31,14 @@ struct Args {
     device_writes: f64,
     only: Option<String>,
     memory_tib: f64,
+    /// Raw size of the cache bench's device (a multiple of 16 GiB keeps its shape).
+    cache_gib: u64,
+    /// The cache bench's timing model: "on", "off" or both (None).
+    cache_timing: Option<bool>,
 }
 
 fn parse_args() -> Args {
-    let mut a = Args { gib: 256, device_writes: 1.0, only: None, memory_tib: 2.0 };
+    let mut a = Args { gib: 256, device_writes: 1.0, only: None, memory_tib: 2.0, cache_gib: 16, cache_timing: None };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < argv.len() {
@@ -44,8 +48,19 @@ fn parse_args() -> Args {
             "--device-writes" => a.device_writes = val.parse().expect("--device-writes X"),
             "--only" => a.only = Some(val),
             "--memory-tib" => a.memory_tib = val.parse().expect("--memory-tib X"),
+            "--cache-gib" => {
+                a.cache_gib = val.parse().expect("--cache-gib N");
+                assert!(a.cache_gib >= 16 && a.cache_gib.is_power_of_two(), "--cache-gib: a power of two, at least 16");
+            }
+            "--cache-timing" => {
+                a.cache_timing = Some(match val.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => panic!("--cache-timing on|off"),
+                })
+            }
             "-h" | "--help" => {
-                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|desnoyers|personalities|memory|spi|spi-instant|cache|vssd|lsm|rmml|uio] [--memory-tib T (default 2)]");
+                println!("ssdlab-bench [--gib N (device size, default 256)] [--device-writes X (measured, default 1)] [--only notiming|timing|desnoyers|personalities|memory|spi|spi-instant|cache|vssd|lsm|rmml|uio] [--memory-tib T (default 2)] [--cache-gib N (cache bench device, default 16)] [--cache-timing on|off (default both)]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other}"),
@@ -242,14 +257,14 @@ fn ocssd_rate(dev: &mut Device) -> (f64, f64) {
 /// cache (ssdlab-cache) over a 16 GiB raw FDP device at 50% utilisation, SOC and LOC on their
 /// own handles, LOC prefilled, two logical capacities of device writes. Returns (requests/s,
 /// requests, DLWA, wall seconds).
-fn cache_requests(timing: bool) -> (f64, u64, f64, f64) {
+fn cache_requests(timing: bool, gib: u64) -> (f64, u64, f64, f64) {
     let mut c = preset("fdp-ssd").unwrap();
     c.geometry.pages_per_block = 16;
-    c.geometry.blocks_per_plane = 1024;
+    c.geometry.blocks_per_plane = (1024 * gib / 16) as u32;
     c.fdp.ru_superblocks = 1;
     c.ftl.spare_factor = 0.145;
     c.timing.enabled = timing;
-    let logical = 16.0 * (1u64 << 30) as f64 * 0.855;
+    let logical = gib as f64 * (1u64 << 30) as f64 * 0.855;
     let mut spec = ssdlab_cache::RunSpec::default();
     spec.cache.utilization = 0.5;
     spec.cache.region_bytes = 512 << 10;
@@ -328,10 +343,11 @@ fn main() {
         println!("goals: FDP within 10% of conventional per flash write (>= 0.90x); ZNS faster than conventional on the same host writes (> 1.0x host writes/s)");
     }
     if want("cache") {
-        for timing in [false, true] {
-            let (rps, reqs, dlwa, secs) = cache_requests(timing);
+        for timing in [false, true].into_iter().filter(|t| a.cache_timing.is_none_or(|w| w == *t)) {
+            let (rps, reqs, dlwa, secs) = cache_requests(timing, a.cache_gib);
             println!(
-                "fdp-cache, kvcache preset, 16 GiB raw FDP device at 50% utilisation, metadata-only, timing {}: {:.2} M simulated cache requests/s ({} requests in {:.1} s, DLWA {:.3}); goal 2 M/s -> {:.2}x",
+                "fdp-cache, kvcache preset, {} GiB raw FDP device at 50% utilisation, metadata-only, timing {}: {:.2} M simulated cache requests/s ({} requests in {:.1} s, DLWA {:.3}); goal 2 M/s -> {:.2}x",
+                a.cache_gib,
                 if timing { "on" } else { "off" },
                 rps / 1e6,
                 reqs,

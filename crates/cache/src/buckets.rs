@@ -40,16 +40,25 @@ pub fn bloom_mask(fp: u32, hashes: u32) -> u64 {
     m
 }
 
+/// A bucket's DRAM state, 16 bytes on 16-byte boundaries: one cache line holds all of it, so
+/// a look-up misses once here (and once in the arena), and one prefetch covers it.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(16))]
+struct Head {
+    bloom: u64,
+    /// First granule of the bucket's chunk (global granule number).
+    at: u32,
+    /// Bytes its items use.
+    used: u16,
+    count: u8,
+    /// Its chunk's size in granules (0: no chunk yet).
+    cap: u8,
+}
+
 pub struct BucketIndex {
     slots: u32,
     hashes: u32,
-    bloom: Vec<u64>,
-    /// First granule of the bucket's chunk (global granule number) and its size in granules
-    /// (0: no chunk yet).
-    at: Vec<u32>,
-    cap: Vec<u8>,
-    count: Vec<u8>,
-    used: Vec<u16>,
+    heads: Vec<Head>,
     /// Arena pages: fingerprints, sizes, and expiries (no pages until an item has an expiry).
     fp: Vec<Box<[u32]>>,
     size: Vec<Box<[u16]>>,
@@ -61,11 +70,22 @@ pub struct BucketIndex {
 }
 
 impl BucketIndex {
-    /// Start loading bucket `b`'s Bloom filter (a hint).
+    /// Start loading bucket `b`'s state (Bloom filter, count, where its items are): a hint.
     #[inline]
     pub fn prefetch(&self, b: usize) {
-        if let Some(f) = self.bloom.get(b) {
-            ssdlab_core::media::mem::prefetch(f);
+        if let Some(h) = self.heads.get(b) {
+            ssdlab_core::media::mem::prefetch(h);
+        }
+    }
+
+    /// Start loading bucket `b`'s fingerprints and sizes (a hint; cheap once its state is
+    /// cached, see [`prefetch`](Self::prefetch)).
+    #[inline]
+    pub fn prefetch_items(&self, b: usize) {
+        if let Some(h) = self.heads.get(b).filter(|h| h.count > 0) {
+            let (p, o) = ((h.at / PAGE_GRANULES) as usize, (h.at % PAGE_GRANULES) as usize * GRANULE);
+            ssdlab_core::media::mem::prefetch(&self.fp[p][o]);
+            ssdlab_core::media::mem::prefetch(&self.size[p][o]);
         }
     }
 
@@ -77,11 +97,7 @@ impl BucketIndex {
         BucketIndex {
             slots,
             hashes,
-            bloom: vec![0; n],
-            at: vec![0; n],
-            cap: vec![0; n],
-            count: vec![0; n],
-            used: vec![0; n],
+            heads: vec![Head::default(); n],
             fp: vec![],
             size: vec![],
             exp: vec![],
@@ -93,7 +109,7 @@ impl BucketIndex {
     /// Bytes of DRAM the index needs for `buckets` buckets holding `items_per_bucket` items on
     /// average (a chunk is about one granule more than its items), with expiries if `ttl`.
     pub fn estimate_bytes(buckets: u64, slots: u32, items_per_bucket: f64, ttl: bool) -> u64 {
-        let per_bucket = 8 + 4 + 1 + 1 + 2;
+        let per_bucket = std::mem::size_of::<Head>() as u64;
         let items = items_per_bucket.min(slots as f64) + GRANULE as f64;
         let per_item = if ttl { 10.0 } else { 6.0 };
         buckets * per_bucket + (buckets as f64 * items * per_item) as u64
@@ -101,45 +117,45 @@ impl BucketIndex {
 
     /// Bytes of DRAM the index holds now.
     pub fn memory_bytes(&self) -> u64 {
-        let n = self.bloom.len() as u64;
+        let n = self.heads.len() as u64;
         let page = PAGE_GRANULES as u64 * GRANULE as u64;
         let free: u64 = self.free.iter().map(|f| f.capacity() as u64 * 4).sum();
-        n * 16 + self.fp.len() as u64 * page * 6 + self.exp.len() as u64 * page * 4 + free
+        n * std::mem::size_of::<Head>() as u64 + self.fp.len() as u64 * page * 6 + self.exp.len() as u64 * page * 4 + free
     }
 
     #[inline]
     pub fn count(&self, b: usize) -> usize {
-        self.count[b] as usize
+        self.heads[b].count as usize
     }
 
     #[inline]
     pub fn used(&self, b: usize) -> u32 {
-        self.used[b] as u32
+        self.heads[b].used as u32
     }
 
     #[inline]
     pub fn full(&self, b: usize) -> bool {
-        self.count[b] as u32 == self.slots
+        self.heads[b].count as u32 == self.slots
     }
 
     /// Whether bucket `b`'s filter admits fingerprint `fp` (false = certainly absent).
     #[inline]
     pub fn may_contain(&self, b: usize, fp: u32) -> bool {
         let m = bloom_mask(fp, self.hashes);
-        self.bloom[b] & m == m
+        self.heads[b].bloom & m == m
     }
 
     /// Arena page and first item of bucket `b`'s chunk.
     #[inline]
     fn place(&self, b: usize) -> (usize, usize) {
-        let g = self.at[b];
+        let g = self.heads[b].at;
         ((g / PAGE_GRANULES) as usize, (g % PAGE_GRANULES) as usize * GRANULE)
     }
 
     /// Position of fingerprint `fp` in bucket `b`, oldest first.
     #[inline]
     pub fn find(&self, b: usize, fp: u32) -> Option<usize> {
-        let n = self.count[b] as usize;
+        let n = self.heads[b].count as usize;
         if n == 0 {
             return None;
         }
@@ -150,7 +166,7 @@ impl BucketIndex {
     /// Item `i` of bucket `b`: (fingerprint, stored size, expiry).
     #[inline]
     pub fn get(&self, b: usize, i: usize) -> (u32, u32, u32) {
-        debug_assert!(i < self.count[b] as usize);
+        debug_assert!(i < self.heads[b].count as usize);
         let (p, o) = self.place(b);
         let e = if self.exp.is_empty() { 0 } else { self.exp[p][o + i] };
         (self.fp[p][o + i], self.size[p][o + i] as u32, e)
@@ -158,7 +174,7 @@ impl BucketIndex {
 
     /// Fingerprints of bucket `b`, oldest first.
     pub fn fingerprints(&self, b: usize) -> Vec<u32> {
-        let n = self.count[b] as usize;
+        let n = self.heads[b].count as usize;
         if n == 0 {
             return vec![];
         }
@@ -168,27 +184,27 @@ impl BucketIndex {
 
     /// Remove item `i` of bucket `b`, keeping the others' order.
     pub fn remove_at(&mut self, b: usize, i: usize) {
-        let n = self.count[b] as usize;
+        let n = self.heads[b].count as usize;
         assert!(i < n);
         let (p, o) = self.place(b);
-        self.used[b] -= self.size[p][o + i];
+        self.heads[b].used -= self.size[p][o + i];
         self.fp[p].copy_within(o + i + 1..o + n, o + i);
         self.size[p].copy_within(o + i + 1..o + n, o + i);
         if !self.exp.is_empty() {
             self.exp[p].copy_within(o + i + 1..o + n, o + i);
         }
-        self.count[b] -= 1;
+        self.heads[b].count -= 1;
     }
 
     /// Append an item to bucket `b` (which must not be full).
     pub fn push(&mut self, b: usize, fp: u32, size: u32, expiry_s: u32) {
-        let n = self.count[b] as usize;
-        assert!((n as u32) < self.slots && size <= u16::MAX as u32 && self.used[b] as u32 + size <= u16::MAX as u32);
+        let n = self.heads[b].count as usize;
+        assert!((n as u32) < self.slots && size <= u16::MAX as u32 && self.heads[b].used as u32 + size <= u16::MAX as u32);
         if expiry_s != 0 && self.exp.is_empty() {
             self.exp = (0..self.fp.len()).map(|_| vec![0u32; (PAGE_GRANULES as usize) * GRANULE].into_boxed_slice()).collect();
         }
-        if n == self.cap[b] as usize * GRANULE {
-            self.resize(b, self.cap[b] as usize + 1);
+        if n == self.heads[b].cap as usize * GRANULE {
+            self.resize(b, self.heads[b].cap as usize + 1);
         }
         let (p, o) = self.place(b);
         self.fp[p][o + n] = fp;
@@ -196,15 +212,15 @@ impl BucketIndex {
         if !self.exp.is_empty() {
             self.exp[p][o + n] = expiry_s;
         }
-        self.count[b] += 1;
-        self.used[b] += size as u16;
+        self.heads[b].count += 1;
+        self.heads[b].used += size as u16;
     }
 
     /// After a change to bucket `b`: rebuild its Bloom filter from its fingerprints, and give
     /// back a granule when two stand empty.
     pub fn settle(&mut self, b: usize) {
-        let n = self.count[b] as usize;
-        let cap = self.cap[b] as usize;
+        let n = self.heads[b].count as usize;
+        let cap = self.heads[b].cap as usize;
         if cap >= 2 && n + 2 * GRANULE <= cap * GRANULE {
             self.resize(b, cap - 1);
         }
@@ -215,16 +231,16 @@ impl BucketIndex {
                 m |= bloom_mask(f, self.hashes);
             }
         }
-        self.bloom[b] = m;
+        self.heads[b].bloom = m;
     }
 
     /// Move bucket `b`'s items to a chunk of `granules` granules.
     fn resize(&mut self, b: usize, granules: usize) {
-        let n = self.count[b] as usize;
+        let n = self.heads[b].count as usize;
         assert!(n <= granules * GRANULE && granules < self.free.len());
         let new = self.alloc(granules);
         let (np, no) = ((new / PAGE_GRANULES) as usize, (new % PAGE_GRANULES) as usize * GRANULE);
-        let old_cap = self.cap[b] as usize;
+        let old_cap = self.heads[b].cap as usize;
         if old_cap > 0 {
             let (p, o) = self.place(b);
             for i in 0..n {
@@ -234,10 +250,10 @@ impl BucketIndex {
                     self.exp[np][no + i] = self.exp[p][o + i];
                 }
             }
-            self.free[old_cap].push(self.at[b]);
+            self.free[old_cap].push(self.heads[b].at);
         }
-        self.at[b] = new;
-        self.cap[b] = granules as u8;
+        self.heads[b].at = new;
+        self.heads[b].cap = granules as u8;
     }
 
     /// A chunk of `granules` granules: a freed one of that size, else the arena's end.
@@ -283,7 +299,7 @@ mod tests {
         assert_eq!(ix.count(1), 30);
         assert_eq!(ix.fingerprints(1), (0..30).collect::<Vec<_>>());
         assert_eq!(ix.used(1), (0..30).map(|i| 10 + i).sum::<u32>());
-        assert_eq!(ix.cap[1], 8);
+        assert_eq!(ix.heads[1].cap, 8);
         assert!(ix.find(1, 7) == Some(7) && ix.find(0, 7).is_none() && ix.find(1, 99).is_none());
         // Shrinking: a granule is given back once two stand empty; order is kept.
         for _ in 0..20 {
@@ -291,7 +307,7 @@ mod tests {
             ix.settle(1);
         }
         assert_eq!(ix.fingerprints(1), (20..30).collect::<Vec<_>>());
-        assert!(ix.cap[1] as usize * GRANULE < 10 + 2 * GRANULE);
+        assert!(ix.heads[1].cap as usize * GRANULE < 10 + 2 * GRANULE);
         assert_eq!(ix.get(1, 0), (20, 30, 0));
         // Freed chunks are reused by other buckets instead of growing the arena.
         let top = ix.top;

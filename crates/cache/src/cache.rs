@@ -178,11 +178,39 @@ impl HybridCache {
     }
 
     /// Start loading what a request for `key` touches first: its DRAM-tier map slot and its
-    /// SOC bucket's Bloom filter (hints only).
+    /// SOC bucket's state (hints only). Issue it a few requests before
+    /// [`prefetch_second`](Self::prefetch_second).
     #[inline]
     pub fn prefetch(&self, key: u64) {
         self.dram.prefetch(key);
-        self.soc.prefetch(key);
+        if let Some(off) = self.soc.prefetch(key) {
+            self.flash.dev.prefetch(off, 1);
+        }
+    }
+
+    /// Start loading what a request for `key` touches next, found through what
+    /// [`prefetch`](Self::prefetch) loaded: its DRAM item, its SOC bucket's items and where
+    /// the device holds the bucket (hints).
+    #[inline]
+    pub fn prefetch_second(&self, key: u64) {
+        self.dram.prefetch_item(key);
+        if let Some(off) = self.soc.prefetch_items(key) {
+            self.flash.dev.prefetch(off, 3);
+        }
+    }
+
+    /// Start loading what pushing the next DRAM victim out will touch: its map slot, and if it
+    /// goes to the SOC, its bucket's state and the device's map entry (hints; the victims are
+    /// known only one at a time, so these have the current request's time to arrive).
+    #[inline]
+    pub fn prefetch_victim(&self) {
+        if let Some((key, item, clean)) = self.dram.next_victim() {
+            if !clean && item <= self.cfg.small_item_max_bytes {
+                if let Some(off) = self.soc.prefetch(key) {
+                    self.flash.dev.prefetch(off, 1);
+                }
+            }
+        }
     }
 
     /// GET: DRAM, then the SOC (Bloom filter first), then the LOC. A flash hit is copied into

@@ -131,6 +131,28 @@ impl Dram {
         self.map.prefetch(key);
     }
 
+    /// Start loading what a look-up of `key` reads second (its item's slot), once its map slot
+    /// is cached (see [`prefetch`](Self::prefetch)).
+    #[inline]
+    pub fn prefetch_item(&self, key: u64) {
+        if let Some(s) = self.map.get(key).and_then(|i| self.slots.get(i as usize)) {
+            ssdlab_core::media::mem::prefetch(s);
+        }
+    }
+
+    /// The next item an insert would push out (the least recent; its slot is cached, since the
+    /// previous eviction's unlink wrote it), its map slot prefetched for the removal, and the
+    /// slot of the one after it prefetched: (key, key + value bytes, clean on flash).
+    #[inline]
+    pub fn next_victim(&self) -> Option<(u64, u32, bool)> {
+        let s = self.slots.get(self.tail as usize)?;
+        self.map.prefetch(s.key);
+        if let Some(p) = self.slots.get(s.prev as usize) {
+            ssdlab_core::media::mem::prefetch(p);
+        }
+        Some((s.key, s.key_bytes.saturating_add(s.value_bytes), s.nvm_clean))
+    }
+
     pub fn contains(&self, key: u64) -> bool {
         self.map.contains_key(key)
     }

@@ -34,8 +34,10 @@ pub trait RequestSource {
     }
 }
 
-/// How many requests ahead a run starts loading the cache lines a request will touch first.
-const LOOKAHEAD: usize = 8;
+/// How many requests ahead a run starts loading the cache lines a request will touch first
+/// (map slots, bucket state), and those it finds through them (items).
+const LOOKAHEAD: usize = 16;
+const LOOKAHEAD_SECOND: usize = 8;
 
 impl RequestSource for Generator {
     fn next_request(&mut self) -> Option<Result<Request>> {
@@ -336,6 +338,10 @@ pub fn run_on(
         if let Some(k) = src.upcoming(LOOKAHEAD) {
             cache.prefetch(k);
         }
+        if let Some(k) = src.upcoming(LOOKAHEAD_SECOND) {
+            cache.prefetch_second(k);
+        }
+        cache.prefetch_victim();
         let Some(r) = src.next_request() else { break };
         let r = r?;
         last_t = last_t.max(r.time_ns);

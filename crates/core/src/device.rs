@@ -348,6 +348,12 @@ impl Device {
         let now = self.now_ns;
         self.raw().write(lba, n, None, WriteOpts { fua, placement }, now)
     }
+    /// Hint that a command on byte `offset` is coming, so the metadata it touches can be
+    /// loaded early (stages as [`BlockDevice::prefetch`]). No effect on results.
+    #[inline]
+    pub fn prefetch(&self, offset: u64, stage: u8) {
+        self.block_device().prefetch(offset / self.cfg.geometry.sector_bytes as u64, stage)
+    }
     /// Read `len` bytes at byte `offset` without returning contents (timing and counters only).
     pub fn read_len(&mut self, offset: u64, len: u64) -> Result<u64> {
         let (lba, n) = self.sectors(offset, len)?;

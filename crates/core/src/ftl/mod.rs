@@ -52,8 +52,9 @@ pub trait BlockDevice {
     fn read(&mut self, lba: u64, sectors: u32, out: Option<&mut [u8]>, now: u64) -> Result<u64>;
     fn trim(&mut self, lba: u64, sectors: u32, now: u64) -> Result<u64>;
     fn flush(&mut self, now: u64) -> Result<u64>;
-    /// Hint that a command on `lba` is coming (stage 1: soon; stage 2: next few commands), so
-    /// the metadata it touches can be prefetched. No effect on results.
+    /// Hint that a command on `lba` is coming (stage 1: soon; stage 2: next few commands, a
+    /// write; stage 3: the same for a read), so the metadata it touches can be prefetched.
+    /// Stages 2 and 3 read what stage 1 loaded. No effect on results.
     fn prefetch(&self, _lba: u64, _stage: u8) {}
     /// Give the device a chance to work while idle (background GC) at `now`.
     fn idle(&mut self, _now: u64) {}

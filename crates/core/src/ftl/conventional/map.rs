@@ -188,6 +188,18 @@ impl Mapping {
         }
     }
 
+    /// Software prefetch of what a read of `lba` touches after its L2P entry (stage 1 of
+    /// [`prefetch`](Self::prefetch)): whether its page is programmed yet.
+    #[inline]
+    pub fn prefetch_read(&self, lba: u64, spp: u32) {
+        if lba < self.logical {
+            let psa = self.l2p[lba as usize];
+            if psa != UNMAPPED {
+                prefetch(&self.page_seq[(psa / spp) as usize]);
+            }
+        }
+    }
+
     /// Relocation of a page: the L2P updates of its sectors are independent cache misses, so
     /// start those of the sectors at `psa..psa + n` (the next page) early.
     #[inline]

@@ -446,7 +446,11 @@ impl BlockDevice for Conventional {
 
     #[inline]
     fn prefetch(&self, lba: u64, stage: u8) {
-        self.map.prefetch(lba, stage, &self.m.blocks, self.m.lay.sectors_per_block)
+        if stage == 3 {
+            self.map.prefetch_read(lba, self.m.lay.sectors_per_page)
+        } else {
+            self.map.prefetch(lba, stage, &self.m.blocks, self.m.lay.sectors_per_block)
+        }
     }
 
     fn personality_baseline(&self) -> serde_json::Value {
