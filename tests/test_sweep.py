@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import ssdlab
-from ssdlab.sweep import expand, load_sweep, local_ray_env
+from ssdlab.sweep import expand, experiment_spec, load_sweep, local_ray_env
 
 from clitools import free_port, ssdlab as ssdlab_cli, write
 
@@ -324,6 +324,24 @@ def test_example_sweeps_are_valid():
     for f in files:
         points = expand(load_sweep(f))
         assert points and all(p.config is not None for p in points), f
+
+
+@pytest.mark.parametrize("name", ["gc-policies", "fdp-cache"])
+@pytest.mark.parametrize("mode", ["quick", "full"])
+def test_shipped_experiments_measure_until_dlwa_settles(name, mode):
+    # Their reported DLWA is the steady windows' (a run that does not settle by its cap says so),
+    # not a fixed volume's: every point's input asks the core for the steady stop, with room
+    # for its windows before the cap.
+    for p in expand(experiment_spec(name, mode)):
+        c = p.config
+        if name == "gc-policies":  # a device config: the rule is its workload's
+            w = c["workload"]
+            start, cap = 0.0, w["stop_device_writes"]
+        else:  # a cache run: the rule is the run's
+            w = c
+            start, cap = w["steady_start_device_writes"], w["stop_device_writes"]
+        assert w["stop"] == "steady", p.name
+        assert start + w["steady_window_device_writes"] * w["steady_windows"] < cap, p.name
 
 
 def test_seed_axis_over_the_fdp_cache_experiment_seeds_device_cache_and_workload(tmp_path):
