@@ -87,6 +87,30 @@ def test_report_exposes_metrics_and_series_as_arrays():
     assert s["dlwa_cumulative"][-1] == pytest.approx(rep.dlwa, rel=1e-4)
 
 
+def test_run_reports_each_phase_as_it_advances_and_a_raising_callback_stops_it():
+    # The core reports every 65536 commands: 64 times the tiny preset's blocks gives a few
+    # dozen reports per device write of 4 KiB commands (the fill's 128 KiB ones give fewer).
+    dev = Device("tiny", timing={"enabled": False}, geometry={"blocks_per_plane": 4096},
+                 precondition={"sequential_fill": True, "random_device_writes": 1.0},
+                 workload={"pattern": "uniform", "stop_device_writes": 2.0})
+    seen = []
+    rep = dev.run(on_progress=lambda phase, f: seen.append((phase, f)))
+    assert not rep.interrupted
+    phases = list(dict.fromkeys(p for p, _ in seen))
+    assert phases == ["fill", "precondition", "run"]
+    for ph in phases:
+        fs = [f for p, f in seen if p == ph]
+        assert fs == sorted(fs) and fs[0] >= 0.0 and fs[-1] <= 1.0, ph
+        assert len(fs) > (0 if ph == "fill" else 10), ph
+
+    def stop(phase, f):
+        if phase == "run" and f > 0.5:
+            raise RuntimeError("enough")
+
+    rep = Device("tiny", timing={"enabled": False}, workload={"pattern": "uniform", "stop_device_writes": 2.0}).run(on_progress=stop)
+    assert rep.interrupted and rep.host_write_bytes < 2 * dev.logical_bytes
+
+
 def test_same_seed_same_numbers_different_seed_different_numbers():
     def run(seed):
         dev = Device("tiny", seed=seed, precondition={"random_device_writes": 0.5},

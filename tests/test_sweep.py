@@ -361,11 +361,21 @@ def test_seed_axis_over_the_fdp_cache_experiment_seeds_device_cache_and_workload
         expand(load_sweep(bad))
 
 
-def test_progress_lines_reach_a_pipe_while_a_long_point_runs(tmp_path):
+# A point of each runner that takes minutes: a cache run, and a device run (a tiny device's
+# shape with 1024 times its blocks, 100 device writes).
+LONG_POINTS = {
+    "cache": 'experiment = "fdp-cache"\nmode = "quick"\npoints = ["kvcache_u50_soc4_fdp"]\n',
+    "device": TINY.replace("[timing]", "[geometry]\nblocks_per_plane = 65536\n\n[timing]")
+    + '\n[grid]\n"workload.stop_device_writes" = [100.0]\n',
+}
+
+
+@pytest.mark.parametrize("runner", sorted(LONG_POINTS))
+def test_progress_lines_reach_a_pipe_while_a_long_point_runs(tmp_path, runner):
     # `ssdlab sweep ... > log` under nohup: the "[running] ... % after ..." lines must be in the
     # log while the point runs (hours, on a paper-scale run), not when it ends. The CLI's own
     # main() runs with the progress period cut from minutes to a second.
-    sweep = write(tmp_path / "one.toml", 'experiment = "fdp-cache"\nmode = "quick"\npoints = ["kvcache_u50_soc4_fdp"]\n')
+    sweep = write(tmp_path / "one.toml", LONG_POINTS[runner])
     code = ("import sys, ssdlab.sweep; sys.modules['ssdlab.sweep'].PROGRESS_PRINT_S = 1.0; from ssdlab.cli import main; "
             "sys.exit(main(sys.argv[1:]))")
     proc = subprocess.Popen([sys.executable, "-c", code, "sweep", str(sweep), "--out", str(tmp_path / "o")],

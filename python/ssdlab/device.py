@@ -179,20 +179,23 @@ class Device:
         if self._dev.precondition(progress):
             raise KeyboardInterrupt
 
-    def run(self, workload: Workload | Mix | None = None, progress: bool = False) -> Report:
+    def run(self, workload: Workload | Mix | None = None, progress: bool = False,
+            on_progress: Callable[[str, float], None] | None = None) -> Report:
         """Run a workload and return its report.
 
         With no workload: precondition, then run the config's own ``[workload]``. With a
         workload: run it on the device as it is (call :meth:`precondition` first if wanted).
         The GIL is released while the simulation runs; Ctrl-C stops it and the report says
-        ``interrupted``.
+        ``interrupted``. ``on_progress(phase, fraction)``, if given, is called as each phase
+        ("fill", "precondition", "run") advances (not for a Mix); if it raises, the run stops
+        as if interrupted.
         """
         if isinstance(workload, Mix):
             parts, stop = workload.tables()
             return _report(self._dev.run_mix(parts, stop, progress))
         if workload is not None and not isinstance(workload, Workload):
             raise TypeError(f"run() takes a Workload or a Mix, got {type(workload).__name__}")
-        return _report(self._dev.run(None if workload is None else workload.to_dict(), progress))
+        return _report(self._dev.run(None if workload is None else workload.to_dict(), progress, on_progress))
 
     def replay(self, trace: PathLike, format: str, queue_depth: int | None = None, max_ops: int = 0,
                progress: bool = False, blkparse_action: str = "Q") -> Report:

@@ -124,10 +124,27 @@ def _device_resources(cfg: Mapping[str, Any]) -> Resources:
     return Resources(memory_bytes=int(s["memory_bytes"] + s["data_bytes_max"]) + PROCESS_BYTES)
 
 
+def _device_phases(cfg: Mapping[str, Any]) -> Dict[str, float]:
+    """How much of a device run each phase is, in device writes (the run's own stop volume, or
+    one device write when it stops otherwise), so the phases' fractions add up to one."""
+    pre, w = cfg.get("precondition", {}), cfg.get("workload", {})
+    return {"fill": 1.0 if pre.get("sequential_fill") else 0.0,
+            "precondition": float(pre.get("random_device_writes") or 0.0),
+            "run": float(w.get("stop_device_writes") or 0.0) or 1.0}
+
+
 def _device_run(cfg: Dict[str, Any]) -> Result:
     from .device import Device
 
-    rep = Device(config=cfg).run()
+    phases = _device_phases(cfg)
+    total, order = sum(phases.values()), list(phases)
+
+    def progress(phase: str, fraction: float) -> None:
+        if phase in phases:
+            before = sum(phases[p] for p in order[:order.index(phase)])
+            report_progress((before + fraction * phases[phase]) / total)
+
+    rep = Device(config=cfg).run(on_progress=progress)
     return Result(metrics=rep.metrics, files={"timeseries.csv": rep.series_csv}, interrupted=rep.interrupted)
 
 

@@ -134,14 +134,21 @@ impl NativeDevice {
 
     /// Precondition then run the config's `[workload]`; or, given a `[workload]` table (the
     /// keys set, the rest from the core's defaults), run it without preconditioning.
-    /// Returns (metrics, time-series CSV, interrupted).
-    #[pyo3(signature = (workload=None, progress=false))]
-    fn run<'py>(&mut self, py: Python<'py>, workload: Option<&Bound<'py, PyAny>>, progress: bool) -> PyResult<RunOut<'py>> {
+    /// `on_progress(phase, fraction)`, if given, hears how far each phase ("fill",
+    /// "precondition", "run") is. Returns (metrics, time-series CSV, interrupted).
+    #[pyo3(signature = (workload=None, progress=false, on_progress=None))]
+    fn run<'py>(
+        &mut self,
+        py: Python<'py>,
+        workload: Option<&Bound<'py, PyAny>>,
+        progress: bool,
+        on_progress: Option<Py<PyAny>>,
+    ) -> PyResult<RunOut<'py>> {
         let w = match workload {
             None => None,
             Some(t) => Some(workload_from_py(self.dev.config(), t, "workload")?),
         };
-        let mut watch = Watch::new(progress);
+        let mut watch = Watch::with_callback(progress, on_progress);
         let dev = &mut self.dev;
         let r = py.detach(|| match w {
             None => dev.run_configured(&mut |p, f| watch.tick(p, f)),

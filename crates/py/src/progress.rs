@@ -14,11 +14,19 @@ use crate::convert::to_py;
 pub(crate) struct Watch {
     bar: Option<ProgressBar>,
     phase: String,
+    /// A Python callable given (phase, fraction) as the run advances, at most once per
+    /// thousandth of a phase; if it raises, the run stops as if interrupted.
+    on_progress: Option<Py<PyAny>>,
+    told: (String, f64),
 }
 
 impl Watch {
     pub(crate) fn new(show: bool) -> Watch {
-        Watch { bar: if show { Some(ProgressBar::hidden()) } else { None }, phase: String::new() }
+        Watch::with_callback(show, None)
+    }
+
+    pub(crate) fn with_callback(show: bool, on_progress: Option<Py<PyAny>>) -> Watch {
+        Watch { bar: if show { Some(ProgressBar::hidden()) } else { None }, phase: String::new(), on_progress, told: (String::new(), -1.0) }
     }
 
     /// The core's progress callback: shows `frac` of `phase`; false stops the run.
@@ -42,7 +50,17 @@ impl Watch {
             }
         }
         // A pending Ctrl-C (Python's handler only sets a flag while we run) stops the run.
-        Python::attach(|py| py.check_signals()).is_ok()
+        Python::attach(|py| {
+            py.check_signals()?;
+            if let Some(cb) = &self.on_progress {
+                if phase != self.told.0 || frac - self.told.1 >= 1e-3 {
+                    self.told = (phase.to_string(), frac);
+                    cb.call1(py, (phase, frac))?;
+                }
+            }
+            Ok::<(), PyErr>(())
+        })
+        .is_ok()
     }
 
     pub(crate) fn done(&self) {
