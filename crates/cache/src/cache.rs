@@ -183,7 +183,7 @@ impl HybridCache {
     #[inline]
     pub fn prefetch(&self, key: u64) {
         self.dram.prefetch(key);
-        if let Some(off) = self.soc.prefetch(key) {
+        if let Some(off) = self.soc.prefetch(key, false) {
             self.flash.dev.prefetch(off, 1);
         }
     }
@@ -194,7 +194,7 @@ impl HybridCache {
     #[inline]
     pub fn prefetch_second(&self, key: u64) {
         self.dram.prefetch_item(key);
-        if let Some(off) = self.soc.prefetch_items(key) {
+        if let Some(off) = self.soc.prefetch(key, true) {
             self.flash.dev.prefetch(off, 3);
         }
     }
@@ -206,7 +206,7 @@ impl HybridCache {
     pub fn prefetch_victim(&self) {
         if let Some((key, item, clean)) = self.dram.next_victim() {
             if !clean && item <= self.cfg.small_item_max_bytes {
-                if let Some(off) = self.soc.prefetch(key) {
+                if let Some(off) = self.soc.prefetch(key, false) {
                     self.flash.dev.prefetch(off, 1);
                 }
             }

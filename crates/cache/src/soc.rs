@@ -80,27 +80,20 @@ impl Soc {
         self.start_byte + b * self.bucket_bytes as u64
     }
 
-    /// Start loading `key`'s bucket's state in the index (a hint); the bucket's byte offset on
-    /// the device, if the SOC has buckets (the caller may prefetch the device's map too).
+    /// Start loading `key`'s bucket in the index (a hint): its state, or with `items` (once its
+    /// state is cached) its items. Returns the bucket's byte offset on the device, if the SOC
+    /// has buckets, so the caller may prefetch the device's map too.
     #[inline]
-    pub fn prefetch(&self, key: u64) -> Option<u64> {
+    pub fn prefetch(&self, key: u64, items: bool) -> Option<u64> {
         if self.buckets == 0 {
             return None;
         }
         let b = self.bucket_of(key);
-        self.index.prefetch(b as usize);
-        Some(self.offset(b))
-    }
-
-    /// Start loading `key`'s bucket's items in the index, once its state is cached (a hint);
-    /// the bucket's byte offset on the device, as [`prefetch`](Self::prefetch).
-    #[inline]
-    pub fn prefetch_items(&self, key: u64) -> Option<u64> {
-        if self.buckets == 0 {
-            return None;
+        if items {
+            self.index.prefetch_items(b as usize);
+        } else {
+            self.index.prefetch(b as usize);
         }
-        let b = self.bucket_of(key);
-        self.index.prefetch_items(b as usize);
         Some(self.offset(b))
     }
 
