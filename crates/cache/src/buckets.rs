@@ -82,8 +82,8 @@ impl BucketIndex {
     /// cached, see [`prefetch`](Self::prefetch)).
     #[inline]
     pub fn prefetch_items(&self, b: usize) {
-        if let Some(h) = self.heads.get(b).filter(|h| h.count > 0) {
-            let (p, o) = ((h.at / PAGE_GRANULES) as usize, (h.at % PAGE_GRANULES) as usize * GRANULE);
+        if self.heads.get(b).is_some_and(|h| h.count > 0) {
+            let (p, o) = self.place(b);
             ssdlab_core::media::mem::prefetch(&self.fp[p][o]);
             ssdlab_core::media::mem::prefetch(&self.size[p][o]);
         }
