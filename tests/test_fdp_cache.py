@@ -84,6 +84,25 @@ def test_reproduce_writes_report_csv_and_figures(report):
     assert len(ts) > 10 and float(ts[-1]["device_writes"]) > 3.0
 
 
+def test_runs_that_do_not_settle_are_marked_in_the_report(tmp_path):
+    # With the steady rule, the variant's 1 device write leaves no room for its windows: it
+    # never settles, and every table that shows its DLWA says so.
+    exp = tmp_path / "experiments"
+    (exp / "fdp-cache").mkdir(parents=True)
+    text = (ROOT / "experiments" / "fdp-cache" / "experiment.toml").read_text()
+    steady = "steady = { start_device_writes = 1.0, window_device_writes = 0.5, tolerance = 0.02, windows = 2 }\n"
+    (exp / "fdp-cache" / "experiment.toml").write_text(text.split("[quick]")[0] + TINY_QUICK + steady)
+    r = subprocess.run([str(BIN / "ssdlab"), "reproduce", "fdp-cache", "--quick", "--out", str(tmp_path / "r")],
+                       env=dict(os.environ, SSDLAB_EXPERIMENTS=str(exp)), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr + r.stdout
+    out = tmp_path / "r" / "fdp-cache"
+    rows = list(csv.DictReader((out / "runs.csv").read_text().splitlines()))
+    assert {r["run"] for r in rows if r["steady"] == "False"} >= {"twitter-cluster12_u100_soc4_fdp", "twitter-cluster12_u100_soc4_nofdp"}
+    md = (out / "report.md").read_text()
+    variants = md[md.index("## Variants"):].split("\n\n")[1].splitlines()[2:]
+    assert len(variants) == 2 and all("(not settled)" in row for row in variants), variants
+
+
 def test_fdp_beats_mixing_and_leaves_the_cache_unchanged(report):
     by = {r["run"]: r for r in csv.DictReader((report / "runs.csv").read_text().splitlines())}
     on, off = by["kvcache_u100_soc4_fdp"], by["kvcache_u100_soc4_nofdp"]

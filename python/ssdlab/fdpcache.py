@@ -329,10 +329,14 @@ def _stop_text(m: Dict[str, Any]) -> str:
             "DLWA beside them (a run that never settles: the second half, marked).")
 
 
+def _unsettled(r: Dict[str, Any]) -> str:
+    """" (not settled)" after the DLWA of a run whose steady rule never saw DLWA settle."""
+    return " (not settled)" if r.get("steady") is False else ""
+
+
 def _dl(r: Dict[str, Any]) -> str:
     """A run's DLWA as the tables show it: the measured window's, the whole run's beside it."""
-    mark = " (not settled)" if r.get("steady") is False else ""
-    return f"{r['dlwa']:.3f}{mark} (whole run {r['dlwa_cumulative']:.3f})"
+    return f"{r['dlwa']:.3f}{_unsettled(r)} (whole run {r['dlwa_cumulative']:.3f})"
 
 
 def _common_window(a: str, b: str, from_dw: float) -> Tuple[Optional[Dict[str, float]], Optional[Dict[str, float]], int]:
@@ -434,7 +438,7 @@ def _report(spec, mode, info, by, key, u_list, socs, names, loads, lkey) -> str:
         for r in loads:
             for fdp in (False, True):
                 x = by[lkey(r, fdp)]
-                L.append(f"| {r} | {'yes' if fdp else 'no'} | {x['dlwa']:.3f} | {x['die_utilization'] * 100:.0f}% | {'no' if x['saturated'] else 'yes'} | {x['read_p50_us']:.0f} | {x['read_p99_us']:.0f} | {x['write_p50_us']:.1f} | {x['write_p99_us']:.1f} |")
+                L.append(f"| {r} | {'yes' if fdp else 'no'} | {x['dlwa']:.3f}{_unsettled(x)} | {x['die_utilization'] * 100:.0f}% | {'no' if x['saturated'] else 'yes'} | {x['read_p50_us']:.0f} | {x['read_p99_us']:.0f} | {x['write_p50_us']:.1f} | {x['write_p99_us']:.1f} |")
     L += ["", "## SOC size sweep (FDP)", "", "Theorem 1 is Desnoyers' FIFO-cleaning model; the emulated device cleans greedily, so the "
           "greedy approximation for the same spare (k = 1 + 1/(2 Np)) is shown beside it.", "",
           "SOC DLWA counts the SOC's programs and every garbage-collection move of its data (out of its own blocks, "
@@ -446,13 +450,13 @@ def _report(spec, mode, info, by, key, u_list, socs, names, loads, lkey) -> str:
         t1 = r["theorem1_dlwa"]
         dev = f"{(r['soc_dlwa'] / t1 - 1) * 100:+.1f}%" if t1 and r["soc_dlwa"] else "-"
         gr = r["theorem1_greedy_dlwa"]
-        L.append(f"| {int(s * 100)}% | {t1:.3f} | {gr:.3f} | {r['soc_dlwa']:.3f} | {dev} | {r['soc_dlwa_own_blocks']:.3f} | {r['loc_dlwa']:.3f} | {r['dlwa']:.3f} |" if t1 else f"| {int(s * 100)}% | - | - | {r['soc_dlwa']} | - | - | - | {r['dlwa']:.3f} |")
+        L.append(f"| {int(s * 100)}% | {t1:.3f} | {gr:.3f} | {r['soc_dlwa']:.3f} | {dev} | {r['soc_dlwa_own_blocks']:.3f} | {r['loc_dlwa']:.3f} | {r['dlwa']:.3f}{_unsettled(r)} |" if t1 else f"| {int(s * 100)}% | - | - | {r['soc_dlwa']} | - | - | - | {r['dlwa']:.3f} |")
     L += ["", "## Variants", "", "| workload | FDP | DLWA | DRAM hit | NVM hit | ALWA | p99 write (us) |", "|---|---|---|---|---|---|---|"]
     for wl in m["variants"]:
         for fdp in (False, True):
             n = f"{wl}_u{int(round(m['variant_utilization'] * 100))}_soc4_{'fdp' if fdp else 'nofdp'}"
             r = by[n]
-            L.append(f"| {wl} | {'yes' if fdp else 'no'} | {r['dlwa']:.3f} | {r['dram_hit_ratio']:.3f} | {r['nvm_hit_ratio']:.3f} | {r['alwa']:.3f} | {r['write_p99_us']:.1f} |")
+            L.append(f"| {wl} | {'yes' if fdp else 'no'} | {_dl(r)} | {r['dram_hit_ratio']:.3f} | {r['nvm_hit_ratio']:.3f} | {r['alwa']:.3f} | {r['write_p99_us']:.1f} |")
     L += ["", "The paper shows these two variants in figures whose numbers our copy does not state; the shape to compare is FDP DLWA near 1 and the non-FDP one well above it.", "",
           "Every run's summary.json and timeseries.csv are in `runs/`; all rows are in `results.csv`. "
           "How the model works and where its numbers come from: docs/case-studies/fdp-cache.md.", ""]
