@@ -137,12 +137,13 @@ def _device_run(cfg: Dict[str, Any]) -> Result:
     from .device import Device
 
     phases = _device_phases(cfg)
-    total, order = sum(phases.values()), list(phases)
+    total, start, done = sum(phases.values()), {}, 0.0
+    for name, size in phases.items():  # each phase's start, in device writes
+        start[name], done = done, done + size
 
     def progress(phase: str, fraction: float) -> None:
         if phase in phases:
-            before = sum(phases[p] for p in order[:order.index(phase)])
-            report_progress((before + fraction * phases[phase]) / total)
+            report_progress((start[phase] + fraction * phases[phase]) / total)
 
     rep = Device(config=cfg).run(on_progress=progress)
     return Result(metrics=rep.metrics, files={"timeseries.csv": rep.series_csv}, interrupted=rep.interrupted)

@@ -7,7 +7,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ssdlab_cache::config::{CacheConfig, RegionEviction};
 use ssdlab_cache::HybridCache;
@@ -382,7 +382,7 @@ fn idle_clients_give_their_slots_to_new_ones_and_floods_do_not_lock_out() {
     // Right after the flood its last connections may still hold the slots or wait for them,
     // and a client then is refused with them (past 64 waiters the server refuses at once); once
     // they are gone it is served, as a client that retries finds.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(10);
     let mut refusals = 0;
     loop {
         let mut g = Client::new(&addr);
@@ -390,10 +390,7 @@ fn idle_clients_give_their_slots_to_new_ones_and_floods_do_not_lock_out() {
         if r == ["VALUE k 0 1", "v", "END"] {
             break;
         }
-        assert!(
-            r[0].starts_with("SERVER_ERROR too many open connections") && std::time::Instant::now() < deadline,
-            "{r:?} after {refusals} refusals"
-        );
+        assert!(r[0].starts_with("SERVER_ERROR too many open connections") && Instant::now() < deadline, "{r:?} after {refusals} refusals");
         refusals += 1;
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -408,7 +405,7 @@ fn idle_timeout_cuts_idle_clients() {
     let (srv, addr, h) = start_opts(opts);
     let mut c = Client::new(&addr);
     assert!(ask(&mut c, "version\r\n", 1)[0].starts_with("VERSION"));
-    let t = std::time::Instant::now();
+    let t = Instant::now();
     assert!(closed_within(&mut c, 5));
     assert!(t.elapsed() >= Duration::from_millis(400) && t.elapsed() < Duration::from_secs(4));
     srv.shutdown_flag().store(true, Ordering::Relaxed);
