@@ -121,6 +121,28 @@ def test_fdp_beats_mixing_and_leaves_the_cache_unchanged(report):
     assert abs(float(big["soc_dlwa"]) / float(big["theorem1_dlwa"]) - 1) < 0.16
 
 
+def test_the_loc_ring_pattern_settles_only_after_several_loc_cycles(tmp_path):
+    # experiments/fdp-cache/loc-ring.toml, the 50% non-FDP run's writes without the cache, as
+    # the case-study page tells users to run it: DLWA sits near 1.05-1.2 for the first LOC
+    # cycle (3.7 device writes) and settles ~25% higher only after ~10 device writes, which is
+    # why the experiment's steady rule needs windows spanning two LOC cycles.
+    r = subprocess.run([str(BIN / "ssdlab"), "run", str(ROOT / "experiments" / "fdp-cache" / "loc-ring.toml"),
+                        "--out", str(tmp_path / "r"), "-q"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr + r.stdout
+    rows = list(csv.DictReader((tmp_path / "r" / "timeseries.csv").read_text().splitlines()))
+    logical = json.loads((tmp_path / "r" / "metrics.json").read_text())["device"]["logical_bytes"]
+
+    def dlwa(lo: float, hi: float) -> float:
+        span = [r for r in rows if lo * logical < int(r["host_write_bytes"]) <= hi * logical]
+        first, last = span[0], span[-1]
+        return ((int(last["nand_write_bytes"]) - int(first["nand_write_bytes"]))
+                / (int(last["host_write_bytes"]) - int(first["host_write_bytes"])))
+
+    early, settled = dlwa(1.0, 3.5), dlwa(12.0, 20.0)
+    assert early < 1.2 and settled > 1.3, (early, settled)
+    assert abs(dlwa(12.0, 16.0) / dlwa(16.0, 20.0) - 1) < 0.02  # settled: the two halves agree
+
+
 def test_python_api_trace_replay_and_errors(tmp_path):
     dev = {"preset": "fdp-ssd", "geometry": {"channels": 2, "dies_per_channel": 2, "planes_per_die": 2, "pages_per_block": 16, "blocks_per_plane": 512},
            "fdp": {"handles": 4, "ru_superblocks": 1}, "ftl": {"spare_factor": 0.145}, "timing": {"enabled": False},
