@@ -219,8 +219,9 @@ fn lent_pages_attach_back_without_copying() {
     f.copy_to_flac(f.addr(0), a.as_ptr(), 4 * P).unwrap();
     let m = Anon::new(4 * P);
     f.zcopy_from_flac(m.ptr, f.addr(0), 4 * P, AttachMode::Cow).unwrap();
-    // Touch every page (the kernel maps them on access).
-    let _ = m.slice().iter().map(|&b| b as u64).sum::<u64>();
+    // Touch every page (the kernel maps them on access; black_box keeps an optimised build
+    // from dropping reads whose sum nobody uses).
+    std::hint::black_box(m.slice().iter().map(|&b| b as u64).sum::<u64>());
     m.slice()[P] = 1; // page 1 is now the application's own copy
     let x = f.zcopy_to_flac(f.addr(100), m.ptr, 4 * P).unwrap();
     assert_eq!((x.mapped_bytes, x.copied_bytes), (3 * P as u64, P as u64));

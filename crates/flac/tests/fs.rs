@@ -362,3 +362,70 @@ fn writes_larger_than_the_dram_cache_succeed_on_every_engine() {
         fs.unmount().unwrap();
     }
 }
+
+/// A flush stages a baseline's new frames under the file's lock and commits them later
+/// without it. Until that commit the page table still maps the page's old frame (or none),
+/// so everything that looks a page up in between (a read after the clean page was evicted,
+/// a file moving to a larger range, a write in place) must see the staged frame, or the
+/// flushed data is lost (seen as `tar` extracting files that differ from their source when
+/// the background flusher ran beside a writer on the page-cache baseline).
+#[test]
+fn pages_flushed_but_not_yet_committed_keep_their_data() {
+    use ssdlab_flac::fs::dax::DaxEngine;
+    use ssdlab_flac::fs::engine::{Engine, Staged};
+    use ssdlab_flac::fs::pagecache::PageCacheEngine;
+    use ssdlab_flac::pm::Pm;
+    use ssdlab_flac::Tx;
+
+    const PAGE: usize = 4096;
+    let d = tmpdir();
+    let cfg = config(d.path(), 64, 4);
+    let pm = Arc::new(Pm::open(&cfg.pm_path, cfg.format.as_ref(), cfg.cost.clone(), 0).unwrap());
+    let engines: Vec<(&str, Box<dyn Engine>)> = vec![
+        ("pagecache", Box::new(PageCacheEngine::new(pm.clone(), 2 << 20, false).unwrap())),
+        ("dax", Box::new(DaxEngine::new(pm.clone()))),
+    ];
+    for (i, (name, e)) in engines.into_iter().enumerate() {
+        let base = 1000 * (i as u64 + 1);
+        let (a, b, c) = (pattern(1, 2 * PAGE), pattern(2, 2 * PAGE), pattern(3, PAGE));
+        let read = |vpn: u64, n: usize| {
+            let mut out = vec![0u8; n];
+            // SAFETY: out is writable for n bytes.
+            unsafe { e.read(vpn, 0, out.as_mut_ptr(), n).unwrap() };
+            out
+        };
+        // Two pages written and flushed, not yet committed.
+        // SAFETY: the sources are readable for their lengths.
+        unsafe { e.write(base, 0, a.as_ptr(), a.len()).unwrap() };
+        let mut st = Staged::default();
+        e.stage(&mut st, base, 2).unwrap();
+        // The clean cached copies go (memory pressure) and the pages are read back.
+        e.drop_caches().unwrap();
+        assert_eq!(read(base, a.len()), a, "{name}: read between flush and commit");
+        // The file moves to a larger range, and is written again there, in place.
+        e.relocate(base + 100, base, 2).unwrap();
+        assert_eq!(read(base + 100, a.len()), a, "{name}: moved between flush and commit");
+        unsafe { e.write(base + 100, 0, c.as_ptr(), c.len()).unwrap() };
+        e.commit(st, &Tx::new()).unwrap();
+        let mut st = Staged::default();
+        e.stage(&mut st, base + 100, 2).unwrap();
+        e.commit(st, &Tx::new()).unwrap();
+        e.drop_caches().unwrap();
+        let mut want = a.clone();
+        want[..PAGE].copy_from_slice(&c);
+        assert_eq!(read(base + 100, want.len()), want, "{name}: after both commits");
+        // A write into a page whose flush is staged lands where the commit puts the page.
+        unsafe { e.write(base + 200, 0, b.as_ptr(), b.len()).unwrap() };
+        let mut st = Staged::default();
+        e.stage(&mut st, base + 200, 2).unwrap();
+        unsafe { e.write(base + 200, 0, c.as_ptr(), c.len()).unwrap() };
+        e.commit(st, &Tx::new()).unwrap();
+        let mut st = Staged::default();
+        e.stage(&mut st, base + 200, 2).unwrap();
+        e.commit(st, &Tx::new()).unwrap();
+        e.drop_caches().unwrap();
+        let mut want = b.clone();
+        want[..PAGE].copy_from_slice(&c);
+        assert_eq!(read(base + 200, want.len()), want, "{name}: written while its flush was staged");
+    }
+}

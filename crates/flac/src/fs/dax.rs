@@ -125,10 +125,7 @@ impl Engine for DaxEngine {
     }
 
     fn discard(&self, vpn: u64, pages: u64) -> Result<()> {
-        let mut ov = self.ov();
-        let mut tx = Tx::new();
-        let mut held = Vec::new();
-        ov.drain_range_into(vpn, pages, &mut tx, &mut held);
+        let held = self.ov().discard_range(vpn, pages);
         for f in held {
             self.pm.decref(f);
         }
@@ -146,15 +143,14 @@ impl Engine for DaxEngine {
 
     fn stage(&self, st: &mut Staged, vpn: u64, pages: u64) -> Result<()> {
         // Data is in PM already: only the new frames' page-table entries are left to commit.
-        let mut ov = self.ov();
-        ov.drain_range_into(vpn, pages, &mut st.tx, &mut st.frames);
+        self.ov().stage_range(vpn, pages, st);
         Ok(())
     }
 
-    fn commit(&self, st: Staged, meta: &Tx) -> Result<()> {
-        let mut tx = st.tx;
-        tx.extend(meta);
-        let r = if tx.is_empty() { Ok(0) } else { self.pm.commit(&tx) };
+    fn commit(&self, mut st: Staged, meta: &Tx) -> Result<()> {
+        st.tx.extend(meta);
+        let r = if st.tx.is_empty() { Ok(0) } else { self.pm.commit(&st.tx) };
+        self.ov().committed(&st);
         for f in st.frames {
             self.pm.decref(f);
         }

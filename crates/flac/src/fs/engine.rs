@@ -58,6 +58,9 @@ pub struct Staged {
     pub tx: Tx,
     /// PM frames the commit hands to the page table (references dropped after it).
     pub frames: Vec<u32>,
+    /// The baselines' staged page-table changes, which their overlay answers look-ups with
+    /// until the commit ([`super::blocks::Overlay::committed`]).
+    pub pt: Vec<(u64, Option<u32>)>,
     pub pages: u64,
 }
 

@@ -247,9 +247,7 @@ impl Engine for PageCacheEngine {
         for v in cached {
             self.forget(&mut g, v);
         }
-        let mut tx = Tx::new();
-        let mut held = Vec::new();
-        g.ov.drain_range_into(vpn, pages, &mut tx, &mut held);
+        let held = g.ov.discard_range(vpn, pages);
         drop(g);
         for f in held {
             self.pm.decref(f);
@@ -309,15 +307,14 @@ impl Engine for PageCacheEngine {
             self.unpin(s, false);
             st.pages += 1;
         }
-        let mut g = self.lock();
-        g.ov.drain_range_into(vpn, pages, &mut st.tx, &mut st.frames);
+        self.lock().ov.stage_range(vpn, pages, st);
         Ok(())
     }
 
-    fn commit(&self, st: Staged, meta: &Tx) -> Result<()> {
-        let mut tx = st.tx;
-        tx.extend(meta);
-        let r = if tx.is_empty() { Ok(0) } else { self.pm.commit(&tx) };
+    fn commit(&self, mut st: Staged, meta: &Tx) -> Result<()> {
+        st.tx.extend(meta);
+        let r = if st.tx.is_empty() { Ok(0) } else { self.pm.commit(&st.tx) };
+        self.lock().ov.committed(&st);
         for f in st.frames {
             self.pm.decref(f);
         }
