@@ -394,11 +394,24 @@ fn pages_flushed_but_not_yet_committed_keep_their_data() {
             unsafe { e.read(vpn, 0, out.as_mut_ptr(), n).unwrap() };
             out
         };
+        let staged = |vpn: u64| {
+            let mut st = Staged::default();
+            e.stage(&mut st, vpn, 2).unwrap();
+            st
+        };
+        // Flush and commit the two pages at vpn, drop the clean copies, and read them back
+        // against the data of the first page written last over `under`.
+        let settled = |vpn: u64, under: &[u8]| {
+            e.commit(staged(vpn), &Tx::new()).unwrap();
+            e.drop_caches().unwrap();
+            let mut want = under.to_vec();
+            want[..PAGE].copy_from_slice(&c);
+            (read(vpn, want.len()), want)
+        };
         // Two pages written and flushed, not yet committed.
         // SAFETY: the sources are readable for their lengths.
         unsafe { e.write(base, 0, a.as_ptr(), a.len()).unwrap() };
-        let mut st = Staged::default();
-        e.stage(&mut st, base, 2).unwrap();
+        let st = staged(base);
         // The clean cached copies go (memory pressure) and the pages are read back.
         e.drop_caches().unwrap();
         assert_eq!(read(base, a.len()), a, "{name}: read between flush and commit");
@@ -407,25 +420,14 @@ fn pages_flushed_but_not_yet_committed_keep_their_data() {
         assert_eq!(read(base + 100, a.len()), a, "{name}: moved between flush and commit");
         unsafe { e.write(base + 100, 0, c.as_ptr(), c.len()).unwrap() };
         e.commit(st, &Tx::new()).unwrap();
-        let mut st = Staged::default();
-        e.stage(&mut st, base + 100, 2).unwrap();
-        e.commit(st, &Tx::new()).unwrap();
-        e.drop_caches().unwrap();
-        let mut want = a.clone();
-        want[..PAGE].copy_from_slice(&c);
-        assert_eq!(read(base + 100, want.len()), want, "{name}: after both commits");
+        let (got, want) = settled(base + 100, &a);
+        assert_eq!(got, want, "{name}: after both commits");
         // A write into a page whose flush is staged lands where the commit puts the page.
         unsafe { e.write(base + 200, 0, b.as_ptr(), b.len()).unwrap() };
-        let mut st = Staged::default();
-        e.stage(&mut st, base + 200, 2).unwrap();
+        let st = staged(base + 200);
         unsafe { e.write(base + 200, 0, c.as_ptr(), c.len()).unwrap() };
         e.commit(st, &Tx::new()).unwrap();
-        let mut st = Staged::default();
-        e.stage(&mut st, base + 200, 2).unwrap();
-        e.commit(st, &Tx::new()).unwrap();
-        e.drop_caches().unwrap();
-        let mut want = b.clone();
-        want[..PAGE].copy_from_slice(&c);
-        assert_eq!(read(base + 200, want.len()), want, "{name}: written while its flush was staged");
+        let (got, want) = settled(base + 200, &b);
+        assert_eq!(got, want, "{name}: written while its flush was staged");
     }
 }
