@@ -526,3 +526,18 @@ def test_work_directories_of_killed_runs_are_removed(tmp_path):
     unknown.mkdir()
     assert remove_stale_workdirs(tmp_path) == 1
     assert not stale.exists() and live.exists() and unknown.exists()
+
+
+def test_the_checkpoint_memory_estimate_covers_its_copying_modes():
+    # The scheduler starts a step only if its estimate fits in memory: the checkpoint step's
+    # tmpfs mode holds the live state and every save as files, which on a small PM image is
+    # more than the FlacFS modes' image and DRAM pool.
+    from ssdlab.experiments import load_spec
+    from ssdlab.flacrepro import _resources
+
+    m = dict(load_spec("flac")["quick"], pm_bytes="1G", checkpoint={"state": "1G", "tensors": 4, "saves": 8, "update": 0.25})
+    need = _resources({"step": "checkpoint", "m": m}).memory_bytes
+    assert need >= (1 + 8) * (1 << 30)
+    # With a large image, the image, the pool and the copying mode's arrays are what counts.
+    m["pm_bytes"], m["checkpoint"]["saves"] = "16G", 2
+    assert _resources({"step": "checkpoint", "m": m}).memory_bytes >= (16 + 4 + 2) * (1 << 30)

@@ -63,7 +63,9 @@ def rows_of(table):
     return table.to_dict("records") if hasattr(table, "to_dict") else list(table)
 
 
-def processes_in_group(pgid: int):
+def _live_processes(field: int, value: int):
+    """Live processes whose /proc/PID/stat field (after the name; 2 = process group,
+    3 = session) is `value`."""
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -71,9 +73,19 @@ def processes_in_group(pgid: int):
                 fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[2]) == pgid and fields[0] != "Z":  # zombies are already dead
+            if int(fields[field]) == value and fields[0] != "Z":  # zombies are already dead
                 out.append(int(d.name))
     return out
+
+
+def processes_in_group(pgid: int):
+    return _live_processes(2, pgid)
+
+
+def processes_in_session(sid: int):
+    """What a command started with start_new_session=True left running: sweep workers have
+    process groups of their own, in its session."""
+    return _live_processes(3, sid)
 
 
 @pytest.fixture(scope="module")
@@ -304,9 +316,9 @@ def test_ctrl_c_stops_workers_keeps_finished_points_and_resumes(tmp_path):
     assert proc.returncode == 130, (stdout, stderr)
     assert "Traceback" not in stderr and "interrupted" in stderr
     deadline = time.time() + 10
-    while processes_in_group(proc.pid) and time.time() < deadline:
+    while processes_in_session(proc.pid) and time.time() < deadline:
         time.sleep(0.1)
-    assert processes_in_group(proc.pid) == []  # no worker left behind
+    assert processes_in_session(proc.pid) == []  # no worker left behind
     rows = read_csv(out / "results.csv")
     done = [r for r in rows if r["status"] == "ok"]
     assert 1 <= len(done) < 8 and all(r["status"] in ("ok", "not-run") for r in rows)
@@ -359,6 +371,49 @@ def test_seed_axis_over_the_fdp_cache_experiment_seeds_device_cache_and_workload
     bad = write(tmp_path / "bad.toml", 'experiment = "fdp-cache"\n[grid]\nseed = [-1]\n')
     with pytest.raises(Exception, match="seed must be a non-negative integer"):
         expand(load_sweep(bad))
+
+
+def _flac_workdirs():
+    from ssdlab.flacrepro import Workdir
+
+    return sorted(Workdir.base().glob(Workdir.PREFIX + "*"))
+
+
+# Points that start processes (remote memory nodes) or mount a huge-page tmpfs (flac's work
+# directory, with its PM image) and run for many seconds.
+LEFTOVER_POINTS = {
+    "dpuswap": ('experiment = "dpuswap"\nmode = "quick"\npoints = ["kv_dpuswap_75"]\n',
+                lambda sid: any(b"rmml" in Path(f"/proc/{p}/cmdline").read_bytes() for p in processes_in_session(sid))),
+    "flac": ('experiment = "flac"\nmode = "quick"\npoints = ["micro"]\n', lambda sid: bool(_flac_workdirs())),
+}
+
+
+@pytest.mark.parametrize("to", ["group", "sweep"])
+@pytest.mark.parametrize("name", sorted(LEFTOVER_POINTS))
+def test_ctrl_c_leaves_no_processes_or_mounts_a_point_made(tmp_path, name, to):
+    # An interrupt mid-point stops the point's worker; what the point started outside that
+    # process (node servers, a tmpfs of GiBs in /dev/shm) must go with it, whether the SIGINT
+    # reaches the whole process group (a terminal's Ctrl-C) or the sweep alone (`kill -INT`).
+    text, started = LEFTOVER_POINTS[name]
+    assert not _flac_workdirs()
+    sweep = write(tmp_path / "one.toml", text)
+    proc = subprocess.Popen(SSDLAB + ["sweep", str(sweep), "--out", str(tmp_path / "o")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 60
+    while not started(proc.pid) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.5)  # well under way (a node still starting dies with its pipe anyway)
+    assert started(proc.pid) and proc.poll() is None, "the point did not get going"
+    (os.killpg if to == "group" else os.kill)(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in stderr, stderr
+    deadline = time.time() + 10
+    while processes_in_session(proc.pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert processes_in_session(proc.pid) == []
+    assert _flac_workdirs() == []
+    with open("/proc/mounts") as f:
+        assert "ssdlab-flac" not in f.read()
 
 
 # A point of each runner that takes minutes: a cache run, and a device run (a tiny device's

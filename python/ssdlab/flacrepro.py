@@ -95,12 +95,16 @@ class Workdir:
     PREFIX = "ssdlab-flac-"
     OWNER = "owner.pid"
 
+    @staticmethod
+    def base() -> Path:
+        """Where work directories go: /dev/shm, else the temporary directory."""
+        return Path("/dev/shm") if os.path.isdir("/dev/shm") else Path(tempfile.gettempdir())
+
     def __enter__(self) -> "Workdir":
-        base = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        removed = remove_stale_workdirs(Path(base or tempfile.gettempdir()))
+        removed = remove_stale_workdirs(self.base())
         if removed:
             self.log(f"  (removed {removed} work directories left by killed runs)")
-        self.dir = Path(tempfile.mkdtemp(prefix=self.PREFIX, dir=base))
+        self.dir = Path(tempfile.mkdtemp(prefix=self.PREFIX, dir=self.base()))
         if self.want_huge and os.geteuid() == 0:
             r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"huge=always,size={self.size_bytes}", "ssdlab-flac", str(self.dir)],
                                capture_output=True, text=True)
@@ -720,15 +724,23 @@ def _resolve(task: Dict[str, Any]) -> Dict[str, Any]:
 
 def _resources(task: Dict[str, Any]) -> Resources:
     m, step = task["m"], task["step"]
+    pm = parse_size(m["pm_bytes"])
     # The PM image is populated up front (one at a time: Workdir.fs removes the previous one)
     # and the DRAM pool is the largest one the step mounts; a GiB for data sets on the host
-    # side (trees, sorted integers, ext4's image, tmpfs checkpoints).
-    dram = {"bench": 256 << 20, "apps": parse_size(m["app_dram"]), "shim": parse_size(m["shim_dram"]),
-            "micro": max(parse_size(m["cached"]["dram"]), parse_size(m["larger"]["dram"])), "scaling": parse_size(m["cached"]["dram"]),
-            "ablations": max(parse_size(m["ablation_flush"]["dram"]), parse_size(m["ablation_load"]["dram"])),
-            "checkpoint": max(4 * parse_size(m["checkpoint"]["state"]), 256 << 20) + parse_size(m["checkpoint"]["state"])}[step]
+    # side (trees, sorted integers, ext4's image).
+    if step == "checkpoint":
+        state, saves = parse_size(m["checkpoint"]["state"]), int(m["checkpoint"]["saves"])
+        # The FlacFS modes hold the image, its DRAM pool, the copying mode's own arrays and the
+        # uploaded copy of the last save; the tmpfs mode, after that image is gone, its arrays
+        # and every save as files.
+        data = max(pm + max(4 * state, 256 << 20) + 2 * state, (1 + saves) * state)
+    else:
+        data = pm + {"bench": 256 << 20, "apps": parse_size(m["app_dram"]), "shim": parse_size(m["shim_dram"]),
+                     "micro": max(parse_size(m["cached"]["dram"]), parse_size(m["larger"]["dram"])),
+                     "scaling": parse_size(m["cached"]["dram"]),
+                     "ablations": max(parse_size(m["ablation_flush"]["dram"]), parse_size(m["ablation_load"]["dram"]))}[step]
     # Every CPU: the scheduler clamps this to the machine's (or --jobs), so steps run alone.
-    return Resources(memory_bytes=parse_size(m["pm_bytes"]) + dram + (1 << 30) + PROCESS_BYTES, cpus=os.cpu_count() or 1)
+    return Resources(memory_bytes=data + (1 << 30) + PROCESS_BYTES, cpus=os.cpu_count() or 1)
 
 
 def _run(task: Dict[str, Any]) -> Result:
@@ -768,5 +780,11 @@ def _write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str,
     return _report(out, res, mode, spec[mode])
 
 
-STEP = Runner("ssdlab.flacrepro:STEP", _resolve, _resources, _run)
+def _reap() -> None:
+    # A step's worker killed (Ctrl-C, out of memory) never reached Workdir.__exit__: its
+    # images would hold their memory in /dev/shm until the next flac run.
+    remove_stale_workdirs(Workdir.base())
+
+
+STEP = Runner("ssdlab.flacrepro:STEP", _resolve, _resources, _run, reap=_reap)
 EXPERIMENT = Experiment(points=_points, report=_write_report, describe=_describe, metrics=("step", "huge_pages", "seconds"))

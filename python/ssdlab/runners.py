@@ -58,6 +58,9 @@ class Runner:
     resolve: Callable[[Dict[str, Any]], Dict[str, Any]]
     resources: Callable[[Dict[str, Any]], Resources]
     run: Callable[[Dict[str, Any]], Result]
+    # Tidies what a worker killed in one of this runner's points left outside its process
+    # (mounts, files in /dev/shm); the local pool calls it once such a worker is gone.
+    reap: Optional[Callable[[], None]] = None
 
 
 # Where the point running in this process reports its progress (the local pool's worker sets

@@ -374,6 +374,9 @@ PROGRESS_PRINT_S = 300.0
 def _worker_main(runner: str, task_json: str, conn: Any) -> None:
     # The parent owns Ctrl-C: it stops the workers itself and keeps finished points.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A process group of its own, which the processes the point starts (remote memory nodes,
+    # servers, QEMU) join: whatever stops this worker stops them too (`_end_group`).
+    os.setpgid(0, 0)
     sent = [float("-inf")]  # the first report goes at once
 
     def progress(fraction: float) -> None:
@@ -424,6 +427,35 @@ def _start_forkserver_deaf_to_ctrl_c() -> None:
         signal.signal(signal.SIGINT, previous)
 
 
+def _end_group(pgid: int, grace_s: float = 5.0) -> None:
+    """Stop what is left of a worker's process group (the worker is its leader, `pgid` its
+    pid): SIGTERM, then SIGKILL for anything still there after `grace_s`."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return  # nothing left
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _reap(runner: str) -> None:
+    """After a worker died or was stopped mid-point: its runner's tidying, if it has any (a
+    failure here must not hide the point's own outcome)."""
+    try:
+        reap = get_runner(runner).reap
+        if reap is not None:
+            reap()
+    except Exception as e:
+        print(f"ssdlab: tidying after {runner} failed: {e}", file=sys.stderr)
+
+
 class _LocalBackend:
     """A process per point (forkserver, so no worker inherits the parent's threads; each
     point's peak memory is its own process's, and a worker that dies takes only its point)."""
@@ -437,7 +469,7 @@ class _LocalBackend:
             self._ctx.set_forkserver_preload(["ssdlab.runners"])
             _start_forkserver_deaf_to_ctrl_c()
         self.capacity = jobs
-        self._procs: Dict[Any, Any] = {}  # the result pipe's end -> process
+        self._procs: Dict[Any, Tuple[Any, str]] = {}  # the result pipe's end -> (process, runner)
         self.progress: Dict[Any, float] = {}  # the result pipe's end -> fraction its point reported
 
     def submit(self, runner: str, task_json: str, res: Resources):
@@ -445,7 +477,7 @@ class _LocalBackend:
         p = self._ctx.Process(target=_worker_main, args=(runner, task_json, send), daemon=True)
         p.start()
         send.close()
-        self._procs[recv] = p
+        self._procs[recv] = (p, runner)
         return recv
 
     def wait(self, handles: List[Any], timeout: float) -> List[Tuple[Any, Dict[str, Any]]]:
@@ -458,11 +490,13 @@ class _LocalBackend:
             if result is not None and set(result) == {"progress"}:
                 self.progress[conn] = result["progress"]  # still running
                 continue
-            p = self._procs.pop(conn)
+            p, runner = self._procs.pop(conn)
             self.progress.pop(conn, None)
             if result is None:
                 p.join(timeout=10)
                 result = {"error": f"the worker process died ({_exit_text(p.exitcode)}); re-run to retry"}
+                _end_group(p.pid)
+                _reap(runner)
             conn.close()
             p.join(timeout=10)
             out.append((conn, result))
@@ -470,13 +504,15 @@ class _LocalBackend:
 
     def abort(self, handles: List[Any]) -> None:
         for conn in handles:
-            p = self._procs.pop(conn, None)
+            p, runner = self._procs.pop(conn, (None, ""))
             if p is not None:
                 p.terminate()
                 p.join(timeout=10)
                 if p.is_alive():
                     p.kill()
                     p.join()
+                _end_group(p.pid)
+                _reap(runner)
             conn.close()
 
     def close(self) -> None:
