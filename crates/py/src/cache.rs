@@ -15,6 +15,7 @@ use ssdlab_core::Device;
 
 use crate::convert::{config_from_py, from_py, to_py};
 use crate::errors::{core_err, ConfigError, TraceError};
+use crate::progress::Told;
 
 fn cache_err(e: CacheError) -> PyErr {
     match e {
@@ -46,12 +47,11 @@ fn cache_run<'py>(
         None => None,
     };
     let r = py.detach(|| {
-        let mut told = -1.0;
+        let mut told = Told::default();
         let mut stop = |f: f64| {
             Python::attach(|py| {
                 py.check_signals()?;
-                if let Some(cb) = progress.as_ref().filter(|_| f - told >= 1e-3) {
-                    told = f;
+                if let Some(cb) = progress.as_ref().filter(|_| told.news("", f)) {
                     cb.call1(py, (f,))?;
                 }
                 Ok::<(), PyErr>(())

@@ -10,6 +10,24 @@ use ssdlab_core::RunReport;
 
 use crate::convert::to_py;
 
+/// What a progress callback was last told: it hears again on a new phase or a thousandth more.
+#[derive(Default)]
+pub(crate) struct Told(Option<(String, f64)>);
+
+impl Told {
+    /// Whether `frac` of `phase` is news (and remember it as told if so).
+    pub(crate) fn news(&mut self, phase: &str, frac: f64) -> bool {
+        let due = match &self.0 {
+            Some((p, f)) => p != phase || frac - f >= 1e-3,
+            None => true,
+        };
+        if due {
+            self.0 = Some((phase.to_string(), frac));
+        }
+        due
+    }
+}
+
 /// Progress reporting and Ctrl-C for one run (or precondition).
 pub(crate) struct Watch {
     bar: Option<ProgressBar>,
@@ -17,7 +35,7 @@ pub(crate) struct Watch {
     /// A Python callable given (phase, fraction) as the run advances, at most once per
     /// thousandth of a phase; if it raises, the run stops as if interrupted.
     on_progress: Option<Py<PyAny>>,
-    told: (String, f64),
+    told: Told,
 }
 
 impl Watch {
@@ -26,7 +44,7 @@ impl Watch {
     }
 
     pub(crate) fn with_callback(show: bool, on_progress: Option<Py<PyAny>>) -> Watch {
-        Watch { bar: if show { Some(ProgressBar::hidden()) } else { None }, phase: String::new(), on_progress, told: (String::new(), -1.0) }
+        Watch { bar: if show { Some(ProgressBar::hidden()) } else { None }, phase: String::new(), on_progress, told: Told::default() }
     }
 
     /// The core's progress callback: shows `frac` of `phase`; false stops the run.
@@ -53,8 +71,7 @@ impl Watch {
         Python::attach(|py| {
             py.check_signals()?;
             if let Some(cb) = &self.on_progress {
-                if phase != self.told.0 || frac - self.told.1 >= 1e-3 {
-                    self.told = (phase.to_string(), frac);
+                if self.told.news(phase, frac) {
                     cb.call1(py, (phase, frac))?;
                 }
             }
