@@ -83,7 +83,8 @@ class Mix:
             stop_device_writes=2.0)
 
     Stop conditions and the queue depth (or rate) come from this object, not the parts; those
-    left unset take the core's defaults, as in a ``Workload``.
+    left unset take the core's defaults, as in a ``Workload``. ``mix_order="even"`` spreads
+    each part's commands evenly (weighted round-robin) instead of picking parts at random.
     """
 
     parts: Sequence[tuple[Workload, float]]
@@ -94,6 +95,7 @@ class Mix:
     queue_depth: int | None = None
     rate_iops: float | None = None
     arrival: str | None = None
+    mix_order: str | None = None  # "random" (default) or "even"
 
     def tables(self) -> tuple[list[tuple[dict[str, Any], float]], dict[str, Any]]:
         """(parts as ``[workload]`` tables with their weights, the run's stop table)."""

@@ -249,6 +249,15 @@ pub enum Arrival {
     Poisson,
 }
 
+/// How a mix picks the part each command comes from: at random by weight, or evenly
+/// (smooth weighted round-robin: a part of weight w out of W every W / w commands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MixOrder {
+    Random,
+    Even,
+}
+
 /// When a run stops: at a fixed volume (the first `stop_*` limit reached), or once the
 /// measured DLWA has settled (`steady_*`), the `stop_*` limits then being the most it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -286,6 +295,7 @@ pub struct WorkloadConfig {
     pub steady_windows: u32,
     /// Several workloads interleaved by weight; see [`WorkloadConfig::mix_parts`].
     pub mix: Vec<toml::Table>,
+    pub mix_order: MixOrder,
 }
 
 /// Keys of `[workload]` that belong to the whole run, not to one part of a mix.
@@ -302,6 +312,7 @@ const RUN_KEYS: &[&str] = &[
     "steady_tolerance",
     "steady_windows",
     "mix",
+    "mix_order",
 ];
 
 /// The `[workload]` limits a run stops at (the first reached). One given by the user replaces
@@ -448,6 +459,7 @@ impl Default for WorkloadConfig {
             steady_tolerance: 0.01,
             steady_windows: 4,
             mix: vec![],
+            mix_order: MixOrder::Random,
         }
     }
 }
@@ -565,6 +577,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("workload.steady_tolerance", "fraction", Num(0.0, 1.0), "Steady stop: settled when the last steady_windows windows' DLWA all lie within this fraction of their mean."),
     k("workload.steady_windows", "windows", Num(2.0, 1000.0), "Steady stop: consecutive windows that must agree."),
     k("workload.mix", "-", Other, "Several workloads interleaved by weight, one command at a time, e.g. [{ weight = 1, pattern = \"sequential\", span = 0.5, block_bytes = [131072], placement = 0 }, { weight = 32, pattern = \"uniform\", offset = 0.5, span = 0.4, placement = 1 }]. Each part starts from the keys of [workload] and overrides them; queue depth, rate and stop conditions stay those of [workload]. Empty = the single workload above."),
+    k("workload.mix_order", "-", OneOf(&["random", "even"]), "How a mix interleaves its parts: random (each command from part i with probability weight_i / total) or even (smooth weighted round-robin: part i exactly every total / weight_i commands, e.g. a cache's region flushes between its bucket writes)."),
     k("precondition.sequential_fill", "-", Bool, "Before measuring, write the whole logical space once, sequentially."),
     k("precondition.random_device_writes", "device writes", Num(0.0, 1e6), "Then this many logical capacities of uniform random sector overwrites (steady state)."),
     k("metrics.series_interval_ns", "ns", Num(0.0, 1.8e19), "Time-series sample interval in simulated time (timing on; 0 = off)."),

@@ -267,7 +267,7 @@ impl Device {
                 *weight,
             ));
         }
-        let mut src = Mix::new(gens, self.cfg.seed)?;
+        let mut src = Mix::new(gens, self.cfg.seed, stop.mix_order)?;
         let lp = if stop.rate_iops > 0.0 {
             Loop::Rate { iops: stop.rate_iops, poisson: stop.arrival == Arrival::Poisson }
         } else {

@@ -21,7 +21,7 @@ const CASES: &[(&str, &str, &str)] = &[
            block_bytes = [4096, 16384]
            block_weights = [3.0, 1.0]
            stop_device_writes = 1.5"#,
-        "06b73b960c25422386630c7f7d55e8564bf99d364e929b8a234d28564f681d8b",
+        "b8ea51d625868f5ed8a4bf46a00e24da630515b3bdec628df0e1e67fa9700e78",
     ),
     (
         "conventional cost-benefit, read priority and suspend, open loop",
@@ -35,7 +35,7 @@ const CASES: &[(&str, &str, &str)] = &[
            read_fraction = 0.3
            rate_iops = 20000.0
            stop_device_writes = 1.0"#,
-        "68d23ac30c602be5fa053682f4129b179a942d72db50757c4e09fe682de50b92",
+        "04e3369f2652886b958a0135c7bc04ca31da5c9f6c33e16e533794c9711c9bb1",
     ),
     (
         "conventional d-choices, bad blocks, static wear-levelling, no timing",
@@ -52,7 +52,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            pattern = "hotcold"
            stop_device_writes = 4.0"#,
-        "0622552609ed0e596ec739ca39e9ca869eb98e7d5cd7af7ea9de81b1d568bc80",
+        "60e5db53755a55eeb4a8bdf7432a54549c2a668a77c7a2bb890095b794bfa4d7",
     ),
     (
         "conventional fifo, write-through, data-backed",
@@ -64,7 +64,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            queue_depth = 4
            stop_device_writes = 1.0"#,
-        "f66007135e69cbc307913ef95aa8f123ded4ff693cca0e6b0139b8d5901ff4a2",
+        "061a7c8d4093e9e83e8983b40cdb4f2be4cc369e597e158b1c1de02f43db0171",
     ),
     (
         "FDP, two reclaim groups, persistently isolated handle, mix",
@@ -82,7 +82,7 @@ const CASES: &[(&str, &str, &str)] = &[
            mix = [{ weight = 1.0, pattern = "sequential", span = 0.3, block_bytes = [65536], placement = 0 },
                   { weight = 4.0, pattern = "uniform", offset = 0.3, span = 0.2, placement = 1 },
                   { weight = 4.0, pattern = "hotcold", offset = 0.5, span = 0.4, placement = 32768 }]"#,
-        "1f3fc5bdf148568d357caf55f91c8172e6ed6f3fe9e4286032d7cbfaf0d31bc2",
+        "3297e48fee965261af5befc6036e94b4b586e68317b575923aac2b353896bcf4",
     ),
     (
         "ZNS with conventional zones, data-backed",
@@ -96,7 +96,7 @@ const CASES: &[(&str, &str, &str)] = &[
            [workload]
            read_fraction = 0.2
            stop_device_writes = 3.0"#,
-        "c4f173febe6d2c5cc517c9a50807349c7cc2b4e0996b3b43a271eee78724539d",
+        "ee2bed29de733dc20c9df87bed48924a3b74c8f8c8c2a933d2f7fcaadb2733da",
     ),
     (
         "open-channel through the host chunk log",
@@ -107,7 +107,7 @@ const CASES: &[(&str, &str, &str)] = &[
            block_bytes = [4096, 65536]
            block_weights = [4.0, 1.0]
            stop_device_writes = 3.0"#,
-        "97244e21f76ca118c7f0f43683e98e19fcf632a5d078d6d151db084243d104ee",
+        "b69e5afa2e0171b543696c0d126b0d4a727ce466447e3a97ded1da027d909fdf",
     ),
 ];
 

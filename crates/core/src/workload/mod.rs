@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use rand_pcg::Pcg64Mcg;
 
-use crate::config::{Pattern, WorkloadConfig};
+use crate::config::{MixOrder, Pattern, WorkloadConfig};
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -169,17 +169,21 @@ impl Source for Synthetic {
     }
 }
 
-/// Several synthetic workloads interleaved: each command comes from workload i with
-/// probability weight_i / sum of weights (e.g. a sequential stream on one FDP handle and random
-/// overwrites on another).
+/// Several synthetic workloads interleaved (e.g. a sequential stream on one FDP handle and
+/// random overwrites on another): with [`MixOrder::Random`] each command comes from workload i
+/// with probability weight_i / sum of weights; with [`MixOrder::Even`] by smooth weighted
+/// round-robin, so workload i's commands are spread evenly, one every sum / weight_i.
 pub struct Mix {
     parts: Vec<Synthetic>,
     cum: Vec<f64>,
     rng: Pcg64Mcg,
+    /// Even order: each part's weight share, and its credit (the part with the most goes next,
+    /// then gives up 1).
+    even: Option<(Vec<f64>, Vec<f64>)>,
 }
 
 impl Mix {
-    pub fn new(parts: Vec<(Synthetic, f64)>, seed: u64) -> Result<Mix> {
+    pub fn new(parts: Vec<(Synthetic, f64)>, seed: u64, order: MixOrder) -> Result<Mix> {
         let total: f64 = parts.iter().map(|p| p.1).sum();
         if parts.is_empty() || !(total > 0.0) || parts.iter().any(|p| !(p.1 >= 0.0)) {
             return Err(Error::config("mix", "needs at least one workload and weights >= 0 with a positive sum"));
@@ -192,14 +196,30 @@ impl Mix {
                 acc
             })
             .collect();
-        Ok(Mix { parts: parts.into_iter().map(|p| p.0).collect(), cum, rng: Pcg64Mcg::seed_from_u64(seed ^ 0x6d69_7800) })
+        let even = (order == MixOrder::Even).then(|| (parts.iter().map(|p| p.1 / total).collect(), vec![0.0; parts.len()]));
+        Ok(Mix { parts: parts.into_iter().map(|p| p.0).collect(), cum, rng: Pcg64Mcg::seed_from_u64(seed ^ 0x6d69_7800), even })
     }
 }
 
 impl Source for Mix {
     fn next_cmd(&mut self) -> Option<Result<Cmd>> {
-        let r: f64 = self.rng.gen();
-        let i = self.cum.iter().position(|&c| r < c).unwrap_or(self.parts.len() - 1);
+        let i = match &mut self.even {
+            None => {
+                let r: f64 = self.rng.gen();
+                self.cum.iter().position(|&c| r < c).unwrap_or(self.parts.len() - 1)
+            }
+            Some((share, credit)) => {
+                let mut best = 0;
+                for j in 0..credit.len() {
+                    credit[j] += share[j];
+                    if credit[j] > credit[best] {
+                        best = j;
+                    }
+                }
+                credit[best] -= 1.0;
+                best
+            }
+        };
         Some(Ok(self.parts[i].generate()))
     }
 }
@@ -238,6 +258,28 @@ mod tests {
             }
             assert!(seen.iter().all(|&x| x), "n={n}");
         }
+    }
+
+    /// The gaps between consecutive commands of the mix's second part (a 64 KiB stream among
+    /// 4 KiB writes, weights 3 : 1).
+    fn gaps(order: MixOrder) -> Vec<usize> {
+        let w = |b: u64| WorkloadConfig { block_bytes: vec![b], ..Default::default() };
+        let parts =
+            vec![(Synthetic::new(&w(4096), 1 << 20, 4096, 1).unwrap(), 3.0), (Synthetic::new(&w(65536), 1 << 20, 4096, 2).unwrap(), 1.0)];
+        let mut m = Mix::new(parts, 5, order).unwrap();
+        let big: Vec<usize> = (0..4000).filter(|_| m.next_cmd().unwrap().unwrap().sectors == 16).collect();
+        big.windows(2).map(|p| p[1] - p[0]).collect()
+    }
+
+    #[test]
+    fn an_even_mix_spaces_each_part_by_its_weight_and_a_random_one_by_chance() {
+        let even = gaps(MixOrder::Even);
+        assert_eq!(even.len(), 999);
+        assert!(even.iter().all(|&g| g == 4), "{even:?}");
+        let random = gaps(MixOrder::Random);
+        let mean = random.iter().sum::<usize>() as f64 / random.len() as f64;
+        assert!((mean - 4.0).abs() < 0.3, "mean gap {mean}");
+        assert!(random.contains(&1) && random.iter().any(|&g| g >= 12), "random gaps vary: {random:?}");
     }
 
     #[test]
