@@ -40,8 +40,9 @@ def run_cache(device: Dict[str, Any], spec: Dict[str, Any], trace: Optional[str]
     ``device``: a device config (``{"preset": "fdp-ssd", "ftl": {...}, ...}``); ``spec``: a run
     spec overriding ``_native.cache_defaults()`` (keys ``cache``, ``workload``,
     ``stop_device_writes``, ``stop_requests``, ``warmup_fraction``, ``prefill_loc``,
-    ``series_points``, ``carbon``); ``trace``: an ssdlab cache-trace CSV to replay instead of
-    the generator. Returns (summary, time-series CSV text, wall seconds).
+    ``series_points``, ``carbon``, ``device_trace``: a file to record every device command to,
+    as an MSR Cambridge trace); ``trace``: an ssdlab cache-trace CSV to replay instead of the
+    generator. Returns (summary, time-series CSV text, wall seconds).
     """
     full = merge(_native.cache_defaults(), spec)
     summary, series, wall, interrupted = _native.cache_run(device, full, trace)
@@ -534,7 +535,9 @@ CACHE_EPILOG = """spec file (TOML):
   [device]                  a device config (preset + tables), e.g. preset = "fdp-ssd"
   [cache]                   cache keys (utilization, soc_fraction, dram_bytes, region_bytes, ...)
   [workload]                preset = "kvcache" | "kvcache-wo" | "twitter-cluster12", then overrides
-  stop_device_writes = 2.0  and the other run keys (stop_requests, warmup_fraction, prefill_loc)
+  stop_device_writes = 2.0  and the other run keys (stop_requests, warmup_fraction, prefill_loc,
+                            device_trace = "PATH": every device command as an MSR trace for
+                            `ssdlab replay --format msr`)
 docs: docs/case-studies/fdp-cache.md"""
 
 
@@ -588,7 +591,8 @@ def _cmd_cache(args) -> int:
           f"Theorem 1 {summary['theorem1']['dlwa_fifo']}), ALWA {summary['alwa']:.3f}, hit ratio DRAM "
           f"{summary['dram_hit_ratio']:.3f} NVM {summary['nvm_hit_ratio']:.3f}, p99 read {lat['read'].get('p99', 0) / 1e3:.1f} us "
           f"write {lat['write'].get('p99', 0) / 1e3:.1f} us")
-    print(f"wrote {out / 'summary.json'}, {out / 'timeseries.csv'}")
+    print(f"wrote {out / 'summary.json'}, {out / 'timeseries.csv'}"
+          + (f", and the device's commands to {spec['device_trace']}" if spec.get("device_trace") else ""))
     return 0
 
 

@@ -7,10 +7,14 @@
 //! time (an open-loop host with enough threads that requests never wait for each other), so
 //! a command's latency is the device's queueing and media time, garbage collection included.
 
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
 use hdrhistogram::Histogram;
 use ssdlab_core::Device;
 
-use crate::error::Result;
+use crate::error::{CacheError, Result};
 use crate::placement::PlacementHandle;
 
 fn hist() -> Histogram<u64> {
@@ -26,11 +30,41 @@ pub struct Flash {
     pub write_ns: Histogram<u64>,
     /// Latest completion seen (for throughput in simulated time).
     pub last_done_ns: u64,
+    /// Where every command goes as a trace line, if asked (`record_to`).
+    trace: Option<(BufWriter<File>, PathBuf)>,
 }
 
 impl Flash {
     pub fn new(dev: Device) -> Flash {
-        Flash { dev, now_ns: 0, read_ns: hist(), write_ns: hist(), last_done_ns: 0 }
+        Flash { dev, now_ns: 0, read_ns: hist(), write_ns: hist(), last_done_ns: 0, trace: None }
+    }
+
+    /// From now on, write every device command to `path` as a line of an MSR Cambridge trace
+    /// (`Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`: submission time and
+    /// the device's response time in 100 ns ticks, offset and size in bytes), which `ssdlab
+    /// replay --format msr` reads back. Placement handles are not in the format.
+    pub fn record_to(&mut self, path: &Path) -> Result<()> {
+        let f = File::create(path).map_err(|e| CacheError::Input(format!("device trace {}: {e}", path.display())))?;
+        self.trace = Some((BufWriter::with_capacity(1 << 20, f), path.to_path_buf()));
+        Ok(())
+    }
+
+    /// Flush the trace being recorded, if any, and stop recording.
+    pub fn finish_trace(&mut self) -> Result<()> {
+        if let Some((mut w, path)) = self.trace.take() {
+            w.flush().map_err(|e| CacheError::Input(format!("device trace {}: {e}", path.display())))?;
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn log(&mut self, op: &str, offset: u64, len: u64, done: u64) -> Result<()> {
+        if let Some((w, path)) = &mut self.trace {
+            let at = self.dev.now_ns();
+            writeln!(w, "{},ssdlab,0,{op},{offset},{len},{}", at / 100, done.saturating_sub(at) / 100)
+                .map_err(|e| CacheError::Input(format!("device trace {}: {e}", path.display())))?;
+        }
+        Ok(())
     }
 
     /// A request arrives at `t_ns`: the device clock moves there and idle dies get a chance
@@ -46,6 +80,7 @@ impl Flash {
     #[inline]
     pub fn read(&mut self, offset: u64, len: u64) -> Result<()> {
         let done = self.dev.read_len(offset, len)?;
+        self.log("Read", offset, len, done)?;
         let lat = done.saturating_sub(self.dev.now_ns());
         self.read_ns.saturating_record(lat.max(1));
         self.last_done_ns = self.last_done_ns.max(done);
@@ -55,6 +90,7 @@ impl Flash {
     #[inline]
     pub fn write(&mut self, offset: u64, len: u64, h: PlacementHandle) -> Result<()> {
         let done = self.dev.write_placed_len(offset, len, false, h.pid)?;
+        self.log("Write", offset, len, done)?;
         let lat = done.saturating_sub(self.dev.now_ns());
         self.write_ns.saturating_record(lat.max(1));
         self.last_done_ns = self.last_done_ns.max(done);
@@ -64,6 +100,7 @@ impl Flash {
     /// Read `out.len()` bytes at `offset` (a data-backed device).
     pub fn read_into(&mut self, offset: u64, out: &mut [u8]) -> Result<()> {
         let done = self.dev.read(offset, out)?;
+        self.log("Read", offset, out.len() as u64, done)?;
         let lat = done.saturating_sub(self.dev.now_ns());
         self.read_ns.saturating_record(lat.max(1));
         self.last_done_ns = self.last_done_ns.max(done);
@@ -73,6 +110,7 @@ impl Flash {
     /// Write `data` at `offset` with placement handle `h` (a data-backed device).
     pub fn write_data(&mut self, offset: u64, data: &[u8], h: PlacementHandle) -> Result<()> {
         let done = self.dev.write_placed(offset, data, false, h.pid)?;
+        self.log("Write", offset, data.len() as u64, done)?;
         let lat = done.saturating_sub(self.dev.now_ns());
         self.write_ns.saturating_record(lat.max(1));
         self.last_done_ns = self.last_done_ns.max(done);

@@ -5,6 +5,7 @@
 //! time is returned beside it.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
@@ -83,6 +84,10 @@ pub struct RunSpec {
     pub steady_window_device_writes: f64,
     pub steady_tolerance: f64,
     pub steady_windows: u32,
+    /// Record every device command of the run, the LOC prefill included, to this file as an
+    /// MSR Cambridge trace (see `Flash::record_to`): replayed on the same device with timing
+    /// off, it gives the same media writes (without FDP: placement is not recorded).
+    pub device_trace: Option<PathBuf>,
 }
 
 impl Default for RunSpec {
@@ -101,6 +106,7 @@ impl Default for RunSpec {
             steady_window_device_writes: 0.5,
             steady_tolerance: 0.02,
             steady_windows: 4,
+            device_trace: None,
         }
     }
 }
@@ -225,7 +231,12 @@ pub fn run(
             &mut gen
         }
     };
-    run_on(&mut cache, spec, src, progress)
+    if let Some(path) = &spec.device_trace {
+        cache.flash.record_to(path)?;
+    }
+    let r = run_on(&mut cache, spec, src, progress)?;
+    cache.flash.finish_trace()?;
+    Ok(r)
 }
 
 /// Run on an existing cache (tests use this to look inside afterwards).
