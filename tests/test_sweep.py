@@ -276,6 +276,7 @@ def _try_import(name):
     ('base = "missing.toml"\n[grid]\nseed = [1]\n', "missing.toml: no such config file"),
     ('base = "bad-base.toml"\n[grid]\nseed = [1]\n', "bad-base.toml:2: ftl.gc_polcy"),
     ('experiment = "fdp-cache"\n[grid]\n"cache.seedz" = [1]\n', "cache.seedz"),
+    ('experiment = "fdp-cache"\n[grid]\ndevice_trace = ["/tmp/t.msr"]\n', "every point would write the one file"),
     ('preset = "tiny"\naxes = 1\n[grid]\nseed = [1]\n', "unknown key 'axes'"),
     (TINY + '[grid]\n"ftl.spare_factor" = 0.1\n', "must be a non-empty list"),
     (TINY + '[zip]\n"ftl.spare_factor" = [0.1, 0.2]\nseed = [1]\n', "equal lengths"),

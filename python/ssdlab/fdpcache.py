@@ -84,6 +84,9 @@ def _cache_resolve(user: Dict[str, Any]) -> Dict[str, Any]:
         device_user["seed"] = seed
         user["cache"] = dict(user.get("cache", {}), seed=seed)
         user["workload"] = dict(user.get("workload", {}), seed=seed)
+    if user.get("device_trace"):
+        raise _native.ConfigError("cache run: device_trace records one run's device commands: use `ssdlab cache run "
+                                  "SPEC --out DIR` (in a sweep or reproduction every point would write the one file)")
     device = resolve(config=device_user, origin="[device]")
     unknown = sorted(set(user) - set(_native.cache_defaults()))
     if unknown:
