@@ -380,11 +380,23 @@ def _flac_workdirs():
     return sorted(Workdir.base().glob(Workdir.PREFIX + "*"))
 
 
-# Points that start processes (remote memory nodes) or mount a huge-page tmpfs (flac's work
-# directory, with its PM image) and run for many seconds.
+def _guest_dirs():
+    return sorted(Path(tempfile.gettempdir()).glob("dpuswap-guest-*"))
+
+
+def _have_guest():
+    from ssdlab import vm
+
+    return shutil.which("qemu-system-x86_64") is not None and (vm.guest_dir() / "vmlinuz").exists()
+
+
+# Points that start processes (remote memory nodes, QEMU), mount a huge-page tmpfs (flac's
+# work directory, with its PM image) or fill a temporary directory (a guest's disk and files),
+# and run for many seconds.
 LEFTOVER_POINTS = {
     "dpuswap": ('experiment = "dpuswap"\nmode = "quick"\npoints = ["kv_dpuswap_75"]\n',
                 lambda sid: any(b"rmml" in Path(f"/proc/{p}/cmdline").read_bytes() for p in processes_in_session(sid))),
+    "dpuswap-guest": ('experiment = "dpuswap"\nmode = "quick"\npoints = ["guest_dpuswap_75"]\n', lambda sid: bool(_guest_dirs())),
     "flac": ('experiment = "flac"\nmode = "quick"\npoints = ["micro"]\n', lambda sid: bool(_flac_workdirs())),
 }
 
@@ -393,10 +405,13 @@ LEFTOVER_POINTS = {
 @pytest.mark.parametrize("name", sorted(LEFTOVER_POINTS))
 def test_ctrl_c_leaves_no_processes_or_mounts_a_point_made(tmp_path, name, to):
     # An interrupt mid-point stops the point's worker; what the point started outside that
-    # process (node servers, a tmpfs of GiBs in /dev/shm) must go with it, whether the SIGINT
-    # reaches the whole process group (a terminal's Ctrl-C) or the sweep alone (`kill -INT`).
+    # process (node servers, QEMU, a tmpfs of GiBs in /dev/shm, temporary files) must go with
+    # it, whether the SIGINT reaches the whole process group (a terminal's Ctrl-C) or the sweep
+    # alone (`kill -INT`).
+    if name == "dpuswap-guest" and not _have_guest():
+        pytest.skip("no QEMU or guest: run `make setup` (scripts/build-guest.sh)")
     text, started = LEFTOVER_POINTS[name]
-    assert not _flac_workdirs()
+    assert not _flac_workdirs() and not _guest_dirs()
     sweep = write(tmp_path / "one.toml", text)
     proc = subprocess.Popen(SSDLAB + ["sweep", str(sweep), "--out", str(tmp_path / "o")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -412,7 +427,7 @@ def test_ctrl_c_leaves_no_processes_or_mounts_a_point_made(tmp_path, name, to):
     while processes_in_session(proc.pid) and time.time() < deadline:
         time.sleep(0.1)
     assert processes_in_session(proc.pid) == []
-    assert _flac_workdirs() == []
+    assert _flac_workdirs() == [] and _guest_dirs() == []
     with open("/proc/mounts") as f:
         assert "ssdlab-flac" not in f.read()
 

@@ -377,6 +377,15 @@ def _worker_main(runner: str, task_json: str, conn: Any) -> None:
     # A process group of its own, which the processes the point starts (remote memory nodes,
     # servers, QEMU) join: whatever stops this worker stops them too (`_end_group`).
     os.setpgid(0, 0)
+
+    # Stopped by the pool (SIGTERM): unwind, so the point's `with` blocks stop what it started
+    # and remove its temporary files (a core run sees it at its next progress check; the pool
+    # kills a worker that has not gone within 10 s, and `_end_group` and the runner's `reap`
+    # tidy after it then).
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
     sent = [float("-inf")]  # the first report goes at once
 
     def progress(fraction: float) -> None:
