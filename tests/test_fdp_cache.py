@@ -35,13 +35,18 @@ jobs = 1
 """
 
 
+def tiny_experiments(base: Path, extra: str = "") -> Path:
+    """An experiments folder at `base` whose fdp-cache experiment is the shipped one with
+    TINY_QUICK's --quick section (plus `extra` keys in it)."""
+    text = (ROOT / "experiments" / "fdp-cache" / "experiment.toml").read_text()
+    (base / "fdp-cache").mkdir(parents=True)
+    (base / "fdp-cache" / "experiment.toml").write_text(text.split("[quick]")[0] + TINY_QUICK + extra)
+    return base
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    exp = tmp_path_factory.mktemp("experiments")
-    text = (ROOT / "experiments" / "fdp-cache" / "experiment.toml").read_text()
-    head = text.split("[quick]")[0]
-    (exp / "fdp-cache").mkdir()
-    (exp / "fdp-cache" / "experiment.toml").write_text(head + TINY_QUICK)
+    exp = tiny_experiments(tmp_path_factory.mktemp("experiments"))
     out = tmp_path_factory.mktemp("reports")
     env = dict(os.environ, SSDLAB_EXPERIMENTS=str(exp))
     r = subprocess.run([str(BIN / "ssdlab"), "reproduce", "fdp-cache", "--quick", "--out", str(out)],
@@ -51,10 +56,7 @@ def report(tmp_path_factory):
 
 
 def test_resume_reuses_finished_runs_and_reruns_changed_ones(report, tmp_path):
-    exp = tmp_path / "experiments"
-    (exp / "fdp-cache").mkdir(parents=True)
-    text = (ROOT / "experiments" / "fdp-cache" / "experiment.toml").read_text()
-    (exp / "fdp-cache" / "experiment.toml").write_text(text.split("[quick]")[0] + TINY_QUICK)
+    exp = tiny_experiments(tmp_path / "experiments")
     env = dict(os.environ, SSDLAB_EXPERIMENTS=str(exp))
     before = (report / "results.csv").read_bytes()
     # A point whose input no longer matches (or that never finished) is run again.
@@ -87,11 +89,8 @@ def test_reproduce_writes_report_csv_and_figures(report):
 def test_runs_that_do_not_settle_are_marked_in_the_report(tmp_path):
     # With the steady rule, the variant's 1 device write leaves no room for its windows: it
     # never settles, and every table that shows its DLWA says so.
-    exp = tmp_path / "experiments"
-    (exp / "fdp-cache").mkdir(parents=True)
-    text = (ROOT / "experiments" / "fdp-cache" / "experiment.toml").read_text()
     steady = "steady = { start_device_writes = 1.0, window_device_writes = 0.5, tolerance = 0.02, windows = 2 }\n"
-    (exp / "fdp-cache" / "experiment.toml").write_text(text.split("[quick]")[0] + TINY_QUICK + steady)
+    exp = tiny_experiments(tmp_path / "experiments", steady)
     r = subprocess.run([str(BIN / "ssdlab"), "reproduce", "fdp-cache", "--quick", "--out", str(tmp_path / "r")],
                        env=dict(os.environ, SSDLAB_EXPERIMENTS=str(exp)), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr + r.stdout
