@@ -375,13 +375,12 @@ def _worker_main(runner: str, task_json: str, conn: Any) -> None:
     # The parent owns Ctrl-C: it stops the workers itself and keeps finished points.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A process group of its own, which the processes the point starts (remote memory nodes,
-    # servers, QEMU) join: whatever stops this worker stops them too (`_end_group`).
+    # servers, QEMU) join: whatever stops this worker stops them too (`_after_worker`).
     os.setpgid(0, 0)
 
     # Stopped by the pool (SIGTERM): unwind, so the point's `with` blocks stop what it started
     # and remove its temporary files (a core run sees it at its next progress check; the pool
-    # kills a worker that has not gone within 10 s, and `_end_group` and the runner's `reap`
-    # tidy after it then).
+    # kills a worker that has not gone within 10 s, and `_after_worker` tidies after it then).
     def stop(signum: int, _frame: Any) -> None:
         raise SystemExit(128 + signum)
 
@@ -454,9 +453,11 @@ def _end_group(pgid: int, grace_s: float = 5.0) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _reap(runner: str) -> None:
-    """After a worker died or was stopped mid-point: its runner's tidying, if it has any (a
-    failure here must not hide the point's own outcome)."""
+def _after_worker(pid: int, runner: str) -> None:
+    """After a worker died or was stopped mid-point: stop what is left of its process group,
+    then run its runner's tidying, if it has any (a failure there must not hide the point's
+    own outcome)."""
+    _end_group(pid)
     try:
         reap = get_runner(runner).reap
         if reap is not None:
@@ -504,8 +505,7 @@ class _LocalBackend:
             if result is None:
                 p.join(timeout=10)
                 result = {"error": f"the worker process died ({_exit_text(p.exitcode)}); re-run to retry"}
-                _end_group(p.pid)
-                _reap(runner)
+                _after_worker(p.pid, runner)
             conn.close()
             p.join(timeout=10)
             out.append((conn, result))
@@ -520,8 +520,7 @@ class _LocalBackend:
                 if p.is_alive():
                     p.kill()
                     p.join()
-                _end_group(p.pid)
-                _reap(runner)
+                _after_worker(p.pid, runner)
             conn.close()
 
     def close(self) -> None:

@@ -17,6 +17,10 @@ use ssdlab_core::Device;
 use crate::error::{CacheError, Result};
 use crate::placement::PlacementHandle;
 
+fn trace_err(path: &Path, e: std::io::Error) -> CacheError {
+    CacheError::Input(format!("device trace {}: {e}", path.display()))
+}
+
 fn hist() -> Histogram<u64> {
     // 1 ns .. 1 h, 3 significant digits (the core's metrics use the same bounds).
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
@@ -44,7 +48,7 @@ impl Flash {
     /// the device's response time in 100 ns ticks, offset and size in bytes), which `ssdlab
     /// replay --format msr` reads back. Placement handles are not in the format.
     pub fn record_to(&mut self, path: &Path) -> Result<()> {
-        let f = File::create(path).map_err(|e| CacheError::Input(format!("device trace {}: {e}", path.display())))?;
+        let f = File::create(path).map_err(|e| trace_err(path, e))?;
         self.trace = Some((BufWriter::with_capacity(1 << 20, f), path.to_path_buf()));
         Ok(())
     }
@@ -52,18 +56,23 @@ impl Flash {
     /// Flush the trace being recorded, if any, and stop recording.
     pub fn finish_trace(&mut self) -> Result<()> {
         if let Some((mut w, path)) = self.trace.take() {
-            w.flush().map_err(|e| CacheError::Input(format!("device trace {}: {e}", path.display())))?;
+            w.flush().map_err(|e| trace_err(&path, e))?;
         }
         Ok(())
     }
 
+    /// A command submitted now completed at `done`: its latency goes to the read or write
+    /// histogram, and its line to the trace being recorded.
     #[inline]
-    fn log(&mut self, op: &str, offset: u64, len: u64, done: u64) -> Result<()> {
+    fn complete(&mut self, write: bool, offset: u64, len: u64, done: u64) -> Result<()> {
+        let at = self.dev.now_ns();
+        let lat = done.saturating_sub(at);
         if let Some((w, path)) = &mut self.trace {
-            let at = self.dev.now_ns();
-            writeln!(w, "{},ssdlab,0,{op},{offset},{len},{}", at / 100, done.saturating_sub(at) / 100)
-                .map_err(|e| CacheError::Input(format!("device trace {}: {e}", path.display())))?;
+            let op = if write { "Write" } else { "Read" };
+            writeln!(w, "{},ssdlab,0,{op},{offset},{len},{}", at / 100, lat / 100).map_err(|e| trace_err(path, e))?;
         }
+        if write { &mut self.write_ns } else { &mut self.read_ns }.saturating_record(lat.max(1));
+        self.last_done_ns = self.last_done_ns.max(done);
         Ok(())
     }
 
@@ -80,41 +89,25 @@ impl Flash {
     #[inline]
     pub fn read(&mut self, offset: u64, len: u64) -> Result<()> {
         let done = self.dev.read_len(offset, len)?;
-        self.log("Read", offset, len, done)?;
-        let lat = done.saturating_sub(self.dev.now_ns());
-        self.read_ns.saturating_record(lat.max(1));
-        self.last_done_ns = self.last_done_ns.max(done);
-        Ok(())
+        self.complete(false, offset, len, done)
     }
 
     #[inline]
     pub fn write(&mut self, offset: u64, len: u64, h: PlacementHandle) -> Result<()> {
         let done = self.dev.write_placed_len(offset, len, false, h.pid)?;
-        self.log("Write", offset, len, done)?;
-        let lat = done.saturating_sub(self.dev.now_ns());
-        self.write_ns.saturating_record(lat.max(1));
-        self.last_done_ns = self.last_done_ns.max(done);
-        Ok(())
+        self.complete(true, offset, len, done)
     }
 
     /// Read `out.len()` bytes at `offset` (a data-backed device).
     pub fn read_into(&mut self, offset: u64, out: &mut [u8]) -> Result<()> {
         let done = self.dev.read(offset, out)?;
-        self.log("Read", offset, out.len() as u64, done)?;
-        let lat = done.saturating_sub(self.dev.now_ns());
-        self.read_ns.saturating_record(lat.max(1));
-        self.last_done_ns = self.last_done_ns.max(done);
-        Ok(())
+        self.complete(false, offset, out.len() as u64, done)
     }
 
     /// Write `data` at `offset` with placement handle `h` (a data-backed device).
     pub fn write_data(&mut self, offset: u64, data: &[u8], h: PlacementHandle) -> Result<()> {
         let done = self.dev.write_placed(offset, data, false, h.pid)?;
-        self.log("Write", offset, data.len() as u64, done)?;
-        let lat = done.saturating_sub(self.dev.now_ns());
-        self.write_ns.saturating_record(lat.max(1));
-        self.last_done_ns = self.last_done_ns.max(done);
-        Ok(())
+        self.complete(true, offset, data.len() as u64, done)
     }
 
     pub fn reset_histograms(&mut self) {

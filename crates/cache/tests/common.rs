@@ -1,6 +1,8 @@
 //! Small devices for the cache tests.
 #![allow(dead_code)]
 
+use ssdlab_cache::config::RegionEviction;
+use ssdlab_cache::RunSpec;
 use ssdlab_core::config::Config;
 use ssdlab_core::media::presets::preset;
 
@@ -21,4 +23,23 @@ pub fn device(fdp: bool, timing: bool) -> Config {
     c.precondition.sequential_fill = false;
     c.precondition.random_device_writes = 0.0;
     c
+}
+
+/// kvcache on the 1 GiB test device at utilisation `util` with an SOC of `soc` of the space.
+pub fn spec(util: f64, soc: f64, device_writes: f64) -> RunSpec {
+    let mut s = RunSpec::default();
+    let logical = 0.855 * (1u64 << 30) as f64;
+    s.cache.utilization = util;
+    s.cache.soc_fraction = soc;
+    s.cache.region_bytes = 128 << 10;
+    s.cache.loc_write_bytes = 128 << 10;
+    s.cache.region_eviction = RegionEviction::Fifo;
+    s.cache.dram_bytes = (0.045 * util * logical) as u64;
+    s.workload = ssdlab_cache::workload::preset("kvcache").unwrap();
+    s.workload.value_bins[3].weight = 0.08;
+    s.workload.keys = (2.0 * util * logical / (s.workload.mean_value_bytes() + 40.0)) as u64;
+    s.stop_device_writes = device_writes;
+    s.warmup_fraction = 0.5;
+    s.series_points = 10;
+    s
 }

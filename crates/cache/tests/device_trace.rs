@@ -4,28 +4,11 @@
 
 mod common;
 
-use ssdlab_cache::config::RegionEviction;
 use ssdlab_cache::run::run_on;
 use ssdlab_cache::{run, Generator, HybridCache, RunSpec};
 use ssdlab_core::engine::driver::{Limits, Loop};
 use ssdlab_core::workload::trace::{self, TraceFormat};
 use ssdlab_core::Device;
-
-fn spec() -> RunSpec {
-    let mut s = RunSpec::default();
-    let logical = 0.855 * (1u64 << 30) as f64;
-    s.cache.utilization = 0.5;
-    s.cache.soc_fraction = 0.04;
-    s.cache.region_bytes = 128 << 10;
-    s.cache.loc_write_bytes = 128 << 10;
-    s.cache.region_eviction = RegionEviction::Fifo;
-    s.cache.dram_bytes = (0.045 * 0.5 * logical) as u64;
-    s.workload = ssdlab_cache::workload::preset("kvcache").unwrap();
-    s.workload.keys = (logical / (s.workload.mean_value_bytes() + 40.0)) as u64;
-    s.stop_device_writes = 1.5;
-    s.series_points = 4;
-    s
-}
 
 /// A path in the temporary directory, removed when dropped.
 struct TempFile(std::path::PathBuf);
@@ -38,7 +21,8 @@ impl Drop for TempFile {
 #[test]
 fn a_recorded_device_trace_replays_to_the_same_media_writes() {
     let cfg = common::device(false, false);
-    let s = spec();
+    // kvcache at 50% utilisation with a 4% SOC, 1.5 device writes: enough for GC to move data.
+    let s = common::spec(0.5, 0.04, 1.5);
     let a = TempFile(std::env::temp_dir().join(format!("ssdlab-device-trace-{}-a.csv", std::process::id())));
     let mut cache = HybridCache::new(Device::new(cfg.clone()).unwrap(), s.cache.clone()).unwrap();
     let mut gen = Generator::new(&s.workload).unwrap();
@@ -70,7 +54,7 @@ fn a_recorded_device_trace_replays_to_the_same_media_writes() {
 
 #[test]
 fn an_unwritable_device_trace_path_is_a_clear_error() {
-    let s = RunSpec { device_trace: Some("/nonexistent-dir/trace.csv".into()), stop_requests: 10, ..spec() };
+    let s = RunSpec { device_trace: Some("/nonexistent-dir/trace.csv".into()), stop_requests: 10, ..common::spec(0.5, 0.04, 1.5) };
     let Err(e) = run(common::device(false, false), &s, None, &mut |_| true) else { panic!("the run should fail") };
     let e = e.to_string();
     assert!(e.contains("device trace /nonexistent-dir/trace.csv"), "{e}");

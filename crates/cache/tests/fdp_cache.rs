@@ -3,27 +3,7 @@
 
 mod common;
 
-use ssdlab_cache::config::RegionEviction;
 use ssdlab_cache::{run, RunSpec};
-
-/// kvcache on the 1 GiB test device at utilisation `util` with an SOC of `soc` of the space.
-fn spec(util: f64, soc: f64, device_writes: f64) -> RunSpec {
-    let mut s = RunSpec::default();
-    let logical = 0.855 * (1u64 << 30) as f64;
-    s.cache.utilization = util;
-    s.cache.soc_fraction = soc;
-    s.cache.region_bytes = 128 << 10;
-    s.cache.loc_write_bytes = 128 << 10;
-    s.cache.region_eviction = RegionEviction::Fifo;
-    s.cache.dram_bytes = (0.045 * util * logical) as u64;
-    s.workload = ssdlab_cache::workload::preset("kvcache").unwrap();
-    s.workload.value_bins[3].weight = 0.08;
-    s.workload.keys = (2.0 * util * logical / (s.workload.mean_value_bytes() + 40.0)) as u64;
-    s.stop_device_writes = device_writes;
-    s.warmup_fraction = 0.5;
-    s.series_points = 10;
-    s
-}
 
 fn dlwa(fdp: bool, s: &RunSpec) -> serde_json::Value {
     let r = run(common::device(fdp, false), s, None, &mut |_| true).unwrap();
@@ -37,7 +17,7 @@ fn dlwa(fdp: bool, s: &RunSpec) -> serde_json::Value {
 
 #[test]
 fn fdp_segregation_lowers_dlwa_at_full_utilisation() {
-    let s = spec(1.0, 0.04, 6.0);
+    let s = common::spec(1.0, 0.04, 6.0);
     let on = dlwa(true, &s);
     let off = dlwa(false, &s);
     let (on_d, off_d) = (on["dlwa"].as_f64().unwrap(), off["dlwa"].as_f64().unwrap());
@@ -58,7 +38,7 @@ fn soc_dlwa_follows_theorem_1() {
     // 1.33 and 1.9). Bound: 16%, the target, on the SOC's DLWA (its programs and every
     // GC move of its data) and on the device's.
     for soc in [0.04, 0.2, 0.4] {
-        let m = dlwa(true, &spec(1.0, soc, 5.0));
+        let m = dlwa(true, &common::spec(1.0, soc, 5.0));
         let measured = m["soc_dlwa"].as_f64().unwrap();
         let model = m["theorem1"]["dlwa_fifo"].as_f64().unwrap();
         assert!((measured / model - 1.0).abs() <= 0.16, "SOC {soc}: measured {measured}, Theorem 1 {model}");
@@ -69,7 +49,7 @@ fn soc_dlwa_follows_theorem_1() {
 
 #[test]
 fn runs_are_deterministic() {
-    let s = RunSpec { stop_device_writes: 0.3, ..spec(0.5, 0.04, 0.3) };
+    let s = RunSpec { stop_device_writes: 0.3, ..common::spec(0.5, 0.04, 0.3) };
     let a = run(common::device(true, true), &s, None, &mut |_| true).unwrap();
     let b = run(common::device(true, true), &s, None, &mut |_| true).unwrap();
     assert_eq!(a.summary.to_string(), b.summary.to_string());
@@ -80,7 +60,7 @@ fn runs_are_deterministic() {
 fn steady_stop_ends_once_dlwa_settles_and_reports_the_steady_windows() {
     use ssdlab_core::config::StopRule;
     let logical = 0.855 * (1u64 << 30) as f64;
-    let mut s = spec(1.0, 0.04, 30.0);
+    let mut s = common::spec(1.0, 0.04, 30.0);
     s.stop = StopRule::Steady;
     s.steady_start_device_writes = 0.5;
     s.steady_window_device_writes = 0.5;
