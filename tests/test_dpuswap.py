@@ -78,8 +78,11 @@ def test_reproduce_writes_the_table_csv_and_figures(report):
                 "completion, mean, p99 at 75%: DPUSwap vs ZNSwap-like", "fio random read", "fio random write"]:
         assert row in md, row
     rows = {r["run"]: r for r in csv.DictReader((report / "runs.csv").read_text().splitlines())}
-    # 2 workloads x (local + 3 backends x 2 fractions), a cache size, a codec, 2 fio x 3 backends.
-    assert len(rows) == 2 * 7 + 2 + 6
+    # 2 workloads x (local + 3 backends x 2 fractions), a cache size at each swapped fraction, a
+    # codec, 2 fio x 3 backends.
+    assert len(rows) == 2 * 7 + 2 + 1 + 6
+    assert "## What DPUSwap's lead rests on: the DPU cache" in md
+    assert re.search(r"- At 50% local memory DPUSwap leads Infiniswap-like (from a DPU cache of [\d.]+%|at no cache size)", md)
     assert (report / "runs" / "kv_dpuswap_50" / "metrics.json").is_file()
 
 
@@ -99,8 +102,9 @@ def test_swapping_costs_time_and_the_dpu_cache_is_used(report):
     # The key-value pages are 70% text-like: lz4 packs them, zstd tighter.
     assert float(dp["compression_ratio"]) > 1.2
     assert float(rows["kv_dpuswap_50_zstd"]["compression_ratio"]) > float(dp["compression_ratio"])
-    # A larger DPU cache hits more.
-    assert float(rows["kv_dpuswap_50_cache0.25"]["cache_hit_ratio"]) > float(dp["cache_hit_ratio"])
+    # A larger DPU cache hits more, at every swapped fraction.
+    for f in (75, 50):
+        assert float(rows[f"kv_dpuswap_{f}_cache0.25"]["cache_hit_ratio"]) > float(rows[f"kv_dpuswap_{f}"]["cache_hit_ratio"])
 
 
 def test_separate_process_nodes_give_the_in_process_figures():
@@ -213,6 +217,17 @@ def test_rmml_serve_is_a_disk_for_qemu_io_and_nbdcopy(tmp_path):
     assert d["fetches"] > 0 and d["write_backs"] > 0, "blocks went to the nodes and came back"
     assert d["compression_ratio"] > 1.0, d
     assert m["partial_page_requests"] >= 3 and m["latency_ns"]["read"]["count"] > 0
+
+
+def test_a_node_that_cannot_start_says_why():
+    """A node on an address in use fails at once with the node's own error, and the nodes
+    that did start are stopped."""
+    with Nodes(1, 64 << 20) as nodes:
+        busy = nodes.addrs[0]
+        with pytest.raises(OSError, match=r"did not start: .*Address already in use"):
+            nodes.start_one(busy)
+        procs = list(nodes.procs)
+    assert all(p.poll() is not None for p in procs)
 
 
 @needs_nbd_clients
