@@ -459,24 +459,24 @@ def _vssd_resources(task: Dict[str, Any]) -> Any:
 def _vssd_run(task: Dict[str, Any]) -> Any:
     import tempfile
 
-    from .runners import Result
+    from .runners import Result, report_progress
 
     dev, kind = task["device"], task["kind"]
     if kind == "cost":
         return Result(metrics=_native.vssd_layer_cost(dev, int(task["rounds"])))
     if kind == "run":
-        res, _, interrupted = _native.vssd_run(dev, task["spec"])
+        res, _, interrupted = _native.vssd_run(dev, task["spec"], report_progress)
         return Result(metrics=res, interrupted=interrupted)
     gen = task.get("msr_traces")
     if gen is None:
-        return Result(metrics=_native.vssd_lifetime(dev, task["spec"])[0])
+        return Result(metrics=_native.vssd_lifetime(dev, task["spec"], report_progress)[0])
     with tempfile.TemporaryDirectory(prefix="ssdlab-vssd-") as d:
         paths = _write_msr_traces(Path(d), gen["count"], gen["seed"], gen["disk_bytes"])
         sp = json.loads(json.dumps(task["spec"]))
         for t in sp["tenants"]:
             if "trace" in t:
                 t["trace"]["path"] = str(Path(d) / t["trace"]["path"])
-        res = _native.vssd_lifetime(dev, sp)[0]
+        res = _native.vssd_lifetime(dev, sp, report_progress)[0]
         # The traces replayed, kept beside the point's result.
         return Result(metrics=res, files={p.name: p.read_text() for p in paths})
 

@@ -12,6 +12,7 @@ use ssdlab_vssd::{analysis, device_config, lifetime, sim, FlashBloxConfig, Isola
 
 use crate::convert::{config_from_py, from_py, to_py};
 use crate::errors::{core_err, ConfigError, DeviceError};
+use crate::progress::Told;
 
 fn err(e: VssdError) -> PyErr {
     match e {
@@ -43,14 +44,38 @@ fn vssd_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     to_py(py, &v)
 }
 
+/// The simulators' `stop`: a pending Ctrl-C stops the run, and `on_progress` (if given) hears
+/// the fraction done at most once per thousandth; if it raises, the run stops too.
+fn watcher(on_progress: Option<Py<PyAny>>) -> impl FnMut(f64) -> bool {
+    let mut told = Told::default();
+    move |frac: f64| {
+        Python::attach(|py| {
+            py.check_signals()?;
+            if let Some(cb) = &on_progress {
+                if told.news("run", frac) {
+                    cb.call1(py, (frac,))?;
+                }
+            }
+            Ok::<(), PyErr>(())
+        })
+        .is_ok()
+    }
+}
+
 /// A timed multi-tenant run on `device` (a config dict) of `spec` (a RunSpec dict):
-/// (summary, wall seconds, interrupted).
+/// (summary, wall seconds, interrupted). `on_progress(fraction)` hears how far it is.
 #[pyfunction]
-fn vssd_run<'py>(py: Python<'py>, device: &Bound<'py, PyAny>, spec: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, f64, bool)> {
+#[pyo3(signature = (device, spec, on_progress=None))]
+fn vssd_run<'py>(
+    py: Python<'py>,
+    device: &Bound<'py, PyAny>,
+    spec: &Bound<'py, PyAny>,
+    on_progress: Option<Py<PyAny>>,
+) -> PyResult<(Bound<'py, PyAny>, f64, bool)> {
     let dev = config_from_py(device, "<device>")?;
     let spec: sim::RunSpec = from_py(spec, "flashblox run spec")?;
     let r = py.detach(|| {
-        let mut stop = |_: f64| Python::attach(|py| py.check_signals()).is_ok();
+        let mut stop = watcher(on_progress);
         sim::run(&dev, &spec, &mut stop)
     });
     let r = r.map_err(err)?;
@@ -58,12 +83,19 @@ fn vssd_run<'py>(py: Python<'py>, device: &Bound<'py, PyAny>, spec: &Bound<'py, 
 }
 
 /// A lifetime study of `spec` (a LifetimeSpec dict) on `device`: (result, wall seconds).
+/// `on_progress(fraction)` hears how far it is (of its longest possible run).
 #[pyfunction]
-fn vssd_lifetime<'py>(py: Python<'py>, device: &Bound<'py, PyAny>, spec: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, f64)> {
+#[pyo3(signature = (device, spec, on_progress=None))]
+fn vssd_lifetime<'py>(
+    py: Python<'py>,
+    device: &Bound<'py, PyAny>,
+    spec: &Bound<'py, PyAny>,
+    on_progress: Option<Py<PyAny>>,
+) -> PyResult<(Bound<'py, PyAny>, f64)> {
     let dev = config_from_py(device, "<device>")?;
     let spec: lifetime::LifetimeSpec = from_py(spec, "flashblox lifetime spec")?;
     let r = py.detach(|| {
-        let mut stop = |_: f64| Python::attach(|py| py.check_signals()).is_ok();
+        let mut stop = watcher(on_progress);
         lifetime::run(dev, &spec, &mut stop)
     });
     let (v, wall) = r.map_err(err)?;

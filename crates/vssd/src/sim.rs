@@ -213,6 +213,41 @@ pub struct RunResult {
 }
 
 /// Run `spec` on a device of `device`.
+/// How far a run is, for `stop`: the simulated time reached over the time the whole run will
+/// take. Simulated time starts at 0 with the tenants' set-up (loading and ageing, one tenant
+/// after the other, its length estimated from the share of their writes done so far); the
+/// measured run then ends at a known time.
+struct Progress<'a> {
+    stop: &'a mut dyn FnMut(f64) -> bool,
+    /// Warm-up and measured run, ns.
+    run_ns: f64,
+    tenants: usize,
+    /// The tenant being set up.
+    tenant: usize,
+    /// Writes of the set-up, to ask `stop` every so many.
+    writes: u64,
+}
+
+impl Progress<'_> {
+    /// The tenant being set up has done `frac` of its writes, at simulated time `t`; false
+    /// stops the run.
+    fn setup(&mut self, frac: f64, t: u64) -> bool {
+        self.writes += 1;
+        if !self.writes.is_multiple_of(4096) {
+            return true;
+        }
+        let done = (self.tenant as f64 + frac.clamp(0.0, 1.0)) / self.tenants as f64;
+        let setup_ns = if done > 0.0 { t as f64 / done } else { f64::INFINITY };
+        (self.stop)(t as f64 / (setup_ns + self.run_ns))
+    }
+}
+
+fn interrupted_in_setup(wall: Instant) -> RunResult {
+    RunResult { summary: json!({"interrupted": true, "phase": "setup"}), wall_seconds: wall.elapsed().as_secs_f64(), interrupted: true }
+}
+
+/// A timed run of `spec`'s tenants on `device`. `stop` hears how far the run is (0..1, see
+/// `Progress`) every few thousand operations; false stops it (`interrupted` in the result).
 pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
     let wall = Instant::now();
     if spec.tenants.is_empty() {
@@ -227,8 +262,13 @@ pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -
     let mut fb = FlashBlox::new(device, spec.flashblox.clone())?;
     let mut tenants = Vec::with_capacity(spec.tenants.len());
     let mut t_ready = 0u64;
+    let mut progress =
+        Progress { stop: &mut *stop, run_ns: (spec.warmup_ms + spec.duration_ms) * MS, tenants: spec.tenants.len(), tenant: 0, writes: 0 };
     for (i, ts) in spec.tenants.iter().enumerate() {
-        let (t, ready) = setup(&mut fb, device, ts, spec.seed.wrapping_add(i as u64 * 0x9e37_79b9), t_ready)?;
+        progress.tenant = i;
+        let Some((t, ready)) = setup(&mut fb, device, ts, spec.seed.wrapping_add(i as u64 * 0x9e37_79b9), t_ready, &mut progress)? else {
+            return Ok(interrupted_in_setup(wall));
+        };
         t_ready = t_ready.max(ready);
         tenants.push(t);
     }
@@ -276,7 +316,7 @@ pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -
             break;
         }
         events += 1;
-        if events.is_multiple_of(4096) && !stop((t - start) as f64 / (end - start) as f64) {
+        if events.is_multiple_of(4096) && !stop(t as f64 / end as f64) {
             interrupted = true;
             break;
         }
@@ -388,8 +428,15 @@ fn reader_path(spec: &TenantSpec) -> &std::path::Path {
 }
 
 /// Allocate the tenant's vSSD, build its application, load (and age) its data from `t0`;
-/// returns the tenant and when its loading finished.
-fn setup(fb: &mut FlashBlox, device: &Config, ts: &TenantSpec, seed: u64, t0: u64) -> Result<(Tenant, u64)> {
+/// returns the tenant and when its loading finished (None: `progress` stopped it).
+fn setup(
+    fb: &mut FlashBlox,
+    device: &Config,
+    ts: &TenantSpec,
+    seed: u64,
+    t0: u64,
+    progress: &mut Progress<'_>,
+) -> Result<Option<(Tenant, u64)>> {
     let id = fb.alloc_virtual_ssd(ts.level, ts.tput_level, ts.capacity_bytes.max(1), &ts.placement)?;
     let g = *fb.geo();
     let ldies = fb.vssd(id)?.ldies();
@@ -411,23 +458,39 @@ fn setup(fb: &mut FlashBlox, device: &Config, ts: &TenantSpec, seed: u64, t0: u6
             let mut store = LogKv::new(&io, kv.clone())?;
             let gen = Ycsb::new(ycsb.clone(), seed)?;
             let value = KvValue::Len(ycsb.value_bytes);
-            for k in gen.load_keys() {
+            // The set-up's writes: loading (a value per record), then ageing (device bytes).
+            let age_bytes = (ts.age_writes.max(0.0) * cap_sectors as f64 * io.sector_bytes() as f64) as u64;
+            let load_bytes = ycsb.records as f64 * ycsb.value_bytes as f64;
+            let total = (load_bytes + age_bytes as f64).max(1.0);
+            for (n, k) in gen.load_keys().enumerate() {
                 t = store.put(&mut io, k, value, t)?;
+                if !progress.setup(n as f64 * ycsb.value_bytes as f64 / total, t) {
+                    return Ok(None);
+                }
             }
-            if ts.age_writes > 0.0 {
-                let target = store.stats().device_write_bytes + (ts.age_writes * cap_sectors as f64 * io.sector_bytes() as f64) as u64;
-                while store.stats().device_write_bytes < target {
-                    let k = crate::apps::ycsb::key_of(rng.gen_range(0..ycsb.records));
-                    t = store.put(&mut io, k, value, t)?;
+            let aged_from = store.stats().device_write_bytes;
+            let target = aged_from + age_bytes;
+            while store.stats().device_write_bytes < target {
+                let k = crate::apps::ycsb::key_of(rng.gen_range(0..ycsb.records));
+                t = store.put(&mut io, k, value, t)?;
+                if !progress.setup((load_bytes + (store.stats().device_write_bytes - aged_from) as f64) / total, t) {
+                    return Ok(None);
                 }
             }
             (App::Kv { kv: store, gen, value_bytes: ycsb.value_bytes }, &YCSB_KINDS)
         }
         AppSpec::Disk { io: w, disk_fraction } => {
             let mut disk = LogDisk::new(&io, (cap_sectors as f64 * disk_fraction) as u64, 2, 8)?;
-            t = fill(&mut disk, &mut io, t)?;
-            if ts.age_writes > 0.0 {
-                t = age(&mut disk, &mut io, &mut rng, ts.age_writes * cap_sectors as f64, t)?;
+            let age_sectors = ts.age_writes.max(0.0) * cap_sectors as f64;
+            let total = disk.sectors() as f64 + age_sectors;
+            let Some(filled) = fill(&mut disk, &mut io, t, &mut |n, t| progress.setup(n / total, t))? else {
+                return Ok(None);
+            };
+            t = filled;
+            let fill_sectors = disk.sectors() as f64;
+            match age(&mut disk, &mut io, &mut rng, age_sectors, t, &mut |n, t| progress.setup((fill_sectors + n) / total, t))? {
+                Some(aged) => t = aged,
+                None => return Ok(None),
             }
             let gen = Synthetic::new(w, disk.sectors(), g.sector_bytes, seed).map_err(VssdError::Device)?;
             (App::Disk { disk, gen }, &["read", "write", "trim", "flush"])
@@ -439,7 +502,11 @@ fn setup(fb: &mut FlashBlox, device: &Config, ts: &TenantSpec, seed: u64, t0: u6
                 return Err(VssdError::Config(format!("tenant {}: speed must be > 0", ts.name)));
             }
             let mut disk = LogDisk::new(&io, (cap_sectors as f64 * disk_fraction) as u64, 2, 8)?;
-            t = fill(&mut disk, &mut io, t)?;
+            let total = disk.sectors() as f64;
+            match fill(&mut disk, &mut io, t, &mut |n, t| progress.setup(n / total, t))? {
+                Some(filled) => t = filled,
+                None => return Ok(None),
+            }
             let mut reader = TraceReader::open(path, fmt, g.sector_bytes, disk.sectors())?;
             let next = reader.next_cmd().transpose()?;
             if next.is_none() {
@@ -449,7 +516,7 @@ fn setup(fb: &mut FlashBlox, device: &Config, ts: &TenantSpec, seed: u64, t0: u6
         }
     };
     let n = kinds.len();
-    Ok((
+    Ok(Some((
         Tenant {
             spec: ts.clone(),
             id,
@@ -468,31 +535,45 @@ fn setup(fb: &mut FlashBlox, device: &Config, ts: &TenantSpec, seed: u64, t0: u6
             interval_ops: 0,
         },
         t,
-    ))
+    )))
 }
 
-/// Write the whole disk once, in order (1 MiB requests).
-fn fill(disk: &mut LogDisk, io: &mut VssdIo<'_>, mut t: u64) -> Result<u64> {
+/// Write the whole disk once, in order (1 MiB requests); `go` hears the sectors written and the
+/// time after each request (false stops: None).
+fn fill(disk: &mut LogDisk, io: &mut VssdIo<'_>, mut t: u64, go: &mut dyn FnMut(f64, u64) -> bool) -> Result<Option<u64>> {
     let step = (1 << 20) / io.sector_bytes() as u64;
     let mut lba = 0;
     while lba < disk.sectors() {
         let n = step.min(disk.sectors() - lba) as u32;
         t = disk.write(io, lba, n, None, t)?;
         lba += n as u64;
+        if !go(lba as f64, t) {
+            return Ok(None);
+        }
     }
-    Ok(t)
+    Ok(Some(t))
 }
 
-/// Random 64 KiB overwrites of `sectors` sectors in all.
-fn age(disk: &mut LogDisk, io: &mut VssdIo<'_>, rng: &mut Pcg64Mcg, sectors: f64, mut t: u64) -> Result<u64> {
+/// Random 64 KiB overwrites of `sectors` sectors in all; `go` as for `fill`.
+fn age(
+    disk: &mut LogDisk,
+    io: &mut VssdIo<'_>,
+    rng: &mut Pcg64Mcg,
+    sectors: f64,
+    mut t: u64,
+    go: &mut dyn FnMut(f64, u64) -> bool,
+) -> Result<Option<u64>> {
     let n = ((64 << 10) / io.sector_bytes()).min(disk.sectors() as u32);
     let mut done = 0.0;
     while done < sectors {
         let lba = rng.gen_range(0..=disk.sectors() - n as u64);
         t = disk.write(io, lba, n, None, t)?;
         done += n as f64;
+        if !go(done, t) {
+            return Ok(None);
+        }
     }
-    Ok(t)
+    Ok(Some(t))
 }
 
 /// One operation of tenant `tn` at `t`: (kind index, completion).

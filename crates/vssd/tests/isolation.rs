@@ -83,3 +83,36 @@ fn timed_runs_are_deterministic() {
     let b = run(&device_config("quick").unwrap(), &s, &mut |_| true).unwrap().summary;
     assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
 }
+
+#[test]
+fn a_run_reports_progress_through_its_set_up_and_stops_there_on_request() {
+    let ch = |c: u32| Placement { channels: vec![c], spread: false };
+    let s = spec(vec![victim(Isolation::Channel, ch(0)), aggressor(Isolation::Channel, ch(1))]);
+    let dev = device_config("quick").unwrap();
+    let mut seen = vec![];
+    let r = run(&dev, &s, &mut |f| {
+        seen.push(f);
+        true
+    })
+    .unwrap();
+    assert!(!r.interrupted);
+    // Loading and ageing the tenants is a good part of the run, and is heard as it goes:
+    // the fraction only grows, from near 0 to near 1.
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    assert!(seen[0] < 0.1 && *seen.last().unwrap() > 0.9 && *seen.last().unwrap() <= 1.0, "{seen:?}");
+    let in_setup = seen.iter().filter(|&&f| f < 0.2).count();
+    assert!(in_setup >= 3, "{seen:?}");
+
+    // Stopped while setting up (a Ctrl-C): it returns at once, marked interrupted.
+    let mut calls = 0;
+    let r = run(&dev, &s, &mut |f| {
+        calls += 1;
+        f < 0.05
+    })
+    .unwrap();
+    assert!(r.interrupted && r.summary["phase"] == "setup", "{}", r.summary);
+    // ... at the first report past the point asked for, well before the run's end.
+    let first = seen.iter().position(|&f| f >= 0.05).unwrap();
+    assert_eq!(calls, first + 1, "{seen:?}");
+    assert!(seen[first] < 0.2, "{seen:?}");
+}
