@@ -436,6 +436,8 @@ def test_ctrl_c_leaves_no_processes_or_mounts_a_point_made(tmp_path, name, to):
 # shape with 1024 times its blocks, 100 device writes).
 LONG_POINTS = {
     "cache": 'experiment = "fdp-cache"\nmode = "quick"\npoints = ["kvcache_u50_soc4_fdp"]\n',
+    # A lifetime study on the paper-scale mode's lifetime device (~25 s).
+    "flashblox": 'experiment = "flashblox"\nmode = "full"\npoints = ["life_adaptive_rot"]\n',
     "device": TINY.replace("[timing]", "[geometry]\nblocks_per_plane = 65536\n\n[timing]")
     + '\n[grid]\n"workload.stop_device_writes" = [100.0]\n',
 }
@@ -461,3 +463,36 @@ def test_progress_lines_reach_a_pipe_while_a_long_point_runs(tmp_path, runner):
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.communicate(timeout=60)
+
+
+def test_a_sweep_runs_the_code_it_started_with_when_the_package_changes_under_it(tmp_path):
+    """An upgrade or a checkout during a run of hours: every point runs the package as it was
+    when the sweep started (the pool's fork server imports all of it first), not a mix of the
+    old native module and new Python files picked up by later workers."""
+    pkg = tmp_path / "site" / "ssdlab"
+    shutil.copytree(Path(ssdlab.__file__).parent, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    # Two flashblox lifetime studies one after the other (their runner's module is imported by
+    # the worker that runs a point); the first runs for a few seconds.
+    sweep = write(tmp_path / "two.toml", 'experiment = "flashblox"\nmode = "quick"\npoints = ["life_adaptive_rot", "life_fixed_1w"]\n')
+    code = ("import sys, ssdlab.sweep; sys.modules['ssdlab.sweep'].PROGRESS_PRINT_S = 0.5; from ssdlab.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env.update(PYTHONPATH=str(pkg.parent), PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.Popen([sys.executable, "-c", code, "sweep", str(sweep), "--out", str(tmp_path / "o"), "--jobs", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready, "no progress line from the sweep in 120 s"
+        line = proc.stdout.readline()
+        assert line.startswith("[running] "), line  # the first point runs: its worker is up
+        # The package changes: the module of the points' runner is now broken.
+        changed = pkg / "vssd.py"
+        changed.write_text(changed.read_text() + "\nraise RuntimeError('the package changed under the sweep')\n")
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.communicate(timeout=60)
+    assert proc.returncode == 0, line + out + err
+    rows = read_csv(tmp_path / "o" / "results.csv")
+    assert [r["status"] for r in rows] == ["ok", "ok"], rows

@@ -33,6 +33,7 @@ import math
 import multiprocessing
 import multiprocessing.connection
 import os
+import pkgutil
 import re
 import shutil
 import signal
@@ -418,6 +419,16 @@ def _exit_text(code: Optional[int]) -> str:
     return f"exit code {code}"
 
 
+def _package_modules() -> List[str]:
+    """Every module of the ssdlab package, for the fork server to import before it forks any
+    worker: the points of a sweep then all run the code it started with, even when the
+    installed files change under a run of hours (an upgrade, or a checkout in an editable
+    install; a worker importing a runner's module afresh would mix old and new code)."""
+    import ssdlab
+
+    return ["ssdlab._native"] + [f"ssdlab.{m.name}" for m in pkgutil.iter_modules(ssdlab.__path__) if not m.name.startswith("_")]
+
+
 def _start_forkserver_deaf_to_ctrl_c() -> None:
     """Start the fork server with SIGINT ignored: an ignored signal stays ignored across exec,
     and workers forked from the server keep its disposition, so a Ctrl-C that reaches the whole
@@ -476,7 +487,7 @@ class _LocalBackend:
         methods = multiprocessing.get_all_start_methods()
         self._ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         if "forkserver" in methods:
-            self._ctx.set_forkserver_preload(["ssdlab.runners"])
+            self._ctx.set_forkserver_preload(_package_modules())
             _start_forkserver_deaf_to_ctrl_c()
         self.capacity = jobs
         self._procs: Dict[Any, Tuple[Any, str]] = {}  # the result pipe's end -> (process, runner)
