@@ -78,6 +78,15 @@ fn rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
+/// The device of a speed run, or a clear word on why `--gib` does not make one (a small
+/// device cannot hold the FTL's reserve at the bench's spare).
+fn device(c: ssdlab_core::Config, gib: u64) -> Device {
+    Device::new(c).unwrap_or_else(|e| {
+        eprintln!("ssdlab-bench: --gib {gib}: {e}");
+        std::process::exit(2)
+    })
+}
+
 /// Steady-state 4 KiB uniform random overwrites with greedy GC at 7% spare; returns
 /// (flash sector writes/s, host writes/s, WAF).
 fn steady_state(gib: u64, timing: bool, device_writes: f64) -> (f64, f64, f64) {
@@ -89,7 +98,7 @@ fn steady_state(gib: u64, timing: bool, device_writes: f64) -> (f64, f64, f64) {
     c.ftl.spare_factor = 0.07;
     c.precondition.sequential_fill = true;
     c.precondition.random_device_writes = 1.0;
-    let mut dev = Device::new(c).expect("bench config");
+    let mut dev = device(c, gib);
     let t = Instant::now();
     dev.precondition(&mut no_progress).unwrap();
     eprintln!("  preconditioned {gib} GiB in {:.1} s", t.elapsed().as_secs_f64());
@@ -124,7 +133,7 @@ fn single_die(gib: u64, device_writes: f64) -> (f64, f64, f64) {
     c.ftl.spare_factor = 0.07;
     c.precondition.sequential_fill = true;
     c.precondition.random_device_writes = 1.0;
-    let mut dev = Device::new(c).expect("single-die config");
+    let mut dev = device(c, gib);
     dev.precondition(&mut no_progress).unwrap();
     let before = dev.block_device().counters().clone();
     let w = WorkloadConfig { pattern: Pattern::Uniform, queue_depth: 64, stop_device_writes: device_writes, ..Default::default() };
