@@ -82,7 +82,7 @@ def test_reproduce_writes_the_table_csv_and_figures(report):
     # codec, 2 fio x 3 backends.
     assert len(rows) == 2 * 7 + 2 + 1 + 6
     assert "## What DPUSwap's lead rests on: the DPU cache" in md
-    assert re.search(r"- At 50% local memory DPUSwap leads Infiniswap-like (from a DPU cache of [\d.]+%|at no cache size)", md)
+    assert re.search(r"- At 50% local memory DPUSwap leads Infiniswap-like (once the DPU cache holds [\d.]+%|at no cache size)", md)
     assert (report / "runs" / "kv_dpuswap_50" / "metrics.json").is_file()
 
 
