@@ -159,6 +159,25 @@ measure_device_writes = 1.0
     assert "| 0.15 | fifo |" in md
 
 
+def test_reproduce_list_says_what_each_experiment_is_and_how_big(tmp_path):
+    shipped = sorted(p.parent.name for p in (Path(__file__).resolve().parents[1] / "experiments").glob("*/experiment.toml"))
+    lines = ssdlab("reproduce", "--list").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "QUICK", "FULL", "WHAT"]
+    rows = {line.split()[0]: line.split(None, 3) for line in lines[1:]}
+    assert sorted(rows) == shipped
+    for name, (_, quick, full, what) in rows.items():
+        assert int(quick) > 0 and int(full) > 0 and len(what) > 20, (name, what)
+    assert "(docs/case-studies/flashblox.md)" in rows["flashblox"][3]
+    # A broken experiment file is listed with why, not a traceback.
+    exp = tmp_path / "experiments"
+    (exp / "bad").mkdir(parents=True)
+    (exp / "bad" / "experiment.toml").write_text('kind = "no-such-kind"\n')
+    p = subprocess.run(SSDLAB + ["reproduce", "--list"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, SSDLAB_EXPERIMENTS=str(exp)))
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert p.stdout.splitlines()[1].startswith("bad") and "cannot read it: " in p.stdout and "no-such-kind" in p.stdout
+
+
 # 8 TiB of 4 KiB pages, metadata-only: about 25 GiB of maps.
 HUGE = """preset = "default"
 [geometry]

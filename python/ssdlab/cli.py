@@ -143,10 +143,10 @@ def cmd_config(args) -> int:
 
 
 def cmd_reproduce(args) -> int:
-    from .experiments import ReproductionError, available, reproduce
+    from .experiments import ReproductionError, listing, reproduce
 
     if args.list:
-        print("\n".join(available()))
+        print("\n".join(listing()))
         return 0
     if not args.name:
         print("ssdlab reproduce: name an experiment (--list shows them)", file=sys.stderr)

@@ -598,6 +598,7 @@ def _guest_report(out: Path, runs: Dict[str, Dict[str, Any]], fractions: List[fl
 
 
 EXPERIMENT = Experiment(
+    title="DPUSwap: compressed remote-memory swap managed on a DPU, against Infiniswap- and ZNSwap-like swap",
     points=_points, report=_write_report, describe=_describe,
     metrics=("workload.completion_ns", "workload.throughput_ops_per_s", "workload.bandwidth_bytes_per_s", "workload.latency.mean_ns",
              "workload.latency.p99_ns", "paging.major_faults", "paging.minor_faults", "paging.fault_latency_ns.p99", "paging.backend.cache_hit_ratio",

@@ -78,6 +78,8 @@ class Experiment:
     report: Callable[[Dict[str, Any], str, Path, Dict[str, PointResult], Callable[[str], None]], Path]
     metrics: Tuple[str, ...] = ("dlwa",)
     describe: Callable[[Dict[str, Any]], str] = field(default=lambda m: "ok")
+    # What it reproduces, in a line (``ssdlab reproduce --list``).
+    title: str = ""
 
 
 class ReproductionError(RuntimeError):
@@ -98,6 +100,27 @@ def experiments_root() -> Path:
 
 def available() -> List[str]:
     return sorted(p.parent.name for p in experiments_root().glob("*/experiment.toml"))
+
+
+def listing() -> List[str]:
+    """``ssdlab reproduce --list``: each experiment with its points in --quick and --full, what
+    it reproduces and its page under docs/."""
+    rows = [("NAME", "QUICK", "FULL", "WHAT")]
+    root = experiments_root()
+    for name in available():
+        try:
+            spec = load_spec(name)
+            ex = get_experiment(spec, name)
+            counts = [str(len(ex.points(spec, m))) if m in spec else "-" for m in ("quick", "full")]
+            what = ex.title
+        except Exception as e:  # a broken experiment file still shows up, with why
+            counts, what = ["?", "?"], f"cannot read it: {e}"
+        page = root.parent / "docs" / "case-studies" / f"{name}.md"
+        if page.exists():
+            what += f" (docs/case-studies/{name}.md)"
+        rows.append((name, *counts, what))
+    w = [max(len(r[i]) for r in rows) for i in range(3)]
+    return [f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]:>{w[2]}}  {r[3]}" for r in rows]
 
 
 def load_spec(name: str) -> Dict[str, Any]:
@@ -298,6 +321,6 @@ def _gc_describe(m: Dict[str, Any]) -> str:
     return f"DLWA {dlwa:.3f}" + ("" if st is None else " (steady)" if settled else " (not settled)")
 
 
-GC_POLICIES = Experiment(points=_gc_points, report=_gc_report, describe=_gc_describe,
+GC_POLICIES = Experiment(title="DLWA against spare factor for every GC policy, beside Desnoyers' analytic models (docs/gc-models.md)", points=_gc_points, report=_gc_report, describe=_gc_describe,
                          metrics=("dlwa", "steady.dlwa", "steady.reached", "steady.steady_from_host_bytes",
                                   "host_write_bytes", "gc_relocated_pages", "nand_erase_count"))

@@ -530,6 +530,7 @@ def _why_soc(ok: List[float], socs: List[float], rows: List[Dict[str, Any]]) -> 
 
 
 EXPERIMENT = Experiment(
+    title="A CacheLib-style hybrid flash cache on an FDP SSD: device write amplification with and without placement",
     points=_points, report=_write_report, describe=_describe,
     metrics=("dlwa", "dlwa_cumulative", "steady.reached", "window_from_device_writes", "device_writes", "requests",
              "soc_dlwa", "loc_dlwa", "theorem1.dlwa_fifo", "alwa", "dram_hit_ratio", "nvm_hit_ratio",

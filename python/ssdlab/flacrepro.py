@@ -787,4 +787,4 @@ def _reap() -> None:
 
 
 STEP = Runner("ssdlab.flacrepro:STEP", _resolve, _resources, _run, reap=_reap)
-EXPERIMENT = Experiment(points=_points, report=_write_report, describe=_describe, metrics=("step", "huge_pages", "seconds"))
+EXPERIMENT = Experiment(title="FLAC: zero-copy single-level storage over DRAM and emulated persistent memory", points=_points, report=_write_report, describe=_describe, metrics=("step", "huge_pages", "seconds"))

@@ -31,7 +31,7 @@ from . import _native
 from .serving import add_resp_arguments, foreground, resp_options, resp_options_of
 from .config import merge, read_toml, resolve
 from .experiments import Experiment, ExperimentPoint, PointResult
-from .runners import PROCESS_BYTES, Resources, Result, Runner
+from .runners import PROCESS_BYTES, Resources, Result, Runner, report_progress
 
 # What seed 000 (section 2) and the papers behind it state.
 DOCUMENT = {
@@ -166,7 +166,7 @@ def _run_resources(task: Dict[str, Any]) -> Resources:
 
 def _run_run(task: Dict[str, Any]) -> Result:
     device, spec = _run_split(task)
-    summary, series, _wall, interrupted = _native.lsm_run(device, spec)
+    summary, series, _wall, interrupted = _native.lsm_run(device, spec, on_progress=report_progress)
     return Result(metrics=summary, files={"timeseries.csv": series}, interrupted=interrupted)
 
 
@@ -219,6 +219,7 @@ def _write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str,
 
 
 EXPERIMENT = Experiment(
+    title="An LSM store on a ZNS SSD: timely, physically enforced deletion (baseline, FADE, zone-aware)",
     points=_points, report=_write_report, describe=_describe,
     metrics=("write_amplification.total", "write_amplification.lsm", "counters.compaction_write_bytes",
              "counters.gc_migrated_bytes", "deletion_persistence.lsm_level.fraction_within_threshold",

@@ -532,5 +532,5 @@ def _write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str,
     return md
 
 
-EXPERIMENT = Experiment(points=_points, report=_write_report, describe=_describe,
+EXPERIMENT = Experiment(title="UIO: a converged storage + network key-value device with NVMe-style queues", points=_points, report=_write_report, describe=_describe,
                         metrics=("fits", "wall_s"))

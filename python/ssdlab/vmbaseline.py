@@ -272,5 +272,5 @@ def _fmt_us(us: Any) -> str:
     return f"{us / 1e3:.2f} ms" if us >= 1000 else f"{us:.0f} us"
 
 
-EXPERIMENT = Experiment(points=_points, report=_write_report, describe=_describe,
+EXPERIMENT = Experiment(title="The same fio jobs in a guest (ssdlab vm) and on the host, on fresh emulated SSDs (docs/vm.md)", points=_points, report=_write_report, describe=_describe,
                         metrics=("rows.0.guest_over_host_iops", "rows.0.device_dlwa_host", "rows.0.device_dlwa_guest"))

@@ -507,7 +507,7 @@ def _write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str,
 
 
 VSSD = Runner("ssdlab.vssd:VSSD", _vssd_resolve, _vssd_resources, _vssd_run)
-EXPERIMENT = Experiment(points=_points, report=_write_report, describe=_describe,
+EXPERIMENT = Experiment(title="FlashBlox: virtual SSDs with channel, die and soft-plane isolation, and wear-levelling by swaps", points=_points, report=_write_report, describe=_describe,
                         metrics=("summary.lifetime_weeks", "summary.lifetime_fraction", "summary.swaps", "ratio"))
 
 
