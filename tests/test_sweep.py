@@ -438,6 +438,8 @@ LONG_POINTS = {
     "cache": 'experiment = "fdp-cache"\nmode = "quick"\npoints = ["kvcache_u50_soc4_fdp"]\n',
     # A lifetime study on the paper-scale mode's lifetime device (~25 s).
     "flashblox": 'experiment = "flashblox"\nmode = "full"\npoints = ["life_adaptive_rot"]\n',
+    # An LSM store with deletes tracked and audited (minutes).
+    "lsm": 'experiment = "lsm-deletion"\nmode = "quick"\npoints = ["baseline_d10"]\n',
     "device": TINY.replace("[timing]", "[geometry]\nblocks_per_plane = 65536\n\n[timing]")
     + '\n[grid]\n"workload.stop_device_writes" = [100.0]\n',
 }

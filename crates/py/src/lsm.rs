@@ -13,6 +13,7 @@ use ssdlab_lsm::{Error, LsmConfig, RunSpec, Store};
 
 use crate::convert::{config_from_py, from_py, to_py};
 use crate::errors::{core_err, ConfigError, TraceError};
+use crate::progress::watcher;
 
 fn lsm_err(e: Error) -> PyErr {
     match e {
@@ -26,18 +27,20 @@ fn lsm_err(e: Error) -> PyErr {
 
 /// Run `spec` (a RunSpec) on the ZNS device `device` (a config dict); with `files`, phase i
 /// replays files[i]. Returns (summary, time-series CSV, wall seconds, interrupted).
+/// `on_progress(fraction)` hears how far it is (operations done of those planned).
 #[pyfunction]
-#[pyo3(signature = (device, spec, files=None))]
+#[pyo3(signature = (device, spec, files=None, on_progress=None))]
 fn lsm_run<'py>(
     py: Python<'py>,
     device: &Bound<'py, PyAny>,
     spec: &Bound<'py, PyAny>,
     files: Option<Vec<PathBuf>>,
+    on_progress: Option<Py<PyAny>>,
 ) -> PyResult<(Bound<'py, PyAny>, String, f64, bool)> {
     let dev = config_from_py(device, "[device]")?;
     let spec: RunSpec = from_py(spec, "lsm run spec")?;
     let r = py.detach(|| {
-        let mut stop = |_: f64| Python::attach(|py| py.check_signals()).is_ok();
+        let mut stop = watcher(on_progress);
         ssdlab_lsm::run(dev, &spec, files.as_deref(), &mut stop)
     });
     let r = r.map_err(lsm_err)?;

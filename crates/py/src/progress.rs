@@ -28,6 +28,24 @@ impl Told {
     }
 }
 
+/// A simulator's `stop` callback (flashblox, the LSM store): a pending Ctrl-C stops the run, and `on_progress` (if given) hears
+/// the fraction done at most once per thousandth; if it raises, the run stops too.
+pub(crate) fn watcher(on_progress: Option<Py<PyAny>>) -> impl FnMut(f64) -> bool {
+    let mut told = Told::default();
+    move |frac: f64| {
+        Python::attach(|py| {
+            py.check_signals()?;
+            if let Some(cb) = &on_progress {
+                if told.news("run", frac) {
+                    cb.call1(py, (frac,))?;
+                }
+            }
+            Ok::<(), PyErr>(())
+        })
+        .is_ok()
+    }
+}
+
 /// Progress reporting and Ctrl-C for one run (or precondition).
 pub(crate) struct Watch {
     bar: Option<ProgressBar>,

@@ -12,7 +12,7 @@ use ssdlab_vssd::{analysis, device_config, lifetime, sim, FlashBloxConfig, Isola
 
 use crate::convert::{config_from_py, from_py, to_py};
 use crate::errors::{core_err, ConfigError, DeviceError};
-use crate::progress::Told;
+use crate::progress::watcher;
 
 fn err(e: VssdError) -> PyErr {
     match e {
@@ -42,24 +42,6 @@ fn vssd_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
         "lifetime": lifetime::LifetimeSpec::default(),
     });
     to_py(py, &v)
-}
-
-/// The simulators' `stop`: a pending Ctrl-C stops the run, and `on_progress` (if given) hears
-/// the fraction done at most once per thousandth; if it raises, the run stops too.
-fn watcher(on_progress: Option<Py<PyAny>>) -> impl FnMut(f64) -> bool {
-    let mut told = Told::default();
-    move |frac: f64| {
-        Python::attach(|py| {
-            py.check_signals()?;
-            if let Some(cb) = &on_progress {
-                if told.news("run", frac) {
-                    cb.call1(py, (frac,))?;
-                }
-            }
-            Ok::<(), PyErr>(())
-        })
-        .is_ok()
-    }
 }
 
 /// A timed multi-tenant run on `device` (a config dict) of `spec` (a RunSpec dict):
