@@ -29,7 +29,7 @@ import numpy as np
 from . import flac
 from .experiments import Experiment, ExperimentPoint, PointResult
 from .flac import parse_size
-from .runners import PROCESS_BYTES, Resources, Result, Runner
+from .runners import PROCESS_BYTES, Resources, Result, Runner, report_progress
 
 ENGINES = ["flac", "pagecache", "dax"]
 LABEL = {"flac": "FlacFS", "pagecache": "page-cache FS", "dax": "DAX FS", "ext4": "ext4 (kernel, loop)"}
@@ -176,10 +176,11 @@ def run_bench(w: Workdir, m: Dict[str, Any], log: Callable[[str], None]) -> Dict
 
 def run_micro(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None]) -> List[Dict[str, Any]]:
     rows = []
-    for regime in ("cached", "larger"):
+    for k, regime in enumerate(("cached", "larger")):
         r = m[regime]
         cold = regime == "larger"
-        for engine in ENGINES:
+        for e, engine in enumerate(ENGINES):
+            report_progress((k * len(ENGINES) + e) / (2 * len(ENGINES)))
             t0 = time.time()
             pts = []
             sizes = [int(s) for s in m["io_sizes"]] if regime == "cached" else [65536, 2097152]
@@ -225,8 +226,9 @@ def run_apps(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None
             "match_fraction": 0.01, "pattern": PATTERN, "seed": seed}
     cases = [("grep", True, {"tree": tree}), ("grep", False, {"tree": tree}), ("tar", True, {"tree": tree}),
              ("bigsort", True, {"ints": int(m["bigsort_ints"]), "run_ints": int(m["run_ints"]), "seed": seed})]
-    for app, cold, params in cases:
-        for engine in ENGINES:
+    for k, (app, cold, params) in enumerate(cases):
+        for e, engine in enumerate(ENGINES):
+            report_progress((k * len(ENGINES) + e) / (len(cases) * len(ENGINES)))
             t0 = time.time()
             res = flac.run({"kind": "app", "fs": w.fs(engine, m["app_dram"], m["pm_bytes"]),
                             "app": {"app": app, "cold": cold, "chunk_bytes": 2 << 20, **params}})
@@ -296,7 +298,12 @@ def run_shim(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None
     def ok(_: subprocess.CompletedProcess) -> None:
         pass
 
+    suites = [0]  # run so far, of one per engine and ext4
+
     def suite(prefix: str, env: Dict[str, str], reset: Callable[[], None], label: str) -> None:
+        report_progress(suites[0] / (len(ENGINES) + 1))
+        suites[0] += 1
+
         def run(cmd: List[str], check=ok) -> float:
             return _timed(cmd, env, check)
         times = {"grep": [], "tar": [], "sort": []}

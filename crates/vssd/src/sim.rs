@@ -212,7 +212,6 @@ pub struct RunResult {
     pub interrupted: bool,
 }
 
-/// Run `spec` on a device of `device`.
 /// How far a run is, for `stop`: the simulated time reached over the time the whole run will
 /// take. Simulated time starts at 0 with the tenants' set-up (loading and ageing, one tenant
 /// after the other, its length estimated from the share of their writes done so far); the
