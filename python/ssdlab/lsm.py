@@ -101,12 +101,14 @@ class Store:
         return self._s.audit()
 
 
-def run_lsm(device: Dict[str, Any], spec: Dict[str, Any], files: Optional[Sequence[str]] = None) -> Tuple[Dict[str, Any], str, float]:
+def run_lsm(device: Dict[str, Any], spec: Dict[str, Any], files: Optional[Sequence[str]] = None,
+            progress: bool = False) -> Tuple[Dict[str, Any], str, float]:
     """One measured run: ``spec`` overrides ``_native.lsm_defaults()`` (keys ``lsm``,
     ``phases``, ``seed``, ``ops_per_s``, ``delete_threshold_fraction``, ``series_points``,
     ``audit``). With ``files``, phase i replays files[i] (K-V workload generator format).
-    Returns (summary, time-series CSV, wall seconds)."""
-    s, series, wall, interrupted = _native.lsm_run(device, merge(_native.lsm_defaults(), spec), [str(f) for f in files] if files else None)
+    ``progress``: a bar on stderr. Returns (summary, time-series CSV, wall seconds)."""
+    s, series, wall, interrupted = _native.lsm_run(device, merge(_native.lsm_defaults(), spec), [str(f) for f in files] if files else None,
+                                                   progress=progress)
     if interrupted:
         raise KeyboardInterrupt
     return s, series, wall
@@ -520,7 +522,7 @@ def _cmd_kv(args) -> int:
         return 0
     if not args.out:
         raise ValueError("ssdlab kv run SPEC.toml --out DIR [--workload PHASE1.txt PHASE2.txt ...]")
-    summary, series, wall = run_lsm(device, spec, files=args.workload)
+    summary, series, wall = run_lsm(device, spec, files=args.workload, progress=sys.stderr.isatty())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -168,21 +169,22 @@ class FlashBlox:
         self._n.check_invariants()
 
 
-def run(spec: Mapping[str, Any], device: Union[str, Mapping[str, Any]] = "quick") -> Tuple[Dict[str, Any], float]:
+def run(spec: Mapping[str, Any], device: Union[str, Mapping[str, Any]] = "quick", progress: bool = False) -> Tuple[Dict[str, Any], float]:
     """A timed multi-tenant run (``spec``: tenants, warmup_ms, duration_ms, ...; see
-    ``_native.vssd_defaults()["run"]``). Returns (summary, wall seconds)."""
+    ``_native.vssd_defaults()["run"]``; ``progress``: a bar on stderr). Returns (summary, wall
+    seconds); Ctrl-C raises KeyboardInterrupt, in the tenants' set-up too."""
     dev = device_config(device) if isinstance(device, str) else dict(device)
-    s, wall, interrupted = _native.vssd_run(dev, dict(spec))
+    s, wall, interrupted = _native.vssd_run(dev, dict(spec), progress=progress)
     if interrupted:
         raise KeyboardInterrupt
     return s, wall
 
 
-def lifetime(spec: Mapping[str, Any], device: Union[str, Mapping[str, Any]] = "lifetime") -> Tuple[Dict[str, Any], float]:
+def lifetime(spec: Mapping[str, Any], device: Union[str, Mapping[str, Any]] = "lifetime", progress: bool = False) -> Tuple[Dict[str, Any], float]:
     """A wear study to end of life (``spec``: tenants with write shares of M, ideal_years,
-    max_weeks, flashblox.wear). Returns (result, wall seconds)."""
+    max_weeks, flashblox.wear; ``progress``: a bar on stderr). Returns (result, wall seconds)."""
     dev = device_config(device) if isinstance(device, str) else dict(device)
-    s, wall = _native.vssd_lifetime(dev, dict(spec))
+    s, wall = _native.vssd_lifetime(dev, dict(spec), progress=progress)
     return s, wall
 
 
@@ -896,14 +898,14 @@ def _cmd(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.action == "run":
-        res, wall = run(spec, dev or "quick")
+        res, wall = run(spec, dev or "quick", progress=sys.stderr.isatty())
         (out / "summary.json").write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
         for t in res["tenants"]:
             a = t["latency"]["all"]
             print(f"{t['name']:<12} {t['level']:<10} {t['ops_per_s']:9.0f} ops/s  {t['read_mb_per_s'] + t['write_mb_per_s']:8.1f} MB/s  "
                   f"mean {a.get('mean_us', 0):8.0f} us  p99 {a.get('p99_us', 0):8.0f} us")
     else:
-        res, wall = lifetime(spec, dev or "lifetime")
+        res, wall = lifetime(spec, dev or "lifetime", progress=sys.stderr.isatty())
         (out / "lifetime.json").write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
         s = res["summary"]
         print(f"lifetime {s['lifetime_weeks']:.1f} weeks of an ideal {s['ideal_weeks']:.1f} ({s['lifetime_fraction'] * 100:.1f}%), "

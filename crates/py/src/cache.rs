@@ -15,7 +15,7 @@ use ssdlab_core::Device;
 
 use crate::convert::{config_from_py, from_py, to_py};
 use crate::errors::{core_err, ConfigError, TraceError};
-use crate::progress::Told;
+use crate::progress::Watch;
 
 fn cache_err(e: CacheError) -> PyErr {
     match e {
@@ -46,19 +46,9 @@ fn cache_run<'py>(
         Some(p) => Some(TraceReader::open(&p).map_err(cache_err)?),
         None => None,
     };
+    let mut watch = Watch::fractions(false, progress);
     let r = py.detach(|| {
-        let mut told = Told::default();
-        let mut stop = |f: f64| {
-            Python::attach(|py| {
-                py.check_signals()?;
-                if let Some(cb) = progress.as_ref().filter(|_| told.news("", f)) {
-                    cb.call1(py, (f,))?;
-                }
-                Ok::<(), PyErr>(())
-            })
-            .is_ok()
-        };
-        ssdlab_cache::run(dev, &spec, reader.as_mut().map(|r| r as &mut dyn ssdlab_cache::run::RequestSource), &mut stop)
+        ssdlab_cache::run(dev, &spec, reader.as_mut().map(|r| r as &mut dyn ssdlab_cache::run::RequestSource), &mut |f| watch.tick("", f))
     });
     let r = r.map_err(cache_err)?;
     Ok((to_py(py, &r.summary)?, r.series_csv, r.wall_seconds, r.interrupted))

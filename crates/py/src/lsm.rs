@@ -13,7 +13,7 @@ use ssdlab_lsm::{Error, LsmConfig, RunSpec, Store};
 
 use crate::convert::{config_from_py, from_py, to_py};
 use crate::errors::{core_err, ConfigError, TraceError};
-use crate::progress::watcher;
+use crate::progress::Watch;
 
 fn lsm_err(e: Error) -> PyErr {
     match e {
@@ -27,22 +27,23 @@ fn lsm_err(e: Error) -> PyErr {
 
 /// Run `spec` (a RunSpec) on the ZNS device `device` (a config dict); with `files`, phase i
 /// replays files[i]. Returns (summary, time-series CSV, wall seconds, interrupted).
-/// `on_progress(fraction)` hears how far it is (operations done of those planned).
+/// `on_progress(fraction)` hears how far it is (operations done of those planned);
+/// `progress` shows a bar on stderr.
 #[pyfunction]
-#[pyo3(signature = (device, spec, files=None, on_progress=None))]
+#[pyo3(signature = (device, spec, files=None, on_progress=None, progress=false))]
 fn lsm_run<'py>(
     py: Python<'py>,
     device: &Bound<'py, PyAny>,
     spec: &Bound<'py, PyAny>,
     files: Option<Vec<PathBuf>>,
     on_progress: Option<Py<PyAny>>,
+    progress: bool,
 ) -> PyResult<(Bound<'py, PyAny>, String, f64, bool)> {
     let dev = config_from_py(device, "[device]")?;
     let spec: RunSpec = from_py(spec, "lsm run spec")?;
-    let r = py.detach(|| {
-        let mut stop = watcher(on_progress);
-        ssdlab_lsm::run(dev, &spec, files.as_deref(), &mut stop)
-    });
+    let mut watch = Watch::fractions(progress, on_progress);
+    let r = py.detach(|| ssdlab_lsm::run(dev, &spec, files.as_deref(), &mut |f| watch.tick("lsm", f)));
+    watch.done();
     let r = r.map_err(lsm_err)?;
     Ok((to_py(py, &r.summary)?, r.series_csv, r.wall_seconds, r.interrupted))
 }

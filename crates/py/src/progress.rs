@@ -28,24 +28,6 @@ impl Told {
     }
 }
 
-/// A simulator's `stop` callback (flashblox, the LSM store): a pending Ctrl-C stops the run, and `on_progress` (if given) hears
-/// the fraction done at most once per thousandth; if it raises, the run stops too.
-pub(crate) fn watcher(on_progress: Option<Py<PyAny>>) -> impl FnMut(f64) -> bool {
-    let mut told = Told::default();
-    move |frac: f64| {
-        Python::attach(|py| {
-            py.check_signals()?;
-            if let Some(cb) = &on_progress {
-                if told.news("run", frac) {
-                    cb.call1(py, (frac,))?;
-                }
-            }
-            Ok::<(), PyErr>(())
-        })
-        .is_ok()
-    }
-}
-
 /// Progress reporting and Ctrl-C for one run (or precondition).
 pub(crate) struct Watch {
     bar: Option<ProgressBar>,
@@ -53,6 +35,9 @@ pub(crate) struct Watch {
     /// A Python callable given (phase, fraction) as the run advances, at most once per
     /// thousandth of a phase; if it raises, the run stops as if interrupted.
     on_progress: Option<Py<PyAny>>,
+    /// Whether `on_progress` takes the fraction alone (runs of one phase: the cache,
+    /// flashblox, the LSM store).
+    fraction_only: bool,
     told: Told,
 }
 
@@ -62,7 +47,19 @@ impl Watch {
     }
 
     pub(crate) fn with_callback(show: bool, on_progress: Option<Py<PyAny>>) -> Watch {
-        Watch { bar: if show { Some(ProgressBar::hidden()) } else { None }, phase: String::new(), on_progress, told: Told::default() }
+        Watch {
+            bar: if show { Some(ProgressBar::hidden()) } else { None },
+            phase: String::new(),
+            on_progress,
+            fraction_only: false,
+            told: Told::default(),
+        }
+    }
+
+    /// For a run of one phase: `on_progress(fraction)`. Its `stop` callback is
+    /// `|f| watch.tick(phase, f)`.
+    pub(crate) fn fractions(show: bool, on_progress: Option<Py<PyAny>>) -> Watch {
+        Watch { fraction_only: true, ..Watch::with_callback(show, on_progress) }
     }
 
     /// The core's progress callback: shows `frac` of `phase`; false stops the run.
@@ -90,7 +87,11 @@ impl Watch {
             py.check_signals()?;
             if let Some(cb) = &self.on_progress {
                 if self.told.news(phase, frac) {
-                    cb.call1(py, (phase, frac))?;
+                    if self.fraction_only {
+                        cb.call1(py, (frac,))?;
+                    } else {
+                        cb.call1(py, (phase, frac))?;
+                    }
                 }
             }
             Ok::<(), PyErr>(())

@@ -12,7 +12,7 @@ use ssdlab_vssd::{analysis, device_config, lifetime, sim, FlashBloxConfig, Isola
 
 use crate::convert::{config_from_py, from_py, to_py};
 use crate::errors::{core_err, ConfigError, DeviceError};
-use crate::progress::watcher;
+use crate::progress::Watch;
 
 fn err(e: VssdError) -> PyErr {
     match e {
@@ -45,41 +45,43 @@ fn vssd_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 }
 
 /// A timed multi-tenant run on `device` (a config dict) of `spec` (a RunSpec dict):
-/// (summary, wall seconds, interrupted). `on_progress(fraction)` hears how far it is.
+/// (summary, wall seconds, interrupted). `on_progress(fraction)` hears how far it is;
+/// `progress` shows a bar on stderr.
 #[pyfunction]
-#[pyo3(signature = (device, spec, on_progress=None))]
+#[pyo3(signature = (device, spec, on_progress=None, progress=false))]
 fn vssd_run<'py>(
     py: Python<'py>,
     device: &Bound<'py, PyAny>,
     spec: &Bound<'py, PyAny>,
     on_progress: Option<Py<PyAny>>,
+    progress: bool,
 ) -> PyResult<(Bound<'py, PyAny>, f64, bool)> {
     let dev = config_from_py(device, "<device>")?;
     let spec: sim::RunSpec = from_py(spec, "flashblox run spec")?;
-    let r = py.detach(|| {
-        let mut stop = watcher(on_progress);
-        sim::run(&dev, &spec, &mut stop)
-    });
+    let mut watch = Watch::fractions(progress, on_progress);
+    let r = py.detach(|| sim::run(&dev, &spec, &mut |f| watch.tick("run", f)));
+    watch.done();
     let r = r.map_err(err)?;
     Ok((to_py(py, &r.summary)?, r.wall_seconds, r.interrupted))
 }
 
 /// A lifetime study of `spec` (a LifetimeSpec dict) on `device`: (result, wall seconds).
-/// `on_progress(fraction)` hears how far it is (of its longest possible run).
+/// `on_progress(fraction)` hears how far it is (of its longest possible run); `progress`
+/// shows a bar on stderr.
 #[pyfunction]
-#[pyo3(signature = (device, spec, on_progress=None))]
+#[pyo3(signature = (device, spec, on_progress=None, progress=false))]
 fn vssd_lifetime<'py>(
     py: Python<'py>,
     device: &Bound<'py, PyAny>,
     spec: &Bound<'py, PyAny>,
     on_progress: Option<Py<PyAny>>,
+    progress: bool,
 ) -> PyResult<(Bound<'py, PyAny>, f64)> {
     let dev = config_from_py(device, "<device>")?;
     let spec: lifetime::LifetimeSpec = from_py(spec, "flashblox lifetime spec")?;
-    let r = py.detach(|| {
-        let mut stop = watcher(on_progress);
-        lifetime::run(dev, &spec, &mut stop)
-    });
+    let mut watch = Watch::fractions(progress, on_progress);
+    let r = py.detach(|| lifetime::run(dev, &spec, &mut |f| watch.tick("lifetime", f)));
+    watch.done();
     let (v, wall) = r.map_err(err)?;
     Ok((to_py(py, &v)?, wall))
 }
