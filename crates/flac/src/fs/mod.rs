@@ -1445,7 +1445,11 @@ impl Fs {
                     self.engine.commit(std::mem::take(&mut st), &Tx::new())?;
                 }
             }
-            if c.meta_queued.load(Ordering::Acquire) {
+            // Clear the flag and encode under the inode lock: a writer changes the inode under
+            // it and queues it again afterwards, so a change this record misses is committed
+            // by the next sync (clearing the flag after encoding lost such changes: a file's
+            // last writes, when a writer slipped in between, never reached PM).
+            if c.meta_queued.swap(false, Ordering::AcqRel) {
                 records.insert(c.ino, g.encode());
             }
             if through {
@@ -1463,14 +1467,17 @@ impl Fs {
         }
         meta.extend(&ops);
         for c in &metas {
-            c.meta_queued.store(false, Ordering::Release);
+            let rec = match records.remove(&c.ino) {
+                Some(r) => r,
+                None => {
+                    let g = c.read();
+                    c.meta_queued.store(false, Ordering::Release);
+                    g.encode()
+                }
+            };
             if c.deleted.load(Ordering::Acquire) {
                 continue;
             }
-            let rec = match records.remove(&c.ino) {
-                Some(r) => r,
-                None => c.read().encode(),
-            };
             meta.put(&ikey(c.ino), &rec);
         }
         self.engine.commit(st, &meta)?;
