@@ -331,6 +331,29 @@ def test_ctrl_c_stops_workers_keeps_finished_points_and_resumes(tmp_path):
     assert all(r["status"] == "ok" for r in read_csv(out / "results.csv"))
 
 
+def test_sigterm_to_the_sweep_alone_stops_its_workers_and_keeps_finished_points(tmp_path):
+    # `kill PID`, `timeout` or a scheduler signal the sweep's own process, not its workers
+    # (they lead process groups of their own): the sweep stops them as on Ctrl-C.
+    sweep = write(tmp_path / "long.toml", TINY.replace("[timing]", "[geometry]\nblocks_per_plane = 2048\n\n[timing]")
+                  + '\n[grid]\n"ftl.spare_factor" = [0.1, 0.12, 0.14, 0.16, 0.18, 0.2, 0.22, 0.24]\n')
+    out = tmp_path / "o"
+    proc = subprocess.Popen(SSDLAB + ["sweep", str(sweep), "--out", str(out), "--jobs", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 60
+    while not list(out.glob("points/*/metrics.json")) and time.time() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    deadline = time.time() + 10
+    while processes_in_session(proc.pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert processes_in_session(proc.pid) == []  # no worker left behind
+    rows = read_csv(out / "results.csv")
+    assert 1 <= sum(r["status"] == "ok" for r in rows) < 8
+
+
 def test_example_sweeps_are_valid():
     files = sorted((ROOT / "experiments" / "sweeps").glob("*.toml"))
     assert files

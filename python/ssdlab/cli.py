@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from . import _native
 from ._native import SsdlabError
@@ -140,6 +141,10 @@ def cmd_config(args) -> int:
     elif args.action == "presets":
         print("\n".join(_native.preset_names()))
     return 0
+
+
+def _stopped_by_sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def cmd_reproduce(args) -> int:
@@ -306,6 +311,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stdout.reconfigure(line_buffering=True)
     if getattr(args, "force", False):
         os.environ["SSDLAB_IGNORE_MEMORY_ESTIMATE"] = "1"
+    if args.func in (cmd_sweep, cmd_reproduce):
+        # `kill`, `timeout` or a job scheduler stopping a sweep: as a Ctrl-C, so its workers
+        # stop (they lead process groups of their own) and finished points are kept.
+        signal.signal(signal.SIGTERM, _stopped_by_sigterm)
     try:
         return args.func(args)
     except SsdlabError as e:
