@@ -20,7 +20,7 @@ pub mod engine;
 pub mod pagecache;
 pub mod range;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
@@ -1426,6 +1426,14 @@ impl Fs {
         let through = self.engine.lock_through_commit();
         let mut st = Staged::default();
         let mut held: Vec<RwLockWriteGuard<'_, Inode>> = Vec::new();
+        // The inodes whose metadata this sync commits, and their records. A record is taken
+        // under the inode's lock with its queue mark cleared at that moment: a writer changes
+        // an inode under the lock and queues it afterwards, so whatever a record misses is
+        // queued again for the next sync. (Clearing the mark after encoding lost such changes:
+        // a file's last writes, when they slipped in between, never reached PM.) Only inodes
+        // of this sync's list are cleared: one queued since is in the next list and must stay
+        // marked, or a later write would queue it twice.
+        let ours: HashSet<u64> = metas.iter().map(|c| c.ino).collect();
         let mut records: HashMap<u64, Vec<u8>> = HashMap::new();
         for c in &files {
             c.data_queued.store(false, Ordering::Release);
@@ -1445,11 +1453,8 @@ impl Fs {
                     self.engine.commit(std::mem::take(&mut st), &Tx::new())?;
                 }
             }
-            // Clear the flag and encode under the inode lock: a writer changes the inode under
-            // it and queues it again afterwards, so a change this record misses is committed
-            // by the next sync (clearing the flag after encoding lost such changes: a file's
-            // last writes, when a writer slipped in between, never reached PM).
-            if c.meta_queued.swap(false, Ordering::AcqRel) {
+            if ours.contains(&c.ino) && !records.contains_key(&c.ino) {
+                c.meta_queued.store(false, Ordering::Release);
                 records.insert(c.ino, g.encode());
             }
             if through {
@@ -1467,12 +1472,15 @@ impl Fs {
         }
         meta.extend(&ops);
         for c in &metas {
-            let rec = match records.remove(&c.ino) {
-                Some(r) => r,
+            // Inodes this sync holds (lock through commit) all have their records by now.
+            let rec = match records.get(&c.ino) {
+                Some(r) => r.clone(),
                 None => {
                     let g = c.read();
                     c.meta_queued.store(false, Ordering::Release);
-                    g.encode()
+                    let r = g.encode();
+                    records.insert(c.ino, r.clone());
+                    r
                 }
             };
             if c.deleted.load(Ordering::Acquire) {
