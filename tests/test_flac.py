@@ -517,9 +517,9 @@ def test_a_files_last_writes_survive_a_remount_with_the_flusher_beside_the_write
     it), then read after a remount. The sync used to mark an inode committed after encoding
     it, so writes that slipped in between were never committed: a file came back 20-80 KiB
     short (tar archives cut short through the shim), in 8 of 10 tries with one writer; without
-    the fix this test failed in each of two runs. A first fix cleared the mark of inodes queued
-    for the next sync too, which queued them twice and deadlocked the copying flush (it holds
-    the inodes' locks through the commit) with two writers."""
+    the fix this test failed in each of two runs. (A first fix also cleared the mark of inodes
+    already queued for the next sync, which queued them twice and deadlocked the copying flush
+    in the reproduction's ablation step, one run in two; this test did not catch that one.)"""
     import threading
 
     data = [np.random.default_rng(k).integers(0, 256, 6564 * 10240, dtype=np.uint8).tobytes() for k in (3, 4)]
