@@ -302,8 +302,18 @@ def test_ray_missing_says_how_to_install(tmp_path):
     assert p.returncode == 2 and "pip install 'ssdlab[ray]'" in p.stderr and "Traceback" not in p.stderr
 
 
-def test_ctrl_c_stops_workers_keeps_finished_points_and_resumes(tmp_path):
-    # Eight points of about a second each on two workers: Ctrl-C lands mid-sweep.
+def _stop_sweep(proc, how):
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    else:
+        # `kill PID`, `timeout` or a scheduler: the sweep's own process only, not its workers
+        # (they lead process groups of their own); the sweep stops them as on Ctrl-C.
+        proc.send_signal(signal.SIGTERM)
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_a_stopped_sweep_stops_its_workers_keeps_finished_points_and_resumes(tmp_path, how):
+    # Eight points of about a second each on two workers: the stop lands mid-sweep.
     sweep = write(tmp_path / "long.toml", TINY.replace("[timing]", "[geometry]\nblocks_per_plane = 2048\n\n[timing]")
                   + '\n[grid]\n"ftl.spare_factor" = [0.1, 0.12, 0.14, 0.16, 0.18, 0.2, 0.22, 0.24]\n')
     out = tmp_path / "o"
@@ -312,7 +322,7 @@ def test_ctrl_c_stops_workers_keeps_finished_points_and_resumes(tmp_path):
     deadline = time.time() + 60
     while not list(out.glob("points/*/metrics.json")) and time.time() < deadline:
         time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    _stop_sweep(proc, how)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, (stdout, stderr)
     assert "Traceback" not in stderr and "interrupted" in stderr
@@ -329,29 +339,6 @@ def test_ctrl_c_stops_workers_keeps_finished_points_and_resumes(tmp_path):
     p = ssdlab_cli("sweep", sweep, "--out", out)
     assert f"8 points: {8 - len(done)} run, {len(done)} skipped" in p.stdout
     assert all(r["status"] == "ok" for r in read_csv(out / "results.csv"))
-
-
-def test_sigterm_to_the_sweep_alone_stops_its_workers_and_keeps_finished_points(tmp_path):
-    # `kill PID`, `timeout` or a scheduler signal the sweep's own process, not its workers
-    # (they lead process groups of their own): the sweep stops them as on Ctrl-C.
-    sweep = write(tmp_path / "long.toml", TINY.replace("[timing]", "[geometry]\nblocks_per_plane = 2048\n\n[timing]")
-                  + '\n[grid]\n"ftl.spare_factor" = [0.1, 0.12, 0.14, 0.16, 0.18, 0.2, 0.22, 0.24]\n')
-    out = tmp_path / "o"
-    proc = subprocess.Popen(SSDLAB + ["sweep", str(sweep), "--out", str(out), "--jobs", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.time() + 60
-    while not list(out.glob("points/*/metrics.json")) and time.time() < deadline:
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
-    stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, (stdout, stderr)
-    assert "Traceback" not in stderr and "interrupted" in stderr
-    deadline = time.time() + 10
-    while processes_in_session(proc.pid) and time.time() < deadline:
-        time.sleep(0.1)
-    assert processes_in_session(proc.pid) == []  # no worker left behind
-    rows = read_csv(out / "results.csv")
-    assert 1 <= sum(r["status"] == "ok" for r in rows) < 8
 
 
 def test_example_sweeps_are_valid():
