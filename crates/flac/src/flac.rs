@@ -1721,7 +1721,10 @@ impl Flac {
         let mut c = self.lock();
         for v in vpn0..vpn0 + n {
             c.vpt[v as usize] &= !LOADING;
-            if self.pm.state().ppt(v).is_some() {
+            // A page with a committed copy, or one a flush in flight is about to commit,
+            // becomes a dirty zero page (its next flush unmaps the frame). Made a plain hole
+            // during a flush, it showed the flushed bytes again once that flush committed.
+            if self.pm.state().ppt(v).is_some() || c.vpt[v as usize] & FLUSHING != 0 {
                 c.dram.incref(ZERO_FRAME);
                 self.set_current(&mut c, v, Some((Loc::Dram(ZERO_FRAME), true)));
             } else {

@@ -293,3 +293,33 @@ fn a_closed_image_is_released_while_a_forked_child_lives() {
     }
     again.expect("the closed image opens again while the forked child lives");
 }
+
+/// A page zeroed while a flush of it is in flight (between `pflush_add` and `pflush_commit`:
+/// a file truncated beside the lock-free flush) stays zero after the commit, in memory and
+/// once committed again, and does not come back with the flushed data.
+#[test]
+fn a_page_zeroed_during_its_flush_stays_zero() {
+    let d = tmpdir();
+    let a = pattern(12, 4 * P);
+    {
+        let f = open(d.path(), 64, 16);
+        f.copy_to_flac(f.addr(0), a.as_ptr(), 4 * P).unwrap();
+        let mut h = f.pflush_handle();
+        assert_eq!(f.pflush_add(&mut h, f.addr(0), 4 * P).unwrap(), 4);
+        // Pages 2 and 3 become holes while the flush holds their frames.
+        f.pzero(f.addr(2), 2 * P).unwrap();
+        f.pflush_commit(h, &Tx::new()).unwrap();
+        assert_eq!(read_space(&f, f.addr(0), 2 * P), a[..2 * P]);
+        assert!(read_space(&f, f.addr(2), 2 * P).iter().all(|&b| b == 0), "zeroed pages read as zeros after the commit");
+        // The zeroing is itself a change the next flush commits.
+        let mut h = f.pflush_handle();
+        f.pflush_add(&mut h, f.addr(0), 4 * P).unwrap();
+        f.pflush_commit(h, &Tx::new()).unwrap();
+        assert!(f.pm.ppt_mapped().iter().all(|&(v, _)| v < 2), "{:?}", f.pm.ppt_mapped());
+        f.check_invariants();
+    }
+    let f = open(d.path(), 64, 16);
+    assert_eq!(read_space(&f, f.addr(0), 2 * P), a[..2 * P]);
+    assert!(read_space(&f, f.addr(2), 2 * P).iter().all(|&b| b == 0), "zeroed pages read as zeros after a reopen");
+    f.check_invariants();
+}

@@ -431,3 +431,47 @@ fn pages_flushed_but_not_yet_committed_keep_their_data() {
         assert_eq!(got, want, "{name}: written while its flush was staged");
     }
 }
+
+/// Bytes a truncate cut off stay gone: a file grown back over them reads zeros there, not
+/// the data it held before, with the cut-off pages evicted in between and after a remount
+/// (every engine); a sync commits the zeroing (it leaves no dirty pages behind).
+#[test]
+fn a_truncated_tail_reads_zeros_when_the_file_grows_again() {
+    const PAGE: usize = 4096;
+    for engine in [EngineKind::Flac, EngineKind::Pagecache, EngineKind::Dax] {
+        let d = tmpdir();
+        let data = pattern(11, 8 * PAGE);
+        let mut want = data[..PAGE + 100].to_vec();
+        want.resize(data.len(), 0);
+        let check = |fs: &Fs, when: &str| {
+            let got = read_all(fs, b"/t");
+            assert_eq!(got.len(), want.len(), "{engine:?}, {when}");
+            let first = got.iter().zip(&want).position(|(a, b)| a != b);
+            assert_eq!(first, None, "{engine:?}, {when}: the grown file differs from byte {first:?} on");
+        };
+        {
+            let fs = mount(d.path(), engine);
+            let f = fs.open(b"/t", CREAT, 0o644).unwrap();
+            fs.pwrite(&f, &data, 0).unwrap();
+            fs.sync().unwrap();
+            fs.ftruncate(&f, PAGE as u64 + 100).unwrap();
+            fs.sync().unwrap();
+            // The zeroing is committed with the truncate: nothing is left dirty.
+            assert_eq!(fs.stats()["data"]["dirty_pages"].as_u64().unwrap_or(0), 0, "{engine:?}");
+            fs.drop_caches().unwrap();
+            fs.ftruncate(&f, data.len() as u64).unwrap();
+            fs.close(&f).unwrap();
+            check(&fs, "in the same mount");
+            let f = fs.open(b"/t", RW, 0).unwrap();
+            fs.ftruncate(&f, PAGE as u64 + 100).unwrap();
+            fs.close(&f).unwrap();
+            fs.unmount().unwrap();
+        }
+        let fs = mount(d.path(), engine);
+        let f = fs.open(b"/t", RW, 0).unwrap();
+        fs.ftruncate(&f, data.len() as u64).unwrap();
+        fs.close(&f).unwrap();
+        check(&fs, "after a remount");
+        fs.unmount().unwrap();
+    }
+}

@@ -1441,7 +1441,9 @@ impl Fs {
             if c.deleted.load(Ordering::Acquire) || g.order == NO_RANGE {
                 continue;
             }
-            let pages = g.size.div_ceil(PAGE as u64).min(g.cap_pages());
+            // The whole range, not only up to the size: pages a truncate zeroed past the
+            // size are changes to commit too (their old frames go).
+            let pages = g.cap_pages();
             let mut at = 0;
             while at < pages {
                 let k = (pages - at).min(self.commit_pages);
