@@ -46,13 +46,24 @@ impl Lane {
     /// Earliest start >= `earliest` of an operation lasting `dur`.
     #[inline]
     fn fit(&self, earliest: u64, dur: u64) -> u64 {
-        for &(a, b) in &self.gaps[..self.n as usize] {
+        self.fit_from(0, earliest, dur).0
+    }
+
+    /// [`fit`](Self::fit) looking at the gaps from index `from` on (the caller knows the ones
+    /// before it cannot hold the operation: a gap too short or too early for a start is so for
+    /// every later start). Also returns the index of the gap it starts in (`n`: after them all),
+    /// which is a valid `from` for a later start and a valid hint for
+    /// [`reserve_at`](Self::reserve_at) at the start returned.
+    #[inline]
+    fn fit_from(&self, from: usize, earliest: u64, dur: u64) -> (u64, usize) {
+        let n = self.n as usize;
+        for (i, &(a, b)) in self.gaps[..n].iter().enumerate().skip(from) {
             let t = a.max(earliest);
             if t + dur <= b {
-                return t;
+                return (t, i);
             }
         }
-        earliest.max(self.free_ns)
+        (earliest.max(self.free_ns), n)
     }
 
     /// Whether the resource is busy at `t`.
@@ -70,15 +81,24 @@ impl Lane {
     fn insert_gap(&mut self, i: usize, g: (u64, u64), horizon: u64) {
         if self.n as usize == GAPS {
             // Forget gaps that are over by `horizon` (the operation being placed), else the
-            // shortest.
-            if let Some(j) = self.gaps[..GAPS].iter().position(|&(_, b)| b <= horizon) {
-                self.remove_gap(j);
-                return self.insert_gap(if j < i { i - 1 } else { i }, g, horizon);
-            }
-            let (j, _) = self.gaps.iter().enumerate().min_by_key(|&(_, &(a, b))| b - a).expect("full");
-            if self.gaps[j].1 - self.gaps[j].0 <= g.1 - g.0 {
-                self.remove_gap(j);
-                return self.insert_gap(if j < i { i - 1 } else { i }, g, horizon);
+            // shortest (unless the new one is shorter still).
+            let j = match self.gaps.iter().position(|&(_, b)| b <= horizon) {
+                Some(j) => j,
+                None => {
+                    let (j, _) = self.gaps.iter().enumerate().min_by_key(|&(_, &(a, b))| b - a).expect("full");
+                    if self.gaps[j].1 - self.gaps[j].0 > g.1 - g.0 {
+                        return;
+                    }
+                    j
+                }
+            };
+            // Gap `j` goes and `g` comes in at `i`: only the gaps between them move.
+            if j < i {
+                self.gaps.copy_within(j + 1..i, j);
+                self.gaps[i - 1] = g;
+            } else {
+                self.gaps.copy_within(i..j, i + 1);
+                self.gaps[i] = g;
             }
             return;
         }
@@ -91,18 +111,32 @@ impl Lane {
     /// Mark [start, start + dur) busy. Gaps that end by `now` are dropped first: no operation
     /// can start before the present, so they are only a cost to scan.
     fn reserve(&mut self, start: u64, dur: u64, now: u64) {
+        self.reserve_at(0, start, dur, now);
+    }
+
+    /// [`reserve`](Self::reserve) knowing that the gaps before index `hint` end by `start`
+    /// (the index [`fit_from`](Self::fit_from) returned with `start`), so it need not look
+    /// at them.
+    #[inline]
+    fn reserve_at(&mut self, hint: usize, start: u64, dur: u64, now: u64) {
         let dead = self.gaps[..self.n as usize].iter().take_while(|&&(_, b)| b <= now).count();
         if dead > 0 {
             let n = self.n as usize;
             self.gaps.copy_within(dead..n, 0);
             self.n -= dead as u8;
         }
-        self.occupy(start, dur);
+        // The dead gaps end by `now` <= `start`: they were among the first `hint`.
+        self.occupy_from(hint.saturating_sub(dead), start, dur);
     }
 
     fn occupy(&mut self, start: u64, dur: u64) {
+        self.occupy_from(0, start, dur)
+    }
+
+    fn occupy_from(&mut self, from: usize, start: u64, dur: u64) {
+        debug_assert!(self.gaps[..from.min(self.n as usize)].iter().all(|&(_, b)| b <= start));
         let end = start + dur;
-        let mut i = 0;
+        let mut i = from;
         while i < self.n as usize {
             let (a, b) = self.gaps[i];
             if b <= start {
@@ -230,19 +264,26 @@ impl Timelines {
     /// Earliest start >= `earliest` at which `die` is free for `die_dur` from the start and
     /// its channel for `xfer` from `xfer_at` after the start (a few rounds of first-fit on
     /// both; if they do not agree, the die's choice wins and the transfer goes where it fits).
+    ///
+    /// Returns each start with the index of the gap it is in, for `reserve_at`. A round's
+    /// starts are never earlier than the round's before (first-fit is monotone in the earliest
+    /// start), so each round looks at the gaps from where the previous one stopped.
     #[inline]
-    fn co_fit(&self, d: usize, c: usize, earliest: u64, die_dur: u64, xfer_at: u64, xfer: u64) -> (u64, u64) {
+    fn co_fit(&self, d: usize, c: usize, earliest: u64, die_dur: u64, xfer_at: u64, xfer: u64) -> ((u64, usize), (u64, usize)) {
+        let (die, chan) = (&self.die[d], &self.chan[c]);
         let mut t = earliest;
+        let (mut di, mut ci) = (0, 0);
         for _ in 0..4 {
-            let td = self.die[d].fit(t, die_dur);
-            let tc = self.chan[c].fit(td + xfer_at, xfer);
+            let (td, i) = die.fit_from(di, t, die_dur);
+            let (tc, j) = chan.fit_from(ci, td + xfer_at, xfer);
             if tc == td + xfer_at {
-                return (td, tc);
+                return ((td, i), (tc, j));
             }
+            (di, ci) = (i, j);
             t = tc - xfer_at;
         }
-        let td = self.die[d].fit(t, die_dur);
-        (td, self.chan[c].fit(td + xfer_at, xfer))
+        let (td, i) = die.fit_from(di, t, die_dur);
+        ((td, i), chan.fit_from(ci, td + xfer_at, xfer))
     }
 
     /// Transfer `bytes` to `die` and program them; returns the completion time.
@@ -251,11 +292,11 @@ impl Timelines {
         let earliest = earliest.max(self.now_ns);
         let x = self.xfer_ns(bytes);
         let p = self.t.page_program_ns;
-        let (t0, tc) = self.co_fit(d, c, earliest, x + p, 0, x);
-        self.chan[c].reserve(tc, x, self.now_ns);
+        let ((t0, di), (tc, ci)) = self.co_fit(d, c, earliest, x + p, 0, x);
+        self.chan[c].reserve_at(ci, tc, x, self.now_ns);
         self.chan_busy_ns[c] += x;
         let done = (tc + x).max(t0 + x) + p;
-        self.die[d].reserve(t0, done - t0, self.now_ns);
+        self.die[d].reserve_at(di, t0, done - t0, self.now_ns);
         self.die_busy_ns[d] += x + p;
         self.die_op[d] = DieOp::Program;
         done
@@ -326,11 +367,11 @@ impl Timelines {
         let earliest = earliest.max(self.now_ns);
         let x = self.xfer_ns(bytes);
         let r = self.t.page_read_ns;
-        let (t0, t1) = self.co_fit(d, c, earliest, r + x, r, x);
-        self.chan[c].reserve(t1, x, self.now_ns);
+        let ((t0, di), (t1, ci)) = self.co_fit(d, c, earliest, r + x, r, x);
+        self.chan[c].reserve_at(ci, t1, x, self.now_ns);
         self.chan_busy_ns[c] += x;
         // The die holds the page in its register until the transfer ends.
-        self.die[d].reserve(t0, t1 + x - t0, self.now_ns);
+        self.die[d].reserve_at(di, t0, t1 + x - t0, self.now_ns);
         self.die_busy_ns[d] += t1 + x - t0;
         self.die_op[d] = DieOp::Read;
         t1 + x
@@ -341,8 +382,8 @@ impl Timelines {
         let d = die as usize;
         let earliest = earliest.max(self.now_ns);
         let e = self.t.block_erase_ns;
-        let t0 = self.die[d].fit(earliest, e);
-        self.die[d].reserve(t0, e, self.now_ns);
+        let (t0, i) = self.die[d].fit_from(0, earliest, e);
+        self.die[d].reserve_at(i, t0, e, self.now_ns);
         self.die_busy_ns[d] += e;
         self.die_op[d] = DieOp::Erase;
         t0 + e
@@ -475,6 +516,107 @@ mod tests {
         for &(a, b) in &l.gaps[..l.n as usize] {
             assert!(a < b && (a % 100 == 60 || a == 0) && b % 100 == 50);
         }
+    }
+
+    /// The lane as its doc says, written plainly (a sorted list of idle intervals, first
+    /// fit, a full list forgets a gap over by the operation's start, else its shortest).
+    #[derive(Default)]
+    struct PlainLane {
+        free_ns: u64,
+        gaps: Vec<(u64, u64)>,
+    }
+
+    impl PlainLane {
+        fn fit(&self, earliest: u64, dur: u64) -> u64 {
+            self.gaps
+                .iter()
+                .map(|&(a, _)| a.max(earliest))
+                .zip(&self.gaps)
+                .find(|&(t, &(_, b))| t + dur <= b)
+                .map_or(earliest.max(self.free_ns), |(t, _)| t)
+        }
+
+        fn add_gap(&mut self, g: (u64, u64), horizon: u64) {
+            if self.gaps.len() == GAPS {
+                let j = match self.gaps.iter().position(|&(_, b)| b <= horizon) {
+                    Some(j) => j,
+                    None => {
+                        let j = (0..GAPS).min_by_key(|&j| self.gaps[j].1 - self.gaps[j].0).unwrap();
+                        if self.gaps[j].1 - self.gaps[j].0 > g.1 - g.0 {
+                            return;
+                        }
+                        j
+                    }
+                };
+                self.gaps.remove(j);
+            }
+            let i = self.gaps.partition_point(|&(a, _)| a < g.0);
+            self.gaps.insert(i, g);
+        }
+
+        fn reserve(&mut self, start: u64, dur: u64, now: u64) {
+            self.gaps.retain(|&(_, b)| b > now);
+            let end = start + dur;
+            let mut kept = vec![];
+            for &(a, b) in &self.gaps {
+                if b <= start || a >= end {
+                    kept.push((a, b));
+                    continue;
+                }
+                if a < start {
+                    kept.push((a, start));
+                }
+                if b > end {
+                    kept.push((end, b));
+                }
+            }
+            let split = kept.len() > self.gaps.len();
+            self.gaps = kept;
+            if split && self.gaps.len() > GAPS {
+                // The right part of a split gap is a new gap like any other.
+                let i = self.gaps.iter().position(|&(a, _)| a == end).unwrap();
+                let g = self.gaps.remove(i);
+                self.add_gap(g, start);
+            }
+            if end > self.free_ns {
+                if start > self.free_ns {
+                    self.add_gap((self.free_ns, start), start);
+                }
+                self.free_ns = end;
+            }
+        }
+    }
+
+    /// The lane (gap index hints, fitting again from where a previous round stopped, gaps
+    /// forgotten in place) places every operation exactly where the plain lane does: random
+    /// operations, busy stretches where the lane runs ahead of the present and fills its 32
+    /// gaps, calm ones where the present passes them.
+    #[test]
+    fn the_lane_places_operations_as_the_plain_lane_does() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(7);
+        let (mut lane, mut plain) = (Lane::default(), PlainLane::default());
+        let (mut now, mut full, mut dead) = (0u64, 0, 0);
+        for k in 0..200_000 {
+            now += if k / 10_000 % 2 == 0 { rng.gen_range(0..40) } else { rng.gen_range(0..3_000) };
+            let ahead = plain.free_ns.saturating_sub(now);
+            let earliest = now + rng.gen_range(0..ahead.min(50_000) * 3 / 2 + 2_000);
+            let dur = rng.gen_range(1..400);
+            let later = earliest + rng.gen_range(0..300);
+            let (t, i) = lane.fit_from(0, earliest, dur);
+            assert_eq!(t, plain.fit(earliest, dur));
+            // A second round from a later start resumes at the first round's gap.
+            let (t2, i2) = lane.fit_from(i, later.max(t), dur);
+            assert_eq!(t2, plain.fit(later.max(t), dur));
+            let (start, hint) = if rng.gen_bool(0.5) { (t, i) } else { (t2, i2) };
+            let extra = rng.gen_range(0..100);
+            dead += plain.gaps.iter().any(|&(_, b)| b <= now) as u32;
+            lane.reserve_at(hint, start, dur + extra, now);
+            plain.reserve(start, dur + extra, now);
+            assert_eq!((lane.free_ns, &lane.gaps[..lane.n as usize]), (plain.free_ns, &plain.gaps[..]), "operation {k}");
+            full += (plain.gaps.len() == GAPS) as u32;
+        }
+        assert!(full > 1_000 && dead > 10_000, "the lanes were full {full} times and had gaps in the past {dead} times");
     }
 
     #[test]
