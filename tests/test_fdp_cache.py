@@ -4,8 +4,10 @@ CSV and figures, and FDP segregation beats mixing; the Python API and trace conv
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -219,3 +221,45 @@ def test_a_running_point_reports_how_far_it_is(report):
     assert result["metrics"] == json.loads((point / "metrics.json").read_text())
     assert _running_text("p", 0.25, 600) == "[running] p: 25% after 10 min, about 30 min to go"
     assert _running_text("p", 0.5, 7200) == "[running] p: 50% after 2.0 h, about 2.0 h to go"
+
+
+def test_cli_cache_run_stopped_by_ctrl_c_goes_on_from_its_save(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text("""stop_device_writes = 3.0
+[device]
+preset = "fdp-ssd"
+geometry = { channels = 2, dies_per_channel = 2, planes_per_die = 2, pages_per_block = 16, blocks_per_plane = 512 }
+fdp = { handles = 4, ru_superblocks = 1 }
+ftl = { spare_factor = 0.145 }
+[cache]
+utilization = 1.0
+region_bytes = 131072
+loc_write_bytes = 131072
+dram_bytes = 40000000
+[workload]
+preset = "kvcache"
+keys = 1000000
+""")
+    ssd = str(BIN / "ssdlab")
+    r = subprocess.run([ssd, "cache", "run", str(spec), "--out", str(tmp_path / "straight")], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "run"
+    cmd = [ssd, "cache", "run", str(spec), "--out", str(out), "--checkpoint-every", "0.002"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (out / "run.ckpt").exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    assert (out / "run.ckpt").exists(), "no save while it ran"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "goes on from the save in" in err and "Traceback" not in err
+    assert not (out / "summary.json").exists()
+
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "checkpoint: resumed from " in r.stdout
+    assert not (out / "run.ckpt").exists()
+    for f in ("summary.json", "timeseries.csv"):
+        assert (out / f).read_text() == (tmp_path / "straight" / f).read_text(), f

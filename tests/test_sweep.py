@@ -341,6 +341,41 @@ def test_a_stopped_sweep_stops_its_workers_keeps_finished_points_and_resumes(tmp
     assert all(r["status"] == "ok" for r in read_csv(out / "results.csv"))
 
 
+def test_a_killed_cache_point_goes_on_from_its_save_with_the_results_of_an_unbroken_run(tmp_path):
+    # One fdp-cache point of a few seconds, saving itself every 0.3 s; the whole sweep (its
+    # process and the worker) killed at once, as a crash or a lost machine would stop it.
+    sweep = write(tmp_path / "one.toml", 'experiment = "fdp-cache"\nmode = "quick"\n'
+                  'points = ["kvcache_u50_soc4_fdp"]\nstop_device_writes = 3.0\n')
+    ssdlab_cli("sweep", sweep, "--out", tmp_path / "straight", "--checkpoint-every", "0")
+    out = tmp_path / "o"
+    tmp = Path(tempfile.gettempdir())
+    before = set(tmp.glob("pymp-*"))
+    cmd = SSDLAB + ["sweep", str(sweep), "--out", str(out), "--checkpoint-every", "0.005"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 120
+    while not list(out.glob("checkpoints/*.ckpt")) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    assert list(out.glob("checkpoints/*.ckpt")), "no save while the point ran"
+    for pid in processes_in_session(proc.pid):
+        os.kill(pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    for d in set(tmp.glob("pymp-*")) - before:  # the killed forkserver's directory
+        shutil.rmtree(d, ignore_errors=True)
+    assert not list(out.glob("points/*/metrics.json")), "killed before the end"
+
+    p = ssdlab_cli("sweep", sweep, "--out", out, "--checkpoint-every", "0.005")
+    assert "1 run, 0 skipped" in p.stdout
+    note = next(out.glob("points/*/checkpoint.txt")).read_text()
+    assert note.startswith("resumed from ") and " at " in note, note
+    assert not (out / "checkpoints").exists(), "the save goes once the point is done"
+    row = read_csv(out / "results.csv")[0]
+    assert row["status"] == "ok"
+    assert row == read_csv(tmp_path / "straight" / "results.csv")[0]
+    h = row["hash"]
+    for f in ("metrics.json", "timeseries.csv"):
+        assert (out / "points" / h / f).read_text() == (tmp_path / "straight" / "points" / h / f).read_text(), f
+
+
 def test_example_sweeps_are_valid():
     files = sorted((ROOT / "experiments" / "sweeps").glob("*.toml"))
     assert files

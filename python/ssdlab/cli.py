@@ -14,7 +14,7 @@ from typing import Any, List, Optional
 from . import _native
 from ._native import SsdlabError
 from .runners import parse_bytes
-from .args import Parser, int_in
+from .args import Parser, int_in, number
 from .spi import add_spi_parser
 
 EPILOG = """examples:
@@ -161,7 +161,8 @@ def cmd_reproduce(args) -> int:
     memory = parse_bytes(args.memory) if args.memory else None
     try:
         md = reproduce(args.name, mode, Path(args.out), log=(lambda s: None) if args.quiet else print, resume=args.resume,
-                       backend="ray" if args.ray else "local", jobs=args.jobs, ray_address=args.ray, memory_bytes=memory)
+                       backend="ray" if args.ray else "local", jobs=args.jobs, ray_address=args.ray, memory_bytes=memory,
+                       checkpoint_every_s=args.checkpoint_every * 60)
     except ReproductionError as e:
         print(f"ssdlab: {e}", file=sys.stderr)
         return 1
@@ -178,7 +179,8 @@ def cmd_sweep(args) -> int:
     say = (lambda s: None) if args.quiet else print
     _, summary = run_sweep(spec, out, backend=backend, jobs=args.jobs, ray_address=args.ray,
                            progress=not args.quiet and sys.stderr.isatty(), log=say,
-                           memory_bytes=parse_bytes(args.memory) if args.memory else None)
+                           memory_bytes=parse_bytes(args.memory) if args.memory else None,
+                           checkpoint_every_s=args.checkpoint_every * 60)
     say(f"{summary['points']} points: {summary['ran']} run, {summary['skipped']} skipped (done before), "
         f"{summary['failed']} failed, {summary['not_run']} not run  ({summary['wall_seconds']:.1f} s wall, "
         f"{backend})")
@@ -212,6 +214,11 @@ def _add_pool_options(p: argparse.ArgumentParser) -> None:
                         "is available when it starts; each point's peak is estimated before it runs)")
     p.add_argument("--force", action="store_true",
                    help="run a point even if its memory estimate exceeds what is available")
+    p.add_argument("--checkpoint-every", metavar="MIN", type=number(0.0, 1e6, "a number of minutes"), default=30.0,
+                   help="long points that can save their state (fdp-cache runs) do so this often, in "
+                        "OUT/checkpoints/; one killed or interrupted goes on from its latest save when the "
+                        "same command runs again (reproduce: with --resume); 0: never; local pool only "
+                        "(default %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -141,13 +141,15 @@ def get_experiment(spec: Dict[str, Any], name: str) -> Experiment:
 
 def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), log: Callable[[str], None] = print,
               resume: bool = False, backend: str = "local", jobs: Optional[int] = None, ray_address: Optional[str] = None,
-              memory_bytes: Optional[int] = None, progress: Optional[bool] = False) -> Path:
+              memory_bytes: Optional[int] = None, progress: Optional[bool] = False,
+              checkpoint_every_s: float = 1800.0) -> Path:
     """Run experiment ``name`` in ``mode`` (quick or full) on the sweep engine and write its
     report; returns report.md.
 
     ``resume``: reuse points already in OUT/NAME/points whose input is unchanged (an
     interrupted reproduction goes on where it stopped); without it every point runs again.
-    ``backend``/``jobs``/``ray_address``/``memory_bytes``: as for ``ssdlab.sweep.run_sweep``.
+    ``backend``/``jobs``/``ray_address``/``memory_bytes``/``checkpoint_every_s``: as for
+    ``ssdlab.sweep.run_sweep`` (a save is used only with ``resume``).
     Raises :class:`ReproductionError` (after writing results.csv) when points failed, and
     KeyboardInterrupt when interrupted (finished points are kept)."""
     from .sweep import experiment_spec, expand, run_sweep
@@ -163,7 +165,8 @@ def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), 
     log(f"{name} ({mode}): {len(points)} points, estimated peak memory per point "
         f"{human_bytes(min(sized, default=None))} to {human_bytes(max(sized, default=None))}")
     _, summary = run_sweep(sw, out, backend, jobs, ray_address, progress, log, resume=resume,
-                           memory_bytes=memory_bytes, describe=exp.describe, points=points)
+                           memory_bytes=memory_bytes, describe=exp.describe, points=points,
+                           checkpoint_every_s=checkpoint_every_s)
     _link_runs(out, points)
     if resume:
         log(f"{summary['skipped']} of {summary['points']} points reused (their input unchanged)")

@@ -15,13 +15,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _native
+from .args import number
 from .config import merge, read_toml, resolve
 from .experiments import Experiment, ExperimentPoint, PointResult
-from .runners import PROCESS_BYTES, Resources, Result, Runner, report_progress
+from .runners import PROCESS_BYTES, Resources, Result, Runner, point_checkpoint, report_progress
 
 # What the paper reports (seed 001, sections 6.2-6.3).
 PAPER = {
@@ -34,7 +36,8 @@ PAPER = {
 }
 
 
-def run_cache(device: Dict[str, Any], spec: Dict[str, Any], trace: Optional[str] = None) -> Tuple[Dict[str, Any], str, float]:
+def run_cache(device: Dict[str, Any], spec: Dict[str, Any], trace: Optional[str] = None,
+              checkpoint: Optional[str] = None, checkpoint_every_s: float = 1800.0) -> Tuple[Dict[str, Any], str, float]:
     """Run one cache experiment.
 
     ``device``: a device config (``{"preset": "fdp-ssd", "ftl": {...}, ...}``); ``spec``: a run
@@ -42,13 +45,23 @@ def run_cache(device: Dict[str, Any], spec: Dict[str, Any], trace: Optional[str]
     ``stop_device_writes``, ``stop_requests``, ``warmup_fraction``, ``prefill_loc``,
     ``series_points``, ``carbon``, ``device_trace``: a file to record every device command to,
     as an MSR Cambridge trace); ``trace``: an ssdlab cache-trace CSV to replay instead of the
-    generator. Returns (summary, time-series CSV text, wall seconds).
+    generator. ``checkpoint``: a file where the run saves its whole state every
+    ``checkpoint_every_s`` seconds and from which it starts when the file is there (a killed
+    run goes on from its latest save with the same results; not with ``trace``). Returns
+    (summary, time-series CSV text, wall seconds).
     """
+    summary, series, wall, _ = _run_cache(device, spec, trace, checkpoint, checkpoint_every_s)
+    return summary, series, wall
+
+
+def _run_cache(device: Dict[str, Any], spec: Dict[str, Any], trace: Optional[str], checkpoint: Optional[str],
+               checkpoint_every_s: float) -> Tuple[Dict[str, Any], str, float, str]:
     full = merge(_native.cache_defaults(), spec)
-    summary, series, wall, interrupted = _native.cache_run(device, full, trace)
+    summary, series, wall, interrupted, note = _native.cache_run(device, full, trace, checkpoint=checkpoint,
+                                                                 checkpoint_every_s=checkpoint_every_s)
     if interrupted:
         raise KeyboardInterrupt
-    return summary, series, wall
+    return summary, series, wall, note
 
 
 def _saturated(series_csv: str) -> bool:
@@ -107,8 +120,14 @@ def _cache_resources(task: Dict[str, Any]) -> Resources:
 
 def _cache_run(task: Dict[str, Any]) -> Result:
     device, spec = _cache_spec(task)
-    summary, series, _wall, interrupted = _native.cache_run(device, spec, progress=report_progress)
-    return Result(metrics=summary, files={"timeseries.csv": series}, interrupted=interrupted)
+    ck = point_checkpoint()
+    summary, series, _wall, interrupted, note = _native.cache_run(
+        device, spec, progress=report_progress, checkpoint=ck[0] if ck else None,
+        checkpoint_every_s=ck[1] if ck else 0.0)
+    files: Dict[str, Union[str, bytes]] = {"timeseries.csv": series}
+    if note:  # resumed from a save, or saved along the way: how this run went, beside its results
+        files["checkpoint.txt"] = note + "\n"
+    return Result(metrics=summary, files=files, interrupted=interrupted)
 
 
 CACHE = Runner("ssdlab.fdpcache:CACHE", _cache_resolve, _cache_resources, _cache_run)
@@ -588,9 +607,18 @@ def _cmd_cache(args) -> int:
     if not args.out:
         raise ValueError("ssdlab cache run SPEC.toml --out DIR [--trace CSV]")
     device, spec = load_cache_spec(args.path)
-    summary, series, wall = run_cache(device, spec, trace=args.trace)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    ck = out / "run.ckpt" if args.checkpoint_every > 0 and not args.trace else None
+    try:
+        summary, series, wall, note = _run_cache(device, spec, args.trace, str(ck) if ck else None,
+                                                 args.checkpoint_every * 60)
+    except KeyboardInterrupt:
+        if ck is not None and ck.exists():
+            print(f"ssdlab cache run: interrupted; the same command goes on from the save in {ck}", file=sys.stderr)
+        raise
+    if note:
+        print(f"checkpoint: {note}")
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     (out / "timeseries.csv").write_text(series)
     (out / "run-info.json").write_text(json.dumps({"wall_seconds": round(wall, 3)}, indent=2) + "\n")
@@ -617,6 +645,10 @@ def add_cli(sub) -> None:
     c.add_argument("path", nargs="?", help="spec file (run, serve) or source trace (convert)")
     c.add_argument("--out", help="output directory (run) or CSV file (convert)")
     c.add_argument("--trace", help="run: replay this ssdlab cache-trace CSV instead of the generator")
+    c.add_argument("--checkpoint-every", metavar="MIN", type=number(0.0, 1e6, "a number of minutes"), default=30.0,
+                   help="run: save the whole run to OUT/run.ckpt this often; the same command after a crash or "
+                        "Ctrl-C goes on from the latest save, with the same results (default %(default)s; 0: never; "
+                        "not with --trace)")
     c.add_argument("--format", choices=["cachelib-kvcache", "twitter"], help="convert: the source trace's format")
     c.add_argument("--listen", default="127.0.0.1:11211", help="serve: HOST:PORT, loopback only (default %(default)s)")
     c.add_argument("--max-connections", type=int, default=64, help="serve: clients served at once (default %(default)s)")

@@ -29,7 +29,7 @@ import resource
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
 from . import _native
 
@@ -67,11 +67,22 @@ class Runner:
 # it; on Ray nobody listens).
 _progress_sink: Optional[Callable[[float], None]] = None
 
+# Where the point running in this process may save itself, and how often (file, seconds): the
+# local pool's worker sets it from `--checkpoint-every`; None on Ray and with 0.
+_checkpoint: Optional[Tuple[str, float]] = None
+
 
 def report_progress(fraction: float) -> None:
     """How far the point running in this process is (0..1); a no-op where nobody listens."""
     if _progress_sink is not None:
         _progress_sink(fraction)
+
+
+def point_checkpoint() -> Optional[Tuple[str, float]]:
+    """(file, seconds): where and how often the point running in this process may save its
+    state so that a killed run goes on from there (long runners that can: fdp-cache's), or
+    None."""
+    return _checkpoint
 
 
 def get_runner(name: str) -> Runner:

@@ -370,9 +370,11 @@ def run_point(config_json: str) -> Dict[str, Any]:
 PROGRESS_SEND_S = 5.0
 # How often the parent prints how far each long-running point is.
 PROGRESS_PRINT_S = 300.0
+# How often a long point that can save its state does so by default (`--checkpoint-every`).
+CHECKPOINT_EVERY_S = 1800.0
 
 
-def _worker_main(runner: str, task_json: str, conn: Any) -> None:
+def _worker_main(runner: str, task_json: str, conn: Any, checkpoint: Optional[Tuple[str, float]] = None) -> None:
     # The parent owns Ctrl-C: it stops the workers itself and keeps finished points.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A process group of its own, which the processes the point starts (remote memory nodes,
@@ -395,6 +397,7 @@ def _worker_main(runner: str, task_json: str, conn: Any) -> None:
                 conn.send({"progress": float(fraction)})
 
     _runners._progress_sink = progress
+    _runners._checkpoint = checkpoint
     result = run_task(runner, task_json)
     try:
         conn.send(result)
@@ -493,9 +496,9 @@ class _LocalBackend:
         self._procs: Dict[Any, Tuple[Any, str]] = {}  # the result pipe's end -> (process, runner)
         self.progress: Dict[Any, float] = {}  # the result pipe's end -> fraction its point reported
 
-    def submit(self, runner: str, task_json: str, res: Resources):
+    def submit(self, runner: str, task_json: str, res: Resources, checkpoint: Optional[Tuple[str, float]] = None):
         recv, send = self._ctx.Pipe(duplex=False)
-        p = self._ctx.Process(target=_worker_main, args=(runner, task_json, send), daemon=True)
+        p = self._ctx.Process(target=_worker_main, args=(runner, task_json, send, checkpoint), daemon=True)
         p.start()
         send.close()
         self._procs[recv] = (p, runner)
@@ -642,7 +645,8 @@ class _RayBackend:
             else:
                 os.environ[k] = v
 
-    def submit(self, runner: str, task_json: str, res: Resources):
+    def submit(self, runner: str, task_json: str, res: Resources, checkpoint: Optional[Tuple[str, float]] = None):
+        # No checkpoints on Ray: a task may run on any node, and its save would stay on that one.
         return self._task.options(num_cpus=res.cpus, memory=res.memory_bytes).remote(runner, task_json)
 
     def wait(self, handles: List[Any], timeout: float) -> List[Tuple[Any, Dict[str, Any]]]:
@@ -886,13 +890,17 @@ def run_sweep(spec: Spec, out: PathLike, backend: str = "local", jobs: Optional[
               log: Callable[[str], None] = lambda s: None, resume: bool = True,
               memory_bytes: Optional[int] = None,
               describe: Optional[Callable[[Dict[str, Any]], str]] = None,
-              points: Optional[List[Point]] = None) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+              points: Optional[List[Point]] = None,
+              checkpoint_every_s: float = CHECKPOINT_EVERY_S) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
     """Run ``spec`` into ``out``; returns (rows, summary). Raises nothing for failing points.
 
     ``resume``: reuse points whose directory holds the same input and its metrics (else every
     point runs again). ``memory_bytes``: what the points running at once may take together
     (local pool; default: the memory available now). ``describe(metrics)``: a few words on a
-    finished point for its log line. ``points``: the expanded points, if the caller has them."""
+    finished point for its log line. ``points``: the expanded points, if the caller has them.
+    ``checkpoint_every_s``: how often a long point that can save its state (fdp-cache runs) does
+    so, in OUT/checkpoints/ (local pool; 0: never); a point killed or interrupted goes on from
+    its latest save when the sweep runs again with ``resume``."""
     out = Path(out)
     if backend not in ("local", "ray"):
         raise SweepError(f"backend {backend!r} is unknown; use \"local\" (a process pool) or \"ray\"")
@@ -900,12 +908,16 @@ def run_sweep(spec: Spec, out: PathLike, backend: str = "local", jobs: Optional[
         raise SweepError(f"jobs must be at least 1, got {jobs}")
     if memory_bytes is not None and memory_bytes <= 0:
         raise SweepError(f"the memory budget must be positive, got {memory_bytes}")
+    if not checkpoint_every_s >= 0:
+        raise SweepError(f"the checkpoint interval must be >= 0 seconds, got {checkpoint_every_s}")
     started = time.time()
     if points is None:
         points = expand(spec)
     out.mkdir(parents=True, exist_ok=True)
     (out / "points").mkdir(exist_ok=True)
     (out / "sweep.json").write_text(json.dumps(_describe(spec, points), indent=2) + "\n")
+    if not resume:  # every point runs again from its start
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)
 
     # Resume: a point whose directory holds this input and its metrics.json is done.
     todo: Dict[str, List[Point]] = {}  # hash -> points (two points may resolve to one input)
@@ -925,7 +937,9 @@ def run_sweep(spec: Spec, out: PathLike, backend: str = "local", jobs: Optional[
     ran = 0
     if todo:
         ran, interrupted = _dispatch(out, todo, backend, jobs, ray_address, progress, log, memory_bytes,
-                                     describe or (lambda m: "ok"))
+                                     describe or (lambda m: "ok"), checkpoint_every_s)
+    with contextlib.suppress(OSError):  # only if no point left a save there
+        (out / "checkpoints").rmdir()
 
     rows = _rows(spec, points)
     tables = _write_tables(out, spec, rows)
@@ -985,7 +999,8 @@ def _too_big(res: Resources, budget: Optional[int], where: str) -> Optional[str]
 
 def _dispatch(out: Path, todo: Dict[str, List[Point]], backend: str, jobs: Optional[int],
               ray_address: Optional[str], progress: Optional[bool], log: Callable[[str], None],
-              memory_bytes: Optional[int], describe: Callable[[Dict[str, Any]], str]) -> Tuple[int, bool]:
+              memory_bytes: Optional[int], describe: Callable[[Dict[str, Any]], str],
+              checkpoint_every_s: float = 0.0) -> Tuple[int, bool]:
     from tqdm import tqdm
 
     if progress is None:
@@ -1061,7 +1076,10 @@ def _dispatch(out: Path, todo: Dict[str, List[Point]], backend: str, jobs: Optio
                 if why is not None:
                     finish(h, {"error": why})
                 elif fits(r):
-                    handle = be.submit(pts[0].runner, json.dumps(pts[0].config), r)
+                    ck = (str(out / "checkpoints" / f"{h}.ckpt"), checkpoint_every_s) if checkpoint_every_s > 0 else None
+                    if ck:
+                        (out / "checkpoints").mkdir(exist_ok=True)
+                    handle = be.submit(pts[0].runner, json.dumps(pts[0].config), r, ck)
                     inflight[handle] = (h, r)
                     started[handle] = time.monotonic()
                 else:

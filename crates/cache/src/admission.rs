@@ -2,9 +2,11 @@
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{AdmissionConfig, AdmissionKind};
 
+#[derive(Serialize, Deserialize)]
 pub struct Admission {
     kind: AdmissionKind,
     probability: f64,

@@ -14,6 +14,8 @@
 //! of different keys (about once per paper-scale run). A data-backed cache compares the full
 //! key on every hit, so there it can only cost a miss.
 
+use serde::{Deserialize, Serialize};
+
 use crate::hash::mix64;
 
 /// Items per granule of the arena (a bucket's chunk is a whole number of granules).
@@ -42,7 +44,7 @@ pub fn bloom_mask(fp: u32, hashes: u32) -> u64 {
 
 /// A bucket's DRAM state, 16 bytes on 16-byte boundaries: one cache line holds all of it, so
 /// a look-up misses once here (and once in the arena), and one prefetch covers it.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, Serialize, Deserialize)]
 #[repr(C, align(16))]
 struct Head {
     bloom: u64,
@@ -55,6 +57,7 @@ struct Head {
     cap: u8,
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct BucketIndex {
     slots: u32,
     hashes: u32,

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use ssdlab_core::config::{Personality, StorageMode};
 use ssdlab_core::Device;
 
@@ -32,7 +32,7 @@ pub enum Outcome {
     Miss,
 }
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheStats {
     pub gets: u64,
     pub dram_hits: u64,
@@ -52,6 +52,7 @@ pub struct CacheStats {
     pub dropped_too_large: u64,
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct HybridCache {
     pub cfg: CacheConfig,
     pub flash: Flash,
@@ -61,7 +62,9 @@ pub struct HybridCache {
     adm: Admission,
     ev: Vec<Evicted>,
     pub stats: CacheStats,
-    /// A data-backed cache's DRAM item bytes and CAS counter (None: metadata-only).
+    /// A data-backed cache's DRAM item bytes and CAS counter (None: metadata-only; checkpoints
+    /// are of metadata-only runs and leave it out).
+    #[serde(skip)]
     data: Option<Box<DataState>>,
 }
 

@@ -7,12 +7,14 @@
 //! `refresh_s` seconds ago (`lruRefreshTime`, 60 s by default there): popular items are hit
 //! far more often than that, and each move costs cache misses on the item's neighbours.
 
+use serde::{Deserialize, Serialize};
+
 use crate::hash::IdMap;
 
 const NIL: u32 = u32::MAX;
 
 /// An item leaving the DRAM tier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evicted {
     pub key: u64,
     pub key_bytes: u32,
@@ -23,7 +25,7 @@ pub struct Evicted {
     pub nvm_clean: bool,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Serialize, Deserialize)]
 struct Slot {
     key: u64,
     key_bytes: u32,
@@ -40,6 +42,7 @@ struct Slot {
 pub(crate) const SLOT_BYTES: u64 = std::mem::size_of::<Slot>() as u64;
 pub(crate) const MAP_SLOT_BYTES: u64 = IdMap::SLOT_BYTES;
 
+#[derive(Serialize, Deserialize)]
 pub struct Dram {
     capacity_bytes: u64,
     overhead_bytes: u32,

@@ -12,6 +12,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 use ssdlab_core::Device;
 
 use crate::error::{CacheError, Result};
@@ -26,16 +27,39 @@ fn hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct Flash {
     pub dev: Device,
     /// Submission time of the current request's commands.
     pub now_ns: u64,
+    #[serde(with = "hist_serde")]
     pub read_ns: Histogram<u64>,
+    #[serde(with = "hist_serde")]
     pub write_ns: Histogram<u64>,
     /// Latest completion seen (for throughput in simulated time).
     pub last_done_ns: u64,
-    /// Where every command goes as a trace line, if asked (`record_to`).
+    /// Where every command goes as a trace line, if asked (`record_to`; not in checkpoints,
+    /// which refuse a run that records one).
+    #[serde(skip)]
     trace: Option<(BufWriter<File>, PathBuf)>,
+}
+
+/// A latency histogram in a checkpoint: hdrhistogram's own V2 encoding (every count, exactly).
+pub(crate) mod hist_serde {
+    use hdrhistogram::serialization::{Deserializer as HistDe, Serializer as _, V2Serializer};
+    use hdrhistogram::Histogram;
+    use serde::{de::Error as _, ser::Error as _, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+        let mut buf = Vec::new();
+        V2Serializer::new().serialize(h, &mut buf).map_err(|e| S::Error::custom(format!("histogram: {e:?}")))?;
+        s.serialize_bytes(&buf)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
+        let buf = Vec::<u8>::deserialize(d)?;
+        HistDe::new().deserialize(&mut &buf[..]).map_err(|e| D::Error::custom(format!("histogram: {e:?}")))
+    }
 }
 
 impl Flash {

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use serde::{Deserialize, Serialize};
 use ssdlab_core::media::mem::prefetch;
 
 /// SplitMix64's finaliser: a bijection on u64 with good avalanche.
@@ -65,6 +66,7 @@ pub fn key_map<V>(capacity: usize) -> KeyMap<V> {
 /// backward-shift deletion, at most 3/4 full), one 16-byte entry per slot. Unlike a general
 /// hash map, the slot a key starts at is known before the look-up, so a run can
 /// [`prefetch`](IdMap::prefetch) the keys of requests a few ahead.
+#[derive(Serialize, Deserialize)]
 pub struct IdMap {
     slots: Vec<IdEntry>,
     /// log2 of the slot count.
@@ -72,7 +74,7 @@ pub struct IdMap {
     len: usize,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Serialize, Deserialize)]
 struct IdEntry {
     key: u64,
     /// [`IdMap::EMPTY`] in a free slot.

@@ -35,5 +35,5 @@ pub mod zipf;
 pub use cache::{HybridCache, Outcome, Tier};
 pub use config::CacheConfig;
 pub use error::{CacheError, Result};
-pub use run::{run, RunResult, RunSpec};
+pub use run::{run, run_checkpointed, Checkpointing, RunResult, RunSpec};
 pub use workload::{Generator, Request, WorkloadSpec};

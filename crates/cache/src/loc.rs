@@ -12,6 +12,8 @@
 //! the item's sectors back (or parses the open buffer) and asserts the bytes agree with the
 //! index entry.
 
+use serde::{Deserialize, Serialize};
+
 use crate::config::RegionEviction;
 use crate::error::Result;
 use crate::flash::Flash;
@@ -21,7 +23,7 @@ use crate::placement::PlacementHandle;
 
 const NIL: u32 = u32::MAX;
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LocStats {
     pub lookups: u64,
     pub hits: u64,
@@ -35,7 +37,7 @@ pub struct LocStats {
     pub removes: u64,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Serialize, Deserialize)]
 struct Entry {
     region: u32,
     offset: u32,
@@ -47,6 +49,7 @@ struct Entry {
 /// Bytes of an index entry with its key (memory estimates, [`crate::sizing`]).
 pub(crate) const INDEX_ENTRY_BYTES: u64 = std::mem::size_of::<(u64, Entry)>() as u64;
 
+#[derive(Serialize, Deserialize)]
 pub struct Loc {
     pub start_byte: u64,
     pub regions: u32,
@@ -71,7 +74,9 @@ pub struct Loc {
     fill: u64,
     scratch: Vec<(u64, u32, u32, u64)>,
     pub stats: LocStats,
-    /// Buffers of a data-backed LOC (None: metadata-only).
+    /// Buffers of a data-backed LOC (None: metadata-only; not in checkpoints, which are of
+    /// metadata-only runs).
+    #[serde(skip)]
     data: Option<Box<LocData>>,
 }
 

@@ -6,11 +6,12 @@
 //! the device's default; when handles run out, or without FDP, an engine gets the default
 //! handle (no placement directive), as CacheLib's allocator does.
 
+use serde::{Deserialize, Serialize};
 use ssdlab_core::config::Personality;
 use ssdlab_core::Device;
 
 /// A placement handle: the FDP placement identifier to put on writes, or none (default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct PlacementHandle {
     pub pid: Option<u16>,
 }

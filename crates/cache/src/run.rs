@@ -5,8 +5,9 @@
 //! time is returned beside it.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
-use std::time::Instant;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -142,11 +143,15 @@ impl RunSpec {
 pub struct RunResult {
     pub summary: Value,
     pub series_csv: String,
+    /// Wall time of the run (of every session, for a run resumed from a checkpoint).
     pub wall_seconds: f64,
     pub interrupted: bool,
+    /// What [`run_checkpointed`] did with its checkpoint (resumed, started afresh, saved; empty
+    /// if nothing).
+    pub checkpoint: String,
 }
 
-#[derive(Clone)]
+#[derive(Clone, Serialize, Deserialize)]
 struct Mark {
     c: Counters,
     /// Sum over dies of their busy time so far.
@@ -167,12 +172,14 @@ fn mark(cache: &HybridCache, requests: u64, time_ns: u64) -> Mark {
 
 /// The state at the start of a measurement window: counters, and the latency histograms so
 /// far (a window's latencies are the histograms at its end minus these).
-#[derive(Clone)]
+#[derive(Clone, Serialize, Deserialize)]
 struct WindowStart {
     /// Host bytes written since the run's start.
     host: u64,
     mark: Mark,
+    #[serde(with = "crate::flash::hist_serde")]
     read_ns: Histogram<u64>,
+    #[serde(with = "crate::flash::hist_serde")]
     write_ns: Histogram<u64>,
 }
 
@@ -247,21 +254,233 @@ pub fn run_on(
     progress: &mut dyn FnMut(f64) -> bool,
 ) -> Result<RunResult> {
     let wall = Instant::now();
+    spec.validate()?;
+    let mut st = LoopState::begin(cache, spec)?;
+    let interrupted = drive(cache, spec, src, &mut st, progress, &mut |_, _, _| Ok(()))?;
+    progress(1.0);
+    Ok(finish(cache, spec, st, interrupted, wall.elapsed().as_secs_f64()))
+}
+
+/// Where a long run saves itself, and how often (see [`run_checkpointed`]).
+#[derive(Debug, Clone)]
+pub struct Checkpointing {
+    pub path: PathBuf,
+    /// Wall time between saves (a save happens at the first progress check after it).
+    pub every: Duration,
+}
+
+/// [`run`] of the request generator that saves its whole state (device, cache, generator,
+/// counters, series, steady windows) to `ck.path` every `ck.every`, and starts from that file
+/// when it is there: a run killed or interrupted goes on from its latest save, and gives the
+/// summary and series it would have given uninterrupted, byte for byte. The file is removed
+/// when the run ends. A file that is not a save of this run (other config or spec, other
+/// ssdlab version, damaged) is set aside and the run starts afresh; `RunResult::checkpoint`
+/// says what happened. Not for data-backed caches or device traces.
+pub fn run_checkpointed(device: Config, spec: &RunSpec, ck: &Checkpointing, progress: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
+    let wall = Instant::now();
+    spec.validate()?;
+    if spec.device_trace.is_some() {
+        return Err(crate::error::CacheError::Config(
+            "run: device_trace cannot go with a checkpointed run (the trace file is not part of the save)".into(),
+        ));
+    }
+    let fingerprint = serde_json::to_string(&(CHECKPOINT_VERSION, env!("CARGO_PKG_VERSION"), &device, spec)).expect("config serializes");
+    let (mut cache, mut gen, mut st, note) = match load_checkpoint(&ck.path, &fingerprint) {
+        Ok(Some((cache, gen, st))) => {
+            let note = format!("resumed from {} at {} requests", ck.path.display(), st.reqs);
+            (cache, gen, st, note)
+        }
+        Ok(None) => {
+            let (c, g, s) = fresh(device, spec)?;
+            (c, g, s, String::new())
+        }
+        Err(why) => {
+            let aside = ck.path.with_extension("unusable");
+            std::fs::rename(&ck.path, &aside)?;
+            let (c, g, s) = fresh(device, spec)?;
+            (c, g, s, format!("started afresh: {why} (moved to {})", aside.display()))
+        }
+    };
+    let mut last = Instant::now();
+    let mut saves = 0u64;
+    let interrupted = drive(&mut cache, spec, &mut gen, &mut st, progress, &mut |cache, gen, st| {
+        if last.elapsed() < ck.every {
+            return Ok(());
+        }
+        save_checkpoint(&ck.path, &fingerprint, cache, gen, st, st.wall_before_s + wall.elapsed().as_secs_f64())
+            .map_err(|e| crate::error::CacheError::Input(format!("checkpoint {}: {e}", ck.path.display())))?;
+        saves += 1;
+        last = Instant::now();
+        Ok(())
+    })?;
+    progress(1.0);
+    let mut r = finish(&cache, spec, st, interrupted, wall.elapsed().as_secs_f64());
+    if !interrupted {
+        match std::fs::remove_file(&ck.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+    }
+    r.checkpoint = match (note.is_empty(), saves) {
+        (true, 0) => String::new(),
+        (true, n) => saved(n),
+        (false, 0) => note,
+        (false, n) => format!("{note}; {}", saved(n)),
+    };
+    Ok(r)
+}
+
+fn saved(n: u64) -> String {
+    if n == 1 {
+        "saved once".into()
+    } else {
+        format!("saved {n} times")
+    }
+}
+
+/// Bump when the saved state's layout changes (a save of another layout is set aside).
+const CHECKPOINT_VERSION: u32 = 1;
+const CHECKPOINT_MAGIC: &[u8; 8] = b"SSDLCKP1";
+
+fn fresh(device: Config, spec: &RunSpec) -> Result<(HybridCache, Generator, LoopState)> {
+    let mut cache = HybridCache::new(Device::new(device)?, spec.cache.clone())?;
+    let gen = Generator::new(&spec.workload)?;
+    let st = LoopState::begin(&mut cache, spec)?;
+    Ok((cache, gen, st))
+}
+
+fn save_checkpoint(
+    path: &Path,
+    fingerprint: &str,
+    cache: &HybridCache,
+    gen: &Generator,
+    st: &LoopState,
+    wall_s: f64,
+) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
+        let io = |e: bincode::Error| std::io::Error::other(e.to_string());
+        f.write_all(CHECKPOINT_MAGIC)?;
+        bincode::serialize_into(&mut f, fingerprint).map_err(io)?;
+        bincode::serialize_into(&mut f, cache).map_err(io)?;
+        bincode::serialize_into(&mut f, gen).map_err(io)?;
+        bincode::serialize_into(&mut f, &(st, wall_s)).map_err(io)?;
+        f.flush()?;
+        f.get_ref().sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// The saved run at `path`: None if there is no file, Err(why) if it cannot be used.
+#[allow(clippy::type_complexity)]
+fn load_checkpoint(path: &Path, fingerprint: &str) -> std::result::Result<Option<(HybridCache, Generator, LoopState)>, String> {
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut f = BufReader::with_capacity(1 << 20, f);
+    let mut magic = [0u8; 8];
+    f.read_exact(&mut magic).map_err(|_| "too short to be a checkpoint".to_string())?;
+    if &magic != CHECKPOINT_MAGIC {
+        return Err("not an ssdlab cache-run checkpoint".into());
+    }
+    let bad = |e: bincode::Error| format!("damaged: {e}");
+    let fp: String = bincode::deserialize_from(&mut f).map_err(bad)?;
+    if fp != fingerprint {
+        return Err("a save of another run (config, spec or ssdlab version differ)".into());
+    }
+    let cache: HybridCache = bincode::deserialize_from(&mut f).map_err(bad)?;
+    let gen: Generator = bincode::deserialize_from(&mut f).map_err(bad)?;
+    let (mut st, wall_s): (LoopState, f64) = bincode::deserialize_from(&mut f).map_err(bad)?;
+    if f.read(&mut [0u8; 1]).map_err(|e| e.to_string())? != 0 {
+        return Err("damaged: bytes after the end".into());
+    }
+    st.wall_before_s = wall_s;
+    Ok(Some((cache, gen, st)))
+}
+
+/// Everything a run carries from one request to the next besides the cache and the request
+/// source: what a checkpoint saves with them.
+#[derive(Serialize, Deserialize)]
+struct LoopState {
+    start: Mark,
+    prev: Mark,
+    /// The warm-up window (opens after `warmup_fraction` of the run).
+    window: Option<WindowStart>,
+    steady: Option<Steady>,
+    /// Host and NAND bytes where the steady rule started looking.
+    steady_base: Option<(u64, u64)>,
+    /// With a steady stop, the starts of the latest windows (one more than the rule compares,
+    /// so the steady ones are all there).
+    windows: VecDeque<WindowStart>,
+    csv: String,
+    /// Latency histograms at the previous row: a row's percentiles are of the difference.
+    #[serde(with = "crate::flash::hist_serde")]
+    prev_read: Histogram<u64>,
+    #[serde(with = "crate::flash::hist_serde")]
+    prev_write: Histogram<u64>,
+    next_row: f64,
+    reqs: u64,
+    last_t: u64,
+    next_poll: u64,
+    /// Wall seconds of the sessions before this one (a resumed run).
+    wall_before_s: f64,
+}
+
+impl LoopState {
+    /// The state before the first request (the LOC prefilled if the spec says so).
+    fn begin(cache: &mut HybridCache, spec: &RunSpec) -> Result<LoopState> {
+        let logical = cache.flash.dev.logical_bytes();
+        let steady = (spec.stop == StopRule::Steady).then(|| {
+            let window = ((spec.steady_window_device_writes * logical as f64) as u64).max(1);
+            Steady::new(window, spec.steady_tolerance, spec.steady_windows)
+        });
+        if spec.prefill_loc {
+            cache.loc.prefill(&mut cache.flash)?;
+        }
+        let warm = spec.warmup_fraction.clamp(0.0, 0.99);
+        Ok(LoopState {
+            start: mark(cache, 0, 0),
+            prev: mark(cache, 0, 0),
+            window: (warm == 0.0).then(|| WindowStart::of(cache, 0, 0, 0)),
+            steady,
+            steady_base: None,
+            windows: VecDeque::new(),
+            csv: String::from("requests,time_s,device_writes,host_write_bytes,nand_write_bytes,dlwa_interval,dlwa_cumulative,dram_hit_ratio_interval,nvm_hit_ratio_interval,gc_events,erases,read_p99_us_interval,write_p99_us_interval,gets,dram_hits,nvm_hits,flash_item_bytes\n"),
+            prev_read: cache.flash.read_ns.clone(),
+            prev_write: cache.flash.write_ns.clone(),
+            next_row: 1.0 / spec.series_points.max(1) as f64,
+            reqs: 0,
+            last_t: 0,
+            next_poll: 0,
+            wall_before_s: 0.0,
+        })
+    }
+}
+
+/// The requests of a run, from where `st` is to the stop limit (or an interruption: the
+/// progress callback said no). `save` sees the state at each progress check, between two
+/// requests, where resuming from it continues exactly.
+fn drive<S: RequestSource + ?Sized>(
+    cache: &mut HybridCache,
+    spec: &RunSpec,
+    src: &mut S,
+    st: &mut LoopState,
+    progress: &mut dyn FnMut(f64) -> bool,
+    save: &mut dyn FnMut(&HybridCache, &S, &LoopState) -> Result<()>,
+) -> Result<bool> {
     let logical = cache.flash.dev.logical_bytes();
     let stop_bytes = (spec.stop_device_writes.max(0.0) * logical as f64) as u64;
     let stop_reqs = spec.stop_requests;
-    spec.validate()?;
-    let mut steady = (spec.stop == StopRule::Steady).then(|| {
-        let window = ((spec.steady_window_device_writes * logical as f64) as u64).max(1);
-        Steady::new(window, spec.steady_tolerance, spec.steady_windows)
-    });
     let warm = spec.warmup_fraction.clamp(0.0, 0.99);
-    if spec.prefill_loc {
-        cache.loc.prefill(&mut cache.flash)?;
-    }
-    let start = mark(cache, 0, 0);
-    let host0 = start.c.host_write_bytes;
-    let nand0 = start.c.nand_write_bytes;
+    let host0 = st.start.c.host_write_bytes;
+    let nand0 = st.start.c.nand_write_bytes;
     // Progress along whichever limit is set (bytes first).
     let frac = |c: &HybridCache, reqs: u64| -> f64 {
         let b =
@@ -270,35 +489,23 @@ pub fn run_on(
         b.max(r)
     };
     let points = spec.series_points.max(1) as f64;
-    let mut next_row = 1.0 / points;
-    // The warm-up window (opens after `warm` of the run), and with a steady stop the starts of
-    // the latest windows (one more than the rule compares, so the steady ones are all there).
-    let mut window: Option<WindowStart> = (warm == 0.0).then(|| WindowStart::of(cache, 0, 0, 0));
     // The steady rule sees host and NAND bytes from `steady_start` on (the warm-up excluded);
     // its windows' starts are kept in the run's host bytes.
     let steady_start = (spec.steady_start_device_writes * logical as f64) as u64;
-    let mut steady_base: Option<(u64, u64)> = None;
-    let mut windows: VecDeque<WindowStart> = VecDeque::new();
     let keep_windows = spec.steady_windows as usize + 1;
-    let mut prev = mark(cache, 0, 0);
-    let mut csv = String::from("requests,time_s,device_writes,host_write_bytes,nand_write_bytes,dlwa_interval,dlwa_cumulative,dram_hit_ratio_interval,nvm_hit_ratio_interval,gc_events,erases,read_p99_us_interval,write_p99_us_interval,gets,dram_hits,nvm_hits,flash_item_bytes\n");
-    // Latency histograms at the previous row: a row's percentiles are of the difference.
-    let (mut prev_read, mut prev_write) = (cache.flash.read_ns.clone(), cache.flash.write_ns.clone());
-    let mut reqs = 0u64;
-    let mut last_t = 0u64;
-    let mut interrupted = false;
-    let mut next_poll = 0u64;
+    let start = st.start.clone();
     loop {
-        let f = frac(cache, reqs);
+        let f = frac(cache, st.reqs);
         if f >= 1.0 {
             break;
         }
-        if window.is_none() && f >= warm {
+        if st.window.is_none() && f >= warm {
             let host = cache.flash.dev.block_device().counters().host_write_bytes - host0;
-            window = Some(WindowStart::of(cache, host, reqs, last_t));
+            st.window = Some(WindowStart::of(cache, host, st.reqs, st.last_t));
         }
-        if f >= next_row {
-            let m = mark(cache, reqs, last_t);
+        if f >= st.next_row {
+            let m = mark(cache, st.reqs, st.last_t);
+            let prev = &st.prev;
             let (dh, dn) = (m.c.host_write_bytes - prev.c.host_write_bytes, m.c.nand_write_bytes - prev.c.nand_write_bytes);
             let gets = m.stats.gets - prev.stats.gets;
             let dram = m.stats.dram_hits - prev.stats.dram_hits;
@@ -312,12 +519,12 @@ pub fn run_on(
                     d.value_at_quantile(0.99) as f64 / 1e3
                 }
             };
-            let rp99 = p99_us(&cache.flash.read_ns, &mut prev_read);
-            let wp99 = p99_us(&cache.flash.write_ns, &mut prev_write);
-            csv.push_str(&format!(
+            let rp99 = p99_us(&cache.flash.read_ns, &mut st.prev_read);
+            let wp99 = p99_us(&cache.flash.write_ns, &mut st.prev_write);
+            st.csv.push_str(&format!(
                 "{},{:.3},{:.4},{},{},{:.5},{:.5},{:.5},{:.5},{},{},{:.1},{:.1},{},{},{},{}\n",
-                reqs,
-                last_t as f64 / 1e9,
+                st.reqs,
+                st.last_t as f64 / 1e9,
                 (m.c.host_write_bytes - host0) as f64 / logical as f64,
                 m.c.host_write_bytes - host0,
                 m.c.nand_write_bytes - nand0,
@@ -334,17 +541,17 @@ pub fn run_on(
                 m.stats.nvm_hits - start.stats.nvm_hits,
                 m.stats.flash_item_bytes - start.stats.flash_item_bytes,
             ));
-            prev = m;
-            while next_row <= f {
-                next_row += 1.0 / points;
+            st.prev = m;
+            while st.next_row <= f {
+                st.next_row += 1.0 / points;
             }
         }
-        if reqs >= next_poll {
-            next_poll = reqs + 65_536;
+        if st.reqs >= st.next_poll {
+            st.next_poll = st.reqs + 65_536;
             if !progress(f) {
-                interrupted = true;
-                break;
+                return Ok(true);
             }
+            save(cache, src, st)?;
         }
         if let Some(k) = src.upcoming(LOOKAHEAD) {
             cache.prefetch(k);
@@ -355,8 +562,8 @@ pub fn run_on(
         cache.prefetch_victim();
         let Some(r) = src.next_request() else { break };
         let r = r?;
-        last_t = last_t.max(r.time_ns);
-        reqs += 1;
+        st.last_t = st.last_t.max(r.time_ns);
+        st.reqs += 1;
         match r.op {
             Op::Get => {
                 if cache.get(r.key, r.key_bytes, r.time_ns)? == Outcome::Miss {
@@ -368,22 +575,22 @@ pub fn run_on(
                 cache.delete(r.key, r.time_ns)?;
             }
         }
-        if let Some(s) = steady.as_mut() {
+        if let Some(s) = st.steady.as_mut() {
             let c = cache.flash.dev.block_device().counters();
             let (host, nand) = (c.host_write_bytes - host0, c.nand_write_bytes - nand0);
-            match steady_base {
+            match st.steady_base {
                 None if host >= steady_start => {
-                    steady_base = Some((host, nand));
-                    windows.push_back(WindowStart::of(cache, host, reqs, last_t));
+                    st.steady_base = Some((host, nand));
+                    st.windows.push_back(WindowStart::of(cache, host, st.reqs, st.last_t));
                 }
                 None => {}
                 Some((h0, n0)) => {
                     let closed = s.windows_measured();
                     let settled = s.observe(host - h0, nand - n0);
                     if s.windows_measured() != closed {
-                        windows.push_back(WindowStart::of(cache, host, reqs, last_t));
-                        if windows.len() > keep_windows {
-                            windows.pop_front();
+                        st.windows.push_back(WindowStart::of(cache, host, st.reqs, st.last_t));
+                        if st.windows.len() > keep_windows {
+                            st.windows.pop_front();
                         }
                     }
                     if settled {
@@ -393,24 +600,31 @@ pub fn run_on(
             }
         }
     }
-    progress(1.0);
+    Ok(false)
+}
+
+/// The run's result from its final state.
+fn finish(cache: &HybridCache, spec: &RunSpec, st: LoopState, interrupted: bool, wall_s: f64) -> RunResult {
+    let host0 = st.start.c.host_write_bytes;
+    let nand0 = st.start.c.nand_write_bytes;
     // The steady windows when DLWA settled, else the warm-up window.
-    let settled_at = steady.as_ref().and_then(|s| s.steady_from_host_bytes()).map(|from| from + steady_base.map_or(0, |b| b.0));
+    let settled_at = st.steady.as_ref().and_then(|s| s.steady_from_host_bytes()).map(|from| from + st.steady_base.map_or(0, |b| b.0));
     let w = match settled_at {
-        Some(from) => windows.into_iter().find(|x| x.host == from).expect("the steady windows' start is kept"),
-        None => window.unwrap_or_else(|| WindowStart::of(cache, 0, 0, 0)),
+        Some(from) => st.windows.iter().find(|x| x.host == from).expect("the steady windows' start is kept").clone(),
+        None => st.window.clone().unwrap_or_else(|| WindowStart::of(cache, 0, 0, 0)),
     };
-    let mut summary = summarize(cache, spec, &start, &w, reqs, last_t);
-    if let Some(s) = &steady {
+    let mut summary = summarize(cache, spec, &st.start, &w, st.reqs, st.last_t);
+    if let Some(s) = &st.steady {
         let c = cache.flash.dev.block_device().counters();
-        let mut st = s.report(ratio(c.nand_write_bytes - nand0, c.host_write_bytes - host0));
+        let mut sr = s.report(ratio(c.nand_write_bytes - nand0, c.host_write_bytes - host0));
         // The rule's host bytes count from its start; say where that was, and where the steady
         // windows start in the run's own bytes.
-        st["start_host_bytes"] = json!(steady_start);
-        st["steady_from_host_bytes"] = json!(settled_at);
-        summary["steady"] = st;
+        let logical = cache.flash.dev.logical_bytes();
+        sr["start_host_bytes"] = json!((spec.steady_start_device_writes * logical as f64) as u64);
+        sr["steady_from_host_bytes"] = json!(settled_at);
+        summary["steady"] = sr;
     }
-    Ok(RunResult { summary, series_csv: csv, wall_seconds: wall.elapsed().as_secs_f64(), interrupted })
+    RunResult { summary, series_csv: st.csv, wall_seconds: st.wall_before_s + wall_s, interrupted, checkpoint: String::new() }
 }
 
 fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, window: &WindowStart, reqs: u64, last_t: u64) -> Value {

@@ -13,6 +13,8 @@
 //! it agrees with the index, and every change rewrites it; the index and the filter stay the
 //! DRAM index, as in metadata mode.
 
+use serde::{Deserialize, Serialize};
+
 use crate::buckets::{fingerprint, BucketIndex};
 use crate::error::Result;
 use crate::flash::Flash;
@@ -20,7 +22,7 @@ use crate::hash::{fast_range, mix64};
 use crate::item::{self, Item, BUCKET_HEADER_BYTES, ITEM_HEADER_BYTES};
 use crate::placement::PlacementHandle;
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SocStats {
     pub lookups: u64,
     pub bloom_rejects: u64,
@@ -32,6 +34,7 @@ pub struct SocStats {
     pub bucket_writes: u64,
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct Soc {
     pub start_byte: u64,
     pub buckets: u64,
@@ -40,7 +43,8 @@ pub struct Soc {
     pub handle: PlacementHandle,
     index: BucketIndex,
     pub stats: SocStats,
-    /// Bucket buffers of a data-backed SOC (None: metadata-only).
+    /// Bucket buffers of a data-backed SOC (None: metadata-only; not in checkpoints).
+    #[serde(skip)]
     data: Option<Box<SocData>>,
 }
 

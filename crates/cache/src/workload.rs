@@ -33,7 +33,7 @@ impl Op {
 }
 
 /// One cache request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
     pub key: u64,
     pub op: Op,
@@ -251,6 +251,7 @@ impl WorkloadSpec {
 
 /// The synthetic request stream. A key's sizes are a function of the key (the same key keeps
 /// its size), so the generator needs no per-key state.
+#[derive(Serialize, Deserialize)]
 pub struct Generator {
     spec: WorkloadSpec,
     rng: Pcg64Mcg,

@@ -13,6 +13,8 @@
 //! The CDF needs the generalised harmonic numbers H(k) = sum_{i<=k} i^-alpha: summed exactly
 //! up to [`EXACT_SUM`], beyond by Euler-Maclaurin from there (relative error far below 1e-12).
 
+use serde::{Deserialize, Serialize};
+
 /// Ranks below this are knots of their own (exact probabilities).
 const EXACT_RANKS: u64 = 1024;
 /// Beyond the exact head, knots are spaced by a factor 1 + 1/KNOTS_PER_E.
@@ -20,7 +22,7 @@ const KNOTS_PER_E: f64 = 1024.0;
 /// H(k) is summed term by term up to this rank.
 const EXACT_SUM: u64 = 1 << 16;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ZipfTable {
     n: u64,
     /// Last rank of each interval (increasing); interval j is (knots[j-1], knots[j]].

@@ -3,13 +3,14 @@
 //! ssdlab-memcached). Specs and results cross as dicts.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use serde::Deserialize;
 
 use ssdlab_cache::trace::{self, TraceReader};
-use ssdlab_cache::{model, workload, CacheConfig, CacheError, HybridCache, RunSpec};
+use ssdlab_cache::{model, workload, CacheConfig, CacheError, Checkpointing, HybridCache, RunSpec};
 use ssdlab_core::config::StorageMode;
 use ssdlab_core::Device;
 
@@ -30,28 +31,47 @@ fn cache_err(e: CacheError) -> PyErr {
 /// Run the cache described by `spec` (a RunSpec) on the device `device` (a config dict,
 /// preset plus overrides), with the spec's workload or the ssdlab cache-trace CSV `trace`;
 /// `progress`, if given, is called with the fraction done (0..1) as the run advances, at most
-/// once per thousandth. Returns (summary, time-series CSV, wall seconds, interrupted).
+/// once per thousandth. With `checkpoint` (a file; not with `trace`), the run saves its whole
+/// state there every `checkpoint_every_s` seconds of wall time and starts from the file when it
+/// is there (a killed run goes on from its latest save, with the same results; the file goes
+/// when the run ends). Returns (summary, time-series CSV, wall seconds, interrupted, what was
+/// done with the checkpoint: "" if nothing).
 #[pyfunction]
-#[pyo3(signature = (device, spec, trace=None, progress=None))]
+#[pyo3(signature = (device, spec, trace=None, progress=None, checkpoint=None, checkpoint_every_s=1800.0))]
 fn cache_run<'py>(
     py: Python<'py>,
     device: &Bound<'py, PyAny>,
     spec: &Bound<'py, PyAny>,
     trace: Option<PathBuf>,
     progress: Option<Py<PyAny>>,
-) -> PyResult<(Bound<'py, PyAny>, String, f64, bool)> {
+    checkpoint: Option<PathBuf>,
+    checkpoint_every_s: f64,
+) -> PyResult<(Bound<'py, PyAny>, String, f64, bool, String)> {
     let dev = config_from_py(device, "<device>")?;
     let spec: RunSpec = from_py(spec, "cache run spec")?;
-    let mut reader = match trace {
-        Some(p) => Some(TraceReader::open(&p).map_err(cache_err)?),
-        None => None,
-    };
+    if !(checkpoint_every_s >= 0.0 && checkpoint_every_s.is_finite()) {
+        return Err(PyValueError::new_err(format!("checkpoint_every_s must be >= 0, got {checkpoint_every_s}")));
+    }
     let mut watch = Watch::fractions(false, progress);
-    let r = py.detach(|| {
-        ssdlab_cache::run(dev, &spec, reader.as_mut().map(|r| r as &mut dyn ssdlab_cache::run::RequestSource), &mut |f| watch.tick("", f))
-    });
+    let r = if let Some(path) = checkpoint {
+        if trace.is_some() {
+            return Err(ConfigError::new_err("a checkpointed cache run needs the request generator, not a trace"));
+        }
+        let ck = Checkpointing { path, every: Duration::from_secs_f64(checkpoint_every_s) };
+        py.detach(|| ssdlab_cache::run_checkpointed(dev, &spec, &ck, &mut |f| watch.tick("", f)))
+    } else {
+        let mut reader = match trace {
+            Some(p) => Some(TraceReader::open(&p).map_err(cache_err)?),
+            None => None,
+        };
+        py.detach(|| {
+            ssdlab_cache::run(dev, &spec, reader.as_mut().map(|r| r as &mut dyn ssdlab_cache::run::RequestSource), &mut |f| {
+                watch.tick("", f)
+            })
+        })
+    };
     let r = r.map_err(cache_err)?;
-    Ok((to_py(py, &r.summary)?, r.series_csv, r.wall_seconds, r.interrupted))
+    Ok((to_py(py, &r.summary)?, r.series_csv, r.wall_seconds, r.interrupted, r.checkpoint))
 }
 
 /// Check a cache run (`device` config dict, `spec` RunSpec) as running it would, and estimate

@@ -1,7 +1,7 @@
 //! Measurements: one schema (`metrics.json` + `timeseries.csv`) for every run and personality.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::config::Config;
@@ -38,7 +38,7 @@ pub struct SeriesRow {
 /// Steady state of DLWA, judged over windows of host writes: the run has settled when the
 /// DLWA of each of the last `windows` windows lies within `tolerance` (relative) of their mean.
 /// The steady figure is the DLWA over those windows.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Steady {
     window_bytes: u64,
     tolerance: f64,
