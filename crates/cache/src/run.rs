@@ -274,8 +274,9 @@ pub struct Checkpointing {
 /// when it is there: a run killed or interrupted goes on from its latest save, and gives the
 /// summary and series it would have given uninterrupted, byte for byte. The file is removed
 /// when the run ends. A file that is not a save of this run (other config or spec, other
-/// ssdlab version, damaged) is set aside and the run starts afresh; `RunResult::checkpoint`
-/// says what happened. Not for data-backed caches or device traces.
+/// ssdlab version, damaged) is set aside and the run starts afresh; a save that fails (a full
+/// disk) leaves the previous one and the run goes on; `RunResult::checkpoint` says what
+/// happened. Not for data-backed caches or device traces.
 pub fn run_checkpointed(device: Config, spec: &RunSpec, ck: &Checkpointing, progress: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
     let wall = Instant::now();
     spec.validate()?;
@@ -303,13 +304,20 @@ pub fn run_checkpointed(device: Config, spec: &RunSpec, ck: &Checkpointing, prog
     };
     let mut last = Instant::now();
     let mut saves = 0u64;
+    // A save that fails (a full disk, say) does not stop the run: the previous one stays, and
+    // the result says so.
+    let mut failure: Option<String> = None;
     let interrupted = drive(&mut cache, spec, &mut gen, &mut st, progress, &mut |cache, gen, st| {
         if last.elapsed() < ck.every {
             return Ok(());
         }
-        save_checkpoint(&ck.path, &fingerprint, cache, gen, st, st.wall_before_s + wall.elapsed().as_secs_f64())
-            .map_err(|e| crate::error::CacheError::Input(format!("checkpoint {}: {e}", ck.path.display())))?;
-        saves += 1;
+        match save_checkpoint(&ck.path, &fingerprint, cache, gen, st, st.wall_before_s + wall.elapsed().as_secs_f64()) {
+            Ok(()) => saves += 1,
+            Err(e) => {
+                let _ = std::fs::remove_file(ck.path.with_extension("tmp"));
+                failure.get_or_insert_with(|| format!("a save failed ({e}), the run went on"));
+            }
+        }
         last = Instant::now();
         Ok(())
     })?;
@@ -321,21 +329,13 @@ pub fn run_checkpointed(device: Config, spec: &RunSpec, ck: &Checkpointing, prog
             _ => {}
         }
     }
-    r.checkpoint = match (note.is_empty(), saves) {
-        (true, 0) => String::new(),
-        (true, n) => saved(n),
-        (false, 0) => note,
-        (false, n) => format!("{note}; {}", saved(n)),
+    let saved = match saves {
+        0 => String::new(),
+        1 => "saved once".into(),
+        n => format!("saved {n} times"),
     };
+    r.checkpoint = [note, saved, failure.unwrap_or_default()].into_iter().filter(|x| !x.is_empty()).collect::<Vec<_>>().join("; ");
     Ok(r)
-}
-
-fn saved(n: u64) -> String {
-    if n == 1 {
-        "saved once".into()
-    } else {
-        format!("saved {n} times")
-    }
 }
 
 /// Bump when the saved state's layout changes (a save of another layout is set aside).

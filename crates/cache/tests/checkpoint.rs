@@ -118,3 +118,15 @@ fn a_checkpointed_run_refuses_a_device_trace() {
     let e = run_checkpointed(common::device(true, true), &s, &ck, &mut |_| true).err().unwrap().to_string();
     assert!(e.contains("device_trace"), "{e}");
 }
+
+#[test]
+fn a_save_that_fails_does_not_stop_the_run() {
+    let dir = Scratch::new("fail");
+    let s = spec();
+    let straight = run(common::device(true, true), &s, None, &mut |_| true).unwrap();
+    // The save's directory does not exist: every save fails.
+    let ck = Checkpointing { path: dir.0.join("gone").join("run.ckpt"), every: Duration::ZERO };
+    let r = run_checkpointed(common::device(true, true), &s, &ck, &mut |_| true).unwrap();
+    assert!(r.checkpoint.starts_with("a save failed ("), "{}", r.checkpoint);
+    assert_eq!(r.summary.to_string(), straight.summary.to_string());
+}
