@@ -221,6 +221,8 @@ def test_a_running_point_reports_how_far_it_is(report):
     assert result["metrics"] == json.loads((point / "metrics.json").read_text())
     assert _running_text("p", 0.25, 600) == "[running] p: 25% after 10 min, about 30 min to go"
     assert _running_text("p", 0.5, 7200) == "[running] p: 50% after 2.0 h, about 2.0 h to go"
+    # Resumed from a save at 40%: the time left is from the pace since.
+    assert _running_text("p", 0.5, 600, 0.4) == "[running] p: 50% after 10 min (resumed at 40%), about 50 min to go"
 
 
 def test_cli_cache_run_stopped_by_ctrl_c_goes_on_from_its_save(tmp_path):

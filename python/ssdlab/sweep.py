@@ -406,12 +406,16 @@ def _worker_main(runner: str, task_json: str, conn: Any, checkpoint: Optional[Tu
         pass  # the parent stopped listening (interrupted): nobody waits for this point
 
 
-def _running_text(label: str, fraction: float, elapsed_s: float) -> str:
-    """How far a running point is, for the log: "[running] NAME: 37% after 28 min, about 48 min to go"."""
+def _running_text(label: str, fraction: float, elapsed_s: float, first: float = 0.0) -> str:
+    """How far a running point is, for the log: "[running] NAME: 37% after 28 min, about 48 min to go".
+    ``first``: the fraction it reported first (a point resumed from a save starts part-way; the
+    time left is then from its pace since)."""
     def span(s: float) -> str:
         return f"{s / 3600:.1f} h" if s >= 5400 else f"{s / 60:.0f} min"
-    left = elapsed_s * (1 - fraction) / fraction if fraction > 0 else float("nan")
-    return f"[running] {label}: {fraction * 100:.0f}% after {span(elapsed_s)}, about {span(left)} to go"
+    done = fraction - first
+    left = elapsed_s * (1 - fraction) / done if done > 0 else float("nan")
+    since = f" (resumed at {first * 100:.0f}%)" if first >= 0.005 else ""
+    return f"[running] {label}: {fraction * 100:.0f}% after {span(elapsed_s)}{since}, about {span(left)} to go"
 
 
 def _exit_text(code: Optional[int]) -> str:
@@ -495,6 +499,7 @@ class _LocalBackend:
         self.capacity = jobs
         self._procs: Dict[Any, Tuple[Any, str]] = {}  # the result pipe's end -> (process, runner)
         self.progress: Dict[Any, float] = {}  # the result pipe's end -> fraction its point reported
+        self.first_progress: Dict[Any, float] = {}  # ... and the first it reported (a resumed point's start)
 
     def submit(self, runner: str, task_json: str, res: Resources, checkpoint: Optional[Tuple[str, float]] = None):
         recv, send = self._ctx.Pipe(duplex=False)
@@ -513,9 +518,11 @@ class _LocalBackend:
                 result = None
             if result is not None and set(result) == {"progress"}:
                 self.progress[conn] = result["progress"]  # still running
+                self.first_progress.setdefault(conn, result["progress"])
                 continue
             p, runner = self._procs.pop(conn)
             self.progress.pop(conn, None)
+            self.first_progress.pop(conn, None)
             if result is None:
                 p.join(timeout=10)
                 result = {"error": f"the worker process died ({_exit_text(p.exitcode)}); re-run to retry"}
@@ -1092,7 +1099,8 @@ def _dispatch(out: Path, todo: Dict[str, List[Point]], backend: str, jobs: Optio
                 for handle, (h, _) in inflight.items():
                     f = getattr(be, "progress", {}).get(handle)
                     if f:
-                        msg = _running_text(todo[h][0].label(), f, time.monotonic() - started[handle])
+                        first = getattr(be, "first_progress", {}).get(handle, 0.0)
+                        msg = _running_text(todo[h][0].label(), f, time.monotonic() - started[handle], first)
                         if progress:
                             bar.write(msg, file=sys.stderr)
                         else:
