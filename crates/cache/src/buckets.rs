@@ -61,6 +61,7 @@ struct Head {
 pub struct BucketIndex {
     slots: u32,
     hashes: u32,
+    #[serde(deserialize_with = "ssdlab_core::media::mem::presized")]
     heads: Vec<Head>,
     /// Arena pages: fingerprints, sizes, and expiries (no pages until an item has an expiry).
     fp: Vec<Box<[u32]>>,

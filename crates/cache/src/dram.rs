@@ -49,6 +49,7 @@ pub struct Dram {
     refresh_s: u32,
     used_bytes: u64,
     map: IdMap,
+    #[serde(deserialize_with = "ssdlab_core::media::mem::presized")]
     slots: Vec<Slot>,
     free: Vec<u32>,
     head: u32, // most recent

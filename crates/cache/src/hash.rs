@@ -68,6 +68,7 @@ pub fn key_map<V>(capacity: usize) -> KeyMap<V> {
 /// [`prefetch`](IdMap::prefetch) the keys of requests a few ahead.
 #[derive(Serialize, Deserialize)]
 pub struct IdMap {
+    #[serde(deserialize_with = "ssdlab_core::media::mem::presized")]
     slots: Vec<IdEntry>,
     /// log2 of the slot count.
     bits: u32,

@@ -50,6 +50,33 @@ unsafe impl std::alloc::GlobalAlloc for HugeAlloc {
     }
 }
 
+/// Deserialize a large array into one allocation of its saved length (serde's `Vec` grows from
+/// a small capacity by reallocation, so most of a restored map would sit on ordinary pages,
+/// touched before the final block was advised, and look-ups would miss the TLB again). For
+/// `#[serde(deserialize_with = "...")]` on the maps a snapshot or checkpoint restores.
+pub fn presized<'de, D: serde::Deserializer<'de>, T: serde::Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    struct Seq<T>(std::marker::PhantomData<T>);
+    impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Seq<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a sequence")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut v = Vec::new();
+            // A damaged file may claim any length: a reservation that fails is an error, not an
+            // abort (and the elements must still be there to fill it).
+            if let Some(n) = seq.size_hint() {
+                v.try_reserve_exact(n).map_err(|e| serde::de::Error::custom(format!("{n} elements: {e}")))?;
+            }
+            while let Some(x) = seq.next_element()? {
+                v.push(x);
+            }
+            Ok(v)
+        }
+    }
+    d.deserialize_seq(Seq(std::marker::PhantomData))
+}
+
 /// Start loading the cache line of `r` (a hint: it never faults and changes nothing).
 #[inline(always)]
 pub fn prefetch<T>(r: &T) {
@@ -84,6 +111,25 @@ fn advise(_addr: usize, _bytes: usize) {}
 
 #[cfg(test)]
 mod tests {
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Saved {
+        #[serde(deserialize_with = "super::presized")]
+        v: Vec<u32>,
+    }
+
+    #[test]
+    fn a_presized_array_reads_back_as_saved_and_a_damaged_length_is_an_error() {
+        let a = Saved { v: (0..100_000).collect() };
+        let bytes = bincode::serialize(&a).unwrap();
+        let b: Saved = bincode::deserialize(&bytes).unwrap();
+        assert_eq!(a.v, b.v);
+        assert_eq!(b.v.capacity(), b.v.len(), "one allocation of the saved length");
+        // The length says 2^60 elements: refused, not an abort.
+        let mut bad = bytes.clone();
+        bad[..8].copy_from_slice(&(1u64 << 60).to_le_bytes());
+        assert!(bincode::deserialize::<Saved>(&bad).is_err());
+    }
+
     #[test]
     fn filled_is_vec_of_the_value() {
         for n in [0, 1, 1000, 3 << 20] {

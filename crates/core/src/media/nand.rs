@@ -34,6 +34,7 @@ pub struct Erased {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Media {
     pub lay: Layout,
+    #[serde(deserialize_with = "super::mem::presized")]
     pub blocks: Vec<BlockMeta>,
     pub tl: Timelines,
     /// Contents per physical sector, for data-backed devices.

@@ -17,10 +17,13 @@ pub const UNMAPPED: u32 = u32::MAX;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct Mapping {
     logical: u64,
+    #[serde(deserialize_with = "mem::presized")]
     l2p: Vec<u32>,
     /// Per physical sector: OOB logical address (or OOB_PAD / OOB_ERASED) | P2L_VALID.
+    #[serde(deserialize_with = "mem::presized")]
     p2l: Vec<u32>,
     /// Per physical page: program sequence number (0 = erased).
+    #[serde(deserialize_with = "mem::presized")]
     page_seq: Vec<u32>,
     next_seq: u32,
     /// Logical sectors currently mapped.
