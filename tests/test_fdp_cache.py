@@ -168,10 +168,8 @@ def test_python_api_trace_replay_and_errors(tmp_path):
         run_cache(dev, spec, trace=str(bad))
 
 
-def test_cli_cache_run_and_convert(tmp_path):
-    spec = tmp_path / "spec.toml"
-    spec.write_text("""stop_device_writes = 0.5
-[device]
+# The 1 GiB test device (4 handles) with the cache at 100%: the `ssdlab cache run` tests' spec.
+CLI_SPEC = """[device]
 preset = "fdp-ssd"
 geometry = { channels = 2, dies_per_channel = 2, planes_per_die = 2, pages_per_block = 16, blocks_per_plane = 512 }
 fdp = { handles = 4, ru_superblocks = 1 }
@@ -181,10 +179,17 @@ utilization = 1.0
 region_bytes = 131072
 loc_write_bytes = 131072
 dram_bytes = 40000000
-[workload]
-preset = "kvcache-wo"
-keys = 1000000
-""")
+"""
+
+
+def _cli_spec(path: Path, device_writes: float, workload: str) -> Path:
+    path.write_text(f"stop_device_writes = {device_writes}\n" + CLI_SPEC
+                    + f'[workload]\npreset = "{workload}"\nkeys = 1000000\n')
+    return path
+
+
+def test_cli_cache_run_and_convert(tmp_path):
+    spec = _cli_spec(tmp_path / "spec.toml", 0.5, "kvcache-wo")
     ssd = str(BIN / "ssdlab")
     r = subprocess.run([ssd, "cache", "run", str(spec), "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -226,22 +231,7 @@ def test_a_running_point_reports_how_far_it_is(report):
 
 
 def test_cli_cache_run_stopped_by_ctrl_c_goes_on_from_its_save(tmp_path):
-    spec = tmp_path / "spec.toml"
-    spec.write_text("""stop_device_writes = 3.0
-[device]
-preset = "fdp-ssd"
-geometry = { channels = 2, dies_per_channel = 2, planes_per_die = 2, pages_per_block = 16, blocks_per_plane = 512 }
-fdp = { handles = 4, ru_superblocks = 1 }
-ftl = { spare_factor = 0.145 }
-[cache]
-utilization = 1.0
-region_bytes = 131072
-loc_write_bytes = 131072
-dram_bytes = 40000000
-[workload]
-preset = "kvcache"
-keys = 1000000
-""")
+    spec = _cli_spec(tmp_path / "spec.toml", 3.0, "kvcache")
     ssd = str(BIN / "ssdlab")
     r = subprocess.run([ssd, "cache", "run", str(spec), "--out", str(tmp_path / "straight")], capture_output=True,
                        text=True, timeout=300)

@@ -13,7 +13,7 @@ from typing import Any, List, Optional
 
 from . import _native
 from ._native import SsdlabError
-from .runners import parse_bytes
+from .runners import CHECKPOINT_EVERY_S, parse_bytes
 from .args import Parser, int_in, number
 from .spi import add_spi_parser
 
@@ -214,7 +214,8 @@ def _add_pool_options(p: argparse.ArgumentParser) -> None:
                         "is available when it starts; each point's peak is estimated before it runs)")
     p.add_argument("--force", action="store_true",
                    help="run a point even if its memory estimate exceeds what is available")
-    p.add_argument("--checkpoint-every", metavar="MIN", type=number(0.0, 1e6, "a number of minutes"), default=30.0,
+    p.add_argument("--checkpoint-every", metavar="MIN", type=number(0.0, 1e6, "a number of minutes"),
+                   default=CHECKPOINT_EVERY_S / 60,
                    help="long points that can save their state (fdp-cache runs) do so this often, in "
                         "OUT/checkpoints/; one killed or interrupted goes on from its latest save when the "
                         "same command runs again (reproduce: with --resume); 0: never; local pool only "

@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from . import _native  # noqa: E402
 from .config import merge, read_toml  # noqa: E402
-from .runners import DEVICE, human_bytes  # noqa: E402
+from .runners import CHECKPOINT_EVERY_S, DEVICE, human_bytes  # noqa: E402
 
 # kind -> the module attribute holding its Experiment ("module:name", imported when used).
 KINDS: Dict[str, str] = {
@@ -142,7 +142,7 @@ def get_experiment(spec: Dict[str, Any], name: str) -> Experiment:
 def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), log: Callable[[str], None] = print,
               resume: bool = False, backend: str = "local", jobs: Optional[int] = None, ray_address: Optional[str] = None,
               memory_bytes: Optional[int] = None, progress: Optional[bool] = False,
-              checkpoint_every_s: float = 1800.0) -> Path:
+              checkpoint_every_s: float = CHECKPOINT_EVERY_S) -> Path:
     """Run experiment ``name`` in ``mode`` (quick or full) on the sweep engine and write its
     report; returns report.md.
 

@@ -23,7 +23,7 @@ from . import _native
 from .args import number
 from .config import merge, read_toml, resolve
 from .experiments import Experiment, ExperimentPoint, PointResult
-from .runners import PROCESS_BYTES, Resources, Result, Runner, point_checkpoint, report_progress
+from .runners import CHECKPOINT_EVERY_S, PROCESS_BYTES, Resources, Result, Runner, point_checkpoint, report_progress
 
 # What the paper reports (seed 001, sections 6.2-6.3).
 PAPER = {
@@ -37,7 +37,7 @@ PAPER = {
 
 
 def run_cache(device: Dict[str, Any], spec: Dict[str, Any], trace: Optional[str] = None,
-              checkpoint: Optional[str] = None, checkpoint_every_s: float = 1800.0) -> Tuple[Dict[str, Any], str, float]:
+              checkpoint: Optional[str] = None, checkpoint_every_s: float = CHECKPOINT_EVERY_S) -> Tuple[Dict[str, Any], str, float]:
     """Run one cache experiment.
 
     ``device``: a device config (``{"preset": "fdp-ssd", "ftl": {...}, ...}``); ``spec``: a run
@@ -645,7 +645,8 @@ def add_cli(sub) -> None:
     c.add_argument("path", nargs="?", help="spec file (run, serve) or source trace (convert)")
     c.add_argument("--out", help="output directory (run) or CSV file (convert)")
     c.add_argument("--trace", help="run: replay this ssdlab cache-trace CSV instead of the generator")
-    c.add_argument("--checkpoint-every", metavar="MIN", type=number(0.0, 1e6, "a number of minutes"), default=30.0,
+    c.add_argument("--checkpoint-every", metavar="MIN", type=number(0.0, 1e6, "a number of minutes"),
+                   default=CHECKPOINT_EVERY_S / 60,
                    help="run: save the whole run to OUT/run.ckpt this often; the same command after a crash or "
                         "Ctrl-C goes on from the latest save, with the same results (default %(default)s; 0: never; "
                         "not with --trace)")

@@ -71,6 +71,9 @@ _progress_sink: Optional[Callable[[float], None]] = None
 # local pool's worker sets it from `--checkpoint-every`; None on Ray and with 0.
 _checkpoint: Optional[Tuple[str, float]] = None
 
+# How often a long run that can save its state does so by default (`--checkpoint-every`).
+CHECKPOINT_EVERY_S = 1800.0
+
 
 def report_progress(fraction: float) -> None:
     """How far the point running in this process is (0..1); a no-op where nobody listens."""

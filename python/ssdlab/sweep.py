@@ -48,7 +48,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from . import _native
 from . import runners as _runners
 from .config import PathLike, load_file, merge, read_toml, sections, set_dotted, top_keys
-from .runners import DEVICE, Resources, available_memory_bytes, get_runner, human_bytes, run_task
+from .runners import CHECKPOINT_EVERY_S, DEVICE, Resources, available_memory_bytes, get_runner, human_bytes, run_task
 
 # Metrics shown when a sweep names none: dotted paths into metrics.json. Latency and throughput
 # are empty (and not plotted) when timing is disabled.
@@ -370,8 +370,6 @@ def run_point(config_json: str) -> Dict[str, Any]:
 PROGRESS_SEND_S = 5.0
 # How often the parent prints how far each long-running point is.
 PROGRESS_PRINT_S = 300.0
-# How often a long point that can save its state does so by default (`--checkpoint-every`).
-CHECKPOINT_EVERY_S = 1800.0
 
 
 def _worker_main(runner: str, task_json: str, conn: Any, checkpoint: Optional[Tuple[str, float]] = None) -> None:

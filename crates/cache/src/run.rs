@@ -113,6 +113,11 @@ impl Default for RunSpec {
 }
 
 impl RunSpec {
+    /// Steady stop: host bytes before the rule's first window, on a device of `logical` bytes.
+    fn steady_start_bytes(&self, logical: u64) -> u64 {
+        (self.steady_start_device_writes * logical as f64) as u64
+    }
+
     /// Check the run's own keys (the cache and workload check theirs).
     pub fn validate(&self) -> Result<()> {
         let bad = |k: &str, m: String| Err(crate::error::CacheError::Config(format!("run: {k}: {m}")));
@@ -491,7 +496,7 @@ fn drive<S: RequestSource + ?Sized>(
     let points = spec.series_points.max(1) as f64;
     // The steady rule sees host and NAND bytes from `steady_start` on (the warm-up excluded);
     // its windows' starts are kept in the run's host bytes.
-    let steady_start = (spec.steady_start_device_writes * logical as f64) as u64;
+    let steady_start = spec.steady_start_bytes(logical);
     let keep_windows = spec.steady_windows as usize + 1;
     let start = st.start.clone();
     loop {
@@ -620,7 +625,7 @@ fn finish(cache: &HybridCache, spec: &RunSpec, st: LoopState, interrupted: bool,
         // The rule's host bytes count from its start; say where that was, and where the steady
         // windows start in the run's own bytes.
         let logical = cache.flash.dev.logical_bytes();
-        sr["start_host_bytes"] = json!((spec.steady_start_device_writes * logical as f64) as u64);
+        sr["start_host_bytes"] = json!(spec.steady_start_bytes(logical));
         sr["steady_from_host_bytes"] = json!(settled_at);
         summary["steady"] = sr;
     }
