@@ -9,7 +9,8 @@
 //!   finishes its handshake in milliseconds; one admitted less than `EVICT_GRACE` ago is left
 //!   alone), or of one idle for `evict_idle_after`; otherwise it
 //!   waits up to `ADMIT_WAIT` (0.5 s) for a slot to be given back (a client that just left may
-//!   still hold one for a moment), then is refused ([`Protocol::refused`]);
+//!   still hold one for a moment), then is refused ([`Protocol::refused`]); a client that hung up
+//!   before it was accepted (or while it waited) takes no slot and is not counted as refused;
 //! - cuts a connection whose **whole handshake** takes longer than `handshake_timeout` (a client
 //!   trickling one byte every few seconds cannot hold a slot) and, after the handshake, one
 //!   **idle** (no byte read or written) for `idle_timeout`;
@@ -479,6 +480,11 @@ fn admit<P: Protocol>(
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
 ) {
+    if peer_gone(&tcp) {
+        // Connected and hung up before we got to it (a flood of connect-and-close): nobody
+        // to serve or to refuse, and it must not take a slot or a place in the queue.
+        return;
+    }
     let _ = tcp.set_nodelay(true);
     let meter = Arc::new(Meter::new(shared.epoch));
     let slot = take_slot(registry, opts, shared, stats, &meter);
@@ -493,13 +499,17 @@ fn admit<P: Protocol>(
         let id = match slot {
             Some(id) => id,
             None => {
+                // Some(id): a slot; None: the client hung up while it waited.
                 let wait = async {
                     loop {
                         let freed = shared.slot_freed.notified();
                         tokio::pin!(freed);
                         freed.as_mut().enable();
+                        if peer_gone(&tcp) {
+                            return None;
+                        }
                         if let Some(id) = take_slot(&registry, &opts, &shared, &stats, &meter) {
-                            return id;
+                            return Some(id);
                         }
                         // A slot comes back, or a handshake outgrows its grace and may be evicted.
                         tokio::select! {
@@ -516,7 +526,8 @@ fn admit<P: Protocol>(
                 };
                 shared.waiting.fetch_sub(1, Ordering::AcqRel);
                 match got {
-                    Some(id) => id,
+                    Some(Some(id)) => id,
+                    Some(None) => return, // hung up: dropping the socket closes it
                     None => {
                         refused_conversation(&proto, &opts, &shared, &stats, Conn::new(tcp, peer, meter, shared.clone())).await;
                         return;
@@ -526,6 +537,16 @@ fn admit<P: Protocol>(
         };
         serve_conn(proto, &opts, shared, stats, registry, tcp, peer, meter, id).await;
     });
+}
+
+/// Whether the client has already hung up (its FIN or RST is here and it sent nothing): one
+/// non-blocking peek. A client that sent a request and then half-closed is still served.
+fn peer_gone(tcp: &tokio::net::TcpStream) -> bool {
+    let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+    match socket2::SockRef::from(tcp).peek(&mut byte) {
+        Ok(n) => n == 0,
+        Err(e) => !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted),
+    }
 }
 
 /// Refuse a client from a task of its own.
