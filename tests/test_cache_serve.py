@@ -108,10 +108,13 @@ def recv_until(s: socket.socket, end: bytes) -> bytes:
 
 
 def closed(s: socket.socket) -> bool:
+    """The server closed the connection (EOF or reset) within the socket's timeout."""
     try:
         return s.recv(1) == b""
-    except (ConnectionResetError, socket.timeout):
+    except ConnectionResetError:
         return True
+    except socket.timeout:
+        return False
 
 
 SIZES = [10, 1024, 2000, 2100, 64 << 10, MAX_VALUE]

@@ -51,9 +51,14 @@ fn read_n(s: &mut TcpStream, n: usize) -> Vec<u8> {
     got
 }
 
+/// The server closed the connection (EOF or reset) before the read timeout, with nothing more
+/// to read.
 fn closed(s: &mut TcpStream) -> bool {
     let mut b = [0u8; 1];
-    matches!(s.read(&mut b), Ok(0) | Err(_))
+    match s.read(&mut b) {
+        Ok(n) => n == 0,
+        Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    }
 }
 
 #[test]
