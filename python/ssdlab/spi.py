@@ -141,7 +141,8 @@ class Flash:
         refused at once, unless the first has been idle for ``evict_idle_s`` (then it takes
         over). ``idle_timeout_s`` > 0 closes idle clients even when nobody waits. A non-loopback
         ``listen`` needs ``allow_remote`` (serprog has no authentication). Returns counts of
-        clients, commands, NAKs, refused and evicted clients."""
+        clients, commands, NAKs, refused, evicted and abandoned clients (those that hung up
+        before they were served)."""
         return self._f.serve(listen, on_listening, allow_remote, evict_idle_s, idle_timeout_s, quiet)
 
 

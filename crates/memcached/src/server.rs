@@ -19,7 +19,7 @@ use ssdlab_cache::hash::key_of;
 use ssdlab_cache::item::{Item, ITEM_HEADER_BYTES};
 use ssdlab_cache::{CacheError, HybridCache};
 use ssdlab_core::ftl::conventional::StreamStats;
-use ssdlab_server::{Conn, ConnEnd, Refused, Stats};
+use ssdlab_server::{secs_or_never, Conn, ConnEnd, Refused, Stats};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use crate::proto::{self, Command, Refusal, StoreKind, BINARY_REQUEST_MAGIC, KEY_BYTES_MAX, RELATIVE_EXPTIME_MAX};
@@ -243,6 +243,7 @@ impl Server {
         put("total_connections", Stats::get(&core.connections_total).to_string());
         put("rejected_connections", Stats::get(&core.refused).to_string());
         put("evicted_connections", Stats::get(&core.evicted).to_string());
+        put("abandoned_connections", Stats::get(&core.abandoned).to_string());
         put("idle_kicks", Stats::get(&core.idle_timeouts).to_string());
         put("max_connections", self.opts.max_connections.to_string());
         let st = self.state();
@@ -870,17 +871,15 @@ impl ssdlab_server::Protocol for Server {
     }
 }
 
-fn core_options(srv: &Server, signals: bool) -> ssdlab_server::Options {
-    let secs = |s: f64| (s > 0.0).then(|| Duration::from_secs_f64(s));
+fn core_options(srv: &Server) -> ssdlab_server::Options {
     ssdlab_server::Options {
         name: "ssdlab cache serve".into(),
         listen: srv.opts.listen.clone(),
         max_connections: srv.opts.max_connections,
-        idle_timeout: secs(srv.opts.idle_timeout_s),
-        evict_idle_after: secs(srv.opts.evict_idle_after_s),
+        idle_timeout: secs_or_never(srv.opts.idle_timeout_s),
+        evict_idle_after: secs_or_never(srv.opts.evict_idle_after_s),
         tls_supported: false,
         quiet: srv.opts.quiet,
-        signals,
         stats: srv.core.clone(),
         ..ssdlab_server::Options::default()
     }
@@ -889,17 +888,16 @@ fn core_options(srv: &Server, signals: bool) -> ssdlab_server::Options {
 /// Serve on `opts.listen` (loopback only: the protocol has no authentication) until
 /// SIGINT/SIGTERM or the shutdown flag; returns the final stats.
 pub fn serve(srv: Arc<Server>) -> Result<Value, String> {
-    let server = ssdlab_server::Server::bind(core_options(&srv, true), srv.clone())?;
-    run(srv, server)
+    run(srv, None)
 }
 
 /// Serve on `listener` until the server's shutdown flag is set; returns the final stats.
 pub fn serve_on(srv: Arc<Server>, listener: TcpListener) -> Result<Value, String> {
-    let server = ssdlab_server::Server::on_listener(core_options(&srv, false), listener, srv.clone())?;
-    run(srv, server)
+    run(srv, Some(listener))
 }
 
-fn run(srv: Arc<Server>, server: ssdlab_server::Server<Server>) -> Result<Value, String> {
+fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, String> {
+    let server = ssdlab_server::Server::start(core_options(&srv), listener, srv.clone())?;
     {
         let st = srv.state();
         let c = &st.cache;

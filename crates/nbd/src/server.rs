@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use ssdlab_server::{Conn, Stats};
+use ssdlab_server::{secs_or_never, Conn, Stats};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::disk::Disk;
@@ -251,6 +251,7 @@ impl Server {
             "connections_active": Stats::get(&self.core.connections_active),
             "connections_refused": Stats::get(&self.core.refused),
             "connections_evicted": Stats::get(&self.core.evicted),
+            "connections_abandoned": Stats::get(&self.core.abandoned),
             "handshake_timeouts": Stats::get(&self.core.handshake_timeouts),
             "idle_timeouts": Stats::get(&self.core.idle_timeouts),
             "requests": self.counters.requests.load(Ordering::Relaxed),
@@ -956,17 +957,12 @@ impl ssdlab_server::Protocol for Server {
 /// Serve until SIGINT/SIGTERM (or `stop` returns true, polled every 100 ms). SIGUSR1 writes
 /// metrics.json. Returns the final metrics.
 pub fn serve(srv: Arc<Server>, stop: Option<&dyn Fn() -> bool>) -> Result<Value, String> {
-    let secs = |s: f64| Duration::from_secs_f64(s);
     let core_opts = ssdlab_server::Options {
         name: srv.opts.name.clone(),
         listen: srv.opts.listen.clone(),
         max_connections: srv.opts.max_connections,
-        handshake_timeout: if srv.opts.handshake_timeout_s > 0.0 {
-            secs(srv.opts.handshake_timeout_s)
-        } else {
-            ssdlab_server::DEFAULT_HANDSHAKE_TIMEOUT
-        },
-        idle_timeout: (srv.opts.idle_timeout_s > 0.0).then(|| secs(srv.opts.idle_timeout_s)),
+        handshake_timeout: secs_or_never(srv.opts.handshake_timeout_s).unwrap_or(ssdlab_server::DEFAULT_HANDSHAKE_TIMEOUT),
+        idle_timeout: secs_or_never(srv.opts.idle_timeout_s),
         evict_idle_after: None,
         tls: srv.opts.tls.clone(),
         tls_mode: ssdlab_server::TlsMode::StartTls,

@@ -124,11 +124,10 @@ impl SpiFlash {
         idle_timeout_s: f64,
         quiet: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let secs = |s: f64| (s > 0.0 && s.is_finite()).then(|| std::time::Duration::from_secs_f64(s));
         let opts = ServeOptions {
             allow_remote,
-            evict_idle_after: secs(evict_idle_s),
-            idle_timeout: secs(idle_timeout_s),
+            evict_idle_after: ssdlab_server::secs_or_never(evict_idle_s),
+            idle_timeout: ssdlab_server::secs_or_never(idle_timeout_s),
             quiet,
             ..ServeOptions::new(listen)
         };

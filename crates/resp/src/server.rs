@@ -5,10 +5,10 @@
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{json, Value};
-use ssdlab_server::{Conn, ConnEnd, Refused, Stats};
+use ssdlab_server::{secs_or_never, Conn, ConnEnd, Refused, Stats};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::commands::{execute, Counters, Ctx, Cursors, Flow, Session};
@@ -107,6 +107,7 @@ impl Server {
         json!({
             "total_connections_received": Stats::get(&self.core.connections_total),
             "rejected_connections": Stats::get(&self.core.refused),
+            "abandoned_connections": Stats::get(&self.core.abandoned),
             "total_commands_processed": c.commands,
             "keyspace_hits": c.keyspace_hits,
             "keyspace_misses": c.keyspace_misses,
@@ -209,18 +210,16 @@ impl ssdlab_server::Protocol for Server {
     }
 }
 
-fn core_options(srv: &Server, signals: bool) -> ssdlab_server::Options {
-    let secs = |s: f64| (s > 0.0).then(|| Duration::from_secs_f64(s));
+fn core_options(srv: &Server) -> ssdlab_server::Options {
     ssdlab_server::Options {
         name: srv.opts.name.clone(),
         listen: srv.opts.listen.clone(),
         max_connections: srv.opts.max_connections,
-        idle_timeout: secs(srv.opts.idle_timeout_s),
-        evict_idle_after: secs(srv.opts.evict_idle_after_s),
+        idle_timeout: secs_or_never(srv.opts.idle_timeout_s),
+        evict_idle_after: secs_or_never(srv.opts.evict_idle_after_s),
         tls_supported: false,
         allow_remote: srv.opts.allow_remote,
         quiet: srv.opts.quiet,
-        signals,
         stats: srv.core.clone(),
         ..ssdlab_server::Options::default()
     }
@@ -228,17 +227,16 @@ fn core_options(srv: &Server, signals: bool) -> ssdlab_server::Options {
 
 /// Serve on `opts.listen` until SIGINT/SIGTERM or [`Server::stop`]; returns the final figures.
 pub fn serve(srv: Arc<Server>) -> Result<Value, String> {
-    let server = ssdlab_server::Server::bind(core_options(&srv, true), srv.clone())?;
-    run(srv, server)
+    run(srv, None)
 }
 
 /// Serve on `listener` (tests: a port picked by the OS) until [`Server::stop`].
 pub fn serve_on(srv: Arc<Server>, listener: TcpListener) -> Result<Value, String> {
-    let server = ssdlab_server::Server::on_listener(core_options(&srv, false), listener, srv.clone())?;
-    run(srv, server)
+    run(srv, Some(listener))
 }
 
-fn run(srv: Arc<Server>, server: ssdlab_server::Server<Server>) -> Result<Value, String> {
+fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, String> {
+    let server = ssdlab_server::Server::start(core_options(&srv), listener, srv.clone())?;
     server.log().info(format!("listening on {} (RESP), {} connections", server.local_addr(), srv.opts.max_connections));
     let flag = srv.stop.clone();
     let stop = move || flag.load(Ordering::Relaxed);

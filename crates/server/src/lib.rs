@@ -10,7 +10,7 @@
 //!   alone), or of one idle for `evict_idle_after`; otherwise it
 //!   waits up to `ADMIT_WAIT` (0.5 s) for a slot to be given back (a client that just left may
 //!   still hold one for a moment), then is refused ([`Protocol::refused`]); a client that hung up
-//!   before it was accepted (or while it waited) takes no slot and is not counted as refused;
+//!   before it was accepted (or while it waited) takes no slot and is counted as abandoned;
 //! - cuts a connection whose **whole handshake** takes longer than `handshake_timeout` (a client
 //!   trickling one byte every few seconds cannot hold a slot) and, after the handshake, one
 //!   **idle** (no byte read or written) for `idle_timeout`;
@@ -128,6 +128,9 @@ pub struct Stats {
     pub connections_active: AtomicU64,
     pub refused: AtomicU64,
     pub evicted: AtomicU64,
+    /// Clients that hung up before the server got to them (or while they waited for a slot):
+    /// neither served nor refused.
+    pub abandoned: AtomicU64,
     pub handshake_timeouts: AtomicU64,
     pub idle_timeouts: AtomicU64,
     pub protocol_errors: AtomicU64,
@@ -286,6 +289,16 @@ impl<P: Protocol> Server<P> {
     /// loopback rule, load TLS and bind.
     pub fn bind(opts: Options, proto: Arc<P>) -> Result<Server<P>, String> {
         Self::with_listener(opts, None, proto)
+    }
+
+    /// A command's server (`listener` None: bind `opts.listen` and stop on SIGINT/SIGTERM), or
+    /// one on a listener the caller bound (tests, embedding: no signal handlers; it stops when
+    /// the stop function given to [`Server::run`] says so).
+    pub fn start(opts: Options, listener: Option<std::net::TcpListener>, proto: Arc<P>) -> Result<Server<P>, String> {
+        match listener {
+            None => Self::bind(Options { signals: true, ..opts }, proto),
+            Some(l) => Self::on_listener(Options { signals: false, ..opts }, l, proto),
+        }
     }
 
     /// On `listener`, bound by the caller (tests: a port the OS picked): made non-blocking,
@@ -483,6 +496,7 @@ fn admit<P: Protocol>(
     if peer_gone(&tcp) {
         // Connected and hung up before we got to it (a flood of connect-and-close): nobody
         // to serve or to refuse, and it must not take a slot or a place in the queue.
+        stats.abandoned.fetch_add(1, Ordering::Relaxed);
         return;
     }
     let _ = tcp.set_nodelay(true);
@@ -527,7 +541,11 @@ fn admit<P: Protocol>(
                 shared.waiting.fetch_sub(1, Ordering::AcqRel);
                 match got {
                     Some(Some(id)) => id,
-                    Some(None) => return, // hung up: dropping the socket closes it
+                    Some(None) => {
+                        // Hung up while it waited: dropping the socket closes it.
+                        stats.abandoned.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
                     None => {
                         refused_conversation(&proto, &opts, &shared, &stats, Conn::new(tcp, peer, meter, shared.clone())).await;
                         return;
@@ -692,6 +710,11 @@ async fn watchdog(m: &Meter, sh: &Shared, handshake: Duration, idle: Option<Dura
             _ = shutdown.changed() => {}
         }
     }
+}
+
+/// A duration from a command line's seconds, where 0 (or less) means never.
+pub fn secs_or_never(s: f64) -> Option<Duration> {
+    (s > 0.0 && s.is_finite()).then(|| Duration::from_secs_f64(s))
 }
 
 /// Bind `listen` after the loopback rule (see [`check_listen`]); for [`Server::with_listener`].

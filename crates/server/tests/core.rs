@@ -317,6 +317,7 @@ fn clients_that_hung_up_before_being_accepted_take_no_slot_and_are_not_refused()
     let thread = std::thread::spawn(move || srv.run(None));
     good.join().unwrap().unwrap();
     assert_eq!(Stats::get(&stats.refused), 0, "clients that had left were counted as refused");
+    assert_eq!(Stats::get(&stats.abandoned), 500);
     assert_eq!(Stats::get(&stats.connections_total), 1);
     stop.trigger();
     thread.join().unwrap().unwrap();

@@ -287,6 +287,8 @@ pub struct ServeSummary {
     pub naks: u64,
     pub refused: u64,
     pub evicted: u64,
+    /// Clients that hung up before they were accepted (or while they waited for the chip).
+    pub abandoned: u64,
     pub timeouts: u64,
 }
 
@@ -541,6 +543,7 @@ impl Server {
             naks: g(&proto.naks),
             refused: ssdlab_server::Stats::get(&stats.refused),
             evicted: ssdlab_server::Stats::get(&stats.evicted),
+            abandoned: ssdlab_server::Stats::get(&stats.abandoned),
             timeouts: ssdlab_server::Stats::get(&stats.handshake_timeouts) + ssdlab_server::Stats::get(&stats.idle_timeouts),
         })
     }
