@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _native
+from . import _native, config
 from .experiments import Experiment
 from .runners import Runner
 
@@ -35,19 +35,12 @@ WEEK_NS = 7 * 24 * 3600 * 10**9
 WEEKS_PER_YEAR = 365.25 / 7
 
 
-def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> Dict[str, Any]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
-    return out
-
-
 def device_config(device: Union[str, Mapping[str, Any]] = "quick", **overrides: Any) -> Dict[str, Any]:
     """A complete open-channel device config: one of the case study's devices (``paper``:
     1 TiB, 16 channels x 4 dies; ``quick``: the same shape at 4 GiB; ``lifetime``: small chunks,
     no timing) or a config dict, with section overrides (``geometry={...}``, ``storage=...``)."""
     base = _native.vssd_device(device) if isinstance(device, str) else dict(device)
-    cfg = _merge(base, overrides)
+    cfg = config.merge(base, overrides)
     return _native.config_resolve(cfg, "<flashblox device>")
 
 
@@ -873,14 +866,7 @@ docs: docs/case-studies/flashblox.md"""
 
 
 def _load_spec(path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover
-        import tomli as tomllib  # type: ignore
-    try:
-        d = tomllib.loads(Path(path).read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path}: {e}") from None
+    d = config.read_toml(path, "flashblox spec")
     name = d.pop("device", None)
     over = d.pop("device_config", {})
     return d, device_config(name or "quick", **over) if name or over else {}

@@ -5,8 +5,8 @@
 //! One file per concern: errors (exception classes), convert (typed conversions: dicts in,
 //! dicts out), config (validation, presets, defaults), progress (bars, Ctrl-C, run results),
 //! device (the common host interface) with its personality sub-objects fdp, zns and ocssd,
-//! analytic (GC models), the front-ends nbd, spi and cache, and the case studies vssd, flac
-//! and lsm (the lsm-deletion store).
+//! analytic (GC models), the front-ends nbd, spi and cache, and the case studies vssd, flac,
+//! lsm (the lsm-deletion store and `ssdlab kv serve`), rmml (dpuswap) and uio (uio-kv).
 
 /// Large allocations (the FTL's maps, the cache's hash tables) on huge pages.
 #[global_allocator]
