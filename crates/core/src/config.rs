@@ -974,7 +974,7 @@ pub fn config_markdown() -> String {
     let default = Config::default();
     let tree = toml::Value::try_from(&default).expect("config serialises");
     let mut out = String::from(
-        "# Configuration keys\n\nGenerated from `crates/core/src/config.rs` (`ssdlab config keys --markdown`); a test keeps it current.\nDefaults are those of the `default` preset; `ssdlab config show PRESET` prints any preset as a commented file.\n\n| key | unit | default | valid | meaning |\n|---|---|---|---|---|\n",
+        "# Configuration keys\n\nGenerated from `crates/core/src/config.rs` (`ssdlab config keys`, written here by `make docs`); a test keeps it current.\nDefaults are those of the `default` preset; `ssdlab config show PRESET` prints any preset as a commented file.\n\n| key | unit | default | valid | meaning |\n|---|---|---|---|---|\n",
     );
     for kd in KEYS {
         let v = lookup(&tree, kd.path).map(|v| v.to_string()).unwrap_or_default();
