@@ -6,8 +6,10 @@
 //! - [`proto`]: command-line parsing and limits (no I/O);
 //! - [`server`]: a protocol on ssdlab's async server core (crates/server: connection
 //!   limits, idle rules, loopback rule, clean shutdown on SIGINT/SIGTERM), the cache behind
-//!   one lock, stats.
+//!   one lock, stats;
+//! - [`fuzzing`]: a session of untrusted bytes on a small cache (fuzz targets, corpus runs).
 
+pub mod fuzzing;
 pub mod proto;
 pub mod server;
 

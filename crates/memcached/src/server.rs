@@ -20,7 +20,7 @@ use ssdlab_cache::item::{Item, ITEM_HEADER_BYTES};
 use ssdlab_cache::{CacheError, HybridCache};
 use ssdlab_core::ftl::conventional::StreamStats;
 use ssdlab_server::{secs_or_never, Conn, ConnEnd, Refused, Stats};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::proto::{self, Command, Refusal, StoreKind, BINARY_REQUEST_MAGIC, KEY_BYTES_MAX, RELATIVE_EXPTIME_MAX};
 
@@ -110,7 +110,7 @@ pub struct Server {
     bytes_written: AtomicU64,
     started: Instant,
     /// A broken invariant seen by a connection (a panic): the server stops and reports it.
-    failure: Mutex<Option<String>>,
+    pub(crate) failure: Mutex<Option<String>>,
 }
 
 /// When an item expires, in cache seconds (memcached's rules: 0 never; negative at once; up
@@ -730,7 +730,12 @@ impl Server {
     async fn session(&self, conn: Conn) -> Result<(), ConnEnd> {
         // memcached has no handshake: the idle rules apply from the first byte.
         conn.established();
-        let mut r = BufReader::with_capacity(16 << 10, conn);
+        self.session_on(conn).await
+    }
+
+    /// A client's session on any byte stream (a connection, or bytes in memory when fuzzing).
+    pub(crate) async fn session_on<S: AsyncRead + AsyncWrite + Unpin>(&self, stream: S) -> Result<(), ConnEnd> {
+        let mut r = BufReader::with_capacity(16 << 10, stream);
         let mut out: Vec<u8> = Vec::with_capacity(4096);
         let mut line_buf: Vec<u8> = Vec::with_capacity(256);
         let res = self.commands(&mut r, &mut out, &mut line_buf).await;
@@ -740,14 +745,19 @@ impl Server {
         flushed.map_err(ConnEnd::from)
     }
 
-    async fn send(&self, r: &mut BufReader<Conn>, out: &mut Vec<u8>) -> io::Result<()> {
+    async fn send<S: AsyncRead + AsyncWrite + Unpin>(&self, r: &mut BufReader<S>, out: &mut Vec<u8>) -> io::Result<()> {
         r.get_mut().write_all(out).await?;
         self.bytes_written.fetch_add(out.len() as u64, Ordering::Relaxed);
         out.clear();
         Ok(())
     }
 
-    async fn commands(&self, r: &mut BufReader<Conn>, out: &mut Vec<u8>, line_buf: &mut Vec<u8>) -> Result<(), ConnEnd> {
+    async fn commands<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        r: &mut BufReader<S>,
+        out: &mut Vec<u8>,
+        line_buf: &mut Vec<u8>,
+    ) -> Result<(), ConnEnd> {
         loop {
             if r.buffer().is_empty() && !out.is_empty() {
                 self.send(r, out).await?;
@@ -823,7 +833,7 @@ impl Server {
 
     /// Read a line (up to `\n`, `\r` stripped) into `out`. Ok(false) at a clean end of stream;
     /// an error of kind InvalidData for an over-long line (only multi-gets may be long).
-    async fn read_line(&self, r: &mut BufReader<Conn>, out: &mut Vec<u8>) -> io::Result<bool> {
+    async fn read_line<S: AsyncRead + Unpin>(&self, r: &mut BufReader<S>, out: &mut Vec<u8>) -> io::Result<bool> {
         out.clear();
         loop {
             let buf = r.fill_buf().await?;

@@ -9,41 +9,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ssdlab_cache::config::{CacheConfig, RegionEviction};
-use ssdlab_cache::HybridCache;
-use ssdlab_core::config::StorageMode;
-use ssdlab_core::media::presets::preset;
-use ssdlab_core::Device;
+use ssdlab_memcached::fuzzing::small_cache;
 use ssdlab_memcached::{serve_on, ServeOptions, Server};
-
-fn cache() -> HybridCache {
-    let mut c = preset("fdp-ssd").unwrap();
-    c.geometry.channels = 2;
-    c.geometry.dies_per_channel = 2;
-    c.geometry.planes_per_die = 2;
-    c.geometry.pages_per_block = 16;
-    c.geometry.blocks_per_plane = 256;
-    c.fdp.handles = 4;
-    c.fdp.ru_superblocks = 1;
-    c.storage = StorageMode::Data;
-    let cfg = CacheConfig {
-        dram_bytes: 32 << 10,
-        utilization: 0.01,
-        soc_fraction: 0.002,
-        region_bytes: 256 << 10,
-        loc_write_bytes: 64 << 10,
-        region_eviction: RegionEviction::Fifo,
-        ..CacheConfig::default()
-    };
-    HybridCache::data_backed(Device::new(c).unwrap(), cfg).unwrap()
-}
 
 fn start_result(max_connections: usize) -> (Arc<Server>, String, JoinHandle<Result<serde_json::Value, String>>) {
     start_opts(ServeOptions { max_connections, max_value_bytes: 100_000, quiet: true, ..ServeOptions::default() })
 }
 
 fn start_opts(opts: ServeOptions) -> (Arc<Server>, String, JoinHandle<Result<serde_json::Value, String>>) {
-    let srv = Server::new(cache(), opts).unwrap();
+    let srv = Server::new(small_cache(), opts).unwrap();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     let s2 = srv.clone();

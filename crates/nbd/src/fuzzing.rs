@@ -1,9 +1,7 @@
 //! Fuzzing entry points, shared by the cargo-fuzz targets (fuzz/) and the suite's corpus run
 //! (tests/fuzz_corpus.rs): untrusted bytes in, no panic out.
 
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 
 use ssdlab_core::media::presets::preset;
 
@@ -19,21 +17,6 @@ pub fn server() -> Arc<Server> {
     Server::new(b, ServeOptions { max_request: 1 << 20, ..ServeOptions::new(exports) }).expect("server")
 }
 
-#[derive(Clone)]
-struct Sink(Arc<Mutex<Vec<u8>>>);
-impl tokio::io::AsyncWrite for Sink {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, b: &[u8]) -> Poll<std::io::Result<usize>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(b);
-        Poll::Ready(Ok(b.len()))
-    }
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-}
-
 /// A whole client session made of `data` (from the first byte after the greeting): returns
 /// what the server sent. The parsers are run on the same bytes too.
 pub fn session(srv: &Server, data: &[u8]) -> Vec<u8> {
@@ -45,11 +28,9 @@ pub fn session(srv: &Server, data: &[u8]) -> Vec<u8> {
     if let Some(h) = data.get(..REQUEST_BYTES) {
         let _ = parse_request(h.try_into().expect("28 bytes"));
     }
-    let out = Arc::new(Mutex::new(Vec::new()));
-    let stream = tokio::io::join(std::io::Cursor::new(data.to_vec()), Sink(out.clone()));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let _ = rt.block_on(srv.session(stream));
-    let v = out.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let v = ssdlab_server::fuzzing::run_session(data, |s| async move {
+        let _ = srv.session(s).await;
+    });
     // Whatever the client sent, the server greeted it first.
     assert!(v.len() >= 18 && v[..8] == NBDMAGIC.to_be_bytes(), "no greeting");
     v

@@ -9,12 +9,14 @@
 //!   keys (DEL, EXISTS, TYPE, DBSIZE, FLUSHDB) and the connection and server commands clients
 //!   send on their own (PING, SELECT 0, CONFIG GET, COMMAND, CLIENT, INFO, QUIT), answered as
 //!   Redis 7.0 answers; values carry their type in their first stored byte;
-//! - [`server`]: the [`ssdlab_server::Protocol`] and `serve`.
+//! - [`server`]: the [`ssdlab_server::Protocol`] and `serve`;
+//! - [`fuzzing`]: a session of untrusted bytes on the in-memory store (fuzz targets, corpus runs).
 //!
 //! Users: `ssdlab kv serve` (the LSM store of crates/lsm on an emulated ZNS SSD) and `ssdlab uio
 //! kv-serve` (a UIO device's host, crates/uio/src/serve.rs).
 
 pub mod commands;
+pub mod fuzzing;
 pub mod proto;
 pub mod server;
 

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 use ssdlab_server::{secs_or_never, Conn, ConnEnd, Refused, Stats};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::commands::{execute, Counters, Ctx, Cursors, Flow, Session};
 use crate::proto::{self, reply, BULK_MAX_BYTES};
@@ -158,9 +158,14 @@ impl Server {
         }
     }
 
-    async fn session(&self, mut conn: Conn) -> Result<(), ConnEnd> {
+    async fn session(&self, conn: Conn) -> Result<(), ConnEnd> {
         // RESP has no handshake: the idle rules apply from the first byte.
         conn.established();
+        self.session_on(conn).await
+    }
+
+    /// A client's session on any byte stream (a connection, or bytes in memory when fuzzing).
+    pub(crate) async fn session_on<S: AsyncRead + AsyncWrite + Unpin>(&self, mut conn: S) -> Result<(), ConnEnd> {
         let mut session = Session { id: self.next_client.fetch_add(1, Ordering::Relaxed), name: None };
         let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
         let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
