@@ -42,7 +42,9 @@ pub fn server() -> Arc<Server> {
 }
 
 /// A whole client session made of `data`; returns what the server sent. Then checks that no
-/// command broke the cache (an internal error stops it) and that a new client is still served.
+/// command broke the cache (an internal error stops it) and that a new client is still served
+/// (after a `flush_all 0`, which also cancels a delayed flush the input may have left pending, so
+/// one input's outcome never depends on the one before).
 pub fn session(srv: &Server, data: &[u8]) -> Vec<u8> {
     let _ = crate::proto::parse(data.split(|&b| b == b'\n').next().unwrap_or_default(), srv.max_value_bytes());
     let out = ssdlab_server::fuzzing::run_session(data, |s| async move {
@@ -51,12 +53,12 @@ pub fn session(srv: &Server, data: &[u8]) -> Vec<u8> {
     if let Some(f) = srv.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
         panic!("the cache stopped on {:?}: {f}", String::from_utf8_lossy(data));
     }
-    let check = ssdlab_server::fuzzing::run_session(b"set fuzz-check 7 0 2\r\nok\r\nget fuzz-check\r\n", |s| async move {
+    let check = ssdlab_server::fuzzing::run_session(b"flush_all 0\r\nset fuzz-check 7 0 2\r\nok\r\nget fuzz-check\r\n", |s| async move {
         let _ = srv.session_on(s).await;
     });
     assert_eq!(
         String::from_utf8_lossy(&check),
-        "STORED\r\nVALUE fuzz-check 7 2\r\nok\r\nEND\r\n",
+        "OK\r\nSTORED\r\nVALUE fuzz-check 7 2\r\nok\r\nEND\r\n",
         "after {:?}",
         String::from_utf8_lossy(data)
     );

@@ -12,7 +12,8 @@ pub fn server() -> Arc<Server> {
 }
 
 /// A whole client session made of `data`; returns what the server sent. A request the parser
-/// takes never claims more bytes than there are; afterwards a new client is still served.
+/// takes never claims more bytes than there are; afterwards a new client is still served (after
+/// a FLUSHALL, so the store does not grow over a long fuzzing run).
 pub fn session(srv: &Server, data: &[u8]) -> Vec<u8> {
     if let Ok(Some((_, used))) = crate::proto::parse(data, crate::proto::BULK_MAX_BYTES) {
         assert!(used > 0 && used <= data.len(), "{used} of {} bytes", data.len());
@@ -20,10 +21,12 @@ pub fn session(srv: &Server, data: &[u8]) -> Vec<u8> {
     let out = ssdlab_server::fuzzing::run_session(data, |s| async move {
         let _ = srv.session_on(s).await;
     });
-    let check =
-        ssdlab_server::fuzzing::run_session(b"*3\r\n$3\r\nSET\r\n$10\r\nfuzz-check\r\n$2\r\nok\r\nGET fuzz-check\r\n", |s| async move {
+    let check = ssdlab_server::fuzzing::run_session(
+        b"FLUSHALL\r\n*3\r\n$3\r\nSET\r\n$10\r\nfuzz-check\r\n$2\r\nok\r\nGET fuzz-check\r\n",
+        |s| async move {
             let _ = srv.session_on(s).await;
-        });
-    assert_eq!(String::from_utf8_lossy(&check), "+OK\r\n$2\r\nok\r\n", "after {:?}", String::from_utf8_lossy(data));
+        },
+    );
+    assert_eq!(String::from_utf8_lossy(&check), "+OK\r\n+OK\r\n$2\r\nok\r\n", "after {:?}", String::from_utf8_lossy(data));
     out
 }

@@ -10,7 +10,8 @@
 //!   alone), or of one idle for `evict_idle_after`; otherwise it
 //!   waits up to `ADMIT_WAIT` (0.5 s) for a slot to be given back (a client that just left may
 //!   still hold one for a moment), then is refused ([`Protocol::refused`]); a client that hung up
-//!   before it was accepted (or while it waited) takes no slot and is counted as abandoned;
+//!   without sending anything before it was accepted (or while it waited) takes no slot and is
+//!   counted as abandoned;
 //! - cuts a connection whose **whole handshake** takes longer than `handshake_timeout` (a client
 //!   trickling one byte every few seconds cannot hold a slot) and, after the handshake, one
 //!   **idle** (no byte read or written) for `idle_timeout`;
@@ -559,7 +560,9 @@ fn admit<P: Protocol>(
 }
 
 /// Whether the client has already hung up (its FIN or RST is here and it sent nothing): one
-/// non-blocking peek. A client that sent a request and then half-closed is still served.
+/// non-blocking peek. A peek cannot tell a close from a half-close: a client that sent bytes
+/// and then closed is admitted as usual (and a client-first protocol serves a request sent
+/// with a half-close); one that half-closed without a byte is taken as gone, greeting or not.
 fn peer_gone(tcp: &tokio::net::TcpStream) -> bool {
     let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
     match socket2::SockRef::from(tcp).peek(&mut byte) {
