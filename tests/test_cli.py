@@ -1,5 +1,6 @@
 """The `ssdlab` command as a user runs it: files in, reports out, clear errors, clean Ctrl-C."""
 
+import csv
 import json
 import os
 import signal
@@ -131,7 +132,7 @@ def test_ctrl_c_stops_cleanly_with_partial_metrics(tmp_path):
     assert m["host_write_bytes"] > 0
 
 
-def test_reproduce_writes_report_table_and_figure(tmp_path):
+def test_reproduce_writes_report_table_figure_and_verdicts(tmp_path):
     exp = tmp_path / "experiments" / "gc-mini"
     exp.mkdir(parents=True)
     (exp / "experiment.toml").write_text("""kind = "gc-policies"
@@ -140,6 +141,7 @@ seed = 1
 preset = "tiny"
 geometry = { channels = 1, dies_per_channel = 1 }
 [quick]
+seeds = [1, 2]
 geometry = { blocks_per_plane = 512 }
 spare_factors = [0.15, 0.28]
 policies = ["fifo", "greedy"]
@@ -150,23 +152,38 @@ measure_device_writes = 1.0
     p = subprocess.run(SSDLAB + ["reproduce", "gc-mini", "--quick", "--out", str(tmp_path / "reports")],
                        capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
+    assert "8 points (2 seeds)" in p.stdout
     out = tmp_path / "reports" / "gc-mini"
-    rows = (out / "dlwa.csv").read_text().splitlines()
-    assert len(rows) == 1 + 4
+    rows = list(csv.DictReader((out / "dlwa.csv").open()))
+    assert len(rows) == 4 and all(r["seeds"] == "2" and float(r["dlwa_lo"]) <= float(r["dlwa"]) <= float(r["dlwa_hi"])
+                                  for r in rows)
     assert (out / "dlwa_vs_spare.png").stat().st_size > 10000
     md = (out / "report.md").read_text()
-    assert "FIFO model" in md or "FIFO" in md
     assert "| 0.15 | fifo |" in md
+    # Four model claims (FIFO and greedy at two spare factors), each judged from two seeds.
+    doc = json.loads((out / "verdicts.json").read_text())
+    assert [c["claim"]["what"] for c in doc["claims"]] == [f"DLWA, {p} GC, spare factor {sf}" for sf in ("0.15", "0.28")
+                                                           for p in ("FIFO", "greedy")]
+    assert all(c["ours"]["n"] == 2 for c in doc["claims"])
+    from ssdlab.studies.verdict import check_saved
+
+    assert check_saved(out / "verdicts.json") == []
+    # The headline table gathers the headline claims (the lowest spare factor's) from reports/.
+    p = subprocess.run(SSDLAB + ["reproduce", "--headline", "--out", str(tmp_path / "reports")],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "spare factor 0.15" in p.stdout and "spare factor 0.28" not in p.stdout
 
 
 def test_reproduce_list_says_what_each_experiment_is_and_how_big(tmp_path):
     shipped = sorted(p.parent.name for p in (Path(__file__).resolve().parents[1] / "experiments").glob("*/experiment.toml"))
     lines = ssdlab("reproduce", "--list").stdout.splitlines()
     assert lines[0].split() == ["NAME", "QUICK", "FULL", "WHAT"]
-    rows = {line.split()[0]: line.split(None, 3) for line in lines[1:]}
+    rows = {line.split()[0]: line.split(None, 3) for line in lines[1:lines.index("")]}
     assert sorted(rows) == shipped
     for name, (_, quick, full, what) in rows.items():
-        assert int(quick) > 0 and int(full) > 0 and len(what) > 20, (name, what)
+        # points/seeds per mode
+        assert all(int(x) > 0 for x in quick.split("/") + full.split("/")) and len(what) > 20, (name, what)
     assert "(docs/case-studies/flashblox.md)" in rows["flashblox"][3]
     # A broken experiment file is listed with why, not a traceback.
     exp = tmp_path / "experiments"

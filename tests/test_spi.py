@@ -346,7 +346,7 @@ def test_a_second_flashrom_is_refused_with_a_message_while_the_first_is_connecte
 
 
 def test_an_idle_client_does_not_lock_out_flashrom(tmp_path):
-    srv = Server("W25Q16JV", tmp_path / "f.bin", "--idle-evict", "1")
+    srv = Server("W25Q16JV", tmp_path / "f.bin", "--evict-idle-after", "1")
     try:
         idle = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
         idle.sendall(b"\x00")
@@ -369,7 +369,8 @@ def test_spi_serve_bad_values_are_one_line_errors(tmp_path):
                        (["--stuck-bit", "1:2"], "ADDR:BIT:VALUE"), (["--timing", "fast"], "--timing"),
                        (["--timing", "scale=-2"], "--timing"), (["--listen", "0.0.0.0:0"], "--allow-remote"),
                        (["--listen", "nonsense"], "HOST:PORT"), (["--image", str(tmp_path)], "is a directory"),
-                       (["--idle-evict", "x"], "--idle-evict")]:
+                       (["--evict-idle-after", "x"], "--evict-idle-after"),
+                       (["--idle-evict", "x"], "--idle-evict")]:  # the old spelling, still accepted
         a = ["spi", "serve", "--chip", "W25Q16JV", "--listen", "127.0.0.1:0"]
         a += [] if "--image" in args else ["--image", img]
         p = ssdlab(*a, *args, check=False, timeout=60)

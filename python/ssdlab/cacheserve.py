@@ -32,7 +32,7 @@ def serve(device: Dict[str, Any], cache: Optional[Dict[str, Any]] = None, listen
 
 def cmd_serve(args, device: Dict[str, Any], spec: Dict[str, Any]) -> int:
     """`ssdlab cache serve SPEC`: ``device`` and ``spec`` come from the cache spec file."""
-    from .nbd import parse_bytes
+    from .units import parse_size
 
     known = set(_native.cache_defaults())
     unknown = sorted(set(spec) - known)
@@ -47,7 +47,7 @@ def cmd_serve(args, device: Dict[str, Any], spec: Dict[str, Any]) -> int:
     for name, v in (("--idle-timeout", args.idle_timeout), ("--evict-idle-after", args.evict_idle_after)):
         if not (v >= 0 and math.isfinite(v)):
             raise ValueError(f"{name} {v}: seconds >= 0 (0: never)")
-    max_value = parse_bytes(args.max_value_bytes) if args.max_value_bytes else 0
+    max_value = parse_size(args.max_value_bytes, "--max-value-bytes") if args.max_value_bytes else 0
     if args.max_value_bytes and max_value < 1:
         raise ValueError(f"--max-value-bytes {args.max_value_bytes}: at least 1 byte")
     if not args.quiet and set(spec) - {"cache"}:

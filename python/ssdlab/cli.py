@@ -148,11 +148,28 @@ def _stopped_by_sigterm(signum: int, frame: Any) -> None:
 
 
 def cmd_reproduce(args) -> int:
-    from .experiments import ReproductionError, listing, reproduce
+    from .studies.reproduce import ReproductionError, headline, listing, reproduce, write_headline
 
     if args.list:
         print("\n".join(listing()))
         return 0
+    if args.headline:
+        if args.name:
+            print("ssdlab reproduce: --headline reads every report under --out; it takes no NAME", file=sys.stderr)
+            return 2
+        if args.write:
+            missing = write_headline(Path(args.out), [Path(f) for f in args.write])
+            print(f"wrote the headline table of {args.out} into {', '.join(args.write)}")
+        else:
+            lines, missing = headline(Path(args.out))
+            print("\n".join(lines))
+        if missing:
+            print(f"ssdlab reproduce: no verdicts.json under {args.out} for: {', '.join(missing)} (not reproduced there)",
+                  file=sys.stderr)
+        return 0
+    if args.write:
+        print("ssdlab reproduce: --write goes with --headline", file=sys.stderr)
+        return 2
     if not args.name:
         print("ssdlab reproduce: name an experiment (--list shows them)", file=sys.stderr)
         return 2
@@ -265,7 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--quick", action="store_true", help="minutes on a laptop (default)")
     g.add_argument("--full", action="store_true", help="the full-scale version")
     x.add_argument("--out", default="reports")
-    x.add_argument("--list", action="store_true")
+    x.add_argument("--list", action="store_true", help="the experiments, their points and seeds per mode")
+    x.add_argument("--headline", action="store_true",
+                   help="print the headline claims of every report under --out (their verdicts.json) as one table")
+    x.add_argument("--write", nargs="+", metavar="FILE",
+                   help="with --headline: put the table between the headline markers of these files (README.md, "
+                        "docs/case-studies/README.md)")
     x.add_argument("--resume", action="store_true",
                    help="reuse points already in OUT/NAME/points/ whose input is unchanged (an interrupted or partly "
                         "failed reproduction goes on where it stopped; results also depend on the ssdlab build, so do "
@@ -283,31 +305,16 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("-q", "--quiet", action="store_true")
     sw.set_defaults(func=cmd_sweep)
 
+    # The platform's front-ends, then each study's own commands (ssdlab.studies' registry).
     from .nbd import add_parsers as add_nbd_parsers
+    from .studies import all_studies
+    from .vm import add_parser as add_vm_parser
 
     add_nbd_parsers(sub)
     add_spi_parser(sub)
-    from .fdpcache import add_cli as add_cache_cli
-
-    add_cache_cli(sub)
-    from .flac import add_cli as add_flac_cli
-
-    add_flac_cli(sub)
-    from .vm import add_parser as add_vm_parser
-
     add_vm_parser(sub)
-    from .vssd import add_cli as add_vssd_cli
-
-    add_vssd_cli(sub)
-    from .lsm import add_cli as add_kv_cli
-
-    add_kv_cli(sub)
-    from .dpuswap import add_cli as add_rmml_cli
-
-    add_rmml_cli(sub)
-    from .uio import add_cli as add_uio_cli
-
-    add_uio_cli(sub)
+    for study in all_studies():
+        study.add_cli(sub)
     return p
 
 

@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from . import _native
 from .config import merge, read_toml
 from .experiments import Experiment, ExperimentPoint, PointResult
-from .nbd import parse_bytes
+from .units import parse_size as parse_bytes
 from .runners import PROCESS_BYTES, Resources, Result, Runner
 
 BACKENDS = ("dpuswap", "infiniswap", "znswap")

@@ -12,19 +12,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import _native
-from .serving import foreground
+from .serving import add_listener_arguments, foreground
 from .args import int_in, seconds
-
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-def parse_bytes(text: str) -> int:
-    """'4096', '64M', '1.5G' -> bytes (binary units)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text, re.IGNORECASE)
-    if not m:
-        raise ValueError(f"{text!r} is not a size (e.g. 4096, 64M, 2G)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
-
+from .units import parse_size
 
 def parse_export(text: str) -> Dict[str, Any]:
     """NAME=START:SIZE[:PLACEMENT] -> an export (placement = an FDP placement identifier)."""
@@ -32,7 +22,7 @@ def parse_export(text: str) -> Dict[str, Any]:
     if not m:
         raise ValueError(f"--export {text!r}: expected NAME=START:SIZE[:PLACEMENT], e.g. logs=0:4G:1")
     name, start, size, pid = m.groups()
-    return {"name": name, "offset": parse_bytes(start), "size": parse_bytes(size),
+    return {"name": name, "offset": parse_size(start, "--export START"), "size": parse_size(size, "--export SIZE"),
             "placement": None if pid is None else int(pid), "read_only": False,
             "description": f"bytes {start}+{size}" + (f", placement {pid}" if pid else "")}
 
@@ -67,7 +57,7 @@ def stats(addr: str, tls_ca: Optional[str] = None) -> Dict[str, Any]:
 def cmd_serve(args) -> int:
     from .config import resolve
 
-    max_request = parse_bytes(args.max_request)
+    max_request = parse_size(args.max_request, "--max-request")
     if not 512 <= max_request <= 2**31 - 1:
         raise ValueError(f"--max-request {args.max_request}: must be 512 bytes to 2G - 1 (a client must be able to "
                          "read and write a sector)")
@@ -120,31 +110,23 @@ def add_parsers(sub) -> None:
     s.add_argument("config", help="device config (conventional or FDP personality)")
     s.add_argument("--image", help="image file: contents + device state persist across restarts "
                                    "(default: in memory, gone when the server stops)")
-    s.add_argument("--listen", default="127.0.0.1:10809",
-                   help="HOST:PORT (default %(default)s; other than loopback only with TLS or --allow-remote)")
-    s.add_argument("--allow-remote", action="store_true",
-                   help="allow a non-loopback --listen without TLS: anyone who reaches the port reads and writes "
-                        "the disk unencrypted (docs/nbd.md)")
     s.add_argument("--latency", choices=["none", "emulated"], default="none",
                    help="none: reply when done; emulated: reply at the emulated SSD's completion time")
     s.add_argument("--export", action="append", metavar="NAME=START:SIZE[:PLACEMENT]",
                    help="an export (repeatable); default: the whole device as 'ssdlab'")
     s.add_argument("--per-handle-exports", action="store_true",
                    help="FDP: also one export per placement handle (handle0, handle1, ...), each a slice")
-    s.add_argument("--max-connections", type=int_in(1, 65536), default=16,
-                   help="clients served at once, 1..65536 (default %(default)s)")
     s.add_argument("--max-request", default="32M", help="largest read/write payload, 512 to 2G-1 (default %(default)s)")
     s.add_argument("--handshake-timeout", type=seconds(positive=True), default=10.0, metavar="S",
                    help="seconds a client has for its whole handshake (default %(default)s)")
-    s.add_argument("--idle-timeout", type=seconds(positive=False), default=0.0, metavar="S",
-                   help="close connections idle this long in transmission; 0 = never (default; an idle guest "
-                        "keeps its disk)")
-    s.add_argument("--metrics-out", help="directory for metrics.json + timeseries.csv (at exit and on SIGUSR1)")
     s.add_argument("--snapshot-every", type=int_in(0, 2**62), default=0,
                    help="journal records between device-state snapshots (default 1048576)")
     s.add_argument("--tls-cert", help="PEM certificate (chain): clients must then use TLS (NBD STARTTLS)")
     s.add_argument("--tls-key", help="PEM private key of --tls-cert")
-    s.add_argument("-q", "--quiet", action="store_true")
+    add_listener_arguments(s, "127.0.0.1:10809", evict_idle_after=None,
+                           remote="without TLS anyone who reaches the port reads and writes the disk unencrypted "
+                                  "(docs/nbd.md); with --tls-cert it is allowed",
+                           metrics_out="metrics.json and timeseries.csv (also on SIGUSR1)")
     s.set_defaults(func=cmd_serve)
 
     st = sub.add_parser("stats", help="live metrics of a running `ssdlab serve`")

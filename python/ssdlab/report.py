@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .units import human_bytes  # noqa: E402
+
 
 def _load(run_dir: Path) -> tuple:
     mpath = run_dir / "metrics.json"
@@ -24,14 +26,6 @@ def _load(run_dir: Path) -> tuple:
         series = np.genfromtxt(spath, delimiter=",", names=True)
         series = np.atleast_1d(series)
     return metrics, series
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return str(n)
 
 
 def _fmt_ns(ns: Any) -> str:
@@ -115,17 +109,17 @@ def render(run_dir: Path) -> Path:
     if m.get("interrupted"):
         lines += ["**Interrupted**: the numbers cover the part of the run that completed.", ""]
     lines += [
-        f"Device: preset `{dev.get('preset')}`, {_fmt_bytes(dev.get('logical_bytes', 0))} logical / "
-        f"{_fmt_bytes(dev.get('physical_bytes', 0))} raw, spare factor {dev.get('spare_factor')}, "
+        f"Device: preset `{dev.get('preset')}`, {human_bytes(dev.get('logical_bytes', 0))} logical / "
+        f"{human_bytes(dev.get('physical_bytes', 0))} raw, spare factor {dev.get('spare_factor')}, "
         f"GC `{dev.get('gc_policy')}`, storage `{dev.get('storage')}`, timing {'on' if dev.get('timing') else 'off'}; seed {m.get('seed')}.",
         "",
         "| metric | value |",
         "|---|---|",
-        f"| host writes | {_fmt_bytes(m['host_write_bytes'])} |",
-        f"| host reads | {_fmt_bytes(m['host_read_bytes'])} |",
-        f"| host trims | {_fmt_bytes(m['host_trim_bytes'])} |",
-        f"| NAND writes | {_fmt_bytes(m['nand_write_bytes'])} |",
-        f"| NAND reads | {_fmt_bytes(m['nand_read_bytes'])} |",
+        f"| host writes | {human_bytes(m['host_write_bytes'])} |",
+        f"| host reads | {human_bytes(m['host_read_bytes'])} |",
+        f"| host trims | {human_bytes(m['host_trim_bytes'])} |",
+        f"| NAND writes | {human_bytes(m['nand_write_bytes'])} |",
+        f"| NAND reads | {human_bytes(m['nand_read_bytes'])} |",
         f"| **DLWA** | **{m['dlwa']:.4f}** |",
         f"| block erases | {m['nand_erase_count']} |",
         f"| GC events (foreground / background) | {m['gc_events']} ({m.get('gc_foreground_events', 0)} / {m.get('gc_background_events', 0)}) |",
@@ -133,7 +127,7 @@ def render(run_dir: Path) -> Path:
     ]
     if m.get("steady"):
         st = m["steady"]
-        lines.append(f"| steady-state DLWA | {st['dlwa']:.4f} from {_fmt_bytes(st['steady_from_host_bytes'])} of host writes |"
+        lines.append(f"| steady-state DLWA | {st['dlwa']:.4f} from {human_bytes(st['steady_from_host_bytes'])} of host writes |"
                      if st["reached"] else f"| steady-state DLWA | not reached in {st['windows_measured']} windows |")
     if m.get("spare") and m["spare"].get("spare_factor_measured") is not None:
         sp = m["spare"]

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
 from . import _native
+from .units import parse_size
 
 # What a worker process costs beyond the simulation: the interpreter, ssdlab, numpy.
 PROCESS_BYTES = 64 << 20
@@ -181,26 +182,6 @@ def available_memory_bytes() -> Optional[int]:
     return None
 
 
-def human_bytes(n: Optional[float]) -> str:
-    if n is None:
-        return "?"
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= div:
-            return f"{n / div:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
 def parse_bytes(text: str, where: str = "--memory") -> int:
-    """"20G", "512M", "1.5GiB", "1000000" -> bytes."""
-    s = str(text).strip().upper().removesuffix("B").removesuffix("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    try:
-        if s and s[-1] in mult:
-            value = float(s[:-1]) * mult[s[-1]]
-        else:
-            value = float(s)
-    except ValueError:
-        raise ValueError(f"{where}: {text!r} is not a size (e.g. 20G, 512M)") from None
-    if not value > 0:
-        raise ValueError(f"{where}: {text!r} must be positive")
-    return int(value)
+    """"20G", "512M", "1.5GiB", "1000000" -> bytes (more than 0)."""
+    return parse_size(text, where, positive=True)

@@ -1,10 +1,16 @@
-"""Running one of ssdlab's servers (NBD, memcached, RESP) from Python in the foreground, and
-the RESP servers' common options (`ssdlab kv serve`, `ssdlab uio kv-serve`)."""
+"""What ssdlab's servers (NBD, memcached, RESP, serprog, the dpuswap NBD disk) share on the
+Python side: running one in the foreground, one set of listener options with one spelling on
+every command (--listen, --allow-remote, --max-connections, --idle-timeout, --evict-idle-after,
+--metrics-out, --quiet), and a free port for tests and helpers."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import signal
-from typing import Any, Callable, Dict, TypeVar
+import socket
+from pathlib import Path
+from typing import Any, Callable, Dict, Mapping, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -25,6 +31,69 @@ def foreground(serve: Callable[..., T], *args: Any) -> T:
             signal.signal(signal.SIGINT, previous)
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now (the OS's choice)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def add_listener_arguments(p: argparse.ArgumentParser, listen: str, *, what: str = "", max_connections: Optional[int] = 16,
+                           evict_idle_after: Optional[float] = 5.0, remote: str = "it has no authentication here",
+                           metrics_out: Optional[str] = "metrics.json") -> None:
+    """A server's listener options, spelled the same on every command. ``listen``: the default
+    address; ``what``: a prefix for the help lines of a command with several actions ("serve");
+    ``max_connections`` / ``evict_idle_after``: their defaults, None for a server without the
+    setting; ``remote``: why a non-loopback address needs --allow-remote; ``metrics_out``: the
+    files written to --metrics-out at exit (None: the server writes none)."""
+    from .args import int_in, seconds
+
+    pre = f"{what}: " if what else ""
+    p.add_argument("--listen", default=listen, help=f"{pre}HOST:PORT (default %(default)s; port 0: a free one; loopback "
+                                                    "unless --allow-remote)")
+    p.add_argument("--allow-remote", action="store_true", help=f"{pre}allow a non-loopback --listen: {remote}")
+    if max_connections is not None:
+        p.add_argument("--max-connections", type=int_in(1, 65536), default=max_connections,
+                       help=f"{pre}clients served at once, 1..65536 (default %(default)s)")
+    p.add_argument("--idle-timeout", type=seconds(positive=False), default=0.0, metavar="S",
+                   help=f"{pre}close a connection idle this many seconds (default 0: never)")
+    if evict_idle_after is not None:
+        p.add_argument("--evict-idle-after", type=seconds(positive=False), default=evict_idle_after, metavar="S",
+                       help=f"{pre}when every slot is taken, a client idle this many seconds gives its slot to a new "
+                            "client (default %(default)s; 0: never)")
+    if metrics_out is not None:
+        p.add_argument("--metrics-out", metavar="DIR", help=f"{pre}write {metrics_out} to this directory at shutdown")
+    p.add_argument("-q", "--quiet", action="store_true", help=f"{pre}no log lines")
+
+
+def deprecated_alias(p: argparse.ArgumentParser, old: str, new: str, **kw: Any) -> None:
+    """``old`` still accepted for ``new`` (hidden from --help; kept for a release)."""
+    dest = new.lstrip("-").replace("-", "_")
+    p.add_argument(old, dest=dest, help=argparse.SUPPRESS, **kw)
+
+
+def listener_options(args: argparse.Namespace) -> Dict[str, Any]:
+    """The native servers' listener options from :func:`add_listener_arguments`'s arguments."""
+    o = {"listen": args.listen, "allow_remote": args.allow_remote, "idle_timeout_s": args.idle_timeout,
+         "quiet": args.quiet}
+    if hasattr(args, "max_connections"):
+        o["max_connections"] = args.max_connections
+    if hasattr(args, "evict_idle_after"):
+        o["evict_idle_after_s"] = args.evict_idle_after
+    return o
+
+
+def write_metrics(metrics_out: Optional[str], metrics: Mapping[str, Any]) -> Optional[Path]:
+    """DIR/metrics.json for --metrics-out (the directory is made); None without it."""
+    if not metrics_out:
+        return None
+    d = Path(metrics_out)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "metrics.json"
+    path.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    return path
+
+
 def resp_options(listen: str = "127.0.0.1:6379", max_connections: int = 128, idle_timeout_s: float = 0.0,
                  evict_idle_after_s: float = 5.0, allow_remote: bool = False, quiet: bool = False) -> Dict[str, Any]:
     """A RESP server's options, as the native servers take them."""
@@ -32,20 +101,21 @@ def resp_options(listen: str = "127.0.0.1:6379", max_connections: int = 128, idl
             "evict_idle_after_s": evict_idle_after_s, "allow_remote": allow_remote, "quiet": quiet}
 
 
-def add_resp_arguments(p, what: str = "serve") -> None:
-    """The RESP server's options on an argparse parser (help lines prefixed by ``what``)."""
-    from .args import int_in, seconds
-
-    p.add_argument("--listen", default="127.0.0.1:6379", help=f"{what}: HOST:PORT (default %(default)s; loopback unless --allow-remote)")
-    p.add_argument("--allow-remote", action="store_true", help=f"{what}: listen on a non-loopback address (RESP has no authentication here)")
-    p.add_argument("--max-connections", type=int_in(1, 65536), default=128, help=f"{what}: clients served at once (default %(default)s)")
-    p.add_argument("--idle-timeout", type=seconds(False), default=0.0, help=f"{what}: cut a connection idle this many seconds (default 0: never)")
-    p.add_argument("--evict-idle-after", type=seconds(False), default=5.0,
-                   help=f"{what}: when every slot is taken, one idle this many seconds gives its slot to a new client (default %(default)s)")
-    p.add_argument("--metrics", help=f"{what}: write the final figures (JSON) here at shutdown")
-    p.add_argument("-q", "--quiet", action="store_true", help=f"{what}: no log lines")
+def add_resp_arguments(p: argparse.ArgumentParser, what: str = "serve") -> None:
+    """The RESP servers' options (`ssdlab kv serve`, `ssdlab uio kv-serve`); --metrics FILE is
+    the deprecated spelling of --metrics-out DIR."""
+    add_listener_arguments(p, "127.0.0.1:6379", what=what, max_connections=128, remote="RESP has no authentication here")
+    p.add_argument("--metrics", help=argparse.SUPPRESS)
 
 
-def resp_options_of(args) -> Dict[str, Any]:
+def resp_options_of(args: argparse.Namespace) -> Dict[str, Any]:
     """resp_options from the arguments of :func:`add_resp_arguments`."""
     return resp_options(args.listen, args.max_connections, args.idle_timeout, args.evict_idle_after, args.allow_remote, args.quiet)
+
+
+def write_resp_metrics(args: argparse.Namespace, metrics: Mapping[str, Any]) -> Optional[Path]:
+    """A RESP server's final figures to --metrics-out DIR (or the deprecated --metrics FILE)."""
+    if getattr(args, "metrics", None):
+        Path(args.metrics).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+        return Path(args.metrics)
+    return write_metrics(args.metrics_out, metrics)

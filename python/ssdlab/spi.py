@@ -20,6 +20,7 @@ from typing import Iterable, List, Optional, Tuple, Union
 
 from . import _native
 from .args import int_in, seconds
+from .serving import add_listener_arguments, deprecated_alias, write_metrics
 
 PathLike = Union[str, Path]
 
@@ -217,10 +218,11 @@ def cmd_spi(args) -> int:
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
 
     def listening(addr):
-        print(f"ssdlab spi: {args.chip} on serprog {addr} (image {args.image})", flush=True)
+        if not args.quiet:
+            print(f"ssdlab spi: {args.chip} on serprog {addr} (image {args.image})", flush=True)
 
     try:
-        summary = flash.serve(args.listen, listening, allow_remote=args.allow_remote, evict_idle_s=args.idle_evict,
+        summary = flash.serve(args.listen, listening, allow_remote=args.allow_remote, evict_idle_s=args.evict_idle_after,
                               idle_timeout_s=args.idle_timeout)
     except KeyboardInterrupt:
         summary = None
@@ -228,6 +230,10 @@ def cmd_spi(args) -> int:
         signal.signal(signal.SIGTERM, previous)
         flash.flush()
     st = flash.stats
+    write_metrics(args.metrics_out, {"chip": args.chip, "image": args.image, "stats": st, "clients": summary,
+                                     "max_sector_erase_count": max(flash.erase_counts())})
+    if args.quiet:
+        return 0
     print(f"ssdlab spi: stopped; {st['frames']} frames, {st['programs']} programs, "
           f"{st['sector_erases'] + st['block32_erases'] + st['block64_erases'] + st['chip_erases']} erases, "
           f"{st['ignored_busy']} frames ignored while busy, max sector erase count {max(flash.erase_counts())}"
@@ -245,20 +251,16 @@ def add_spi_parser(sub) -> None:
     p.add_argument("spi_action", choices=["serve", "chips"])
     p.add_argument("--chip", default="W25Q128JV", help="preset (ssdlab spi chips)")
     p.add_argument("--image", help="image file (created erased if missing)")
-    p.add_argument("--listen", default="127.0.0.1:2222",
-                   help="HOST:PORT (default 127.0.0.1:2222; port 0 = any; loopback unless --allow-remote)")
-    p.add_argument("--allow-remote", action="store_true",
-                   help="allow a non-loopback --listen: serprog has no authentication or encryption, anyone who "
-                        "reaches the port can rewrite the image")
     p.add_argument("--timing", default="datasheet", type=_timing, metavar="datasheet|max|instant|scale=X",
                    help="busy times: datasheet (typical column, default), max (maximum column), instant (none: fast "
                         "firmware loops) or scale=X (X times the typical column); statistics count datasheet time")
     p.add_argument("--clock-hz", type=int_in(1, 1_000_000_000), default=8_000_000,
                    help="SPI clock until the client sets one (1..1e9)")
-    p.add_argument("--idle-evict", type=seconds(positive=False), default=5.0, metavar="S",
-                   help="a client idle this long gives the chip to a new client (0 = never; default %(default)s)")
-    p.add_argument("--idle-timeout", type=seconds(positive=False), default=0.0, metavar="S",
-                   help="close a client idle this long even if nobody waits (0 = never, default)")
+    add_listener_arguments(p, "127.0.0.1:2222", what="serve", max_connections=None,
+                           remote="serprog has no authentication or encryption, anyone who reaches the port can "
+                                  "rewrite the image",
+                           metrics_out="metrics.json (the chip's counters and the clients served)")
+    deprecated_alias(p, "--idle-evict", "--evict-idle-after", type=seconds(positive=False))
     p.add_argument("--trace", help="write every SPI frame (JSON lines, simulated time) here")
     p.add_argument("--stuck-bit", action="append", metavar="ADDR:BIT:VALUE", help="fault: a stuck cell (repeatable)")
     p.add_argument("--erase-fail-after", type=int_in(0, 2**32 - 1),

@@ -48,7 +48,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from . import _native
 from . import runners as _runners
 from .config import PathLike, load_file, merge, read_toml, sections, set_dotted, top_keys
-from .runners import CHECKPOINT_EVERY_S, DEVICE, Resources, available_memory_bytes, get_runner, human_bytes, run_task
+from .runners import CHECKPOINT_EVERY_S, DEVICE, Resources, available_memory_bytes, get_runner, run_task
+from .units import human_bytes
 
 # Metrics shown when a sweep names none: dotted paths into metrics.json. Latency and throughput
 # are empty (and not plotted) when timing is disabled.
@@ -279,12 +280,12 @@ def _load_experiment_sweep(path: Path, doc: Dict[str, Any]) -> Spec:
 
 def experiment_spec(name: str, mode: str, names: Optional[Sequence[str]] = None, where: str = "") -> Spec:
     """A sweep of experiment `name`'s points in `mode` (those in `names`, or all), no axes."""
-    from .experiments import get_experiment, load_spec
+    from .studies.reproduce import experiment_of, load_spec
 
     where = where or f"experiment {name}"
     try:
         exp_spec = load_spec(name)
-        exp = get_experiment(exp_spec, name)
+        exp = experiment_of(exp_spec, name)
         if mode not in exp_spec:
             raise ValueError(f"experiment {name!r} has no {mode!r} mode; modes: "
                              f"{', '.join(k for k in ('quick', 'full') if k in exp_spec)}")
@@ -431,7 +432,8 @@ def _package_modules() -> List[str]:
     install; a worker importing a runner's module afresh would mix old and new code)."""
     import ssdlab
 
-    return ["ssdlab._native"] + [f"ssdlab.{m.name}" for m in pkgutil.iter_modules(ssdlab.__path__) if not m.name.startswith("_")]
+    return ["ssdlab._native"] + [m.name for m in pkgutil.walk_packages(ssdlab.__path__, "ssdlab.")
+                                 if not m.name.rpartition(".")[2].startswith("_")]
 
 
 def _start_forkserver_deaf_to_ctrl_c() -> None:

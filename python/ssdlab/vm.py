@@ -27,7 +27,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from .config import PathLike, resolve_config
 from .device import Report
-from .nbd import parse_bytes
+from .serving import free_port
+from .units import parse_size
 
 DISKS = ("nvme", "virtio")
 ACCELS = ("auto", "kvm", "tcg")
@@ -155,12 +156,6 @@ def config_toml(config: Mapping[str, Any]) -> str:
 
 
 # --- processes ---------------------------------------------------------------------------------
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _reap(proc: subprocess.Popen, timeout_s: Optional[float] = None) -> Tuple[int, int]:
     """Wait for a child; returns (exit code, peak resident memory in bytes) from wait4."""
@@ -368,7 +363,7 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
         raise ValueError(f"--disk {disk!r}: expected one of {', '.join(DISKS)}")
     if script is not None and fio is not None:
         raise ValueError("give a guest script (--run) or a fio job (--fio), not both")
-    memory_bytes = parse_bytes(memory) if isinstance(memory, str) else int(memory)
+    memory_bytes = parse_size(memory, "memory")
     _check_memory(memory_bytes)
     if not 1 <= cpus <= 64:
         raise ValueError(f"--cpus {cpus}: expected 1 to 64")
@@ -437,7 +432,7 @@ def boot(serve_cmd: Callable[[str], List[str]], export: str, block_bytes: int, m
     if (out / "guest").exists():
         shutil.rmtree(out / "guest")
     (out / f"workload{'.sh' if mode == 'script' else '.fio'}").write_bytes(payload)
-    port = _free_port()
+    port = free_port()
     addr = f"127.0.0.1:{port}"
     console, server_log, qemu_log = out / "console.log", out / "server.log", out / "qemu.log"
     info = dict(info or {}, workload=str(work_file), mode=mode, disk=disk, memory_bytes=memory, cpus=cpus, accel=accel_used,
@@ -507,7 +502,7 @@ def _check_memory(memory_bytes: int) -> None:
 
 
 def _default_job() -> Path:
-    from .experiments import experiments_root
+    from .studies.reproduce import experiments_root
 
     return experiments_root() / "vm" / "raw-randrw.fio"
 

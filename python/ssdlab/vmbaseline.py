@@ -28,7 +28,8 @@ from .config import resolve_config  # noqa: E402
 from .experiments import Experiment, ExperimentPoint, PointResult  # noqa: E402
 from .runners import PROCESS_BYTES, Resources, Result, Runner  # noqa: E402
 from .nbd import stats  # noqa: E402
-from .vm import (EXPORT, VmError, _exit_text, _free_port, _parse_fio, _stop, _tail, _wait_server,  # noqa: E402
+from .serving import free_port  # noqa: E402
+from .vm import (EXPORT, VmError, _exit_text, _parse_fio, _stop, _tail, _wait_server,  # noqa: E402
                  config_toml, fio_summary, run as vm_run)
 
 
@@ -40,7 +41,7 @@ def host_fio(config: Dict[str, Any], job: Path, out: Path, latency: str = "none"
     out.mkdir(parents=True, exist_ok=True)
     cfg_path = out / "device.toml"
     cfg_path.write_text(config_toml(config))
-    addr = f"127.0.0.1:{_free_port()}"
+    addr = f"127.0.0.1:{free_port()}"
     server_log = out / "server.log"
     started = time.monotonic()
     with open(server_log, "wb") as slog:

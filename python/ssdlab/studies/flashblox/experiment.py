@@ -1,0 +1,5 @@
+"""Moving here from ssdlab.vssd (temporary shim)."""
+
+from ...vssd import EXPERIMENT
+
+__all__ = ["EXPERIMENT"]

@@ -1,0 +1,5 @@
+"""Moving here from ssdlab.lsm (temporary shim)."""
+
+from ...lsm import EXPERIMENT
+
+__all__ = ["EXPERIMENT"]
