@@ -20,7 +20,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-from ssdlab import flac, flacrepro  # noqa: E402
+from ssdlab.studies.flac import api as flac  # noqa: E402
+from ssdlab.studies.flac import runner  # noqa: E402
 
 
 def attach_table(w, title, log):
@@ -45,12 +46,12 @@ def main() -> int:
     log = print
     out = {}
     t0 = time.time()
-    with flacrepro.Workdir(True, 8 << 30, log) as w:
+    with runner.Workdir(True, 8 << 30, log) as w:
         out["huge"] = attach_table(w, f"attach vs memcpy, {'2 MiB' if w.huge else '4 KiB'} pages", log)
         m = {"pm_bytes": "2G", "app_dram": "512M", "tree": {"files": 128, "bytes": args.tree}, "bigsort_ints": args.ints,
              "run_ints": 2 << 20, "shim_tree": {"files": 64, "bytes": args.tree}, "shim_sort_ints": 500_000, "shim_dram": "128M", "ext4": False}
         print("\napplications in process (seconds; FlacFS speedup over page-cache / DAX):")
-        apps = flacrepro.run_apps(w, m, 42, lambda s: None)
+        apps = runner.run_apps(w, m, 42, lambda s: None)
         out["apps"] = apps
         for app, cache in sorted({(r["app"], r["cache"]) for r in apps}):
             t = {r["engine"]: r["seconds"] for r in apps if r["app"] == app and r["cache"] == cache}
@@ -59,7 +60,7 @@ def main() -> int:
         try:
             flac.shim_path()
             print("\nunmodified programs through the shim (seconds, medians):")
-            shim = flacrepro.run_shim(w, m, 42, lambda s: None)
+            shim = runner.run_shim(w, m, 42, lambda s: None)
             out["shim"] = shim
             for app in ("grep", "tar", "sort"):
                 t = {r["engine"]: r["seconds"] for r in shim if r["app"] == app}
@@ -68,7 +69,7 @@ def main() -> int:
         except FileNotFoundError as e:
             print(f"\nshim: skipped ({e})")
     if Path("/dev/shm").is_dir():
-        with flacrepro.Workdir(False, 4 << 30, log) as w:
+        with runner.Workdir(False, 4 << 30, log) as w:
             out["small"] = attach_table(w, "attach vs memcpy, 4 KiB pages (no huge-page tmpfs)", log)
     print(f"\n({time.time() - t0:.0f} s)")
     if args.json:

@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from ssdlab.flac import FlacFS
+from ssdlab.studies.flac.api import FlacFS
 
 
 def worker(fs: FlacFS, tid: int, model: Dict[str, bytes], seed: int, steps: int, errors: List[Tuple[int, str]]) -> None:

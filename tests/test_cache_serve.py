@@ -3,6 +3,7 @@ libmemcached's memccp/memccat/memcstat (Debian), plus raw sockets for bad input.
 the SOC/LOC threshold, spill from DRAM to flash and out of flash; what comes back is exact or a
 miss, never another value."""
 
+import json
 import random
 import shutil
 import signal
@@ -320,7 +321,7 @@ def test_connection_limit_and_sigint_shutdown(tmp_path):
 
 
 def test_sigterm_shutdown_with_open_clients(tmp_path):
-    s = Served(tmp_path).start()
+    s = Served(tmp_path, args=["--metrics-out", str(tmp_path / "metrics")]).start()
     c = s.client()
     for i in range(200):
         c.set(f"k{i}", rnd(3000, i))
@@ -330,6 +331,9 @@ def test_sigterm_shutdown_with_open_clients(tmp_path):
     assert rc == 0 and time.time() - t0 < 10
     log = s.log.read_text()
     assert "shutting down" in log and "served 1 connections" in log and "DLWA" in log, log
+    # --metrics-out: the final stats, as the summary line gives them.
+    m = json.loads((tmp_path / "metrics" / "metrics.json").read_text())
+    assert m["cmd_set"] == 200 and m["total_connections"] == 1, m
 
 
 @pytest.mark.parametrize("change, args, message", [
@@ -338,9 +342,10 @@ def test_sigterm_shutdown_with_open_clients(tmp_path):
     (SPEC.replace("utilization = 0.0225", "utilization = 0.0025"), [], "needs a LOC"),
     (SPEC, ["--max-value-bytes", "2M"], "--max-value-bytes 2097152: an item"),
     (SPEC, ["--listen", "0.0.0.0:11211"], "loopback"),
+    (SPEC, ["--allow-remote"], "--allow-remote: the memcached server listens on loopback addresses only"),
     ("bogus = 1\n" + SPEC, [], "unknown top-level key(s) bogus"),
     (SPEC.replace("dram_bytes", "dram_byte"), [], "unknown field `dram_byte`"),
-], ids=["zns", "no-invalidate", "no-loc", "value-over-region", "non-loopback", "top-level-key", "cache-key"])
+], ids=["zns", "no-invalidate", "no-loc", "value-over-region", "non-loopback", "allow-remote", "top-level-key", "cache-key"])
 def test_bad_configs_are_refused_clearly(tmp_path, change, args, message):
     spec = write(tmp_path / "bad.toml", change)
     cmd = SSDLAB + ["cache", "serve", str(spec)] + (args if "--listen" in args else ["--listen", f"127.0.0.1:{free_port()}"] + args)

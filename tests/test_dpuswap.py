@@ -1,8 +1,9 @@
 """dpuswap as a user runs it: `ssdlab reproduce dpuswap` on a tiny working set writes the report
-(the document's rows beside ssdlab's), CSV and figures, with remote memory nodes as separate
-processes; runs through separate-process nodes give the same modelled figures as in-process
-ones; `ssdlab rmml run|node|serve` and their errors; the backends as NBD disks for qemu-io
-and nbdcopy."""
+(the document's claims judged by ssdlab.studies.verdict), CSV and figures, with remote memory
+nodes as separate processes; the experiment's points carry their seed to every random choice
+and hold the page's ablations; runs through separate-process nodes give the same modelled
+figures as in-process ones; `ssdlab rmml run|node|serve` and their errors; the backends as NBD
+disks for qemu-io and nbdcopy."""
 
 import csv
 import hashlib
@@ -21,7 +22,8 @@ import pytest
 from clitools import Server, free_port, write
 
 from ssdlab import _native, vm
-from ssdlab.dpuswap import Nodes, run
+from ssdlab.studies.dpuswap.api import Nodes, run
+from ssdlab.studies.verdict import check_saved, load, table
 
 HAVE_GUEST = shutil.which("qemu-system-x86_64") is not None and (vm.guest_dir() / "vmlinuz").exists()
 needs_guest = pytest.mark.skipif(not HAVE_GUEST, reason="no QEMU or guest: run `make setup` (scripts/build-guest.sh)")
@@ -39,6 +41,7 @@ sort = { elements = 524288 }
 fio = { span_bytes = 8388608, ops = 500 }
 cache_sweep = [0.25]
 codecs = ["zstd"]
+codec_speeds = [30e9]
 """ + ('guest = { working_set = "8M", ops = 2000, memory = "384M" }\n' if HAVE_GUEST else "")
 
 SMALL_ZNS = {"preset": "zns-ssd", "storage": "data",
@@ -69,21 +72,67 @@ def report(tmp_path_factory):
     return out / "dpuswap"
 
 
-def test_reproduce_writes_the_table_csv_and_figures(report):
-    for f in ["report.md", "results.csv", "runs.csv", "kv.png", "sort.png", "fio.png", "cache_sweep.png"]:
+def test_reproduce_writes_the_claims_csv_and_figures(report):
+    for f in ["report.md", "results.csv", "runs.csv", "verdicts.json", "kv.png", "sort.png", "fio.png", "cache_sweep.png"]:
         assert (report / f).stat().st_size > 0, f
     md = (report / "report.md").read_text()
-    assert "| row | document | ssdlab | why they differ |" in md
-    for row in ["motivation, 75% local", "motivation, 50% local", "throughput, 75% local", "throughput, 50% local",
-                "completion, mean, p99 at 75%: DPUSwap vs ZNSwap-like", "fio random read", "fio random write"]:
-        assert row in md, row
+    # Every verdict is the judge's, and the report shows the judged claims as saved.
+    assert check_saved(report / "verdicts.json") == []
+    _doc, judged = load(report / "verdicts.json")
+    for line in table(judged):
+        assert line in md, line
+    what = {j.claim.what: j for j in judged}
+    for claim in ["Motivation, 75% local: remote swap (Infiniswap-like) vs all local, throughput",
+                  "Throughput, 50% local: DPUSwap vs Infiniswap-like", "Completion time, 75% local: DPUSwap vs ZNSwap-like",
+                  "fio random read bandwidth: DPUSwap vs Infiniswap-like", "fio random write bandwidth: DPUSwap vs ZNSwap-like",
+                  "ZNSwap-like last in throughput at 50% local"]:
+        assert claim in what, claim
+    assert sorted(j.claim.what for j in judged if j.claim.headline) == [
+        "Throughput, 50% local: DPUSwap vs Infiniswap-like", "Throughput, 75% local: DPUSwap vs Infiniswap-like",
+        "fio random read bandwidth: DPUSwap vs Infiniswap-like"]
+    # In this model every DPU-cache miss fetches and decompresses a whole 1 MiB block (issue 39
+    # changes that), so DPUSwap is behind the Infiniswap-like baseline: the judge says so.
+    assert what["Throughput, 50% local: DPUSwap vs Infiniswap-like"].verdict == "opposite"
+    assert "1 seed (42)" in md
     rows = {r["run"]: r for r in csv.DictReader((report / "runs.csv").read_text().splitlines())}
     # 2 workloads x (local + 3 backends x 2 fractions), a cache size at each swapped fraction, a
-    # codec, 2 fio x 3 backends.
-    assert len(rows) == 2 * 7 + 2 + 1 + 6
-    assert "## What DPUSwap's lead rests on: the DPU cache" in md
-    assert re.search(r"- At 50% local memory DPUSwap leads Infiniswap-like (once the DPU cache holds [\d.]+%|at no cache size)", md)
+    # codec, a codec speed, 2 fio x 3 backends.
+    assert len(rows) == 2 * 7 + 2 + 1 + 1 + 6
+    assert "## What DPUSwap's result rests on: the DPU cache" in md
+    # With the DPU cache at 25% of the working set DPUSwap still misses on a fifth or more of
+    # its reads, each miss costing a block's fetch and decompression (hundreds of microseconds)
+    # against a 6 us RDMA page read: it leads the Infiniswap-like baseline at no swept size.
+    assert float(rows["kv_dpuswap_50_cache0.25"]["cache_hit_ratio"]) < 0.9
+    assert float(rows["kv_dpuswap_50_cache0.25"]["fault_mean_us"]) > 10 * float(rows["kv_infiniswap_50"]["fault_mean_us"])
+    assert "- At 50% local memory DPUSwap leads Infiniswap-like at no cache size up to 25%" in md
     assert (report / "runs" / "kv_dpuswap_50" / "metrics.json").is_file()
+
+
+def test_points_carry_their_seed_and_the_ablations():
+    """The shipped experiment: three seeds on --quick for the claims' point sets (key-value and
+    fio), each seed reaching the workload, the Infiniswap-like slab placement and the ZNS device;
+    the sets without claims (sort, cache sweep, codec speed, readahead off) run with the first
+    seed; the guest runs once."""
+    from ssdlab.studies.dpuswap.experiment import points
+    from ssdlab.studies.reproduce import load_spec
+
+    spec = load_spec("dpuswap")
+    pts = {p.name: p for p in points(spec, "quick")}
+    for seed in (42, 43, 44):
+        for name in ("kv_znswap_50", "kv_infiniswap_75", "fio_randread_dpuswap"):
+            s = pts[f"{name}_s{seed}"].input["spec"]
+            assert next(iter(s["workload"].values()))["seed"] == seed
+            assert s["infiniswap"]["seed"] == seed and s["znswap"]["device"]["seed"] == seed
+    fast = pts["kv_dpuswap_50_lz4at30GBps_s42"].input["spec"]["rmml"]
+    assert fast["lz4_compress_bytes_per_s"] == fast["lz4_decompress_bytes_per_s"] == 30e9
+    for b in ("dpuswap", "infiniswap", "znswap"):
+        for w in ("kv", "sort"):
+            assert pts[f"{w}_{b}_75_ra1_s42"].input["spec"]["paging"]["readahead_pages"] == 1
+    assert pts["sort_znswap_50_s42"].input["spec"]["znswap"]["device"]["seed"] == 42
+    one_seed = [n for n in pts if n.endswith(("_s43", "_s44"))]
+    assert one_seed and all(n.startswith(("kv_local", "kv_dpuswap_75_", "kv_dpuswap_50_", "kv_infiniswap", "kv_znswap", "fio_"))
+                            and "cache" not in n and "ra1" not in n and "lz4at" not in n for n in one_seed), one_seed
+    assert pts["guest_dpuswap_50"].input["guest"]["seed"] == 42 and "guest_dpuswap_50_s43" not in pts
 
 
 def test_swapping_costs_time_and_the_dpu_cache_is_used(report):

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ssdlab import _native
-from ssdlab.fdpcache import run_cache
+from ssdlab.studies.fdp_cache.api import run_cache
+from ssdlab.studies.verdict import check_saved, load, table
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -78,7 +79,7 @@ def test_reproduce_writes_report_csv_and_figures(report):
     for f in ["report.md", "results.csv", "runs.csv", "fig5_dlwa_over_time.png", "fig6_utilization_sweep.png", "soc_sweep_theorem1.png"]:
         assert (report / f).stat().st_size > 0, f
     md = (report / "report.md").read_text()
-    assert "| quantity | paper | ssdlab |" in md
+    assert "| claim | document | ssdlab | effect | verdict | why (measured) |" in md
     assert "Theorem 1" in md
     rows = list(csv.DictReader((report / "runs.csv").read_text().splitlines()))
     assert len(rows) == 7  # 2 utilisations x FDP on/off, one more SOC size, 1 variant x FDP on/off
@@ -102,6 +103,22 @@ def test_runs_that_do_not_settle_are_marked_in_the_report(tmp_path):
     md = (out / "report.md").read_text()
     variants = md[md.index("## Variants"):].split("\n\n")[1].splitlines()[2:]
     assert len(variants) == 2 and all("(not settled)" in row for row in variants), variants
+
+
+def test_the_verdicts_are_the_judges_and_the_report_shows_them(report):
+    doc, judged = load(report / "verdicts.json")
+    assert check_saved(report / "verdicts.json") == []
+    md = (report / "report.md").read_text()
+    assert all(line in md.splitlines() for line in table(judged))
+    assert doc["study"] == "fdp-cache" and doc["mode"] == "quick"
+    # The document's DLWA claims at 50% and 100% (and their reductions, the headline) are all there.
+    whats = [j.claim.what for j in judged]
+    for u in ("50%", "100%"):
+        for what in (f"DLWA without FDP, {u} utilisation", f"DLWA with FDP, {u} utilisation",
+                     f"DLWA reduction by FDP (non-FDP / FDP), {u} utilisation"):
+            assert what in whats, what
+    assert sorted(j.claim.what for j in judged if j.claim.headline) == [
+        "DLWA reduction by FDP (non-FDP / FDP), 100% utilisation", "DLWA reduction by FDP (non-FDP / FDP), 50% utilisation"]
 
 
 def test_fdp_beats_mixing_and_leaves_the_cache_unchanged(report):
@@ -208,7 +225,8 @@ def test_cli_cache_run_and_convert(tmp_path):
 def test_a_running_point_reports_how_far_it_is(report):
     """A long point tells the sweep how far it is (the sweep prints it every few minutes), and
     the point run again in a worker gives the metrics the reproduction recorded."""
-    from ssdlab.sweep import _LocalBackend, _running_text
+    from ssdlab.sweep.local import _LocalBackend
+    from ssdlab.sweep.run import _running_text
 
     point = sorted((report / "points").glob("*/metrics.json"))[0].parent
     cfg = json.loads((point / "config.json").read_text())

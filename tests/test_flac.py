@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import ssdlab.flac as flac
 from clitools import ssdlab
+from ssdlab.studies.flac import api as flac
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm (tmpfs) for PM images")
 
@@ -136,7 +136,7 @@ def test_errors_are_oserrors_with_errno(shm):
 
 CHILD = textwrap.dedent("""
     import sys, hashlib
-    import ssdlab.flac as flac
+    from ssdlab.studies.flac import api as flac
     def data(g, i):
         seed = hashlib.sha256(f"{g}/{i}".encode()).digest()
         return (seed * (40_000 + 3_000 * i))[: 123_456 + 50_000 * i]
@@ -469,32 +469,83 @@ checkpoint = { state = "16M", tensors = 4, saves = 2, update = 0.25 }
 """
 
 
-def test_reproduce_writes_the_table_figures_and_csvs(shim_built, tmp_path):
-    """`ssdlab reproduce flac` on the sweep engine at a tiny scale: every step a point, the
-    report's table with the document's numbers beside ssdlab's, figures and tables."""
+@pytest.fixture(scope="module")
+def tiny_report(shim_built, tmp_path_factory):
+    """`ssdlab reproduce flac --quick` on the sweep engine at a tiny scale (one seed: every step
+    a point); its output folder."""
+    tmp = tmp_path_factory.mktemp("flac-reproduce")
     root = Path(__file__).resolve().parents[1]
     head = (root / "experiments" / "flac" / "experiment.toml").read_text().split("[quick]")[0]
-    exp = tmp_path / "experiments" / "flac"
+    exp = tmp / "experiments" / "flac"
     exp.mkdir(parents=True)
     (exp / "experiment.toml").write_text(head + TINY)
-    env = {**os.environ, "SSDLAB_EXPERIMENTS": str(tmp_path / "experiments")}
-    p = subprocess.run([sys.executable, "-m", "ssdlab.cli", "reproduce", "flac", "--quick", "--out", str(tmp_path / "reports")],
+    env = {**os.environ, "SSDLAB_EXPERIMENTS": str(tmp / "experiments")}
+    p = subprocess.run([sys.executable, "-m", "ssdlab.cli", "reproduce", "flac", "--quick", "--out", str(tmp / "reports")],
                        capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
-    out = tmp_path / "reports" / "flac"
+    return tmp / "reports" / "flac"
+
+
+def test_reproduce_writes_the_claims_figures_and_csvs(tiny_report):
+    """The report's claims table names the document's claims; figures and tables are written."""
+    out = tiny_report
     md = (out / "report.md").read_text()
-    for claim in ("2 MiB reads, FlacFS vs page-cache / DAX", "background flushing's loss", "loading on a miss",
-                  "grep (cold cache, in process)", "tar (unmodified, via the shim)", "checkpoint space"):
+    for claim in ("2 MiB reads, FlacFS vs page-cache FS", "2 MiB reads, FlacFS vs DAX FS",
+                  "applications in process, smallest speedup of FlacFS vs DAX FS", "background flushing's loss",
+                  "loading on a miss", "grep (cold cache, in process), FlacFS vs DAX FS",
+                  "tar (unmodified, via the shim), FlacFS vs page-cache FS", "checkpoint space shared (natural dedup)"):
         assert claim in md, claim
-    for f in ("micro.png", "scaling.png", "apps.png", "checkpoint.png", "micro.csv", "apps.csv", "shim.csv", "results.csv"):
+    assert "1 seed (42)" in md
+    for f in ("micro.png", "scaling.png", "apps.png", "checkpoint.png", "micro.csv", "apps.csv", "shim.csv", "ablations.csv",
+              "results.csv"):
         assert (out / f).stat().st_size > 0, f
-    ck = {r["mode"]: r for r in json.loads((out / "results.json").read_text())["checkpoint"]}
+    ck = {r["mode"]: r for r in json.loads((out / "results.json").read_text())["steps"]["checkpoint"]["42"]}
     # Two saves of 16 MiB with a quarter of the pages changed: some pages shared, where the
     # tmpfs files hold two full copies (the fault-around window copies pages near a changed
     # one too, so fewer are shared than changed).
     assert ck["flac-zero-copy"]["pm_frames_bytes"] < ck["tmpfs"]["pm_frames_bytes"] == ck["tmpfs"]["logical_bytes"]
     assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(
         ["bench", "micro", "scaling", "apps", "shim", "ablations", "checkpoint"])
+
+
+def test_the_verdicts_are_the_judges_and_the_report_shows_them(tiny_report):
+    from ssdlab.studies.verdict import check_saved, load, table
+
+    doc, judged = load(tiny_report / "verdicts.json")
+    assert check_saved(tiny_report / "verdicts.json") == []
+    md = (tiny_report / "report.md").read_text()
+    assert all(line in md.splitlines() for line in table(judged))
+    assert (doc["study"], doc["mode"]) == ("flac", "quick")
+    assert sorted(j.claim.what for j in judged if j.claim.headline) == [
+        "2 MiB reads, FlacFS vs DAX FS", "2 MiB reads, FlacFS vs page-cache FS",
+        "applications in process, smallest speedup of FlacFS vs DAX FS",
+        "applications in process, smallest speedup of FlacFS vs page-cache FS"]
+    # No explanation the runs do not measure.
+    assert "spends most of its time computing" not in md
+
+
+def test_the_report_takes_one_sample_per_seed(tiny_report, tmp_path):
+    """The report of a mode with two seeds (here the tiny run's points, each standing for both
+    seeds) judges every measured claim on two samples, with an interval."""
+    from ssdlab.studies.base import PointResult
+    from ssdlab.studies.flac.report import write_report
+    from ssdlab.config import read_toml
+    from ssdlab.studies.verdict import check_saved, load
+
+    spec = read_toml(tiny_report.parent.parent / "experiments" / "flac" / "experiment.toml", "experiment file")
+    spec["quick"]["seeds"] = [42, 43]
+    results = {}
+    for run in (tiny_report / "runs").iterdir():
+        metrics = json.loads((run / "metrics.json").read_text())
+        names = [run.name] if run.name == "bench" else [f"{run.name}_s42", f"{run.name}_s43"]
+        for n in names:
+            results[n] = PointResult(n, {}, metrics, run)
+    write_report(spec, "quick", tmp_path, results, lambda s: None)
+    assert check_saved(tmp_path / "verdicts.json") == []
+    _, judged = load(tmp_path / "verdicts.json")
+    measured = [j for j in judged if j.ours is not None]
+    assert measured and all(j.ours.n == 2 and j.ours.lo is not None for j in measured)
+    assert "2 seeds (42, 43)" in (tmp_path / "report.md").read_text()
 
 
 def test_sequential_writes_many_times_the_dram_cache(shm):
@@ -550,7 +601,7 @@ def test_a_files_last_writes_survive_a_remount_with_the_flusher_beside_the_write
 
 
 def test_work_directories_of_killed_runs_are_removed(tmp_path):
-    from ssdlab.flacrepro import Workdir, remove_stale_workdirs
+    from ssdlab.studies.flac.runner import Workdir, remove_stale_workdirs
 
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -571,8 +622,8 @@ def test_the_checkpoint_memory_estimate_covers_its_copying_modes():
     # The scheduler starts a step only if its estimate fits in memory: the checkpoint step's
     # tmpfs mode holds the live state and every save as files, which on a small PM image is
     # more than the FlacFS modes' image and DRAM pool.
-    from ssdlab.experiments import load_spec
-    from ssdlab.flacrepro import _resources
+    from ssdlab.studies.flac.runner import _resources
+    from ssdlab.studies.reproduce import load_spec
 
     m = dict(load_spec("flac")["quick"], pm_bytes="1G", checkpoint={"state": "1G", "tensors": 4, "saves": 8, "update": 0.25})
     need = _resources({"step": "checkpoint", "m": m}).memory_bytes

@@ -201,8 +201,8 @@ def test_scan_walks_the_same_keys_as_redis_server(pair):
 
 
 def test_redis_clients_drive_it_and_shutdown_writes_the_figures(tmp_path):
-    metrics = tmp_path / "m.json"
-    srv = start_ssdlab(tmp_path, "--audit", "--metrics", str(metrics))
+    metrics = tmp_path / "m" / "metrics.json"
+    srv = start_ssdlab(tmp_path, "--audit", "--metrics-out", str(tmp_path / "m"))
     try:
         port = str(srv.port)
         bench = subprocess.run(["redis-benchmark", "-p", port, "-t", "set,get", "-n", "3000", "-P", "16", "-r", "500", "-q"],
@@ -230,6 +230,14 @@ def test_redis_clients_drive_it_and_shutdown_writes_the_figures(tmp_path):
     audit = m["closing"]["audit"]
     assert audit["deletes"] == 100  # the NAND was searched for every deleted value
     assert "served" in srv.log.read_text()
+
+
+def test_the_old_metrics_file_option_still_writes_the_figures(tmp_path):
+    """--metrics FILE, the spelling before --metrics-out DIR, is kept as a hidden alias."""
+    metrics = tmp_path / "old.json"
+    srv = start_ssdlab(tmp_path, "--metrics", str(metrics))
+    assert srv.stop() == 0, srv.log.read_text()
+    assert json.loads(metrics.read_text())["store"]["lsm"]["puts"] == 0
 
 
 def test_bad_options_are_one_line_errors(tmp_path):

@@ -1,6 +1,6 @@
 """lsm-deletion as a user meets it: the Store API, `ssdlab kv generate` / `kv run` on workload
 files in the K-V workload generator's format, and `ssdlab reproduce lsm-deletion` on a tiny
-device writing its report, CSV and figures."""
+device writing its report (claims judged by ssdlab.studies.verdict), CSV and figures."""
 
 import copy
 import csv
@@ -12,7 +12,8 @@ import pytest
 
 from clitools import ssdlab, write
 from ssdlab import ConfigError
-from ssdlab.lsm import Store, run_lsm
+from ssdlab.studies.lsm_deletion.api import Store, run_lsm
+from ssdlab.studies.verdict import check_saved, load, table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,7 +132,14 @@ def test_reproduce_lsm_deletion_writes_report_and_figures(tmp_path):
     assert float(rows["fade_d10"]["lsm_within_dth"]) == 1.0
     assert float(rows["baseline_d10"]["lsm_within_dth"]) < 1.0
     assert rows["fade_d10"]["audit_survivors_erase_persisted"] == "0"
-    assert "| FADE persists deletes within D_th (LSM level) | every delete" in md and "100%: met" in md
+    # Every verdict is the judge's, and the report shows the judged table as saved.
+    assert check_saved(rep / "verdicts.json") == []
+    _doc, judged = load(rep / "verdicts.json")
+    for line in table(judged):
+        assert line in md, line
+    verdict = {j.claim.what.split(",")[0]: j.verdict for j in judged}
+    assert verdict["FADE: deletes persisted within D_th at LSM level"] == "reproduced"
+    assert "1 seed (42)" in md
     # The runs are points of the sweep engine: its table has one row per run, and a resumed
     # reproduction reuses every finished run.
     with open(rep / "results.csv") as f:
@@ -151,7 +159,7 @@ def test_no_deleted_value_survives_on_the_nand_after_its_erase_was_reported():
     taken for the block being gone."""
     from ssdlab.sweep import experiment_spec
 
-    pt = experiment_spec("lsm-deletion", "quick", ["baseline_d10"]).base_points[0]
+    pt = experiment_spec("lsm-deletion", "quick", ["baseline_d10_s42"]).base_points[0]
     spec = copy.deepcopy(pt.input)
     device = spec.pop("device")
     summary, _series, _wall = run_lsm(device, spec)
@@ -160,3 +168,19 @@ def test_no_deleted_value_survives_on_the_nand_after_its_erase_was_reported():
     assert audit["survivors_erase_persisted"] == 0, [s for s in audit["survivors"] if s["state"] == "erase-persisted"][:3]
     # Survivors of deletes not yet persisted are expected: they are what D_th bounds.
     assert audit["survivors_pending"] + audit["survivors_lsm_persisted"] > 0
+
+
+def test_quick_seeds_reach_the_device_and_the_workload_of_the_claims_runs():
+    """--quick runs three seeds where the claims read (10% deletes) and the first seed elsewhere;
+    each run's seed is its device's and its workload generator's."""
+    from ssdlab.studies.lsm_deletion.experiment import points
+    from ssdlab.studies.reproduce import load_spec
+
+    pts = points(load_spec("lsm-deletion"), "quick")
+    names = {p.name: p for p in pts}
+    assert len(pts) == 9 + 3 * 3
+    for pol in ("baseline", "fade", "zone-aware"):
+        assert f"{pol}_d05" in names and f"{pol}_d05_s42" not in names
+        for seed in (42, 43, 44):
+            task = names[f"{pol}_d10_s{seed}"].input
+            assert (task["seed"], task["device"]["seed"]) == (seed, seed)

@@ -345,7 +345,7 @@ def test_a_killed_cache_point_goes_on_from_its_save_with_the_results_of_an_unbro
     # One fdp-cache point of a few seconds, saving itself every 0.3 s; the whole sweep (its
     # process and the worker) killed at once, as a crash or a lost machine would stop it.
     sweep = write(tmp_path / "one.toml", 'experiment = "fdp-cache"\nmode = "quick"\n'
-                  'points = ["kvcache_u50_soc4_fdp"]\nstop_device_writes = 3.0\n')
+                  'points = ["kvcache_u50_soc4_fdp_s42"]\nstop_device_writes = 3.0\n')
     ssdlab_cli("sweep", sweep, "--out", tmp_path / "straight", "--checkpoint-every", "0")
     out = tmp_path / "o"
     tmp = Path(tempfile.gettempdir())
@@ -420,7 +420,7 @@ def test_seed_axis_over_the_fdp_cache_experiment_seeds_device_cache_and_workload
 
 
 def _flac_workdirs():
-    from ssdlab.flacrepro import Workdir
+    from ssdlab.studies.flac.runner import Workdir
 
     return sorted(Workdir.base().glob(Workdir.PREFIX + "*"))
 
@@ -439,10 +439,10 @@ def _have_guest():
 # work directory, with its PM image) or fill a temporary directory (a guest's disk and files),
 # and run for many seconds.
 LEFTOVER_POINTS = {
-    "dpuswap": ('experiment = "dpuswap"\nmode = "quick"\npoints = ["kv_dpuswap_75"]\n',
+    "dpuswap": ('experiment = "dpuswap"\nmode = "quick"\npoints = ["kv_dpuswap_75_s42"]\n',
                 lambda sid: any(b"rmml" in Path(f"/proc/{p}/cmdline").read_bytes() for p in processes_in_session(sid))),
     "dpuswap-guest": ('experiment = "dpuswap"\nmode = "quick"\npoints = ["guest_dpuswap_75"]\n', lambda sid: bool(_guest_dirs())),
-    "flac": ('experiment = "flac"\nmode = "quick"\npoints = ["micro"]\n', lambda sid: bool(_flac_workdirs())),
+    "flac": ('experiment = "flac"\nmode = "quick"\npoints = ["micro_s42"]\n', lambda sid: bool(_flac_workdirs())),
 }
 
 
@@ -480,11 +480,11 @@ def test_ctrl_c_leaves_no_processes_or_mounts_a_point_made(tmp_path, name, to):
 # A point of each runner that takes minutes: a cache run, and a device run (a tiny device's
 # shape with 1024 times its blocks, 100 device writes).
 LONG_POINTS = {
-    "cache": 'experiment = "fdp-cache"\nmode = "quick"\npoints = ["kvcache_u50_soc4_fdp"]\n',
+    "cache": 'experiment = "fdp-cache"\nmode = "quick"\npoints = ["kvcache_u50_soc4_fdp_s42"]\n',
     # A lifetime study on the paper-scale mode's lifetime device (~25 s).
     "flashblox": 'experiment = "flashblox"\nmode = "full"\npoints = ["life_adaptive_rot"]\n',
     # An LSM store with deletes tracked and audited (minutes).
-    "lsm": 'experiment = "lsm-deletion"\nmode = "quick"\npoints = ["baseline_d10"]\n',
+    "lsm": 'experiment = "lsm-deletion"\nmode = "quick"\npoints = ["baseline_d10_s42"]\n',
     "device": TINY.replace("[timing]", "[geometry]\nblocks_per_plane = 65536\n\n[timing]")
     + '\n[grid]\n"workload.stop_device_writes" = [100.0]\n',
 }
@@ -496,7 +496,7 @@ def test_progress_lines_reach_a_pipe_while_a_long_point_runs(tmp_path, runner):
     # log while the point runs (hours, on a paper-scale run), not when it ends. The CLI's own
     # main() runs with the progress period cut from minutes to a second.
     sweep = write(tmp_path / "one.toml", LONG_POINTS[runner])
-    code = ("import sys, ssdlab.sweep; sys.modules['ssdlab.sweep'].PROGRESS_PRINT_S = 1.0; from ssdlab.cli import main; "
+    code = ("import sys, ssdlab.sweep.run; sys.modules['ssdlab.sweep.run'].PROGRESS_PRINT_S = 1.0; from ssdlab.cli import main; "
             "sys.exit(main(sys.argv[1:]))")
     proc = subprocess.Popen([sys.executable, "-c", code, "sweep", str(sweep), "--out", str(tmp_path / "o")],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
@@ -521,7 +521,7 @@ def test_a_sweep_runs_the_code_it_started_with_when_the_package_changes_under_it
     # Two flashblox lifetime studies one after the other (their runner's module is imported by
     # the worker that runs a point); the first runs for a few seconds.
     sweep = write(tmp_path / "two.toml", 'experiment = "flashblox"\nmode = "quick"\npoints = ["life_adaptive_rot", "life_fixed_1w"]\n')
-    code = ("import sys, ssdlab.sweep; sys.modules['ssdlab.sweep'].PROGRESS_PRINT_S = 0.5; from ssdlab.cli import main; "
+    code = ("import sys, ssdlab.sweep.run; sys.modules['ssdlab.sweep.run'].PROGRESS_PRINT_S = 0.5; from ssdlab.cli import main; "
             "sys.exit(main(sys.argv[1:]))")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     env.update(PYTHONPATH=str(pkg.parent), PYTHONDONTWRITEBYTECODE="1")
@@ -533,7 +533,7 @@ def test_a_sweep_runs_the_code_it_started_with_when_the_package_changes_under_it
         line = proc.stdout.readline()
         assert line.startswith("[running] "), line  # the first point runs: its worker is up
         # The package changes: the module of the points' runner is now broken.
-        changed = pkg / "vssd.py"
+        changed = pkg / "studies" / "flashblox" / "runner.py"
         changed.write_text(changed.read_text() + "\nraise RuntimeError('the package changed under the sweep')\n")
         out, err = proc.communicate(timeout=300)
     finally:

@@ -1,9 +1,10 @@
 """uio-kv as a user meets it: a latency plan from Python, its errors, and `ssdlab reproduce
-uio-kv --quick` with its report, figure and tables."""
+uio-kv --quick` with its report, verdicts, figure and tables."""
 
 import csv
 import json
 import math
+import os
 import random
 import subprocess
 import sys
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 from clitools import SSDLAB, Server, free_port
 
-from ssdlab import ConfigError, uio
+from ssdlab import ConfigError
+from ssdlab.studies.uio_kv.api import Devices, Host, latency, wall_latency
 
 redis = pytest.importorskip("redis", reason="redis (redis-py) missing: run scripts/setup.sh (make setup)")
 
@@ -20,7 +22,7 @@ BIN = Path(sys.executable).parent
 
 
 def test_uio_is_faster_remotely_and_pays_only_gme_locally():
-    r = uio.latency({"ops": 50, "value_bytes": [64, 4096], "mix_devices": [2], "mix_ops": 100, "timings": [False]})
+    r = latency({"ops": 50, "value_bytes": [64, 4096], "mix_devices": [2], "mix_ops": 100, "timings": [False]})
     rows = {(x["value_bytes"], x["op"], x["remote"], x["path"]): x for x in r["rows"]}
     assert len(rows) == 2 * 2 * 2 * 2
     links = r["plan"]["links"]
@@ -39,7 +41,7 @@ def test_uio_is_faster_remotely_and_pays_only_gme_locally():
     assert mix["devices"] == 2 and 0.4 < mix["remote_fraction"] < 0.6
     assert mix["measured_ratio"] < 1
     # Same plan, same numbers.
-    assert uio.latency({"ops": 50, "value_bytes": [64, 4096], "mix_devices": [2], "mix_ops": 100, "timings": [False]}) == r
+    assert latency({"ops": 50, "value_bytes": [64, 4096], "mix_devices": [2], "mix_ops": 100, "timings": [False]}) == r
 
 
 @pytest.mark.parametrize("plan, text", [
@@ -52,34 +54,87 @@ def test_uio_is_faster_remotely_and_pays_only_gme_locally():
 ])
 def test_bad_plans_are_refused_with_the_key(plan, text):
     with pytest.raises(ConfigError, match=text):
-        uio.latency(plan)
+        latency(plan)
 
 
-def test_reproduce_quick_writes_report_figure_and_tables(tmp_path):
-    r = subprocess.run([str(BIN / "ssdlab"), "reproduce", "uio-kv", "--quick", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=600)
+ROOT = Path(__file__).resolve().parents[1]
+
+# The shipped experiment with a tiny --quick: two seeds, two value sizes, a NIC of 5 us (the
+# report must print the configured links, not the defaults).
+TINY_QUICK = """
+[quick]
+seeds = [42, 43]
+device = "quick"
+value_bytes = [16, 4096]
+mix_devices = [2, 4]
+ops = 40
+mix_ops = 100
+wall_ops = 30
+"""
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    exp = tmp_path_factory.mktemp("experiments")
+    text = (ROOT / "experiments" / "uio-kv" / "experiment.toml").read_text().split("[quick]")[0]
+    (exp / "uio-kv").mkdir()
+    (exp / "uio-kv" / "experiment.toml").write_text(text.replace("net_ns = 3000", "net_ns = 5000") + TINY_QUICK)
+    out = tmp_path_factory.mktemp("reports")
+    r = subprocess.run([str(BIN / "ssdlab"), "reproduce", "uio-kv", "--quick", "--jobs", "1", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ, SSDLAB_EXPERIMENTS=str(exp)))
     assert r.returncode == 0, r.stderr + r.stdout
-    rep = tmp_path / "uio-kv"
-    md = (rep / "report.md").read_text()
-    assert "| remote put, mean over value sizes | -8.2% |" in md
-    assert "model u' (by count)" in md
-    assert (rep / "latency_vs_value.png").stat().st_size > 10_000
-    with open(rep / "latency.csv", newline="") as f:
+    assert "6 points (2 seeds)" in r.stdout
+    return out / "uio-kv"
+
+
+def test_reproduce_quick_writes_report_figure_and_tables(report):
+    md = (report / "report.md").read_text()
+    assert "## Wall clock, processes" in md and "model u' (by count)" in md and "2 seeds (42, 43)" in md
+    assert (report / "latency_vs_value.png").stat().st_size > 10_000
+    with open(report / "latency.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    # (wall clock, simulated with NAND timing off, on) x value sizes x put/get x local/remote x paths
-    assert len(rows) == 3 * 7 * 2 * 2 * 2
-    assert {r["clock"] for r in rows} == {"wall", "simulated"}
-    assert "## Wall clock, processes" in md
-    with open(rep / "mix.csv", newline="") as f:
+    # seeds x (wall clock, simulated with NAND timing off, on) x value sizes x put/get x local/remote x paths
+    assert len(rows) == 2 * 3 * 2 * 2 * 2 * 2
+    assert {r["clock"] for r in rows} == {"wall", "simulated"} and {r["seed"] for r in rows} == {"42", "43"}
+    with open(report / "mix.csv", newline="") as f:
         mixes = list(csv.DictReader(f))
-    assert [int(m["devices"]) for m in mixes] == [2, 4, 8, 2, 4, 8]
+    assert [int(m["devices"]) for m in mixes] == [2, 4] * 4  # NAND timing off, on; two seeds each
     # More devices, more remote operations: the mix moves toward the remote ratio.
-    off = [float(m["measured_ratio"]) for m in mixes if m["nand_timing"] == "False"]
-    assert off[0] > off[1] > off[2]
+    off = [float(m["measured_ratio"]) for m in mixes if m["nand_timing"] == "False" and m["seed"] == "42"]
+    assert off[0] > off[1]
+
+
+def test_reproduce_verdicts_come_from_the_judge(report):
+    from ssdlab.studies.verdict import check_saved, load
+
+    assert check_saved(report / "verdicts.json") == []
+    _, judged = load(report / "verdicts.json")
+    md = (report / "report.md").read_text()
+    from ssdlab.studies.verdict import table
+
+    assert all(line in md.splitlines() for line in table(judged))
+    # Per setting: remote put/get (body and abstract), local put/get; u' at each N where mixes ran.
+    assert len(judged) == 3 * 6 + 2 * 2
+    assert all(j.ours is not None and j.ours.n == 2 for j in judged)
+    # The headline: the body's remote reductions in the wall-clock setting.
+    assert [j.claim.what for j in judged if j.claim.headline] == [
+        f"remote {op} latency, UIO vs traditional, mean over value sizes [wall clock, processes]" for op in ("put", "get")]
+    by = {j.claim.what: j for j in judged}
+    # The modelled links make a simulated remote put far cheaper than the document's -8.2%.
+    assert by["remote put latency, UIO vs traditional, mean over value sizes [simulated, NAND timing off]"].verdict == "larger"
+    # The simulated model makes no random choice: its seeds agree exactly.
+    j = by["local get latency, UIO vs GME bypass, mean over value sizes [simulated, NAND timing on]"]
+    assert j.ours.lo == j.ours.hi == j.ours.mean
+
+
+def test_report_prints_the_configured_links_not_the_defaults(report):
+    md = (report / "report.md").read_text()
+    assert "NET 5 us one way" in md
+    assert "3 us NIC" not in md and "NET 3 us" not in md
 
 
 def test_wall_clock_latency_through_processes_on_both_paths():
-    r = uio.wall_latency({"ops": 30, "value_bytes": [16, 4096]})
+    r = wall_latency({"ops": 30, "value_bytes": [16, 4096]})
     rows = {(x["value_bytes"], x["op"], x["remote"], x["path"]): x for x in r["rows"]}
     assert len(rows) == 2 * 2 * 2 * 2 and all(x["ops"] == 30 and x["mean_ns"] > 0 for x in rows.values())
     # Every value was read back as written (wall_latency raises otherwise); the fits are
@@ -88,16 +143,23 @@ def test_wall_clock_latency_through_processes_on_both_paths():
     assert math.isfinite(a) and math.isfinite(b) and a < 1 and b > -1
 
 
-def _kv_serve(tmp_path, sock, name):
+def _kv_serve(tmp_path, sock, name, old_metrics_flag=False):
+    """`ssdlab uio kv-serve` on a free port; returns it and where its metrics.json will be
+    (--metrics-out DIR, or the deprecated --metrics FILE)."""
     port = free_port()
-    metrics = tmp_path / f"{name}.json"
-    srv = Server(SSDLAB + ["uio", "kv-serve", "--attach", sock, "--listen", f"127.0.0.1:{port}", "--metrics", str(metrics)],
+    if old_metrics_flag:
+        metrics = tmp_path / f"{name}.json"
+        flag = ["--metrics", str(metrics)]
+    else:
+        metrics = tmp_path / f"{name}-metrics" / "metrics.json"
+        flag = ["--metrics-out", str(metrics.parent)]
+    srv = Server(SSDLAB + ["uio", "kv-serve", "--attach", sock, "--listen", f"127.0.0.1:{port}", *flag],
                  port, tmp_path / f"{name}.log")
     return srv, metrics
 
 
 def test_redis_clients_through_two_device_processes(tmp_path):
-    with uio.Devices(2, dir=str(tmp_path)) as d:
+    with Devices(2, dir=str(tmp_path)) as d:
         a, ma = _kv_serve(tmp_path, d.sockets[0], "host0")
         b, _ = _kv_serve(tmp_path, d.sockets[1], "host1")
         try:
@@ -126,8 +188,8 @@ def test_redis_clients_through_two_device_processes(tmp_path):
 
 
 def test_a_restarted_peer_costs_a_clear_error_then_serves_again(tmp_path):
-    with uio.Devices(2, dir=str(tmp_path)) as d:
-        srv, _ = _kv_serve(tmp_path, d.sockets[0], "host0")
+    with Devices(2, dir=str(tmp_path)) as d:
+        srv, metrics = _kv_serve(tmp_path, d.sockets[0], "host0", old_metrics_flag=True)
         try:
             r = redis.Redis(port=srv.port)
             remote = next(k for k in (f"key{i}".encode() for i in range(1000)) if _gme_route(k, 2) == 1)
@@ -140,11 +202,13 @@ def test_a_restarted_peer_costs_a_clear_error_then_serves_again(tmp_path):
             assert r.set(remote, b"v3") and r.get(remote) == b"v3"
         finally:
             assert srv.stop() == 0
+        # The deprecated --metrics FILE still writes the server's figures.
+        assert json.loads(metrics.read_text())["store"]["puts"] == 3
     assert "peer device 1" in (tmp_path / "device0.log").read_text()
 
 
 def test_console_puts_and_gets_through_a_device(tmp_path):
-    with uio.Devices(2, dir=str(tmp_path)) as d:
+    with Devices(2, dir=str(tmp_path)) as d:
         script = "put apple red fruit\nget apple\nget pear\nfrob x\nhelp\nquit\nget never-reached\n"
         r = subprocess.run(SSDLAB + ["uio", "console", "--attach", d.sockets[1]], input=script, capture_output=True,
                            text=True, timeout=60)
@@ -153,7 +217,7 @@ def test_console_puts_and_gets_through_a_device(tmp_path):
         assert lines[3].startswith("error: 'frob x'") and lines[4].startswith("commands:")
         assert len(lines) == 5 and r.returncode == 1  # one bad command, piped input
         # The value is in the system: another host reads it through the other device.
-        assert uio.Host(d.sockets[0]).get(b"apple") == b"red fruit"
+        assert Host(d.sockets[0]).get(b"apple") == b"red fruit"
 
 
 def test_up_starts_a_system_a_host_can_use_and_stops_on_sigterm(tmp_path):
@@ -165,9 +229,9 @@ def test_up_starts_a_system_a_host_can_use_and_stops_on_sigterm(tmp_path):
         lines = [p.stdout.readline().strip() for _ in range(3)]
         assert lines[0].startswith("device 0: NET 127.0.0.1:") and lines[2].startswith("attach a host:")
         sock = lines[1].split("host socket ")[1]
-        h = uio.Host(sock)
+        h = Host(sock)
         h.put(b"k", b"v")
-        assert uio.Host(lines[0].split("host socket ")[1]).get(b"k") == b"v"
+        assert Host(lines[0].split("host socket ")[1]).get(b"k") == b"v"
         del h
         time.sleep(0.1)
     finally:

@@ -1,5 +1,6 @@
 """flashblox as a user meets it: the vSSD API with data, crash recovery, errors; the swap
-analysis; `ssdlab vssd` and `ssdlab reproduce flashblox` on a small quick mode."""
+analysis; `ssdlab vssd` and `ssdlab reproduce flashblox` on a small quick mode (its claims
+judged by ssdlab.studies.verdict); the seeds reaching every point."""
 
 import csv
 import json
@@ -10,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ssdlab import ConfigError, DeviceError, vssd
+from ssdlab import ConfigError, DeviceError
+from ssdlab.studies import verdict
+from ssdlab.studies.flashblox import api as vssd
+from ssdlab.studies.flashblox.experiment import points
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -183,7 +187,7 @@ series_ms = 100
 """
 
 
-def test_reproduce_writes_the_table_and_figures(tmp_path):
+def test_reproduce_writes_the_claims_table_and_figures(tmp_path):
     exp = tmp_path / "experiments" / "flashblox"
     exp.mkdir(parents=True)
     head = (ROOT / "experiments" / "flashblox" / "experiment.toml").read_text().split("[quick]")[0]
@@ -194,13 +198,19 @@ def test_reproduce_writes_the_table_and_figures(tmp_path):
     assert r.returncode == 0, r.stderr + r.stdout
     rep = out / "flashblox"
     md = (rep / "report.md").read_text()
-    assert "| quantity | document | ssdlab | target | why they differ |" in md
+    # Every verdict is the judge's, and the report prints the judged table as saved.
+    assert verdict.check_saved(rep / "verdicts.json") == []
+    doc, judged = verdict.load(rep / "verdicts.json")
+    assert doc["study"] == "flashblox" and doc["mode"] == "quick"
+    missing = [line for line in verdict.table(judged) if line not in md.splitlines()]
+    assert missing == []
+    assert verdict.legend() in md
+    assert sum(j.claim.headline for j in judged) == 3
     for fig in ("motivation", "kv_isolation", "search_mapreduce", "lifetime", "lifetime_erases", "imbalance", "migration"):
         assert (rep / f"{fig}.png").stat().st_size > 1000, fig
     with open(rep / "table.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    by = {r["quantity"].split(":")[0]: r for r in rows}
-    assert "no swaps, one channel hammered" in by
+    assert [r["claim"] for r in rows] == [j.claim.what for j in judged]
     # The hammered channel dies in a sixteenth of the ideal life; the analysis's rotation
     # keeps the device nearly to the ideal.
     life = json.loads((rep / "runs" / "life_none" / "metrics.json").read_text())["summary"]
@@ -220,3 +230,23 @@ def test_reproduce_writes_the_table_and_figures(tmp_path):
     r = run_cli("reproduce", "flashblox", "--quick", "--out", str(out), env=env)
     assert r.returncode == 0
     assert (rep / "runs" / "kv2_A_die" / "metrics.json").read_text() == first
+
+
+def test_seeds_reach_every_random_choice_and_deterministic_points_run_once():
+    import tomllib
+
+    spec = tomllib.loads((ROOT / "experiments" / "flashblox" / "experiment.toml").read_text().split("[quick]")[0]
+                        + SMALL_QUICK.replace("[quick]\n", "[quick]\nseeds = [42, 43]\n", 1))
+    pts = {p.name: p for p in points(spec, "quick")}
+    # The lifetime studies of one hammered channel make no random choice: once, unsuffixed.
+    assert sorted(n for n in pts if n.startswith("life_")) == sorted(
+        ["life_none", "life_fixed_2w", "life_adaptive_doc", "life_adaptive_rot", "life_fixed_doc_tstar", "life_rot_tstar",
+         "life_rot_2tstar"])
+    for seed in (42, 43):
+        run = pts[f"kv2_A_die_s{seed}"].input
+        assert (run["device"]["seed"], run["spec"]["seed"]) == (seed, seed)
+        trace = pts[f"trace_adaptive_s{seed}"].input
+        assert (trace["device"]["seed"], trace["spec"]["seed"], trace["msr_traces"]["seed"]) == (seed, seed, seed)
+        assert pts[f"layer_cost_s{seed}"].input["device"]["seed"] == seed
+    # Every point is distinct (two points with one input would share one result).
+    assert len({json.dumps(p.input, sort_keys=True) for p in pts.values()}) == len(pts)

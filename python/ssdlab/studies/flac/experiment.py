@@ -1,5 +1,58 @@
-"""Moving here from ssdlab.flacrepro (temporary shim)."""
+"""flac's points: one per step of the reproduction (experiments/flac/experiment.toml) and seed.
 
-from ...flacrepro import EXPERIMENT
+The bench (attach vs memcpy, per-page costs) measures primitives and runs once; every other
+step (micro, scaling, apps, shim, ablations, checkpoint) runs once per seed of the mode, the
+seed feeding its data generators (data sets, trees, integers, model state), so each judged
+claim has one sample per seed.
+"""
 
-__all__ = ["EXPERIMENT"]
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ..base import Experiment, ExperimentPoint, seeded, seeds
+from .runner import STEP, STEPS, UNSEEDED
+
+MODE_KEYS = ("pm_bytes", "io_sizes", "cached", "larger", "point_bytes", "small_point_bytes", "threads", "repeats", "tree",
+             "bigsort_ints", "run_ints", "app_dram", "shim_tree", "shim_sort_ints", "shim_dram", "ablation_flush", "ablation_load",
+             "checkpoint")
+
+
+def points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
+    m = spec[mode]
+    missing = [k for k in MODE_KEYS if k not in m]
+    if missing:
+        raise ValueError(f"experiments/flac/experiment.toml [{mode}]: missing {', '.join(missing)}")
+    all_seeds = seeds(spec, mode)
+    # The mode's table without its seeds (the point's seed is its own input).
+    m = {k: v for k, v in m.items() if k != "seeds"}
+    pts = []
+    for step in STEPS:
+        if step in UNSEEDED:
+            pts.append(ExperimentPoint(step, {"step": step, "seed": None}, STEP.name, {"step": step, "mode": mode, "m": m}))
+            continue
+        for seed in all_seeds:
+            pts.append(ExperimentPoint(seeded(step, seed, all_seeds), {"step": step, "seed": seed}, STEP.name,
+                                       {"step": step, "mode": mode, "seed": seed, "m": m}))
+    return pts
+
+
+def describe(metrics: Dict[str, Any]) -> str:
+    r, step = metrics["result"], metrics["step"]
+    if step == "bench":
+        big = max(r["attach"], key=lambda x: x["bytes"])
+        return f"{big['bytes'] >> 10} KiB: memcpy / attach {big['memcpy_over_attach_touch']:.1f}x ({metrics['seconds']:.0f} s)"
+    if step == "ablations":
+        return (f"flush lock-free {r['flush_lockfree']['gb_s']:.2f} vs copying {r['flush_copying']['gb_s']:.2f} GB/s, load async "
+                f"{r['load_async']['gb_s']:.2f} vs sync {r['load_sync']['gb_s']:.2f} GB/s ({metrics['seconds']:.0f} s)")
+    rows = r["rows"] if isinstance(r, dict) else r
+    return f"{len(rows)} rows ({metrics['seconds']:.0f} s)"
+
+
+def _report(*args: Any) -> Any:
+    from .report import write_report
+
+    return write_report(*args)
+
+
+EXPERIMENT = Experiment(points=points, report=_report, describe=describe, metrics=("step", "huge_pages", "seconds"))

@@ -1,4 +1,4 @@
-"""flac: zero-copy single-level storage over DRAM and emulated persistent memory.
+"""FlacFS from Python: the library file system of the flac study and its zero-copy checkpoints.
 
 FLAC (FAST'24, "Optimizing File Systems on Heterogeneous Memory by Integrating DRAM Cache
 with Virtual Memory Management") gives a file system one virtual space over DRAM and PM and
@@ -6,7 +6,8 @@ moves data by remapping pages instead of copying them. ``FlacFS`` is the library
 on it (crate ssdlab-flac); ``engine="pagecache"`` and ``engine="dax"`` are the copying
 baselines on the same emulated PM.
 
->>> import tempfile, os, ssdlab.flac as flac
+>>> import tempfile, os
+>>> from ssdlab.studies.flac import api as flac
 >>> with tempfile.TemporaryDirectory(dir="/dev/shm") as d:
 ...     with flac.FlacFS(os.path.join(d, "pm.img"), create="64M", dram="16M") as fs:
 ...         state = fs.arrays({"w": ((256, 1024), "float32")})
@@ -18,17 +19,14 @@ baselines on the same emulated PM.
 (1.5, True)
 
 Unmodified programs use FlacFS through the LD_PRELOAD shim: ``ssdlab flac run IMAGE -- cat
-/flac/file`` (see :func:`shim_env`).
+/flac/file`` (see :func:`shim_env`; the commands are in ``ssdlab.studies.flac.cli``).
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import json
 import os
-import shutil
-import subprocess
 import time
 import weakref
 from pathlib import Path
@@ -36,26 +34,11 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _native
+from ... import _native
+from ...units import parse_size
 
 PAGE = 4096
 Pathish = Union[str, bytes, os.PathLike]
-
-
-def parse_size(v: Union[int, str], what: str = "size") -> int:
-    """Bytes from 4096, '64K', '256M', '2G' (binary multiples)."""
-    if isinstance(v, int):
-        if v < 0:
-            raise ValueError(f"{what}: expected a non-negative size, got {v}")
-        return v
-    s = str(v).strip().upper().removesuffix("IB").removesuffix("B")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    try:
-        if s and s[-1] in mult:
-            return int(float(s[:-1]) * mult[s[-1]])
-        return int(s)
-    except ValueError:
-        raise ValueError(f"{what}: expected a size like 4096, 64K, 256M or 2G, got {v!r}") from None
 
 
 def _path(p: Pathish) -> bytes:
@@ -105,7 +88,7 @@ class FlacFS:
         if kw.get("create") is None and not self.image.exists():
             raise FileNotFoundError(f"{self.image}: no such PM image (pass create='1G' to make one)")
         self.config = fs_config(image, **kw)
-        self._fs = _native.FlacFs(json.dumps(self.config))
+        self._fs: Any = _native.FlacFs(json.dumps(self.config))
         self._bufs: List[Tuple[int, int, Any]] = []
 
     @property
@@ -233,7 +216,7 @@ def _open_flags(mode: str) -> int:
 
 def _array_at(buf: Any, off: int, shape: Tuple[int, ...], dt: np.dtype) -> np.ndarray:
     n = int(np.prod(shape)) * dt.itemsize
-    mem = (ctypes.c_ubyte * max(n, 1)).from_address(buf.addr + off)
+    mem: Any = (ctypes.c_ubyte * max(n, 1)).from_address(buf.addr + off)
     mem._flac_owner = buf  # the buffer lives as long as any array on it
     return np.frombuffer(mem, dtype=dt, count=int(np.prod(shape))).reshape(shape)
 
@@ -242,7 +225,8 @@ class FlacFile:
     """An open file of a :class:`FlacFS` (binary, with a position)."""
 
     def __init__(self, fs: FlacFS, handle: int, mode: str):
-        self.fs, self.handle, self.mode, self.pos = fs, handle, mode, 0
+        self.fs, self.mode, self.pos = fs, mode, 0
+        self.handle: Optional[int] = handle
         if "a" in mode:
             self.pos = self.size()
 
@@ -373,7 +357,7 @@ def upload_checkpoint(fs: FlacFS, path: Pathish, dest_dir: Pathish) -> Dict[str,
     total = 0
     for name, a in arrays.items():
         with open(dest / f"{name}.bin", "wb") as out:
-            out.write(memoryview(a).cast("B"))
+            out.write(a.data.cast("B"))
         total += a.nbytes
     (dest / "manifest.json").write_bytes(fs.read_bytes(os.fsdecode(path) + ".json"))
     return {"seconds": time.perf_counter() - t0, "bytes": total}
@@ -426,88 +410,3 @@ def shim_env(image: Pathish, *, mount: str = "/flac", engine: str = "flac", crea
     if stats:
         env["FLACFS_STATS"] = os.fsdecode(stats)
     return env
-
-
-# -- CLI ------------------------------------------------------------------------------------------
-
-def _cmd_mkfs(args) -> int:
-    size = parse_size(args.size, "--size")
-    image = Path(args.image)
-    if image.exists() and image.stat().st_size > 0 and not args.force:
-        raise FileExistsError(f"{image} exists (use --force to replace it)")
-    if args.force and image.exists():
-        image.unlink()
-    with FlacFS(image, create=size, dram="8M") as fs:
-        st = fs.stats()
-    print(f"{image}: FLAC PM image of {size} bytes ({st['files']} file: /)")
-    return 0
-
-
-def _cmd_fsck(args) -> int:
-    with FlacFS(args.image, dram=args.dram, pm_cost=False) as fs:
-        fs.check()
-        dram, pm = fs.frames_in_use()
-        st = fs.stats()
-    print(f"{args.image}: consistent; {st['files']} files, {pm} PM frames in use ({pm * PAGE / 2**20:.1f} MiB)")
-    return 0
-
-
-def _cmd_ls(args) -> int:
-    with FlacFS(args.image, dram=args.dram, pm_cost=False) as fs:
-        base = args.path.rstrip("/") or "/"
-        for name in fs.listdir(base):
-            st = fs.stat(f"{base.rstrip('/')}/{name}", follow=False)
-            kind = {0o040000: "d", 0o120000: "l"}.get(st["mode"] & 0o170000, "-")
-            print(f"{kind}{st['mode'] & 0o7777:04o} {st['size']:>12} {name}")
-    return 0
-
-
-def _cmd_run(args) -> int:
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        raise ValueError("ssdlab flac run: give a command after --, e.g. ssdlab flac run fs.img -- ls -l /flac")
-    if not Path(args.image).exists() and not args.create:
-        raise FileNotFoundError(f"{args.image}: no such PM image (ssdlab flac mkfs {args.image} --size 1G, or --create 1G)")
-    env = shim_env(args.image, mount=args.mount, engine=args.engine, create=args.create, dram=args.dram,
-                   pm_cost=not args.no_pm_cost, zcopy_min=args.zcopy_min, stats=args.stats)
-    if shutil.which(cmd[0], path=env.get("PATH")) is None:
-        raise FileNotFoundError(f"{cmd[0]}: command not found")
-    return subprocess.call(cmd, env=env)
-
-
-def add_cli(sub) -> None:
-    """`ssdlab flac ...` subcommands."""
-    p = sub.add_parser("flac", help="FlacFS: zero-copy library file system over DRAM and emulated PM",
-                       description="FlacFS images: create, check, list, and run unmodified programs on them "
-                                   "(docs/case-studies/flac.md).")
-    s = p.add_subparsers(dest="flac_command", required=True)
-    m = s.add_parser("mkfs", help="create a PM image")
-    m.add_argument("image")
-    m.add_argument("--size", required=True, help="image size, e.g. 1G (put it on tmpfs, e.g. /dev/shm, for PM-like persistence)")
-    m.add_argument("--force", action="store_true", help="replace an existing image")
-    m.set_defaults(func=_cmd_mkfs)
-    c = s.add_parser("fsck", help="recover an image and check its consistency")
-    c.add_argument("image")
-    c.add_argument("--dram", default="8M")
-    c.set_defaults(func=_cmd_fsck)
-    ls = s.add_parser("ls", help="list a directory of an image")
-    ls.add_argument("image")
-    ls.add_argument("path", nargs="?", default="/")
-    ls.add_argument("--dram", default="8M")
-    ls.set_defaults(func=_cmd_ls)
-    r = s.add_parser("run", help="run a command with the image mounted at --mount (LD_PRELOAD shim)",
-                     description="Run CMD with FlacFS under --mount: e.g. ssdlab flac run fs.img -- tar -C /flac -xf x.tar. "
-                                 "Paths under the mount are served in the process; descriptors are not inherited across exec.")
-    r.add_argument("image")
-    r.add_argument("--mount", default="/flac")
-    r.add_argument("--engine", default="flac", choices=["flac", "pagecache", "dax"])
-    r.add_argument("--create", help="create the image with this size if missing")
-    r.add_argument("--dram", default="256M", help="DRAM cache size (default 256M)")
-    r.add_argument("--zcopy-min", default="64K", help="attach reads of at least this many bytes (default 64K)")
-    r.add_argument("--no-pm-cost", action="store_true", help="PM as fast as the DRAM it is emulated in")
-    r.add_argument("--stats", help="append a JSON line of statistics to this file at exit")
-    r.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
-    r.set_defaults(func=_cmd_run)
-

@@ -1,18 +1,17 @@
-"""`ssdlab reproduce flac`: the flac case study's experiments and report.
+"""The flac study's runner: one point per step of the reproduction, each in a fresh worker with a
+work directory of its own (:class:`Workdir`).
 
-Runs (experiments/flac/experiment.toml, modes quick and full) as points of the sweep engine,
-one per step, each in a fresh worker with its own work directory: attach vs memcpy and per-page
-fault costs; the microbenchmark (4 KiB .. 2 MiB I/O, a data set that fits the DRAM cache and
-one 4x larger, thread scaling); grep, tar and bigsort in process on FlacFS and both library
-baselines; the same as unmodified programs through the LD_PRELOAD shim, with ext4 on a loop
-device as a kernel reference; the flush and load ablations; zero-copy checkpoints. Writes
-reports/flac/: report.md (the document's number, ssdlab's, why they differ), CSV tables,
-figures, results.json.
+The steps: attach vs memcpy and per-page fault costs (bench); the microbenchmark (4 KiB ..
+2 MiB I/O, a data set that fits the DRAM cache and one 4x larger); thread scaling; grep, tar
+and bigsort in process on FlacFS and both library baselines (apps); the same as unmodified
+programs through the LD_PRELOAD shim, with ext4 on a loop device as a kernel reference (shim);
+the flush and load ablations; zero-copy checkpoints. The steps measure wall-clock speed, so
+each holds every CPU while it runs (the scheduler runs them one at a time) and its figures vary
+between runs; the seed of a point fixes its data sets and access orders.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import os
@@ -22,28 +21,17 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import flac
-from .experiments import Experiment, ExperimentPoint, PointResult
-from .flac import parse_size
-from .runners import PROCESS_BYTES, Resources, Result, Runner, report_progress
+from ...runners import PROCESS_BYTES, Resources, Result, Runner, report_progress
+from ...units import parse_size
+from . import api as flac
+
+Log = Callable[[str], None]
 
 ENGINES = ["flac", "pagecache", "dax"]
-LABEL = {"flac": "FlacFS", "pagecache": "page-cache FS", "dax": "DAX FS", "ext4": "ext4 (kernel, loop)"}
-
-# The document's numbers (seed 004, slides "SLS单层存储: 零拷贝共享内存设计与应用") and the FAST'24
-# paper's abstract.
-DOC = {
-    "copy_share_cache": 0.23,   # app <-> page cache copy share of I/O time (ext4 on PM, no DAX)
-    "copy_share_dax": 0.96,     # app <-> PM copy share (ext4-DAX, NOVA)
-    "flush_loss": 0.37,         # background flushing's performance loss
-    "load_loss": 0.65,          # loading on a cache miss
-    "apps_vs_dax": 6.7,         # at least, grep/tar/bigsort (abstract: up to 10.6)
-    "apps_vs_cache": 9.4,       # at least (abstract: up to 9.9)
-}
 WORDS = ["cache", "page", "frame", "memory", "flush", "write", "read", "remap", "table", "virtual", "space", "buffer",
          "copy", "zero", "load", "dram", "device", "latency", "bandwidth", "commit", "log", "metadata", "file", "system"]
 PATTERN = "persistent"
@@ -86,7 +74,7 @@ class Workdir:
     MAP_COUNT = Path("/proc/sys/vm/max_map_count")
     MAP_COUNT_WANT = 1048576
 
-    def __init__(self, want_huge: bool, size_bytes: int, log: Callable[[str], None]):
+    def __init__(self, want_huge: bool, size_bytes: int, log: Log):
         self.want_huge, self.size_bytes, self.log = want_huge, size_bytes, log
         self.huge = False
         self.mounted = False
@@ -163,7 +151,7 @@ def _quiet_env() -> Dict[str, str]:
 
 # -- benches ------------------------------------------------------------------------------------
 
-def run_bench(w: Workdir, m: Dict[str, Any], log: Callable[[str], None]) -> Dict[str, Any]:
+def run_bench(w: Workdir, m: Dict[str, Any], log: Log) -> Dict[str, Any]:
     cfg = w.fs("flac", "256M", m["pm_bytes"], name="bench.img")["flac"]
     sizes = [int(s) for s in m["io_sizes"]]
     rows = flac.run({"kind": "attach", "flac": cfg, "sizes": sizes, "budget_bytes": 64 << 20})
@@ -174,8 +162,11 @@ def run_bench(w: Workdir, m: Dict[str, Any], log: Callable[[str], None]) -> Dict
     return {"attach": rows, "faults": faults}
 
 
-def run_micro(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None]) -> List[Dict[str, Any]]:
-    rows = []
+def run_micro(w: Workdir, m: Dict[str, Any], seed: int, log: Log) -> Dict[str, Any]:
+    """Rows per (regime, engine, op, I/O size); ``stats``: each file system's counters at the
+    end of its run (copy-on-write copies, loads, ...)."""
+    rows: List[Dict[str, Any]] = []
+    stats: List[Dict[str, Any]] = []
     for k, regime in enumerate(("cached", "larger")):
         r = m[regime]
         cold = regime == "larger"
@@ -193,6 +184,7 @@ def run_micro(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], Non
                                 "cold": cold and op == "read", "fresh_data": fresh})
             res = flac.run({"kind": "micro", "fs": w.fs(engine, r["dram"], m["pm_bytes"]),
                             "setup": {"data_bytes": parse_size(r["data"]), "threads": 1, "seed": seed}, "points": pts})
+            stats.append({"regime": regime, "engine": engine, "stats": res["stats"]})
             for p in res["points"]:
                 op = "write-new" if p["fresh_data"] else p["op"]
                 rows.append({"regime": regime, "engine": engine, "op": op, **{k: p[k] for k in ("io_bytes", "gb_s", "gb_s_with_commit",
@@ -200,10 +192,10 @@ def run_micro(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], Non
             log(f"  micro {regime:<6} {engine:<9} " + " ".join(
                 f"{'n' if p['fresh_data'] else p['op'][0]}{p['io_bytes'] >> 10}K={p['gb_s']:.1f}/{p['gb_s_with_commit']:.1f}"
                 for p in res["points"]) + f"  ({time.time() - t0:.0f} s)")
-    return rows
+    return {"rows": rows, "stats": stats}
 
 
-def run_scaling(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None]) -> List[Dict[str, Any]]:
+def run_scaling(w: Workdir, m: Dict[str, Any], seed: int, log: Log) -> List[Dict[str, Any]]:
     rows = []
     threads = [int(t) for t in m["threads"]]
     r = m["cached"]
@@ -220,11 +212,11 @@ def run_scaling(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], N
 
 # -- applications ---------------------------------------------------------------------------------
 
-def run_apps(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None]) -> List[Dict[str, Any]]:
+def run_apps(w: Workdir, m: Dict[str, Any], seed: int, log: Log) -> List[Dict[str, Any]]:
     rows = []
     tree = {"root": "/tree", "files": int(m["tree"]["files"]), "total_bytes": parse_size(m["tree"]["bytes"]),
             "match_fraction": 0.01, "pattern": PATTERN, "seed": seed}
-    cases = [("grep", True, {"tree": tree}), ("grep", False, {"tree": tree}), ("tar", True, {"tree": tree}),
+    cases: List[Tuple[str, bool, Dict[str, Any]]] = [("grep", True, {"tree": tree}), ("grep", False, {"tree": tree}), ("tar", True, {"tree": tree}),
              ("bigsort", True, {"ints": int(m["bigsort_ints"]), "run_ints": int(m["run_ints"]), "seed": seed})]
     for k, (app, cold, params) in enumerate(cases):
         for e, engine in enumerate(ENGINES):
@@ -279,7 +271,7 @@ def _median(v: List[float]) -> float:
     return sorted(v)[len(v) // 2]
 
 
-def run_shim(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None]) -> List[Dict[str, Any]]:
+def run_shim(w: Workdir, m: Dict[str, Any], seed: int, log: Log) -> List[Dict[str, Any]]:
     """grep, tar and sort as unmodified programs on FlacFS, the baselines and ext4."""
     host = Path(w.path("host"))
     want = _host_tree(host / "tree", int(m["shim_tree"]["files"]), parse_size(m["shim_tree"]["bytes"]), seed)
@@ -304,9 +296,9 @@ def run_shim(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None
         report_progress(suites[0] / (len(ENGINES) + 1))
         suites[0] += 1
 
-        def run(cmd: List[str], check=ok) -> float:
+        def run(cmd: List[str], check: Callable[[subprocess.CompletedProcess], None] = ok) -> float:
             return _timed(cmd, env, check)
-        times = {"grep": [], "tar": [], "sort": []}
+        times: Dict[str, List[float]] = {"grep": [], "tar": [], "sort": []}
         for _ in range(reps):
             reset()
             times["grep"].append(run(["grep", "-r", "-c", PATTERN, f"{prefix}/tree"], grep_check))
@@ -347,7 +339,7 @@ def run_shim(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None
     return rows
 
 
-def _ext4(w: Workdir, host: Path, suite: Callable, log: Callable[[str], None]) -> None:
+def _ext4(w: Workdir, host: Path, suite: Callable, log: Log) -> None:
     """The kernel reference: ext4 on a loop device over a file on the same tmpfs."""
     if os.geteuid() != 0 or not shutil.which("mkfs.ext4") or not shutil.which("losetup"):
         log("  ext4: skipped (needs root, mkfs.ext4 and losetup)")
@@ -380,7 +372,7 @@ def _ext4(w: Workdir, host: Path, suite: Callable, log: Callable[[str], None]) -
 
 # -- ablations and checkpoints ---------------------------------------------------------------------
 
-def run_ablations(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None]) -> Dict[str, Any]:
+def run_ablations(w: Workdir, m: Dict[str, Any], seed: int, log: Log) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     a = m["ablation_flush"]
     for lockfree in (True, False):
@@ -388,14 +380,14 @@ def run_ablations(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str],
         r = flac.run({"kind": "micro", "fs": cfg, "setup": {"data_bytes": parse_size(a["data"]), "threads": int(a["threads"]), "seed": seed},
                       "points": [{"op": "write", "io_bytes": int(a["io"]), "threads": int(a["threads"]), "bytes": parse_size(a["bytes"]),
                                   "fresh_data": True, "plain_buffer": True, "repeats": int(m["repeats"])}]})
-        out["flush_lockfree" if lockfree else "flush_copying"] = r["points"][0]
+        out["flush_lockfree" if lockfree else "flush_copying"] = {**r["points"][0], "stats": r["stats"]}
     b = m["ablation_load"]
     for async_load in (True, False):
         cfg = w.fs("flac", b["dram"], m["pm_bytes"], async_load=async_load)
         r = flac.run({"kind": "micro", "fs": cfg, "setup": {"data_bytes": parse_size(b["data"]), "threads": 1, "seed": seed},
                       "points": [{"op": "read", "io_bytes": int(b["io"]), "threads": 1, "bytes": parse_size(b["bytes"]), "cold": True,
                                   "repeats": int(m["repeats"])}]})
-        out["load_async" if async_load else "load_sync"] = r["points"][0]
+        out["load_async" if async_load else "load_sync"] = {**r["points"][0], "stats": r["stats"]}
     log(f"  ablation flush: lock-free {out['flush_lockfree']['gb_s']:.2f} GB/s, copying {out['flush_copying']['gb_s']:.2f} GB/s; "
         f"load: async {out['load_async']['gb_s']:.2f} GB/s, sync {out['load_sync']['gb_s']:.2f} GB/s")
     return out
@@ -411,7 +403,7 @@ def _update(arrays: Dict[str, np.ndarray], fraction: float, rng: np.random.Gener
         flat[chosen] += 1
 
 
-def run_checkpoint(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str], None]) -> List[Dict[str, Any]]:
+def run_checkpoint(w: Workdir, m: Dict[str, Any], seed: int, log: Log) -> List[Dict[str, Any]]:
     c = m["checkpoint"]
     state = parse_size(c["state"])
     tensors, saves, frac = int(c["tensors"]), int(c["saves"]), float(c["update"])
@@ -444,11 +436,13 @@ def run_checkpoint(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str]
                 for n, a in arrays.items():
                     a.tofile(d / f"{n}.bin")
             save_s.append(time.perf_counter() - t0)
-        row = {"mode": mode, "state_bytes": state, "saves": saves, "update_fraction": frac, "save_s": save_s, "update_s": update_s,
+        row: Dict[str, Any] = {"mode": mode, "state_bytes": state, "saves": saves, "update_fraction": frac, "save_s": save_s, "update_s": update_s,
                "logical_bytes": saves * state}
         if fs is not None:
             dram, pm = fs.frames_in_use()
-            row.update({"dram_frames_bytes": dram * 4096, "pm_frames_bytes": pm * 4096})
+            data = fs.stats()["data"]
+            row.update({"dram_frames_bytes": dram * 4096, "pm_frames_bytes": pm * 4096, "cow_faults": data["cow_faults"],
+                        "cow_copies": data["cow_copies"]})
             t0 = time.perf_counter()
             back = flac.load_checkpoint(fs, f"/ckpt{saves - 1}")
             row["load_s"] = time.perf_counter() - t0
@@ -473,231 +467,13 @@ def run_checkpoint(w: Workdir, m: Dict[str, Any], seed: int, log: Callable[[str]
     return rows
 
 
-# -- report ----------------------------------------------------------------------------------------
 
-def _csv(path: Path, rows: List[Dict[str, Any]]) -> None:
-    if not rows:
-        return
-    keys: List[str] = []
-    for r in rows:
-        keys += [k for k in r if k not in keys]
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in r.items()})
-
-
-def _figures(out: Path, res: Dict[str, Any]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    colors = {"flac": "tab:blue", "pagecache": "tab:orange", "dax": "tab:green", "ext4": "tab:gray"}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, op in zip(axes, ("read", "write"), strict=True):
-        for engine in ENGINES:
-            for regime, style in (("cached", "-o"), ("larger", "--s")):
-                pts = [r for r in res["micro"] if r["engine"] == engine and r["op"] == op and r["regime"] == regime]
-                if pts:
-                    ax.plot([p["io_bytes"] / 1024 for p in pts], [p["gb_s"] for p in pts], style, color=colors[engine],
-                            label=f"{LABEL[engine]} ({'fits the cache' if regime == 'cached' else 'data 4x the cache'})")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("I/O size (KiB)")
-        ax.set_ylabel("throughput (GB/s)")
-        ax.set_title(f"Microbenchmark: random {op}s, 1 thread")
-        ax.grid(alpha=0.3, which="both")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "micro.png", dpi=120)
-    plt.close(fig)
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, op in zip(axes, ("read", "write"), strict=True):
-        for engine in ENGINES:
-            pts = [r for r in res["scaling"] if r["engine"] == engine and r["op"] == op]
-            ax.plot([p["threads"] for p in pts], [p["gb_s"] for p in pts], "-o", color=colors[engine], label=LABEL[engine])
-        ax.set_xlabel("threads (the machine has 2 cores)")
-        ax.set_ylabel("throughput (GB/s)")
-        ax.set_yscale("log")
-        ax.set_title(f"2 MiB {op}s, data in the DRAM cache")
-        ax.grid(alpha=0.3, which="both")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "scaling.png", dpi=120)
-    plt.close(fig)
-
-    groups = [("in process", [(f"{r['app']} ({r['cache']})", r) for r in res["apps"]]),
-              ("unmodified, via the shim", [(r["app"], r) for r in res["shim"] if r["app"] != "stats"])]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for ax, (title, items) in zip(axes, groups, strict=True):
-        names = list(dict.fromkeys(n for n, _ in items))
-        engines = [e for e in [*ENGINES, "ext4"] if any(r["engine"] == e for _, r in items)]
-        width = 0.8 / max(len(engines), 1)
-        for k, e in enumerate(engines):
-            vals = [next((r["seconds"] for n2, r in items if n2 == n and r["engine"] == e), np.nan) for n in names]
-            ax.bar(np.arange(len(names)) + k * width, vals, width, color=colors[e], label=LABEL[e])
-        ax.set_xticks(np.arange(len(names)) + width * (len(engines) - 1) / 2)
-        ax.set_xticklabels(names, fontsize=8)
-        ax.set_ylabel("seconds (lower is better)")
-        ax.set_title(f"Applications, {title}")
-        ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "apps.png", dpi=120)
-    plt.close(fig)
-
-    if res["checkpoint"]:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-        modes = [r["mode"] for r in res["checkpoint"]]
-        axes[0].bar(modes, [np.median(r["save_s"][1:] or r["save_s"]) for r in res["checkpoint"]], color=["tab:blue", "tab:cyan", "tab:gray"])
-        axes[0].set_ylabel("seconds per save (median after the first)")
-        axes[0].set_title("Checkpoint save")
-        axes[1].bar(modes, [r["pm_frames_bytes"] / 2**20 for r in res["checkpoint"]], color=["tab:blue", "tab:cyan", "tab:gray"])
-        axes[1].axhline(res["checkpoint"][0]["logical_bytes"] / 2**20, color="k", ls="--", lw=1, label="bytes saved")
-        axes[1].set_ylabel("MiB held by the checkpoints")
-        axes[1].set_title("Checkpoint space")
-        axes[1].legend(fontsize=8)
-        for ax in axes:
-            ax.tick_params(axis="x", labelsize=8)
-            ax.grid(alpha=0.3, axis="y")
-        fig.tight_layout()
-        fig.savefig(out / "checkpoint.png", dpi=120)
-        plt.close(fig)
-
-
-def _get(rows: List[Dict[str, Any]], **kw: Any) -> Optional[Dict[str, Any]]:
-    return next((r for r in rows if all(r.get(k) == v for k, v in kw.items())), None)
-
-
-def _ratio(a: Optional[float], b: Optional[float]) -> str:
-    return f"{a / b:.1f}x" if a and b else "-"
-
-
-def _report(out: Path, res: Dict[str, Any], mode: str, m: Dict[str, Any]) -> Path:
-    micro, apps, shim = res["micro"], res["apps"], res["shim"]
-    g = lambda **kw: (_get(micro, **kw) or {}).get("gb_s")  # noqa: E731
-    sizes = sorted({r["io_bytes"] for r in micro if r["regime"] == "cached"})
-    def ahead_from(base: str) -> Optional[int]:
-        # The smallest I/O size from which FlacFS's cached reads beat `base` at every larger size.
-        ahead = [(g(regime="cached", engine="flac", op="read", io_bytes=s) or 0) >
-                 (g(regime="cached", engine=base, op="read", io_bytes=s) or 0) for s in sizes]
-        k = len(ahead)
-        while k > 0 and ahead[k - 1]:
-            k -= 1
-        return sizes[k] if k < len(sizes) else None
-
-    cross, cross_dax = ahead_from("pagecache"), ahead_from("dax")
-    big = 2 << 20
-    fr, pr, dr = (g(regime="cached", engine=e, op="read", io_bytes=big) for e in ENGINES)
-    fw, pw, dw = (g(regime="cached", engine=e, op="write", io_bytes=big) for e in ENGINES)
-    fwc = (_get(micro, regime="cached", engine="flac", op="write", io_bytes=big) or {}).get("gb_s_with_commit")
-    fwn, pwn = (g(regime="cached", engine=e, op="write-new", io_bytes=big) for e in ("flac", "pagecache"))
-    ab = res["ablations"]
-    flush_loss = 1 - ab["flush_copying"]["gb_s"] / ab["flush_lockfree"]["gb_s"]
-    load_loss = 1 - ab["load_sync"]["gb_s"] / ab["load_async"]["gb_s"]
-    # What removing the copy saves per 2 MiB read: the share of a copying read that is copy.
-    t = lambda e: (_get(micro, regime="cached", engine=e, op="read", io_bytes=big) or {}).get("us_per_io")  # noqa: E731
-    copy_share_cache = 1 - t("flac") / t("pagecache") if t("flac") and t("pagecache") else None
-    copy_share_dax = 1 - t("flac") / t("dax") if t("flac") and t("dax") else None
-
-    def app_speed(rows, app, base, cache=None) -> Optional[float]:
-        f = _get(rows, app=app, engine="flac", **({"cache": cache} if cache else {}))
-        b = _get(rows, app=app, engine=base, **({"cache": cache} if cache else {}))
-        return b["seconds"] / f["seconds"] if f and b else None
-
-    lines = [f"# flac: zero-copy single-level storage over DRAM and emulated PM ({mode})", "",
-             f"Machine: 2 cores, no PM, no DAX. PM is a file on tmpfs with the Optane DC PMM cost model "
-             f"(305 ns read latency, 6.6 GB/s read, 2.3 GB/s write; docs/case-studies/flac.md). FLAC's frames are "
-             f"{'2 MiB huge pages (tmpfs mounted huge=always)' if res['env']['huge_pages'] else '4 KiB pages (no huge-page tmpfs)'}. "
-             "Every figure is measured here; the document's are from its slides (seed 004) and the FAST'24 abstract.", "",
-             "| claim | document | ssdlab | why they differ |", "|---|---|---|---|"]
-    def share(x: Optional[float], what: str) -> str:
-        # What zero-copy saves of a copying read; when FlacFS is slower it saves nothing.
-        if x is None:
-            return "-"
-        if x >= 0:
-            return f"{x:.0%} of a {what}"
-        return f"none (FlacFS's {what} takes {1 - x:.1f}x the copying one's time)"
-
-    lines.append(f"| copies' share of I/O time, page-cache FS | {DOC['copy_share_cache']:.0%} (ext4 on PM) | "
-                 f"{share(copy_share_cache, '2 MiB cached read')} | the library page cache has no system call or VFS around the copy, so "
-                 "the copy is a larger share |")
-    lines.append(f"| copies' share of I/O time, DAX FS | {DOC['copy_share_dax']:.0%} (ext4-DAX, NOVA) | "
-                 f"{share(copy_share_dax, '2 MiB read')} | PM reads are modelled (6.6 GB/s); the rest is this machine's memcpy |")
-    lines.append(f"| 2 MiB reads, FlacFS vs page-cache / DAX | order of magnitude | {_ratio(fr, pr)} / {_ratio(fr, dr)} "
-                 f"({fr:.1f} vs {pr:.1f} / {dr:.1f} GB/s) | attaching 2 MiB is one PMD entry here; the application touches every page "
-                 "it reads; remapping costs ~1 us per 4 KiB entry on this nested-paging VM |" if fr and pr and dr else None)
-    lines.append(f"| 2 MiB writes, FlacFS vs page-cache / DAX | order of magnitude | {_ratio(fw, pw)} / {_ratio(fw, dw)} "
-                 f"from an unchanged buffer ({fwc:.2f} GB/s with the commit to PM); {_ratio(fwn, pwn)} vs page-cache writing new data "
-                 "each time | attach is a page-table update, and frames already persisted are not copied to PM again; new data "
-                 "means the application's stores fault on the attached (copy-on-write) buffer, so the copy moves there |"
-                 if fw and pw and dw and fwc and fwn and pwn else None)
-    lines.append(f"| FlacFS best from 64 KB | yes | cached reads ahead of the page cache from {cross >> 10 if cross else '-'} KiB, "
-                 f"of DAX from {cross_dax >> 10 if cross_dax else '-'} KiB | below 2 MiB the attached range is mapped with 4 KiB entries, "
-                 "each ~1 us to fill on this machine, and the application touches every page |")
-
-    def loss(x: float, worse: str, better: str) -> str:
-        # The ablation's loss against FLAC's design; a negative one is a gain, said as such.
-        if x >= 0:
-            return f"{worse} loses {x:.0%} of {better}'s"
-        return f"none: {worse} gets {1 - x:.2f}x {better}'s"
-
-    lines.append(f"| background flushing's loss | {DOC['flush_loss']:.0%} | {loss(flush_loss, 'copying flush', 'lock-free flush')} "
-                 f"write throughput ({m['ablation_flush']['threads']} writers, {m['ablation_flush']['flush_interval_ms']} ms flush period) | writers wait for the flusher's PM copy only in the copying ablation; "
-                 "with 2 cores the lock-free flusher's remapping competes with the writers for the CPUs |")
-    lines.append(f"| loading on a miss | {DOC['load_loss']:.0%} loss | {loss(load_loss, 'synchronous load', 'asynchronous load')} "
-                 "throughput (cold 2 MiB reads) | the application's first read of a missed page is charged at PM speed in both |")
-    for app, cache in (("grep", "cold"), ("grep", "warm"), ("tar", "cold"), ("bigsort", "cold")):
-        sd, sc = app_speed(apps, app, "dax", cache), app_speed(apps, app, "pagecache", cache)
-        if sd and sc:
-            lines.append(f"| {app} ({cache} cache, in process): FlacFS vs DAX / page-cache | >= {DOC['apps_vs_dax']}x / >= "
-                         f"{DOC['apps_vs_cache']}x | {sd:.2f}x / {sc:.2f}x | library baselines pay no system calls; "
-                         f"{app} spends most of its time computing |")
-    for app in ("grep", "tar", "sort"):
-        sd, sc = app_speed(shim, app, "dax"), app_speed(shim, app, "pagecache")
-        se = app_speed(shim, app, "ext4")
-        if sd and sc:
-            lines.append(f"| {app} (unmodified, via the shim): FlacFS vs DAX / page-cache{' / ext4' if se else ''} | >= {DOC['apps_vs_dax']}x / >= "
-                         f"{DOC['apps_vs_cache']}x | {sd:.2f}x / {sc:.2f}x{f' / {se:.2f}x' if se else ''} | "
-                         "programs read in buffers below the attach threshold (copies); each run is a new process with a cold cache |")
-    ck = {r["mode"]: r for r in res["checkpoint"]}
-    if "flac-zero-copy" in ck and "tmpfs" in ck:
-        z, cp, tm = ck["flac-zero-copy"], ck["flac-copy"], ck["tmpfs"]
-        zs, cs = float(np.median(z["save_s"][1:] or z["save_s"])), float(np.median(cp["save_s"][1:] or cp["save_s"]))
-        ts = float(np.median(tm["save_s"][1:] or tm["save_s"]))
-        lines.append(f"| checkpoint save (zero-copy) | faster | {cs / zs:.1f}x vs copying into FlacFS, {ts / zs:.1f}x vs tmpfs files | "
-                     "saves attach pages; the copies move to the training step's first write of each page (copy-on-write) |")
-        lines.append(f"| checkpoint space (natural dedup) | saved | {z['pm_frames_bytes'] / 2**20:.0f} MiB for {z['logical_bytes'] / 2**20:.0f} "
-                     f"MiB of checkpoints (tmpfs: {tm['pm_frames_bytes'] / 2**20:.0f} MiB) | unchanged pages are shared by the checkpoints and the live state |")
-    lines = [ln for ln in lines if ln is not None]
-    lines += ["", "![microbenchmark](micro.png)", "", "![thread scaling](scaling.png)", "", "![applications](apps.png)", ""]
-    if res["checkpoint"]:
-        lines += ["![checkpoints](checkpoint.png)", ""]
-    lines += ["## Attach vs memcpy (one run)", "",
-              "| I/O | memcpy (us) | attach to buffer + touch (us) | memcpy / attach | copy to PM (us) | copy to PM / attach |", "|---|---|---|---|---|---|"]
-    for r in res["bench"]["attach"]:
-        lines.append(f"| {r['bytes'] >> 10} KiB | {r['memcpy_us']:.1f} | {r['attach_to_buffer_touch_us']:.1f} | {r['memcpy_over_attach_touch']:.2f} | "
-                     f"{r['copy_to_pm_us']:.1f} | {r['copy_to_pm_over_attach_touch']:.1f} |")
-    f = res["bench"]["faults"]
-    lines += ["", f"Per page on this machine: copy-on-write fault {f['cow_fault_us']:.1f} us, view fault {f['view_fault_us']:.2f} us, "
-              f"scattered remap {f['remap_scattered_us']:.1f} us, 2 MiB run remap + touch {f['remap_run_touch_us']:.2f} us; kernel "
-              f"references: anonymous page fault {f['anon_fault_us']:.1f} us, mprotect {f['mprotect_us']:.1f} us, mmap+munmap {f['mmap_munmap_us']:.1f} us.",
-              "", "Tables: micro.csv, scaling.csv, apps.csv, shim.csv, checkpoint.csv; everything in results.json."]
-    md = out / "report.md"
-    md.write_text("\n".join(lines) + "\n")
-    return md
-
-
-# -- the experiment on the sweep engine -------------------------------------------------------------
+# -- the runner on the sweep engine ------------------------------------------------------------------
 #
-# One point per step, each run in a fresh worker with a work directory of its own. The steps
-# measure wall-clock speed, so each holds every CPU while it runs (the scheduler runs them one
-# at a time) and its figures vary a little between runs; everything else is seeded.
+# One point per step (and seed: the seed feeds the step's data generators), each run in a fresh
+# worker with a work directory of its own.
 
-STEPS: Dict[str, Callable[[Workdir, Dict[str, Any], int, Callable[[str], None]], Any]] = {
+STEPS: Dict[str, Callable[[Workdir, Dict[str, Any], int, Log], Any]] = {
     "bench": lambda w, m, seed, log: run_bench(w, m, log),
     "micro": run_micro,
     "scaling": run_scaling,
@@ -706,18 +482,8 @@ STEPS: Dict[str, Callable[[Workdir, Dict[str, Any], int, Callable[[str], None]],
     "ablations": run_ablations,
     "checkpoint": run_checkpoint,
 }
-MODE_KEYS = ("pm_bytes", "io_sizes", "cached", "larger", "point_bytes", "small_point_bytes", "threads", "repeats", "tree",
-             "bigsort_ints", "run_ints", "app_dram", "shim_tree", "shim_sort_ints", "shim_dram", "ablation_flush", "ablation_load",
-             "checkpoint")
-
-
-def _points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
-    m = spec[mode]
-    missing = [k for k in MODE_KEYS if k not in m]
-    if missing:
-        raise ValueError(f"experiments/flac/experiment.toml [{mode}]: missing {', '.join(missing)}")
-    seed = int(spec.get("seed", 42))
-    return [ExperimentPoint(step, {"step": step}, STEP.name, {"step": step, "mode": mode, "seed": seed, "m": m}) for step in STEPS]
+# The steps without a seed: the bench measures primitives, with no data set to generate.
+UNSEEDED = ("bench",)
 
 
 def _resolve(task: Dict[str, Any]) -> Dict[str, Any]:
@@ -757,34 +523,11 @@ def _run(task: Dict[str, Any]) -> Result:
     t0 = time.time()
     with Workdir(bool(m.get("huge_pages", True)), parse_size(m["pm_bytes"]) * 3 + (4 << 30), lines.append) as w:
         lines.insert(0, f"flac {step} ({task['mode']}): images in {w.dir} ({'2 MiB' if w.huge else '4 KiB'} pages)")
-        result = STEPS[step](w, m, int(task["seed"]), lines.append)
+        result = STEPS[step](w, m, int(task.get("seed") or 0), lines.append)
         huge = w.huge
     seconds = round(time.time() - t0, 1)
-    return Result(metrics={"step": step, "huge_pages": huge, "seconds": seconds, "result": result},
+    return Result(metrics={"step": step, "huge_pages": huge, "seconds": seconds, "cpus": os.cpu_count(), "result": result},
                   files={"log.txt": "\n".join(lines) + "\n"})
-
-
-def _describe(metrics: Dict[str, Any]) -> str:
-    r, step = metrics["result"], metrics["step"]
-    if step == "bench":
-        big = max(r["attach"], key=lambda x: x["bytes"])
-        return f"{big['bytes'] >> 10} KiB: memcpy / attach {big['memcpy_over_attach_touch']:.1f}x ({metrics['seconds']:.0f} s)"
-    if step == "ablations":
-        return (f"flush lock-free {r['flush_lockfree']['gb_s']:.2f} vs copying {r['flush_copying']['gb_s']:.2f} GB/s, load async "
-                f"{r['load_async']['gb_s']:.2f} vs sync {r['load_sync']['gb_s']:.2f} GB/s ({metrics['seconds']:.0f} s)")
-    return f"{len(r)} rows ({metrics['seconds']:.0f} s)"
-
-
-def _write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, PointResult],
-                  log: Callable[[str], None]) -> Path:
-    res: Dict[str, Any] = {step: results[step].metrics["result"] for step in STEPS}
-    huge = {results[step].metrics["huge_pages"] for step in STEPS}
-    res["env"] = {"huge_pages": huge == {True}, "seconds": {step: results[step].metrics["seconds"] for step in STEPS}}
-    (out / "results.json").write_text(json.dumps(res, indent=1) + "\n")
-    for name in ("micro", "scaling", "apps", "shim", "checkpoint"):
-        _csv(out / f"{name}.csv", res[name])
-    _figures(out, res)
-    return _report(out, res, mode, spec[mode])
 
 
 def _reap() -> None:
@@ -793,5 +536,4 @@ def _reap() -> None:
     remove_stale_workdirs(Workdir.base())
 
 
-STEP = Runner("ssdlab.flacrepro:STEP", _resolve, _resources, _run, reap=_reap)
-EXPERIMENT = Experiment(title="FLAC: zero-copy single-level storage over DRAM and emulated persistent memory", points=_points, report=_write_report, describe=_describe, metrics=("step", "huge_pages", "seconds"))
+STEP = Runner("ssdlab.studies.flac.runner:STEP", _resolve, _resources, _run, reap=_reap)
