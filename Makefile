@@ -18,11 +18,13 @@ demo: setup
 
 test: setup lint test-rust test-python
 
-# Formatting and lints are part of the suite: rustfmt, clippy (warnings are errors), ruff.
+# Formatting, lints and types are part of the suite: rustfmt, clippy (warnings are errors), ruff,
+# mypy on the Python package (its settings in pyproject.toml).
 lint:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	.venv/bin/ruff check python tests scripts
+	.venv/bin/mypy
 
 # The Rust tests run with a temp directory of their own, which must be empty afterwards (the
 # Python tests check theirs in tests/conftest.py).

@@ -300,7 +300,7 @@ def vssd_lifetime(device: _Config, spec: dict[str, Any], on_progress: Callable[[
 def vssd_swap_plan(channels: int, years: float, a: float, d: float) -> dict[str, Any]: ...
 def vssd_layer_cost(device: _Config, rounds: int) -> dict[str, Any]: ...
 # ---------------------------------------------------------------------------------------------
-# The flac case study: library file systems over emulated PM (ssdlab.flac wraps these)
+# The flac case study: library file systems over emulated PM (ssdlab.studies.flac.api wraps these)
 
 @final
 class FlacBuf:
@@ -312,7 +312,7 @@ class FlacBuf:
 
 @final
 class FlacFs:
-    """A mounted library file system (FlacFS or a baseline); config_json is ssdlab.flac's."""
+    """A mounted library file system (FlacFS or a baseline); config_json is ssdlab.studies.flac.api's (fs_config)."""
     def __new__(cls, config_json: str) -> FlacFs: ...
     @property
     def engine(self) -> str: ...

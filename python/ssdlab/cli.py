@@ -15,7 +15,6 @@ from . import _native
 from ._native import SsdlabError
 from .runners import CHECKPOINT_EVERY_S, parse_bytes
 from .args import Parser, int_in, number
-from .spi import add_spi_parser
 
 EPILOG = """examples:
   ssdlab config show default > my.toml      # a complete, commented config
@@ -58,9 +57,8 @@ def _finish_run(rep, out: Path, started: float, quiet: bool) -> int:
 def _warn_reserve(cfg: dict) -> None:
     """Say so when the FTL's reserve eats more than a third of the configured spare."""
     size = _native.config_sizing(cfg)
-    reserve, spare = size.get("reserve_steady_blocks"), size.get("spare_blocks")
-    if reserve is not None and spare and reserve > spare / 3:
-        e = size["effective"]
+    reserve, spare, e = size["reserve_steady_blocks"], size["spare_blocks"], size["effective"]
+    if reserve is not None and spare and e is not None and size["spare_factor"] is not None and reserve > spare / 3:
         print(f"ssdlab: warning: the FTL holds back about {reserve:.0f} of the {spare:.0f} spare blocks (open blocks of "
               f"every write stream on every die, GC watermarks): the effective spare is {e['spare_factor'] * 100:.2f}% of "
               f"{size['spare_factor'] * 100:.2f}% configured (`ssdlab config check` has the details)", file=sys.stderr)
@@ -118,8 +116,8 @@ def cmd_config(args) -> int:
         gib = 2**30
         print(f"{args.preset}: ok: {size['logical_bytes'] / gib:.2f} GiB logical of {size['physical_bytes'] / gib:.2f} GiB "
               f"raw ({size['good_blocks']} good blocks)")
-        if size.get("reserve_steady_blocks") is not None:
-            e = size["effective"]
+        e = size["effective"]
+        if size["reserve_steady_blocks"] is not None and e is not None and size["spare_factor"] is not None:
             print(f"  FTL reserve: about {size['reserve_steady_blocks']:.0f} of {size['spare_blocks']:.0f} spare blocks held back "
                   "in steady state (GC watermark, open blocks of every write stream, victims in progress); "
                   f"effective spare {e['spare_factor'] * 100:.2f}% (configured {size['spare_factor'] * 100:.2f}%)")
@@ -305,16 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("-q", "--quiet", action="store_true")
     sw.set_defaults(func=cmd_sweep)
 
-    # The platform's front-ends, then each study's own commands (ssdlab.studies' registry).
-    from .nbd import add_parsers as add_nbd_parsers
+    # Every other command registers itself the same way, with an add_cli(sub): the platform's
+    # front-ends (NBD, SPI NOR, guest VMs), then each study's own commands (the registry).
+    from . import nbd, spi, vm
     from .studies import all_studies
-    from .vm import add_parser as add_vm_parser
 
-    add_nbd_parsers(sub)
-    add_spi_parser(sub)
-    add_vm_parser(sub)
-    for study in all_studies():
-        study.add_cli(sub)
+    for add_cli in (nbd.add_cli, spi.add_cli, vm.add_cli, *(s.add_cli for s in all_studies())):
+        add_cli(sub)
     return p
 
 

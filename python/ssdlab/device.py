@@ -43,9 +43,9 @@ class Report:
         self.metrics = metrics
         self.series_csv = series_csv
         self.interrupted = interrupted
-        data = np.genfromtxt(io.StringIO(series_csv), delimiter=",", names=True, dtype=None, encoding=None)
+        data = np.genfromtxt(io.StringIO(series_csv), delimiter=",", names=True, dtype=None, encoding="utf-8")
         data = np.atleast_1d(data)
-        self.series: dict[str, np.ndarray] = {name: np.asarray(data[name]) for name in data.dtype.names}
+        self.series: dict[str, np.ndarray] = {name: np.asarray(data[name]) for name in data.dtype.names or ()}
 
     def __getitem__(self, key: str) -> Any:
         return self.metrics[key]

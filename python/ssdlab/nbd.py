@@ -103,7 +103,7 @@ def cmd_stats(args) -> int:
     return 0
 
 
-def add_parsers(sub) -> None:
+def add_cli(sub) -> None:
     s = sub.add_parser("serve", help="serve an emulated SSD over NBD (qemu, fio, nbdcopy, ... use it as a disk)",
                        description="Serve the device of CONFIG over the NBD protocol until Ctrl-C or SIGTERM. "
                                    "SIGUSR1 writes metrics.json to --metrics-out. See docs/nbd.md.")

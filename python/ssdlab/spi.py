@@ -242,7 +242,7 @@ def cmd_spi(args) -> int:
     return 0
 
 
-def add_spi_parser(sub) -> None:
+def add_cli(sub) -> None:
     """The `ssdlab spi` subcommand (kept here so cli.py stays small)."""
     p = sub.add_parser("spi", help="SPI NOR flash emulator: serve flashrom's serprog, list chip presets",
                        description="Emulated SPI NOR chips (docs/case-studies/spi-nor.md). Example: ssdlab spi "

@@ -166,11 +166,11 @@ def _reap(proc: subprocess.Popen, timeout_s: Optional[float] = None) -> Tuple[in
             proc.returncode = os.waitstatus_to_exitcode(status)
             return proc.returncode, usage.ru_maxrss * 1024
         if deadline and time.monotonic() > deadline:
-            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+            raise subprocess.TimeoutExpired(proc.args, timeout_s or 0.0)
         time.sleep(0.02)
 
 
-def _stop(proc: Optional[subprocess.Popen], sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> Tuple[Optional[int], int]:
+def stop_process(proc: Optional[subprocess.Popen], sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> Tuple[Optional[int], int]:
     """Stop a child by PID (signal, then SIGKILL after the timeout); (exit code, peak RSS)."""
     if proc is None:
         return None, 0
@@ -186,7 +186,7 @@ def _stop(proc: Optional[subprocess.Popen], sig: int = signal.SIGTERM, timeout_s
         return proc.returncode, 0
 
 
-def _exit_text(code: Optional[int]) -> str:
+def exit_text(code: Optional[int]) -> str:
     if code is None:
         return "still running"
     if code < 0:
@@ -197,7 +197,7 @@ def _exit_text(code: Optional[int]) -> str:
     return f"exit status {code}"
 
 
-def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         text = path.read_text(errors="replace").replace("\r", "")
     except OSError:
@@ -208,9 +208,9 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 
 def _guest_logs(console: Path, qemu_log: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The end of the guest's console, then QEMU's own messages when it printed any."""
-    text = f"the end of the guest's console ({console}):\n{_tail(console, lines)}"
+    text = f"the end of the guest's console ({console}):\n{log_tail(console, lines)}"
     if qemu_log.exists() and qemu_log.read_text(errors="replace").strip():
-        text += f"\nQEMU's messages ({qemu_log}):\n{_tail(qemu_log, 10)}"
+        text += f"\nQEMU's messages ({qemu_log}):\n{log_tail(qemu_log, 10)}"
     return text
 
 
@@ -315,13 +315,13 @@ def _probe_kvm(qemu: str, kernel: Path, initramfs: Path) -> Tuple[bool, str]:
             try:
                 _reap(proc, PROBE_TIMEOUT_S)
             except subprocess.TimeoutExpired:
-                _stop(proc, signal.SIGKILL)
+                stop_process(proc, signal.SIGKILL)
                 return False, f"no guest userspace within {PROBE_TIMEOUT_S:.0f} s on KVM; using TCG"
         status, _, _ = _results(results)
         if status == 0:
             return True, "a guest booted on KVM"
         first = next((r for r in log.read_text(errors="replace").splitlines() if r.strip()), "")
-        return False, f"the guest did not boot on KVM ({_exit_text(proc.returncode)}{': ' + first[:120] if first else ''}); using TCG"
+        return False, f"the guest did not boot on KVM ({exit_text(proc.returncode)}{': ' + first[:120] if first else ''}); using TCG"
 
 
 # --- one run -----------------------------------------------------------------------------------
@@ -371,7 +371,9 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
         raise ValueError(f"--boot-timeout {boot_timeout_s:g} / --timeout {timeout_s:g}: expected seconds above 0")
     if script is None and fio is None:
         fio = _default_job()
-    work_file = Path(script if script is not None else fio)
+    work = script if script is not None else fio
+    assert work is not None
+    work_file = Path(work)
     if not work_file.is_file():
         raise FileNotFoundError(f"{'--run' if script is not None else '--fio'} {work_file}: no such file")
     mode = "script" if script is not None else "fio"
@@ -397,7 +399,7 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
     output, fio_json = _save_results(out, files)
     metrics_path = out / "metrics.json"
     if not metrics_path.exists():
-        raise VmError(f"ssdlab serve wrote no metrics.json into {out}; its log:\n{_tail(out / 'server.log')}")
+        raise VmError(f"ssdlab serve wrote no metrics.json into {out}; its log:\n{log_tail(out / 'server.log')}")
     metrics = json.loads(metrics_path.read_text())
     series = (out / "timeseries.csv").read_text() if (out / "timeseries.csv").exists() else "host_write_bytes\n0\n"
     (out / "vm.json").write_text(json.dumps(info, indent=2) + "\n")
@@ -408,7 +410,7 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
               f"device DLWA {metrics['dlwa']:.3f}, host writes {metrics['host_write_bytes'] / 2**20:.1f} MiB; wrote {md}")
     if check and status != 0:
         raise VmError(f"the guest workload exited with status {status}; its output is in {out / 'output.txt'}:\n"
-                      f"{_tail(out / 'output.txt', 10)}")
+                      f"{log_tail(out / 'output.txt', 10)}")
     return rep
 
 
@@ -445,7 +447,7 @@ def boot(serve_cmd: Callable[[str], List[str]], export: str, block_bytes: int, m
         try:
             _say(log, f"starting {server_what} on {addr}")
             server = subprocess.Popen(serve_cmd(addr), stdout=slog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            _wait_server(server, addr, server_log)
+            wait_server(server, addr, server_log)
             info["server_ready_s"] = round(time.monotonic() - started, 3)
             initrd = Path(tmp) / "initrd"
             _write_initrd(initramfs, _job_archive(mode, disk, payload), initrd)
@@ -460,18 +462,18 @@ def boot(serve_cmd: Callable[[str], List[str]], export: str, block_bytes: int, m
             info["qemu_exit"] = qemu_proc.returncode
             info["qemu_peak_rss_bytes"] = info.pop("_qemu_rss", 0)
         except BaseException:
-            _stop(qemu_proc, signal.SIGKILL)
-            _stop(server, signal.SIGTERM)
+            stop_process(qemu_proc, signal.SIGKILL)
+            stop_process(server, signal.SIGTERM)
             raise
-        code, server_rss = _stop(server, signal.SIGTERM, timeout_s=120)
+        code, server_rss = stop_process(server, signal.SIGTERM, timeout_s=120)
         info["server_exit"] = code
         info["server_peak_rss_bytes"] = server_rss
         status, files, _ = _results(results)
     if code != 0:
-        raise VmError(f"{server_what.split(' (')[0]} ended with {_exit_text(code)} after the guest powered off; its log "
-                      f"({server_log}):\n{_tail(server_log)}")
+        raise VmError(f"{server_what.split(' (')[0]} ended with {exit_text(code)} after the guest powered off; its log "
+                      f"({server_log}):\n{log_tail(server_log)}")
     if status is None:
-        raise VmError(f"the guest powered off without sending its results (QEMU {_exit_text(info['qemu_exit'])}); "
+        raise VmError(f"the guest powered off without sending its results (QEMU {exit_text(info['qemu_exit'])}); "
                       + _guest_logs(console, qemu_log))
     info["status"] = status
     info["wall_s"] = round(time.monotonic() - started, 3)
@@ -486,7 +488,7 @@ def _save_results(out: Path, files: Dict[str, bytes]) -> Tuple[str, Optional[Dic
     fio_json = None
     if "fio.json" in files:
         raw = files.pop("fio.json").decode(errors="replace")
-        fio_json = _parse_fio(raw)
+        fio_json = parse_fio(raw)
         (out / "fio.json").write_text(json.dumps(fio_json, indent=2) + "\n" if fio_json else raw)
     if files:
         (out / "guest").mkdir(exist_ok=True)
@@ -507,14 +509,14 @@ def _default_job() -> Path:
     return experiments_root() / "vm" / "raw-randrw.fio"
 
 
-def _wait_server(server: subprocess.Popen, addr: str, log_path: Path, timeout_s: float = 120.0) -> None:
+def wait_server(server: subprocess.Popen, addr: str, log_path: Path, timeout_s: float = 120.0) -> None:
     """Until the server answers on its address (it may first replay a journal)."""
     host, port = addr.rsplit(":", 1)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise VmError(f"ssdlab serve exited ({_exit_text(server.returncode)}) before it was ready; its log ({log_path}):\n"
-                          f"{_tail(log_path)}")
+            raise VmError(f"ssdlab serve exited ({exit_text(server.returncode)}) before it was ready; its log ({log_path}):\n"
+                          f"{log_tail(log_path)}")
         if "listening on" in log_path.read_text(errors="replace"):
             try:
                 socket.create_connection((host, int(port)), timeout=1).close()
@@ -522,7 +524,7 @@ def _wait_server(server: subprocess.Popen, addr: str, log_path: Path, timeout_s:
             except OSError:
                 pass
         time.sleep(0.05)
-    raise VmError(f"ssdlab serve was not ready within {timeout_s:.0f} s; its log ({log_path}):\n{_tail(log_path)}")
+    raise VmError(f"ssdlab serve was not ready within {timeout_s:.0f} s; its log ({log_path}):\n{log_tail(log_path)}")
 
 
 def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], None], console: Path, qemu_log: Path,
@@ -569,17 +571,17 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
             if qemu_proc.returncode is not None:
                 break
             if not booted and now - t_qemu > boot_timeout_s:
-                _stop(qemu_proc, signal.SIGKILL)
+                stop_process(qemu_proc, signal.SIGKILL)
                 raise VmError(f"the guest did not reach its workload within {boot_timeout_s:.0f} s ({info['accel']}); "
                               + _guest_logs(console, qemu_log))
             if server.poll() is not None and server_dead_at is None:
                 server_dead_at = now
-                _say(log, f"{info.get('server_name', 'ssdlab serve')} died ({_exit_text(server.returncode)}); stopping the guest")
+                _say(log, f"{info.get('server_name', 'ssdlab serve')} died ({exit_text(server.returncode)}); stopping the guest")
             if server_dead_at is not None and now - server_dead_at > GRACE_AFTER_SERVER_DEATH_S:
-                _stop(qemu_proc, signal.SIGKILL)
+                stop_process(qemu_proc, signal.SIGKILL)
                 break
             if now - t_qemu > timeout_s:
-                _stop(qemu_proc, signal.SIGKILL)
+                stop_process(qemu_proc, signal.SIGKILL)
                 raise VmError(f"the guest run took longer than {timeout_s:.0f} s and was stopped; " + _guest_logs(console, qemu_log))
             if booted and now - last_progress >= 10.0 and server_dead_at is None:
                 last_progress = now
@@ -594,13 +596,13 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
     if server_dead_at is not None:
         image = info.get("image")
         raise VmError(f"{info.get('server_name', 'ssdlab serve (the emulated SSD)')} died during the guest run "
-                      f"({_exit_text(server.returncode)}); the guest "
+                      f"({exit_text(server.returncode)}); the guest "
                       f"was stopped; "
                       + (f"Everything the server acknowledged is in {image} and its journal: `ssdlab serve CONFIG --image {image}` "
                          "recovers it; " if image else "its contents were in memory and are gone; ")
                       + _guest_logs(console, qemu_log, 12))
     if not booted:
-        raise VmError(f"QEMU exited ({_exit_text(qemu_proc.returncode)}) before the guest reached its workload; "
+        raise VmError(f"QEMU exited ({exit_text(qemu_proc.returncode)}) before the guest reached its workload; "
                       + _guest_logs(console, qemu_log))
 
 
@@ -616,7 +618,7 @@ def _live(addr: str) -> str:
     return f"; device: host writes {m['host_write_bytes'] / 2**20:.0f} MiB, DLWA {m['dlwa']:.3f}, GC events {m['gc_events']}"
 
 
-def _parse_fio(text: str) -> Optional[Dict[str, Any]]:
+def parse_fio(text: str) -> Optional[Dict[str, Any]]:
     """fio's JSON output (fio may print notes before the JSON object)."""
     i = text.find("{")
     if i < 0:
@@ -665,7 +667,7 @@ def render(out: PathLike) -> Path:
              f"| ssdlab serve peak RSS | {info.get('server_peak_rss_bytes', 0) / 2**20:.0f} MiB |", ""]
     fio_path = out / "fio.json"
     if fio_path.exists():
-        fj = _parse_fio(fio_path.read_text())
+        fj = parse_fio(fio_path.read_text())
         if fj:
             lines += ["## Guest (fio)", "", "| job | op | I/Os | IOPS | MiB/s | clat mean | p50 | p99 | p99.9 |",
                       "|---|---|---|---|---|---|---|---|---|"]
@@ -697,8 +699,8 @@ def render(out: PathLike) -> Path:
 def cmd_vm(args) -> int:
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
     try:
-        rep = run(args.config, image=args.image, script=args.run, fio=args.fio, memory=args.memory, cpus=args.cpus,
-                  disk=args.disk, out=args.out, accel=args.accel, boot_timeout_s=args.boot_timeout,
+        rep = run(args.config, image=args.image, script=args.run, fio=args.fio, memory=parse_size(args.memory, "--memory"),
+                  cpus=args.cpus, disk=args.disk, out=args.out, accel=args.accel, boot_timeout_s=args.boot_timeout,
                   timeout_s=args.timeout, serve_args=tuple(args.serve_arg or ()), check=False, log=say)
     except VmError as e:
         print(f"ssdlab vm: error: {e}", file=sys.stderr)
@@ -717,7 +719,7 @@ def cmd_vm(args) -> int:
     return 0
 
 
-def add_parser(sub) -> None:
+def add_cli(sub) -> None:
     v = sub.add_parser("vm", help="boot a Linux guest on an emulated SSD and run fio or a script in it",
                        description="Serve CONFIG's device with `ssdlab serve`, boot the guest built by `make setup` under "
                                    "QEMU with the device as its disk, run a fio job or a shell script in it, and write the "

@@ -1,4 +1,4 @@
-//! JSON entry points for the Python package (`ssdlab.flac`) and the bench script: a spec in,
+//! JSON entry points for the Python package (`ssdlab.studies.flac.api`) and the bench script: a spec in,
 //! a result out. Each run mounts a fresh file system on the image it is given.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! `ssdlab._native` functions of the flac case study (crate ssdlab-flac): FlacFS (and the
 //! baseline library file systems) with FLAC buffers for zero-copy I/O, and the JSON runner
-//! of experiments and benches. `ssdlab.flac` wraps these; configs cross as JSON.
+//! of experiments and benches. `ssdlab.studies.flac.api` wraps these; configs cross as JSON.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

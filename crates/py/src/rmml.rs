@@ -1,5 +1,5 @@
 //! dpuswap: runs of the RMML and its baselines under the paging runtime, and the remote
-//! memory node service (`ssdlab rmml node`). Python side: python/ssdlab/dpuswap.py.
+//! memory node service (`ssdlab rmml node`). Python side: python/ssdlab/studies/dpuswap/.
 
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -43,7 +43,7 @@ fn spec_from_py(py: Python<'_>, spec: &Bound<'_, PyAny>) -> PyResult<RunSpec> {
     Ok(s)
 }
 
-/// Run one spec (see `ssdlab.dpuswap.run`). Returns the run's summary.
+/// Run one spec (see `ssdlab.studies.dpuswap.api.run`). Returns the run's summary.
 #[pyfunction]
 #[pyo3(signature = (spec, progress=false))]
 fn rmml_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, progress: bool) -> PyResult<Bound<'py, PyAny>> {

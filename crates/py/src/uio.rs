@@ -1,5 +1,5 @@
 //! uio-kv: the reproduction's latency measurements on the UIO and traditional data paths.
-//! Python side: python/ssdlab/uio.py.
+//! Python side: python/ssdlab/studies/uio_kv/.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -154,7 +154,7 @@ fn uio_kv_serve<'py>(py: Python<'py>, attach: PathBuf, options: &Bound<'py, PyAn
 }
 
 /// A host attached to a UIO device process: put and get through its queues, one at a time
-/// (`ssdlab.uio.Host`, and the console).
+/// (`ssdlab.studies.uio_kv.api.Host`, and the console).
 #[pyclass(module = "ssdlab._native", unsendable)]
 pub(crate) struct UioHost {
     dev: HostDevice,

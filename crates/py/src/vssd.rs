@@ -104,7 +104,7 @@ fn vssd_layer_cost<'py>(py: Python<'py>, device: &Bound<'py, PyAny>, rounds: u32
     to_py(py, &c)
 }
 
-/// The vSSD layer on an open-channel device (see ssdlab.vssd.FlashBlox).
+/// The vSSD layer on an open-channel device (see ssdlab.studies.flashblox.api.FlashBlox).
 #[pyclass(module = "ssdlab._native")]
 struct NativeFlashBlox {
     fb: FlashBlox,

@@ -1,5 +1,5 @@
 //! One measured run: a backend, a local-memory budget and a workload, as `ssdlab reproduce
-//! dpuswap` and the Python API (`ssdlab.dpuswap.run`) describe it in a spec.
+//! dpuswap` and the Python API (`ssdlab.studies.dpuswap.api.run`) describe it in a spec.
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;

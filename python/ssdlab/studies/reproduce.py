@@ -6,8 +6,8 @@ package (how, see ``ssdlab.studies.base``). The points run on the sweep engine
 (``ssdlab.sweep``), so every reproduction takes ``--jobs N`` and ``--ray ADDRESS|auto``,
 resumes, records failing points without stopping the others, sizes each point's memory before
 starting it, and writes one results table (OUT/NAME/results.csv); ``experiment = NAME`` in a
-sweep file runs the same points crossed with axes. docs/sweeps.md ("Reproductions on the sweep
-engine") says how to add one.
+sweep file runs the same points crossed with axes. docs/case-studies/README.md ("Adding a study")
+says how to add one.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def experiment_of(spec: Dict[str, Any], name: str) -> Experiment:
 def listing() -> List[str]:
     """``ssdlab reproduce --list``: each experiment with the points and seeds of --quick and
     --full, what it reproduces, its commands and its page under docs/."""
-    rows = [("NAME", "QUICK", "FULL", "WHAT")]
+    rows: List[Tuple[str, ...]] = [("NAME", "QUICK", "FULL", "WHAT")]
     root = experiments_root()
     studies = registry()
     for name in available():

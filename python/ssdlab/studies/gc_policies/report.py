@@ -40,6 +40,7 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
         # What the FTL holds back from the configured spare (open blocks, GC watermarks): the
         # models assume every spare sector holds data.
         eff = _native.config_sizing(merge(device, {"ftl": {"spare_factor": sf}}))["effective"]
+        assert eff is not None, "a conventional device has an effective spare"
         for pol in s["policies"]:
             ms = [r.metrics for r in per_seed(results, point_name(sf, pol), all_seeds)]
             dl = [dlwa_of(m) for m in ms]
