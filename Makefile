@@ -15,6 +15,7 @@ demo: setup
 	.venv/bin/ssdlab reproduce lsm-deletion --quick
 	.venv/bin/ssdlab reproduce dpuswap --quick
 	.venv/bin/ssdlab reproduce uio-kv --quick
+	.venv/bin/ssdlab reproduce --headline | tee reports/headline.md
 
 test: setup lint test-rust test-python
 
@@ -42,8 +43,11 @@ bench: setup
 	.venv/bin/python scripts/bench-flac.py
 	.venv/bin/python scripts/bench-resp.py
 
+# CONFIG.md from the core's keys; README's headline table and the pages' claims tables from the
+# reports under reports/ (run `make demo` first).
 docs: setup
 	.venv/bin/ssdlab config keys > docs/CONFIG.md
+	.venv/bin/ssdlab reproduce --headline --write $$(grep -l -e '<!-- headline' -e '<!-- claims of' README.md docs/*.md docs/case-studies/*.md)
 
 clean:
 	rm -rf target .venv reports

@@ -3,11 +3,7 @@
 import socket
 import time
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ssdlab.serving import free_port  # noqa: F401 (the bench scripts take it from here)
 
 
 def wait_port(port: int, proc, timeout: float = 60) -> None:

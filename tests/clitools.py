@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from ssdlab.serving import free_port  # noqa: F401 (the tests take it from here)
+
 SSDLAB = [str(Path(sys.executable).parent / "ssdlab")]
 
 
@@ -37,13 +39,6 @@ handles = 4
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
-
-
-def free_port() -> int:
-    """A TCP port on loopback nobody listens on (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port: int, proc: subprocess.Popen, log: Path) -> None:

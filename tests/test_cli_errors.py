@@ -1,17 +1,11 @@
 """Every subcommand, given bad values, ends with one line naming the option or file and what
 was expected: no Python traceback, no usage dump, exit status 2 (1 for a failed run)."""
 
-import socket
 
 import pytest
 
 from clitools import ssdlab
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ssdlab.serving import free_port
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +64,7 @@ CASES = [
 
 @pytest.mark.parametrize("args,want", CASES, ids=[" ".join(a[:2]) + f" #{i}" for i, (a, _) in enumerate(CASES)])
 def test_bad_values_give_one_line_errors(files, args, want):
-    port = _free_port()
+    port = free_port()
     argv = [a.format(d=files, port=port) for a in args]
     p = ssdlab(*argv, check=False, timeout=120)
     lines = p.stderr.strip().splitlines()

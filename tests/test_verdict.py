@@ -2,6 +2,7 @@
 for every kind of claim, and the shipped reports' use of it."""
 
 import ast
+import importlib
 import json
 import math
 from pathlib import Path
@@ -95,6 +96,36 @@ def test_bounds_hold_or_fall_short():
     assert judge(months, one(5.0)).verdict == LARGER
 
 
+def test_a_failed_bound_is_named_by_its_effect_size():
+    # "reduces by at least 50%": -30% falls short (smaller), +10% goes the other way.
+    cut = Claim("reduction", -0.5, "change", bound="at_most")
+    assert judge(cut, one(-0.7)).verdict == REPRODUCED
+    assert judge(cut, one(-0.3)).verdict == SMALLER
+    assert judge(cut, one(0.1)).verdict == OPPOSITE
+    # A ratio bound below 1: "at least 0.5x" (no more than halves); 0.3x halves more than that.
+    assert judge(Claim("kept", 0.5, "ratio", bound="at_least"), one(0.3)).verdict == LARGER
+
+
+def test_ratios_and_changes_average_on_the_log_scale():
+    r = judge(Claim("speedup", 2.0, "ratio"), [1.0, 4.0]).ours
+    assert math.isclose(r.mean, 2.0) and r.scale == "log" and r.lo > 0  # the geometric mean; never below 0
+    c = judge(Claim("latency change", -0.1, "change"), [-0.9, -0.2, -0.5]).ours
+    assert c.scale == "log1p" and c.lo > -1.0  # a change never goes below -100%
+    assert judge(Claim("share", 0.36, "fraction"), [0.2, 0.4]).ours.scale == "linear"
+
+
+def test_undefined_samples_are_left_out_and_said():
+    j = judge(Claim("speedup", 2.0, "ratio"), [2.0, float("inf"), 2.2])
+    assert j.ours.n == 3 and j.ours.undefined == 1 and j.verdict == REPRODUCED
+    assert "1 undefined, left out" in j.ours_text()
+    assert judge(Claim("speedup", 2.0, "ratio"), [float("nan")]).verdict == NOT_MEASURED
+
+
+def test_identical_seeds_are_said_to_be_identical():
+    j = judge(Claim("p99 read gain", 1.75, "ratio"), [1.78, 1.78, 1.78])
+    assert j.verdict == REPRODUCED and "3 seeds (identical)" in j.ours_text()
+
+
 def test_qualitative_claims_need_the_measurement_that_decides_them():
     c = Claim("no deleted value on the NAND after erase-level persistence", None, "qualitative")
     assert judge_qualitative(c, True, "0 of 4096 deleted values found").verdict == REPRODUCED
@@ -113,6 +144,10 @@ def test_not_measured_and_malformed_claims():
         Claim("x", 1.0, "ratio")  # no effect to compare with
     with pytest.raises(ValueError):
         Claim("x", 0.0, "change")
+    with pytest.raises(ValueError):
+        Claim("x", 1.0, "ratio", bound="at_least")  # a bound at no change has no effect size either
+    with pytest.raises(ValueError):
+        Claim("x", 0.0, "value")
     with pytest.raises(ValueError):
         Claim("x", 1.2, "speedup")  # type: ignore[arg-type]
 
@@ -134,8 +169,32 @@ def test_saved_verdicts_are_rechecked_by_the_judge(tmp_path):
     doc["claims"][0]["verdict"] = "reproduced"  # a verdict written by hand
     path.write_text(json.dumps(doc))
     assert check_saved(path) and "the judge says 'smaller'" in check_saved(path)[0]
+    doc["claims"][0]["verdict"] = "smaller"
+    doc["claims"][0]["ours"]["samples"] = []  # an estimate typed in by hand
+    path.write_text(json.dumps(doc))
+    assert "without its samples" in check_saved(path)[0]
+    doc["claims"][0]["ours"]["samples"] = [1.05, 1.08, 1.07]
+    doc["claims"][1]["measured"] = ""  # a qualitative verdict with nothing behind it
+    path.write_text(json.dumps(doc))
+    assert len(check_saved(path)) == 1 and "deleted data gone" in check_saved(path)[0]
     lines = table(v.judged)
     assert lines[2].count("|") == 7 and "**smaller**" in lines[2] and "3 seeds" in lines[2]
+
+
+def test_the_headline_table_refuses_verdicts_the_judge_would_not_give(tmp_path):
+    from ssdlab.studies.reproduce import headline
+
+    v = Verdicts("demo", "quick")
+    v.add(Claim("a ratio", 1.3, "ratio", headline=True), [1.05, 1.08, 1.07])
+    (tmp_path / "demo").mkdir()
+    path = v.save(tmp_path / "demo")
+    lines, _ = headline(tmp_path)
+    assert len(lines) == 3 and "**smaller**" in lines[2]
+    doc = json.loads(path.read_text())
+    doc["claims"][0]["verdict"] = "reproduced"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="not the judge's"):
+        headline(tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,3 +231,5 @@ def test_every_study_is_registered_with_its_files_by_role():
         assert (folder / "experiment.py").exists() and (folder / "report.py").exists(), s.name
         assert (folder / "cli.py").exists() == bool(s.commands), s.name
         assert (ROOT / "experiments" / s.name / "experiment.toml").exists(), s.name
+        module, _, func = s.load_experiment().report.partition(":")
+        assert module == f"{s.package}.report" and callable(getattr(importlib.import_module(module), func)), s.name

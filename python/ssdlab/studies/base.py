@@ -46,16 +46,21 @@ class PointResult:
 
 @dataclass(frozen=True)
 class Experiment:
-    """How a study's experiment runs: ``points(spec, mode)`` lists its points;
-    ``report(spec, mode, out, results, log)`` writes its report from the finished points
-    (``results``: point name -> PointResult) and returns report.md; ``metrics`` are the dotted
-    paths into each point's metrics.json that results.csv shows; ``describe(metrics)`` is the
-    progress line of a finished point."""
+    """How a study's experiment runs: ``points(spec, mode)`` lists its points; ``report`` is the
+    "module:function" that writes its report, ``function(spec, mode, out, results, log)`` from
+    the finished points (``results``: point name -> PointResult), returning report.md (imported
+    when a report is written: points and workers need none of the plotting); ``metrics`` are the
+    dotted paths into each point's metrics.json that results.csv shows; ``describe(metrics)`` is
+    the progress line of a finished point."""
 
     points: Callable[[Dict[str, Any], str], List[ExperimentPoint]]
-    report: Callable[[Dict[str, Any], str, Path, Dict[str, PointResult], Log], Path]
+    report: str
     metrics: Tuple[str, ...] = ("dlwa",)
     describe: Callable[[Dict[str, Any]], str] = field(default=lambda m: "ok")
+
+    def write_report(self, spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, PointResult], log: Log) -> Path:
+        write: Callable[[Dict[str, Any], str, Path, Dict[str, PointResult], Log], Path] = _attr(self.report)
+        return write(spec, mode, out, results, log)
 
 
 @dataclass(frozen=True)

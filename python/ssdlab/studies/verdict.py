@@ -57,37 +57,70 @@ VERDICTS: tuple[str, ...] = (REPRODUCED, SMALLER, LARGER, NO_EFFECT, OPPOSITE, N
 _EDGE = 1e-9
 
 
+Scale = Literal["linear", "log", "log1p"]
+
+
 @dataclass(frozen=True)
 class Estimate:
-    """ssdlab's value: the mean of ``n`` samples (one per seed) and its 95% interval
-    (``lo``/``hi``; None with one sample)."""
+    """ssdlab's value: the mean of the ``n`` samples (one per seed) that are defined, and its
+    95% interval (``lo``/``hi``; None with one defined sample).
+
+    ``scale``: where the mean and the interval are taken. "log" (ratios): the geometric mean,
+    the interval on log r, so it never crosses 0; "log1p" (relative changes): on log(1 + q),
+    so a change never goes below -100%; "linear" otherwise, and whenever a sample is outside
+    the log scale's domain. ``undefined``: samples that were not finite (a ratio over zero, a
+    run that measured nothing); they are left out and the report says how many."""
 
     mean: float
     lo: Optional[float]
     hi: Optional[float]
     n: int
     samples: tuple[float, ...] = ()
+    scale: str = "linear"
+    undefined: int = 0
 
     @classmethod
-    def of(cls, samples: Union[float, Iterable[float]], level: float = LEVEL) -> "Estimate":
-        """The mean of ``samples`` with a Student-t interval at ``level``."""
+    def of(cls, samples: Union[float, Iterable[float]], level: float = LEVEL, scale: Scale = "linear") -> "Estimate":
+        """The mean of ``samples`` with a Student-t interval at ``level``, on ``scale``."""
         xs = (float(samples),) if isinstance(samples, (int, float)) else tuple(float(x) for x in samples)
         if not xs:
             raise ValueError("an estimate needs at least one sample")
-        n = len(xs)
-        mean = math.fsum(xs) / n
-        if n == 1 or any(math.isnan(x) for x in xs):
-            return cls(mean, None, None, n, xs)
+        ok = [x for x in xs if math.isfinite(x)]
+        undefined = len(xs) - len(ok)
+        if not ok:
+            return cls(math.nan, None, None, len(xs), xs, "linear", undefined)
+        to, back = _SCALES[scale]
+        if scale != "linear" and not all(_in_domain(scale, x) for x in ok):
+            scale, (to, back) = "linear", _SCALES["linear"]
+        ys = [to(x) for x in ok]
+        n = len(ys)
+        m = math.fsum(ys) / n
+        if n == 1:
+            return cls(back(m), None, None, len(xs), xs, scale, undefined)
         from scipy.stats import t
 
-        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
+        sd = math.sqrt(math.fsum((y - m) ** 2 for y in ys) / (n - 1))
         half = float(t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
-        return cls(mean, mean - half, mean + half, n, xs)
+        return cls(back(m), back(m - half), back(m + half), len(xs), xs, scale, undefined)
+
+    @property
+    def identical(self) -> bool:
+        """Every defined sample the same (the seeds reached no randomness of the measurement)."""
+        ok = [x for x in self.samples if math.isfinite(x)]
+        return len(ok) > 1 and max(ok) == min(ok)
 
     def includes(self, x: float) -> bool:
         if self.lo is None or self.hi is None:
             return self.mean == x
         return self.lo <= x <= self.hi
+
+
+_SCALES = {"linear": (lambda x: x, lambda y: y), "log": (math.log, math.exp),
+           "log1p": (math.log1p, math.expm1)}
+
+
+def _in_domain(scale: str, x: float) -> bool:
+    return x > 0 if scale == "log" else x > -1 if scale == "log1p" else True
 
 
 @dataclass(frozen=True)
@@ -118,10 +151,16 @@ class Claim:
             return
         if self.value is None or not math.isfinite(self.value):
             raise ValueError(f"claim {self.what!r}: needs a finite document value")
-        if self.bound is None and self.value == self.neutral:
-            raise ValueError(f"claim {self.what!r}: the document's value is 'no change'; there is no effect to compare")
+        if self.value == self.neutral or (self.kind == "value" and self.value == 0):
+            raise ValueError(f"claim {self.what!r}: the document's value is {'no change' if self.value else '0'}; "
+                             "there is no effect size to compare (state it as a qualitative claim)")
         if self.bound not in (None, "at_least", "at_most"):
             raise ValueError(f"claim {self.what!r}: bound {self.bound!r} is not at_least or at_most")
+
+    @property
+    def scale(self) -> Scale:
+        """Where per-seed samples of this claim are averaged (see :class:`Estimate`)."""
+        return "log" if self.kind == "ratio" else "log1p" if self.kind == "change" else "linear"
 
     @property
     def neutral(self) -> Optional[float]:
@@ -192,6 +231,10 @@ class Judged:
         if e.lo is not None and e.hi is not None:
             s += f" [{self.claim.show(e.lo)}, {self.claim.show(e.hi)}]"
         s += f", {e.n} seed{'s' if e.n != 1 else ''}"
+        if e.identical:
+            s += " (identical)"
+        if e.undefined:
+            s += f" ({e.undefined} undefined, left out)"
         return s + (f"; {self.measured}" if self.measured else "")
 
     def to_json(self) -> Dict[str, Any]:
@@ -214,16 +257,13 @@ def _verdict(claim: Claim, est: Estimate) -> tuple[str, Optional[float]]:
         if claim.bound is not None and _bound_holds(claim, x):
             return REPRODUCED, effect
         return NO_EFFECT, effect
+    if neutral is not None and effect < 0:
+        # The other side of no change: whatever the document states, a bound included.
+        return (REPRODUCED if claim.bound is not None and _bound_holds(claim, x) else OPPOSITE), effect
     if claim.bound is not None:
         if _bound_holds(claim, x):
             return REPRODUCED, effect
-        if neutral is None:
-            return (SMALLER if claim.bound == "at_least" else LARGER), effect
-        if effect < 0:
-            return OPPOSITE, effect
-        return (SMALLER if claim.bound == "at_least" else LARGER), effect
-    if neutral is not None and effect < 0:
-        return OPPOSITE, effect
+        return (SMALLER if effect < 1 else LARGER), effect
     lo, hi = BAND
     if effect < lo * (1 - _EDGE):
         return SMALLER, effect
@@ -247,7 +287,7 @@ def judge(claim: Claim, ours: Union[None, float, Sequence[float], Estimate], why
         raise ValueError(f"claim {claim.what!r} is qualitative: judge it with judge_qualitative")
     if ours is None:
         return Judged(claim, None, NOT_MEASURED, None, measured=measured, why=why)
-    est = ours if isinstance(ours, Estimate) else Estimate.of(ours)
+    est = ours if isinstance(ours, Estimate) else Estimate.of(ours, scale=claim.scale)
     verdict, effect = _verdict(claim, est)
     return Judged(claim, est, verdict, effect, measured=measured, why=why)
 
@@ -290,7 +330,9 @@ def legend() -> str:
             f"ratio r against the document's R, q / p for a change, share or value; **reproduced** when {lo} <= e <= {hi} "
             "(a bound: when it holds), **smaller** / **larger** in the document's direction outside that band, **no effect** "
             "when the 95% interval includes no change, **opposite** when it excludes it on the other side. ssdlab's values are "
-            "means over seeds with a 95% Student-t interval in brackets; one seed has no interval.")
+            "means over seeds with a 95% Student-t interval in brackets (ratios: geometric means, the interval on the log "
+            "scale; changes: on log(1 + q)); one seed has no interval, and its verdict takes the value as measured, "
+            "run-to-run noise unknown; \"identical\": every seed gave the same value.")
 
 
 def save(path: Path, study: str, mode: str, judged: Sequence[Judged]) -> Path:
@@ -307,7 +349,8 @@ def _claim_of(d: Dict[str, Any]) -> Claim:
 def _estimate_of(d: Optional[Dict[str, Any]]) -> Optional[Estimate]:
     if d is None:
         return None
-    return Estimate(d["mean"], d["lo"], d["hi"], d["n"], tuple(d.get("samples", ())))
+    return Estimate(d["mean"], d["lo"], d["hi"], d["n"], tuple(d.get("samples", ())), d.get("scale", "linear"),
+                    d.get("undefined", 0))
 
 
 def load(path: Path) -> tuple[Dict[str, Any], List[Judged]]:
@@ -322,34 +365,47 @@ def load(path: Path) -> tuple[Dict[str, Any], List[Judged]]:
 
 
 def check_saved(path: Path) -> List[str]:
-    """Problems with a saved verdicts.json: a verdict the judge would not give from the saved
-    value, an estimate that is not the saved samples' mean and interval, an unknown verdict.
-    Empty when every verdict is the judge's."""
+    """Problems with a saved verdicts.json: a verdict or an effect size the judge would not give
+    from the saved samples, an estimate that is not its samples' mean and interval on the claim's
+    scale, a measured claim without its samples, a qualitative verdict without its measurement,
+    an unknown verdict. Empty when every verdict is the judge's."""
     _, judged = load(path)
     bad = []
     for j in judged:
         if j.verdict not in VERDICTS:
             bad.append(f"{j.claim.what}: unknown verdict {j.verdict!r}")
             continue
-        if j.claim.kind == "qualitative":
-            again = judge_qualitative(j.claim, j.holds, j.measured or "-", j.why)
-        else:
-            if j.ours is not None and j.ours.samples:
-                redo = Estimate.of(j.ours.samples)
-                if not _same(redo, j.ours):
-                    bad.append(f"{j.claim.what}: the saved interval is not its samples' ({redo} vs {j.ours})")
-            again = judge(j.claim, j.ours, j.why, j.measured)
+        try:
+            if j.claim.kind == "qualitative":
+                again = judge_qualitative(j.claim, j.holds, j.measured, j.why)
+            else:
+                if j.ours is not None:
+                    if not j.ours.samples:
+                        bad.append(f"{j.claim.what}: an estimate without its samples")
+                        continue
+                    redo = Estimate.of(j.ours.samples, scale=j.claim.scale)
+                    if not _same(redo, j.ours):
+                        bad.append(f"{j.claim.what}: the saved estimate is not its samples' ({redo} vs {j.ours})")
+                again = judge(j.claim, None if j.ours is None else j.ours.samples, j.why, j.measured)
+        except ValueError as e:
+            bad.append(f"{j.claim.what}: {e}")
+            continue
         if again.verdict != j.verdict:
             bad.append(f"{j.claim.what}: saved {j.verdict!r}, the judge says {again.verdict!r}")
+        elif not _eq(again.effect, j.effect):
+            bad.append(f"{j.claim.what}: saved effect {j.effect}, the judge's {again.effect}")
     return bad
 
 
+def _eq(x: Optional[float], y: Optional[float]) -> bool:
+    if x is None or y is None:
+        return x is y
+    return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(x) and math.isnan(y)) or x == y
+
+
 def _same(a: Estimate, b: Estimate) -> bool:
-    def eq(x: Optional[float], y: Optional[float]) -> bool:
-        if x is None or y is None:
-            return x is y
-        return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(x) and math.isnan(y))
-    return a.n == b.n and eq(a.mean, b.mean) and eq(a.lo, b.lo) and eq(a.hi, b.hi)
+    return (a.n == b.n and a.scale == b.scale and a.undefined == b.undefined and _eq(a.mean, b.mean)
+            and _eq(a.lo, b.lo) and _eq(a.hi, b.hi))
 
 
 @dataclass

@@ -61,7 +61,7 @@ def swapped(m: Dict[str, Any]) -> List[float]:
     return sorted((f for f in fractions(m) if f < 1.0), reverse=True)
 
 
-def pct(f: float) -> int:
+def pct_key(f: float) -> int:
     return int(round(f * 100))
 
 
@@ -100,12 +100,12 @@ def cache_sweep(m: Dict[str, Any]) -> List[float]:
 def cache_run(f: float, cf: float, m: Dict[str, Any]) -> str:
     """The key-value DPUSwap run at local fraction ``f`` with a DPU cache of ``cf`` of the
     working set (the main run at the mode's own cache size)."""
-    return f"kv_dpuswap_{pct(f)}" if cf == float(m["dpu_cache_fraction"]) else f"kv_dpuswap_{pct(f)}_cache{cf:g}"
+    return f"kv_dpuswap_{pct_key(f)}" if cf == float(m["dpu_cache_fraction"]) else f"kv_dpuswap_{pct_key(f)}_cache{cf:g}"
 
 
 def speed_run(f: float, speed: float) -> str:
     """The key-value DPUSwap run at ``f`` with lz4 modelled at ``speed`` bytes/s each way."""
-    return f"kv_dpuswap_{pct(f)}_lz4at{speed / 1e9:g}GBps"
+    return f"kv_dpuswap_{pct_key(f)}_lz4at{speed / 1e9:g}GBps"
 
 
 def _remote(spec: Dict[str, Any]) -> Dict[str, int]:
@@ -147,12 +147,12 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
             cache = cache_bytes(wl[wname], wname, m["dpu_cache_fraction"], common["rmml"])
             for f in fs:
                 for b in (["local"] if f >= 1.0 else BACKENDS):
-                    add(f"{wname}_{b}_{pct(f)}", seed, b, wl, f, cache)
+                    add(f"{wname}_{b}_{pct_key(f)}", seed, b, wl, f, cache)
             if not first:
                 continue
             for f in ra_off:
                 for b in BACKENDS:
-                    add(f"{wname}_{b}_{pct(f)}_ra1", seed, b, wl, f, cache, paging={"readahead_pages": 1})
+                    add(f"{wname}_{b}_{pct_key(f)}_ra1", seed, b, wl, f, cache, paging={"readahead_pages": 1})
             if wname != "kv":
                 continue
             # What the result rests on: the DPU cache size (at every swapped fraction), the
@@ -162,7 +162,7 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
                     if cf != float(m["dpu_cache_fraction"]):
                         add(cache_run(f, cf, m), seed, "dpuswap", wl, f, cache_bytes(wl[wname], wname, cf, common["rmml"]))
             for codec in m.get("codecs", []):
-                add(f"kv_dpuswap_{pct(lo)}_{codec}", seed, "dpuswap", wl, lo, cache, codec=codec)
+                add(f"kv_dpuswap_{pct_key(lo)}_{codec}", seed, "dpuswap", wl, lo, cache, codec=codec)
             for speed in m.get("codec_speeds", []):
                 add(speed_run(lo, float(speed)), seed, "dpuswap", wl, lo, cache, lz4_compress_bytes_per_s=float(speed),
                     lz4_decompress_bytes_per_s=float(speed))
@@ -195,7 +195,7 @@ def guest_plan(spec: Dict[str, Any], mode: str) -> Plan:
             g = dict(base, backend=b, local_fraction=f, rmml=dict(common["rmml"], cache_bytes=cache))
             if b == "znswap":
                 g["znswap"] = common["znswap"]
-            runs.append((f"guest_{b}_{pct(f)}", {"workload": "guest", "backend": b, "local_fraction": f, "dpu_cache_bytes": cache,
+            runs.append((f"guest_{b}_{pct_key(f)}", {"workload": "guest", "backend": b, "local_fraction": f, "dpu_cache_bytes": cache,
                                                  "codec": g["rmml"].get("codec", ""), "seed": seed},
                          {"guest": g, "remote_nodes": _remote(spec)}))
     return runs
@@ -216,14 +216,9 @@ def describe(r: Dict[str, Any]) -> str:
     return f"{w['kind']} completion {w['completion_ns'] / 1e9:.3f} s (modelled){tail}"
 
 
-def _report(*args: Any) -> Any:
-    from .report import write_report
-
-    return write_report(*args)
-
 
 EXPERIMENT = Experiment(
-    points=points, report=_report, describe=describe,
+    points=points, report="ssdlab.studies.dpuswap.report:write_report", describe=describe,
     metrics=("workload.completion_ns", "workload.throughput_ops_per_s", "workload.bandwidth_bytes_per_s", "workload.latency.mean_ns",
              "workload.latency.p99_ns", "paging.major_faults", "paging.minor_faults", "paging.fault_latency_ns.p99", "paging.backend.cache_hit_ratio",
              "paging.backend.compression_ratio", "device.cache_hit_ratio", "wall_s"))

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 from .api import BACKENDS, LABELS
-from .experiment import cache_run, cache_sweep, pct
+from .experiment import cache_run, cache_sweep, pct_key
 
 COLORS = {"dpuswap": "C0", "infiniswap": "C1", "znswap": "C2", "local": "k"}
 
@@ -34,11 +34,11 @@ def draw(out: Path, runs: Any, fractions: List[float], m: Dict[str, Any]) -> Non
             xs = list(range(len(swap)))
             wdt = 0.8 / len(BACKENDS)
             for i, b in enumerate(BACKENDS):
-                ax.bar([x + i * wdt for x in xs], [runs.mean(f"{wname}_{b}_{pct(f)}")[col] for f in swap], wdt,
+                ax.bar([x + i * wdt for x in xs], [runs.mean(f"{wname}_{b}_{pct_key(f)}")[col] for f in swap], wdt,
                        label=LABELS[b], color=COLORS[b])
             if loc[col]:
                 ax.axhline(loc[col], color="k", ls="--", lw=1, label="all local")
-            ax.set_xticks([x + wdt for x in xs], [f"{pct(f)}%" for f in swap])
+            ax.set_xticks([x + wdt for x in xs], [f"{pct_key(f)}%" for f in swap])
             ax.set_xlabel("local memory")
             ax.set_title(label, fontsize=10)
             ax.grid(alpha=0.3, axis="y")
@@ -65,12 +65,12 @@ def draw(out: Path, runs: Any, fractions: List[float], m: Dict[str, Any]) -> Non
             ax.plot([x * 100 for x in sweep], [runs.first(cache_run(f, x, m))["throughput"] for x in sweep], "o-",
                     color=COLORS["dpuswap"], label=LABELS["dpuswap"])
             for b in ("infiniswap", "znswap"):
-                ax.axhline(runs.first(f"kv_{b}_{pct(f)}")["throughput"], color=COLORS[b], ls="--", label=LABELS[b])
+                ax.axhline(runs.first(f"kv_{b}_{pct_key(f)}")["throughput"], color=COLORS[b], ls="--", label=LABELS[b])
             ax.set_xscale("log", base=2)
             ax.set_xticks([x * 100 for x in sweep], [f"{x * 100:g}" for x in sweep])
             ax.set_xlabel("DPU cache (% of the working set)")
             ax.set_ylabel("throughput (ops/s, modelled)")
-            ax.set_title(f"key-value at {pct(f)}% local memory (seed {runs.first_seed})", fontsize=10)
+            ax.set_title(f"key-value at {pct_key(f)}% local memory (seed {runs.first_seed})", fontsize=10)
             ax.grid(alpha=0.3)
         axs[0][0].legend(fontsize=8)
         fig.tight_layout()
@@ -86,7 +86,7 @@ def guest(out: Path, g: Callable[[str, float], Dict[str, Any]], swap: List[float
     for i, b in enumerate(BACKENDS):
         ax.bar([x + (i - 1) * 0.25 for x in xs], [g(b, f)["throughput_iops"] for f in swap], width=0.25, color=COLORS[b], label=LABELS[b])
     ax.axhline(loc["throughput_iops"], color="k", ls="--", label="all local")
-    ax.set_xticks(xs, [f"{pct(f)}% local" for f in swap])
+    ax.set_xticks(xs, [f"{pct_key(f)}% local" for f in swap])
     ax.set_ylabel("guest fio IOPS (wall clock)")
     ax.set_title("guest kernel swapping over NBD", fontsize=10)
     ax.legend(fontsize=7)

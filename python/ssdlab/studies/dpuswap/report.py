@@ -17,7 +17,7 @@ from . import figures
 from .api import BACKENDS, LABELS
 from .claims import (OTHERS, READING, Runs, num, us, core_busy, judge_guest, judge_in_process, miss_parts, row)
 from .experiment import cache_run, cache_sweep, fractions, guest_plan, plan, run_seeds, specs, speed_run, swapped
-from .experiment import pct as pc
+from .experiment import pct_key as pc
 
 
 # ---- the report ----
@@ -93,8 +93,8 @@ def _text(spec: Dict[str, Any], mode: str, runs: Runs, m: Dict[str, Any], common
         *v.table(), "", legend(), "", READING, "",
     ]
     L += ["## What the explanations rest on", "",
-          "Every backend takes the same faults (the swap area's slot layout does not depend on the backend), so a backend's "
-          "throughput follows what its read faults cost. A DPUSwap miss's parts are modelled from the run's counters (the mean "
+          "The table gives each backend's read faults beside what they cost (the swap area's slot layout does not depend on "
+          "the backend). A DPUSwap miss's parts are modelled from the run's counters (the mean "
           "compressed record fetched) and the configured links and codec; the time a miss waits for a DPU core or a link is not "
           "in the run's summary, so it is shown only as what the median read fault has beyond one unqueued miss.", "",
           "| local | backend | read faults | read fault mean / p50 / p99 | DPU-cache hit | miss without queueing: fetch + decompress + PCIe | DPU cores busy |",
@@ -257,10 +257,11 @@ def _ablation_text(runs: Runs, m: Dict[str, Any], rm: Dict[str, Any], common: Di
                 used = 1 - ratio(on["read_ahead_unused"], on["read_ahead"]) if on["read_ahead"] else 0.0
                 total_on = on["faults"] + on["minor_faults"]
                 pays = on["completion_s"] < off["completion_s"]
+                rise = total_on > off["faults"]
                 text = (f"{'Readahead pays' if pays else 'Readahead costs'} on {wname}: "
                         + (f"{used * 100:.0f}% of the pages it reads are used, so the faults that wait for a read fall"
-                           if pays else f"only {used * 100:.0f}% of the pages it reads are used, and they take room from hot pages, so "
-                                        "faults rise"))
+                           if pays else f"only {used * 100:.0f}% of the pages it reads are used"
+                           + (", and they take room from hot pages, so faults rise" if rise else "")))
                 L.append("- " + Why(text, f"Infiniswap-like at {pc(f)}%, seed {runs.first_seed}: {on['read_ahead']:.0f} pages read ahead, "
                                           f"{on['read_ahead_unused']:.0f} never used; faults {off['faults']:.0f} without readahead, "
                                           f"{total_on:.0f} with ({on['faults']:.0f} reads + {on['minor_faults']:.0f} found read ahead)"

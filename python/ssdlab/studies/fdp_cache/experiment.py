@@ -195,14 +195,9 @@ def describe(m: Dict[str, Any]) -> str:
             f"{m['requests'] / 1e6:.1f} M requests)")
 
 
-def _report(*args: Any) -> Any:
-    from .report import write_report
-
-    return write_report(*args)
-
 
 EXPERIMENT = Experiment(
-    points=points, report=_report, describe=describe,
+    points=points, report="ssdlab.studies.fdp_cache.report:write_report", describe=describe,
     metrics=("dlwa", "dlwa_cumulative", "steady.reached", "window_from_device_writes", "device_writes", "requests",
              "soc_dlwa", "loc_dlwa", "theorem1.dlwa_fifo", "alwa", "dram_hit_ratio", "nvm_hit_ratio",
              "latency_ns.read.p99", "latency_ns.write.p99", "throughput_rps_simulated"))

@@ -49,10 +49,5 @@ def describe(metrics: Dict[str, Any]) -> str:
     return f"{len(rows)} rows ({metrics['seconds']:.0f} s)"
 
 
-def _report(*args: Any) -> Any:
-    from .report import write_report
 
-    return write_report(*args)
-
-
-EXPERIMENT = Experiment(points=points, report=_report, describe=describe, metrics=("step", "huge_pages", "seconds"))
+EXPERIMENT = Experiment(points=points, report="ssdlab.studies.flac.report:write_report", describe=describe, metrics=("step", "huge_pages", "seconds"))

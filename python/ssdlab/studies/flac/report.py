@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ...units import human_bytes
+from ...units import human_bytes, ratio
 from ..base import PointResult, per_seed, seeds
 from ..verdict import Claim, Estimate, Verdicts, Why, legend
 from .figures import LABEL, figures
@@ -288,12 +288,12 @@ def _copy_share_claims(v: Verdicts, st: Steps) -> None:
 def _ablation_claims(v: Verdicts, st: Steps, m: Dict[str, Any]) -> None:
     ab = st.ablations
     a = m["ablation_flush"]
-    flush = _samples([x["flush_copying"]["gb_s"] / x["flush_lockfree"]["gb_s"] - 1 for x in ab])
+    flush = _samples([ratio(x["flush_copying"]["gb_s"], x["flush_lockfree"]["gb_s"]) - 1 for x in ab])
     v.add(Claim("background flushing's loss: copying flush vs lock-free flush, write throughput", -DOC["flush_loss"], "change",
                 doc_text="EXT4-nf vs EXT4-f", source="slides, 背景介绍"),
           flush, None, f"copying {np.mean([x['flush_copying']['gb_s'] for x in ab]):.2f} GB/s, lock-free "
                        f"{np.mean([x['flush_lockfree']['gb_s'] for x in ab]):.2f} GB/s ({a['threads']} writers of {int(a['io']) >> 10} KiB, {a['flush_interval_ms']} ms flush period)")
-    load = _samples([x["load_sync"]["gb_s"] / x["load_async"]["gb_s"] - 1 for x in ab])
+    load = _samples([ratio(x["load_sync"]["gb_s"], x["load_async"]["gb_s"]) - 1 for x in ab])
     asyncs = np.mean([x["load_async"].get("stats", {}).get("data", {}).get("loads_async", 0) for x in ab])
     v.add(Claim("loading on a miss: synchronous vs asynchronous load, cold 2 MiB reads", -DOC["load_loss"], "change",
                 doc_text="EXT4-cc", source="slides, 背景介绍"),

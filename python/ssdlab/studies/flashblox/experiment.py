@@ -250,11 +250,6 @@ def describe(m: Dict[str, Any]) -> str:
     return ", ".join(f"{t['name']} {t['ops_per_s']:.0f} ops/s" for t in m.get("tenants", []))
 
 
-def _report(*args: Any) -> Any:
-    from .report import write_report
 
-    return write_report(*args)
-
-
-EXPERIMENT = Experiment(points=points, report=_report, describe=describe,
+EXPERIMENT = Experiment(points=points, report="ssdlab.studies.flashblox.report:write_report", describe=describe,
                         metrics=("summary.lifetime_weeks", "summary.lifetime_fraction", "summary.swaps", "ratio"))

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ...units import human_bytes
+from ...units import human_bytes, ratio
 from ..base import PointResult, per_seed, seeds
 from ..verdict import Claim, Verdicts, Why, legend
 from . import figures
@@ -84,8 +84,8 @@ def search_of(res: Callable[[str], Metrics], weights: Sequence[float]) -> Dict[s
     else:
         w_best, b_best = sw[-1][0], sw[-1][2]
         sw_loss, matched = bw(no) / max(b_best, 1e-9), False
-    return {"p99_ch": p99(ch), "p99_no": p99(no), "bw_ch": bw(ch), "bw_no": bw(no), "sw": sw, "tail_cut": p99(no) / p99(ch),
-            "mr_loss": 1 - bw(ch) / bw(no), "sw_loss": sw_loss, "matched": matched, "w_best": w_best,
+    return {"p99_ch": p99(ch), "p99_no": p99(no), "bw_ch": bw(ch), "bw_no": bw(no), "sw": sw, "tail_cut": ratio(p99(no), p99(ch)),
+            "mr_loss": 1 - ratio(bw(ch), bw(no)), "sw_loss": sw_loss, "matched": matched, "w_best": w_best,
             "p99_at_best": next(p for w, p, _ in sw if w == w_best), "channels_ch": len(ch[1]["physical_dies"]),
             "dies_no": len(no[1]["physical_dies"])}
 
@@ -131,10 +131,10 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
                                                                     seeds_of("motivation_software"), strict=True)]
     names = [t["name"] for t in mot[0][0]]
     readers = [t["name"] for t in mot[0][0] if (t.get("pattern") or {}).get("read_fraction", 0.0) >= 1.0]
-    mot_lat = [mean([lat(t) for t in sw]) / mean([lat(t) for t in hw]) for hw, sw in mot]
-    mot_tp = [sum(mb_s(t) for t in hw) / sum(mb_s(t) for t in sw) - 1 for hw, sw in mot]
-    job_lat = [mean([lat(sw[i]) / lat(hw[i]) for hw, sw in mot]) for i in range(len(names))]
-    job_tp = [mean([mb_s(hw[i]) / mb_s(sw[i]) for hw, sw in mot]) for i in range(len(names))]
+    mot_lat = [ratio(mean([lat(t) for t in sw]), mean([lat(t) for t in hw])) for hw, sw in mot]
+    mot_tp = [ratio(sum(mb_s(t) for t in hw), sum(mb_s(t) for t in sw)) - 1 for hw, sw in mot]
+    job_lat = [mean([ratio(lat(sw[i]), lat(hw[i])) for hw, sw in mot]) for i in range(len(names))]
+    job_tp = [mean([ratio(mb_s(hw[i]), mb_s(sw[i])) for hw, sw in mot]) for i in range(len(names))]
     per_job_lat = ", ".join(f"{n} {x:.2f}x" for n, x in zip(names, job_lat, strict=True))
     per_job_tp = ", ".join(f"{n} {x:.2f}x" for n, x in zip(names, job_tp, strict=True))
     faster_sw = [n for n, x in zip(names, job_lat, strict=True) if x < 1]
@@ -384,7 +384,7 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
         pass  # the swap did not finish within the run: not measured
     elif bwm <= bound:
         why_mig = Why(f"{g['dies_per_channel']} die pairs copy one unit at a time, each waiting for its destination's program: at "
-                  f"one unit per tPROG that is at most {bound:.1f} MB/s on ssdlab's part (the document's drive has other flash)",
+                  f"one unit per tPROG that is at most {bound:.1f} MB/s",
                   f"{bwm:.1f} MB/s = {bwm / bound * 100:.0f}% of {g['dies_per_channel']} x {human_bytes(unit)} / "
                   f"{t_prog_us:.0f} us")
     else:

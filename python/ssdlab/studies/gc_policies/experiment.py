@@ -57,12 +57,7 @@ def describe(m: Dict[str, Any]) -> str:
     return f"DLWA {dlwa:.3f}" + ("" if st is None else " (steady)" if settled else " (not settled)")
 
 
-def _report(*args: Any) -> Any:
-    from .report import write_report
 
-    return write_report(*args)
-
-
-EXPERIMENT = Experiment(points=points, report=_report, describe=describe,
+EXPERIMENT = Experiment(points=points, report="ssdlab.studies.gc_policies.report:write_report", describe=describe,
                         metrics=("dlwa", "steady.dlwa", "steady.reached", "steady.steady_from_host_bytes",
                                  "host_write_bytes", "gc_relocated_pages", "nand_erase_count"))

@@ -84,14 +84,9 @@ def describe(s: Dict[str, Any]) -> str:
             f"GC {c['gc_migrated_bytes'] / 2**20:.0f} MiB, deletes within D_th {p['fraction_within_threshold']:.3f}")
 
 
-def _report(*args: Any) -> Any:
-    from .report import write_report
-
-    return write_report(*args)
-
 
 EXPERIMENT = Experiment(
-    points=points, report=_report, describe=describe,
+    points=points, report="ssdlab.studies.lsm_deletion.report:write_report", describe=describe,
     metrics=("write_amplification.total", "write_amplification.lsm", "counters.compaction_write_bytes",
              "counters.gc_migrated_bytes", "deletion_persistence.lsm_level.fraction_within_threshold",
              "deletion_persistence.erase_level.fraction_within_threshold", "audit.survivors_erase_persisted"))

@@ -43,10 +43,5 @@ def describe(m: Dict[str, Any]) -> str:
     return f"a = {a:.1%}, b = {b:+.1%}"
 
 
-def _report(*args: Any) -> Any:
-    from .report import write_report
 
-    return write_report(*args)
-
-
-EXPERIMENT = Experiment(points=points, report=_report, describe=describe, metrics=("fits", "wall_s"))
+EXPERIMENT = Experiment(points=points, report="ssdlab.studies.uio_kv.report:write_report", describe=describe, metrics=("fits", "wall_s"))

@@ -324,6 +324,12 @@ def _claims(ctx: Context, verdicts: Verdicts) -> None:
         a, b = s.fits()
         for i, x in enumerate(s.mixes()):
             samples = [m["mixes"][i]["measured_ratio"] for m in s.ms]
+            what = f"u' at N = {x['devices']:.0f}: measured mix against equation 1{tag}"
+            if not math.isfinite(x["model_ratio"]) or x["model_ratio"] == 1.0:
+                # Equation 1 at these fits predicts no change: no effect size to compare with.
+                verdicts.add_qualitative(Claim(what, None, "qualitative", source="§4.3, equation 1"), None,
+                                         f"equation 1 gives {x['model_ratio']} at a = {a}, b = {b}")
+                continue
             c = Claim(f"u' at N = {x['devices']:.0f}: measured mix against equation 1{tag}", x["model_ratio"], "ratio",
                       source="§4.3, equation 1", doc_text=f"equation 1 at this run's a = {a:.1%}, b = {b:+.1%}")
             verdicts.add(c, samples, _why_mix(s, x) if _differs(c, samples) else None,

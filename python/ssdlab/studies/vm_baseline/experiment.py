@@ -66,11 +66,6 @@ def describe(m: Dict[str, Any]) -> str:
     return ", ".join(f"{r['disk']}: guest/host IOPS {r['guest_over_host_iops']:.3f}" for r in m["rows"])
 
 
-def _report(*args: Any) -> Any:
-    from .report import write_report
 
-    return write_report(*args)
-
-
-EXPERIMENT = Experiment(points=points, report=_report, describe=describe,
+EXPERIMENT = Experiment(points=points, report="ssdlab.studies.vm_baseline.report:write_report", describe=describe,
                         metrics=("rows.0.guest_over_host_iops", "rows.0.device_dlwa_host", "rows.0.device_dlwa_guest"))
