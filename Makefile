@@ -35,7 +35,7 @@ test-rust:
 
 # Under `make test` a test skipped for a missing tool is a failure (setup installs them all).
 test-python:
-	SSDLAB_REQUIRE_TOOLS=1 .venv/bin/python -m pytest -q tests
+	SSDLAB_REQUIRE_TOOLS=1 .venv/bin/python -m pytest -q --durations=15 tests
 
 bench: setup
 	cargo run --release --locked -p ssdlab-bench

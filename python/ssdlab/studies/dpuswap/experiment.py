@@ -14,9 +14,8 @@ Point sets of a mode (names without the ``_s<seed>`` suffix a mode with several 
 - ``guest_<backend>_<pct>``: the guest set-up (``guest``).
 
 The claims' point sets (``kv_<backend>_<pct>`` and ``fio_*``) run with every seed of the mode;
-the others make no claim and run with the mode's first seed only (in a mode of three seeds,
-three of them would take --quick past ten minutes on two cores); the guest runs once, with the
-experiment's ``seed`` (a boot takes minutes).
+the others make no claim and run with the mode's first seed only (to keep --quick short); the
+guest runs once, with the experiment's ``seed`` (a boot and a fio run per backend and fraction).
 
 Every random choice of a point comes from its seed: the workload's generator (key-value
 requests and values, sort keys, fio offsets and buffers), the Infiniswap-like slab placement and
@@ -176,7 +175,7 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
 
 def guest_plan(spec: Dict[str, Any], mode: str) -> Plan:
     """The guest runs of the mode's ``guest`` table (none without one): every fraction, every
-    backend below 100%; one seed, the experiment's ``seed`` (a guest boot takes minutes)."""
+    backend below 100%; one seed, the experiment's ``seed`` (to keep --quick short)."""
     common, m = specs(spec, mode)
     gt = m.get("guest")
     if not gt:

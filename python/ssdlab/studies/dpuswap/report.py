@@ -74,7 +74,7 @@ def _text(spec: Dict[str, Any], mode: str, runs: Runs, m: Dict[str, Any], common
         f"Mode `{mode}`, {_seed_text(all_seeds)} for the point sets the claims rest on (key-value at every fraction and backend, "
         "fio): their figures below are means over the seeds, each claim's value the mean of its per-seed values with a 95% "
         + ("interval. The sets without claims (sort, the DPU cache sweep, codecs, readahead off) ran with the first seed only "
-           "(three seeds of everything would take --quick past ten minutes on two cores) and are compared with that seed's runs. "
+           "(to keep --quick short) and are compared with that seed's runs. "
            if len(all_seeds) > 1 else "interval. ")
         + f"{wall:.0f} s of run wall time. Source: seed 000, "
         "section 3 (DPUSwap). In-process figures are in **modelled time** (PCIe and RDMA link models, DPU codec speeds, the "
@@ -297,7 +297,7 @@ def _guest_text(out: Path, runs: Dict[str, Dict[str, Any]], fs: List[float], gt:
         w.writerows(rows)
     figures.guest(out, g, swapped({"fractions": fs}), loc)
     L = ["## A guest kernel swapping onto each backend (the document's own set-up)", "",
-         f"One seed ({seed}: fio's random choices; a guest boot takes minutes, so the guest runs once per backend and fraction). "
+         f"One seed ({seed}: fio's random choices; the guest runs once per backend and fraction, to keep --quick short). "
          f"`ssdlab rmml serve` exports each backend over NBD (replies at the modelled completion time, `--latency "
          f"{gt.get('latency', 'emulated')}`) as the NVMe disk of a Linux guest under QEMU ({loc['guest']['accel']}, "
          f"{loc['guest']['memory_bytes'] >> 20} MiB); the guest makes it its swap device and runs fio through mmap on a "

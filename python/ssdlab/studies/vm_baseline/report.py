@@ -125,7 +125,7 @@ def _judge_latency(v: Verdicts, rows: List[Dict[str, Any]]) -> None:
     for (j, lat, d), rs in _groups(qd1).items():
         g, h = _mean(r["guest_write_p50_us"] for r in rs), _mean(r["host_write_p50_us"] for r in rs)
         assert g is not None and h is not None
-        parts.append(f"{j}/{lat}/{d}: +{g - h:.0f} us at the median (guest {g:.0f} us, host {h:.0f} us{_seeds_text(rs)})")
+        parts.append(f"{j}/{lat}/{d}: {g - h:+.0f} us at the median (guest {g:.0f} us, host {h:.0f} us{_seeds_text(rs)})")
     holds = all(r["guest_write_p50_us"] > r["host_write_p50_us"] for r in qd1)
     v.add_qualitative(CLAIM_LATENCY, holds, "; ".join(parts))
 
@@ -170,8 +170,8 @@ def _seed_why(n_seeds: int, walls: List[float]) -> Optional[Why]:
         return None
     measured = f"point wall time {min(walls):.0f} to {max(walls):.0f} s"
     if n_seeds == 1 and max(walls) > SEED_BUDGET_S:
-        return Why(f"One seed: a point (a host run and a guest boot per disk) takes over {SEED_BUDGET_S:.0f} s, so every "
-                   "value is one run, with no interval", measured)
+        return Why(f"One seed: the longest point (a host run and a guest boot per disk) took over {SEED_BUDGET_S:.0f} s, so "
+                   "every value is one run, with no interval", measured)
     if n_seeds == 1:
         return Why(f"One seed although a point took under {SEED_BUDGET_S:.0f} s here", measured)
     return Why(f"{n_seeds} seeds: every value is one run per seed", measured)
