@@ -178,9 +178,21 @@ def test_quick_seeds_reach_the_device_and_the_workload_of_the_claims_runs():
 
     pts = points(load_spec("lsm-deletion"), "quick")
     names = {p.name: p for p in pts}
-    assert len(pts) == 9 + 3 * 3
-    for pol in ("baseline", "fade", "zone-aware"):
+    # 4 policies (the three designs and the zone-aware ablation) x (3 delete shares + 3 seeds).
+    assert len(pts) == 4 * (3 + 3)
+    for pol in ("baseline", "fade", "zone-aware", "zone-aware-ttl"):
         assert f"{pol}_d05" in names and f"{pol}_d05_s42" not in names
         for seed in (42, 43, 44):
             task = names[f"{pol}_d10_s{seed}"].input
             assert (task["seed"], task["device"]["seed"]) == (seed, seed)
+    # The ablation is the zone-aware design with FADE's TTL trigger; the design has none.
+    assert names["zone-aware-ttl_d10_s42"].input["lsm"]["policy"] == "zone-aware"
+    assert names["zone-aware-ttl_d10_s42"].input["lsm"]["zone_aware"]["ttl_trigger"] is True
+    assert "zone_aware" not in names["zone-aware_d10_s42"].input["lsm"]
+
+
+def test_an_unknown_policy_name_lists_the_known_ones():
+    from ssdlab.studies.lsm_deletion.api import policy_keys
+
+    with pytest.raises(ValueError, match="baseline, fade, zone-aware, zone-aware-ttl"):
+        policy_keys("lethe")

@@ -7,9 +7,10 @@
 //! - FADE (Lethe): files whose oldest tombstone is older than their level's cumulative TTL
 //!   are compacted first, the most overdue first, more tombstones breaking ties; otherwise as
 //!   the baseline.
-//! - Zone-aware (seed 000): a queue whose front holds the expired files, ordered as FADE
-//!   orders them, and whose back holds the saturated levels' candidates: low levels by the
-//!   smallest overlapping ratio, high levels by the largest weight
+//! - Zone-aware (seed 000): compactions start when a level saturates, as the baseline's do (an
+//!   expired TTL does not start one unless `zone_aware.ttl_trigger`, the ablation); the queue's
+//!   front holds the expired files, ordered as FADE orders them, its back the saturated level's
+//!   candidate: low levels by the smallest overlapping ratio, high levels by the largest weight
 //!   `w_lsm / (1 + ratio) + w_zns * zone share + w_tomb * TTL urgency`.
 
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use crate::sst::Table;
 #[serde(rename_all = "kebab-case")]
 pub enum Trigger {
     Saturation,
-    /// A tombstone TTL expired (FADE and zone-aware).
+    /// A tombstone TTL expired (FADE; zone-aware with `ttl_trigger`).
     Ttl,
 }
 
@@ -29,6 +30,9 @@ pub struct Pick {
     pub level: usize,
     pub inputs: Vec<Arc<Table>>,
     pub trigger: Trigger,
+    /// The input is an expired tombstone file (for a saturation-started compaction: the
+    /// zone-aware queue put it first).
+    pub expired: bool,
 }
 
 /// What a policy looks at.
@@ -117,8 +121,22 @@ impl View<'_> {
         fade_cumulative_ttl_ns(self.cfg.delete_threshold_ns, self.cfg.size_ratio, self.levels_in_use(), i)
     }
 
-    /// When the next file's TTL expires (FADE and zone-aware).
+    /// Whether an expired TTL starts a compaction by itself (FADE; zone-aware only as the
+    /// ablation).
+    pub fn ttl_triggers(&self) -> bool {
+        match self.cfg.policy {
+            Policy::Baseline => false,
+            Policy::Fade => true,
+            Policy::ZoneAware => self.cfg.zone_aware.ttl_trigger,
+        }
+    }
+
+    /// When the next file's TTL expires, for a policy whose expiries start compactions (None
+    /// otherwise: nothing to wake up for).
     pub fn next_expiry_ns(&self) -> Option<u64> {
+        if !self.ttl_triggers() {
+            return None;
+        }
         let mut next: Option<u64> = None;
         for (i, level) in self.levels.iter().enumerate() {
             let Some(ttl) = self.ttl_ns(i) else { continue };
@@ -132,10 +150,12 @@ impl View<'_> {
         next
     }
 
-    /// The expired file to compact first: most overdue, then most tombstones.
-    fn most_expired(&self) -> Option<(usize, Arc<Table>)> {
+    /// The expired file to compact first: most overdue, then most tombstones (the last level
+    /// has nowhere to compact to).
+    pub fn most_expired(&self) -> Option<(usize, Arc<Table>)> {
         let mut best: Option<(u64, u64, usize, &Arc<Table>)> = None;
-        for (i, level) in self.levels.iter().enumerate() {
+        let last = self.levels.len() - 1;
+        for (i, level) in self.levels[..last].iter().enumerate() {
             let Some(ttl) = self.ttl_ns(i) else { continue };
             for t in level {
                 let Some(o) = t.oldest_tombstone_ns else { continue };
@@ -153,7 +173,7 @@ impl View<'_> {
     }
 
     fn whole_l0(&self, trigger: Trigger) -> Pick {
-        Pick { level: 0, inputs: self.levels[0].clone(), trigger }
+        Pick { level: 0, inputs: self.levels[0].clone(), trigger, expired: false }
     }
 
     /// The most saturated level (score >= 1) that may compact downwards.
@@ -169,20 +189,25 @@ impl View<'_> {
         best.map(|(_, i)| i)
     }
 
+    fn expired_pick(&self, trigger: Trigger) -> Option<Pick> {
+        let (i, t) = self.most_expired()?;
+        let inputs = if i == 0 { self.levels[0].clone() } else { vec![t] };
+        Some(Pick { level: i, inputs, trigger, expired: true })
+    }
+
     pub fn pick(&self) -> Option<Pick> {
-        let last = self.levels.len() - 1;
-        if self.cfg.policy != Policy::Baseline {
-            if let Some((i, t)) = self.most_expired() {
-                if i < last {
-                    return Some(if i == 0 {
-                        self.whole_l0(Trigger::Ttl)
-                    } else {
-                        Pick { level: i, inputs: vec![t], trigger: Trigger::Ttl }
-                    });
-                }
+        if self.ttl_triggers() {
+            if let Some(p) = self.expired_pick(Trigger::Ttl) {
+                return Some(p);
             }
         }
         let i = self.saturated()?;
+        if self.cfg.policy == Policy::ZoneAware {
+            // A saturated level started this compaction; expired files are first in the queue.
+            if let Some(p) = self.expired_pick(Trigger::Saturation) {
+                return Some(p);
+            }
+        }
         if i == 0 {
             return Some(self.whole_l0(Trigger::Saturation));
         }
@@ -191,6 +216,120 @@ impl View<'_> {
         } else {
             self.min_overlap(i)?
         };
-        Some(Pick { level: i, inputs: vec![t], trigger: Trigger::Saturation })
+        Some(Pick { level: i, inputs: vec![t], trigger: Trigger::Saturation, expired: false })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// T = 4, L0 trigger 4, L1 1 MiB, D_th 1 s.
+    fn cfg(policy: Policy) -> LsmConfig {
+        LsmConfig {
+            policy,
+            size_ratio: 4,
+            level1_bytes: 1 << 20,
+            l0_compaction_trigger: 4,
+            delete_threshold_ns: 1_000 * MS,
+            ..Default::default()
+        }
+    }
+
+    fn table(id: u64, lo: &str, hi: &str, size: u64, tombstones: u64, oldest: Option<u64>) -> Arc<Table> {
+        Arc::new(Table::metadata_only(id, (lo.as_bytes(), hi.as_bytes()), size, 1000, tombstones, oldest))
+    }
+
+    fn view<'a>(cfg: &'a LsmConfig, levels: &'a [Vec<Arc<Table>>], now_ns: u64) -> View<'a> {
+        View { cfg, levels, now_ns, zone_share: &|_: &Table| 0.0 }
+    }
+
+    /// Four levels in use, none saturated: one L0 file (under the trigger), L1 and L2 under
+    /// their targets, an L3 to make the TTLs of L0-L2 finite. L1's file holds a tombstone
+    /// written at time 0.
+    fn calm_tree() -> Vec<Vec<Arc<Table>>> {
+        let mut levels = vec![Vec::new(); 7];
+        levels[0] = vec![table(1, "a", "z", 64 << 10, 0, None)];
+        levels[1] = vec![table(2, "a", "m", 256 << 10, 10, Some(0))];
+        levels[2] = vec![table(3, "a", "z", 1 << 20, 0, None)];
+        levels[3] = vec![table(4, "a", "z", 8 << 20, 0, None)];
+        levels
+    }
+
+    #[test]
+    fn an_expired_ttl_starts_a_compaction_only_for_fade_and_the_ablation() {
+        let levels = calm_tree();
+        let late = 10_000 * MS; // past every TTL below the last level in use
+        let fade = cfg(Policy::Fade);
+        let za = cfg(Policy::ZoneAware);
+        let mut za_ttl = cfg(Policy::ZoneAware);
+        za_ttl.zone_aware.ttl_trigger = true;
+        let base = cfg(Policy::Baseline);
+
+        let p = view(&fade, &levels, late).pick().expect("FADE compacts the expired file");
+        assert_eq!((p.level, p.inputs[0].id, p.trigger, p.expired), (1, 2, Trigger::Ttl, true));
+        let p = view(&za_ttl, &levels, late).pick().expect("the ablation compacts the expired file");
+        assert_eq!((p.level, p.inputs[0].id, p.trigger), (1, 2, Trigger::Ttl));
+        assert!(view(&za, &levels, late).pick().is_none(), "zone-aware: no saturated level, no compaction");
+        assert!(view(&base, &levels, late).pick().is_none());
+
+        // Nothing to wake up for unless an expiry starts a compaction.
+        assert!(view(&fade, &levels, 0).next_expiry_ns().is_some());
+        assert!(view(&za_ttl, &levels, 0).next_expiry_ns().is_some());
+        assert_eq!(view(&za, &levels, 0).next_expiry_ns(), None);
+        assert_eq!(view(&base, &levels, 0).next_expiry_ns(), None);
+    }
+
+    #[test]
+    fn a_saturated_level_puts_expired_files_first_in_the_zone_aware_queue() {
+        let za = cfg(Policy::ZoneAware);
+        let mut levels = calm_tree();
+        // L0 reaches its trigger.
+        for id in 10..13 {
+            levels[0].push(table(id, "a", "z", 64 << 10, 0, None));
+        }
+        // A second expired L1 file, expired for longer: it goes first; with the same expiry,
+        // the one with more tombstones goes first.
+        levels[1].push(table(5, "n", "z", 256 << 10, 3, Some(0)));
+        levels[1][0] = table(2, "a", "m", 256 << 10, 10, Some(5 * MS));
+        let now = 10_000 * MS;
+        let p = view(&za, &levels, now).pick().unwrap();
+        assert_eq!((p.level, p.inputs[0].id, p.trigger, p.expired), (1, 5, Trigger::Saturation, true));
+        levels[1][0] = table(2, "a", "m", 256 << 10, 10, Some(0));
+        let p = view(&za, &levels, now).pick().unwrap();
+        assert_eq!(p.inputs[0].id, 2, "same age: more tombstones first");
+
+        // Before any TTL expires, the saturated level's own candidate: L0 whole.
+        let p = view(&za, &levels, 1).pick().unwrap();
+        assert_eq!((p.level, p.inputs.len(), p.trigger, p.expired), (0, 4, Trigger::Saturation, false));
+    }
+
+    #[test]
+    fn the_queue_picks_low_levels_by_overlap_and_high_levels_by_weight() {
+        let za = cfg(Policy::ZoneAware); // low_levels = 1
+        let mut levels: Vec<Vec<Arc<Table>>> = vec![Vec::new(); 7];
+        // L1 over its 1 MiB target: "a".."c" overlaps little of L2, "d".."f" much.
+        levels[1] = vec![table(1, "a", "c", 600 << 10, 0, None), table(2, "d", "f", 600 << 10, 0, None)];
+        levels[2] = vec![table(3, "a", "b", 64 << 10, 0, None), table(4, "d", "f", 2 << 20, 0, None)];
+        levels[3] = vec![table(6, "a", "z", 1 << 20, 0, None)];
+        let p = view(&za, &levels, 0).pick().unwrap();
+        assert_eq!((p.level, p.inputs[0].id), (1, 1), "low level: smallest overlapping ratio");
+
+        // L2 over its 4 MiB target (L1 under its own): a high level, the largest weight. The
+        // file with tombstones halfway through its TTL outweighs the one that overlaps less.
+        levels[1] = vec![];
+        levels[2] = vec![table(3, "a", "b", 2 << 20, 0, None), table(4, "d", "f", 3 << 20, 50, Some(0))];
+        levels[3] = vec![table(6, "a", "c", 64 << 10, 0, None), table(7, "d", "f", 512 << 10, 0, None)];
+        levels[4] = vec![table(8, "a", "z", 32 << 20, 0, None)];
+        let ttl = view(&za, &levels, 0).ttl_ns(2).unwrap();
+        let p = view(&za, &levels, ttl / 2).pick().unwrap();
+        assert_eq!((p.level, p.inputs[0].id, p.expired), (2, 4, false));
+        // Without the tombstone factor, the smaller overlap wins.
+        let mut no_tomb = za.clone();
+        no_tomb.zone_aware.weight_tombstone = 0.0;
+        let p = view(&no_tomb, &levels, ttl / 2).pick().unwrap();
+        assert_eq!(p.inputs[0].id, 3);
     }
 }

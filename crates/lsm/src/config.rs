@@ -78,6 +78,10 @@ pub struct ZoneAwareConfig {
     /// Zone GC leaves a zone alone while more than half its live bytes belong to files
     /// predicted to die within this horizon (0 = a quarter of the delete threshold).
     pub gc_horizon_ns: u64,
+    /// Start a compaction when a tombstone file's TTL expires, as FADE does. Off (the
+    /// document's design): compactions start only when a level saturates, and expired files go
+    /// to the front of the queue then. On: the ablation "zone-aware + TTL trigger".
+    pub ttl_trigger: bool,
 }
 
 impl Default for ZoneAwareConfig {
@@ -90,6 +94,7 @@ impl Default for ZoneAwareConfig {
             tombstone_placement: true,
             separate_percentile: 0.75,
             gc_horizon_ns: 0,
+            ttl_trigger: false,
         }
     }
 }

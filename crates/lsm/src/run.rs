@@ -62,11 +62,16 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
 }
 
-fn hist_json(h: &Histogram<u64>) -> Value {
+/// A latency histogram's figures. `erase_ns`: the device's block erase time; the share of
+/// operations that took at least that long (for reads on a die without erase suspend: the
+/// reads that waited for an erase in progress) says how many of them the tail is made of.
+fn hist_json(h: &Histogram<u64>, erase_ns: u64) -> Value {
     if h.is_empty() {
         return json!({"count": 0});
     }
+    let slow = if erase_ns > 0 { h.count_between(erase_ns, h.max().max(erase_ns)) } else { 0 };
     json!({
+        "at_least_erase": slow as f64 / h.len() as f64,
         "count": h.len(),
         "mean": h.mean().round(),
         "p50": h.value_at_quantile(0.5),
@@ -172,6 +177,7 @@ pub fn sizing(device: &ssdlab_core::Config, spec: &RunSpec) -> Result<u64> {
 
 pub fn run(device: ssdlab_core::Config, spec: &RunSpec, files: Option<&[PathBuf]>, stop: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
     let wall = Instant::now();
+    let erase_ns = if device.timing.enabled { device.timing.block_erase_ns } else { 0 };
     // The planned length of the run (D_th may be a share of it).
     let planned_ops: u64 = match files {
         Some(fs) => {
@@ -299,7 +305,7 @@ pub fn run(device: ssdlab_core::Config, spec: &RunSpec, files: Option<&[PathBuf]
     }
     let end_ns = store.now_ns();
     let audit = if spec.audit && !interrupted { Some(store.audit()?) } else { None };
-    let summary = summarize(&store, &lsm, spec, &phases, end_ns, live_bytes, live.len(), audit, planned_ops, done_ops);
+    let summary = summarize(&store, &lsm, spec, &phases, end_ns, live_bytes, live.len(), audit, planned_ops, done_ops, erase_ns);
     Ok(RunResult { summary, series_csv: series, wall_seconds: wall.elapsed().as_secs_f64(), interrupted })
 }
 
@@ -315,6 +321,7 @@ fn summarize(
     audit: Option<crate::persist::Audit>,
     planned_ops: u64,
     done_ops: u64,
+    erase_ns: u64,
 ) -> Value {
     let c = counters(s);
     let d_th = lsm.delete_threshold_ns;
@@ -325,7 +332,7 @@ fn summarize(
             let next = phases.get(i + 1).map(|n| n.counters_start.clone()).unwrap_or_else(|| c.clone());
             let mut lat = serde_json::Map::new();
             for (ci, name) in CLASSES.iter().enumerate() {
-                lat.insert(name.to_string(), hist_json(&p.lat[ci]));
+                lat.insert(name.to_string(), hist_json(&p.lat[ci], erase_ns));
             }
             json!({
                 "name": p.name, "ops": p.ops, "start_s": p.start_ns as f64 / 1e9, "end_s": p.end_ns as f64 / 1e9,

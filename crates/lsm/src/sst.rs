@@ -79,6 +79,33 @@ fn template_filter() -> BloomFilter {
 }
 
 impl Table {
+    /// A table's metadata without contents, for the compaction policies' tests: `entries`
+    /// entries of which `tombstones` are deletes, the oldest written at `oldest_tombstone_ns`.
+    #[cfg(test)]
+    pub(crate) fn metadata_only(
+        id: FileId,
+        range: (&[u8], &[u8]),
+        size_bytes: u64,
+        entries: u64,
+        tombstones: u64,
+        oldest_tombstone_ns: Option<u64>,
+    ) -> Table {
+        Table {
+            id,
+            size_bytes,
+            smallest: range.0.to_vec(),
+            largest: range.1.to_vec(),
+            entries,
+            tombstones,
+            put_bytes: (entries - tombstones) * 100,
+            oldest_tombstone_ns,
+            created_ns: 0,
+            index: Vec::new(),
+            probes: KeyProbes::default(),
+            filter: template_filter(),
+        }
+    }
+
     /// Whether `key` may be in the table (key range, then the Bloom filter).
     #[inline]
     pub fn may_contain(&self, key: &[u8]) -> bool {

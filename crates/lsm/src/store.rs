@@ -36,6 +36,9 @@ pub struct LsmStats {
     pub flush_write_bytes: u64,
     pub compactions_saturation: u64,
     pub compactions_ttl: u64,
+    /// Saturation-started compactions whose input was an expired tombstone file, first in the
+    /// zone-aware policy's queue.
+    pub compactions_expired_first: u64,
     pub trivial_moves: u64,
     pub compaction_read_bytes: u64,
     pub compaction_write_bytes: u64,
@@ -638,6 +641,9 @@ impl Store {
         match pick.trigger {
             Trigger::Saturation => self.stats.compactions_saturation += 1,
             Trigger::Ttl => self.stats.compactions_ttl += 1,
+        }
+        if pick.expired && pick.trigger == Trigger::Saturation {
+            self.stats.compactions_expired_first += 1;
         }
         let last = self.levels[out + 1..].iter().all(|l| l.is_empty());
         if next.is_empty() && pick.inputs.len() == 1 {

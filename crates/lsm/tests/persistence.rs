@@ -84,3 +84,22 @@ fn runs_are_deterministic() {
     assert!(a.summary == b.summary, "summaries differ");
     assert!(a.series_csv == b.series_csv, "time series differ");
 }
+
+/// The zone-aware design starts compactions only when a level saturates: expired tombstone
+/// files go first in its queue, they never start a compaction by themselves. The ablation with
+/// FADE's TTL trigger does start them, as FADE does.
+#[test]
+fn the_zone_aware_policy_starts_no_compaction_for_an_expired_ttl_alone() {
+    let za = run(device(), &spec(Policy::ZoneAware), None, &mut |_| true).unwrap();
+    let lsm = &za.summary["lsm"];
+    assert_eq!(lsm["compactions_ttl"], 0, "{lsm}");
+    assert!(lsm["compactions_expired_first"].as_u64().unwrap() > 0, "expired files taken first: {lsm}");
+    assert_eq!(za.summary["audit"]["survivors_erase_persisted"], 0);
+
+    let mut ablation = spec(Policy::ZoneAware);
+    ablation.lsm.zone_aware.ttl_trigger = true;
+    let zt = run(device(), &ablation, None, &mut |_| true).unwrap();
+    assert!(zt.summary["lsm"]["compactions_ttl"].as_u64().unwrap() > 0, "{}", zt.summary["lsm"]);
+    let fade = run(device(), &spec(Policy::Fade), None, &mut |_| true).unwrap();
+    assert!(fade.summary["lsm"]["compactions_ttl"].as_u64().unwrap() > 0, "{}", fade.summary["lsm"]);
+}

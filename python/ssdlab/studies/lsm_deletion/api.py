@@ -24,6 +24,22 @@ from ...serving import foreground, resp_options
 
 POLICIES = ("baseline", "fade", "zone-aware")
 
+# Variants run as ablations beside the policies: name -> the ``lsm`` keys that make one.
+# "zone-aware-ttl": the zone-aware design with FADE's TTL trigger added (an expired tombstone
+# file starts a compaction by itself), to show what the trigger costs and buys.
+ABLATIONS: Dict[str, Dict[str, Any]] = {
+    "zone-aware-ttl": {"policy": "zone-aware", "zone_aware": {"ttl_trigger": True}},
+}
+
+
+def policy_keys(name: str) -> Dict[str, Any]:
+    """The ``lsm`` keys of a policy or ablation named in an experiment's ``policies``."""
+    if name in POLICIES:
+        return {"policy": name}
+    if name in ABLATIONS:
+        return ABLATIONS[name]
+    raise ValueError(f"policy {name!r}: expected one of {', '.join(POLICIES + tuple(ABLATIONS))}")
+
 
 class Store:
     """The LSM store on a fresh ZNS device.

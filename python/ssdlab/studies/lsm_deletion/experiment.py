@@ -13,6 +13,7 @@ from typing import Any, Dict, List
 
 from ...config import merge
 from ..base import Experiment, ExperimentPoint, seeded, seeds
+from .api import policy_keys
 from .runner import RUN
 
 
@@ -68,7 +69,7 @@ def points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
         ss = seeds_at(spec, mode, d)
         for p in m["policies"]:
             for seed in ss:
-                task = {"device": dict(device, seed=seed), "lsm": dict(lsm, policy=p, track_deletes=True),
+                task = {"device": dict(device, seed=seed), "lsm": merge(dict(lsm, track_deletes=True), policy_keys(p)),
                         "phases": phases(w, d), "seed": seed, "ops_per_s": float(w["ops_per_s"]),
                         "delete_threshold_fraction": float(w["delete_threshold_fraction"]),
                         "series_points": int(w.get("series_points", 100)), "audit": bool(m.get("audit", True)) and d > 0}

@@ -17,8 +17,9 @@ from ..verdict import Estimate
 if TYPE_CHECKING:
     from .report import Run
 
-COLORS = {"baseline": "C3", "fade": "C1", "zone-aware": "C0"}
-LABELS = {"baseline": "baseline (RocksDB+ZenFS)", "fade": "Lethe-FADE", "zone-aware": "zone-aware"}
+COLORS = {"baseline": "C3", "fade": "C1", "zone-aware": "C0", "zone-aware-ttl": "C2"}
+LABELS = {"baseline": "baseline (RocksDB+ZenFS)", "fade": "Lethe-FADE", "zone-aware": "zone-aware",
+          "zone-aware-ttl": "zone-aware + TTL trigger (ablation)"}
 
 
 def figures(m: Dict[str, Any], dref: float, out: Path, runs: Dict[Tuple[str, float], List["Run"]]) -> List[Tuple[str, str]]:
