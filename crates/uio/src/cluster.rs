@@ -6,7 +6,7 @@
 //! the device's DRAM (DMA), the record is appended to the target device's UTL on its flash; on
 //! the traditional path the record also goes through a buffer standing for the remote host's
 //! memory. The simulated time of an operation is the sum of its legs' modelled costs plus the
-//! UTL's flash time (NAND timing on) or nothing (media in RAM, the document's setting).
+//! UTL's flash time (NAND timing on) or nothing (media in RAM, no NAND timing, as the document's functional simulator).
 //!
 //! The paths (the document's sections 3.5 and 4.1.2; legs in order):
 //!

@@ -54,7 +54,7 @@ pub struct LatencyPlan {
     pub mix_devices: Vec<u16>,
     /// Put/get pairs per mixed run.
     pub mix_ops: usize,
-    /// NAND timing settings to measure: off (media in RAM, the document's setting), on.
+    /// NAND timing settings to measure: off (media in RAM, no NAND timing, as the document's functional simulator), on.
     pub timings: Vec<bool>,
     pub seed: u64,
     pub links: Links,
@@ -82,7 +82,7 @@ impl Default for LatencyPlan {
 /// Latency of one (timing, value size, operation, locality, path) point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencyRow {
-    /// NAND timing modelled (false: media in RAM, the document's setting).
+    /// NAND timing modelled (false: media in RAM, no NAND timing, as the document's functional simulator).
     pub nand_timing: bool,
     pub value_bytes: usize,
     /// "put" or "get".
