@@ -152,7 +152,7 @@ impl View<'_> {
 
     /// The expired file to compact first: most overdue, then most tombstones (the last level
     /// has nowhere to compact to).
-    pub fn most_expired(&self) -> Option<(usize, Arc<Table>)> {
+    fn most_expired(&self) -> Option<(usize, Arc<Table>)> {
         let mut best: Option<(u64, u64, usize, &Arc<Table>)> = None;
         let last = self.levels.len() - 1;
         for (i, level) in self.levels[..last].iter().enumerate() {
@@ -191,8 +191,9 @@ impl View<'_> {
 
     fn expired_pick(&self, trigger: Trigger) -> Option<Pick> {
         let (i, t) = self.most_expired()?;
-        let inputs = if i == 0 { self.levels[0].clone() } else { vec![t] };
-        Some(Pick { level: i, inputs, trigger, expired: true })
+        let mut p = if i == 0 { self.whole_l0(trigger) } else { Pick { level: i, inputs: vec![t], trigger, expired: false } };
+        p.expired = true;
+        Some(p)
     }
 
     pub fn pick(&self) -> Option<Pick> {
