@@ -312,13 +312,15 @@ def effect_text(j: Judged) -> str:
     return f"{j.effect:.2f}"
 
 
-def table(judged: Sequence[Judged]) -> List[str]:
+def table(judged: Sequence[Judged], effect: bool = True) -> List[str]:
     """The claims table of a report (markdown lines): claim, document, ssdlab (mean [95%
-    interval], seeds), effect size, verdict, and why, with what was measured."""
-    lines = ["| claim | document | ssdlab | effect | verdict | why (measured) |", "|---|---|---|---|---|---|"]
+    interval], seeds), effect size (unless ``effect`` is false: the pages' tables), verdict,
+    and why, with what was measured."""
+    head = ["claim", "document", "ssdlab", *(["effect"] if effect else []), "verdict", "why (measured)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for j in judged:
         cells = [j.claim.what + (f" ({j.claim.source})" if j.claim.source else ""), j.claim.document_text(), j.ours_text(),
-                 effect_text(j), f"**{j.verdict}**", j.why.render() if j.why else "-"]
+                 *([effect_text(j)] if effect else []), f"**{j.verdict}**", j.why.render() if j.why else "-"]
         lines.append("| " + " | ".join(c.replace("|", "/").replace("\n", " ") for c in cells) + " |")
     return lines
 
