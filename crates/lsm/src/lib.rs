@@ -21,6 +21,7 @@ pub mod format;
 pub mod memtable;
 pub mod persist;
 pub mod run;
+mod search;
 pub mod serve;
 pub mod sst;
 pub mod store;

@@ -16,10 +16,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use aho_corasick::AhoCorasick;
 use serde::Serialize;
 
 use crate::format::Kind;
+use crate::search::Finder;
 use crate::sst::FileId;
 use crate::zonefs::ZoneFs;
 
@@ -337,21 +337,22 @@ impl Tracker {
         if patterns.is_empty() {
             return a;
         }
-        let ac = AhoCorasick::new(&patterns).expect("fingerprints build an automaton");
-        let mut seen: Vec<Option<u64>> = vec![None; patterns.len()];
-        let mut left = patterns.len();
+        let n = patterns.len();
+        let finder = Finder::new(patterns);
+        let mut seen: Vec<Option<u64>> = vec![None; n];
+        let mut left = n;
         fs.scan_nand(|page, bytes| {
             a.scanned_bytes += bytes.len() as u64;
             if left == 0 {
                 return;
             }
-            for m in ac.find_overlapping_iter(bytes) {
-                let s = &mut seen[m.pattern().as_usize()];
+            finder.find(bytes, |i| {
+                let s = &mut seen[i];
                 if s.is_none() {
                     *s = Some(page);
                     left -= 1;
                 }
-            }
+            });
         });
         let mut found: HashMap<usize, u64> = HashMap::new();
         for (i, s) in seen.iter().enumerate() {
