@@ -18,6 +18,7 @@ pub mod compaction;
 pub mod config;
 pub mod error;
 pub mod format;
+pub mod journal;
 pub mod memtable;
 pub mod persist;
 pub mod run;

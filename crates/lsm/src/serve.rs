@@ -5,11 +5,18 @@
 //! Time: the store's clock follows the wall clock since the server started (requests are
 //! submitted when they arrive; compactions and TTL-driven FADE compactions due by then run),
 //! so a served session is not byte-identical to another; `ssdlab kv run` is.
+//!
+//! Persistence: with a journal ([`crate::journal`], `--data DIR`) every command is recorded with
+//! the simulated time it ran at, and a restarted server replays them into a fresh device; the
+//! clock then goes on from where the journal left it.
+
+use std::path::Path;
 
 use serde_json::Value;
 use ssdlab_resp::Backend;
 
 use crate::format::MAX_VALUE_BYTES;
+use crate::journal::{Command, Journal};
 use crate::{Error, Store};
 
 /// Keys are read this many at a time by DBSIZE and FLUSHDB.
@@ -19,6 +26,10 @@ pub struct KvBackend {
     store: Store,
     /// At shutdown, search the NAND for deleted values (needs `track_deletes`).
     audit: bool,
+    journal: Option<Journal>,
+    /// Simulated time at which this server started: the journal's last time (0 for a new
+    /// store); the wall clock since the start is added to it.
+    start_ns: u64,
 }
 
 impl KvBackend {
@@ -26,11 +37,74 @@ impl KvBackend {
         if audit && !store.config().track_deletes {
             return Err(Error::Config("the audit of deleted values needs lsm.track_deletes = true".into()));
         }
-        Ok(KvBackend { store, audit })
+        Ok(KvBackend { store, audit, journal: None, start_ns: 0 })
     }
+
+    /// A backend whose store persists in `dir`: the journal there (made with the same
+    /// `config`, any stable text describing the device and store) is replayed into `store`, a
+    /// fresh store, and every command from now on is added to it. Returns the backend and the
+    /// number of commands replayed.
+    pub fn persistent(store: Store, audit: bool, dir: &Path, config: &str) -> Result<(KvBackend, u64), Error> {
+        let mut b = KvBackend::new(store, audit)?;
+        let mut n = 0u64;
+        let journal = Journal::open(dir, config, |cmd| {
+            n += 1;
+            // A command that failed when it first ran fails again the same way: its error was
+            // the client's answer then, and is not the replay's.
+            let _ = b.apply(&cmd);
+            Ok(())
+        })?;
+        b.start_ns = b.store.now_ns();
+        b.journal = Some(journal);
+        Ok((b, n))
+    }
+
     pub fn store(&self) -> &Store {
         &self.store
     }
+
+    /// Run one command on the store (no journal).
+    fn apply(&mut self, cmd: &Command) -> Result<Answer, String> {
+        Ok(match cmd {
+            Command::Tick(t) => {
+                let t = (*t).max(self.store.now_ns());
+                self.store.advance_to(t).map_err(msg)?;
+                Answer::None
+            }
+            Command::Get(k) => Answer::Value(self.store.get(k).map_err(msg)?.value),
+            Command::Set(k, v) => {
+                self.store.put(k, v).map_err(msg)?;
+                Answer::None
+            }
+            Command::Del(k) => {
+                // Redis's DEL of a missing key changes nothing: no tombstone for it either.
+                if self.store.get(k).map_err(msg)?.value.is_none() {
+                    Answer::Bool(false)
+                } else {
+                    self.store.delete(k).map_err(msg)?;
+                    Answer::Bool(true)
+                }
+            }
+            Command::KeysAfter(after, limit) => Answer::Keys(self.keys_from(after.as_deref(), *limit as usize)?),
+            Command::KeyCount => Answer::Count(self.keys()?.len() as u64),
+            Command::Clear => {
+                for k in self.keys()? {
+                    self.store.delete(&k).map_err(msg)?;
+                }
+                Answer::None
+            }
+        })
+    }
+
+    /// Run a command and journal it once it succeeded; a write is on disk before it returns.
+    fn run(&mut self, cmd: Command) -> Result<Answer, String> {
+        let a = self.apply(&cmd)?;
+        if let Some(j) = self.journal.as_mut() {
+            j.record(&cmd).map_err(msg)?;
+        }
+        Ok(a)
+    }
+
     /// Every live key, in order.
     fn keys(&mut self) -> Result<Vec<Vec<u8>>, String> {
         let mut keys: Vec<Vec<u8>> = vec![];
@@ -53,44 +127,59 @@ impl KvBackend {
     }
 }
 
+/// What a command gives back.
+enum Answer {
+    None,
+    Value(Option<Vec<u8>>),
+    Bool(bool),
+    Keys(Vec<Vec<u8>>),
+    Count(u64),
+}
+
 fn msg(e: Error) -> String {
     e.to_string().replace(['\r', '\n'], " ")
 }
 
 impl Backend for KvBackend {
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        Ok(self.store.get(key).map_err(msg)?.value)
+        match self.run(Command::Get(key.to_vec()))? {
+            Answer::Value(v) => Ok(v),
+            _ => unreachable!("GET answers a value"),
+        }
     }
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.store.put(key, value).map_err(msg)?;
-        Ok(())
+        self.run(Command::Set(key.to_vec(), value.to_vec())).map(|_| ())
     }
     fn del(&mut self, key: &[u8]) -> Result<bool, String> {
-        // Redis's DEL of a missing key changes nothing: no tombstone for it either.
-        if self.store.get(key).map_err(msg)?.value.is_none() {
-            return Ok(false);
+        match self.run(Command::Del(key.to_vec()))? {
+            Answer::Bool(b) => Ok(b),
+            _ => unreachable!("DEL answers whether the key was there"),
         }
-        self.store.delete(key).map_err(msg)?;
-        Ok(true)
     }
     fn key_count(&mut self) -> Result<u64, String> {
-        Ok(self.keys()?.len() as u64)
+        match self.run(Command::KeyCount)? {
+            Answer::Count(n) => Ok(n),
+            _ => unreachable!("DBSIZE answers a count"),
+        }
     }
     fn keys_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, String> {
-        self.keys_from(after, limit)
+        match self.run(Command::KeysAfter(after.map(|k| k.to_vec()), limit as u64))? {
+            Answer::Keys(k) => Ok(k),
+            _ => unreachable!("SCAN answers keys"),
+        }
     }
     fn clear(&mut self) -> Result<(), String> {
-        for k in self.keys()? {
-            self.store.delete(&k).map_err(msg)?;
-        }
-        Ok(())
+        self.run(Command::Clear).map(|_| ())
     }
     fn max_value_bytes(&self) -> usize {
         MAX_VALUE_BYTES
     }
     fn tick(&mut self, now_ns: u64) -> Result<(), String> {
-        let t = now_ns.max(self.store.now_ns());
-        self.store.advance_to(t).map_err(msg)
+        let t = self.start_ns.saturating_add(now_ns);
+        if t > self.store.now_ns() {
+            self.run(Command::Tick(t))?;
+        }
+        Ok(())
     }
     fn metrics(&mut self) -> Value {
         crate::run::served_summary(&self.store)

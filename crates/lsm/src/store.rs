@@ -413,7 +413,7 @@ impl Store {
     fn holders_of(&self, key: &[u8]) -> Result<Vec<(FileId, bool)>> {
         let tr = self.tracker.as_ref().expect("tracking deletes");
         let mut v: Vec<(FileId, bool)> = tr.wal_holders(key).into_iter().map(|id| (id, id == self.wal)).collect();
-        for t in self.levels.iter().flatten() {
+        for t in self.tables_holding_range(key, 0) {
             if t.may_contain(key) && self.peek_contains(t, key)? {
                 v.push((t.id, true));
             }
@@ -451,9 +451,25 @@ impl Store {
         }
     }
 
+    /// The live tables of level `from` and deeper whose key range holds `key`: every L0 table
+    /// that does, and at most one per deeper level (those are sorted and disjoint).
+    fn tables_holding_range(&self, key: &[u8], from: usize) -> impl Iterator<Item = &Arc<Table>> + '_ {
+        let key = key.to_vec();
+        self.levels.iter().enumerate().skip(from).flat_map(move |(i, l)| {
+            let (a, b) = if i == 0 {
+                (0, l.len())
+            } else {
+                let j = l.partition_point(|x| x.largest.as_slice() < key.as_slice());
+                (j, (j + 1).min(l.len()))
+            };
+            let key = key.clone();
+            l[a..b].iter().filter(move |t| t.smallest.as_slice() <= key.as_slice() && key.as_slice() <= t.largest.as_slice())
+        })
+    }
+
     /// Whether `key` may exist in level `from` or deeper.
     fn may_exist_from(&self, key: &[u8], from: usize) -> bool {
-        self.levels[from..].iter().any(|l| l.iter().any(|t| t.may_contain(key)))
+        self.tables_holding_range(key, from).any(|t| t.may_contain(key))
     }
 
     /// Flush, compact, collect zones, as the state asks.

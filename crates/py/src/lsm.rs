@@ -212,18 +212,36 @@ impl RespOpts {
 /// front-end's counters and the store's (write amplification, deletion persistence, audit).
 /// `audit`: search the NAND for deleted values at shutdown (needs lsm.track_deletes).
 #[pyfunction]
+#[pyo3(signature = (device, lsm, options, audit, data=None))]
 fn kv_serve<'py>(
     py: Python<'py>,
     device: &Bound<'py, PyAny>,
     lsm: &Bound<'py, PyAny>,
     options: &Bound<'py, PyAny>,
     audit: bool,
+    data: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let dev = config_from_py(device, "[device]")?;
     let cfg: LsmConfig = from_py(lsm, "[lsm]")?;
     let o: RespOpts = from_py(options, "kv serve options")?;
-    let store = Store::new(dev, cfg).map_err(lsm_err)?;
-    let backend = ssdlab_lsm::KvBackend::new(store, audit).map_err(lsm_err)?;
+    let backend = py.detach(|| -> ssdlab_lsm::Result<ssdlab_lsm::KvBackend> {
+        let made_with = serde_json::to_string(&serde_json::json!({ "device": &dev, "lsm": &cfg }))
+            .map_err(|e| ssdlab_lsm::Error::Config(e.to_string()))?;
+        let store = Store::new(dev, cfg)?;
+        let Some(dir) = data else { return ssdlab_lsm::KvBackend::new(store, audit) };
+        let t0 = std::time::Instant::now();
+        let (b, n) = ssdlab_lsm::KvBackend::persistent(store, audit, &dir, &made_with)?;
+        if !o.quiet {
+            eprintln!(
+                "ssdlab kv serve: {} commands replayed from {} in {:.1} s",
+                n,
+                dir.join("journal").display(),
+                t0.elapsed().as_secs_f64()
+            );
+        }
+        Ok(b)
+    });
+    let backend = backend.map_err(lsm_err)?;
     let m = py.detach(move || o.serve("ssdlab kv serve", Box::new(backend)))?;
     to_py(py, &m)
 }

@@ -119,12 +119,18 @@ def generate(spec: Dict[str, Any], out_dir: str) -> List[Tuple[str, int]]:
 
 def serve(device: Optional[Dict[str, Any]] = None, lsm: Optional[Dict[str, Any]] = None, listen: str = "127.0.0.1:6379",
           max_connections: int = 128, idle_timeout_s: float = 0.0, evict_idle_after_s: float = 5.0,
-          allow_remote: bool = False, quiet: bool = False, audit: bool = False) -> Dict[str, Any]:
+          allow_remote: bool = False, quiet: bool = False, audit: bool = False,
+          data: Optional[str] = None) -> Dict[str, Any]:
     """Serve the LSM store (``lsm``: store keys) on a fresh ZNS device (``device``: a device
     config, made data-backed) to Redis clients (RESP: GET, SET, DEL, MGET, MSET, INCR, ...) until
     SIGINT or SIGTERM. Returns the final figures: the front-end's counters under the top level,
     the store's (write amplification, deletion persistence) under ``store``, and with ``audit``
-    the search of the NAND for deleted values under ``closing``."""
+    the search of the NAND for deleted values under ``closing``.
+
+    ``data``: a directory where the store persists (its command journal, Redis's append-only
+    file with fsync always): a server started again on it replays the journal and goes on
+    with the same data, device state and clock; a write is answered once it is on disk, so a
+    kill -9 loses no acknowledged write. It must be served with the configuration that made it."""
     opts = resp_options(listen, max_connections, idle_timeout_s, evict_idle_after_s, allow_remote, quiet)
     full = merge(_native.lsm_defaults()["lsm"], lsm or {})
-    return foreground(_native.kv_serve, device or {"preset": "zns-ssd"}, full, opts, audit)
+    return foreground(_native.kv_serve, device or {"preset": "zns-ssd"}, full, opts, audit, data)

@@ -15,6 +15,7 @@ from .api import generate, run_lsm, serve
 
 KV_EPILOG = """serve: Redis clients (redis-cli, redis-benchmark, redis-py) on the store: GET, SET [NX|XX] [GET], DEL, MGET,
   MSET, EXISTS, INCR/DECR, APPEND, DBSIZE, FLUSHDB, ...; DEL becomes a tombstone tracked to erasure.
+  --data DIR keeps the store across restarts (and kill -9: a write is answered once journaled on disk).
 spec file (TOML):
   [device]                a ZNS device config, e.g. preset = "zns-ssd"
   [lsm]                   store keys: policy = "fade", memtable_bytes, size_ratio, ...
@@ -42,7 +43,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         lsm = dict(lsm, track_deletes=True)
     o = resp_options_of(args)
     m = serve(device, lsm, listen=o["listen"], max_connections=o["max_connections"], idle_timeout_s=o["idle_timeout_s"],
-              evict_idle_after_s=o["evict_idle_after_s"], allow_remote=o["allow_remote"], quiet=o["quiet"], audit=args.audit)
+              evict_idle_after_s=o["evict_idle_after_s"], allow_remote=o["allow_remote"], quiet=o["quiet"], audit=args.audit,
+              data=args.data)
     written = write_resp_metrics(args, m)
     if not args.quiet:
         st = m["store"]
@@ -102,5 +104,8 @@ def add_cli(sub: Any) -> None:
     k.add_argument("--out", help="output directory")
     k.add_argument("--workload", nargs="+", help="run: replay these workload files, one per phase, instead of generating")
     add_resp_arguments(k)
+    k.add_argument("--data", metavar="DIR",
+                   help="serve: keep the store in DIR (a command journal, fsync before each write is answered); "
+                        "serving DIR again replays it: same data, device state and clock")
     k.add_argument("--audit", action="store_true", help="serve: track deletes and, at shutdown, search the NAND for deleted values")
     k.set_defaults(func=_cmd_kv)

@@ -4,7 +4,11 @@ point of the sweep engine on :data:`~ssdlab.studies.lsm_deletion.runner.RUN`.
 Every run loads keys, then runs a mixed phase whose deletes are a share of its operations, then
 a lookup phase (:func:`phases`). A mode's ``seeds`` apply to the delete shares in its
 ``seeded_delete_fractions`` (default: every share); the other shares run the first seed only.
-The seed is the device's and the workload generator's.
+The seed is the device's and the workload generator's. Ablations (``api.ABLATIONS``) run at the
+shares in ``ablation_delete_fractions`` (default: every share). A mode's ``sensitivity`` list
+names variants (``{name = ..., lsm = {...}, workload = {...}, geometry = {...}, zns = {...}}``)
+that rerun the three policies at the reference share, first seed, with those keys changed: the
+sweep over the parameters the document leaves open.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any, Dict, List
 
 from ...config import merge
 from ..base import Experiment, ExperimentPoint, seeded, seeds
-from .api import policy_keys
+from .api import ABLATIONS, POLICIES, policy_keys
 from .runner import RUN
 
 
@@ -58,23 +62,62 @@ def reference_fraction(spec: Dict[str, Any], mode: str) -> float:
     return 0.1 if 0.1 in ds else max(ds)
 
 
-def points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
-    """A run per (delete share, policy, seed) of the mode."""
+def policies_at(spec: Dict[str, Any], mode: str, d: float) -> List[str]:
+    """The policies run at delete share ``d``: the mode's policies, its ablations only where
+    ``ablation_delete_fractions`` (default: every share) has ``d``."""
     m = spec[mode]
-    device = merge(spec.get("device", {}), {k: m[k] for k in ("geometry", "zns") if k in m})
-    w = merge(spec.get("workload", {}), m.get("workload", {}))
-    lsm = merge(spec.get("lsm", {}), m.get("lsm", {}))
+    at = m.get("ablation_delete_fractions", m["delete_fractions"])
+    return [p for p in m["policies"] if p not in ABLATIONS or any(abs(d - x) < 1e-12 for x in at)]
+
+
+def variants(spec: Dict[str, Any], mode: str) -> List[Dict[str, Any]]:
+    """The mode's sensitivity variants, each checked: a unique ``name`` and only the tables
+    ``lsm``, ``workload``, ``geometry``, ``zns``."""
+    vs = spec[mode].get("sensitivity", [])
+    names = [v.get("name") for v in vs]
+    for v in vs:
+        extra = sorted(set(v) - {"name", "lsm", "workload", "geometry", "zns"})
+        if not isinstance(v.get("name"), str) or not v["name"] or extra:
+            raise ValueError(f"[{mode}] sensitivity: each variant needs a name and only lsm, workload, geometry, zns "
+                             f"tables; got {v}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"[{mode}] sensitivity: repeated variant name in {names}")
+    return list(vs)
+
+
+def variant_point(policy: str, d: float, variant: str) -> str:
+    return f"{key(policy, d)}_{variant}"
+
+
+def _point(spec: Dict[str, Any], mode: str, p: str, d: float, seed: int, name: str, values: Dict[str, Any],
+           variant: Dict[str, Any]) -> ExperimentPoint:
+    m = spec[mode]
+    device = merge(spec.get("device", {}), {k: merge(m.get(k, {}), variant.get(k, {})) for k in ("geometry", "zns")
+                                            if k in m or k in variant})
+    w = merge(merge(spec.get("workload", {}), m.get("workload", {})), variant.get("workload", {}))
+    lsm = merge(merge(spec.get("lsm", {}), m.get("lsm", {})), variant.get("lsm", {}))
+    task = {"device": dict(device, seed=seed), "lsm": merge(dict(lsm, track_deletes=True), policy_keys(p)),
+            "phases": phases(w, d), "seed": seed, "ops_per_s": float(w["ops_per_s"]),
+            "delete_threshold_fraction": float(w["delete_threshold_fraction"]),
+            "series_points": int(w.get("series_points", 100)), "audit": bool(m.get("audit", True)) and d > 0}
+    return ExperimentPoint(name, values, RUN.name, task)
+
+
+def points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
+    """A run per (delete share, policy, seed) of the mode, then the sensitivity variants'."""
+    m = spec[mode]
     pts = []
     for d in m["delete_fractions"]:
         ss = seeds_at(spec, mode, d)
-        for p in m["policies"]:
+        for p in policies_at(spec, mode, d):
             for seed in ss:
-                task = {"device": dict(device, seed=seed), "lsm": merge(dict(lsm, track_deletes=True), policy_keys(p)),
-                        "phases": phases(w, d), "seed": seed, "ops_per_s": float(w["ops_per_s"]),
-                        "delete_threshold_fraction": float(w["delete_threshold_fraction"]),
-                        "series_points": int(w.get("series_points", 100)), "audit": bool(m.get("audit", True)) and d > 0}
-                pts.append(ExperimentPoint(point_name(p, d, seed, ss), {"policy": p, "delete_fraction": d, "seed": seed},
-                                           RUN.name, task))
+                pts.append(_point(spec, mode, p, d, seed, point_name(p, d, seed, ss),
+                                  {"policy": p, "delete_fraction": d, "seed": seed, "variant": ""}, {}))
+    dref, first = reference_fraction(spec, mode), seeds(spec, mode)[0]
+    for v in variants(spec, mode):
+        for p in POLICIES:
+            pts.append(_point(spec, mode, p, dref, first, variant_point(p, dref, v["name"]),
+                              {"policy": p, "delete_fraction": dref, "seed": first, "variant": v["name"]}, v))
     return pts
 
 

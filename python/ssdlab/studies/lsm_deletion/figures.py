@@ -80,10 +80,11 @@ def figures(m: Dict[str, Any], dref: float, out: Path, runs: Dict[Tuple[str, flo
     fig, axs = plt.subplots(1, 3, figsize=(13, 3.8))
     for ax, (col, label, div) in zip(axs, panels, strict=True):
         for p in pols:
-            ests = [Estimate.of([row(r)[col] / div for r in runs[(p, d)]]) for d in ds]
+            dd = [d for d in ds if (p, d) in runs]  # an ablation may run at some shares only
+            ests = [Estimate.of([row(r)[col] / div for r in runs[(p, d)]]) for d in dd]
             err = [[e.mean - (e.lo if e.lo is not None else e.mean) for e in ests],
                    [(e.hi if e.hi is not None else e.mean) - e.mean for e in ests]]
-            ax.errorbar([d * 100 for d in ds], [e.mean for e in ests], yerr=err, fmt=COLORS[p] + "o-", label=LABELS[p], capsize=3)
+            ax.errorbar([d * 100 for d in dd], [e.mean for e in ests], yerr=err, fmt=COLORS[p] + "o-", label=LABELS[p], capsize=3)
         ax.set_xlabel("deletes (% of operations)")
         ax.set_title(label)
         ax.grid(alpha=0.3)

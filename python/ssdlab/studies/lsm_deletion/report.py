@@ -17,7 +17,7 @@ from ...units import pct, ratio
 from ..base import PointResult, seeds
 from ..verdict import Claim, Estimate, Verdicts, Why, legend
 from .api import POLICIES
-from .experiment import point_name, reference_fraction, seeds_at
+from .experiment import point_name, policies_at, reference_fraction, seeds_at, variant_point, variants
 from .figures import figures
 
 LETHE = "seed 000 §2, quoting Lethe (Sarkar et al., SIGMOD'20)"
@@ -136,7 +136,7 @@ def collect(spec: Dict[str, Any], mode: str, results: Dict[str, PointResult]) ->
     out: Dict[Tuple[str, float], List[Run]] = {}
     for d in m["delete_fractions"]:
         ss = seeds_at(spec, mode, d)
-        for p in m["policies"]:
+        for p in policies_at(spec, mode, d):
             out[(p, d)] = [Run(n, p, d, s, results[n].metrics, results[n].dir)
                            for s in ss for n in [point_name(p, d, s, ss)]]
     return out
@@ -333,6 +333,62 @@ def _read_tail(device: Dict[str, Any], rows: List[Dict[str, Any]]) -> List[str]:
             f"reaches the erase time {where}.", ""]
 
 
+def _regime(runs: Dict[Tuple[str, float], List[Run]], dref: float) -> List[str]:
+    """The quantities that decide whether the policies can differ: the tree's levels, FADE's
+    first-level TTL against the flush interval, the fill level and FADE's zone-GC share."""
+    b, f = runs.get(("baseline", dref), []), runs.get(("fade", dref), [])
+    if not b or not f:
+        return []
+    x = b[0].s
+    levels = [lv["bytes"] for lv in x["space"]["levels"]]
+    used = max((i + 1 for i, v in enumerate(levels) if v), default=0)
+    shape = ", ".join(f"L{i} {v / 2**20:.1f}" for i, v in enumerate(levels[:used]))
+    d0 = [d for d in (y.first_ttl_s() for y in f) if d is not None]
+    fill = _mean([float(y.s["space"]["live_user_bytes"]) / (y.s["space"]["zones"] * y.s["space"]["zone_capacity_bytes"])
+                  for y in b])
+    gshare = {p: _mean([ratio(y.c["gc_migrated_bytes"], y.c["nand_write_bytes"]) for y in runs[(p, dref)]])
+              for p in POLICIES if (p, dref) in runs}
+    return ["## The regime", "",
+            f"What decides whether the policies can differ, at {dref * 100:.0f}% deletes (means over the seeds): the baseline's "
+            f"tree at the end of seed {b[0].seed} has {used} levels ({shape} MiB); FADE's first-level TTL d0 = "
+            f"{_mean(d0) * 1e3:.1f} ms against {_mean([y.flush_interval_s() for y in f]) * 1e3:.1f} ms between flushes; the "
+            f"device is {_share(fill)} full at the end (live data / zone capacity); zone GC is "
+            + ", ".join(f"{_share(v)} of {p}'s" for p, v in gshare.items()) + " NAND writes.", ""]
+
+
+def _sensitivity(spec: Dict[str, Any], mode: str, dref: float, runs: Dict[Tuple[str, float], List[Run]],
+                 results: Dict[str, PointResult]) -> List[str]:
+    """The sweep over the open parameters: each variant's three policies beside the main runs'
+    first seed."""
+    vs = variants(spec, mode)
+    if not vs:
+        return []
+    main = {p: runs[(p, dref)][0] for p in POLICIES if (p, dref) in runs}
+    rows: List[Tuple[str, str, Dict[str, Run]]] = [("chosen", "the settings above", main)]
+    for v in vs:
+        got = {p: results[n] for p in POLICIES for n in [variant_point(p, dref, v["name"])] if n in results}
+        changed = "; ".join(f"{t}: {json.dumps(v[t])}" for t in ("lsm", "workload", "geometry", "zns") if t in v)
+        rows.append((v["name"], changed, {p: Run(r.name, p, dref, main[p].seed if p in main else 0, r.metrics, r.dir)
+                                          for p, r in got.items()}))
+    L = ["## Sensitivity to the open parameters", "",
+         f"Each variant changes one setting and reruns the three policies at {dref * 100:.0f}% deletes, seed "
+         f"{next(iter(main.values())).seed} (one seed: read the direction, not the last digit).", "",
+         "| variant | changed | WA baseline / FADE / zone-aware | FADE vs baseline, NAND writes | zone-aware vs FADE, WA | "
+         "zone GC share, FADE | d0 / flush interval | zone-aware within D_th (LSM) |", "|---|---|---|---|---|---|---|---|"]
+    for name, changed, r in rows:
+        if len(r) < len(POLICIES):
+            L.append(f"| {name} | {changed} | missing runs: {', '.join(p for p in POLICIES if p not in r)} | | | | | |")
+            continue
+        b, f, z = (r[p] for p in POLICIES)
+        d0 = f.first_ttl_s()
+        L.append(f"| {name} | {changed} | {b.wa:.2f} / {f.wa:.2f} / {z.wa:.2f} | "
+                 f"{pct(ratio(f.c['nand_write_bytes'], b.c['nand_write_bytes']) - 1)} | {pct(ratio(z.wa, f.wa) - 1)} | "
+                 f"{_share(ratio(f.c['gc_migrated_bytes'], f.c['nand_write_bytes']))} | "
+                 f"{'-' if d0 is None else f'{d0 / f.flush_interval_s():.2f}'} | "
+                 f"{_share(float(z.level('lsm_level')['fraction_within_threshold']))} |")
+    return L + [""]
+
+
 # ---------------------------------------------------------------------------------------------
 # The report.
 
@@ -342,7 +398,7 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
     m = spec[mode]
     w = merge(spec.get("workload", {}), m.get("workload", {}))
     all_seeds = seeds(spec, mode)
-    ds, pols = m["delete_fractions"], m["policies"]
+    ds = m["delete_fractions"]
     dref = reference_fraction(spec, mode)
     runs = collect(spec, mode, results)
     every = [r for rs in runs.values() for r in rs]
@@ -395,7 +451,7 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
         "reads as long as an erase, phase 2 / 3 |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for p in pols:
+    for p in policies_at(spec, mode, dref):
         rs = [row(r) for r in runs[(p, dref)]]
 
         def col(k: str, show: Callable[[float], str], rs: List[Dict[str, Any]] = rs) -> str:
@@ -411,6 +467,8 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
                  f"{col('reads_at_least_erase_phase3', _share)} |")
     L.append("")
     L += _read_tail(resolved, [r for r in rows if r["delete_fraction"] == dref])
+    L += _regime(runs, dref)
+    L += _sensitivity(spec, mode, dref, runs, results)
     for name, cap in figs:
         L += [f"![{cap}]({name})", "", f"*{cap}.*", ""]
     L += ["## All runs", "",
