@@ -28,7 +28,9 @@ geometry = { channels = 2, dies_per_channel = 2, planes_per_die = 1, blocks_per_
 lsm = { memtable_bytes = 65536, sst_target_bytes = 65536, level1_bytes = 262144, size_ratio = 4 }
 workload = { load_keys = 4000, mixed_ops = 12000, lookup_ops = 2000, entry_bytes = 256 }
 delete_fractions = [0.0, 0.1]
-policies = ["baseline", "fade", "zone-aware"]
+policies = ["baseline", "fade", "zone-aware", "zone-aware-ttl"]
+ablation_delete_fractions = [0.1]
+sensitivity = [{ name = "dth64", workload = { delete_threshold_fraction = 0.64 } }]
 """
 
 
@@ -128,7 +130,8 @@ def test_reproduce_lsm_deletion_writes_report_and_figures(tmp_path):
         assert (rep / fig).stat().st_size > 10_000 and fig in md
     with open(rep / "lsm-deletion.csv") as f:
         rows = {r["run"]: r for r in csv.DictReader(f)}
-    assert len(rows) == 6
+    assert len(rows) == 7, sorted(rows)  # 3 policies x 2 delete shares, the ablation at 10% only
+    assert "zone-aware-ttl_d10" in rows and "zone-aware-ttl_d00" not in rows
     assert float(rows["fade_d10"]["lsm_within_dth"]) == 1.0
     assert float(rows["baseline_d10"]["lsm_within_dth"]) < 1.0
     assert rows["fade_d10"]["audit_survivors_erase_persisted"] == "0"
@@ -144,10 +147,15 @@ def test_reproduce_lsm_deletion_writes_report_and_figures(tmp_path):
     # reproduction reuses every finished run.
     with open(rep / "results.csv") as f:
         sweep = list(csv.DictReader(f))
-    assert sorted(r["name"] for r in sweep) == sorted(rows) and all(r["status"] == "ok" for r in sweep)
+    variant_runs = [f"{p}_d10_dth64" for p in ("baseline", "fade", "zone-aware")]
+    assert sorted(r["name"] for r in sweep) == sorted([*rows, *variant_runs]) and all(r["status"] == "ok" for r in sweep)
+    # The sensitivity variant reran the three policies with D_th at 64% of the run.
+    v = json.loads((rep / "runs" / "fade_d10_dth64" / "metrics.json").read_text())
+    assert v["delete_threshold_ns"] == 4 * json.loads((rep / "runs" / "fade_d10" / "metrics.json").read_text())["delete_threshold_ns"]
+    assert "## Sensitivity to the open parameters" in md and "| dth64 |" in md and "## The regime" in md
     ssdlab("reproduce", "lsm-deletion", "--quick", "--out", out, "--resume", env=env, timeout=120)
     info = json.loads((rep / "run-info.json").read_text())
-    assert (info["ran"], info["skipped"]) == (0, 6), info
+    assert (info["ran"], info["skipped"]) == (0, 10), info
     assert (rep / "report.md").read_text() == md
 
 
@@ -171,24 +179,51 @@ def test_no_deleted_value_survives_on_the_nand_after_its_erase_was_reported():
 
 
 def test_quick_seeds_reach_the_device_and_the_workload_of_the_claims_runs():
-    """--quick runs three seeds where the claims read (10% deletes) and the first seed elsewhere;
-    each run's seed is its device's and its workload generator's."""
+    """--quick runs three seeds at every delete share, the ablation at 10% deletes only; each
+    run's seed is its device's and its workload generator's."""
     from ssdlab.studies.lsm_deletion.experiment import points
     from ssdlab.studies.reproduce import load_spec
 
     pts = points(load_spec("lsm-deletion"), "quick")
     names = {p.name: p for p in pts}
-    # 4 policies (the three designs and the zone-aware ablation) x (3 delete shares + 3 seeds).
-    assert len(pts) == 4 * (3 + 3)
-    for pol in ("baseline", "fade", "zone-aware", "zone-aware-ttl"):
-        assert f"{pol}_d05" in names and f"{pol}_d05_s42" not in names
-        for seed in (42, 43, 44):
-            task = names[f"{pol}_d10_s{seed}"].input
-            assert (task["seed"], task["device"]["seed"]) == (seed, seed)
+    assert len(pts) == 3 * 5 * 3 + 3
+    for pol in ("baseline", "fade", "zone-aware"):
+        for d in ("00", "02", "05", "10", "20"):
+            for seed in (42, 43, 44):
+                task = names[f"{pol}_d{d}_s{seed}"].input
+                assert (task["seed"], task["device"]["seed"]) == (seed, seed)
+    assert "zone-aware-ttl_d05_s42" not in names and "zone-aware-ttl_d10_s44" in names
     # The ablation is the zone-aware design with FADE's TTL trigger; the design has none.
     assert names["zone-aware-ttl_d10_s42"].input["lsm"]["policy"] == "zone-aware"
     assert names["zone-aware-ttl_d10_s42"].input["lsm"]["zone_aware"]["ttl_trigger"] is True
     assert "zone_aware" not in names["zone-aware_d10_s42"].input["lsm"]
+
+
+def test_full_adds_the_sensitivity_variants_each_changing_one_setting():
+    from ssdlab.studies.lsm_deletion.experiment import points, variants
+    from ssdlab.studies.reproduce import load_spec
+
+    spec = load_spec("lsm-deletion")
+    quick = {p.name: p for p in points(spec, "quick")}
+    full = {p.name: p for p in points(spec, "full")}
+    base = full["fade_d10_s42"].input
+    for v in variants(spec, "full"):
+        for pol in ("baseline", "fade", "zone-aware"):
+            task = full[f"{pol}_d10_{v['name']}"].input
+            assert task["seed"] == 42 and task["lsm"]["policy"] == pol
+        task = full[f"fade_d10_{v['name']}"].input
+        changed = {k for k in ("delete_threshold_fraction",) if task[k] != base[k]}
+        changed |= {f"lsm.{k}" for k in task["lsm"] if task["lsm"][k] != base["lsm"].get(k)}
+        changed |= {f"geometry.{k}" for k in task["device"]["geometry"] if task["device"]["geometry"][k] != base["device"]["geometry"][k]}
+        assert changed, f"variant {v['name']} changes nothing"
+    # --full's main runs are --quick's (the same inputs, so --resume reuses them) plus the ablation everywhere.
+    assert all(full[n].input == p.input for n, p in quick.items())
+    spec["full"]["sensitivity"] = [{"name": "x", "lsm": {}}, {"name": "x", "workload": {}}]
+    with pytest.raises(ValueError, match="repeated variant name"):
+        variants(spec, "full")
+    spec["full"]["sensitivity"] = [{"name": "x", "device": {}}]
+    with pytest.raises(ValueError, match="only lsm, workload, geometry, zns"):
+        variants(spec, "full")
 
 
 def test_an_unknown_policy_name_lists_the_known_ones():
