@@ -38,10 +38,11 @@ fi
 # extra (ssdlab[ray]) installed here so the tests cover `ssdlab sweep --ray`; pymemcache is the
 # third-party memcached client the `ssdlab cache serve` tests drive, redis (redis-py) the Redis
 # client the `ssdlab kv serve` tests drive; ruff lints the Python; mypy's
-# stubtest checks the type stubs of ssdlab._native against the built module.
+# stubtest checks the type stubs of ssdlab._native against the built module; pytest-xdist runs
+# `make test`'s Python tests on two workers.
 .venv/bin/python -m pip install -q --disable-pip-version-check \
     "maturin==1.16.0" "pytest==8.4.2" "numpy==2.3.5" "matplotlib==3.10.8" "tqdm==4.70.1" "scipy==1.17.1" "ray==2.60.0" \
-    "pymemcache==4.0.0" "redis==7.1.1" "ruff==0.14.5" "mypy==2.4.1"
+    "pymemcache==4.0.0" "redis==7.1.1" "ruff==0.14.5" "mypy==2.4.1" "pytest-xdist==3.8.0"
 
 echo "setup: building ssdlab (release)"
 mkdir -p target

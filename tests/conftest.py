@@ -12,9 +12,22 @@ import pytest
 _saved: dict = {}
 
 
+def _worker() -> str:
+    """The pytest-xdist worker this process is ("gw0", ...), or "" for the controller or a
+    plain run."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "")
+
+
 def pytest_configure(config):
-    # Short: Ray's socket paths under this directory must fit in 107 bytes.
-    base = Path(tempfile.mkdtemp(prefix="sl-"))
+    config.addinivalue_line("markers", "serial: uses machine-wide resources (/dev/shm work directories, mounts, every "
+                                       "process); `make test` runs these after the parallel part, one at a time")
+    # Short: Ray's socket paths under this directory must fit in 107 bytes. An xdist worker
+    # inherits the controller's TMPDIR: its directory goes beside the controller's, not in it.
+    if _worker():
+        base = Path(f"{os.environ['TMPDIR']}-{_worker()}")
+        base.mkdir()
+    else:
+        base = Path(tempfile.mkdtemp(prefix="sl-"))
     _saved.update(base=base, tmpdir=os.environ.get("TMPDIR"), tempdir=tempfile.tempdir)
     os.environ["TMPDIR"] = str(base)
     tempfile.tempdir = str(base)
@@ -80,6 +93,16 @@ def pytest_sessionfinish(session, exitstatus):
         else:
             print(msg)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if not _worker():
+        # Workers remove their directories when their tests passed and left nothing.
+        kept = sorted(base.parent.glob(f"{base.name}-gw*"))
+        if kept and session.exitstatus == 0:
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            msg = "test workers left files in their temp directories: " + ", ".join(
+                f"{k} ({', '.join(_leftovers(k)) or 'failed tests'})" for k in kept)
+            if reporter is not None:
+                reporter.write_line(msg, red=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if session.exitstatus == 0:
         shutil.rmtree(base, ignore_errors=True)
     else:

@@ -446,6 +446,7 @@ LEFTOVER_POINTS = {
 }
 
 
+@pytest.mark.serial  # looks for flac work directories and mounts machine-wide
 @pytest.mark.parametrize("to", ["group", "sweep"])
 @pytest.mark.parametrize("name", sorted(LEFTOVER_POINTS))
 def test_ctrl_c_leaves_no_processes_or_mounts_a_point_made(tmp_path, name, to):

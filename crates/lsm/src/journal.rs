@@ -118,16 +118,10 @@ impl Journal {
     pub fn open(dir: &Path, config: &str, mut replay: impl FnMut(Command) -> Result<()>) -> Result<Journal> {
         std::fs::create_dir_all(dir).map_err(|e| io(dir, "cannot create the data directory", e))?;
         let path = dir.join("journal");
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| io(&path, "cannot open", e))?;
-        file.try_lock().map_err(|_| {
-            Error::Config(format!("{}: in use by another server (the data directory is locked)", dir.display()))
-        })?;
+        let mut file =
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(|e| io(&path, "cannot open", e))?;
+        file.try_lock()
+            .map_err(|_| Error::Config(format!("{}: in use by another server (the data directory is locked)", dir.display())))?;
         let len = file.metadata().map_err(|e| io(&path, "cannot stat", e))?.len();
         let mut header = MAGIC.to_vec();
         header.extend_from_slice(&(config.len() as u32).to_le_bytes());

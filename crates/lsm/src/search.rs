@@ -44,13 +44,7 @@ impl<'a> Finder<'a> {
         words.sort_unstable();
         words.dedup();
         let bits = (words.len() * FILTER_BITS_PER_WORD).next_power_of_two().max(64);
-        let mut f = Finder {
-            filter: vec![0; bits / 64],
-            filter_shift: 64 - bits.trailing_zeros(),
-            words,
-            short: None,
-            patterns,
-        };
+        let mut f = Finder { filter: vec![0; bits / 64], filter_shift: 64 - bits.trailing_zeros(), words, short: None, patterns };
         for &(w, _, _) in &f.words {
             let b = f.slot(w);
             f.filter[b / 64] |= 1 << (b % 64);

@@ -333,6 +333,26 @@ def _read_tail(device: Dict[str, Any], rows: List[Dict[str, Any]]) -> List[str]:
             f"reaches the erase time {where}.", ""]
 
 
+def _per_share(spec: Dict[str, Any], mode: str, runs: Dict[Tuple[str, float], List[Run]]) -> List[str]:
+    """Every policy at every delete share: the figures the seed plots against the delete
+    percentage, and persistence, as means over the seeds with 95% intervals."""
+    L = ["## Per delete share", "",
+         "Means over the seeds with 95% intervals in brackets (the figure below plots the first three columns).", "",
+         "| deletes | policy | WA | compaction GiB | zone GC MiB | LSM within D_th | erase within D_th |",
+         "|---|---|---|---|---|---|---|"]
+    for d in spec[mode]["delete_fractions"]:
+        for p in policies_at(spec, mode, d):
+            rs = [row(r) for r in runs[(p, d)]]
+
+            def col(k: str, show: Callable[[float], str], rs: List[Dict[str, Any]] = rs) -> str:
+                return _est([float(x[k]) for x in rs], show)
+
+            within = ((col("lsm_within_dth", _share), col("erase_within_dth", _share)) if d > 0 else ("-", "-"))
+            L.append(f"| {d * 100:.0f}% | {p} | {col('wa_total', lambda x: f'{x:.2f}')} | {col('compaction_write_bytes', _gib)} | "
+                     f"{col('gc_migrated_bytes', _mib)} | {within[0]} | {within[1]} |")
+    return L + [""]
+
+
 def _regime(runs: Dict[Tuple[str, float], List[Run]], dref: float) -> List[str]:
     """The quantities that decide whether the policies can differ: the tree's levels, FADE's
     first-level TTL against the flush interval, the fill level and FADE's zone-GC share."""
@@ -466,6 +486,7 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
                  f"{col('read_p99_us_phase3', lambda x: f'{x:.0f}')} | {col('reads_at_least_erase_phase2', _share)} / "
                  f"{col('reads_at_least_erase_phase3', _share)} |")
     L.append("")
+    L += _per_share(spec, mode, runs)
     L += _read_tail(resolved, [r for r in rows if r["delete_fraction"] == dref])
     L += _regime(runs, dref)
     L += _sensitivity(spec, mode, dref, runs, results)
