@@ -132,7 +132,14 @@ fn slow_loris_handshakes_are_cut_and_good_clients_served_meanwhile() {
     }
     assert!(t0.elapsed() < Duration::from_secs(4));
     good_client(srv.addr).unwrap();
-    assert!(Stats::get(&srv.stats.handshake_timeouts) + Stats::get(&srv.stats.evicted) >= 4);
+    // The server counts a cut after closing the socket: give the count a moment to land (a
+    // loaded machine ran this assertion between the close and the count).
+    let cut = || Stats::get(&srv.stats.handshake_timeouts) + Stats::get(&srv.stats.evicted);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while cut() < 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(cut() >= 4, "{} cut", cut());
     srv.finish();
 }
 

@@ -1,0 +1,732 @@
+//! A LevelDB-like key-value store on a vSSD, for the isolation experiments: what makes one
+//! tenant hurt another on a shared die is the time-varying load of LevelDB's compactions
+//! (multi-megabyte bursts of reads and writes, write amplification near 10, writers stalled
+//! when level 0 fills), which a log store compacting one block at a time ([`super::LogKv`])
+//! does not have.
+//!
+//! Metadata only: a record is its key and value length, so a table is a list of (key, length)
+//! and its bytes are timed on the device, not stored. The shape is LevelDB's (db/dbformat.h,
+//! db/version_set.cc): a 4 MiB memtable and its write-ahead log; tables of 2 MiB; level 0
+//! compacted at 4 files, writes slowed by 1 ms each at 8 and stopped at 12; level i > 0 holding
+//! 10 MiB x 10^(i-1), one table at a time compacted into the next level (round robin over the
+//! key space, the compaction pointer), a table moved down without rewriting when nothing
+//! overlaps it. Two background lanes, as LevelDB's one thread behaves: a memtable flush goes
+//! first (LevelDB's compaction loop stops to write an immutable memtable), compactions run one
+//! after another. A writer that fills the memtable while the previous one is still being
+//! written waits for it, as LevelDB's `MakeRoomForWrite` does.
+//!
+//! Time (a first step): background work is decided when
+//! its trigger comes (a flush when the memtable fills, a compaction when a level's score is at
+//! least one) and its I/O is issued whole at that moment, at the times its lane frees, which may be
+//! after the foreground operations that follow; the device's timelines fill idle gaps, so a
+//! foreground read still goes first where a die is idle, but a flush decided after a compaction
+//! queues behind all of that compaction's I/O on a shared die. So level 0 never outgrows the
+//! compaction lane and the slowdown and stop triggers do not fire (writers stall on the previous
+//! memtable instead; tests/leveldb.rs says so). LevelDB's compaction thread reads and writes a
+//! block at a time, and flushes interleave with it: the next step is background lanes advanced
+//! in time order with the foreground, one I/O step at a time. Level 0's file count at a time t
+//! is the files whose flush has completed by t and whose compaction has not.
+//!
+//! On the flash, each file (log or table) is a list of extents in blocks; files of one kind and
+//! level share a head block (one write stream per level), a block is freed when no live file
+//! has units in it, and when free blocks run low the block with the fewest live units has its
+//! live extents moved to their stream's head (a file system's cleaning on raw flash).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::kv::{KvStats, KvStore, Value};
+use crate::error::{Result, VssdError};
+use crate::flashblox::BlockApi;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LevelKvConfig {
+    /// Key text per record (YCSB's "user..." keys).
+    pub key_bytes: u32,
+    pub memtable_bytes: u64,
+    pub table_bytes: u64,
+    pub level1_bytes: u64,
+    pub size_ratio: u32,
+    pub levels: u32,
+    pub l0_compaction_trigger: u32,
+    pub l0_slowdown_trigger: u32,
+    pub l0_stop_trigger: u32,
+    /// The delay of each write while level 0 is at the slowdown trigger (LevelDB: 1 ms).
+    pub slowdown_ns: u64,
+    /// Cleaning runs when the vSSD has this many free blocks or fewer.
+    pub reserve_blocks: u32,
+}
+
+impl Default for LevelKvConfig {
+    fn default() -> Self {
+        LevelKvConfig {
+            key_bytes: 24,
+            memtable_bytes: 4 << 20,
+            table_bytes: 2 << 20,
+            level1_bytes: 10 << 20,
+            size_ratio: 10,
+            levels: 7,
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 8,
+            l0_stop_trigger: 12,
+            slowdown_ns: 1_000_000,
+            reserve_blocks: 2,
+        }
+    }
+}
+
+impl LevelKvConfig {
+    fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(VssdError::Config(format!("leveldb.{m}")));
+        if self.memtable_bytes < 4096 || self.table_bytes < 4096 || self.level1_bytes < self.table_bytes {
+            return bad(format!(
+                "memtable_bytes {}, table_bytes {}, level1_bytes {}: at least 4096, and level 1 at least one table",
+                self.memtable_bytes, self.table_bytes, self.level1_bytes
+            ));
+        }
+        if !(2..=100).contains(&self.size_ratio) || !(2..=12).contains(&self.levels) {
+            return bad(format!("size_ratio {} (2..100), levels {} (2..12)", self.size_ratio, self.levels));
+        }
+        if !(1 <= self.l0_compaction_trigger
+            && self.l0_compaction_trigger <= self.l0_slowdown_trigger
+            && self.l0_slowdown_trigger <= self.l0_stop_trigger)
+        {
+            return bad(format!(
+                "l0 triggers {} / {} / {}: compaction <= slowdown <= stop, from 1",
+                self.l0_compaction_trigger, self.l0_slowdown_trigger, self.l0_stop_trigger
+            ));
+        }
+        if self.reserve_blocks == 0 {
+            return bad("reserve_blocks: 1 or more".into());
+        }
+        Ok(())
+    }
+}
+
+/// Where a record is: (level, table, record).
+type RecordAt = (usize, usize, usize);
+
+/// A record's value length in a table; a tombstone has none.
+const TOMBSTONE: u32 = u32::MAX;
+/// Per-record framing (lengths, sequence number and type; LevelDB's varints and 8-byte tag).
+const RECORD_OVERHEAD: u32 = 16;
+/// Write streams: the log, then one per level.
+const LOG_STREAM: usize = 0;
+
+#[derive(Debug, Clone, Copy)]
+struct Extent {
+    block: u32,
+    unit: u32,
+    units: u32,
+}
+
+#[derive(Debug, Clone, Default)]
+struct File {
+    extents: Vec<Extent>,
+    units: u32,
+    stream: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Table {
+    file: u64,
+    /// (key, value length or TOMBSTONE), sorted by key.
+    recs: Vec<(u64, u32)>,
+    /// Each record's end, in bytes from the table's start.
+    ends: Vec<u64>,
+    /// When its bytes are on the flash (before that, reads are served from memory).
+    ready_ns: u64,
+}
+
+impl Table {
+    fn smallest(&self) -> u64 {
+        self.recs[0].0
+    }
+    fn largest(&self) -> u64 {
+        self.recs[self.recs.len() - 1].0
+    }
+    fn bytes(&self) -> u64 {
+        self.ends.last().copied().unwrap_or(0)
+    }
+    fn overlaps(&self, lo: u64, hi: u64) -> bool {
+        self.smallest() <= hi && lo <= self.largest()
+    }
+    fn find(&self, key: u64) -> Option<usize> {
+        self.recs.binary_search_by_key(&key, |r| r.0).ok()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BlockUse {
+    Free,
+    Head(usize),
+    Full(usize),
+}
+
+/// The store. See the module docs.
+#[derive(Debug, Clone)]
+pub struct LevelKv {
+    cfg: LevelKvConfig,
+    unit_sectors: u32,
+    unit_bytes: u64,
+    units_per_block: u32,
+    // The flash: files, blocks, write streams.
+    files: HashMap<u64, File>,
+    next_file: u64,
+    block_use: Vec<BlockUse>,
+    block_live: Vec<u32>,
+    /// Files with units in each block (some may be gone).
+    block_files: Vec<Vec<u64>>,
+    heads: Vec<Option<(u32, u32)>>,
+    cleaning: bool,
+    // The tree.
+    mem: BTreeMap<u64, u32>,
+    mem_bytes: u64,
+    log: u64,
+    log_fill: u64,
+    levels: Vec<Vec<Table>>,
+    /// The compaction pointer of each level (LevelDB's round robin over the key space).
+    pointer: Vec<u64>,
+    // Background lanes and level 0 over time.
+    flush_done: u64,
+    compaction_done: u64,
+    /// (flush completed, compaction completed or u64::MAX) of level-0 files still counted.
+    l0_life: Vec<(u64, u64)>,
+    stats: KvStats,
+    /// Keys with a live value (a bit per key: YCSB's keys are dense).
+    present: Vec<u64>,
+    /// Writes delayed by the slowdown rule and writes stopped by the stop rule or a full
+    /// memtable whose predecessor was still being written.
+    pub slowdowns: u64,
+    pub stops: u64,
+}
+
+impl LevelKv {
+    pub fn new(io: &dyn BlockApi, cfg: LevelKvConfig) -> Result<LevelKv> {
+        cfg.validate()?;
+        if io.data_backed() {
+            return Err(VssdError::Config("the LevelDB-like store is metadata only: run it on a metadata device".into()));
+        }
+        if cfg.reserve_blocks + 2 + cfg.levels > io.blocks() {
+            return Err(VssdError::Config(format!(
+                "leveldb: a vSSD of {} blocks is too small (one head block per level, the log's, {} in reserve)",
+                io.blocks(),
+                cfg.reserve_blocks
+            )));
+        }
+        let blocks = io.blocks() as usize;
+        let mut s = LevelKv {
+            unit_sectors: io.unit_sectors(),
+            unit_bytes: io.unit_sectors() as u64 * io.sector_bytes() as u64,
+            units_per_block: io.block_sectors() / io.unit_sectors(),
+            files: HashMap::new(),
+            next_file: 1,
+            block_use: vec![BlockUse::Free; blocks],
+            block_live: vec![0; blocks],
+            block_files: vec![vec![]; blocks],
+            heads: vec![None; cfg.levels as usize + 1],
+            cleaning: false,
+            mem: BTreeMap::new(),
+            mem_bytes: 0,
+            log: 0,
+            log_fill: 0,
+            levels: vec![vec![]; cfg.levels as usize],
+            pointer: vec![0; cfg.levels as usize],
+            flush_done: 0,
+            compaction_done: 0,
+            l0_life: vec![],
+            stats: KvStats::default(),
+            present: vec![],
+            slowdowns: 0,
+            stops: 0,
+            cfg,
+        };
+        s.log = s.new_file(LOG_STREAM);
+        Ok(s)
+    }
+
+    fn record_bytes(&self, len: u32) -> u64 {
+        (RECORD_OVERHEAD + self.cfg.key_bytes + if len == TOMBSTONE { 0 } else { len }) as u64
+    }
+
+    fn level_target(&self, level: usize) -> u64 {
+        self.cfg.level1_bytes.saturating_mul((self.cfg.size_ratio as u64).saturating_pow(level as u32 - 1))
+    }
+
+    /// Bytes of every table, per level.
+    pub fn level_bytes(&self) -> Vec<u64> {
+        self.levels.iter().map(|l| l.iter().map(Table::bytes).sum()).collect()
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // The flash.
+
+    fn new_file(&mut self, stream: usize) -> u64 {
+        let id = self.next_file;
+        self.next_file += 1;
+        self.files.insert(id, File { stream, ..Default::default() });
+        id
+    }
+
+    /// A head block for `stream`, cleaning first when free blocks are low.
+    fn head(&mut self, io: &mut dyn BlockApi, stream: usize, now: u64) -> Result<(u32, u32)> {
+        if let Some(h) = self.heads[stream] {
+            return Ok(h);
+        }
+        if !self.cleaning {
+            let mut rounds = 0;
+            while io.free_blocks() <= self.cfg.reserve_blocks {
+                self.clean(io, now)?;
+                rounds += 1;
+                if rounds > io.blocks() {
+                    return Err(VssdError::Api("leveldb: cleaning frees nothing (the store is full)".into()));
+                }
+            }
+        }
+        let b = io.alloc_block().map_err(|e| match e {
+            VssdError::Api(m) => VssdError::Api(format!("leveldb: out of space ({m}); keep the data below the vSSD's capacity")),
+            other => other,
+        })?;
+        self.block_use[b as usize] = BlockUse::Head(stream);
+        self.heads[stream] = Some((b, 0));
+        Ok((b, 0))
+    }
+
+    /// Append `units` units to `file`; returns their completion.
+    fn append(&mut self, io: &mut dyn BlockApi, file: u64, mut units: u32, now: u64) -> Result<u64> {
+        let stream = self.files[&file].stream;
+        let mut done = now;
+        while units > 0 {
+            let (b, u) = self.head(io, stream, now)?;
+            let n = units.min(self.units_per_block - u);
+            done = done.max(io.write_data(b, u * self.unit_sectors, n * self.unit_sectors, None, now)?);
+            self.stats.device_write_bytes += n as u64 * self.unit_bytes;
+            self.block_live[b as usize] += n;
+            let bf = &mut self.block_files[b as usize];
+            if bf.last() != Some(&file) {
+                bf.push(file);
+            }
+            let f = self.files.get_mut(&file).expect("live file");
+            match f.extents.last_mut() {
+                Some(e) if e.block == b && e.unit + e.units == u => e.units += n,
+                _ => f.extents.push(Extent { block: b, unit: u, units: n }),
+            }
+            f.units += n;
+            units -= n;
+            if u + n == self.units_per_block {
+                self.block_use[b as usize] = BlockUse::Full(stream);
+                self.heads[stream] = None;
+            } else {
+                self.heads[stream] = Some((b, u + n));
+            }
+        }
+        Ok(done)
+    }
+
+    /// Read every unit of `file`; returns the completion.
+    fn read_file(&mut self, io: &mut dyn BlockApi, file: u64, now: u64) -> Result<u64> {
+        let mut done = now;
+        for e in self.files[&file].extents.clone() {
+            done = done.max(io.read_data(e.block, e.unit * self.unit_sectors, e.units * self.unit_sectors, None, now)?);
+        }
+        Ok(done)
+    }
+
+    /// Read the sectors holding bytes [from, to) of `file`.
+    fn read_range(&mut self, io: &mut dyn BlockApi, file: u64, from: u64, to: u64, now: u64) -> Result<u64> {
+        let sb = self.unit_bytes / self.unit_sectors as u64;
+        let (mut s0, s1) = (from / sb, to.div_ceil(sb));
+        let mut done = now;
+        let mut base = 0u64; // the extent's first sector in the file
+        for e in self.files[&file].extents.clone() {
+            let len = e.units as u64 * self.unit_sectors as u64;
+            if s0 < base + len && base < s1 {
+                let a = s0.max(base);
+                let b = s1.min(base + len);
+                let first = e.unit * self.unit_sectors + (a - base) as u32;
+                done = done.max(io.read_data(e.block, first, (b - a) as u32, None, now)?);
+                s0 = b;
+            }
+            base += len;
+        }
+        Ok(done)
+    }
+
+    fn delete_file(&mut self, io: &mut dyn BlockApi, file: u64, at: u64) -> Result<()> {
+        let f = self.files.remove(&file).expect("live file");
+        for e in f.extents {
+            let b = e.block as usize;
+            self.block_live[b] -= e.units;
+            if self.block_live[b] == 0 && matches!(self.block_use[b], BlockUse::Full(_)) {
+                io.free_block(e.block, at)?;
+                self.block_use[b] = BlockUse::Free;
+                self.block_files[b].clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// Move the live extents of the full block with the fewest live units to their streams'
+    /// heads, and free it.
+    fn clean(&mut self, io: &mut dyn BlockApi, now: u64) -> Result<()> {
+        let victim = (0..self.block_use.len())
+            .filter(|&b| matches!(self.block_use[b], BlockUse::Full(_)))
+            .min_by_key(|&b| (self.block_live[b], b))
+            .ok_or_else(|| VssdError::Api("leveldb: no full block to clean (the store is full)".into()))?;
+        self.cleaning = true;
+        let owners = std::mem::take(&mut self.block_files[victim]);
+        for id in owners {
+            let Some(f) = self.files.get(&id) else { continue };
+            let moved: Vec<Extent> = f.extents.iter().filter(|e| e.block as usize == victim).copied().collect();
+            for e in moved {
+                let rd = io.read_data(e.block, e.unit * self.unit_sectors, e.units * self.unit_sectors, None, now)?;
+                // The copy goes to the file's stream head; its extent list is rebuilt in order.
+                let before = self.files[&id].extents.clone();
+                self.files.get_mut(&id).expect("live").extents.clear();
+                self.files.get_mut(&id).expect("live").units = 0;
+                for x in before {
+                    if x.block as usize == victim && x.unit == e.unit {
+                        self.append(io, id, x.units, rd)?;
+                    } else {
+                        let f = self.files.get_mut(&id).expect("live");
+                        f.extents.push(x);
+                        f.units += x.units;
+                    }
+                }
+                self.block_live[victim] -= e.units;
+                self.stats.compaction_bytes += e.units as u64 * self.unit_bytes;
+            }
+        }
+        debug_assert_eq!(self.block_live[victim], 0);
+        io.free_block(victim as u32, now)?;
+        self.block_use[victim] = BlockUse::Free;
+        self.cleaning = false;
+        Ok(())
+    }
+
+    /// Note whether `key` has a live value (the records count).
+    fn mark(&mut self, key: u64, live: bool) {
+        let (w, bit) = ((key / 64) as usize, 1u64 << (key % 64));
+        if w >= self.present.len() {
+            if !live {
+                return;
+            }
+            self.present.resize(w + 1, 0);
+        }
+        let was = self.present[w] & bit != 0;
+        if live && !was {
+            self.present[w] |= bit;
+            self.stats.records += 1;
+        } else if !live && was {
+            self.present[w] &= !bit;
+            self.stats.records -= 1;
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Level 0 over time.
+
+    fn l0_count(&mut self, t: u64) -> usize {
+        self.l0_life.retain(|&(_, gone)| gone > t);
+        self.l0_life.iter().filter(|&&(added, _)| added <= t).count()
+    }
+
+    /// The first time after `t` at which level 0 has fewer than `n` files.
+    fn l0_below(&self, t: u64, n: usize) -> u64 {
+        let mut gone: Vec<u64> = self.l0_life.iter().filter(|&&(a, g)| a <= t && g > t).map(|&(_, g)| g).collect();
+        gone.sort_unstable();
+        let have = gone.len();
+        if have < n {
+            return t;
+        }
+        gone[have - n]
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Writes, flushes and compactions.
+
+    fn write(&mut self, io: &mut dyn BlockApi, key: u64, len: u32, now: u64) -> Result<u64> {
+        let mut t = now;
+        let l0 = self.l0_count(t);
+        if l0 >= self.cfg.l0_stop_trigger as usize {
+            t = self.l0_below(t, self.cfg.l0_stop_trigger as usize);
+            self.stops += 1;
+            self.stats.write_stalls += 1;
+        } else if l0 >= self.cfg.l0_slowdown_trigger as usize {
+            t += self.cfg.slowdown_ns;
+            self.slowdowns += 1;
+            self.stats.write_stalls += 1;
+        }
+        self.mark(key, len != TOMBSTONE);
+        let size = self.record_bytes(len);
+        // The log: whole units are programmed as they fill (LevelDB without sync).
+        self.log_fill += size;
+        let full = self.log_fill / self.unit_bytes;
+        if full > 0 {
+            self.log_fill %= self.unit_bytes;
+            let log = self.log;
+            self.append(io, log, full as u32, t)?;
+        }
+        if let Some(old) = self.mem.insert(key, len) {
+            self.mem_bytes -= self.record_bytes(old);
+        }
+        self.mem_bytes += size;
+        if self.mem_bytes >= self.cfg.memtable_bytes {
+            // The previous memtable must be on the flash before this one can be set aside.
+            if self.flush_done > t {
+                t = self.flush_done;
+                self.stops += 1;
+                self.stats.write_stalls += 1;
+            }
+            self.flush(io, t)?;
+            self.compact(io, t)?;
+        }
+        Ok(t)
+    }
+
+    /// Records in byte order with their ends.
+    fn table(&self, recs: Vec<(u64, u32)>, file: u64, ready_ns: u64) -> Table {
+        let mut end = 0;
+        let ends = recs
+            .iter()
+            .map(|&(_, len)| {
+                end += self.record_bytes(len);
+                end
+            })
+            .collect();
+        Table { file, recs, ends, ready_ns }
+    }
+
+    fn write_table(&mut self, io: &mut dyn BlockApi, recs: Vec<(u64, u32)>, level: usize, at: u64) -> Result<Table> {
+        let file = self.new_file(level + 1);
+        let mut t = self.table(recs, file, 0);
+        let units = t.bytes().div_ceil(self.unit_bytes) as u32;
+        t.ready_ns = self.append(io, file, units, at)?;
+        Ok(t)
+    }
+
+    /// Write the memtable as a level-0 table (the flush lane), and start a new log.
+    fn flush(&mut self, io: &mut dyn BlockApi, now: u64) -> Result<()> {
+        let recs: Vec<(u64, u32)> = std::mem::take(&mut self.mem).into_iter().collect();
+        self.mem_bytes = 0;
+        let start = now.max(self.flush_done);
+        let t = self.write_table(io, recs, 0, start)?;
+        self.flush_done = t.ready_ns;
+        self.l0_life.push((t.ready_ns, u64::MAX));
+        self.levels[0].insert(0, t);
+        let old = std::mem::replace(&mut self.log, 0);
+        self.delete_file(io, old, self.flush_done)?;
+        self.log = self.new_file(LOG_STREAM);
+        self.log_fill = 0;
+        Ok(())
+    }
+
+    fn score(&self, level: usize) -> f64 {
+        if level == 0 {
+            self.levels[0].len() as f64 / self.cfg.l0_compaction_trigger as f64
+        } else {
+            self.levels[level].iter().map(Table::bytes).sum::<u64>() as f64 / self.level_target(level) as f64
+        }
+    }
+
+    /// Whether a level deeper than `level` has a table whose range holds `key` (LevelDB's
+    /// `IsBaseLevelForKey`: a tombstone is dropped only where no deeper table may hold the key).
+    fn below(&self, key: u64, level: usize) -> bool {
+        self.levels[level + 1..].iter().any(|l| {
+            let j = l.partition_point(|t| t.largest() < key);
+            l.get(j).is_some_and(|t| t.smallest() <= key)
+        })
+    }
+
+    /// Run the compactions the tree needs, one after another on the compaction lane.
+    fn compact(&mut self, io: &mut dyn BlockApi, now: u64) -> Result<()> {
+        let last = self.levels.len() - 1;
+        loop {
+            let Some((level, score)) = (0..last).map(|l| (l, self.score(l))).max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0))) else {
+                return Ok(());
+            };
+            if score < 1.0 {
+                return Ok(());
+            }
+            self.compact_level(io, level, now)?;
+        }
+    }
+
+    fn compact_level(&mut self, io: &mut dyn BlockApi, level: usize, now: u64) -> Result<()> {
+        // Inputs: level 0 whole (its files overlap); deeper, the table after the pointer.
+        let inputs: Vec<Table> = if level == 0 {
+            std::mem::take(&mut self.levels[0])
+        } else {
+            let l = &self.levels[level];
+            let i = l.iter().position(|t| t.smallest() > self.pointer[level]).unwrap_or(0);
+            vec![self.levels[level].remove(i)]
+        };
+        let lo = inputs.iter().map(Table::smallest).min().expect("inputs");
+        let hi = inputs.iter().map(Table::largest).max().expect("inputs");
+        self.pointer[level] = hi;
+        let out = level + 1;
+        let (over, keep): (Vec<Table>, Vec<Table>) = std::mem::take(&mut self.levels[out]).into_iter().partition(|t| t.overlaps(lo, hi));
+        self.levels[out] = keep;
+        if level > 0 && over.is_empty() {
+            // A table nothing overlaps moves down as it is.
+            let t = inputs.into_iter().next().expect("one input");
+            let pos = self.levels[out].partition_point(|x| x.smallest() < t.smallest());
+            self.levels[out].insert(pos, t);
+            return Ok(());
+        }
+        self.stats.compactions += 1;
+        let start = now.max(self.compaction_done).max(inputs.iter().map(|t| t.ready_ns).max().unwrap_or(0));
+        let mut rd = start;
+        for t in inputs.iter().chain(&over) {
+            rd = rd.max(self.read_file(io, t.file, start)?);
+        }
+        // Merge: newest first (level 0 newest first, then the deeper level), one version per key.
+        let mut merged: BTreeMap<u64, u32> = BTreeMap::new();
+        for t in inputs.iter().chain(&over) {
+            for &(k, len) in &t.recs {
+                merged.entry(k).or_insert(len);
+            }
+        }
+        let bottom = self.levels[out + 1..].iter().all(|l| l.is_empty());
+        let mut outputs: Vec<Table> = vec![];
+        let mut cur: Vec<(u64, u32)> = vec![];
+        let mut cur_bytes = 0;
+        let mut wr = rd;
+        for (k, len) in merged {
+            if len == TOMBSTONE && (bottom || !self.below(k, out)) {
+                continue;
+            }
+            cur_bytes += self.record_bytes(len);
+            cur.push((k, len));
+            if cur_bytes >= self.cfg.table_bytes {
+                let t = self.write_table(io, std::mem::take(&mut cur), out, rd)?;
+                wr = wr.max(t.ready_ns);
+                outputs.push(t);
+                cur_bytes = 0;
+            }
+        }
+        if !cur.is_empty() {
+            let t = self.write_table(io, cur, out, rd)?;
+            wr = wr.max(t.ready_ns);
+            outputs.push(t);
+        }
+        self.stats.compaction_bytes += outputs.iter().map(Table::bytes).sum::<u64>();
+        self.compaction_done = wr;
+        if level == 0 {
+            for l in self.l0_life.iter_mut().filter(|l| l.1 == u64::MAX) {
+                l.1 = wr;
+            }
+        }
+        for t in inputs.into_iter().chain(over) {
+            self.delete_file(io, t.file, wr)?;
+        }
+        for t in outputs {
+            let pos = self.levels[out].partition_point(|x| x.smallest() < t.smallest());
+            self.levels[out].insert(pos, t);
+        }
+        Ok(())
+    }
+
+    /// Where `key`'s newest version is in the tables (the memtable is looked at first).
+    fn locate(&self, key: u64) -> Option<RecordAt> {
+        for (i, l) in self.levels.iter().enumerate() {
+            if i == 0 {
+                for (j, t) in l.iter().enumerate() {
+                    if let Some(r) = t.find(key) {
+                        return Some((0, j, r));
+                    }
+                }
+            } else {
+                let j = l.partition_point(|t| t.largest() < key);
+                if let Some(r) = l.get(j).and_then(|t| t.find(key)) {
+                    return Some((i, j, r));
+                }
+            }
+        }
+        None
+    }
+}
+
+impl KvStore for LevelKv {
+    fn put(&mut self, io: &mut dyn BlockApi, key: u64, value: Value<'_>, now: u64) -> Result<u64> {
+        if value.len() == TOMBSTONE {
+            return Err(VssdError::Api("value too large".into()));
+        }
+        self.stats.puts += 1;
+        self.stats.app_write_bytes += (self.cfg.key_bytes + value.len()) as u64;
+        self.write(io, key, value.len(), now)
+    }
+
+    fn get(&mut self, io: &mut dyn BlockApi, key: u64, _out: Option<&mut Vec<u8>>, now: u64) -> Result<(bool, u64)> {
+        self.stats.gets += 1;
+        if let Some(&len) = self.mem.get(&key) {
+            return Ok((len != TOMBSTONE, now));
+        }
+        let Some((l, j, r)) = self.locate(key) else { return Ok((false, now)) };
+        let t = &self.levels[l][j];
+        let (len, ready, file) = (t.recs[r].1, t.ready_ns, t.file);
+        let (from, to) = (if r == 0 { 0 } else { t.ends[r - 1] }, t.ends[r]);
+        if ready > now {
+            return Ok((len != TOMBSTONE, now)); // still being written: in memory
+        }
+        let done = self.read_range(io, file, from, to, now)?;
+        Ok((len != TOMBSTONE, done))
+    }
+
+    fn delete(&mut self, io: &mut dyn BlockApi, key: u64, now: u64) -> Result<u64> {
+        self.write(io, key, TOMBSTONE, now)
+    }
+
+    fn scan(&mut self, io: &mut dyn BlockApi, start: u64, count: u32, now: u64) -> Result<(u32, u64)> {
+        // The newest version of every key from `start` on, until `count` live ones: each level's
+        // tables in the range are read where their records lie.
+        let mut newest: BTreeMap<u64, (u32, Option<RecordAt>)> = BTreeMap::new();
+        for (&k, &len) in self.mem.range(start..).take(count as usize) {
+            newest.insert(k, (len, None));
+        }
+        for (i, l) in self.levels.iter().enumerate() {
+            for (j, t) in l.iter().enumerate() {
+                if t.largest() < start {
+                    continue;
+                }
+                let r0 = t.recs.partition_point(|r| r.0 < start);
+                for (r, &(k, len)) in t.recs.iter().enumerate().skip(r0).take(count as usize) {
+                    newest.entry(k).or_insert((len, Some((i, j, r))));
+                }
+            }
+        }
+        let mut found = 0;
+        let mut done = now;
+        // Per table, the byte span of the records returned.
+        let mut spans: BTreeMap<(usize, usize), (u64, u64)> = BTreeMap::new();
+        for (_, (len, at)) in newest {
+            if found == count {
+                break;
+            }
+            if len == TOMBSTONE {
+                continue;
+            }
+            found += 1;
+            if let Some((i, j, r)) = at {
+                let t = &self.levels[i][j];
+                let (a, b) = (if r == 0 { 0 } else { t.ends[r - 1] }, t.ends[r]);
+                let s = spans.entry((i, j)).or_insert((a, b));
+                s.0 = s.0.min(a);
+                s.1 = s.1.max(b);
+            }
+        }
+        for ((i, j), (a, b)) in spans {
+            let (file, ready) = (self.levels[i][j].file, self.levels[i][j].ready_ns);
+            if ready <= now {
+                done = done.max(self.read_range(io, file, a, b, now)?);
+            }
+        }
+        Ok((found, done))
+    }
+
+    fn stats(&self) -> KvStats {
+        self.stats
+    }
+}
