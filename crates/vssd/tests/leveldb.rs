@@ -64,9 +64,10 @@ fn leveled_compaction_keeps_levels_near_their_targets_at_leveldb_like_write_ampl
 }
 
 #[test]
-fn writers_wait_for_the_previous_memtable_when_the_device_falls_behind() {
+fn writers_are_slowed_and_stopped_by_leveldb_s_rules_when_the_device_falls_behind() {
     // One die, writes arriving every microsecond: far faster than the die can flush and
-    // compact, so writers wait for the previous memtable to be written.
+    // compact, so level 0 fills (writes slowed at 8 files, stopped at 12) and writers wait
+    // for the previous memtable to be written.
     let mut f = fb(true, 256);
     let v = f.alloc_virtual_ssd(Isolation::Die, 1, 1, &Placement { channels: vec![0], spread: false }).unwrap();
     let mut io = VssdIo { fb: &mut f, id: v };
@@ -84,11 +85,14 @@ fn writers_wait_for_the_previous_memtable_when_the_device_falls_behind() {
         }
         t = done;
     }
-    assert!(kv.stops > 0 && kv.stats().write_stalls > 0, "stops {}, slowdowns {}", kv.stops, kv.slowdowns);
-    // Not yet: level 0 reaching its slowdown and stop triggers. The background I/O is issued
-    // whole when it is decided (module docs), so a flush queues behind the compaction ahead of
-    // it on the die and level 0 never outgrows the compaction lane.
-    assert_eq!(kv.slowdowns, 0);
+    assert!(
+        kv.slowdowns > 0 && kv.stops > 0 && kv.memtable_waits > 0,
+        "slowdowns {}, stops {}, waits {}",
+        kv.slowdowns,
+        kv.stops,
+        kv.memtable_waits
+    );
+    assert_eq!(kv.stats().write_stalls, kv.slowdowns + kv.stops + kv.memtable_waits);
     assert!(late > 0);
     // The writer ended up paced by the device: 20 000 puts took far longer than 20 ms.
     assert!(t > 100_000_000, "{t} ns");

@@ -15,24 +15,27 @@
 //! after another. A writer that fills the memtable while the previous one is still being
 //! written waits for it, as LevelDB's `MakeRoomForWrite` does.
 //!
-//! Time (a first step): background work is decided when
-//! its trigger comes (a flush when the memtable fills, a compaction when a level's score is at
-//! least one) and its I/O is issued whole at that moment, at the times its lane frees, which may be
-//! after the foreground operations that follow; the device's timelines fill idle gaps, so a
-//! foreground read still goes first where a die is idle, but a flush decided after a compaction
-//! queues behind all of that compaction's I/O on a shared die. So level 0 never outgrows the
-//! compaction lane and the slowdown and stop triggers do not fire (writers stall on the previous
-//! memtable instead; tests/leveldb.rs says so). LevelDB's compaction thread reads and writes a
-//! block at a time, and flushes interleave with it: the next step is background lanes advanced
-//! in time order with the foreground, one I/O step at a time. Level 0's file count at a time t
-//! is the files whose flush has completed by t and whose compaction has not.
+//! Time: background work runs on its lanes in time order with the foreground. Before every
+//! operation at time t, each lane issues its steps due by t (a flush writes its table, a
+//! compaction reads its inputs and writes its outputs interleaved, in pieces of 256 KiB, as
+//! LevelDB's compaction thread reads and writes as it goes), so a foreground read at t queues
+//! behind at most the piece in progress on its die, and a flush interleaves with a running
+//! compaction. A job's tables take their places when its last step completes (until then
+//! reads see its inputs, or the immutable memtable); the compaction lane then decides its next
+//! job from the levels as they are. A writer held by a rule (level 0 at 12 files, the previous
+//! memtable still being written) runs the lanes forward until the rule clears: that issues
+//! background I/O ahead of the caller's clock, which other tenants' operations at earlier times,
+//! submitted after it, cannot pass (the device's timelines take the latest submission as the
+//! present). Beside other tenants, a held writer should yield instead (a "blocked until" answer
+//! the tenants' event loop retries, and lanes polled as time passes): not built yet, so this
+//! store is not yet run beside others.
 //!
 //! On the flash, each file (log or table) is a list of extents in blocks; files of one kind and
 //! level share a head block (one write stream per level), a block is freed when no live file
 //! has units in it, and when free blocks run low the block with the fewest live units has its
 //! live extents moved to their stream's head (a file system's cleaning on raw flash).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -114,6 +117,8 @@ const TOMBSTONE: u32 = u32::MAX;
 const RECORD_OVERHEAD: u32 = 16;
 /// Write streams: the log, then one per level.
 const LOG_STREAM: usize = 0;
+/// A background job reads and writes in pieces of about this size.
+const STEP_BYTES: u64 = 256 << 10;
 
 #[derive(Debug, Clone, Copy)]
 struct Extent {
@@ -136,8 +141,27 @@ struct Table {
     recs: Vec<(u64, u32)>,
     /// Each record's end, in bytes from the table's start.
     ends: Vec<u64>,
-    /// When its bytes are on the flash (before that, reads are served from memory).
-    ready_ns: u64,
+}
+
+/// One I/O of a background job.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Read { file: u64, from: u32, units: u32 },
+    Write { file: u64, units: u32 },
+}
+
+#[derive(Debug, Clone)]
+enum JobKind {
+    Flush { table: Table, old_log: u64 },
+    Compaction { level: usize, inputs: Vec<u64>, outputs: Vec<Table> },
+}
+
+/// A flush or compaction under way: its remaining steps, the next one's start.
+#[derive(Debug, Clone)]
+struct Job {
+    at: u64,
+    steps: VecDeque<Step>,
+    kind: JobKind,
 }
 
 impl Table {
@@ -189,18 +213,18 @@ pub struct LevelKv {
     levels: Vec<Vec<Table>>,
     /// The compaction pointer of each level (LevelDB's round robin over the key space).
     pointer: Vec<u64>,
-    // Background lanes and level 0 over time.
-    flush_done: u64,
-    compaction_done: u64,
-    /// (flush completed, compaction completed or u64::MAX) of level-0 files still counted.
-    l0_life: Vec<(u64, u64)>,
+    /// The memtable being written as a level-0 table (reads see it until that table is in).
+    imm: Option<BTreeMap<u64, u32>>,
+    flush_job: Option<Job>,
+    compaction_job: Option<Job>,
     stats: KvStats,
     /// Keys with a live value (a bit per key: YCSB's keys are dense).
     present: Vec<u64>,
-    /// Writes delayed by the slowdown rule and writes stopped by the stop rule or a full
-    /// memtable whose predecessor was still being written.
+    /// Writes delayed by level 0's slowdown rule, stopped by its stop rule, and made to wait
+    /// because the memtable was full while its predecessor was still being written.
     pub slowdowns: u64,
     pub stops: u64,
+    pub memtable_waits: u64,
 }
 
 impl LevelKv {
@@ -234,13 +258,14 @@ impl LevelKv {
             log_fill: 0,
             levels: vec![vec![]; cfg.levels as usize],
             pointer: vec![0; cfg.levels as usize],
-            flush_done: 0,
-            compaction_done: 0,
-            l0_life: vec![],
+            imm: None,
+            flush_job: None,
+            compaction_job: None,
             stats: KvStats::default(),
             present: vec![],
             slowdowns: 0,
             stops: 0,
+            memtable_waits: 0,
             cfg,
         };
         s.log = s.new_file(LOG_STREAM);
@@ -325,11 +350,17 @@ impl LevelKv {
         Ok(done)
     }
 
-    /// Read every unit of `file`; returns the completion.
-    fn read_file(&mut self, io: &mut dyn BlockApi, file: u64, now: u64) -> Result<u64> {
+    /// Read `units` units of `file` from its unit `from` (wherever cleaning has put them now);
+    /// returns the completion.
+    fn read_units(&mut self, io: &mut dyn BlockApi, file: u64, from: u32, units: u32, now: u64) -> Result<u64> {
         let mut done = now;
+        let mut base = 0u32;
         for e in self.files[&file].extents.clone() {
-            done = done.max(io.read_data(e.block, e.unit * self.unit_sectors, e.units * self.unit_sectors, None, now)?);
+            let (a, b) = (from.max(base), (from + units).min(base + e.units));
+            if a < b {
+                done = done.max(io.read_data(e.block, (e.unit + a - base) * self.unit_sectors, (b - a) * self.unit_sectors, None, now)?);
+            }
+            base += e.units;
         }
         Ok(done)
     }
@@ -426,101 +457,127 @@ impl LevelKv {
     }
 
     // ---------------------------------------------------------------------------------------
-    // Level 0 over time.
+    // Background work: two lanes, advanced in time order with the foreground.
 
-    fn l0_count(&mut self, t: u64) -> usize {
-        self.l0_life.retain(|&(_, gone)| gone > t);
-        self.l0_life.iter().filter(|&&(added, _)| added <= t).count()
-    }
-
-    /// The first time after `t` at which level 0 has fewer than `n` files.
-    fn l0_below(&self, t: u64, n: usize) -> u64 {
-        let mut gone: Vec<u64> = self.l0_life.iter().filter(|&&(a, g)| a <= t && g > t).map(|&(_, g)| g).collect();
-        gone.sort_unstable();
-        let have = gone.len();
-        if have < n {
-            return t;
-        }
-        gone[have - n]
-    }
-
-    // ---------------------------------------------------------------------------------------
-    // Writes, flushes and compactions.
-
-    fn write(&mut self, io: &mut dyn BlockApi, key: u64, len: u32, now: u64) -> Result<u64> {
-        let mut t = now;
-        let l0 = self.l0_count(t);
-        if l0 >= self.cfg.l0_stop_trigger as usize {
-            t = self.l0_below(t, self.cfg.l0_stop_trigger as usize);
-            self.stops += 1;
-            self.stats.write_stalls += 1;
-        } else if l0 >= self.cfg.l0_slowdown_trigger as usize {
-            t += self.cfg.slowdown_ns;
-            self.slowdowns += 1;
-            self.stats.write_stalls += 1;
-        }
-        self.mark(key, len != TOMBSTONE);
-        let size = self.record_bytes(len);
-        // The log: whole units are programmed as they fill (LevelDB without sync).
-        self.log_fill += size;
-        let full = self.log_fill / self.unit_bytes;
-        if full > 0 {
-            self.log_fill %= self.unit_bytes;
-            let log = self.log;
-            self.append(io, log, full as u32, t)?;
-        }
-        if let Some(old) = self.mem.insert(key, len) {
-            self.mem_bytes -= self.record_bytes(old);
-        }
-        self.mem_bytes += size;
-        if self.mem_bytes >= self.cfg.memtable_bytes {
-            // The previous memtable must be on the flash before this one can be set aside.
-            if self.flush_done > t {
-                t = self.flush_done;
-                self.stops += 1;
-                self.stats.write_stalls += 1;
+    /// Issue every background step due by `now` (in the order of their start times), and what
+    /// follows from them: a job's outputs installed when its last step completes, the next
+    /// compaction decided when the lane frees.
+    fn advance(&mut self, io: &mut dyn BlockApi, now: u64) -> Result<()> {
+        loop {
+            let f = self.flush_job.as_ref().map(|j| j.at);
+            let c = self.compaction_job.as_ref().map(|j| j.at);
+            let (lane, at) = match (f, c) {
+                (Some(f), Some(c)) if f <= c => (0, f),
+                (_, Some(c)) => (1, c),
+                (Some(f), None) => (0, f),
+                (None, None) => return Ok(()),
+            };
+            if at > now {
+                return Ok(());
             }
-            self.flush(io, t)?;
-            self.compact(io, t)?;
+            self.step(io, lane)?;
         }
-        Ok(t)
     }
 
-    /// Records in byte order with their ends.
-    fn table(&self, recs: Vec<(u64, u32)>, file: u64, ready_ns: u64) -> Table {
+    /// The time of the next background event, if any.
+    fn next_event(&self) -> Option<u64> {
+        [self.flush_job.as_ref(), self.compaction_job.as_ref()].into_iter().flatten().map(|j| j.at).min()
+    }
+
+    /// Run the next step of lane 0 (flush) or 1 (compaction).
+    fn step(&mut self, io: &mut dyn BlockApi, lane: usize) -> Result<()> {
+        let job = if lane == 0 { self.flush_job.as_mut() } else { self.compaction_job.as_mut() }.expect("an active lane");
+        let at = job.at;
+        match job.steps.pop_front() {
+            Some(Step::Read { file, from, units }) => {
+                let done = self.read_units(io, file, from, units, at)?;
+                let job = if lane == 0 { self.flush_job.as_mut() } else { self.compaction_job.as_mut() }.expect("active");
+                job.at = done;
+            }
+            Some(Step::Write { file, units }) => {
+                let done = self.append(io, file, units, at)?;
+                let job = if lane == 0 { self.flush_job.as_mut() } else { self.compaction_job.as_mut() }.expect("active");
+                job.at = done;
+            }
+            None => {
+                let job = if lane == 0 { self.flush_job.take() } else { self.compaction_job.take() }.expect("active");
+                self.install(io, job.kind, at)?;
+                if self.compaction_job.is_none() {
+                    self.start_compaction(at);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The steps that read `inputs` and write `outputs` (a compaction's merge), interleaved in
+    /// pieces of about STEP_BYTES, as a compaction thread reading and writing as it goes.
+    fn steps(&self, inputs: &[u64], outputs: &[(u64, u32)]) -> VecDeque<Step> {
+        let per = (STEP_BYTES / self.unit_bytes).max(1) as u32;
+        let mut reads: VecDeque<Step> = VecDeque::new();
+        for &file in inputs {
+            let total = self.files[&file].units;
+            let mut u = 0;
+            while u < total {
+                let n = per.min(total - u);
+                reads.push_back(Step::Read { file, from: u, units: n });
+                u += n;
+            }
+        }
+        let mut writes: VecDeque<Step> = VecDeque::new();
+        for &(file, units) in outputs {
+            let mut u = 0;
+            while u < units {
+                let n = per.min(units - u);
+                writes.push_back(Step::Write { file, units: n });
+                u += n;
+            }
+        }
+        // Spread the writes evenly among the reads.
+        let (r, w) = (reads.len().max(1), writes.len());
+        let mut out = VecDeque::with_capacity(reads.len() + w);
+        let mut written = 0;
+        for (i, &read) in reads.iter().enumerate() {
+            out.push_back(read);
+            let due = (i + 1) * w / r;
+            while written < due {
+                out.push_back(writes[written]);
+                written += 1;
+            }
+        }
+        out.extend(writes.into_iter().skip(written));
+        out
+    }
+
+    /// A new table's file and record layout (its units are written by a job's steps).
+    fn table(&mut self, recs: Vec<(u64, u32)>, level: usize) -> (Table, u32) {
+        let file = self.new_file(level + 1);
         let mut end = 0;
-        let ends = recs
+        let ends: Vec<u64> = recs
             .iter()
             .map(|&(_, len)| {
                 end += self.record_bytes(len);
                 end
             })
             .collect();
-        Table { file, recs, ends, ready_ns }
+        let units = end.div_ceil(self.unit_bytes) as u32;
+        (Table { file, recs, ends }, units)
     }
 
-    fn write_table(&mut self, io: &mut dyn BlockApi, recs: Vec<(u64, u32)>, level: usize, at: u64) -> Result<Table> {
-        let file = self.new_file(level + 1);
-        let mut t = self.table(recs, file, 0);
-        let units = t.bytes().div_ceil(self.unit_bytes) as u32;
-        t.ready_ns = self.append(io, file, units, at)?;
-        Ok(t)
-    }
-
-    /// Write the memtable as a level-0 table (the flush lane), and start a new log.
-    fn flush(&mut self, io: &mut dyn BlockApi, now: u64) -> Result<()> {
-        let recs: Vec<(u64, u32)> = std::mem::take(&mut self.mem).into_iter().collect();
+    /// Set the memtable aside and start writing it as a level-0 table (the flush lane must be
+    /// free), with a new log.
+    fn start_flush(&mut self, now: u64) {
+        debug_assert!(self.flush_job.is_none() && self.imm.is_none());
+        let mem = std::mem::take(&mut self.mem);
         self.mem_bytes = 0;
-        let start = now.max(self.flush_done);
-        let t = self.write_table(io, recs, 0, start)?;
-        self.flush_done = t.ready_ns;
-        self.l0_life.push((t.ready_ns, u64::MAX));
-        self.levels[0].insert(0, t);
-        let old = std::mem::replace(&mut self.log, 0);
-        self.delete_file(io, old, self.flush_done)?;
+        let recs: Vec<(u64, u32)> = mem.iter().map(|(&k, &l)| (k, l)).collect();
+        self.imm = Some(mem);
+        let (table, units) = self.table(recs, 0);
+        let steps = self.steps(&[], &[(table.file, units)]);
+        let old_log = std::mem::replace(&mut self.log, 0);
         self.log = self.new_file(LOG_STREAM);
         self.log_fill = 0;
-        Ok(())
+        self.flush_job = Some(Job { at: now, steps, kind: JobKind::Flush { table, old_log } });
     }
 
     fn score(&self, level: usize) -> f64 {
@@ -540,93 +597,155 @@ impl LevelKv {
         })
     }
 
-    /// Run the compactions the tree needs, one after another on the compaction lane.
-    fn compact(&mut self, io: &mut dyn BlockApi, now: u64) -> Result<()> {
+    /// Decide the next compaction, if a level needs one, and start it on the compaction lane.
+    /// Trivial moves (a table nothing overlaps, moved down) take no time and are made here.
+    fn start_compaction(&mut self, now: u64) {
         let last = self.levels.len() - 1;
         loop {
             let Some((level, score)) = (0..last).map(|l| (l, self.score(l))).max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0))) else {
-                return Ok(());
+                return;
             };
             if score < 1.0 {
-                return Ok(());
+                return;
             }
-            self.compact_level(io, level, now)?;
+            // Inputs: level 0 whole (its files overlap); deeper, the table after the pointer.
+            let inputs: Vec<usize> = if level == 0 {
+                (0..self.levels[0].len()).collect()
+            } else {
+                let l = &self.levels[level];
+                vec![l.iter().position(|t| t.smallest() > self.pointer[level]).unwrap_or(0)]
+            };
+            let lo = inputs.iter().map(|&i| self.levels[level][i].smallest()).min().expect("inputs");
+            let hi = inputs.iter().map(|&i| self.levels[level][i].largest()).max().expect("inputs");
+            self.pointer[level] = hi;
+            let out = level + 1;
+            let over: Vec<usize> = (0..self.levels[out].len()).filter(|&j| self.levels[out][j].overlaps(lo, hi)).collect();
+            if level > 0 && over.is_empty() {
+                let t = self.levels[level].remove(inputs[0]);
+                let pos = self.levels[out].partition_point(|x| x.smallest() < t.smallest());
+                self.levels[out].insert(pos, t);
+                continue;
+            }
+            // Merge: newest first (level 0 newest first, then the deeper level), one version
+            // per key; a tombstone goes where no deeper table may hold its key.
+            let mut merged: BTreeMap<u64, u32> = BTreeMap::new();
+            for t in inputs.iter().map(|&i| &self.levels[level][i]).chain(over.iter().map(|&j| &self.levels[out][j])) {
+                for &(k, len) in &t.recs {
+                    merged.entry(k).or_insert(len);
+                }
+            }
+            let mut outputs: Vec<(Table, u32)> = vec![];
+            let mut cur: Vec<(u64, u32)> = vec![];
+            let mut cur_bytes = 0;
+            for (k, len) in merged {
+                if len == TOMBSTONE && !self.below(k, out) {
+                    continue;
+                }
+                cur_bytes += self.record_bytes(len);
+                cur.push((k, len));
+                if cur_bytes >= self.cfg.table_bytes {
+                    let t = self.table(std::mem::take(&mut cur), out);
+                    outputs.push(t);
+                    cur_bytes = 0;
+                }
+            }
+            if !cur.is_empty() {
+                let t = self.table(cur, out);
+                outputs.push(t);
+            }
+            let input_files: Vec<u64> =
+                inputs.iter().map(|&i| self.levels[level][i].file).chain(over.iter().map(|&j| self.levels[out][j].file)).collect();
+            let units: Vec<(u64, u32)> = outputs.iter().map(|(t, u)| (t.file, *u)).collect();
+            let steps = self.steps(&input_files, &units);
+            self.stats.compactions += 1;
+            self.compaction_job = Some(Job {
+                at: now,
+                steps,
+                kind: JobKind::Compaction { level, inputs: input_files, outputs: outputs.into_iter().map(|(t, _)| t).collect() },
+            });
+            return;
         }
     }
 
-    fn compact_level(&mut self, io: &mut dyn BlockApi, level: usize, now: u64) -> Result<()> {
-        // Inputs: level 0 whole (its files overlap); deeper, the table after the pointer.
-        let inputs: Vec<Table> = if level == 0 {
-            std::mem::take(&mut self.levels[0])
-        } else {
-            let l = &self.levels[level];
-            let i = l.iter().position(|t| t.smallest() > self.pointer[level]).unwrap_or(0);
-            vec![self.levels[level].remove(i)]
-        };
-        let lo = inputs.iter().map(Table::smallest).min().expect("inputs");
-        let hi = inputs.iter().map(Table::largest).max().expect("inputs");
-        self.pointer[level] = hi;
-        let out = level + 1;
-        let (over, keep): (Vec<Table>, Vec<Table>) = std::mem::take(&mut self.levels[out]).into_iter().partition(|t| t.overlaps(lo, hi));
-        self.levels[out] = keep;
-        if level > 0 && over.is_empty() {
-            // A table nothing overlaps moves down as it is.
-            let t = inputs.into_iter().next().expect("one input");
-            let pos = self.levels[out].partition_point(|x| x.smallest() < t.smallest());
-            self.levels[out].insert(pos, t);
-            return Ok(());
-        }
-        self.stats.compactions += 1;
-        let start = now.max(self.compaction_done).max(inputs.iter().map(|t| t.ready_ns).max().unwrap_or(0));
-        let mut rd = start;
-        for t in inputs.iter().chain(&over) {
-            rd = rd.max(self.read_file(io, t.file, start)?);
-        }
-        // Merge: newest first (level 0 newest first, then the deeper level), one version per key.
-        let mut merged: BTreeMap<u64, u32> = BTreeMap::new();
-        for t in inputs.iter().chain(&over) {
-            for &(k, len) in &t.recs {
-                merged.entry(k).or_insert(len);
+    /// A job's last step has completed at `at`: its tables take their places.
+    fn install(&mut self, io: &mut dyn BlockApi, kind: JobKind, at: u64) -> Result<()> {
+        match kind {
+            JobKind::Flush { table, old_log } => {
+                self.levels[0].insert(0, table);
+                self.imm = None;
+                self.delete_file(io, old_log, at)?;
             }
-        }
-        let bottom = self.levels[out + 1..].iter().all(|l| l.is_empty());
-        let mut outputs: Vec<Table> = vec![];
-        let mut cur: Vec<(u64, u32)> = vec![];
-        let mut cur_bytes = 0;
-        let mut wr = rd;
-        for (k, len) in merged {
-            if len == TOMBSTONE && (bottom || !self.below(k, out)) {
-                continue;
+            JobKind::Compaction { level, inputs, outputs } => {
+                let out = level + 1;
+                for l in [level, out] {
+                    self.levels[l].retain(|t| !inputs.contains(&t.file));
+                }
+                for f in inputs {
+                    self.delete_file(io, f, at)?;
+                }
+                self.stats.compaction_bytes += outputs.iter().map(Table::bytes).sum::<u64>();
+                for t in outputs {
+                    let pos = self.levels[out].partition_point(|x| x.smallest() < t.smallest());
+                    self.levels[out].insert(pos, t);
+                }
             }
-            cur_bytes += self.record_bytes(len);
-            cur.push((k, len));
-            if cur_bytes >= self.cfg.table_bytes {
-                let t = self.write_table(io, std::mem::take(&mut cur), out, rd)?;
-                wr = wr.max(t.ready_ns);
-                outputs.push(t);
-                cur_bytes = 0;
-            }
-        }
-        if !cur.is_empty() {
-            let t = self.write_table(io, cur, out, rd)?;
-            wr = wr.max(t.ready_ns);
-            outputs.push(t);
-        }
-        self.stats.compaction_bytes += outputs.iter().map(Table::bytes).sum::<u64>();
-        self.compaction_done = wr;
-        if level == 0 {
-            for l in self.l0_life.iter_mut().filter(|l| l.1 == u64::MAX) {
-                l.1 = wr;
-            }
-        }
-        for t in inputs.into_iter().chain(over) {
-            self.delete_file(io, t.file, wr)?;
-        }
-        for t in outputs {
-            let pos = self.levels[out].partition_point(|x| x.smallest() < t.smallest());
-            self.levels[out].insert(pos, t);
         }
         Ok(())
+    }
+
+    /// Run the background lanes forward from `t` until `done` says so (or they idle); returns
+    /// the time it happened.
+    fn wait_until(&mut self, io: &mut dyn BlockApi, mut t: u64, done: impl Fn(&LevelKv) -> bool) -> Result<u64> {
+        while !done(self) {
+            let Some(next) = self.next_event() else { break };
+            t = t.max(next);
+            self.advance(io, t)?;
+        }
+        Ok(t)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Writes.
+
+    fn write(&mut self, io: &mut dyn BlockApi, key: u64, len: u32, now: u64) -> Result<u64> {
+        self.advance(io, now)?;
+        let mut t = now;
+        let stop = self.cfg.l0_stop_trigger as usize;
+        if self.levels[0].len() >= stop {
+            t = self.wait_until(io, t, |s| s.levels[0].len() < stop)?;
+            self.stops += 1;
+            self.stats.write_stalls += 1;
+        } else if self.levels[0].len() >= self.cfg.l0_slowdown_trigger as usize {
+            t += self.cfg.slowdown_ns;
+            self.advance(io, t)?;
+            self.slowdowns += 1;
+            self.stats.write_stalls += 1;
+        }
+        self.mark(key, len != TOMBSTONE);
+        let size = self.record_bytes(len);
+        // The log: whole units are programmed as they fill (LevelDB without sync).
+        self.log_fill += size;
+        let full = self.log_fill / self.unit_bytes;
+        if full > 0 {
+            self.log_fill %= self.unit_bytes;
+            let log = self.log;
+            self.append(io, log, full as u32, t)?;
+        }
+        if let Some(old) = self.mem.insert(key, len) {
+            self.mem_bytes -= self.record_bytes(old);
+        }
+        self.mem_bytes += size;
+        if self.mem_bytes >= self.cfg.memtable_bytes {
+            // The previous memtable must be on the flash before this one can be set aside.
+            if self.flush_job.is_some() {
+                t = self.wait_until(io, t, |s| s.flush_job.is_none())?;
+                self.memtable_waits += 1;
+                self.stats.write_stalls += 1;
+            }
+            self.start_flush(t);
+            self.advance(io, t)?;
+        }
+        Ok(t)
     }
 
     /// Where `key`'s newest version is in the tables (the memtable is looked at first).
@@ -660,17 +779,15 @@ impl KvStore for LevelKv {
     }
 
     fn get(&mut self, io: &mut dyn BlockApi, key: u64, _out: Option<&mut Vec<u8>>, now: u64) -> Result<(bool, u64)> {
+        self.advance(io, now)?;
         self.stats.gets += 1;
-        if let Some(&len) = self.mem.get(&key) {
+        if let Some(&len) = self.mem.get(&key).or_else(|| self.imm.as_ref().and_then(|m| m.get(&key))) {
             return Ok((len != TOMBSTONE, now));
         }
         let Some((l, j, r)) = self.locate(key) else { return Ok((false, now)) };
         let t = &self.levels[l][j];
-        let (len, ready, file) = (t.recs[r].1, t.ready_ns, t.file);
+        let (len, file) = (t.recs[r].1, t.file);
         let (from, to) = (if r == 0 { 0 } else { t.ends[r - 1] }, t.ends[r]);
-        if ready > now {
-            return Ok((len != TOMBSTONE, now)); // still being written: in memory
-        }
         let done = self.read_range(io, file, from, to, now)?;
         Ok((len != TOMBSTONE, done))
     }
@@ -682,9 +799,12 @@ impl KvStore for LevelKv {
     fn scan(&mut self, io: &mut dyn BlockApi, start: u64, count: u32, now: u64) -> Result<(u32, u64)> {
         // The newest version of every key from `start` on, until `count` live ones: each level's
         // tables in the range are read where their records lie.
+        self.advance(io, now)?;
         let mut newest: BTreeMap<u64, (u32, Option<RecordAt>)> = BTreeMap::new();
-        for (&k, &len) in self.mem.range(start..).take(count as usize) {
-            newest.insert(k, (len, None));
+        for m in [Some(&self.mem), self.imm.as_ref()].into_iter().flatten() {
+            for (&k, &len) in m.range(start..).take(count as usize) {
+                newest.entry(k).or_insert((len, None));
+            }
         }
         for (i, l) in self.levels.iter().enumerate() {
             for (j, t) in l.iter().enumerate() {
@@ -718,10 +838,8 @@ impl KvStore for LevelKv {
             }
         }
         for ((i, j), (a, b)) in spans {
-            let (file, ready) = (self.levels[i][j].file, self.levels[i][j].ready_ns);
-            if ready <= now {
-                done = done.max(self.read_range(io, file, a, b, now)?);
-            }
+            let file = self.levels[i][j].file;
+            done = done.max(self.read_range(io, file, a, b, now)?);
         }
         Ok((found, done))
     }
