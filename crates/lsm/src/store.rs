@@ -222,7 +222,7 @@ impl Store {
         self.mem.insert(key, seq, Kind::Put, value);
         self.stats.puts += 1;
         self.stats.app_write_bytes += (key.len() + value.len()) as u64;
-        self.background()?;
+        self.background_unless_full()?;
         Ok(done)
     }
 
@@ -243,7 +243,7 @@ impl Store {
         self.mem.insert(key, seq, Kind::Delete, &stamp);
         self.stats.deletes += 1;
         self.stats.app_write_bytes += key.len() as u64;
-        self.background()?;
+        self.background_unless_full()?;
         Ok(done)
     }
 
@@ -272,7 +272,7 @@ impl Store {
     /// The value of `key` visible at snapshot `at`.
     pub fn get_at(&mut self, key: &[u8], at: u64) -> Result<Lookup> {
         Self::check_kv(key, 0)?;
-        self.background()?;
+        self.background_unless_full()?;
         self.stats.gets += 1;
         let mut t = self.now_ns;
         if let Some(v) = self.mem.get(key, at) {
@@ -346,7 +346,7 @@ impl Store {
     }
 
     pub fn scan_at(&mut self, start: &[u8], end: Option<&[u8]>, limit: usize, at: u64) -> Result<(Pairs, u64)> {
-        self.background()?;
+        self.background_unless_full()?;
         self.stats.scans += 1;
         let mut t = self.now_ns;
         let mut cursors: Vec<Cursor> = vec![];
@@ -472,6 +472,16 @@ impl Store {
         self.tables_holding_range(key, from).any(|t| t.may_contain(key))
     }
 
+    /// Background work where the caller goes on without it: a read, or a write already in the
+    /// log and the memtable. When the device has no room for it, it waits for the next write,
+    /// which is refused while that lasts; reads are served from what is there.
+    fn background_unless_full(&mut self) -> Result<()> {
+        match self.background() {
+            Err(Error::NoSpace(_)) => Ok(()),
+            r => r,
+        }
+    }
+
     /// Flush, compact, collect zones, as the state asks.
     fn background(&mut self) -> Result<()> {
         if self.mem.bytes() >= self.cfg.memtable_bytes {
@@ -495,6 +505,10 @@ impl Store {
         let snaps: Vec<u64> = self.snapshots.keys().copied().collect();
         let mut b = self.builder();
         let mut tracked: Vec<(Vec<u8>, u64, Kind)> = vec![];
+        // Tombstones this flush drops: (key, seq, shadowed by a newer version). Nothing changes
+        // until the table is on the device: a flush that finds no room keeps the memtable.
+        let mut dropped: Vec<(Vec<u8>, u64, bool)> = vec![];
+        let mut written_tombstones = 0;
         for (key, versions) in mem.sorted_entries() {
             let mut prev_stripe = None;
             for v in versions {
@@ -502,34 +516,46 @@ impl Store {
                 if prev_stripe == Some(stripe) {
                     // Shadowed: a newer version in the same stripe replaces it. A shadowed
                     // tombstone's work passes to that version.
-                    if v.kind == Kind::Delete {
-                        if let Some(tr) = self.tracker.as_mut() {
-                            tr.on_tomb_dropped(key, v.seq, true, now);
-                        }
+                    if v.kind == Kind::Delete && self.tracker.is_some() {
+                        dropped.push((key.to_vec(), v.seq, true));
                     }
                     continue;
                 }
                 prev_stripe = Some(stripe);
                 if v.kind == Kind::Delete && stripe == 0 && !self.may_exist_from(key, 0) {
-                    self.stats.tombstones_dropped += 1;
-                    if let Some(tr) = self.tracker.as_mut() {
-                        tr.on_tomb_dropped(key, v.seq, false, now);
-                    }
+                    dropped.push((key.to_vec(), v.seq, false));
                     continue;
                 }
                 if self.tracker.as_ref().is_some_and(|tr| tr.watches(key)) {
                     tracked.push((key.to_vec(), v.seq, v.kind));
                 }
-                self.stats.tombstones_written += (v.kind == Kind::Delete) as u64;
+                written_tombstones += (v.kind == Kind::Delete) as u64;
                 b.add(key, v.seq, v.kind, v.value);
+            }
+        }
+        let last = self.levels[1..].iter().all(|l| l.is_empty());
+        let table = if b.is_empty() {
+            None
+        } else {
+            match self.write_table(b, 0, now) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    self.mem = mem;
+                    return Err(e);
+                }
+            }
+        };
+        self.stats.tombstones_dropped += dropped.iter().filter(|d| !d.2).count() as u64;
+        self.stats.tombstones_written += written_tombstones;
+        if let Some(tr) = self.tracker.as_mut() {
+            for (key, seq, shadowed) in &dropped {
+                tr.on_tomb_dropped(key, *seq, *shadowed, now);
             }
         }
         mem.clear();
         self.mem = mem;
         self.stats.flushes += 1;
-        if !b.is_empty() {
-            let last = self.levels[1..].iter().all(|l| l.is_empty());
-            let table = self.write_table(b, 0, now)?;
+        if let Some(table) = table {
             self.stats.flush_write_bytes += table.size_bytes;
             if let Some(tr) = self.tracker.as_mut() {
                 for (k, s, kind) in &tracked {
@@ -716,7 +742,8 @@ impl Store {
                 if new_key {
                     if !b.is_empty() && b.estimated_bytes() >= self.cfg.sst_target_bytes {
                         let full = std::mem::replace(&mut b, self.builder());
-                        outputs.push(self.finish_output(full, out, last, &mut tracked, t_read)?);
+                        let o = self.finish_output(full, out, last, &mut tracked, t_read);
+                        outputs.push(self.or_drop_outputs(o, &outputs)?);
                     }
                     cur_key.clear();
                     cur_key.extend_from_slice(k);
@@ -747,7 +774,8 @@ impl Store {
             cursors[m].advance(&mut self.fs, &mut self.stats, &mut t_read)?;
         }
         if !b.is_empty() {
-            outputs.push(self.finish_output(b, out, last, &mut tracked, t_read)?);
+            let o = self.finish_output(b, out, last, &mut tracked, t_read);
+            outputs.push(self.or_drop_outputs(o, &outputs)?);
         }
         // Install: inputs and overlapped files leave, outputs join the output level.
         let gone: Vec<Arc<Table>> = pick.inputs.iter().chain(next.iter()).cloned().collect();
@@ -788,6 +816,21 @@ impl Store {
         }
         self.drain_events();
         Ok(())
+    }
+
+    /// A compaction output, or, when it could not be written (no room), the error after the
+    /// outputs written before it are deleted: the inputs stay, the tree as it was.
+    fn or_drop_outputs(&mut self, o: Result<Arc<Table>>, written: &[Arc<Table>]) -> Result<Arc<Table>> {
+        if o.is_err() {
+            let now = self.now_ns;
+            for t in written {
+                self.fs.delete(t.id, now)?;
+                if let Some(tr) = self.tracker.as_mut() {
+                    tr.on_file_dead(t.id, now);
+                }
+            }
+        }
+        o
     }
 
     fn finish_output(

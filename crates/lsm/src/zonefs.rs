@@ -353,9 +353,15 @@ impl ZoneFs {
         now: u64,
     ) -> Result<(FileId, u64)> {
         let id = self.create(kind, placement, predicted_death_ns);
-        let a = self.append(id, data, now)?;
-        let c = self.close(id, now)?;
-        Ok((id, a.max(c)))
+        let written = self.append(id, data, now).and_then(|a| Ok(a.max(self.close(id, now)?)));
+        match written {
+            Ok(done) => Ok((id, done)),
+            Err(e) => {
+                // No room (or a device error) part of the way: the part written is not a file.
+                self.delete(id, now)?;
+                Err(e)
+            }
+        }
     }
 
     fn write_sectors(&mut self, id: FileId, mut buf: &[u8], now: u64) -> Result<u64> {
