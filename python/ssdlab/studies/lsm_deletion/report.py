@@ -82,6 +82,12 @@ def _est(xs: Sequence[float], show: Callable[[float], str]) -> str:
     return show(e.mean) + (f" [{show(e.lo)}, {show(e.hi)}]" if e.lo is not None and e.hi is not None else "")
 
 
+def _columns(rows: List[Dict[str, Any]]) -> Callable[[str, Callable[[float], str]], str]:
+    """A cell maker for these rows (one per seed): column k as mean [95% interval], shown with
+    ``show``."""
+    return lambda k, show: _est([float(x[k]) for x in rows], show)
+
+
 def _gib(x: float) -> str:
     return f"{x / 2**30:.2f}"
 
@@ -342,10 +348,7 @@ def _per_share(spec: Dict[str, Any], mode: str, runs: Dict[Tuple[str, float], Li
          "|---|---|---|---|---|---|---|"]
     for d in spec[mode]["delete_fractions"]:
         for p in policies_at(spec, mode, d):
-            rs = [row(r) for r in runs[(p, d)]]
-
-            def col(k: str, show: Callable[[float], str], rs: List[Dict[str, Any]] = rs) -> str:
-                return _est([float(x[k]) for x in rs], show)
+            col = _columns([row(r) for r in runs[(p, d)]])
 
             within = ((col("lsm_within_dth", _share), col("erase_within_dth", _share)) if d > 0 else ("-", "-"))
             L.append(f"| {d * 100:.0f}% | {p} | {col('wa_total', lambda x: f'{x:.2f}')} | {col('compaction_write_bytes', _gib)} | "
@@ -472,10 +475,7 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in policies_at(spec, mode, dref):
-        rs = [row(r) for r in runs[(p, dref)]]
-
-        def col(k: str, show: Callable[[float], str], rs: List[Dict[str, Any]] = rs) -> str:
-            return _est([float(x[k]) for x in rs], show)
+        col = _columns([row(r) for r in runs[(p, dref)]])
 
         L.append(f"| {p} | {col('wa_total', lambda x: f'{x:.2f}')} | {col('compaction_write_bytes', _gib)} | "
                  f"{col('gc_migrated_bytes', _mib)} | {col('compactions_ttl', lambda x: f'{x:.0f}')} | "
