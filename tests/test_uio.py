@@ -143,6 +143,27 @@ def test_wall_clock_latency_through_processes_on_both_paths():
     assert math.isfinite(a) and math.isfinite(b) and a < 1 and b > -1
 
 
+def test_devices_start_again_on_fresh_ports_when_a_port_is_taken(tmp_path, monkeypatch):
+    # Another process takes a chosen port before the device binds it (tests on two workers do).
+    import socket
+
+    import ssdlab.studies.uio_kv.api as api
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    ports = iter([taken.getsockname()[1]])
+    monkeypatch.setattr(api, "free_port", lambda host="127.0.0.1": next(ports, None) or free_port(host))
+    try:
+        with Devices(2, dir=str(tmp_path), traditional=True) as d:
+            assert str(taken.getsockname()[1]) not in " ".join(d.net + d.daemons)
+            h = Host(d.sockets[0])
+            h.put(b"k", b"v")
+            assert h.get(b"k") == b"v"
+    finally:
+        taken.close()
+
+
 def _kv_serve(tmp_path, sock, name, old_metrics_flag=False):
     """`ssdlab uio kv-serve` on a free port; returns it and where its metrics.json will be
     (--metrics-out DIR, or the deprecated --metrics FILE)."""

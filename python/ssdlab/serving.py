@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import signal
 import socket
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, TypeVar
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
 
@@ -31,11 +32,38 @@ def foreground(serve: Callable[..., T], *args: Any) -> T:
             signal.signal(signal.SIGINT, previous)
 
 
+def _ephemeral_range() -> Tuple[int, int]:
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` now (the OS's choice)."""
-    with socket.socket() as s:
+    """A TCP port free on ``host`` now, chosen at random below the OS's ephemeral range: the OS
+    hands ephemeral ports to every client connection and every bind to port 0, so a port taken
+    from that range can be given to someone else between this call and the server's bind (seen
+    with tests on two workers). Ports below it are only ever taken by name."""
+    lo, _ = _ephemeral_range()
+    low = 10000 if lo > 12000 else 1024
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(low, lo)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # that range is full: the OS's choice
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def address_in_use(err: BaseException) -> bool:
+    """``err`` says a listener's address was taken (errno 98, in an OSError or a server's log)."""
+    return "Address already in use" in str(err)
 
 
 def add_listener_arguments(p: argparse.ArgumentParser, listen: str, *, what: str = "", max_connections: Optional[int] = 16,

@@ -26,7 +26,7 @@ from typing import IO, Any, Dict, Iterable, List, Optional, Tuple
 
 from ... import _native
 from ...config import merge
-from ...serving import free_port
+from ...serving import address_in_use, free_port
 
 
 def defaults() -> Dict[str, Any]:
@@ -79,14 +79,26 @@ class Devices:
         self.daemon_procs: List[subprocess.Popen[str]] = []
 
     def start(self) -> "Devices":
-        try:
-            for i in range(self.count):
-                self.start_one(i)
-            for i, addr in enumerate(self.daemons):
-                self._start_daemon(i, addr)
-        except BaseException:
-            self.stop()
-            raise
+        """Start every device (and host daemon). A port taken by another process between
+        choosing it and binding it starts the whole system again on fresh ports (up to three
+        times): every device is told its peers' addresses at start."""
+        for attempt in range(3):
+            try:
+                for i in range(self.count):
+                    self.start_one(i)
+                for i, addr in enumerate(self.daemons):
+                    self._start_daemon(i, addr)
+                return self
+            except OSError as e:
+                if attempt == 2 or not address_in_use(e):
+                    self.stop()
+                    raise
+                self._stop_processes()
+                self.net = [f"{self.host}:{free_port(self.host)}" for _ in range(self.count)]
+                self.daemons = [f"{self.host}:{free_port(self.host)}" for _ in self.daemons]
+            except BaseException:
+                self.stop()
+                raise
         return self
 
     def start_one(self, i: int) -> None:
@@ -128,6 +140,14 @@ class Devices:
         return json.loads(lines[-1]) if lines else {}
 
     def stop(self) -> List[Dict[str, Any]]:
+        """Stop every process and remove the temporary directory; returns the devices' counters."""
+        stats = self._stop_processes()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        return stats
+
+    def _stop_processes(self) -> List[Dict[str, Any]]:
         for p in self.daemon_procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -137,11 +157,7 @@ class Devices:
                 p.kill()
                 p.communicate()
         self.daemon_procs.clear()
-        stats = [self.stop_one(i) for i in range(self.count)]
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-        return stats
+        return [self.stop_one(i) for i in range(self.count)]
 
     def __enter__(self) -> "Devices":
         return self.start()
