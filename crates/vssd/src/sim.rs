@@ -27,7 +27,9 @@ use ssdlab_core::workload::{Cmd, Op, Source, Synthetic};
 use ssdlab_core::Config;
 
 use crate::apps::ycsb::KINDS as YCSB_KINDS;
-use crate::apps::{KvStore, LogDisk, LogKv, LogKvConfig, Value as KvValue, Ycsb, YcsbOp, YcsbSpec};
+use crate::apps::{
+    KvStore, LevelKv, LevelKvConfig, LogDisk, LogKv, LogKvConfig, Put, Value as KvValue, WriteTicket, Ycsb, YcsbOp, YcsbSpec,
+};
 use crate::config::FlashBloxConfig;
 use crate::error::{Result, VssdError};
 use crate::flashblox::{BlockApi, FlashBlox, VssdIo};
@@ -40,12 +42,17 @@ const MS: f64 = 1e6;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum AppSpec {
-    /// The log-structured KV under a YCSB mix.
+    /// A key-value store under a YCSB mix: the log-structured one (`store = "log"`, its
+    /// settings in `kv`) or the LevelDB-like one (`store = "leveldb"`, settings in `leveldb`).
     Ycsb {
         #[serde(default)]
         ycsb: YcsbSpec,
         #[serde(default)]
+        store: StoreKind,
+        #[serde(default)]
         kv: LogKvConfig,
+        #[serde(default)]
+        leveldb: LevelKvConfig,
     },
     /// A fio-like job (ssdlab's workload keys: pattern, read_fraction, block_bytes, ...) on a
     /// log-structured disk of `disk_fraction` of the vSSD, filled sequentially first.
@@ -64,6 +71,15 @@ pub enum AppSpec {
         #[serde(default = "one")]
         speed: f64,
     },
+}
+
+/// The key-value store a YCSB tenant runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    #[default]
+    Log,
+    Leveldb,
 }
 
 fn default_disk_fraction() -> f64 {
@@ -108,7 +124,12 @@ impl Default for TenantSpec {
             threads: 8,
             rate_ops: 0.0,
             age_writes: 0.0,
-            app: AppSpec::Ycsb { ycsb: YcsbSpec::default(), kv: LogKvConfig::default() },
+            app: AppSpec::Ycsb {
+                ycsb: YcsbSpec::default(),
+                store: StoreKind::Log,
+                kv: LogKvConfig::default(),
+                leveldb: LevelKvConfig::default(),
+            },
         }
     }
 }
@@ -154,7 +175,7 @@ impl Default for RunSpec {
 
 enum App {
     Kv {
-        kv: LogKv,
+        kv: Box<dyn KvStore>,
         gen: Ycsb,
         value_bytes: u32,
     },
@@ -192,12 +213,45 @@ struct Tenant {
     rng: Pcg64Mcg,
     series: Vec<(f64, u64, u64)>,
     interval_ops: u64,
+    /// When this tenant's next background event is queued (a store with background work).
+    bg_at: Option<u64>,
+}
+
+impl Tenant {
+    /// The time to queue a background event for, if the store has work due before the one
+    /// queued (at or after `t`).
+    fn background_due(&mut self, t: u64) -> Option<u64> {
+        let App::Kv { kv, .. } = &self.app else { return None };
+        let at = kv.next_background()?.max(t);
+        if self.bg_at.is_some_and(|b| b <= at) {
+            return None;
+        }
+        self.bg_at = Some(at);
+        Some(at)
+    }
+}
+
+/// A key-value operation part way: a read-modify-write's write, or a write held by the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Pending {
+    op: YcsbOp,
+    /// What remains is the write.
+    write: bool,
+    ticket: WriteTicket,
+}
+
+/// What an operation came to: done (kind index, completion), or to go on at a time.
+enum Outcome {
+    Done(usize, u64),
+    Again(u64, Pending),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
-    /// A tenant's operation: (tenant, arrival time).
-    Op(usize, u64),
+    /// A tenant's operation: (tenant, arrival time, its state if it is part way).
+    Op(usize, u64, Option<Pending>),
+    /// A tenant's store has background work due.
+    Background(usize),
     /// The next Poisson arrival of an open-loop tenant.
     Arrive(usize),
     Migrate,
@@ -294,9 +348,12 @@ pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -
             _ if t.spec.rate_ops > 0.0 => push(&mut heap, start, Ev::Arrive(i)),
             _ => {
                 for _ in 0..t.spec.threads.max(1) {
-                    push(&mut heap, start, Ev::Op(i, start));
+                    push(&mut heap, start, Ev::Op(i, start, None));
                 }
             }
+        }
+        if let Some(at) = t.background_due(start) {
+            push(&mut heap, at, Ev::Background(i));
         }
     }
     if let Some(sw) = &spec.swap {
@@ -321,33 +378,57 @@ pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -
         }
         fb.device_mut().set_now(t);
         match ev {
-            Ev::Op(i, arrival) => {
+            Ev::Op(i, arrival, pending) => {
                 let tn = &mut tenants[i];
                 let ready = limiter.ready(i, t);
                 if ready > t {
                     tn.limiter_wait_ns += ready - t;
-                    push(&mut heap, ready, Ev::Op(i, arrival));
+                    push(&mut heap, ready, Ev::Op(i, arrival, pending));
                     continue;
                 }
                 let before = fb.vssd(tn.id)?.stats;
-                let (kind, done) = do_op(&mut fb, tn, t)?;
+                let outcome = do_op(&mut fb, tn, t, pending)?;
                 let after = fb.vssd(tn.id)?.stats;
                 limiter.charge(i, t, tn.cap.cost_ns(after.read_bytes - before.read_bytes, after.write_bytes - before.write_bytes));
-                if arrival >= measure {
-                    let lat = (done - arrival).max(1);
-                    tn.hists[kind].record(lat).expect("latency in range");
-                    tn.all.record(lat).expect("latency in range");
-                    tn.interval.record(lat).expect("latency in range");
-                    tn.ops += 1;
-                    tn.interval_ops += 1;
+                match outcome {
+                    Outcome::Again(at, p) => push(&mut heap, at.max(t), Ev::Op(i, arrival, Some(p))),
+                    Outcome::Done(kind, done) => {
+                        if arrival >= measure {
+                            let lat = (done - arrival).max(1);
+                            tn.hists[kind].record(lat).expect("latency in range");
+                            tn.all.record(lat).expect("latency in range");
+                            tn.interval.record(lat).expect("latency in range");
+                            tn.ops += 1;
+                            tn.interval_ops += 1;
+                        }
+                        if tn.spec.rate_ops <= 0.0 && !matches!(tn.app, App::Trace { .. }) {
+                            push(&mut heap, done.max(t), Ev::Op(i, done.max(t), None));
+                        }
+                    }
                 }
-                if tn.spec.rate_ops <= 0.0 && !matches!(tn.app, App::Trace { .. }) {
-                    push(&mut heap, done.max(t), Ev::Op(i, done.max(t)));
+                if let Some(at) = tn.background_due(t) {
+                    push(&mut heap, at, Ev::Background(i));
+                }
+            }
+            Ev::Background(i) => {
+                let tn = &mut tenants[i];
+                if tn.bg_at != Some(t) {
+                    continue; // superseded by an earlier one
+                }
+                tn.bg_at = None;
+                let before = fb.vssd(tn.id)?.stats;
+                if let App::Kv { kv, .. } = &mut tn.app {
+                    kv.run_background(&mut VssdIo { fb: &mut fb, id: tn.id }, t)?;
+                }
+                let after = fb.vssd(tn.id)?.stats;
+                limiter.charge(i, t, tn.cap.cost_ns(after.read_bytes - before.read_bytes, after.write_bytes - before.write_bytes));
+                if let Some(at) = tn.background_due(t) {
+                    push(&mut heap, at, Ev::Background(i));
                 }
             }
             Ev::Arrive(i) => {
                 let tn = &mut tenants[i];
-                push(&mut heap, t, Ev::Op(i, t));
+                push(&mut heap, t, Ev::Op(i, t, None));
                 let next_at = match &mut tn.app {
                     App::Trace { reader, speed, next, queue, base_ns, disk } => {
                         queue.push_back(next.take().expect("an arrived command"));
@@ -453,8 +534,11 @@ fn setup(
     let cap_sectors = io.blocks() as u64 * io.block_sectors() as u64;
     let mut t = t0;
     let (app, kinds): (App, &'static [&'static str]) = match &ts.app {
-        AppSpec::Ycsb { ycsb, kv } => {
-            let mut store = LogKv::new(&io, kv.clone())?;
+        AppSpec::Ycsb { ycsb, store, kv, leveldb } => {
+            let mut store: Box<dyn KvStore> = match store {
+                StoreKind::Log => Box::new(LogKv::new(&io, kv.clone())?),
+                StoreKind::Leveldb => Box::new(LevelKv::new(&io, leveldb.clone())?),
+            };
             let gen = Ycsb::new(ycsb.clone(), seed)?;
             let value = KvValue::Len(ycsb.value_bytes);
             // The set-up's writes: loading (a value per record), then ageing (device bytes).
@@ -532,6 +616,7 @@ fn setup(
             rng,
             series: vec![],
             interval_ops: 0,
+            bg_at: None,
         },
         t,
     )))
@@ -575,31 +660,35 @@ fn age(
     Ok(Some(t))
 }
 
-/// One operation of tenant `tn` at `t`: (kind index, completion).
-fn do_op(fb: &mut FlashBlox, tn: &mut Tenant, t: u64) -> Result<(usize, u64)> {
+/// One operation of tenant `tn` at `t` (or the rest of one part way).
+fn do_op(fb: &mut FlashBlox, tn: &mut Tenant, t: u64, pending: Option<Pending>) -> Result<Outcome> {
     let mut io = VssdIo { fb, id: tn.id };
     let sb = io.sector_bytes() as u64;
     match &mut tn.app {
         App::Kv { kv, gen, value_bytes } => {
-            let op = gen.next_op();
+            let mut p = pending.unwrap_or_else(|| Pending { op: gen.next_op(), write: false, ticket: WriteTicket::default() });
             let v = KvValue::Len(*value_bytes);
-            let done = match op {
-                YcsbOp::Read(k) => kv.get(&mut io, k, None, t)?.1,
-                YcsbOp::Update(k) | YcsbOp::Insert(k) => {
-                    tn.app_write_bytes += *value_bytes as u64;
-                    kv.put(&mut io, k, v, t)?
+            let done = match p.op {
+                YcsbOp::Read(k) => {
+                    tn.app_read_bytes += *value_bytes as u64;
+                    kv.get(&mut io, k, None, t)?.1
                 }
                 YcsbOp::Scan(k, n) => kv.scan(&mut io, k, n, t)?.1,
-                YcsbOp::ReadModifyWrite(k) => {
+                // A read-modify-write's write is issued when its read completes.
+                YcsbOp::ReadModifyWrite(k) if !p.write => {
+                    tn.app_read_bytes += *value_bytes as u64;
                     let (_, r) = kv.get(&mut io, k, None, t)?;
-                    tn.app_write_bytes += *value_bytes as u64;
-                    kv.put(&mut io, k, v, r)?.max(r)
+                    return Ok(Outcome::Again(r.max(t), Pending { write: true, ..p }));
                 }
+                YcsbOp::Update(k) | YcsbOp::Insert(k) | YcsbOp::ReadModifyWrite(k) => match kv.try_put(&mut io, k, v, t, &mut p.ticket)? {
+                    Put::Done(done) => {
+                        tn.app_write_bytes += *value_bytes as u64;
+                        done
+                    }
+                    Put::Held(at) => return Ok(Outcome::Again(at, Pending { write: true, ..p })),
+                },
             };
-            if matches!(op, YcsbOp::Read(_) | YcsbOp::ReadModifyWrite(_)) {
-                tn.app_read_bytes += *value_bytes as u64;
-            }
-            Ok((op.kind(), done))
+            Ok(Outcome::Done(p.op.kind(), done))
         }
         App::Disk { disk, gen } => {
             let c = gen.generate();
@@ -612,12 +701,12 @@ fn do_op(fb: &mut FlashBlox, tn: &mut Tenant, t: u64) -> Result<(usize, u64)> {
     }
 }
 
-fn disk_op(disk: &mut LogDisk, io: &mut VssdIo<'_>, c: Cmd, t: u64, sb: u64, rb: &mut u64, wb: &mut u64) -> Result<(usize, u64)> {
+fn disk_op(disk: &mut LogDisk, io: &mut VssdIo<'_>, c: Cmd, t: u64, sb: u64, rb: &mut u64, wb: &mut u64) -> Result<Outcome> {
     let n = c.sectors.min((disk.sectors() - c.lba.min(disk.sectors() - 1)) as u32);
     if n == 0 && c.op != Op::Flush {
-        return Ok((c.op as usize, t));
+        return Ok(Outcome::Done(c.op as usize, t));
     }
-    Ok(match c.op {
+    let (kind, done) = match c.op {
         Op::Read => {
             *rb += n as u64 * sb;
             (0, disk.read(io, c.lba, n, None, t)?)
@@ -631,7 +720,8 @@ fn disk_op(disk: &mut LogDisk, io: &mut VssdIo<'_>, c: Cmd, t: u64, sb: u64, rb:
             (2, t)
         }
         Op::Flush => (3, t),
-    })
+    };
+    Ok(Outcome::Done(kind, done))
 }
 
 fn lat_json(h: &Histogram<u64>) -> Value {
@@ -648,7 +738,8 @@ fn tenant_json(fb: &FlashBlox, t: &Tenant, secs: f64, bucket: Option<&TokenBucke
     let app = match &t.app {
         App::Kv { kv, .. } => {
             let s = kv.stats();
-            json!({"kind": "kv", "stats": s, "app_write_amplification": if s.app_write_bytes > 0 { s.device_write_bytes as f64 / s.app_write_bytes as f64 } else { 0.0 }})
+            json!({"kind": "kv", "stats": s, "details": kv.details(),
+                   "app_write_amplification": if s.app_write_bytes > 0 { s.device_write_bytes as f64 / s.app_write_bytes as f64 } else { 0.0 }})
         }
         App::Disk { disk, .. } | App::Trace { disk, .. } => {
             let s = disk.stats();

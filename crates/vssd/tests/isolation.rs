@@ -3,7 +3,7 @@
 
 use ssdlab_core::config::{Pattern, WorkloadConfig};
 use ssdlab_vssd::apps::{LogKvConfig, Mix, YcsbSpec};
-use ssdlab_vssd::sim::{run, AppSpec, RunSpec, TenantSpec};
+use ssdlab_vssd::sim::{run, AppSpec, RunSpec, StoreKind, TenantSpec};
 use ssdlab_vssd::{device_config, Isolation, Placement};
 
 fn victim(level: Isolation, placement: Placement) -> TenantSpec {
@@ -13,7 +13,12 @@ fn victim(level: Isolation, placement: Placement) -> TenantSpec {
         tput_level: if level == Isolation::Channel { 0 } else { 3 },
         placement,
         threads: 8,
-        app: AppSpec::Ycsb { ycsb: YcsbSpec { mix: Mix::B, records: 30_000, ..Default::default() }, kv: LogKvConfig::default() },
+        app: AppSpec::Ycsb {
+            ycsb: YcsbSpec { mix: Mix::B, records: 30_000, ..Default::default() },
+            store: StoreKind::Log,
+            kv: LogKvConfig::default(),
+            leveldb: Default::default(),
+        },
         ..Default::default()
     }
 }

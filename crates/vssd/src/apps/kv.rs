@@ -43,10 +43,50 @@ impl Value<'_> {
     }
 }
 
+/// A put that may not wait: done (its completion), or held until the store's background work
+/// has moved on (ask again at the time given, with the same [`WriteTicket`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    Done(u64),
+    Held(u64),
+}
+
+/// A write's way through a store's admission rules, kept across its retries: LevelDB delays a
+/// write at most once (`allow_delay` in `MakeRoomForWrite`), and a held write is counted once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WriteTicket {
+    pub delayed: bool,
+    pub held: bool,
+    /// The rules that have held it (a bit each, the store's own).
+    pub reasons: u8,
+}
+
 /// What a key-value store on a vSSD offers the experiments. Times are simulated ns: each call
 /// starts at `now` and returns its completion.
+///
+/// A store with background work (flushes, compactions) also runs it in time order with
+/// everything else on the device: [`KvStore::next_background`] says when its next step is due
+/// and [`KvStore::run_background`] issues the steps due by then; [`KvStore::try_put`] answers
+/// [`Put::Held`] instead of running the background work ahead of the caller's clock. `put`
+/// waits itself (for callers alone on their device).
 pub trait KvStore {
     fn put(&mut self, io: &mut dyn BlockApi, key: u64, value: Value<'_>, now: u64) -> Result<u64>;
+    /// A put that does not wait for the store's background work.
+    fn try_put(&mut self, io: &mut dyn BlockApi, key: u64, value: Value<'_>, now: u64, _ticket: &mut WriteTicket) -> Result<Put> {
+        self.put(io, key, value, now).map(Put::Done)
+    }
+    /// When the next background step is due, if any.
+    fn next_background(&self) -> Option<u64> {
+        None
+    }
+    /// Issue the background steps due by `now`.
+    fn run_background(&mut self, _io: &mut dyn BlockApi, _now: u64) -> Result<()> {
+        Ok(())
+    }
+    /// The store's own figures beyond [`KvStats`] (level sizes, stall reasons), for reports.
+    fn details(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
     /// (found, completion); with `out`, the value's bytes (data-backed devices).
     fn get(&mut self, io: &mut dyn BlockApi, key: u64, out: Option<&mut Vec<u8>>, now: u64) -> Result<(bool, u64)>;
     fn delete(&mut self, io: &mut dyn BlockApi, key: u64, now: u64) -> Result<u64>;

@@ -8,7 +8,7 @@ pub mod leveldb;
 pub mod logdisk;
 pub mod ycsb;
 
-pub use kv::{KvStats, KvStore, LogKv, LogKvConfig, Value};
+pub use kv::{KvStats, KvStore, LogKv, LogKvConfig, Put, Value, WriteTicket};
 pub use leveldb::{LevelKv, LevelKvConfig};
 pub use logdisk::{LogDisk, LogDiskStats};
 pub use ycsb::{Mix, Ycsb, YcsbOp, YcsbSpec};

@@ -64,7 +64,7 @@ impl Default for YcsbSpec {
 }
 
 /// One request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum YcsbOp {
     Read(u64),
     Update(u64),
