@@ -363,6 +363,8 @@ pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -
     if series_ns > 0 {
         push(&mut heap, measure + series_ns, Ev::Sample);
     }
+    // Each physical die's busy time when the measured window opens (booked at submission).
+    let mut busy_at_measure: Option<Vec<u64>> = None;
     let mut migrate_pending = false;
     let mut swap_window: Option<(u64, u64)> = None;
     let mut interrupted = false;
@@ -375,6 +377,9 @@ pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -
         if events.is_multiple_of(4096) && !stop(t as f64 / end as f64) {
             interrupted = true;
             break;
+        }
+        if busy_at_measure.is_none() && t >= measure {
+            busy_at_measure = Some(fb.device().timelines().die_busy_ns().to_vec());
         }
         fb.device_mut().set_now(t);
         match ev {
@@ -483,6 +488,9 @@ pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -
         }
     }
     let secs = spec.duration_ms / 1e3;
+    let busy = fb.device().timelines().die_busy_ns();
+    let from = busy_at_measure.unwrap_or_else(|| busy.to_vec());
+    let die_utilization: Vec<f64> = busy.iter().zip(&from).map(|(b, a)| (b - a) as f64 / (end - measure) as f64).collect();
     let tenants_json: Vec<Value> = tenants.iter().enumerate().map(|(i, t)| tenant_json(&fb, t, secs, limiter.bucket(i))).collect();
     let c = fb.device().counters().clone();
     let summary = json!({
@@ -494,7 +502,8 @@ pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -
         "flashblox": fb.summary(),
         "swap_window_ms": swap_window.map(|(a, b)| [(a as f64 - measure as f64) / MS, if b == u64::MAX { f64::NAN } else { (b as f64 - measure as f64) / MS }]),
         "device": {"nand_write_bytes": c.nand_write_bytes, "nand_read_bytes": c.nand_read_bytes, "nand_erase_count": c.nand_erase_count,
-                   "die_busy_fraction": fb.device().timelines().die_busy_ns().iter().sum::<u64>() as f64 / (end as f64 * fb.geo().dies as f64)},
+                   "die_busy_fraction": fb.device().timelines().die_busy_ns().iter().sum::<u64>() as f64 / (end as f64 * fb.geo().dies as f64),
+                   "die_utilization": die_utilization},
         "interrupted": interrupted,
     });
     Ok(RunResult { summary, wall_seconds: wall.elapsed().as_secs_f64(), interrupted })

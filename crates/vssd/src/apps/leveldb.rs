@@ -30,10 +30,12 @@
 //! [`KvStore::run_background`]) as its clock moves, so every I/O reaches the device in time
 //! order. [`KvStore::put`] waits itself, for a caller alone on its device.
 //!
-//! On the flash, each file (log or table) is a list of extents in blocks; files of one kind and
-//! level share a head block (one write stream per level), a block is freed when no live file
-//! has units in it, and when free blocks run low the block with the fewest live units has its
-//! live extents moved to their stream's head (a file system's cleaning on raw flash).
+//! On the flash, each file (log or table) is a list of extents in blocks; the log and the tables
+//! each have a head block (two write streams: a stream per level would leave a partly written
+//! head block per level, which on a vSSD striped over sixteen soft-planes, 8 MiB blocks, is a
+//! fifth of the space), a block is freed when no live file has units in it, and when free
+//! blocks run low the block with the fewest live units has its live extents moved to their
+//! stream's head (a file system's cleaning on raw flash).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -115,8 +117,9 @@ type RecordAt = (usize, usize, usize);
 const TOMBSTONE: u32 = u32::MAX;
 /// Per-record framing (lengths, sequence number and type; LevelDB's varints and 8-byte tag).
 const RECORD_OVERHEAD: u32 = 16;
-/// Write streams: the log, then one per level.
+/// Write streams: the log's, and the tables'.
 const LOG_STREAM: usize = 0;
+const TABLE_STREAM: usize = 1;
 /// A background job reads and writes in pieces of about this size.
 const STEP_BYTES: u64 = 256 << 10;
 
@@ -231,9 +234,9 @@ impl LevelKv {
         if io.data_backed() {
             return Err(VssdError::Config("the LevelDB-like store is metadata only: run it on a metadata device".into()));
         }
-        if cfg.reserve_blocks + 2 + cfg.levels > io.blocks() {
+        if cfg.reserve_blocks + 3 > io.blocks() {
             return Err(VssdError::Config(format!(
-                "leveldb: a vSSD of {} blocks is too small (one head block per level, the log's, {} in reserve)",
+                "leveldb: a vSSD of {} blocks is too small (a head block for the log and one for the tables, one to clean into, {} in reserve)",
                 io.blocks(),
                 cfg.reserve_blocks
             )));
@@ -248,7 +251,7 @@ impl LevelKv {
             block_use: vec![BlockUse::Free; blocks],
             block_live: vec![0; blocks],
             block_files: vec![vec![]; blocks],
-            heads: vec![None; cfg.levels as usize + 1],
+            heads: vec![None; 2],
             cleaning: false,
             mem: BTreeMap::new(),
             mem_bytes: 0,
@@ -303,8 +306,18 @@ impl LevelKv {
                 self.clean(io, now)?;
                 rounds += 1;
                 if rounds > io.blocks() {
-                    return Err(VssdError::Api("leveldb: cleaning frees nothing (the store is full)".into()));
+                    let live: u64 = self.block_live.iter().map(|&u| u as u64).sum();
+                    return Err(VssdError::Api(format!(
+                        "leveldb: cleaning frees nothing (the store is full: {live} of {} units live, {} blocks free, levels {:?} bytes)",
+                        io.blocks() as u64 * self.units_per_block as u64,
+                        io.free_blocks(),
+                        self.level_bytes()
+                    )));
                 }
+            }
+            // Cleaning may have opened a head for this stream (moving its files' extents).
+            if let Some(h) = self.heads[stream] {
+                return Ok(h);
             }
         }
         let b = io.alloc_block().map_err(|e| match e {
@@ -549,8 +562,8 @@ impl LevelKv {
     }
 
     /// A new table's file and record layout (its units are written by a job's steps).
-    fn table(&mut self, recs: Vec<(u64, u32)>, level: usize) -> (Table, u32) {
-        let file = self.new_file(level + 1);
+    fn table(&mut self, recs: Vec<(u64, u32)>) -> (Table, u32) {
+        let file = self.new_file(TABLE_STREAM);
         let mut end = 0;
         let ends: Vec<u64> = recs
             .iter()
@@ -571,7 +584,7 @@ impl LevelKv {
         self.mem_bytes = 0;
         let recs: Vec<(u64, u32)> = mem.iter().map(|(&k, &l)| (k, l)).collect();
         self.imm = Some(mem);
-        let (table, units) = self.table(recs, 0);
+        let (table, units) = self.table(recs);
         let steps = self.steps(&[], &[(table.file, units)]);
         let old_log = std::mem::replace(&mut self.log, 0);
         self.log = self.new_file(LOG_STREAM);
@@ -643,13 +656,13 @@ impl LevelKv {
                 cur_bytes += self.record_bytes(len);
                 cur.push((k, len));
                 if cur_bytes >= self.cfg.table_bytes {
-                    let t = self.table(std::mem::take(&mut cur), out);
+                    let t = self.table(std::mem::take(&mut cur));
                     outputs.push(t);
                     cur_bytes = 0;
                 }
             }
             if !cur.is_empty() {
-                let t = self.table(cur, out);
+                let t = self.table(cur);
                 outputs.push(t);
             }
             let input_files: Vec<u64> =
