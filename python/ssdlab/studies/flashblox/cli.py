@@ -17,7 +17,8 @@ EPILOG = """spec files (TOML):
              [flashblox] layer settings; warmup_ms, duration_ms, series_ms, seed; and
              [[tenants]] name, level (channel | die | soft-plane | none), tput_level, capacity_bytes,
              placement = {channels = [...], spread = false}, weight, threads | rate_ops, age_writes,
-             app = {kind = "ycsb", ycsb = {mix = "A", records = 100000}}
+             app = {kind = "ycsb", store = "log" | "leveldb", ycsb = {mix = "A", records = 100000},
+                    kv = {...} (the log store's keys), leveldb = {memtable_bytes, table_bytes, level1_bytes, ...}}
                  | {kind = "disk", io = {pattern = "uniform", read_fraction = 0.5, block_bytes = [65536]}}
                  | {kind = "trace", path = "trace.csv", format = "msr", speed = 1.0}
   lifetime:  device = "lifetime"; [flashblox.wear] policy (none | fixed | adaptive), pair, period_ns,

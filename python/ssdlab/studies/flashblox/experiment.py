@@ -3,8 +3,9 @@ choice (device, tenants' generators, the MSR trace generator) from the point's s
 
 - motivation: four fio-like jobs on 1, 2, 2, 3 dedicated channels vs soft-planes of 8
   channels with token buckets of those weights;
-- KV isolation: 2 and 4 log-structured KV instances (YCSB mixes) on channel, die, soft-plane
-  or no isolation;
+- KV isolation: 2 and 4 KV instances (YCSB mixes; the LevelDB-like store) on channel, die,
+  soft-plane or no isolation, each at every thread count of a sweep (the report takes each
+  configuration at its knee), with ablations (reads first with suspend; a strict limiter);
 - search + batch: a Poisson 8 KiB reader beside a 1 MiB sequential batch job, channel
   isolated, not isolated, and soft-plane isolated with the batch job's weight swept down;
 - lifetime: one channel hammered, no swaps / fixed rotation / adaptive swaps (both pairings) /
@@ -17,7 +18,7 @@ choice (device, tenants' generators, the MSR trace generator) from the point's s
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..base import Experiment, ExperimentPoint, seeded, seeds
 from .api import WEEK_NS, WEEKS_PER_YEAR, device_config, swap_plan
@@ -39,10 +40,30 @@ def disk_tenant(name: str, level: str, placement: Dict[str, Any], read_fraction:
 
 
 def kv_tenant(name: str, level: str, placement: Dict[str, Any], mix: str, k: Dict[str, Any], tput_level: int,
-              weight: float = 0.0) -> Dict[str, Any]:
+              threads: int, weight: float = 0.0) -> Dict[str, Any]:
+    """A YCSB tenant; ``k``: records, age_writes, the store ("log" or "leveldb") and the
+    LevelDB-like store's settings (``leveldb``)."""
     return {"name": name, "level": level, "tput_level": tput_level, "capacity_bytes": 1, "placement": placement, "weight": weight,
-            "threads": k["threads"], "age_writes": k["age_writes"],
-            "app": {"kind": "ycsb", "ycsb": {"mix": mix, "records": k["records"]}}}
+            "threads": threads, "age_writes": k["age_writes"],
+            "app": {"kind": "ycsb", "store": k.get("store", "log"), "leveldb": k.get("leveldb", {}),
+                    "ycsb": {"mix": mix, "records": k["records"]}}}
+
+
+def kv_run_name(n: int, mix: str, level: str, threads: int, variant: str = "") -> str:
+    """A KV isolation run: ``n`` instances of ``mix`` at ``level``, ``threads`` each, and the
+    ablation it belongs to (``""``: the experiment's own device and limiter)."""
+    return f"kv{n}_{mix}_{level}_t{threads}" + (f"_{variant}" if variant else "")
+
+
+def kv_ablations(k: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """The KV ablations (name -> what they change): reads given priority over queued programs
+    and erases with program/erase suspend, and the software limiter strict (no lending)."""
+    out = {}
+    if k.get("ablate_priority"):
+        out["prio"] = {"timing": {"read_priority": True, "suspend": True}}
+    if k.get("ablate_strict"):
+        out["strict"] = {"limiter_borrow": False}
+    return out
 
 
 def capacity_per(dev: Dict[str, Any], level: str) -> int:
@@ -102,22 +123,33 @@ def timed_runs(spec: Dict[str, Any], mode: str, seed: int) -> List[Run]:
         c0 += n
     runs.append(("motivation_hardware", "run", dev, dict(base, tenants=hw)))
     runs.append(("motivation_software", "run", dev, dict(base, tenants=sw)))
-    # KV isolation: 2 and 4 instances on 1 channel / 4 dies / 16 soft-planes each.
+    # KV isolation: 2 and 4 instances on 1 channel / 4 dies / 16 soft-planes each, at every
+    # thread count of the sweep (the report takes each configuration at its knee); the
+    # ablations on the first mix.
     k = dict(m["kv"], records=kv_records(dev, m["kv"]["utilization"]))
-    for n, mixes in ((2, k["mixes"]), (4, k["mixes_four"])):
+
+    def kv_run(n: int, mix: str, level: str, threads: int, variant: str = "", change: Optional[Dict[str, Any]] = None) -> Run:
+        change = change or {}
         chans = list(range(n))
+        ts = []
+        for i in range(n):
+            if level == "channel":
+                ts.append(kv_tenant(f"kv{i}", level, {"channels": [i]}, mix, k, 0, threads))
+            elif level == "die":
+                ts.append(kv_tenant(f"kv{i}", level, {"channels": chans, "spread": True}, mix, k, 2, threads))
+            else:
+                ts.append(kv_tenant(f"kv{i}", level, {"channels": chans, "spread": True}, mix, k, 4, threads,
+                                    weight=1.0 / n if level == "soft-plane" else 0.0))
+        d = dict(dev, timing=dict(dev["timing"], **change["timing"])) if "timing" in change else dev
+        sp = dict(base, tenants=ts, **{key: v for key, v in change.items() if key != "timing"})
+        return (kv_run_name(n, mix, level, threads, variant), "run", d, sp)
+    for n, mixes in ((2, k["mixes"]), (4, k["mixes_four"])):
         for mix in mixes:
             for level in LEVELS:
-                ts = []
-                for i in range(n):
-                    if level == "channel":
-                        ts.append(kv_tenant(f"kv{i}", level, {"channels": [i]}, mix, k, 0))
-                    elif level == "die":
-                        ts.append(kv_tenant(f"kv{i}", level, {"channels": chans, "spread": True}, mix, k, 2))
-                    else:
-                        ts.append(kv_tenant(f"kv{i}", level, {"channels": chans, "spread": True}, mix, k, 4,
-                                            weight=1.0 / n if level == "soft-plane" else 0.0))
-                runs.append((f"kv{n}_{mix}_{level}", "run", dev, dict(base, tenants=ts)))
+                runs += [kv_run(n, mix, level, th) for th in k["threads"]]
+    for variant, change in kv_ablations(k).items():
+        levels = ["soft-plane"] if variant == "strict" else LEVELS
+        runs += [kv_run(2, k["mixes"][0], level, th, variant, change) for level in levels for th in k["threads"]]
     # Web search + MapReduce-like colocation.
     s = m["search"]
     half = dev["geometry"]["channels"] // 2
@@ -142,13 +174,13 @@ def timed_runs(spec: Dict[str, Any], mode: str, seed: int) -> List[Run]:
         runs.append((f"search_software_{w}", "run", dev, dict(base, tenants=pair("soft-plane", w), limiter_borrow=False)))
     # Migration: a channel swap under a running KV, and on an idle device.
     mg = m["migration"]
-    kvm = dict(k, records=kv_records(dev, mg["utilization"]))
+    kvm = dict(k, store="log", records=kv_records(dev, mg["utilization"]))
     mig_base = dict(base, duration_ms=mg["duration_ms"], series_ms=mg["series_ms"])
-    tenants_mig = [kv_tenant("kv", "channel", {"channels": [0]}, "A", kvm, 0),
+    tenants_mig = [kv_tenant("kv", "channel", {"channels": [0]}, "A", kvm, 0, mg["threads"]),
                    disk_tenant("reader", "channel", {"channels": [1]}, 1.0, 8192, rate_ops=1000, capacity=capacity_per(dev, "channel"))]
     runs.append(("migration_none", "run", dev, dict(mig_base, tenants=tenants_mig)))
     runs.append(("migration_swap", "run", dev, dict(mig_base, tenants=tenants_mig, swap={"at_ms": mg["at_ms"], "channels": [0, 5]})))
-    idle = [dict(kv_tenant("kv", "channel", {"channels": [0]}, "C", kvm, 0), threads=1, rate_ops=1.0)]
+    idle = [dict(kv_tenant("kv", "channel", {"channels": [0]}, "C", kvm, 0, 1), rate_ops=1.0)]
     runs.append(("migration_idle", "run", dev, dict(mig_base, tenants=idle, swap={"at_ms": mg["at_ms"], "channels": [0, 5]})))
     return runs
 

@@ -37,6 +37,26 @@ def motivation(out: Path, rows: List[Dict[str, Any]], readers: Sequence[str]) ->
     plt.close(fig)
 
 
+def kv_knee(out: Path, rows: List[Dict[str, Any]], mix: str, knee: float) -> None:
+    """Throughput against threads per instance, two instances of ``mix``, one line per isolation
+    level: where each reaches its knee."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for lv in dict.fromkeys(r["level"] for r in rows):
+        pts = [(r["threads"], r["ops"]) for r in rows if r["level"] == lv]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lv)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("threads per instance")
+    ax.set_ylabel("ops/s, two instances")
+    ax.grid(alpha=0.3)
+    ax.set_title(f"KV x2, mix {mix}: throughput by threads\n(each level's knee: the fewest within {knee:.0%} of its best)",
+                 fontsize=10)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "kv_knee.png", dpi=120)
+    plt.close(fig)
+
+
 def kv_isolation(out: Path, kv_rows: List[Dict[str, Any]], kv_mixes: Sequence[Tuple[int, str]]) -> None:
     plt = _plt()
     fig, axs = plt.subplots(2, 2, figsize=(11, 6.5))
