@@ -58,7 +58,7 @@ def kv_run_name(n: int, mix: str, level: str, threads: int, variant: str = "") -
 def kv_ablations(k: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     """The KV ablations (name -> what they change): reads given priority over queued programs
     and erases with program/erase suspend, and the software limiter strict (no lending)."""
-    out = {}
+    out: Dict[str, Dict[str, Any]] = {}
     if k.get("ablate_priority"):
         out["prio"] = {"timing": {"read_priority": True, "suspend": True}}
     if k.get("ablate_strict"):
