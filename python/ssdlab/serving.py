@@ -44,9 +44,11 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on ``host`` now, chosen at random below the OS's ephemeral range: the OS
     hands ephemeral ports to every client connection and every bind to port 0, so a port taken
     from that range can be given to someone else between this call and the server's bind (seen
-    with tests on two workers). Ports below it are only ever taken by name."""
+    with tests on two workers). Ports below it are only ever taken by name; from 20000 up, clear
+    of Ray's worker ports (10002-19999 by default), which a Ray head started on the chosen port
+    refuses to overlap."""
     lo, _ = _ephemeral_range()
-    low = 10000 if lo > 12000 else 1024
+    low = 20000 if lo > 22000 else 1024
     rng = random.SystemRandom()
     for _ in range(200):
         port = rng.randrange(low, lo)
