@@ -9,6 +9,15 @@ use crate::device::PAGE_BYTES;
 use crate::error::{Error, Result};
 use crate::link::Link;
 
+/// What a DPU-cache miss fetches (see `RmmlConfig::fetch_unit`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FetchUnit {
+    #[default]
+    Block,
+    Page,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RmmlConfig {
@@ -20,6 +29,12 @@ pub struct RmmlConfig {
     /// Logical blocks per block group (N); a group's blocks live packed in one contiguous
     /// remote region.
     pub group_blocks: u32,
+    /// The unit compressed, stored, fetched on a miss and cached on the DPU: `block` (a whole
+    /// block) or `page` (runs of `page_run` 4 KiB pages, each compressed alone and packed with
+    /// its header into its group's region, so a miss reads only its own compressed bytes).
+    pub fetch_unit: FetchUnit,
+    /// Pages per unit when `fetch_unit = "page"` (a power of two, up to a block).
+    pub page_run: u32,
     pub codec: Codec,
     /// zstd's level when `codec = "zstd"`.
     pub zstd_level: i32,
@@ -53,6 +68,8 @@ impl Default for RmmlConfig {
             capacity_bytes: 1 << 30,
             block_bytes: 1 << 20,
             group_blocks: 8,
+            fetch_unit: FetchUnit::Block,
+            page_run: 1,
             codec: Codec::Lz4,
             zstd_level: 1,
             cache_bytes: 64 << 20,
@@ -90,8 +107,11 @@ impl RmmlConfig {
         if self.group_blocks as u64 * self.block_bytes > 64 << 20 {
             return bad("group_blocks", self.group_blocks.to_string(), "group_blocks x block_bytes at most 64 MiB (one remote region)");
         }
-        if self.cache_bytes < self.block_bytes {
-            return bad("cache_bytes", self.cache_bytes.to_string(), "at least one block (the DPU's working buffer)");
+        if !self.page_run.is_power_of_two() || self.page_run as u64 > self.pages_per_block() {
+            return bad("page_run", self.page_run.to_string(), "a power of two, at most a block's pages");
+        }
+        if self.cache_bytes < self.unit_bytes() {
+            return bad("cache_bytes", self.cache_bytes.to_string(), "at least one unit (the DPU's working buffer)");
         }
         if !(1..=256).contains(&self.dpu_cores) {
             return bad("dpu_cores", self.dpu_cores.to_string(), "1..=256");
@@ -128,8 +148,25 @@ impl RmmlConfig {
     pub fn pages_per_block(&self) -> u64 {
         self.block_bytes / PAGE_BYTES
     }
+    /// Bytes of the unit compressed, stored, fetched and cached.
+    pub fn unit_bytes(&self) -> u64 {
+        match self.fetch_unit {
+            FetchUnit::Block => self.block_bytes,
+            FetchUnit::Page => self.page_run as u64 * PAGE_BYTES,
+        }
+    }
+    pub fn units(&self) -> u64 {
+        self.capacity_bytes / self.unit_bytes()
+    }
+    pub fn pages_per_unit(&self) -> u64 {
+        self.unit_bytes() / PAGE_BYTES
+    }
+    /// Units per block group.
+    pub fn group_units(&self) -> u64 {
+        self.group_blocks as u64 * self.block_bytes / self.unit_bytes()
+    }
     pub fn cache_slots(&self) -> usize {
-        (self.cache_bytes / self.block_bytes) as usize
+        (self.cache_bytes / self.unit_bytes()) as usize
     }
     /// Modelled (compress, decompress) speeds of a codec, bytes/s.
     pub fn codec_speed(&self, c: Codec) -> (f64, f64) {

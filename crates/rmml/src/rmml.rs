@@ -1,27 +1,32 @@
 //! The remote memory management layer (RMML) as it runs on the DPU: a virtually contiguous swap
 //! device over remote memory nodes.
 //!
-//! - Coarse blocks: the device is mapped in `block_bytes` blocks (1 MiB), so the map holds one
-//!   entry per MiB (`BlockLoc`, 8 bytes) rather than one per page.
-//! - Block groups: `group_blocks` consecutive logical blocks share one contiguous remote region
-//!   (`Group`), written as a log: a block written back is appended at the region's write
-//!   pointer; its previous copy becomes garbage.
-//! - Compression and packing: a block is compressed whole (lz4 or zstd) and stored as a 32-byte
-//!   header (logical block address, compressed length, codec, CRC) followed by its payload,
-//!   records packed back to back at 8-byte alignment.
-//! - Reclamation: a block whose pages were all discarded is dropped from the map at once, and a
-//!   group left without live blocks frees its region. A group whose region is full, or whose
+//! - Coarse blocks: the address space is organised in `block_bytes` blocks (1 MiB) and block
+//!   groups: `group_blocks` consecutive blocks share one contiguous remote region (`Group`),
+//!   written as a log: a unit written back is appended at the region's write pointer; its
+//!   previous copy becomes garbage.
+//! - Units: what is compressed, stored, fetched on a miss and cached (`fetch_unit`): a whole
+//!   block (`block`: the map holds one entry per MiB, and a miss fetches and decompresses the
+//!   whole block), or a run of `page_run` pages (`page`: each compressed alone and packed with
+//!   its header among its group's records, the map holding where each unit's record is, so a
+//!   miss reads exactly its own compressed bytes with one RDMA read).
+//! - Compression and packing: a unit is compressed (lz4 or zstd) and stored as a 32-byte header
+//!   (logical unit address, compressed length, codec, CRC) followed by its payload, records
+//!   packed back to back at 8-byte alignment.
+//! - Reclamation: a unit whose pages were all discarded is dropped from the map at once, and a
+//!   group left without live units frees its region. A group whose region is full, or whose
 //!   garbage passes `reclaim_garbage_fraction`, is compacted: its region is read, its live
 //!   records (found by walking the headers) are packed into a new region sized to them plus
 //!   `region_slack`, and the old region is freed.
 //! - Load balancing: a new or compacted region goes to the node with the lowest used fraction;
 //!   when the nodes' used fractions differ by more than `balance_threshold`, a group moves from
 //!   the fullest node.
-//! - DPU cache: whole decompressed blocks, write-back (see cache.rs). A hit crosses PCIe only.
+//! - DPU cache: whole decompressed units, write-back (see cache.rs). A hit crosses PCIe only.
 //!
 //! Time is modelled (see link.rs): a host request pays PCIe plus, on a cache miss, the RDMA
-//! fetch and decompression on a DPU core. Write-back and compaction run in the background on
-//! the same RDMA lane and cores, so they delay later misses only through those resources.
+//! fetch and decompression of the unit on a DPU core. Write-back and compaction run in the
+//! background on the same RDMA lane and cores, so they delay later misses only through those
+//! resources.
 
 use serde_json::json;
 
@@ -40,7 +45,7 @@ const NONE: u32 = u32::MAX;
 const BALANCE_EVERY: u64 = 16;
 
 #[derive(Debug, Clone, Copy)]
-struct BlockLoc {
+struct UnitLoc {
     /// Offset of the block's record in its group's region, or NONE.
     off: u32,
     /// Bytes of the record (header + payload + padding).
@@ -93,11 +98,15 @@ pub struct Rmml {
     pool: Pool,
     coder: Coder,
     cache: BlockCache,
-    blocks: Vec<BlockLoc>,
+    /// Where each unit's record is (units of `unit_bytes`: blocks, or runs of pages).
+    units: Vec<UnitLoc>,
     groups: Vec<Group>,
+    unit_bytes: u64,
+    /// Units per group (a group spans `group_blocks` blocks of the address space).
+    group_units: u64,
     valid: PageBits,
     lost: PageBits,
-    valid_in_block: Vec<u16>,
+    valid_in_unit: Vec<u16>,
     pcie: Lane,
     rdma: Lane,
     cores: Lanes,
@@ -116,21 +125,25 @@ impl Rmml {
         if pool.len() > u16::MAX as usize {
             return Err(Error::Config("too many nodes".into()));
         }
-        let blocks = cfg.blocks();
+        let units = cfg.units();
+        let unit_bytes = cfg.unit_bytes();
+        let group_units = cfg.group_units();
         let pages = cfg.capacity_bytes / PAGE_BYTES;
         Ok(Rmml {
-            coder: Coder::new(cfg.codec, cfg.zstd_level, cfg.block_bytes as usize)?,
-            cache: BlockCache::new(cfg.cache_slots(), cfg.block_bytes as usize, cfg.cache_policy),
-            blocks: vec![BlockLoc { off: NONE, rec: 0 }; blocks as usize],
-            groups: vec![Group::default(); blocks.div_ceil(cfg.group_blocks as u64) as usize],
+            coder: Coder::new(cfg.codec, cfg.zstd_level, unit_bytes as usize)?,
+            cache: BlockCache::new(cfg.cache_slots(), unit_bytes as usize, cfg.cache_policy),
+            units: vec![UnitLoc { off: NONE, rec: 0 }; units as usize],
+            groups: vec![Group::default(); units.div_ceil(group_units) as usize],
+            unit_bytes,
+            group_units,
             valid: PageBits::new(pages),
             lost: PageBits::new(pages),
-            valid_in_block: vec![0; blocks as usize],
+            valid_in_unit: vec![0; units as usize],
             pcie: Lane::default(),
             rdma: Lane::default(),
             cores: Lanes::new(cfg.dpu_cores as usize),
             seq: 0,
-            record: Vec::with_capacity(cfg.block_bytes as usize + 2 * HEADER_BYTES),
+            record: Vec::with_capacity(unit_bytes as usize + 2 * HEADER_BYTES),
             region_buf: Vec::new(),
             packed: Vec::new(),
             balance_cursor: 0,
@@ -144,13 +157,13 @@ impl Rmml {
         &self.cfg
     }
 
-    fn ppb(&self) -> u64 {
-        self.cfg.pages_per_block()
+    fn ppu(&self) -> u64 {
+        self.cfg.pages_per_unit()
     }
 
     /// Split `[offset, offset+len)` into (block, byte offset in block, length) pieces.
     fn pieces(&self, offset: u64, len: u64) -> Vec<(u64, usize, usize)> {
-        let bb = self.cfg.block_bytes;
+        let bb = self.unit_bytes;
         let mut v = Vec::new();
         let mut at = offset;
         while at < offset + len {
@@ -170,22 +183,22 @@ impl Rmml {
     fn node_failed(&mut self, node: usize, err: &Error) {
         self.pool.failed(node, err);
         self.st.node_failures += 1;
-        let n = self.cfg.group_blocks as u64;
-        let ppb = self.ppb();
+        let n = self.group_units;
+        let ppu = self.ppu();
         for g in 0..self.groups.len() {
             let gr = self.groups[g];
             if gr.region == 0 || gr.node as usize != node {
                 continue;
             }
-            for b in g as u64 * n..((g as u64 + 1) * n).min(self.blocks.len() as u64) {
-                if self.blocks[b as usize].off == NONE {
+            for b in g as u64 * n..((g as u64 + 1) * n).min(self.units.len() as u64) {
+                if self.units[b as usize].off == NONE {
                     continue;
                 }
-                self.blocks[b as usize] = BlockLoc { off: NONE, rec: 0 };
+                self.units[b as usize] = UnitLoc { off: NONE, rec: 0 };
                 match self.cache.peek(b) {
                     Some(s) => self.cache.set_dirty(s, true),
                     None => {
-                        for p in b * ppb..(b + 1) * ppb {
+                        for p in b * ppu..(b + 1) * ppu {
                             if self.valid.get(p) && !self.lost.set(p, true) {
                                 self.st.pages_lost += 1;
                             }
@@ -216,8 +229,8 @@ impl Rmml {
         if let Some((vb, true)) = victim {
             if let Err(e) = self.write_back(s, vb, t) {
                 // The victim's data cannot be placed anywhere: its pages are lost, loudly.
-                let ppb = self.ppb();
-                for p in vb * ppb..(vb + 1) * ppb {
+                let ppu = self.ppu();
+                for p in vb * ppu..(vb + 1) * ppu {
                     if self.valid.get(p) && !self.lost.set(p, true) {
                         self.st.pages_lost += 1;
                     }
@@ -232,18 +245,18 @@ impl Rmml {
     /// Bring block `b` into the cache from remote memory; returns its slot and when its data is
     /// ready on the DPU.
     fn load(&mut self, b: u64, t: u64) -> Result<(usize, u64)> {
-        let rec_len = self.blocks[b as usize].rec;
-        assert!(self.blocks[b as usize].off != NONE, "block {b} loaded without a remote copy");
+        let rec_len = self.units[b as usize].rec;
+        assert!(self.units[b as usize].off != NONE, "unit {b} loaded without a remote copy");
         // Demand fetch first: the DPU issues it before the victim's write-back.
         let fetched = self.rdma.transfer(&self.cfg.rdma, t, rec_len as u64);
         let s = self.free_slot(t)?;
         // The victim's write-back may have compacted this block's group (or lost its node).
-        let loc = self.blocks[b as usize];
+        let loc = self.units[b as usize];
         if loc.off == NONE {
             self.cache.release(s);
-            return Err(Error::Lost(format!("block {b}: its remote node failed")));
+            return Err(Error::Lost(format!("unit {b}: its remote node failed")));
         }
-        let g = self.groups[(b / self.cfg.group_blocks as u64) as usize];
+        let g = self.groups[(b / self.group_units) as usize];
         let mut rec = std::mem::take(&mut self.record);
         rec.resize(loc.rec as usize, 0);
         let r = self.remote(g.node as usize, |n| n.read(g.region, loc.off as u64, &mut rec));
@@ -257,24 +270,24 @@ impl Rmml {
             }
         };
         // Pages discarded since the write-back read as zeros, and compress as nothing.
-        let ppb = self.ppb();
+        let ppu = self.ppu();
         let buf = self.cache.buf(s);
-        for i in 0..ppb {
-            if !self.valid.get(b * ppb + i) {
+        for i in 0..ppu {
+            if !self.valid.get(b * ppu + i) {
                 buf[(i * PAGE_BYTES) as usize..((i + 1) * PAGE_BYTES) as usize].fill(0);
             }
         }
         self.cache.install(s, b, false);
         self.st.fetches += 1;
         self.st.fetch_bytes += loc.rec as u64;
-        let dec = self.cfg.block_bytes as f64 / self.cfg.codec_speed(codec).1 * 1e9;
+        let dec = self.unit_bytes as f64 / self.cfg.codec_speed(codec).1 * 1e9;
         Ok((s, self.cores.reserve(fetched, dec.ceil() as u64)))
     }
 
     fn explain(&self, b: u64, e: Error) -> Error {
         match e {
-            Error::Lost(m) => Error::Lost(format!("block {b}: {m}")),
-            Error::Corrupt(m) => Error::Corrupt(format!("block {b}: {m}")),
+            Error::Lost(m) => Error::Lost(format!("unit {b}: {m}")),
+            Error::Corrupt(m) => Error::Corrupt(format!("unit {b}: {m}")),
             e => e,
         }
     }
@@ -285,7 +298,7 @@ impl Rmml {
         if h.lba != b {
             return Err(Error::Corrupt(format!("record holds block {}, expected {b}", h.lba)));
         }
-        if h.raw_len as u64 != self.cfg.block_bytes || Header::record_bytes(h.stored_len) != rec.len() as u64 {
+        if h.raw_len as u64 != self.unit_bytes || Header::record_bytes(h.stored_len) != rec.len() as u64 {
             return Err(Error::Corrupt(format!("record lengths {} / {} do not match the map", h.stored_len, h.raw_len)));
         }
         let payload = &rec[HEADER_BYTES..HEADER_BYTES + h.stored_len as usize];
@@ -300,11 +313,11 @@ impl Rmml {
     /// Compress block `b` from cache slot `s` and place it in remote memory (background work
     /// starting at `t`).
     fn write_back(&mut self, s: usize, b: u64, t: u64) -> Result<()> {
-        if self.valid_in_block[b as usize] == 0 {
+        if self.valid_in_unit[b as usize] == 0 {
             self.drop_remote(b);
             return Ok(());
         }
-        let bb = self.cfg.block_bytes;
+        let bb = self.unit_bytes;
         let buf = self.cache.buf(s);
         let (codec, payload) = self.coder.compress(buf)?;
         self.seq += 1;
@@ -338,10 +351,10 @@ impl Rmml {
     /// Write the record in `self.record` for block `b`: append to its group's region, or
     /// compact the group into a new region.
     fn place(&mut self, b: u64, t: u64) -> Result<()> {
-        let g = (b / self.cfg.group_blocks as u64) as usize;
+        let g = (b / self.group_units) as usize;
         let rec = self.record.len() as u32;
         let gr = self.groups[g];
-        let old = self.blocks[b as usize];
+        let old = self.units[b as usize];
         let garbage_after = gr.wp - gr.live + if old.off != NONE { old.rec } else { 0 };
         let fits = gr.region != 0 && gr.wp as u64 + rec as u64 <= gr.cap as u64;
         if fits && garbage_after as f64 <= self.cfg.reclaim_garbage_fraction * gr.cap as f64 {
@@ -353,7 +366,7 @@ impl Rmml {
                 if old.off != NONE {
                     gr.live -= old.rec;
                 }
-                self.blocks[b as usize] = BlockLoc { off: gr.wp, rec };
+                self.units[b as usize] = UnitLoc { off: gr.wp, rec };
                 gr.wp += rec;
                 gr.live += rec;
                 self.rdma.transfer(&self.cfg.rdma, t, rec as u64);
@@ -367,7 +380,7 @@ impl Rmml {
     /// Rewrite group `g` packed into a new region: its live records (minus `new`'s old copy)
     /// and, with `new`, the record in `self.record`. The region goes to the least used node.
     fn compact(&mut self, g: usize, new: Option<u64>, t: u64) -> Result<()> {
-        let n = self.cfg.group_blocks as u64;
+        let n = self.group_units;
         let mut packed = std::mem::take(&mut self.packed);
         packed.clear();
         let mut locs: Vec<(u64, u32, u32)> = Vec::new();
@@ -392,14 +405,14 @@ impl Rmml {
                     };
                     let len = Header::record_bytes(h.stored_len) as usize;
                     let lba = h.lba;
-                    let ours = lba / n == g as u64 && (lba as usize) < self.blocks.len();
-                    if ours && Some(lba) != new && self.blocks[lba as usize].off == off as u32 {
+                    let ours = lba / n == g as u64 && (lba as usize) < self.units.len();
+                    if ours && Some(lba) != new && self.units[lba as usize].off == off as u32 {
                         locs.push((lba, packed.len() as u32, len as u32));
                         packed.extend_from_slice(&region[off..off + len]);
                     }
                     off += len;
                 }
-                let expect = gr.live - new.map(|b| self.blocks[b as usize]).filter(|l| l.off != NONE).map_or(0, |l| l.rec);
+                let expect = gr.live - new.map(|b| self.units[b as usize]).filter(|l| l.off != NONE).map_or(0, |l| l.rec);
                 assert_eq!(packed.len() as u32, expect, "group {g}: live records found by the header walk disagree with the map");
             }
             self.region_buf = region;
@@ -418,7 +431,7 @@ impl Rmml {
         }
         self.groups[g] = newg;
         for (b, off, rec) in locs {
-            self.blocks[b as usize] = BlockLoc { off, rec };
+            self.units[b as usize] = UnitLoc { off, rec };
         }
         if old.region != 0 {
             self.st.compactions += 1;
@@ -462,13 +475,13 @@ impl Rmml {
     /// Drop block `b`'s remote copy (all its pages were discarded); free its group's region
     /// when nothing live is left in it.
     fn drop_remote(&mut self, b: u64) {
-        let loc = self.blocks[b as usize];
+        let loc = self.units[b as usize];
         if loc.off == NONE {
             return;
         }
-        self.blocks[b as usize] = BlockLoc { off: NONE, rec: 0 };
+        self.units[b as usize] = UnitLoc { off: NONE, rec: 0 };
         self.st.blocks_dropped += 1;
-        let g = (b / self.cfg.group_blocks as u64) as usize;
+        let g = (b / self.group_units) as usize;
         let gr = &mut self.groups[g];
         gr.live -= loc.rec;
         if gr.live == 0 {
@@ -511,11 +524,11 @@ impl Rmml {
     /// Check the map against itself (tests): live bytes per group, valid counts, where every
     /// valid page can be found.
     pub fn check_invariants(&self) {
-        let n = self.cfg.group_blocks as u64;
-        let ppb = self.ppb();
+        let n = self.group_units;
+        let ppu = self.ppu();
         for (g, gr) in self.groups.iter().enumerate() {
-            let live: u64 = (g as u64 * n..((g as u64 + 1) * n).min(self.blocks.len() as u64))
-                .map(|b| self.blocks[b as usize])
+            let live: u64 = (g as u64 * n..((g as u64 + 1) * n).min(self.units.len() as u64))
+                .map(|b| self.units[b as usize])
                 .filter(|l| l.off != NONE)
                 .map(|l| l.rec as u64)
                 .sum();
@@ -523,16 +536,16 @@ impl Rmml {
             assert!(gr.live <= gr.wp && gr.wp <= gr.cap, "group {g}: live {} wp {} cap {}", gr.live, gr.wp, gr.cap);
             assert_eq!(gr.region == 0, gr.live == 0, "group {g}: a region exactly when something is live");
         }
-        for b in 0..self.blocks.len() as u64 {
-            let v = (b * ppb..(b + 1) * ppb).filter(|&p| self.valid.get(p)).count();
-            assert_eq!(v, self.valid_in_block[b as usize] as usize, "block {b}: valid count");
-            let reachable = self.blocks[b as usize].off != NONE || self.cache.peek(b).is_some();
-            for p in b * ppb..(b + 1) * ppb {
+        for b in 0..self.units.len() as u64 {
+            let v = (b * ppu..(b + 1) * ppu).filter(|&p| self.valid.get(p)).count();
+            assert_eq!(v, self.valid_in_unit[b as usize] as usize, "unit {b}: valid count");
+            let reachable = self.units[b as usize].off != NONE || self.cache.peek(b).is_some();
+            for p in b * ppu..(b + 1) * ppu {
                 assert!(!self.lost.get(p) || self.valid.get(p), "page {p}: lost but not valid");
                 assert!(!self.valid.get(p) || self.lost.get(p) || reachable, "page {p}: valid but nowhere");
             }
             if self.cache.peek(b).is_some() {
-                assert!(v > 0, "block {b}: cached with no valid page");
+                assert!(v > 0, "unit {b}: cached with no valid page");
             }
         }
     }
@@ -563,10 +576,10 @@ impl SwapDevice for Rmml {
         let mut ready = t;
         let mut at = 0usize;
         for (b, in_off, n) in self.pieces(offset, out.len() as u64) {
-            let p0 = (b * self.cfg.block_bytes + in_off as u64) / PAGE_BYTES;
+            let p0 = (b * self.unit_bytes + in_off as u64) / PAGE_BYTES;
             let p1 = p0 + n as u64 / PAGE_BYTES;
             if let Some(p) = (p0..p1).find(|&p| self.lost.get(p)) {
-                return Err(Error::Lost(format!("page {p} (block {b}) was on a remote node that failed; it cannot be read back")));
+                return Err(Error::Lost(format!("page {p} (unit {b}) was on a remote node that failed; it cannot be read back")));
             }
             let piece = &mut out[at..at + n];
             at += n;
@@ -607,9 +620,9 @@ impl SwapDevice for Rmml {
         let t = self.pcie.transfer(&self.cfg.pcie, now_ns, data.len() as u64) + self.cfg.dpu_request_ns;
         let mut done = t;
         let mut at = 0usize;
-        let ppb = self.ppb();
+        let ppu = self.ppu();
         for (b, in_off, n) in self.pieces(offset, data.len() as u64) {
-            let p0 = (b * self.cfg.block_bytes + in_off as u64) / PAGE_BYTES;
+            let p0 = (b * self.unit_bytes + in_off as u64) / PAGE_BYTES;
             let p1 = p0 + n as u64 / PAGE_BYTES;
             let s = match self.cache.lookup(b) {
                 Some(s) => {
@@ -619,8 +632,8 @@ impl SwapDevice for Rmml {
                 None => {
                     self.st.write_misses += 1;
                     // Pages of the block outside this write that live remotely must be kept.
-                    let others = (b * ppb..p0).chain(p1..(b + 1) * ppb).any(|p| self.valid.get(p) && !self.lost.get(p));
-                    if others && self.blocks[b as usize].off != NONE {
+                    let others = (b * ppu..p0).chain(p1..(b + 1) * ppu).any(|p| self.valid.get(p) && !self.lost.get(p));
+                    if others && self.units[b as usize].off != NONE {
                         self.st.read_modify_writes += 1;
                         let (s, r) = self.load(b, t)?;
                         done = done.max(r);
@@ -639,7 +652,7 @@ impl SwapDevice for Rmml {
             for p in p0..p1 {
                 self.lost.set(p, false);
                 if !self.valid.set(p, true) {
-                    self.valid_in_block[b as usize] += 1;
+                    self.valid_in_unit[b as usize] += 1;
                 }
             }
         }
@@ -653,15 +666,15 @@ impl SwapDevice for Rmml {
         check(self.cfg.capacity_bytes, offset, len)?;
         self.st.discards += 1;
         for (b, in_off, n) in self.pieces(offset, len) {
-            let p0 = (b * self.cfg.block_bytes + in_off as u64) / PAGE_BYTES;
+            let p0 = (b * self.unit_bytes + in_off as u64) / PAGE_BYTES;
             let p1 = p0 + n as u64 / PAGE_BYTES;
             for p in p0..p1 {
                 self.lost.set(p, false);
                 if self.valid.set(p, false) {
-                    self.valid_in_block[b as usize] -= 1;
+                    self.valid_in_unit[b as usize] -= 1;
                 }
             }
-            if self.valid_in_block[b as usize] == 0 {
+            if self.valid_in_unit[b as usize] == 0 {
                 self.cache.remove(b);
                 self.drop_remote(b);
             } else if let Some(s) = self.cache.peek(b) {
@@ -690,6 +703,8 @@ impl SwapDevice for Rmml {
         json!({
             "kind": "dpuswap",
             "codec": self.cfg.codec.name(),
+            "fetch_unit": self.cfg.fetch_unit,
+            "unit_bytes": self.unit_bytes,
             "block_bytes": self.cfg.block_bytes,
             "group_blocks": self.cfg.group_blocks,
             "cache_bytes": self.cfg.cache_bytes,

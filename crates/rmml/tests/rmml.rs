@@ -1,6 +1,6 @@
 //! The RMML against a reference copy of what was written: round trips of random and
-//! compressible data through the block map, compression and packing; reclamation under
-//! overwrite churn; a node restart.
+//! compressible data through the map, compression and packing, with whole blocks or runs of
+//! pages as the unit; reclamation under overwrite churn; a node restart; what a miss costs.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -8,6 +8,8 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use ssdlab_rmml::codec::Codec;
+use ssdlab_rmml::config::FetchUnit;
+use ssdlab_rmml::infiniswap::{Infiniswap, InfiniswapConfig};
 use ssdlab_rmml::node::server::NodeServer;
 use ssdlab_rmml::node::{LocalNode, MemoryNode, TcpNode};
 use ssdlab_rmml::{Error, Rmml, RmmlConfig, SwapDevice, PAGE_BYTES};
@@ -107,6 +109,57 @@ fn round_trips_random_and_compressible_with_every_codec() {
             }
         }
     }
+}
+
+/// `cfg` with runs of `run` pages as the unit, the cache the same bytes.
+fn paged(codec: Codec, cache_blocks: u64, run: u32) -> RmmlConfig {
+    RmmlConfig { fetch_unit: FetchUnit::Page, page_run: run, ..cfg(codec, cache_blocks) }
+}
+
+#[test]
+fn pages_compressed_one_by_one_round_trip_through_pack_fetch_and_reclaim() {
+    for run in [1, 4] {
+        for codec in [Codec::Lz4, Codec::Zstd] {
+            let mut rng = Pcg64::seed_from_u64(13);
+            let mut dev = Rmml::new(paged(codec, 4, run), local_nodes(2, 256 << 20)).unwrap();
+            churn(&mut dev, &mut rng, 6000, 16 * 64, 0.5);
+            let st = dev.stats();
+            assert_eq!(st["unit_bytes"].as_u64().unwrap(), run as u64 * PAGE_BYTES, "{st}");
+            assert!(st["fetches"].as_u64().unwrap() > 100, "run {run}, {codec:?}: data must come back from remote memory");
+            assert!(st["compactions"].as_u64().unwrap() > 0, "run {run}, {codec:?}: overwrites reclaimed: {st}");
+            // A miss reads one unit's record: its compressed bytes and header, no more.
+            let per_fetch = st["fetch_bytes"].as_f64().unwrap() / st["fetches"].as_f64().unwrap();
+            assert!(per_fetch <= (run as u64 * PAGE_BYTES + 64) as f64, "run {run}: {per_fetch} bytes a fetch");
+        }
+    }
+}
+
+#[test]
+fn a_page_miss_costs_about_an_infiniswap_read_and_a_block_miss_far_more() {
+    // One page read that misses the DPU cache, on the default links and DPU, against the same
+    // page read from an Infiniswap-like device (host RDMA, no cache, no codec).
+    let miss = |fetch_unit: FetchUnit| {
+        let c = RmmlConfig { capacity_bytes: 64 << 20, cache_bytes: 1 << 20, fetch_unit, ..RmmlConfig::default() };
+        let mut dev = Rmml::new(c, local_nodes(1, 256 << 20)).unwrap();
+        let mut rng = Pcg64::seed_from_u64(3);
+        let data: Vec<u8> = (0..(8 << 20) / P).flat_map(|_| page(&mut rng, true)).collect();
+        let mut now = dev.write(0, &data, 0).unwrap();
+        now = dev.flush(now).unwrap() + 1_000_000;
+        // The cache holds at most 1 MiB: page 5 (first block) has been written back and evicted.
+        let mut out = vec![0u8; P];
+        let done = dev.read(5 * PAGE_BYTES, &mut out, now).unwrap();
+        assert_eq!(out, data[5 * P..6 * P]);
+        assert_eq!(dev.stats()["cache_read_misses"].as_u64().unwrap(), 1);
+        done - now
+    };
+    let mut inf = Infiniswap::new(InfiniswapConfig { capacity_bytes: 64 << 20, ..Default::default() }, local_nodes(1, 256 << 20)).unwrap();
+    inf.write(5 * PAGE_BYTES, &vec![7u8; P], 0).unwrap();
+    let mut out = vec![0u8; P];
+    let t0 = 10_000_000;
+    let base = inf.read(5 * PAGE_BYTES, &mut out, t0).unwrap() - t0;
+    let (page, block) = (miss(FetchUnit::Page), miss(FetchUnit::Block));
+    assert!(page as f64 <= 2.0 * base as f64, "page miss {page} ns, Infiniswap-like read {base} ns");
+    assert!(block as f64 > 10.0 * base as f64, "block miss {block} ns: a whole block fetched and decompressed");
 }
 
 #[test]
