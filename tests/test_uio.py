@@ -2,10 +2,13 @@
 uio-kv --quick` with its report, verdicts, figure and tables."""
 
 import csv
+import fcntl
 import json
 import math
 import os
 import random
+import socket
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -145,8 +148,6 @@ def test_wall_clock_latency_through_processes_on_both_paths():
 
 def test_devices_start_again_on_fresh_ports_when_a_port_is_taken(tmp_path, monkeypatch):
     # Another process takes a chosen port before the device binds it (tests on two workers do).
-    import socket
-
     import ssdlab.studies.uio_kv.api as api
 
     taken = socket.socket()
@@ -162,6 +163,35 @@ def test_devices_start_again_on_fresh_ports_when_a_port_is_taken(tmp_path, monke
             assert h.get(b"k") == b"v"
     finally:
         taken.close()
+
+
+def test_a_host_declaring_more_shared_memory_than_it_sends_is_refused_and_the_device_serves_on(tmp_path):
+    # A hostile host: a BAR of 64 KiB and 1 MiB of host memory declared, two empty memfds sent
+    # (a device that mapped them would die of SIGBUS at its first access), then one that is
+    # large enough but not sealed against shrinking (it could shrink it after the check).
+    with Devices(1, dir=str(tmp_path)) as d:
+        for size, seal in ((0, True), (1 << 20, False)):
+            fds = []
+            for _ in range(2):
+                fd = os.memfd_create("hostile", os.MFD_ALLOW_SEALING)
+                os.ftruncate(fd, size)
+                if seal:
+                    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+                fds.append(fd)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+                c.connect(d.sockets[0])
+                socket.send_fds(c, [struct.pack("<QQ", 1 << 16, 1 << 20)], fds)
+                c.settimeout(10)
+                assert c.recv(1) in (b"", b"\x00")  # refused: closed, or a "no" byte
+            for fd in fds:
+                os.close(fd)
+            assert d.procs[0].poll() is None, "the device died"
+        # A well-behaved host attaches and works.
+        h = Host(d.sockets[0])
+        h.put(b"k", b"v")
+        assert h.get(b"k") == b"v"
+    log = (tmp_path / "device0.log").read_text()
+    assert "0 bytes where 65536 were declared" in log and "not sealed against shrinking" in log, log
 
 
 def _kv_serve(tmp_path, sock, name, old_metrics_flag=False):

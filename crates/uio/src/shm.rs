@@ -24,7 +24,7 @@ impl Region {
     pub fn new(name: &str, len: usize) -> std::io::Result<Region> {
         let cname = CString::new(name).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         // SAFETY: plain libc calls on a fresh descriptor we own.
-        let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+        let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -34,12 +34,39 @@ impl Region {
         if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
+        // Sealed against shrinking: the peer that maps it can trust its size for good.
+        // SAFETY: fcntl on our descriptor.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
         Region::map(fd, len)
     }
 
-    /// Map a region another process shares (its descriptor, passed over a socket).
+    /// Map a region another process shares (its descriptor, passed over a socket), `len` bytes
+    /// as the peer declares. Nothing declared is trusted: the descriptor must hold at least
+    /// `len` bytes and be sealed against shrinking (a mapping past the end of its file faults
+    /// with SIGBUS on access, and a peer could shrink it after the check).
     pub fn map(fd: OwnedFd, len: usize) -> std::io::Result<Region> {
-        assert!(len > 0, "an empty region");
+        let bad = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
+        if len == 0 {
+            return Err(bad("shared memory of 0 bytes".into()));
+        }
+        // SAFETY: fstat and fcntl on a descriptor we own, into a zeroed stat.
+        let (size, seals) = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(fd.as_raw_fd(), &mut st) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            (st.st_size, libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS))
+        };
+        if size < 0 || (size as u64) < len as u64 {
+            return Err(bad(format!("shared memory of {size} bytes where {len} were declared")));
+        }
+        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+            return Err(bad(
+                "shared memory not sealed against shrinking (memfd_create with MFD_ALLOW_SEALING, then F_ADD_SEALS F_SEAL_SHRINK)".into(),
+            ));
+        }
         // SAFETY: a shared mapping of the whole memfd; unmapped in Drop.
         let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
         if p == libc::MAP_FAILED {
@@ -107,5 +134,45 @@ impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `map`.
         unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A memfd of `len` bytes, sealed against shrinking or not.
+    fn memfd(len: i64, seal: bool) -> OwnedFd {
+        // SAFETY: plain libc calls on a fresh descriptor owned at once.
+        unsafe {
+            let fd = libc::memfd_create(c"t".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING);
+            assert!(fd >= 0);
+            let fd = OwnedFd::from_raw_fd(fd);
+            assert_eq!(libc::ftruncate(fd.as_raw_fd(), len), 0);
+            if seal {
+                assert_eq!(libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK), 0);
+            }
+            fd
+        }
+    }
+
+    #[test]
+    fn a_peers_memory_shorter_than_declared_or_unsealed_is_refused_not_mapped() {
+        let e = Region::map(memfd(0, true), 65536).err().expect("refused").to_string();
+        assert!(e.contains("0 bytes where 65536 were declared"), "{e}");
+        let e = Region::map(memfd(4096, true), 65536).err().expect("refused").to_string();
+        assert!(e.contains("4096 bytes where 65536"), "{e}");
+        let e = Region::map(memfd(65536, false), 65536).err().expect("refused").to_string();
+        assert!(e.contains("not sealed against shrinking"), "{e}");
+        assert!(Region::map(memfd(65536, true), 0).is_err());
+        let r = Region::map(memfd(65536, true), 65536).unwrap();
+        r.write(65532, &[1, 2, 3, 4]);
+        let mut out = [0u8; 4];
+        r.read(65532, &mut out);
+        assert_eq!(out, [1, 2, 3, 4]);
+        // A region made here cannot be shrunk under its peer's mapping.
+        let mine = Region::new("t", 8192).unwrap();
+        // SAFETY: ftruncate on the region's own descriptor; refused by the seal.
+        assert_ne!(unsafe { libc::ftruncate(mine.fd().as_raw_fd(), 0) }, 0);
     }
 }
