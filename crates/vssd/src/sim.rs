@@ -391,10 +391,7 @@ pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -
                     push(&mut heap, ready, Ev::Op(i, arrival, pending));
                     continue;
                 }
-                let before = fb.vssd(tn.id)?.stats;
-                let outcome = do_op(&mut fb, tn, t, pending)?;
-                let after = fb.vssd(tn.id)?.stats;
-                limiter.charge(i, t, tn.cap.cost_ns(after.read_bytes - before.read_bytes, after.write_bytes - before.write_bytes));
+                let outcome = charged(&mut fb, &mut limiter, i, tn, t, |fb, tn| do_op(fb, tn, t, pending))?;
                 match outcome {
                     Outcome::Again(at, p) => push(&mut heap, at.max(t), Ev::Op(i, arrival, Some(p))),
                     Outcome::Done(kind, done) => {
@@ -421,12 +418,10 @@ pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -
                     continue; // superseded by an earlier one
                 }
                 tn.bg_at = None;
-                let before = fb.vssd(tn.id)?.stats;
-                if let App::Kv { kv, .. } = &mut tn.app {
-                    kv.run_background(&mut VssdIo { fb: &mut fb, id: tn.id }, t)?;
-                }
-                let after = fb.vssd(tn.id)?.stats;
-                limiter.charge(i, t, tn.cap.cost_ns(after.read_bytes - before.read_bytes, after.write_bytes - before.write_bytes));
+                charged(&mut fb, &mut limiter, i, tn, t, |fb, tn| match &mut tn.app {
+                    App::Kv { kv, .. } => kv.run_background(&mut VssdIo { fb, id: tn.id }, t),
+                    _ => Ok(()),
+                })?;
                 if let Some(at) = tn.background_due(t) {
                     push(&mut heap, at, Ev::Background(i));
                 }
@@ -507,6 +502,23 @@ pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -
         "interrupted": interrupted,
     });
     Ok(RunResult { summary, wall_seconds: wall.elapsed().as_secs_f64(), interrupted })
+}
+
+/// Run `f` (tenant `i`'s work at `t`) and charge the tenant's token bucket for the device
+/// reads and writes it issued on its vSSD.
+fn charged<R>(
+    fb: &mut FlashBlox,
+    limiter: &mut Limiter,
+    i: usize,
+    tn: &mut Tenant,
+    t: u64,
+    f: impl FnOnce(&mut FlashBlox, &mut Tenant) -> Result<R>,
+) -> Result<R> {
+    let before = fb.vssd(tn.id)?.stats;
+    let r = f(fb, tn)?;
+    let after = fb.vssd(tn.id)?.stats;
+    limiter.charge(i, t, tn.cap.cost_ns(after.read_bytes - before.read_bytes, after.write_bytes - before.write_bytes));
+    Ok(r)
 }
 
 fn reader_path(spec: &TenantSpec) -> &std::path::Path {
