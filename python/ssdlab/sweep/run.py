@@ -147,22 +147,29 @@ def run_sweep(spec: Spec, out: PathLike, backend: str = "local", jobs: Optional[
 
 
 @contextlib.contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Hold a Ctrl-C until the block is done, then raise it."""
+def _stops_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C or a SIGTERM until the block is done, then act on it as its handler
+    would (the first one caught; the block's work is then whole: a point's files and its row
+    agree, a worker being started is started and known, so it is stopped with the others)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: List[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    previous = {sig: signal.signal(sig, lambda signum, frame: caught.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught and previous is not signal.SIG_IGN:
-        if callable(previous):
-            previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
-        else:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if caught:
+        handler = previous[signal.Signals(caught[0])]
+        if callable(handler):
+            handler(caught[0], None)  # Python's Ctrl-C handler raises KeyboardInterrupt; the CLI's SIGTERM one too
+        elif handler == signal.SIG_DFL and caught[0] == signal.SIGINT:
             raise KeyboardInterrupt
+        elif handler == signal.SIG_DFL:
+            signal.raise_signal(caught[0])  # ends the process, as it would have
 
 
 def _too_big(res: Resources, budget: Optional[int], where: str) -> Optional[str]:
@@ -221,7 +228,7 @@ def _dispatch(out: Path, todo: Dict[str, List[Point]], backend: str, jobs: Optio
     def finish(h: str, result: Dict[str, Any]) -> None:
         nonlocal ran, failed
         pts = todo[h]
-        with _sigint_deferred():  # the point's files and its row agree, even on Ctrl-C
+        with _stops_deferred():  # the point's files and its row agree, even on Ctrl-C
             for pt in pts:
                 if "metrics" not in result:
                     pt.error = f"point {pt.index} ({pt.label()}): {result['error']}"
@@ -259,9 +266,12 @@ def _dispatch(out: Path, todo: Dict[str, List[Point]], backend: str, jobs: Optio
                     ck = (str(out / "checkpoints" / f"{h}.ckpt"), checkpoint_every_s) if checkpoint_every_s > 0 else None
                     if ck:
                         (out / "checkpoints").mkdir(exist_ok=True)
-                    handle = be.submit(pts[0].runner, json.dumps(pts[0].config), r, ck)
-                    inflight[handle] = (h, r)
-                    started[handle] = time.monotonic()
+                    # A stop while a worker starts would leave it half-started (reading its
+                    # task from a closed pipe, with a traceback) and unknown to the abort.
+                    with _stops_deferred():
+                        handle = be.submit(pts[0].runner, json.dumps(pts[0].config), r, ck)
+                        inflight[handle] = (h, r)
+                        started[handle] = time.monotonic()
                 else:
                     pending.append((h, pts))
             finished = be.wait(list(inflight), timeout=0.5)
