@@ -54,7 +54,7 @@ fn err(e: crate::Error) -> BackendError {
 
 impl SwapDisk {
     pub fn new(dev: Box<dyn SwapDevice>) -> SwapDisk {
-        let hist = || Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds");
+        let hist = crate::latency_histogram;
         SwapDisk {
             dev,
             started: Instant::now(),

@@ -236,9 +236,7 @@ pub struct Paged {
 // (single) workload thread waits in a fault.
 unsafe impl Send for Paged {}
 
-fn hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
-}
+use crate::latency_histogram as hist;
 
 impl Pager {
     /// Reclaim a batch; returns the time it ends. Read-ahead pages that no fault wanted leave
@@ -501,7 +499,7 @@ impl Paged {
     /// Counters and fault-latency percentiles so far, with the backend's stats.
     pub fn stats(&self) -> serde_json::Value {
         let mut p = self.shared.pager.lock().expect("pager");
-        let pct = |h: &Histogram<u64>| json!({"count": h.len(), "mean": h.mean(), "p50": h.value_at_quantile(0.5), "p99": h.value_at_quantile(0.99), "max": h.max()});
+        let pct = crate::percentiles;
         json!({
             "faults": p.faults, "major_faults": p.major_faults, "zero_faults": p.zero_faults,
             "minor_faults": p.minor_faults, "readahead_pages": p.readahead_pages,

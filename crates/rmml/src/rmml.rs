@@ -28,6 +28,7 @@
 //! background on the same RDMA lane and cores, so they delay later misses only through those
 //! resources.
 
+use hdrhistogram::Histogram;
 use serde_json::json;
 
 use crate::cache::BlockCache;
@@ -39,6 +40,7 @@ use crate::header::{Header, HEADER_BYTES};
 use crate::link::{Lane, Lanes};
 use crate::node::MemoryNode;
 use crate::pool::Pool;
+use crate::{latency_histogram, percentiles};
 
 const NONE: u32 = u32::MAX;
 /// Write-backs between load-balancing checks.
@@ -91,6 +93,9 @@ struct Stats {
     blocks_dropped: u64,
     node_failures: u64,
     pages_lost: u64,
+    /// Time misses spent queued, summed: for the RDMA lane, for a DPU core (ns).
+    miss_wait_rdma_ns: u64,
+    miss_wait_cores_ns: u64,
 }
 
 pub struct Rmml {
@@ -116,6 +121,10 @@ pub struct Rmml {
     packed: Vec<u8>,
     balance_cursor: usize,
     st: Stats,
+    /// Per DPU-cache miss: from the request reaching the DPU to its unit decompressed (ns).
+    miss_ns: Histogram<u64>,
+    /// ... and the part of it spent queued behind other work on the RDMA lane and the cores.
+    miss_wait_ns: Histogram<u64>,
 }
 
 impl Rmml {
@@ -148,6 +157,8 @@ impl Rmml {
             packed: Vec::new(),
             balance_cursor: 0,
             st: Stats::default(),
+            miss_ns: latency_histogram(),
+            miss_wait_ns: latency_histogram(),
             pool,
             cfg,
         })
@@ -248,6 +259,7 @@ impl Rmml {
         let rec_len = self.units[b as usize].rec;
         assert!(self.units[b as usize].off != NONE, "unit {b} loaded without a remote copy");
         // Demand fetch first: the DPU issues it before the victim's write-back.
+        let rdma_wait = self.rdma.busy_until_ns.saturating_sub(t);
         let fetched = self.rdma.transfer(&self.cfg.rdma, t, rec_len as u64);
         let s = self.free_slot(t)?;
         // The victim's write-back may have compacted this block's group (or lost its node).
@@ -281,7 +293,13 @@ impl Rmml {
         self.st.fetches += 1;
         self.st.fetch_bytes += loc.rec as u64;
         let dec = self.unit_bytes as f64 / self.cfg.codec_speed(codec).1 * 1e9;
-        Ok((s, self.cores.reserve(fetched, dec.ceil() as u64)))
+        let core_wait = self.cores.wait_ns(fetched);
+        let ready = self.cores.reserve(fetched, dec.ceil() as u64);
+        self.miss_ns.saturating_record(ready - t);
+        self.miss_wait_ns.saturating_record(rdma_wait + core_wait);
+        self.st.miss_wait_rdma_ns += rdma_wait;
+        self.st.miss_wait_cores_ns += core_wait;
+        Ok((s, ready))
     }
 
     fn explain(&self, b: u64, e: Error) -> Error {
@@ -725,6 +743,8 @@ impl SwapDevice for Rmml {
             "remote_region_bytes": remote_cap, "remote_live_bytes": remote_live,
             "nodes": self.pool.stats(),
             "pcie_busy_ns": self.pcie.busy_ns, "rdma_busy_ns": self.rdma.busy_ns, "dpu_core_busy_ns": self.cores.busy_ns(),
+            "miss_latency_ns": percentiles(&self.miss_ns), "miss_queue_wait_ns": percentiles(&self.miss_wait_ns),
+            "miss_wait_rdma_ns": s.miss_wait_rdma_ns, "miss_wait_cores_ns": s.miss_wait_cores_ns,
         })
     }
 }

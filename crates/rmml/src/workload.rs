@@ -102,9 +102,7 @@ impl Zipf {
     }
 }
 
-fn hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
-}
+use crate::latency_histogram as hist;
 
 fn lat(h: &Histogram<u64>) -> serde_json::Value {
     json!({"count": h.len(), "mean_ns": h.mean(), "p50_ns": h.value_at_quantile(0.5), "p99_ns": h.value_at_quantile(0.99), "max_ns": h.max()})

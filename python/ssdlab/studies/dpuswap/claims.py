@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ...units import pct, ratio
 from ..verdict import Claim, Verdicts, Why
 from .api import BACKENDS, LABELS
-from .experiment import names, run_seeds, swapped
+from .experiment import fetch_units, names, run_seeds, swapped
 from .experiment import pct_key as pc
 
 SOURCE = "seed 000, §3"
@@ -83,7 +83,22 @@ def row(name: str, r: Dict[str, Any]) -> Dict[str, Any]:
         "dpu_core_busy_ns": b.get("dpu_core_busy_ns", ""), "writes": b.get("writes", ""),
         "read_modify_writes": b.get("read_modify_writes", ""), "write_backs": b.get("write_backs", ""),
         "compactions": b.get("compactions", ""), "wall_s": r.get("wall_s", 0),
+        "fetch_unit": b.get("fetch_unit", ""), "unit_bytes": b.get("unit_bytes", ""),
+        "miss_p50_us": _us(b.get("miss_latency_ns"), "p50"), "miss_p99_us": _us(b.get("miss_latency_ns"), "p99"),
+        "miss_wait_p50_us": _us(b.get("miss_queue_wait_ns"), "p50"), "miss_wait_p99_us": _us(b.get("miss_queue_wait_ns"), "p99"),
+        "miss_wait_rdma_us": _per_miss(b, "miss_wait_rdma_ns"), "miss_wait_cores_us": _per_miss(b, "miss_wait_cores_ns"),
     }
+
+
+def _per_miss(b: Dict[str, Any], key: str) -> Any:
+    """A summed wait of a backend's misses, per miss in us ("" without misses)."""
+    n = (b.get("miss_latency_ns") or {}).get("count")
+    return b[key] / n / 1e3 if n and key in b else ""
+
+
+def _us(h: Optional[Dict[str, Any]], q: str) -> Any:
+    """A percentile of a backend's histogram in us ("" when the backend has none)."""
+    return h[q] / 1e3 if h and h.get("count") else ""
 
 
 def _mean(rows: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
@@ -132,19 +147,19 @@ def us(x: float) -> str:
 
 def miss_parts(r: Dict[str, Any], rmml: Dict[str, Any]) -> Optional[Dict[str, float]]:
     """The modelled cost of one DPU-cache miss without queueing (us): the request over PCIe, the
-    RDMA fetch of the mean compressed record the run fetched, decompressing a whole block at the
-    codec's configured speed, the page back over PCIe. None without fetches. (The time a miss
-    waits for a DPU core or a link is not in the run's summary.) A miss here fetches and
-    decompresses a whole block (crates/rmml/src/rmml.rs ``load``); a page-sized fetch unit
-    (issue 39) changes what the decompression term covers."""
+    RDMA fetch of the mean compressed record the run fetched, decompressing one unit (a page, or
+    a whole block with ``fetch_unit = "block"``) at the codec's configured speed, the page back
+    over PCIe. None without fetches. The run measures the rest: its misses' median and p99 on
+    the DPU and the part of them spent queued (``miss_p50_us``, ``miss_wait_p50_us``...)."""
     if not isinstance(r.get("fetches"), (int, float)) or not r["fetches"]:
         return None
+    unit = r["unit_bytes"] if isinstance(r.get("unit_bytes"), (int, float)) and r["unit_bytes"] else rmml["block_bytes"]
     rec = r["fetch_bytes"] / r["fetches"]
     pcie, rdma = rmml["pcie"], rmml["rdma"]
     dec_speed = rmml[f"{rmml['codec']}_decompress_bytes_per_s"]
     parts = {"request": (pcie["latency_ns"] + rmml["dpu_request_ns"]) / 1e3,
              "fetch": (rdma["latency_ns"] + rec / rdma["bytes_per_s"] * 1e9) / 1e3,
-             "decompress": rmml["block_bytes"] / dec_speed * 1e6,
+             "decompress": unit / dec_speed * 1e6,
              "reply": (pcie["latency_ns"] + 4096 / pcie["bytes_per_s"] * 1e9) / 1e3,
              "record_kib": rec / 1024}
     parts["total"] = parts["request"] + parts["fetch"] + parts["decompress"] + parts["reply"]
@@ -165,16 +180,24 @@ def _miss_text(dp: Dict[str, Any], rmml: Dict[str, Any]) -> Tuple[str, str]:
     m = miss_parts(dp, rmml)
     if m is None:
         return "", ""
-    big = "decompressing the whole block" if m["decompress"] >= m["fetch"] else "the RDMA fetch"
+    whole = "the whole block" if dp.get("fetch_unit") == "block" else "its unit"
+    big = f"decompressing {whole}" if m["decompress"] >= m["fetch"] else "the RDMA fetch"
     text = (f"a miss costs {us(m['total'])} without queueing, most of it {big}")
-    over = dp["fault_p50_us"] - m["total"]
-    if over > 0.25 * m["total"]:
-        text += f"; DPUSwap's median read fault is {us(over)} above that (waiting for DPU cores or links and the eviction's write, which the run does not split)"
-    else:
-        text += "; DPUSwap's median read fault is about one such miss"
+    wait = dp.get("miss_wait_p50_us")
+    if isinstance(wait, (int, float)) and isinstance(dp.get("miss_p50_us"), (int, float)):
+        where = ("the RDMA lane (compactions' region reads and writes, write-backs)"
+                 if dp.get("miss_wait_rdma_us", 0) >= dp.get("miss_wait_cores_us", 0) else "the DPU cores (write-backs' compression)")
+        if wait > 0.25 * dp["miss_p50_us"] or dp.get("miss_wait_p99_us", 0) > 0.5 * dp.get("miss_p99_us", 0):
+            text += (f"; misses queue for {where}: the median miss waits {us(wait)}, the p99 {us(dp['miss_wait_p99_us'])} "
+                     f"of its {us(dp['miss_p99_us'])}")
+        else:
+            text += "; its misses seldom wait for the RDMA lane or the DPU cores"
     busy = core_busy(dp, rmml)
-    measured = (f"miss = fetch {us(m['fetch'])} ({m['record_kib']:.0f} KiB record) + decompress {us(m['decompress'])} + PCIe "
-                f"{us(m['request'] + m['reply'])}; DPUSwap read fault p50 {us(dp['fault_p50_us'])}"
+    measured = (f"miss = fetch {us(m['fetch'])} ({m['record_kib']:.1f} KiB record) + decompress {us(m['decompress'])} + PCIe "
+                f"{us(m['request'] + m['reply'])}; measured miss on the DPU p50 / p99 {us(dp.get('miss_p50_us') or 0)} / "
+                f"{us(dp.get('miss_p99_us') or 0)}, of which queued {us(dp.get('miss_wait_p50_us') or 0)} / "
+                f"{us(dp.get('miss_wait_p99_us') or 0)} (mean per miss: RDMA lane {us(dp.get('miss_wait_rdma_us') or 0)}, DPU cores "
+                f"{us(dp.get('miss_wait_cores_us') or 0)}); DPUSwap read fault p50 {us(dp['fault_p50_us'])}"
                 + (f"; DPU cores busy {busy * 100:.0f}% of the run" if busy is not None else ""))
     return text, measured
 
@@ -237,25 +260,30 @@ def _why_gain_growth(runs: Runs, b: str, hi: float, lo: float, rmml: Dict[str, A
                      f"{us(o_hi['fault_mean_us'])} -> {us(o_lo['fault_mean_us'])} (x{grow_o:.2f})")
 
 
-def _why_fio(runs: Runs, rw: str, b: str, rmml: Dict[str, Any], span: int) -> Why:
-    dp, o = runs.mean(f"fio_{rw}_dpuswap"), runs.mean(f"fio_{rw}_{b}")
+def _why_fio(runs: Runs, dp_base: str, rw: str, b: str, rmml: Dict[str, Any], span: int) -> Why:
+    dp, o = runs.mean(dp_base), runs.mean(f"fio_{rw}_{b}")
     lat = f"mean {us(dp['latency_mean_us'])} vs {us(o['latency_mean_us'])} for {LABELS[b]}"
-    cache = rmml_cache_bytes(runs, f"fio_{rw}_dpuswap")
+    cache = rmml_cache_bytes(runs, dp_base)
     if dp["latency_mean_us"] < o["latency_mean_us"]:
         return Why(f"DPUSwap's 4 KiB {'reads' if rw == 'randread' else 'writes'} cost less on average than {LABELS[b]}'s",
                    f"{lat}; DPU-cache hit ratio {num(dp['cache_hit_ratio'])}")
     if rw == "randread":
         mp = miss_parts(dp, rmml)
-        miss = (f"a miss costs {us(mp['total'])} without queueing (fetch {us(mp['fetch'])} of a {mp['record_kib']:.0f} KiB record, "
-                f"decompress {us(mp['decompress'])})") if mp else "no read fetched a block"
+        miss = (f"a miss costs {us(mp['total'])} without queueing (fetch {us(mp['fetch'])} of a {mp['record_kib']:.1f} KiB record, "
+                f"decompress {us(mp['decompress'])}); measured miss on the DPU p50 / p99 {us(dp.get('miss_p50_us') or 0)} / "
+                f"{us(dp.get('miss_p99_us') or 0)}") if mp else "no read fetched from remote memory"
         return Why(f"DPUSwap's 4 KiB reads cost more on average than {LABELS[b]}'s: the span is {span / cache:.0f}x the DPU cache, "
                    f"so {(1 - dp['cache_hit_ratio']) * 100:.0f}% of the uniform reads miss it",
                    f"{lat}; DPU-cache hit ratio {num(dp['cache_hit_ratio'])}; {miss}")
     rmw = dp["read_modify_writes"] / max(dp["writes"], 1)
-    return Why(f"DPUSwap's 4 KiB writes cost more on average than {LABELS[b]}'s: {rmw * 100:.0f}% of them found their block "
-               "outside the DPU cache with other live pages and read-modify-wrote it (fetch, decompress, merge)",
-               f"{lat}; {dp['read_modify_writes']:.0f} read-modify-writes of {dp['writes']:.0f} writes; {dp['write_backs']:.0f} blocks "
-               f"compressed and written back, {dp['compactions']:.0f} group compactions")
+    if rmw > 0.05:
+        text = (f"DPUSwap's 4 KiB writes cost more on average than {LABELS[b]}'s: {rmw * 100:.0f}% of them found their unit "
+                "outside the DPU cache with other live pages and read-modify-wrote it (fetch, decompress, merge)")
+    else:
+        text = (f"DPUSwap's 4 KiB writes cost more on average than {LABELS[b]}'s although few read-modify-write: each pays the "
+                "DPU's request handling and its eviction's write-back (compression, RDMA) queues behind the others")
+    return Why(text, f"{lat}; {dp['read_modify_writes']:.0f} read-modify-writes of {dp['writes']:.0f} writes; {dp['write_backs']:.0f} units "
+                     f"compressed and written back, {dp['compactions']:.0f} group compactions")
 
 
 def rmml_cache_bytes(runs: Runs, base: str) -> int:
@@ -313,7 +341,32 @@ def judge_in_process(runs: Runs, m: Dict[str, Any], rmml: Dict[str, Any], span: 
             v.add(Claim(f"fio random {'read' if rw == 'randread' else 'write'} bandwidth: DPUSwap vs {LABELS[b]}", doc, "change",
                         doc_text=text, source=SOURCE, headline=(rw == "randread" and b == "infiniswap")),
                   [ratio(x["throughput"], y["throughput"]) - 1 for x, y in zip(dp_s, o_s, strict=True)],
-                  why=_why_fio(runs, rw, b, rmml, span), measured=f"{dp['throughput'] / 1e6:.1f} vs {o['throughput'] / 1e6:.1f} MB/s")
+                  why=_why_fio(runs, f"fio_{rw}_dpuswap", rw, b, rmml, span),
+                  measured=f"{dp['throughput'] / 1e6:.1f} vs {o['throughput'] / 1e6:.1f} MB/s")
+    # The other fetch units (the block ablation), every seed, on the throughput claims.
+    for u in fetch_units(m)[1:]:
+        for f in swap:
+            if f not in THROUGHPUT:
+                continue
+            base = f"kv_dpuswap_{pc(f)}_{u}"
+            dp_s, dp = runs.seeds(base), runs.mean(base)
+            for b in OTHERS:
+                o_s, o = runs.seeds(f"kv_{b}_{pc(f)}"), runs.kv(b, f)
+                doc, text = THROUGHPUT[f][b]
+                v.add(Claim(f"Throughput, {pc(f)}% local: DPUSwap ({u} fetch unit, ablation) vs {LABELS[b]}", doc, "change",
+                            doc_text=text, source=SOURCE),
+                      [ratio(x["throughput"], y["throughput"]) - 1 for x, y in zip(dp_s, o_s, strict=True)],
+                      why=_why_vs(dp, o, b, rmml), measured=f"{dp['throughput']:.0f} vs {o['throughput']:.0f} ops/s")
+        for rw, docs in FIO.items():
+            base = f"fio_{rw}_dpuswap_{u}"
+            for b, (doc, text) in docs.items():
+                dp_s, o_s = runs.seeds(base), runs.seeds(f"fio_{rw}_{b}")
+                dp, o = runs.mean(base), runs.mean(f"fio_{rw}_{b}")
+                v.add(Claim(f"fio random {'read' if rw == 'randread' else 'write'} bandwidth: DPUSwap ({u} fetch unit, ablation) "
+                            f"vs {LABELS[b]}", doc, "change", doc_text=text, source=SOURCE),
+                      [ratio(x["throughput"], y["throughput"]) - 1 for x, y in zip(dp_s, o_s, strict=True)],
+                      why=_why_fio(runs, base, rw, b, rmml, span),
+                      measured=f"{dp['throughput'] / 1e6:.1f} vs {o['throughput'] / 1e6:.1f} MB/s")
     # Qualitative: the gains grow with less local memory; ZNSwap-like last.
     if len(swap) >= 2:
         hi, lo = swap[0], swap[-1]

@@ -6,6 +6,10 @@ Point sets of a mode (names without the ``_s<seed>`` suffix a mode with several 
 
 - ``kv_<backend>_<pct>``, ``sort_<backend>_<pct>``: both workloads on every backend at every
   local-memory fraction (``local`` at 100%);
+- ``kv_dpuswap_<pct>_<unit>``, ``fio_<rw>_dpuswap_<unit>``: DPUSwap with each other fetch unit
+  of ``fetch_units`` (the first is the main design's; ``block`` is the ablation), every seed;
+- ``kv_<backend>_<pct>_fault<us>us``: the host's per-fault swap-path cost swept
+  (``fault_overheads_ns``) at the smallest fraction, every backend;
 - ``kv_dpuswap_<pct>_cache<share>``: the DPU cache sweep (``cache_sweep``);
 - ``kv_dpuswap_<pct>_<codec>``: other codecs at the smallest fraction (``codecs``);
 - ``kv_dpuswap_<pct>_lz4at<speed>``: lz4 modelled at another speed each way (``codec_speeds``);
@@ -13,7 +17,8 @@ Point sets of a mode (names without the ``_s<seed>`` suffix a mode with several 
 - ``fio_<rw>_<backend>``: fio-style random reads and writes on the swap device;
 - ``guest_<backend>_<pct>``: the guest set-up (``guest``).
 
-The claims' point sets (``kv_<backend>_<pct>`` and ``fio_*``) run with every seed of the mode;
+The claims' point sets (``kv_<backend>_<pct>`` and ``fio_*``, with every fetch unit) run with
+every seed of the mode;
 the others make no claim and run with the mode's first seed only (to keep --quick short); the
 guest runs once, with the experiment's ``seed`` (a boot and a fio run per backend and fraction).
 
@@ -90,6 +95,20 @@ def cache_bytes(ws: Dict[str, Any], wname: str, fraction: float, rmml: Dict[str,
     return int(max(1, int(region * fraction) // block) * block)
 
 
+def fetch_units(m: Dict[str, Any]) -> List[str]:
+    """The mode's fetch units, the main design's first (``page`` when the mode names none)."""
+    units = [str(u) for u in m.get("fetch_units", ["page"])]
+    bad = [u for u in units if u not in ("page", "block")]
+    if bad or not units or len(set(units)) != len(units):
+        raise ValueError(f"dpuswap: fetch_units = {units}: expected distinct values of \"page\" and \"block\"")
+    return units
+
+
+def fault_overheads(m: Dict[str, Any]) -> List[int]:
+    """The host per-fault swap-path costs swept (ns), besides the paging table's own."""
+    return [int(x) for x in m.get("fault_overheads_ns", [])]
+
+
 def cache_sweep(m: Dict[str, Any]) -> List[float]:
     """The DPU cache sizes swept (shares of the working set), the mode's own one among them."""
     sweep = [float(x) for x in m.get("cache_sweep", [])]
@@ -115,6 +134,8 @@ def _remote(spec: Dict[str, Any]) -> Dict[str, int]:
 def plan(spec: Dict[str, Any], mode: str) -> Plan:
     """Every in-process run of the mode, for every seed: (name, its values, the runner's input)."""
     common, m = specs(spec, mode)
+    units = fetch_units(m)
+    common["rmml"] = dict(common["rmml"], fetch_unit=units[0])
     fs = fractions(m)
     lo = min(fs)
     remote = _remote(spec)
@@ -132,7 +153,8 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
         if paging:
             s["paging"] = dict(s["paging"], **paging)
         values = {"workload": next(iter(workload)), "backend": backend, "local_fraction": fraction, "dpu_cache_bytes": cache,
-                  "codec": s["rmml"].get("codec", ""), "readahead_pages": s["paging"].get("readahead_pages", ""), "seed": seed}
+                  "codec": s["rmml"].get("codec", ""), "readahead_pages": s["paging"].get("readahead_pages", ""), "seed": seed,
+                  "fetch_unit": s["rmml"]["fetch_unit"] if backend == "dpuswap" else ""}
         runs.append((seeded(name, seed, all_seeds), values, {"spec": s, "remote_nodes": remote}))
 
     workloads = {"kv": {"kv": dict(spec.get("kv", {}), **m.get("kv", {}))},
@@ -147,6 +169,10 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
             for f in fs:
                 for b in (["local"] if f >= 1.0 else BACKENDS):
                     add(f"{wname}_{b}_{pct_key(f)}", seed, b, wl, f, cache)
+            if wname == "kv":
+                for f in swapped(m):
+                    for u in units[1:]:
+                        add(f"kv_dpuswap_{pct_key(f)}_{u}", seed, "dpuswap", wl, f, cache, fetch_unit=u)
             if not first:
                 continue
             for f in ra_off:
@@ -154,6 +180,9 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
                     add(f"{wname}_{b}_{pct_key(f)}_ra1", seed, b, wl, f, cache, paging={"readahead_pages": 1})
             if wname != "kv":
                 continue
+            for ns in fault_overheads(m):
+                for b in BACKENDS:
+                    add(f"kv_{b}_{pct_key(lo)}_fault{ns / 1e3:g}us", seed, b, wl, lo, cache, paging={"fault_overhead_ns": ns})
             # What the result rests on: the DPU cache size (at every swapped fraction), the
             # codec and the codec's speed (at the smallest).
             for f in swapped(m):
@@ -170,6 +199,8 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
         for rw in ("randread", "randwrite"):
             for b in BACKENDS:
                 add(f"fio_{rw}_{b}", seed, b, {"fio": dict(fio, rw=rw)}, 1.0, fio_cache)
+            for u in units[1:]:
+                add(f"fio_{rw}_dpuswap_{u}", seed, "dpuswap", {"fio": dict(fio, rw=rw)}, 1.0, fio_cache, fetch_unit=u)
     return runs
 
 
@@ -188,14 +219,16 @@ def guest_plan(spec: Dict[str, Any], mode: str) -> Plan:
             "compressibility": kv.get("compressibility", 0.7), "seed": seed, "latency": gt.get("latency", "emulated")}
     block = common["rmml"].get("block_bytes", 1 << 20)
     cache = max(1, int(ws * m["dpu_cache_fraction"]) // block) * block
+    units = fetch_units(m)
     runs: Plan = []
     for f in fractions(m):
-        for b in (["local"] if f >= 1.0 else BACKENDS):
-            g = dict(base, backend=b, local_fraction=f, rmml=dict(common["rmml"], cache_bytes=cache))
+        for b, unit in ([("local", "")] if f >= 1.0 else [(b, units[0]) for b in BACKENDS] + [("dpuswap", u) for u in units[1:]]):
+            g = dict(base, backend=b, local_fraction=f, rmml=dict(common["rmml"], cache_bytes=cache, fetch_unit=unit or units[0]))
             if b == "znswap":
                 g["znswap"] = common["znswap"]
-            runs.append((f"guest_{b}_{pct_key(f)}", {"workload": "guest", "backend": b, "local_fraction": f, "dpu_cache_bytes": cache,
-                                                 "codec": g["rmml"].get("codec", ""), "seed": seed},
+            name = f"guest_{b}_{pct_key(f)}" + (f"_{unit}" if unit and unit != units[0] else "")
+            runs.append((name, {"workload": "guest", "backend": b, "local_fraction": f, "dpu_cache_bytes": cache,
+                                "codec": g["rmml"].get("codec", ""), "seed": seed, "fetch_unit": unit if b == "dpuswap" else ""},
                          {"guest": g, "remote_nodes": _remote(spec)}))
     return runs
 

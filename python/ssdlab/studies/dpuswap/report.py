@@ -16,7 +16,8 @@ from ..verdict import Verdicts, Why, legend
 from . import figures
 from .api import BACKENDS, LABELS
 from .claims import (OTHERS, READING, Runs, num, us, core_busy, judge_guest, judge_in_process, miss_parts, row)
-from .experiment import cache_run, cache_sweep, fractions, guest_plan, plan, run_seeds, specs, speed_run, swapped
+from .experiment import (cache_run, cache_sweep, fault_overheads, fetch_units, fractions, guest_plan, plan, run_seeds, specs,
+                         speed_run, swapped)
 from .experiment import pct_key as pc
 
 
@@ -66,6 +67,7 @@ def _text(spec: Dict[str, Any], mode: str, runs: Runs, m: Dict[str, Any], common
           v: Verdicts, all_seeds: List[int], wall: float) -> str:
     fs = fractions(m)
     swap = swapped(m)
+    units = fetch_units(m)
     d = _native.rmml_defaults()
     pg = dict(d["paging"], **common["paging"])
     node_count = int(spec.get("nodes", {}).get("count", 2))
@@ -84,30 +86,41 @@ def _text(spec: Dict[str, Any], mode: str, runs: Runs, m: Dict[str, Any], common
         f"{pg['evict_batch']} pages, swap readahead of up to {pg['readahead_pages']} slots (Linux's adaptive window; a fault "
         "that finds its page read ahead is a minor fault, counted apart); the budget is the local-memory fraction of the "
         "working set. A seed drives the workload's generator, the Infiniswap-like slab placement and the ZNS device.", "",
-        f"RMML: {rm['block_bytes'] >> 20} MiB blocks, {rm['group_blocks']} blocks per group, {rm['codec']}, DPU cache "
+        f"RMML: {rm['block_bytes'] >> 20} MiB blocks, {rm['group_blocks']} blocks per group; fetch unit `{units[0]}`"
+        + (" (4 KiB pages compressed one by one, packed with their headers into their group's region, a miss reading one "
+           "page's record with one RDMA read)" if units[0] == "page" else " (a miss fetches and decompresses its whole block)")
+        + (f", with `{'`, `'.join(units[1:])}` beside it as the ablation (every seed)" if units[1:] else "")
+        + f"; {rm['codec']}, DPU cache of decompressed units (no compressed copies) "
         f"{m['dpu_cache_fraction'] * 100:g}% of the working set ({rm['cache_policy']}), PCIe {rm['pcie']['latency_ns']} ns + "
         f"{rm['pcie']['bytes_per_s'] / 1e9:g} GB/s, RDMA {rm['rdma']['latency_ns'] / 1e3:g} us + {rm['rdma']['bytes_per_s'] / 1e9:g} GB/s, "
         f"{rm['dpu_cores']} DPU cores, {rm['codec']} at {rm[rm['codec'] + '_compress_bytes_per_s'] / 1e9:g} / "
-        f"{rm[rm['codec'] + '_decompress_bytes_per_s'] / 1e9:g} GB/s (compress / decompress).", "",
+        f"{rm[rm['codec'] + '_decompress_bytes_per_s'] / 1e9:g} GB/s (compress / decompress; lz4's are one Arm Cortex-A72 "
+        f"core's, from lz4 pull request #707), the host's swap path {pg['fault_overhead_ns'] / 1e3:g} us per fault on every "
+        "backend.", "",
         "## The document's claims (in-process runs, key-value and fio)", "",
         *v.table(), "", legend(), "", READING, "",
     ]
     L += ["## What the explanations rest on", "",
           "The table gives each backend's read faults beside what they cost (the swap area's slot layout does not depend on "
           "the backend). A DPUSwap miss's parts are modelled from the run's counters (the mean "
-          "compressed record fetched) and the configured links and codec; the time a miss waits for a DPU core or a link is not "
-          "in the run's summary, so it is shown only as what the median read fault has beyond one unqueued miss.", "",
-          "| local | backend | read faults | read fault mean / p50 / p99 | DPU-cache hit | miss without queueing: fetch + decompress + PCIe | DPU cores busy |",
-          "|---|---|---|---|---|---|---|"]
+          "compressed record fetched) and the configured links and codec; the measured miss is the run's own: from the request "
+          "reaching the DPU to its unit decompressed, and the part of it spent queued behind write-backs and compactions on the "
+          "RDMA lane and the DPU cores.", "",
+          "| local | backend | read faults | read fault mean / p50 / p99 | DPU-cache hit | miss without queueing: fetch + decompress + PCIe | miss p50 / p99 (queued p50 / p99) | DPU cores busy |",
+          "|---|---|---|---|---|---|---|---|"]
     for f in swap:
-        for b in BACKENDS:
-            x = runs.kv(b, f)
+        for b, base in [(b, f"kv_{b}_{pc(f)}") for b in BACKENDS] + [("dpuswap", f"kv_dpuswap_{pc(f)}_{u}") for u in units[1:]]:
+            x = runs.mean(base)
             mp = miss_parts(x, rm) if b == "dpuswap" else None
             busy = core_busy(x, rm) if b == "dpuswap" else None
-            L.append(f"| {pc(f)}% | {LABELS[b]} | {x['faults']:.0f} | {us(x['fault_mean_us'])} / {us(x['fault_p50_us'])} / "
+            label = LABELS[b] + (f" ({x['fetch_unit']})" if b == "dpuswap" else "")
+            L.append(f"| {pc(f)}% | {label} | {x['faults']:.0f} | {us(x['fault_mean_us'])} / {us(x['fault_p50_us'])} / "
                      f"{us(x['fault_p99_us'])} | {num(x['cache_hit_ratio'])} | "
                      + (f"{us(mp['total'])} = {us(mp['fetch'])} + {us(mp['decompress'])} + {us(mp['request'] + mp['reply'])}"
-                        if mp else "-") + f" | {pct(busy, signed=False, digits=0) if busy is not None else '-'} |")
+                        if mp else "-")
+                     + (f" | {us(x['miss_p50_us'])} / {us(x['miss_p99_us'])} ({us(x['miss_wait_p50_us'])} / {us(x['miss_wait_p99_us'])})"
+                        if mp else " | -")
+                     + f" | {pct(busy, signed=False, digits=0) if busy is not None else '-'} |")
     L += ["", "## Key-value (YCSB-style)", "",
           "| backend | local | throughput (ops/s) | completion (s) | mean (us) | p99 (us) | faults: read / read ahead | read fault p50 / p99 (us) | wall fault p50 / p99 (us) | DPU cache hit | compression |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -133,6 +146,8 @@ def _text(spec: Dict[str, Any], mode: str, runs: Runs, m: Dict[str, Any], common
                  f"{ww['throughput'] / 1e6:.1f} | {ww['latency_mean_us']:.1f} / {ww['latency_p99_us']:.1f} | {num(rr['cache_hit_ratio'])} | "
                  f"{num(ww['read_modify_writes'], '.0f')} |")
     L += ["", "![fio](fio.png)", ""]
+    L += _unit_text(runs, m, rm)
+    L += _fault_cost_text(runs, m, pg)
     L += _sweep_text(runs, m, rm)
     L += _ablation_text(runs, m, rm, common)
     kv = dict(d["kv"], **spec.get("kv", {}))
@@ -143,6 +158,77 @@ def _text(spec: Dict[str, Any], mode: str, runs: Runs, m: Dict[str, Any], common
           "are in `runs.csv` (and the sweep's `results.csv`), the judged claims in `verdicts.json`. How the model works: "
           "docs/case-studies/dpuswap.md.", "", ""]
     return "\n".join(L)
+
+
+def _unit_text(runs: Runs, m: Dict[str, Any], rm: Dict[str, Any]) -> List[str]:
+    """The fetch units side by side: key-value at every swapped fraction and fio, every seed."""
+    units = fetch_units(m)
+    if len(units) < 2:
+        return []
+    L = ["## The fetch unit: what a DPU-cache miss fetches and decompresses", "",
+         f"DPUSwap with each fetch unit (means over {len(run_seeds(runs.spec, runs.mode))} seeds; `{units[0]}` is the main design, "
+         "the others the ablation); the change columns compare throughput with the baselines of the same seeds.", "",
+         "| workload | local | fetch unit | throughput | vs Infiniswap-like | vs ZNSwap-like | DPU-cache hit | miss p50 / p99 (us) | queued p50 / p99 (us) | queued per miss: RDMA / cores (us) | record fetched (KiB) | compression | remote memory (MiB) | compactions |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    sets: List[Tuple[str, Optional[float], str, str, str, float]] = [
+        ("kv", f, f"kv_dpuswap_{pc(f)}", f"kv_{{}}_{pc(f)}", "ops/s", 1.0) for f in swapped(m)]
+    sets += [(rw, None, f"fio_{rw}_dpuswap", f"fio_{rw}_{{}}", "MB/s", 1e6) for rw in ("randread", "randwrite")]
+    for wl, f, base, baseline, unit, scale in sets:
+        for u in units:
+            name = base if u == units[0] else f"{base}_{u}"
+            seeds_dp = runs.seeds(name)
+            x = runs.mean(name)
+            vs = []
+            for b in OTHERS:
+                ch = [ratio(a["throughput"], c["throughput"]) - 1 for a, c in zip(seeds_dp, runs.seeds(baseline.format(b)), strict=True)]
+                vs.append(pct(sum(ch) / len(ch)))
+            rec = ratio(x["fetch_bytes"], x["fetches"]) / 1024 if isinstance(x.get("fetches"), (int, float)) and x["fetches"] else None
+            L.append(f"| {wl} | {f'{pc(f)}%' if f is not None else '100%'} | {u} | {x['throughput'] / scale:.0f} {unit} | {vs[0]} | {vs[1]} | "
+                     f"{num(x['cache_hit_ratio'])} | {num(x['miss_p50_us'], '.1f')} / {num(x['miss_p99_us'], '.1f')} | "
+                     f"{num(x['miss_wait_p50_us'], '.1f')} / {num(x['miss_wait_p99_us'], '.1f')} | "
+                     f"{num(x['miss_wait_rdma_us'], '.1f')} / {num(x['miss_wait_cores_us'], '.1f')} | {num(rec, '.1f')} | "
+                     f"{num(x['compression_ratio'], '.2f')} | {float(x['remote_bytes'] or 0) / 2**20:.1f} | {num(x['compactions'], '.0f')} |")
+    L.append("")
+    lo = min(swapped(m)) if swapped(m) else None
+    if lo is not None:
+        page, other = runs.mean(f"kv_dpuswap_{pc(lo)}"), runs.mean(f"kv_dpuswap_{pc(lo)}_{units[1]}")
+        mp, mo = miss_parts(page, rm), miss_parts(other, rm)
+        if mp and mo:
+            L.append("- " + Why(f"A `{units[1]}` miss costs {mo['total'] / mp['total']:.0f}x a `{units[0]}` miss, and the larger unit's "
+                                f"higher DPU-cache hit ratio ({num(other['cache_hit_ratio'])} vs {num(page['cache_hit_ratio'])}) does not "
+                                "make up for it" if other["throughput"] < page["throughput"] else
+                                f"The `{units[1]}` unit's higher DPU-cache hit ratio makes up for its dearer misses",
+                                f"key-value at {pc(lo)}%: miss without queueing {us(mo['total'])} ({units[1]}) vs {us(mp['total'])} "
+                                f"({units[0]}); measured miss p50 {us(other['miss_p50_us'])} vs {us(page['miss_p50_us'])}; "
+                                f"{other['throughput']:.0f} vs {page['throughput']:.0f} ops/s").render() + ".")
+            L.append("")
+    return L
+
+
+def _fault_cost_text(runs: Runs, m: Dict[str, Any], pg: Dict[str, Any]) -> List[str]:
+    """The host swap path's per-fault cost swept at the smallest fraction (first seed)."""
+    costs = fault_overheads(m)
+    if not costs or not swapped(m):
+        return []
+    lo = min(swapped(m))
+    all_costs = [int(pg["fault_overhead_ns"]), *costs]
+
+    def name(b: str, ns: int) -> str:
+        return f"kv_{b}_{pc(lo)}" if ns == all_costs[0] else f"kv_{b}_{pc(lo)}_fault{ns / 1e3:g}us"
+
+    L = [f"## The host's swap path: per-fault cost swept (key-value, {pc(lo)}% local, seed {runs.first_seed})", "",
+         "Every backend pays the host kernel's swap path alike on each fault (trap, page-table and swap-cache work, and the "
+         "block layer where it is not bypassed). Its published per-fault figures (Leap, ATC'20; Fastswap, EuroSys'20) could "
+         "not be read from the sources at hand, so the runs use "
+         f"{all_costs[0] / 1e3:g} us and this table shows what DPUSwap's lead does as the cost grows:", "",
+         "| swap path per fault (us) | " + " | ".join(f"{LABELS[b]} (ops/s)" for b in BACKENDS) + " | DPUSwap vs Infiniswap-like | DPUSwap vs ZNSwap-like |",
+         "|---|" + "---|" * (len(BACKENDS) + 2)]
+    for ns in all_costs:
+        t = {b: runs.first(name(b, ns))["throughput"] for b in BACKENDS}
+        L.append(f"| {ns / 1e3:g} | " + " | ".join(f"{t[b]:.0f}" for b in BACKENDS)
+                 + f" | {pct(ratio(t['dpuswap'], t['infiniswap']) - 1)} | {pct(ratio(t['dpuswap'], t['znswap']) - 1)} |")
+    L.append("")
+    return L
 
 
 def crossover(runs: Runs, m: Dict[str, Any], f: float, b: str) -> Optional[float]:
@@ -285,7 +371,8 @@ def _guest_text(out: Path, runs: Dict[str, Dict[str, Any]], fs: List[float], gt:
         return runs[f"guest_{b}_{pc(f)}"]
 
     loc = g("local", 1.0)
-    rows = [{"backend": r["backend"], "local_fraction": r["local_fraction"], "iops": r["throughput_iops"], "runtime_s": r["runtime_s"],
+    rows = [{"backend": r["backend"], "fetch_unit": r["disk"]["device"].get("fetch_unit", "") if r["backend"] == "dpuswap" else "",
+             "local_fraction": r["local_fraction"], "iops": r["throughput_iops"], "runtime_s": r["runtime_s"],
              "clat_mean_us": r["clat_mean_ns"] / 1e3, "clat_p99_us": r["clat_p99_ns"] / 1e3, "swap_ins": r["swap_ins"],
              "swap_outs": r["swap_outs"], "memory_limit_bytes": r["memory"].get("limit", 0),
              "disk_read_mean_us": r["disk"]["latency_ns"].get("read", {}).get("mean", 0) / 1e3,
@@ -310,11 +397,14 @@ def _guest_text(out: Path, runs: Dict[str, Dict[str, Any]], fs: List[float], gt:
          "| backend | local | IOPS | mean clat (us) | p99 clat (us) | swap-ins | swap-outs | disk read mean (us, modelled) | DPU cache hit | compression |",
          "|---|---|---|---|---|---|---|---|---|---|"]
     for f in fs:
-        for b in (["local"] if f >= 1.0 else BACKENDS):
-            r = g(b, f)
+        for b, name in ([("local", "guest_local_100")] if f >= 1.0 else
+                        [(b, f"guest_{b}_{pc(f)}") for b in BACKENDS]
+                        + [("dpuswap", n) for n in runs if n.startswith(f"guest_dpuswap_{pc(f)}_")]):
+            r = runs[name]
             dev = r["disk"]["device"] if b != "local" else {}
             rd = r["disk"]["latency_ns"].get("read", {}).get("mean", 0) / 1e3 if b != "local" else None
-            L.append(f"| {LABELS[b]} | {pc(f)}% | {r['throughput_iops']:.0f} | {r['clat_mean_ns'] / 1e3:.1f} | "
+            label = LABELS[b] + (f" ({dev.get('fetch_unit', '')})" if b == "dpuswap" else "")
+            L.append(f"| {label} | {pc(f)}% | {r['throughput_iops']:.0f} | {r['clat_mean_ns'] / 1e3:.1f} | "
                      f"{r['clat_p99_ns'] / 1e3:.0f} | {r['swap_ins']} | {r['swap_outs']} | {num(rd, '.1f')} | {num(dev.get('cache_hit_ratio'))} | "
                      f"{num(dev.get('compression_ratio'))} |")
     L += ["", "The document's claims against the guest runs (one seed, so no interval):", "", *gv.table(), "",
