@@ -75,7 +75,8 @@ def report(tmp_path_factory):
 
 
 def test_reproduce_writes_the_claims_csv_and_figures(report):
-    for f in ["report.md", "results.csv", "runs.csv", "verdicts.json", "kv.png", "sort.png", "fio.png", "cache_sweep.png"]:
+    for f in ["report.md", "results.csv", "runs.csv", "verdicts.json", "kv.png", "sort.png", "fio.png", "cache_sweep.png",
+              "fetch_unit.png"]:
         assert (report / f).stat().st_size > 0, f
     md = (report / "report.md").read_text()
     # Every verdict is the judge's, and the report shows the judged claims as saved.

@@ -84,10 +84,6 @@ impl Lanes {
     pub fn busy_ns(&self) -> u64 {
         self.0.iter().map(|l| l.busy_ns).sum()
     }
-    /// How long work arriving at `now_ns` waits for the first free lane.
-    pub fn wait_ns(&self, now_ns: u64) -> u64 {
-        self.0.iter().map(|l| l.busy_until_ns).min().expect("lanes").saturating_sub(now_ns)
-    }
 }
 
 #[cfg(test)]

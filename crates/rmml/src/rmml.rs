@@ -25,8 +25,10 @@
 //!
 //! Time is modelled (see link.rs): a host request pays PCIe plus, on a cache miss, the RDMA
 //! fetch and decompression of the unit on a DPU core. Write-back and compaction run in the
-//! background on the same RDMA lane and cores, so they delay later misses only through those
-//! resources.
+//! background on the same RDMA lane and cores, so they delay later misses through those
+//! resources, and through the cache: a write or a miss that takes the slot of a dirty victim
+//! lands there only once a core has compressed the victim (the DPU's back-pressure when
+//! compression falls behind).
 
 use hdrhistogram::Histogram;
 use serde_json::json;
@@ -93,7 +95,8 @@ struct Stats {
     blocks_dropped: u64,
     node_failures: u64,
     pages_lost: u64,
-    /// Time misses spent queued, summed: for the RDMA lane, for a DPU core (ns).
+    /// Time misses spent queued, summed: for the RDMA lane, and for a DPU core or for their
+    /// slot's dirty victim to be compressed (ns).
     miss_wait_rdma_ns: u64,
     miss_wait_cores_ns: u64,
 }
@@ -233,24 +236,29 @@ impl Rmml {
 
     // ---- the DPU cache ----
 
-    /// A cache slot for block `b`, writing back whatever it held. The returned slot is not
-    /// installed yet.
-    fn free_slot(&mut self, t: u64) -> Result<usize> {
+    /// A cache slot, writing back whatever it held (work starting at `t`); returns the slot
+    /// (not installed yet) and when it is free: a dirty victim's data stays in the slot until a
+    /// DPU core has compressed it, so new data lands there no earlier.
+    fn free_slot(&mut self, t: u64) -> Result<(usize, u64)> {
         let (s, victim) = self.cache.take_slot();
+        let mut free_at = t;
         if let Some((vb, true)) = victim {
-            if let Err(e) = self.write_back(s, vb, t) {
-                // The victim's data cannot be placed anywhere: its pages are lost, loudly.
-                let ppu = self.ppu();
-                for p in vb * ppu..(vb + 1) * ppu {
-                    if self.valid.get(p) && !self.lost.set(p, true) {
-                        self.st.pages_lost += 1;
+            match self.write_back(s, vb, t) {
+                Ok(compressed) => free_at = compressed,
+                Err(e) => {
+                    // The victim's data cannot be placed anywhere: its pages are lost, loudly.
+                    let ppu = self.ppu();
+                    for p in vb * ppu..(vb + 1) * ppu {
+                        if self.valid.get(p) && !self.lost.set(p, true) {
+                            self.st.pages_lost += 1;
+                        }
                     }
+                    self.cache.release(s);
+                    return Err(e);
                 }
-                self.cache.release(s);
-                return Err(e);
             }
         }
-        Ok(s)
+        Ok((s, free_at))
     }
 
     /// Bring block `b` into the cache from remote memory; returns its slot and when its data is
@@ -261,7 +269,7 @@ impl Rmml {
         // Demand fetch first: the DPU issues it before the victim's write-back.
         let rdma_wait = self.rdma.busy_until_ns.saturating_sub(t);
         let fetched = self.rdma.transfer(&self.cfg.rdma, t, rec_len as u64);
-        let s = self.free_slot(t)?;
+        let (s, free_at) = self.free_slot(t)?;
         // The victim's write-back may have compacted this block's group (or lost its node).
         let loc = self.units[b as usize];
         if loc.off == NONE {
@@ -293,8 +301,10 @@ impl Rmml {
         self.st.fetches += 1;
         self.st.fetch_bytes += loc.rec as u64;
         let dec = self.unit_bytes as f64 / self.cfg.codec_speed(codec).1 * 1e9;
-        let core_wait = self.cores.wait_ns(fetched);
-        let ready = self.cores.reserve(fetched, dec.ceil() as u64);
+        // Decompression needs the fetched record, the slot (its victim compressed) and a core.
+        let dec_ns = dec.ceil() as u64;
+        let ready = self.cores.reserve(fetched.max(free_at), dec_ns);
+        let core_wait = ready - dec_ns - fetched;
         self.miss_ns.saturating_record(ready - t);
         self.miss_wait_ns.saturating_record(rdma_wait + core_wait);
         self.st.miss_wait_rdma_ns += rdma_wait;
@@ -328,12 +338,12 @@ impl Rmml {
         Ok(h.codec)
     }
 
-    /// Compress block `b` from cache slot `s` and place it in remote memory (background work
-    /// starting at `t`).
-    fn write_back(&mut self, s: usize, b: u64, t: u64) -> Result<()> {
+    /// Compress unit `b` from cache slot `s` and place it in remote memory (background work
+    /// starting at `t`); returns when the compression has read the slot.
+    fn write_back(&mut self, s: usize, b: u64, t: u64) -> Result<u64> {
         if self.valid_in_unit[b as usize] == 0 {
             self.drop_remote(b);
-            return Ok(());
+            return Ok(t);
         }
         let bb = self.unit_bytes;
         let buf = self.cache.buf(s);
@@ -363,7 +373,7 @@ impl Rmml {
         if self.st.write_backs.is_multiple_of(BALANCE_EVERY) {
             self.balance(compressed)?;
         }
-        Ok(())
+        Ok(compressed)
     }
 
     /// Write the record in `self.record` for block `b`: append to its group's region, or
@@ -657,7 +667,8 @@ impl SwapDevice for Rmml {
                         done = done.max(r);
                         s
                     } else {
-                        let s = self.free_slot(t)?;
+                        let (s, free_at) = self.free_slot(t)?;
+                        done = done.max(free_at);
                         self.cache.buf(s).fill(0);
                         self.cache.install(s, b, false);
                         s

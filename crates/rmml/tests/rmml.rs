@@ -332,3 +332,25 @@ fn random_small_writes_over_a_filled_span() {
         dev.check_invariants();
     }
 }
+
+#[test]
+fn writes_into_a_full_dirty_cache_wait_for_the_victims_compression() {
+    // A 1 MiB DPU cache of pages, filled with dirty pages, then as many new pages again, all
+    // issued at time 0: every new page takes a dirty victim's slot, so the writes cannot finish
+    // before the DPU cores have compressed the victims (the back-pressure of a write-back cache).
+    let c = RmmlConfig { capacity_bytes: 64 << 20, cache_bytes: 1 << 20, ..RmmlConfig::default() };
+    let slots = c.cache_slots() as u64;
+    let compress_ns = (PAGE_BYTES as f64 / c.lz4_compress_bytes_per_s * 1e9) as u64;
+    let mut dev = Rmml::new(c.clone(), local_nodes(1, 256 << 20)).unwrap();
+    let mut rng = Pcg64::seed_from_u64(9);
+    let mut last = 0;
+    for p in 0..2 * slots {
+        last = last.max(dev.write(p * PAGE_BYTES, &page(&mut rng, true), 0).unwrap());
+    }
+    let floor = slots * compress_ns / c.dpu_cores as u64;
+    assert!(last >= floor, "the last write done at {last} ns, before {floor} ns of compression on {} cores", c.dpu_cores);
+    // The first half found free slots: each done after PCIe and the DPU's request handling.
+    let mut dev = Rmml::new(c, local_nodes(1, 256 << 20)).unwrap();
+    let first = dev.write(0, &page(&mut rng, true), 0).unwrap();
+    assert!(first < 2_000, "{first} ns");
+}

@@ -78,6 +78,43 @@ def draw(out: Path, runs: Any, fractions: List[float], m: Dict[str, Any]) -> Non
         plt.close(fig)
 
 
+def fetch_units_figure(out: Path, runs: Any, swap: List[float], units: List[str]) -> None:
+    """fetch_unit.png: per fetch unit, the DPU misses' median and p99 (the queued part shaded)
+    and the key-value throughput beside the baselines', at each swapped fraction."""
+    plt = _plt()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    name = {u: (lambda f, u=u: f"kv_dpuswap_{pct_key(f)}" + ("" if u == units[0] else f"_{u}")) for u in units}
+    xs = list(range(len(swap)))
+    wdt = 0.8 / (2 * len(units))
+    for i, u in enumerate(units):
+        for j, q in enumerate(("p50", "p99")):
+            at = [x + (2 * i + j) * wdt for x in xs]
+            rows = [runs.mean(name[u](f)) for f in swap]
+            a.bar(at, [r[f"miss_{q}_us"] for r in rows], wdt, color=COLORS["dpuswap"], alpha=0.45 + 0.5 * (i == 0),
+                  edgecolor="k", lw=0.5, label=f"{u}: miss {q}")
+            a.bar(at, [r[f"miss_wait_{q}_us"] for r in rows], wdt, color="none", hatch="///", edgecolor="k", lw=0.0,
+                  label="queued part" if i == j == 0 else None)
+    a.set_yscale("log")
+    a.set_xticks([x + 0.4 - wdt / 2 for x in xs], [f"{pct_key(f)}% local" for f in swap])
+    a.set_ylabel("DPU-cache miss on the DPU (us, modelled)")
+    a.set_title("what a miss costs, by fetch unit", fontsize=10)
+    a.legend(fontsize=7)
+    a.grid(alpha=0.3, axis="y")
+    series = [(f"DPUSwap ({u})", name[u], COLORS["dpuswap"], 1.0 if i == 0 else 0.45) for i, u in enumerate(units)]
+    series += [(LABELS[o], (lambda f, o=o: f"kv_{o}_{pct_key(f)}"), COLORS[o], 1.0) for o in ("infiniswap", "znswap")]
+    wdt = 0.8 / len(series)
+    for i, (label, nm, color, alpha) in enumerate(series):
+        b.bar([x + i * wdt for x in xs], [runs.mean(nm(f))["throughput"] for f in swap], wdt, color=color, alpha=alpha, label=label)
+    b.set_xticks([x + 0.4 - wdt / 2 for x in xs], [f"{pct_key(f)}% local" for f in swap])
+    b.set_ylabel("key-value throughput (ops/s, modelled)")
+    b.set_title("key-value throughput", fontsize=10)
+    b.legend(fontsize=7)
+    b.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(out / "fetch_unit.png", dpi=120)
+    plt.close(fig)
+
+
 def guest(out: Path, g: Callable[[str, float], Dict[str, Any]], swap: List[float], loc: Dict[str, Any]) -> None:
     """guest.png: the guest's fio IOPS per backend and local fraction."""
     plt = _plt()

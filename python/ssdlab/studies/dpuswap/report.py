@@ -47,6 +47,8 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
     guest = {n: results[n].metrics for n, _, _ in guest_plan(spec, mode)}
     gv = judge_guest(guest, swap, mode, int(m["guest"]["ops"]) if m.get("guest") else 0)
     figures.draw(out, runs, fs, m)
+    if len(fetch_units(m)) > 1 and swap:
+        figures.fetch_units_figure(out, runs, swap, fetch_units(m))
     text = _text(spec, mode, runs, m, common, rmml, v, all_seeds, sum(r["wall_s"] for r in rows))
     if guest:
         text += _guest_text(out, guest, fs, m["guest"], gv, int(spec.get("seed", 42)))
@@ -202,6 +204,7 @@ def _unit_text(runs: Runs, m: Dict[str, Any], rm: Dict[str, Any]) -> List[str]:
                                 f"({units[0]}); measured miss p50 {us(other['miss_p50_us'])} vs {us(page['miss_p50_us'])}; "
                                 f"{other['throughput']:.0f} vs {page['throughput']:.0f} ops/s").render() + ".")
             L.append("")
+    L += ["![fetch unit](fetch_unit.png)", ""]
     return L
 
 
