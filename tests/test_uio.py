@@ -11,6 +11,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -192,6 +193,32 @@ def test_a_host_declaring_more_shared_memory_than_it_sends_is_refused_and_the_de
         assert h.get(b"k") == b"v"
     log = (tmp_path / "device0.log").read_text()
     assert "0 bytes where 65536 were declared" in log and "not sealed against shrinking" in log, log
+
+
+def test_a_connection_that_sends_nothing_delays_no_host(tmp_path):
+    # Silent connections to the device's socket, held open: the device waits for their attach
+    # message without blocking, so a good host attaches and works at once beside them (it used
+    # to wait up to 5 s per silent connection), and they are dropped after 5 s with a log line.
+    with Devices(1, dir=str(tmp_path)) as d:
+        silent = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(3)]
+        try:
+            for c in silent:
+                c.connect(d.sockets[0])
+            t0 = time.monotonic()
+            h = Host(d.sockets[0])
+            h.put(b"k", b"v")
+            assert h.get(b"k") == b"v"
+            took = time.monotonic() - t0
+            assert took < 4.0, f"a good host took {took:.1f} s beside 3 silent connections"
+            for c in silent:
+                c.settimeout(15)
+                assert c.recv(1) == b""  # dropped by the device
+        finally:
+            for c in silent:
+                c.close()
+        assert d.procs[0].poll() is None
+    log = (tmp_path / "device0.log").read_text()
+    assert log.count("nothing sent within 5s") == 3, log
 
 
 def _kv_serve(tmp_path, sock, name, old_metrics_flag=False):

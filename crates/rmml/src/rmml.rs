@@ -27,8 +27,8 @@
 //! fetch and decompression of the unit on a DPU core. Write-back and compaction run in the
 //! background on the same RDMA lane and cores, so they delay later misses through those
 //! resources, and through the cache: a write or a miss that takes the slot of a dirty victim
-//! lands there only once a core has compressed the victim (the DPU's back-pressure when
-//! compression falls behind).
+//! lands there only once a core has taken the victim to compress it (the DPU's back-pressure
+//! when compression falls behind).
 
 use hdrhistogram::Histogram;
 use serde_json::json;
@@ -96,7 +96,7 @@ struct Stats {
     node_failures: u64,
     pages_lost: u64,
     /// Time misses spent queued, summed: for the RDMA lane, and for a DPU core or for their
-    /// slot's dirty victim to be compressed (ns).
+    /// slot's dirty victim to be taken for compression (ns).
     miss_wait_rdma_ns: u64,
     miss_wait_cores_ns: u64,
 }
@@ -238,7 +238,8 @@ impl Rmml {
 
     /// A cache slot, writing back whatever it held (work starting at `t`); returns the slot
     /// (not installed yet) and when it is free: a dirty victim's data stays in the slot until a
-    /// DPU core has compressed it, so new data lands there no earlier.
+    /// DPU core takes it into its working buffer to compress it, so new data lands there no
+    /// earlier (no wait while a core is free; the cores' pace once they fall behind).
     fn free_slot(&mut self, t: u64) -> Result<(usize, u64)> {
         let (s, victim) = self.cache.take_slot();
         let mut free_at = t;
@@ -339,7 +340,7 @@ impl Rmml {
     }
 
     /// Compress unit `b` from cache slot `s` and place it in remote memory (background work
-    /// starting at `t`); returns when the compression has read the slot.
+    /// starting at `t`); returns when a core took the slot's data to compress it.
     fn write_back(&mut self, s: usize, b: u64, t: u64) -> Result<u64> {
         if self.valid_in_unit[b as usize] == 0 {
             self.drop_remote(b);
@@ -368,12 +369,13 @@ impl Rmml {
         self.st.stored_raw_blocks += (codec == Codec::None) as u64;
         let comp = (bb as f64 / self.cfg.codec_speed(self.cfg.codec).0 * 1e9).ceil() as u64;
         let compressed = self.cores.reserve(t, comp);
+        let taken = compressed - comp;
         self.place(b, compressed)?;
         self.st.write_back_bytes += rec_len as u64;
         if self.st.write_backs.is_multiple_of(BALANCE_EVERY) {
             self.balance(compressed)?;
         }
-        Ok(compressed)
+        Ok(taken)
     }
 
     /// Write the record in `self.record` for block `b`: append to its group's region, or

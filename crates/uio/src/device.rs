@@ -191,6 +191,10 @@ const SPIN_POLLS: u32 = 20_000;
 
 /// The attach message: BAR bytes, host memory bytes (u64 each), with the two memfds.
 const ATTACH_BYTES: usize = 16;
+/// How long a connection may take to send its attach message before it is dropped.
+const ATTACH_WAIT: Duration = Duration::from_secs(5);
+/// Connections waiting to send their attach message at most; the oldest goes beyond that.
+const ATTACH_PENDING: usize = 64;
 
 /// Run a device until `stop`: NET for the peers, hosts one after another on the socket.
 /// `ready` gets the NET address and the socket path once both listen.
@@ -230,6 +234,9 @@ pub fn run(
         stats: DeviceStats::default(),
     }));
     let mut hosts: Vec<Attached> = vec![];
+    // Connections accepted whose attach message has not arrived yet: waited for without
+    // blocking, so one that sends nothing delays no attached host and no other connection.
+    let mut pending: Vec<(UnixStream, Instant)> = vec![];
     let mut idle = 0u32;
     let mut result = Ok(());
     while !stop.load(Ordering::Relaxed) {
@@ -246,21 +253,45 @@ pub fn run(
             std::hint::spin_loop();
             continue;
         }
-        // Idle: take new hosts, drop those that went away, then doze.
+        // Idle: take new connections and the hosts whose attach message arrived, drop those
+        // that went away, then doze.
         match ux.accept() {
-            Ok((s, _)) => match attach(s, Shared(store.clone()), opts.burst) {
-                Ok(h) => {
-                    store.lock().expect("device").stats.hosts_attached += 1;
-                    hosts.push(h);
-                    idle = 0;
-                    continue;
+            Ok((s, _)) => {
+                if let Err(e) = s.set_nonblocking(true) {
+                    eprintln!("uio device {}: host attach refused: {e}", opts.id);
+                } else {
+                    if pending.len() >= ATTACH_PENDING {
+                        pending.remove(0);
+                        eprintln!("uio device {}: more than {ATTACH_PENDING} connections waiting to attach; the oldest dropped", opts.id);
+                    }
+                    pending.push((s, Instant::now()));
                 }
-                Err(e) => eprintln!("uio device {}: host attach refused: {e}", opts.id),
-            },
+                idle = 0;
+                continue;
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => {
                 result = Err(e);
                 break;
+            }
+        }
+        let mut i = 0;
+        while i < pending.len() {
+            match attach(&mut pending[i].0, Shared(store.clone()), opts.burst) {
+                Ok(None) if pending[i].1.elapsed() < ATTACH_WAIT => i += 1,
+                Ok(None) => {
+                    eprintln!("uio device {}: host attach refused: nothing sent within {ATTACH_WAIT:?}", opts.id);
+                    pending.swap_remove(i);
+                }
+                Ok(Some(ctl)) => {
+                    store.lock().expect("device").stats.hosts_attached += 1;
+                    hosts.push(Attached { sock: pending.swap_remove(i).0, ctl });
+                    idle = 0;
+                }
+                Err(e) => {
+                    eprintln!("uio device {}: host attach refused: {e}", opts.id);
+                    pending.swap_remove(i);
+                }
             }
         }
         // A host is gone when its socket reads end-of-file or fails.
@@ -268,7 +299,7 @@ pub fn run(
             Ok(n) => n > 0,
             Err(e) => e.kind() == io::ErrorKind::WouldBlock,
         });
-        std::thread::sleep(Duration::from_micros(if hosts.is_empty() { 5_000 } else { 20 }));
+        std::thread::sleep(Duration::from_micros(if hosts.is_empty() && pending.is_empty() { 5_000 } else { 20 }));
     }
     drop(hosts);
     stop.store(true, Ordering::Relaxed);
@@ -330,14 +361,18 @@ fn invalid(e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e.to_string())
 }
 
-/// A host attaching: receive its BAR and memory memfds, map them, enable a controller on them
-/// (its admin queues where its BAR says), and acknowledge.
-fn attach(mut s: UnixStream, store: Shared, burst: u32) -> io::Result<Attached> {
-    s.set_nonblocking(false)?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+/// A host attaching on non-blocking `s`: receive its BAR and memory memfds, map them, enable
+/// a controller on them (its admin queues where its BAR says), and acknowledge. None: nothing
+/// has arrived yet.
+fn attach(s: &mut UnixStream, store: Shared, burst: u32) -> io::Result<Option<Controller<Shared>>> {
     let mut hdr = [0u8; ATTACH_BYTES];
     let mut fds: [RawFd; 2] = [-1; 2];
-    let (nb, nfd) = s.recv_with_fd(&mut hdr, &mut fds)?;
+    let (nb, nfd) = match s.recv_with_fd(&mut hdr, &mut fds) {
+        Ok((0, 0)) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "closed before attaching")),
+        Ok(got) => got,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+        Err(e) => return Err(e),
+    };
     // SAFETY: the descriptors just received are ours to own and close.
     let owned: Vec<OwnedFd> = fds[..nfd].iter().map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) }).collect();
     if nb != ATTACH_BYTES || owned.len() != 2 {
@@ -359,8 +394,7 @@ fn attach(mut s: UnixStream, store: Shared, burst: u32) -> io::Result<Attached> 
         }
     };
     s.write_all(&[1])?;
-    s.set_nonblocking(true)?;
-    Ok(Attached { sock: s, ctl })
+    Ok(Some(ctl))
 }
 
 /// Bytes of host memory the host library maps: queues, one key and one value buffer.
