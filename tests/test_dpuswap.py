@@ -13,6 +13,8 @@ import random
 import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -112,7 +114,7 @@ def test_reproduce_writes_the_claims_csv_and_figures(report):
     assert (page["fetch_unit"], block["fetch_unit"]) == ("page", "block")
     assert int(page["fetch_bytes"]) / int(page["fetches"]) <= 4096 + 64
     assert int(block["fetch_bytes"]) / int(block["fetches"]) > 64 * 1024
-    assert 0 < float(page["miss_p50_us"]) and 10 * float(page["miss_p50_us"]) < float(block["miss_p50_us"])
+    assert float(page["miss_p50_us"]) > 0 and 10 * float(page["miss_p50_us"]) < float(block["miss_p50_us"])
     # Both units see the same faults (the host's paging does not depend on the backend).
     assert page["faults"] == block["faults"] == rows["kv_infiniswap_50"]["faults"]
     assert re.search(r"^- At 50% local memory DPUSwap leads ", md, re.M)
@@ -299,6 +301,37 @@ def test_a_node_that_cannot_start_says_why():
             nodes.start_one(busy)
         procs = list(nodes.procs)
     assert all(p.poll() is not None for p in procs)
+
+
+def _rss_bytes(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_a_node_trusts_no_declared_length_and_listens_on_loopback_unless_told():
+    """Hostile peers of `ssdlab rmml node`: WRITE headers declaring 256 MiB that never send the
+    bytes cost the node nothing (it receives before it allocates), and a non-loopback --listen
+    needs --allow-remote."""
+    with Nodes(1, 64 << 20) as nodes:
+        host, port = nodes.addrs[0].rsplit(":", 1)
+        pid = nodes.procs[0].pid
+        before = _rss_bytes(pid)
+        conns = []
+        for _ in range(3):
+            c = socket.create_connection((host, int(port)))
+            c.sendall(struct.pack("<B3xIQQ", 5, 256 << 20, 1, 0))  # WRITE of 256 MiB to region 1, no data
+            conns.append(c)
+        time.sleep(0.5)
+        grew = _rss_bytes(pid) - before
+        for c in conns:
+            c.close()
+        assert grew < 16 << 20, f"the node grew by {grew >> 20} MiB for headers alone"
+        assert nodes.procs[0].poll() is None
+    r = subprocess.run([str(BIN / "ssdlab"), "rmml", "node", "--listen", "0.0.0.0:0", "-q"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "--allow-remote" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 @needs_nbd_clients

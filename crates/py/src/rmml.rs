@@ -127,14 +127,20 @@ fn rmml_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 /// Serve a remote memory node on `listen` lending `capacity_bytes` until SIGINT/SIGTERM;
 /// prints the bound address first (a port of 0 picks a free one). Returns the final stat.
 #[pyfunction]
-#[pyo3(signature = (listen, capacity_bytes, quiet=false))]
-fn rmml_node_serve<'py>(py: Python<'py>, listen: &str, capacity_bytes: u64, quiet: bool) -> PyResult<Bound<'py, PyAny>> {
+#[pyo3(signature = (listen, capacity_bytes, quiet=false, allow_remote=false))]
+fn rmml_node_serve<'py>(
+    py: Python<'py>,
+    listen: &str,
+    capacity_bytes: u64,
+    quiet: bool,
+    allow_remote: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     if capacity_bytes == 0 {
         return Err(PyValueError::new_err("--capacity: expected a positive size"));
     }
     let st = py
         .detach(|| {
-            ssdlab_rmml::node::server::serve_until_signal(listen, capacity_bytes, |a| {
+            ssdlab_rmml::node::server::serve_until_signal(listen, capacity_bytes, allow_remote, |a| {
                 use std::io::Write;
                 if !quiet {
                     println!("rmml node listening on {a} ({capacity_bytes} bytes to lend)");

@@ -239,7 +239,7 @@ fn load_is_balanced_over_nodes() {
 }
 
 fn start_node(addr: &str, cap: u64) -> (String, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
-    let srv = NodeServer::bind(addr, cap).unwrap();
+    let srv = NodeServer::bind(addr, cap, false).unwrap();
     let a = srv.local_addr().to_string();
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();

@@ -141,11 +141,47 @@ mod tests {
     use std::sync::Arc;
 
     fn start(cap: u64) -> (String, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
-        let srv = NodeServer::bind("127.0.0.1:0", cap).unwrap();
+        let srv = NodeServer::bind("127.0.0.1:0", cap, false).unwrap();
         let addr = srv.local_addr().to_string();
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         (addr, stop, std::thread::spawn(move || srv.run(&s2).unwrap()))
+    }
+
+    #[test]
+    fn a_client_that_stops_reading_stalls_only_itself() {
+        use std::io::Write as _;
+        let (addr, stop, h) = start(128 << 20);
+        let mut n = TcpNode::connect(&addr, 1).unwrap();
+        let r = n.alloc(64 << 20).unwrap();
+        // A raw client asks for the whole 64 MiB region, three times, and reads none of it.
+        let mut raw = std::net::TcpStream::connect(&addr).unwrap();
+        for _ in 0..3 {
+            raw.write_all(&Request { op: OP_READ, len: 64 << 20, region: r, offset: 0 }.encode()).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // Everyone else is served meanwhile: the node holds no lock while that reply waits.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let a2 = addr.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(TcpNode::connect(&a2, 2).and_then(|mut o| o.stat()).map(|s| s.regions));
+        });
+        let regions = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("another client's STAT stalled");
+        assert_eq!(regions.unwrap(), 1);
+        let mut out = [0u8; 8];
+        n.write(r, 0, b"still ok").unwrap();
+        n.read(r, 0, &mut out).unwrap();
+        assert_eq!(&out, b"still ok");
+        drop(raw);
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn a_non_loopback_listener_needs_the_explicit_flag() {
+        let e = NodeServer::bind("0.0.0.0:0", 1 << 20, false).err().expect("refused");
+        assert!(e.to_string().contains("--allow-remote"), "{e}");
+        assert!(NodeServer::bind("0.0.0.0:0", 1 << 20, true).is_ok());
     }
 
     #[test]

@@ -74,11 +74,16 @@ pub fn decode_stat(b: &[u8]) -> Option<NodeStat> {
 }
 
 pub fn write_reply(w: &mut impl Write, status: u8, payload: &[u8]) -> std::io::Result<()> {
+    write_reply_header(w, status, payload.len() as u32)?;
+    w.write_all(payload)
+}
+
+/// A reply header alone (the payload of `len` bytes follows, written in pieces).
+pub fn write_reply_header(w: &mut impl Write, status: u8, len: u32) -> std::io::Result<()> {
     let mut h = [0u8; REPLY_BYTES];
     h[0] = status;
-    h[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-    w.write_all(&h)?;
-    w.write_all(payload)
+    h[4..8].copy_from_slice(&len.to_le_bytes());
+    w.write_all(&h)
 }
 
 /// Read a reply header: (status, payload length).

@@ -1,8 +1,14 @@
 //! The node service: a [`Store`] behind TCP, a thread per connection (the RMML and the
 //! baselines open one or two each), until a stop flag is raised.
+//!
+//! A peer is not trusted: the store's lock is never held across a network send or receive (a
+//! client that stops reading stalls only itself), a connection's memory grows only with the
+//! bytes it has sent (a WRITE is received before it is stored, never allocated from its
+//! declared length) and a READ is sent in pieces of at most [`PIECE_BYTES`]; the listener is
+//! loopback unless remote peers are explicitly allowed.
 
 use std::io::{BufReader, BufWriter, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,6 +18,8 @@ use super::store::{Refusal, Store};
 
 /// Connections served at once; more are refused (closed at once).
 pub const MAX_CONNECTIONS: usize = 64;
+/// The largest piece of a READ reply copied out of the store at a time.
+pub const PIECE_BYTES: usize = 1 << 20;
 
 pub struct NodeServer {
     listener: TcpListener,
@@ -20,9 +28,17 @@ pub struct NodeServer {
 }
 
 impl NodeServer {
-    /// Bind `listen` (HOST:PORT; port 0 picks a free one) with `capacity_bytes` to lend.
-    pub fn bind(listen: &str, capacity_bytes: u64) -> std::io::Result<NodeServer> {
-        let listener = TcpListener::bind(listen)?;
+    /// Bind `listen` (HOST:PORT; port 0 picks a free one) with `capacity_bytes` to lend; a
+    /// non-loopback address only with `allow_remote` (the protocol has no authentication).
+    pub fn bind(listen: &str, capacity_bytes: u64, allow_remote: bool) -> std::io::Result<NodeServer> {
+        let addrs: Vec<SocketAddr> = listen.to_socket_addrs()?.collect();
+        if let Some(a) = addrs.iter().find(|a| !a.ip().is_loopback()).filter(|_| !allow_remote) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("--listen {a}: a non-loopback address needs --allow-remote; the node protocol has no authentication, so anyone who can reach the port can read and write the memory it lends"),
+            ));
+        }
+        let listener = TcpListener::bind(&addrs[..])?;
         listener.set_nonblocking(true)?;
         // The instance number only has to differ between lives of a node: time and pid do.
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
@@ -95,17 +111,20 @@ fn serve_conn(s: TcpStream, store: &Mutex<Store>, requests: &AtomicU64) {
             OP_ALLOC => store.lock().expect("node store").alloc(q.offset).map(|h| h.to_le_bytes().to_vec()),
             OP_FREE => store.lock().expect("node store").free(q.region).map(|_| Vec::new()),
             OP_WRITE => {
-                buf.resize(q.len as usize, 0);
-                if r.read_exact(&mut buf).is_err() {
-                    return;
+                // Received first (the buffer grows with what arrives), stored under the lock after.
+                buf.clear();
+                match (&mut r).take(q.len as u64).read_to_end(&mut buf) {
+                    Ok(n) if n == q.len as usize => {}
+                    _ => return,
                 }
-                store.lock().expect("node store").write(q.region, q.offset, &buf).map(|_| Vec::new())
+                let stored = store.lock().expect("node store").write(q.region, q.offset, &buf);
+                stored.map(|_| Vec::new())
             }
             OP_READ => {
-                buf.resize(q.len as usize, 0);
-                match store.lock().expect("node store").read(q.region, q.offset, &mut buf) {
+                let checked = store.lock().expect("node store").check(q.region, q.offset, q.len as usize);
+                match checked {
                     Ok(()) => {
-                        if write_reply(&mut w, 0, &buf).and_then(|_| w.flush()).is_err() {
+                        if send_read(&mut w, store, &q, &mut buf).and_then(|_| w.flush()).is_err() {
                             return;
                         }
                         continue;
@@ -125,9 +144,31 @@ fn serve_conn(s: TcpStream, store: &Mutex<Store>, requests: &AtomicU64) {
     }
 }
 
+/// A READ's reply, its payload copied out of the store a piece at a time with the lock held
+/// for the copy only. A region freed between pieces ends the connection (the reply's status
+/// has gone already).
+fn send_read(w: &mut impl Write, store: &Mutex<Store>, q: &Request, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    write_reply_header(w, 0, q.len)?;
+    let mut at = 0usize;
+    while at < q.len as usize {
+        let n = PIECE_BYTES.min(q.len as usize - at);
+        buf.resize(n, 0);
+        let got = store.lock().expect("node store").read(q.region, q.offset + at as u64, &mut buf[..n]);
+        got.map_err(|e| std::io::Error::other(e.message()))?;
+        w.write_all(&buf[..n])?;
+        at += n;
+    }
+    Ok(())
+}
+
 /// `ssdlab rmml node`: serve until SIGINT/SIGTERM; `ready` is told the bound address first.
-pub fn serve_until_signal(listen: &str, capacity_bytes: u64, ready: impl FnOnce(SocketAddr)) -> std::io::Result<super::NodeStat> {
-    let srv = NodeServer::bind(listen, capacity_bytes)?;
+pub fn serve_until_signal(
+    listen: &str,
+    capacity_bytes: u64,
+    allow_remote: bool,
+    ready: impl FnOnce(SocketAddr),
+) -> std::io::Result<super::NodeStat> {
+    let srv = NodeServer::bind(listen, capacity_bytes, allow_remote)?;
     let stop = Arc::new(AtomicBool::new(false));
     let ids = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]
         .iter()

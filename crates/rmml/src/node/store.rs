@@ -116,6 +116,11 @@ impl Store {
         Ok(())
     }
 
+    /// Whether `len` bytes at `offset` of `region` can be read or written.
+    pub fn check(&self, region: u64, offset: u64, len: usize) -> Result<(), Refusal> {
+        self.range(region, offset, len).map(|_| ())
+    }
+
     pub fn read(&self, region: u64, offset: u64, out: &mut [u8]) -> Result<(), Refusal> {
         let (r, at) = self.range(region, offset, out.len())?;
         out.copy_from_slice(&r[at..at + out.len()]);

@@ -22,7 +22,7 @@ from .api import BACKENDS, guest_run, run, serve
 def _cmd_rmml(args: argparse.Namespace) -> int:
     if args.action == "node":
         cap = parse_size(args.capacity, "--capacity")
-        st = _native.rmml_node_serve(args.listen or "127.0.0.1:0", cap, args.quiet)
+        st = _native.rmml_node_serve(args.listen or "127.0.0.1:0", cap, args.quiet, args.allow_remote)
         if not args.quiet:
             print(f"rmml node stopped: {st['regions']} regions, {st['used_bytes']} bytes in use")
         return 0
@@ -114,6 +114,9 @@ def add_cli(sub: Any) -> None:
     r.add_argument("spec", nargs="?", help="run: spec file; serve: spec file for the backend and its tables (optional)")
     r.add_argument("--listen", help="node: HOST:PORT (port 0: a free one; default 127.0.0.1:0); "
                                     "serve: the NBD address, loopback (default 127.0.0.1:10809)")
+    r.add_argument("--allow-remote", action="store_true",
+                   help="node: allow a non-loopback --listen (the node protocol has no authentication: anyone who can reach "
+                        "the port can read and write the memory it lends)")
     r.add_argument("--capacity", default="1G", help="node: memory to lend, e.g. 512M, 4G (default %(default)s)")
     r.add_argument("--out", help="run: directory for summary.json; guest: for guest.json and the guest's logs")
     r.add_argument("--backend", choices=BACKENDS, help="serve, guest: the backend (overrides the spec's; default dpuswap)")
