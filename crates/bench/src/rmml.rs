@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use ssdlab_rmml::codec::{Codec, Coder};
+use ssdlab_rmml::config::FetchUnit;
 use ssdlab_rmml::experiment::{run, RunSpec, Workload};
 use ssdlab_rmml::node::{LocalNode, MemoryNode};
 use ssdlab_rmml::workload::{fill_value, KvConfig};
@@ -71,10 +72,10 @@ fn reference(c: Codec, src: &[Vec<u8>]) -> Option<(f64, f64)> {
     Some((speeds.next()? * 1e6, speeds.next()? * 1e6))
 }
 
-/// Random 4 KiB writes then reads over `span` bytes of an RMML with a cache of 1/8 of it:
-/// host requests per wall second, and the hit ratio.
-fn rmml_requests(span: u64, ops: u64) -> (f64, f64, f64) {
-    let cfg = RmmlConfig { capacity_bytes: span, cache_bytes: span / 8, ..RmmlConfig::default() };
+/// Random 4 KiB writes then reads over `span` bytes of an RMML with a cache of 1/8 of it and
+/// the given fetch unit: host requests per wall second, the hit ratio and the compression ratio.
+fn rmml_requests(span: u64, ops: u64, fetch_unit: FetchUnit) -> (f64, f64, f64) {
+    let cfg = RmmlConfig { capacity_bytes: span, cache_bytes: span / 8, fetch_unit, ..RmmlConfig::default() };
     let nodes: Vec<Box<dyn MemoryNode>> = (0..2).map(|i| Box::new(LocalNode::new(span, i + 1)) as Box<dyn MemoryNode>).collect();
     let mut dev = Rmml::new(cfg, nodes).expect("rmml");
     let mut page = vec![0u8; PAGE_BYTES as usize];
@@ -123,11 +124,13 @@ pub fn run_all() {
             }
         }
     }
-    let (rate, hit, ratio) = rmml_requests(256 << 20, 10_000);
-    println!(
-        "rmml host requests, 4 KiB random half writes over 256 MiB, DPU cache 32 MiB, lz4, 2 in-process nodes: {:.1} k requests/s (hit ratio {hit:.3}, compression {ratio:.2}; a miss decompresses and a dirty eviction compresses 1 MiB in software)",
-        rate / 1e3
-    );
+    for (unit, what) in [(FetchUnit::Page, "4 KiB"), (FetchUnit::Block, "1 MiB")] {
+        let (rate, hit, ratio) = rmml_requests(256 << 20, 10_000, unit);
+        println!(
+            "rmml host requests, 4 KiB random half writes over 256 MiB, DPU cache 32 MiB, lz4, fetch unit {unit:?}, 2 in-process nodes: {:.1} k requests/s (hit ratio {hit:.3}, compression {ratio:.2}; a miss decompresses and a dirty eviction compresses {what} in software)",
+            rate / 1e3
+        );
+    }
     let spec = RunSpec {
         backend: "dpuswap".into(),
         local_fraction: 0.5,
