@@ -182,7 +182,8 @@ def _miss_text(dp: Dict[str, Any], rmml: Dict[str, Any]) -> Tuple[str, str]:
         return "", ""
     whole = "the whole block" if dp.get("fetch_unit") == "block" else "its unit"
     big = f"decompressing {whole}" if m["decompress"] >= m["fetch"] else "the RDMA fetch"
-    text = (f"a miss costs {us(m['total'])} without queueing, most of it {big}")
+    share = max(m["decompress"], m["fetch"]) / m["total"]
+    text = f"a miss costs {us(m['total'])} without queueing, " + (f"most of it {big}" if share > 0.5 else f"its largest part {big}")
     wait = dp.get("miss_wait_p50_us")
     if isinstance(wait, (int, float)) and isinstance(dp.get("miss_p50_us"), (int, float)):
         where = ("the RDMA lane (compactions' region reads and writes, write-backs)"
