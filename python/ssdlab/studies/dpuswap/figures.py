@@ -78,6 +78,14 @@ def draw(out: Path, runs: Any, fractions: List[float], m: Dict[str, Any]) -> Non
         plt.close(fig)
 
 
+def _label(ax: Any, ylabel: str, title: str) -> None:
+    """A bar panel's y label, title, legend and grid, as every panel here has them."""
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+
+
 def fetch_units_figure(out: Path, runs: Any, swap: List[float], units: List[str]) -> None:
     """fetch_unit.png: per fetch unit, the DPU misses' median and p99 (the queued part shaded)
     and the key-value throughput beside the baselines', at each swapped fraction."""
@@ -96,20 +104,14 @@ def fetch_units_figure(out: Path, runs: Any, swap: List[float], units: List[str]
                   label="queued part" if i == j == 0 else None)
     a.set_yscale("log")
     a.set_xticks([x + 0.4 - wdt / 2 for x in xs], [f"{pct_key(f)}% local" for f in swap])
-    a.set_ylabel("DPU-cache miss on the DPU (us, modelled)")
-    a.set_title("what a miss costs, by fetch unit", fontsize=10)
-    a.legend(fontsize=7)
-    a.grid(alpha=0.3, axis="y")
+    _label(a, "DPU-cache miss on the DPU (us, modelled)", "what a miss costs, by fetch unit")
     series = [(f"DPUSwap ({u})", name[u], COLORS["dpuswap"], 1.0 if i == 0 else 0.45) for i, u in enumerate(units)]
     series += [(LABELS[o], (lambda f, o=o: f"kv_{o}_{pct_key(f)}"), COLORS[o], 1.0) for o in ("infiniswap", "znswap")]
     wdt = 0.8 / len(series)
     for i, (label, nm, color, alpha) in enumerate(series):
         b.bar([x + i * wdt for x in xs], [runs.mean(nm(f))["throughput"] for f in swap], wdt, color=color, alpha=alpha, label=label)
     b.set_xticks([x + 0.4 - wdt / 2 for x in xs], [f"{pct_key(f)}% local" for f in swap])
-    b.set_ylabel("key-value throughput (ops/s, modelled)")
-    b.set_title("key-value throughput", fontsize=10)
-    b.legend(fontsize=7)
-    b.grid(alpha=0.3, axis="y")
+    _label(b, "key-value throughput (ops/s, modelled)", "key-value throughput")
     fig.tight_layout()
     fig.savefig(out / "fetch_unit.png", dpi=120)
     plt.close(fig)
@@ -124,10 +126,7 @@ def guest(out: Path, g: Callable[[str, float], Dict[str, Any]], swap: List[float
         ax.bar([x + (i - 1) * 0.25 for x in xs], [g(b, f)["throughput_iops"] for f in swap], width=0.25, color=COLORS[b], label=LABELS[b])
     ax.axhline(loc["throughput_iops"], color="k", ls="--", label="all local")
     ax.set_xticks(xs, [f"{pct_key(f)}% local" for f in swap])
-    ax.set_ylabel("guest fio IOPS (wall clock)")
-    ax.set_title("guest kernel swapping over NBD", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3, axis="y")
+    _label(ax, "guest fio IOPS (wall clock)", "guest kernel swapping over NBD")
     fig.tight_layout()
     fig.savefig(out / "guest.png", dpi=120)
     plt.close(fig)
