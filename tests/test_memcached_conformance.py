@@ -164,7 +164,8 @@ def random_op(rng: random.Random, cas_known: dict):
     data_key = key if len(key) <= 250 else KEYS[0]
     nr = b" noreply" if rng.random() < 0.2 else b""
     exp = rng.choice(EXPTIMES)
-    flags = rng.choice([b"0", b"1", b"4294967295", b"42"])
+    # Flags past 32 bits: memcached (64-bit build) truncates them to 32 bits, and so must ssdlab.
+    flags = rng.choice([b"0", b"1", b"4294967295", b"42", b"4294967296", b"18446744073709551615"])
     kind = rng.choices(["store", "get", "arith", "delete", "touch", "cas", "flush", "misc", "bad", "stats"],
                        [30, 25, 10, 8, 6, 8, 1, 3, 5, 2])[0]
     if kind == "store":

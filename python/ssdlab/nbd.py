@@ -32,17 +32,18 @@ def serve(config: Dict[str, Any], listen: str = "127.0.0.1:10809", image: Option
           max_connections: int = 16, max_request: int = 32 << 20, metrics_out: Optional[str] = None,
           snapshot_every: int = 0, quiet: bool = False, tls_cert: Optional[str] = None,
           tls_key: Optional[str] = None, handshake_timeout_s: float = 10.0, idle_timeout_s: float = 0.0,
-          allow_remote: bool = False) -> Dict[str, Any]:
+          allow_remote: bool = False, evict_idle_after_s: Optional[float] = None) -> Dict[str, Any]:
     """Serve a device (a resolved config) until SIGINT/SIGTERM; returns the final metrics.
     With ``tls_cert`` and ``tls_key`` (PEM files) every client must use TLS. A client has
     ``handshake_timeout_s`` for its whole handshake; ``idle_timeout_s`` > 0 closes connections
-    idle that long in transmission. ``allow_remote`` permits a non-loopback ``listen`` without
+    idle that long in transmission; when every slot is taken, a connection idle
+    ``evict_idle_after_s`` (default 1 s; 0: never) gives its slot to a new client. ``allow_remote`` permits a non-loopback ``listen`` without
     TLS (unencrypted, unauthenticated: see docs/nbd.md)."""
     opts = {"listen": listen, "image": image, "latency": latency, "exports": exports, "per_handle": per_handle,
             "max_connections": max_connections, "max_request": max_request, "metrics_out": metrics_out,
             "snapshot_every": snapshot_every, "quiet": quiet, "tls_cert": tls_cert, "tls_key": tls_key,
             "handshake_timeout_s": handshake_timeout_s, "idle_timeout_s": idle_timeout_s,
-            "allow_remote": allow_remote}
+            "evict_idle_after_s": evict_idle_after_s, "allow_remote": allow_remote}
     return foreground(_native.nbd_serve, config, opts)
 
 
@@ -72,7 +73,7 @@ def cmd_serve(args) -> int:
               max_request=max_request, metrics_out=args.metrics_out,
               snapshot_every=args.snapshot_every, quiet=args.quiet, tls_cert=args.tls_cert, tls_key=args.tls_key,
               handshake_timeout_s=args.handshake_timeout, idle_timeout_s=args.idle_timeout,
-              allow_remote=args.allow_remote)
+              evict_idle_after_s=args.evict_idle_after, allow_remote=args.allow_remote)
     if not args.quiet:
         print(f"served {m['nbd']['requests']} requests on {m['nbd']['connections_total']} connections; "
               f"DLWA {m['dlwa']:.4f}, host writes {m['host_write_bytes'] / 2**30:.2f} GiB", file=sys.stderr)
@@ -123,7 +124,7 @@ def add_cli(sub) -> None:
                    help="journal records between device-state snapshots (default 1048576)")
     s.add_argument("--tls-cert", help="PEM certificate (chain): clients must then use TLS (NBD STARTTLS)")
     s.add_argument("--tls-key", help="PEM private key of --tls-cert")
-    add_listener_arguments(s, "127.0.0.1:10809", evict_idle_after=None,
+    add_listener_arguments(s, "127.0.0.1:10809",
                            remote="without TLS anyone who reaches the port reads and writes the disk unencrypted "
                                   "(docs/nbd.md); with --tls-cert it is allowed",
                            metrics_out="metrics.json and timeseries.csv (also on SIGUSR1)")

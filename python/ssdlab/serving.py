@@ -68,8 +68,13 @@ def address_in_use(err: BaseException) -> bool:
     return "Address already in use" in str(err)
 
 
+# When every slot is taken, a connection idle this many seconds gives its slot to a new client
+# (the server core's DEFAULT_EVICT_IDLE_AFTER): idle clients cannot keep a good one out.
+EVICT_IDLE_AFTER = 1.0
+
+
 def add_listener_arguments(p: argparse.ArgumentParser, listen: str, *, what: str = "", max_connections: Optional[int] = 16,
-                           evict_idle_after: Optional[float] = 5.0, remote: str = "it has no authentication here",
+                           evict_idle_after: Optional[float] = EVICT_IDLE_AFTER, remote: str = "it has no authentication here",
                            metrics_out: Optional[str] = "metrics.json") -> None:
     """A server's listener options, spelled the same on every command. ``listen``: the default
     address; ``what``: a prefix for the help lines of a command with several actions ("serve");
@@ -125,7 +130,7 @@ def write_metrics(metrics_out: Optional[str], metrics: Mapping[str, Any]) -> Opt
 
 
 def resp_options(listen: str = "127.0.0.1:6379", max_connections: int = 128, idle_timeout_s: float = 0.0,
-                 evict_idle_after_s: float = 5.0, allow_remote: bool = False, quiet: bool = False) -> Dict[str, Any]:
+                 evict_idle_after_s: float = EVICT_IDLE_AFTER, allow_remote: bool = False, quiet: bool = False) -> Dict[str, Any]:
     """A RESP server's options, as the native servers take them."""
     return {"listen": listen, "max_connections": max_connections, "idle_timeout_s": idle_timeout_s,
             "evict_idle_after_s": evict_idle_after_s, "allow_remote": allow_remote, "quiet": quiet}

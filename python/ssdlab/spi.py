@@ -256,7 +256,8 @@ def add_cli(sub) -> None:
                         "firmware loops) or scale=X (X times the typical column); statistics count datasheet time")
     p.add_argument("--clock-hz", type=int_in(1, 1_000_000_000), default=8_000_000,
                    help="SPI clock until the client sets one (1..1e9)")
-    add_listener_arguments(p, "127.0.0.1:2222", what="serve", max_connections=None,
+    # 5 s, not the 1 s of the other servers: flashrom may sleep on its side between commands.
+    add_listener_arguments(p, "127.0.0.1:2222", what="serve", max_connections=None, evict_idle_after=5.0,
                            remote="serprog has no authentication or encryption, anyone who reaches the port can "
                                   "rewrite the image",
                            metrics_out="metrics.json (the chip's counters and the clients served)")

@@ -48,13 +48,13 @@ pub fn server() -> Arc<Server> {
 pub fn session(srv: &Server, data: &[u8]) -> Vec<u8> {
     let _ = crate::proto::parse(data.split(|&b| b == b'\n').next().unwrap_or_default(), srv.max_value_bytes());
     let out = ssdlab_server::fuzzing::run_session(data, |s| async move {
-        let _ = srv.session_on(s).await;
+        let _ = srv.session_on(s, &ssdlab_server::Pace::none()).await;
     });
     if let Some(f) = srv.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
         panic!("the cache stopped on {:?}: {f}", String::from_utf8_lossy(data));
     }
     let check = ssdlab_server::fuzzing::run_session(b"flush_all 0\r\nset fuzz-check 7 0 2\r\nok\r\nget fuzz-check\r\n", |s| async move {
-        let _ = srv.session_on(s).await;
+        let _ = srv.session_on(s, &ssdlab_server::Pace::none()).await;
     });
     assert_eq!(
         String::from_utf8_lossy(&check),

@@ -19,7 +19,7 @@ use ssdlab_cache::hash::key_of;
 use ssdlab_cache::item::{Item, ITEM_HEADER_BYTES};
 use ssdlab_cache::{CacheError, HybridCache};
 use ssdlab_core::ftl::conventional::StreamStats;
-use ssdlab_server::{secs_or_never, Conn, ConnEnd, Refused, Stats};
+use ssdlab_server::{secs_or_never, Conn, ConnEnd, Pace, Refused, Stats};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::proto::{self, Command, Refusal, StoreKind, BINARY_REQUEST_MAGIC, KEY_BYTES_MAX, RELATIVE_EXPTIME_MAX};
@@ -57,7 +57,7 @@ impl Default for ServeOptions {
             max_value_bytes: 0,
             max_line_bytes: 8 << 20,
             idle_timeout_s: 0.0,
-            evict_idle_after_s: 5.0,
+            evict_idle_after_s: ssdlab_server::DEFAULT_EVICT_IDLE_AFTER.as_secs_f64(),
             quiet: false,
         }
     }
@@ -245,6 +245,7 @@ impl Server {
         put("evicted_connections", Stats::get(&core.evicted).to_string());
         put("abandoned_connections", Stats::get(&core.abandoned).to_string());
         put("idle_kicks", Stats::get(&core.idle_timeouts).to_string());
+        put("request_timeouts", Stats::get(&core.request_timeouts).to_string());
         put("max_connections", self.opts.max_connections.to_string());
         let st = self.state();
         let c = &st.cache;
@@ -730,15 +731,17 @@ impl Server {
     async fn session(&self, conn: Conn) -> Result<(), ConnEnd> {
         // memcached has no handshake: the idle rules apply from the first byte.
         conn.established();
-        self.session_on(conn).await
+        let pace = conn.pace();
+        self.session_on(conn, &pace).await
     }
 
-    /// A client's session on any byte stream (a connection, or bytes in memory when fuzzing).
-    pub(crate) async fn session_on<S: AsyncRead + AsyncWrite + Unpin>(&self, stream: S) -> Result<(), ConnEnd> {
+    /// A client's session on any byte stream (a connection, or bytes in memory when fuzzing);
+    /// `pace` is told where each command begins and ends.
+    pub(crate) async fn session_on<S: AsyncRead + AsyncWrite + Unpin>(&self, stream: S, pace: &Pace) -> Result<(), ConnEnd> {
         let mut r = BufReader::with_capacity(16 << 10, stream);
         let mut out: Vec<u8> = Vec::with_capacity(4096);
         let mut line_buf: Vec<u8> = Vec::with_capacity(256);
-        let res = self.commands(&mut r, &mut out, &mut line_buf).await;
+        let res = self.commands(&mut r, &mut out, &mut line_buf, pace).await;
         // Whatever was answered goes out, also before a close.
         let flushed = if out.is_empty() { Ok(()) } else { self.send(&mut r, &mut out).await };
         res?;
@@ -757,15 +760,21 @@ impl Server {
         r: &mut BufReader<S>,
         out: &mut Vec<u8>,
         line_buf: &mut Vec<u8>,
+        pace: &Pace,
     ) -> Result<(), ConnEnd> {
         loop {
-            if r.buffer().is_empty() && !out.is_empty() {
+            pace.end();
+            // Replies go out before waiting for bytes: when nothing more is buffered, or only
+            // part of the next command line (its sender may be slow; the answers to the
+            // commands before it are owed now).
+            if !out.is_empty() && !r.buffer().contains(&b'\n') {
                 self.send(r, out).await?;
             }
             let first = match r.fill_buf().await?.first() {
                 None => return Ok(()),
                 Some(&b) => b,
             };
+            pace.begin();
             if first == BINARY_REQUEST_MAGIC {
                 let mut header = [0u8; 24];
                 // A binary header is 24 bytes; answer with what arrives within a second.
@@ -798,8 +807,18 @@ impl Server {
                 Ok(cmd) => {
                     let mut data = vec![];
                     if let Command::Store { bytes, noreply, .. } = cmd {
-                        data.resize(bytes as usize + 2, 0);
-                        r.read_exact(&mut data).await?;
+                        if !out.is_empty() && r.buffer().len() < bytes as usize + 2 {
+                            // The data block is not all here: answer what came before it first.
+                            self.send(r, out).await?;
+                        }
+                        // Grown as the bytes arrive: a declared length costs no memory before
+                        // the client sends it.
+                        let want = bytes as u64 + 2;
+                        data.reserve_exact(want.min(r.buffer().len() as u64 + (64 << 10)) as usize);
+                        (&mut *r).take(want).read_to_end(&mut data).await?;
+                        if data.len() as u64 != want {
+                            return Err(ConnEnd::Closed); // the client left in the middle of the block
+                        }
                         self.bytes_read.fetch_add(data.len() as u64, Ordering::Relaxed);
                         if !data.ends_with(b"\r\n") {
                             self.state().ops.cmd_set += 1;

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use ssdlab_server::{secs_or_never, Conn, Stats};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use ssdlab_server::{secs_or_never, Conn, Pace, Stats};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::disk::Disk;
 use crate::proto::*;
@@ -71,6 +71,10 @@ pub struct ServeOptions {
     /// an idle guest keeps its disk).
     #[serde(default)]
     pub idle_timeout_s: f64,
+    /// When every slot is taken, a connection idle this long (seconds) gives its slot to a new
+    /// client (0: never; then idle clients can keep everyone out).
+    #[serde(default = "default_evict_idle_after")]
+    pub evict_idle_after_s: f64,
     /// Listen on a non-loopback address without TLS (documented opt-in).
     #[serde(default)]
     pub allow_remote: bool,
@@ -81,6 +85,10 @@ pub struct ServeOptions {
 
 fn default_name() -> String {
     "ssdlab serve".into()
+}
+
+fn default_evict_idle_after() -> f64 {
+    ssdlab_server::DEFAULT_EVICT_IDLE_AFTER.as_secs_f64()
 }
 
 impl ServeOptions {
@@ -97,6 +105,7 @@ impl ServeOptions {
             tls: None,
             handshake_timeout_s: 0.0,
             idle_timeout_s: 0.0,
+            evict_idle_after_s: default_evict_idle_after(),
             allow_remote: false,
             name: default_name(),
         }
@@ -217,7 +226,11 @@ impl Server {
         if opts.max_connections == 0 || opts.max_connections > ssdlab_server::MAX_CONNECTIONS_LIMIT {
             return Err(format!("--max-connections {}: must be in 1..={}", opts.max_connections, ssdlab_server::MAX_CONNECTIONS_LIMIT));
         }
-        for (name, v) in [("--handshake-timeout", opts.handshake_timeout_s), ("--idle-timeout", opts.idle_timeout_s)] {
+        for (name, v) in [
+            ("--handshake-timeout", opts.handshake_timeout_s),
+            ("--idle-timeout", opts.idle_timeout_s),
+            ("--evict-idle-after", opts.evict_idle_after_s),
+        ] {
             if !(0.0..=1e9).contains(&v) {
                 return Err(format!("{name} {v}: seconds, 0 or more"));
             }
@@ -254,6 +267,7 @@ impl Server {
             "connections_abandoned": Stats::get(&self.core.abandoned),
             "handshake_timeouts": Stats::get(&self.core.handshake_timeouts),
             "idle_timeouts": Stats::get(&self.core.idle_timeouts),
+            "request_timeouts": Stats::get(&self.core.request_timeouts),
             "requests": self.counters.requests.load(Ordering::Relaxed),
             "request_errors": self.counters.errors.load(Ordering::Relaxed),
             "protocol_errors": Stats::get(&self.core.protocol_errors),
@@ -695,17 +709,22 @@ impl Server {
     /// embedders; the network path is [`ssdlab_server::Protocol::serve`]).
     pub async fn session<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(&self, mut s: S) -> Result<(), ConnEnd> {
         match self.handshake(&mut s).await? {
-            Some(sess) => self.transmission(s, &sess).await,
+            Some(sess) => self.transmission(s, &sess, &Pace::none()).await,
             None => Ok(()),
         }
     }
 
     /// The transmission phase of one session, until the client disconnects.
-    pub async fn transmission<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(&self, s: S, sess: &Session) -> Result<(), ConnEnd> {
+    pub async fn transmission<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+        &self,
+        s: S,
+        sess: &Session,
+        pace: &Pace,
+    ) -> Result<(), ConnEnd> {
         let (r, w) = tokio::io::split(s);
         let mut r = BufReader::with_capacity(256 * 1024, r);
         let mut out = Replies::new(w, self.opts.latency);
-        let res = self.transmission_loop(&mut r, &mut out, sess).await;
+        let res = self.transmission_loop(&mut r, &mut out, sess, pace).await;
         let fin = out.finish(self).await;
         res?;
         fin
@@ -716,16 +735,22 @@ impl Server {
         r: &mut BufReader<R>,
         out: &mut Replies<W>,
         sess: &Session,
+        pace: &Pace,
     ) -> Result<(), ConnEnd> {
         let mut hdr = [0u8; REQUEST_BYTES];
         let mut buf: Vec<u8> = Vec::new();
         let mut head: Vec<u8> = Vec::with_capacity(64);
         let max = self.opts.max_request;
         loop {
+            pace.end();
             if r.buffer().is_empty() {
                 // The client has nothing more queued: journal, then replies.
                 out.send(self).await?;
             }
+            if r.fill_buf().await?.is_empty() {
+                return Err(ConnEnd::Closed);
+            }
+            pace.begin();
             read_exact_or_closed(r, &mut hdr).await?;
             let req = parse_request(&hdr).map_err(proto_err)?;
             self.counters.requests.fetch_add(1, Ordering::Relaxed);
@@ -740,8 +765,14 @@ impl Server {
                     discard(r, req.len as u64).await?;
                     oversize = true;
                 } else {
-                    buf.resize(req.len as usize, 0);
-                    read_exact_or_closed(r, &mut buf[..]).await?;
+                    // Grown as the bytes arrive: a declared length costs no memory before the
+                    // client sends it.
+                    buf.clear();
+                    buf.reserve(req.len.min(r.buffer().len() as u32 + (256 << 10)) as usize);
+                    (&mut *r).take(req.len as u64).read_to_end(&mut buf).await?;
+                    if buf.len() != req.len as usize {
+                        return Err(ConnEnd::Closed); // the client left in the middle of the payload
+                    }
                 }
             }
             let outcome = if oversize {
@@ -917,7 +948,8 @@ impl ssdlab_server::Protocol for Server {
             };
             // In transmission an idle client (a guest with nothing to do) is fine.
             conn.established();
-            self.transmission(conn, &sess).await
+            let pace = conn.pace();
+            self.transmission(conn, &sess, &pace).await
         };
         match end.await {
             Ok(()) => ConnEnd::Closed,
@@ -963,7 +995,8 @@ pub fn serve(srv: Arc<Server>, stop: Option<&dyn Fn() -> bool>) -> Result<Value,
         max_connections: srv.opts.max_connections,
         handshake_timeout: secs_or_never(srv.opts.handshake_timeout_s).unwrap_or(ssdlab_server::DEFAULT_HANDSHAKE_TIMEOUT),
         idle_timeout: secs_or_never(srv.opts.idle_timeout_s),
-        evict_idle_after: None,
+        evict_idle_after: secs_or_never(srv.opts.evict_idle_after_s),
+        request_timeout: Some(ssdlab_server::DEFAULT_REQUEST_TIMEOUT),
         tls: srv.opts.tls.clone(),
         tls_mode: ssdlab_server::TlsMode::StartTls,
         tls_supported: true,

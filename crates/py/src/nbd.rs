@@ -26,6 +26,7 @@ struct Opts {
     handshake_timeout_s: f64,
     #[serde(default)]
     idle_timeout_s: f64,
+    evict_idle_after_s: Option<f64>,
     #[serde(default)]
     allow_remote: bool,
 }
@@ -61,6 +62,7 @@ fn nbd_serve<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, options: &Bound<'
             },
             handshake_timeout_s: o.handshake_timeout_s,
             idle_timeout_s: o.idle_timeout_s,
+            evict_idle_after_s: o.evict_idle_after_s.unwrap_or(ssdlab_server::DEFAULT_EVICT_IDLE_AFTER.as_secs_f64()),
             allow_remote: o.allow_remote,
             name: "ssdlab serve".into(),
         };

@@ -19,12 +19,12 @@ pub fn session(srv: &Server, data: &[u8]) -> Vec<u8> {
         assert!(used > 0 && used <= data.len(), "{used} of {} bytes", data.len());
     }
     let out = ssdlab_server::fuzzing::run_session(data, |s| async move {
-        let _ = srv.session_on(s).await;
+        let _ = srv.session_on(s, &ssdlab_server::Pace::none()).await;
     });
     let check = ssdlab_server::fuzzing::run_session(
         b"FLUSHALL\r\n*3\r\n$3\r\nSET\r\n$10\r\nfuzz-check\r\n$2\r\nok\r\nGET fuzz-check\r\n",
         |s| async move {
-            let _ = srv.session_on(s).await;
+            let _ = srv.session_on(s, &ssdlab_server::Pace::none()).await;
         },
     );
     assert_eq!(String::from_utf8_lossy(&check), "+OK\r\n+OK\r\n$2\r\nok\r\n", "after {:?}", String::from_utf8_lossy(data));

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use ssdlab_server::{secs_or_never, Conn, ConnEnd, Refused, Stats};
+use ssdlab_server::{secs_or_never, Conn, ConnEnd, Pace, Refused, Stats};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::commands::{execute, Counters, Ctx, Cursors, Flow, Session};
@@ -41,7 +41,7 @@ impl Default for ServeOptions {
             listen: "127.0.0.1:6379".into(),
             max_connections: 128,
             idle_timeout_s: 0.0,
-            evict_idle_after_s: 5.0,
+            evict_idle_after_s: ssdlab_server::DEFAULT_EVICT_IDLE_AFTER.as_secs_f64(),
             allow_remote: false,
             quiet: false,
         }
@@ -108,6 +108,8 @@ impl Server {
             "total_connections_received": Stats::get(&self.core.connections_total),
             "rejected_connections": Stats::get(&self.core.refused),
             "abandoned_connections": Stats::get(&self.core.abandoned),
+            "evicted_connections": Stats::get(&self.core.evicted),
+            "request_timeouts": Stats::get(&self.core.request_timeouts),
             "total_commands_processed": c.commands,
             "keyspace_hits": c.keyspace_hits,
             "keyspace_misses": c.keyspace_misses,
@@ -161,17 +163,26 @@ impl Server {
     async fn session(&self, conn: Conn) -> Result<(), ConnEnd> {
         // RESP has no handshake: the idle rules apply from the first byte.
         conn.established();
-        self.session_on(conn).await
+        let pace = conn.pace();
+        self.session_on(conn, &pace).await
     }
 
-    /// A client's session on any byte stream (a connection, or bytes in memory when fuzzing).
-    pub(crate) async fn session_on<S: AsyncRead + AsyncWrite + Unpin>(&self, mut conn: S) -> Result<(), ConnEnd> {
+    /// A client's session on any byte stream (a connection, or bytes in memory when fuzzing);
+    /// `pace` is told when a command is partly received and when none is.
+    pub(crate) async fn session_on<S: AsyncRead + AsyncWrite + Unpin>(&self, mut conn: S, pace: &Pace) -> Result<(), ConnEnd> {
         let mut session = Session { id: self.next_client.fetch_add(1, Ordering::Relaxed), name: None };
         let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
         let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
         loop {
             let (used, flow, perr) = self.run_batch(&buf, &mut session, &mut out);
             buf.drain(..used);
+            // A command completed restarts the clock; bytes left over are the next one's start.
+            if used > 0 || buf.is_empty() {
+                pace.end();
+            }
+            if !buf.is_empty() {
+                pace.begin();
+            }
             if let Some(e) = &perr {
                 reply::error(&mut out, &format!("ERR {e}"));
             }

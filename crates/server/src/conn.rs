@@ -28,6 +28,8 @@ pub enum Cut {
     Evicted = 3,
     /// The server is shutting down.
     Shutdown = 4,
+    /// A request was still being received at the request deadline (a client trickling it).
+    Request = 5,
 }
 
 impl Cut {
@@ -37,6 +39,7 @@ impl Cut {
             2 => Some(Cut::Idle),
             3 => Some(Cut::Evicted),
             4 => Some(Cut::Shutdown),
+            5 => Some(Cut::Request),
             _ => None,
         }
     }
@@ -48,6 +51,9 @@ pub(crate) struct Meter {
     established: AtomicBool,
     /// Milliseconds since the server's epoch of the last byte read or written.
     last_io_ms: AtomicU64,
+    /// Milliseconds since the server's epoch, plus one, of the first byte of the request being
+    /// received now; 0 when no request is in progress (see [`Pace`]).
+    request_since_ms: AtomicU64,
     cut: AtomicU8,
     pub kick: Notify,
     /// A connection handed to a blocking thread: the core shuts this socket down to cut it.
@@ -61,6 +67,7 @@ impl Meter {
             started: now,
             established: AtomicBool::new(false),
             last_io_ms: AtomicU64::new(now.duration_since(epoch).as_millis() as u64),
+            request_since_ms: AtomicU64::new(0),
             cut: AtomicU8::new(0),
             kick: Notify::new(),
             blocking: std::sync::Mutex::new(None),
@@ -78,6 +85,13 @@ impl Meter {
     pub fn last_io(&self, epoch: Instant) -> Instant {
         epoch + Duration::from_millis(self.last_io_ms.load(Ordering::Relaxed))
     }
+    /// When the request being received now started (None: no request in progress).
+    pub fn request_since(&self, epoch: Instant) -> Option<Instant> {
+        match self.request_since_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(epoch + Duration::from_millis(ms - 1)),
+        }
+    }
     pub fn cut_reason(&self) -> Option<Cut> {
         Cut::from_u8(self.cut.load(Ordering::Acquire))
     }
@@ -88,6 +102,37 @@ impl Meter {
     }
     fn touch(&self, epoch: Instant) {
         self.last_io_ms.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+/// A protocol tells the core where its requests begin and end, so that a client trickling a
+/// request (a slow-loris: one byte every few seconds, never idle and never done) meets the
+/// request deadline (`Options::request_timeout`) and, when every slot is taken, is the first
+/// to give its slot up. Cheap: an atomic store per call. [`Pace::none`] for sessions on bytes
+/// in memory (fuzzing), where nobody watches.
+#[derive(Clone)]
+pub struct Pace {
+    meter: Option<(Arc<Meter>, Instant)>,
+}
+
+impl Pace {
+    /// A pace nobody watches.
+    pub fn none() -> Pace {
+        Pace { meter: None }
+    }
+    /// The first bytes of a request are here (a no-op while one is already in progress).
+    pub fn begin(&self) {
+        if let Some((m, epoch)) = &self.meter {
+            if m.request_since_ms.load(Ordering::Relaxed) == 0 {
+                m.request_since_ms.store(epoch.elapsed().as_millis() as u64 + 1, Ordering::Relaxed);
+            }
+        }
+    }
+    /// The request is whole (read and parsed): the client owes nothing now.
+    pub fn end(&self) {
+        if let Some((m, _)) = &self.meter {
+            m.request_since_ms.store(0, Ordering::Relaxed);
+        }
     }
 }
 
@@ -123,6 +168,11 @@ impl Conn {
         self.meter.established.store(true, Ordering::Release);
         self.meter.touch(self.shared.epoch);
         self.meter.kick.notify_one();
+    }
+
+    /// The handle that marks where requests begin and end (see [`Pace`]).
+    pub fn pace(&self) -> Pace {
+        Pace { meter: Some((self.meter.clone(), self.shared.epoch)) }
     }
 
     /// Whether the server has TLS configured (so STARTTLS can be offered).
@@ -201,6 +251,10 @@ pub struct BlockingConn {
 impl BlockingConn {
     pub fn peer(&self) -> SocketAddr {
         self.peer
+    }
+    /// See [`Conn::pace`].
+    pub fn pace(&self) -> Pace {
+        Pace { meter: Some((self.meter.clone(), self.epoch)) }
     }
     /// See [`Conn::established`].
     pub fn established(&self) {

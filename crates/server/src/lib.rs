@@ -7,14 +7,18 @@
 //! - limits connections (`max_connections`); a client arriving when every slot is taken takes
 //!   the slot of the connection that has been in its handshake longest (a well-behaved client
 //!   finishes its handshake in milliseconds; one admitted less than `EVICT_GRACE` ago is left
-//!   alone), or of one idle for `evict_idle_after`; otherwise it
+//!   alone), else of the one that has been receiving a request longest, if for `SLOW_REQUEST`
+//!   or more (a client trickling a request), else of the one idle longest, if for
+//!   `evict_idle_after` or more; otherwise it
 //!   waits up to `ADMIT_WAIT` (0.5 s) for a slot to be given back (a client that just left may
 //!   still hold one for a moment), then is refused ([`Protocol::refused`]); a client that hung up
 //!   without sending anything before it was accepted (or while it waited) takes no slot and is
 //!   counted as abandoned;
 //! - cuts a connection whose **whole handshake** takes longer than `handshake_timeout` (a client
-//!   trickling one byte every few seconds cannot hold a slot) and, after the handshake, one
-//!   **idle** (no byte read or written) for `idle_timeout`;
+//!   trickling one byte every few seconds cannot hold a slot), after the handshake one whose
+//!   **request** is still being received `request_timeout` after its first byte (the protocol
+//!   marks requests with [`Pace`]), and one **idle** (no byte read or written) for
+//!   `idle_timeout`;
 //! - runs TLS (rustls) either from the first byte ([`TlsMode::Implicit`]) or when the protocol
 //!   asks ([`Conn::start_tls`], for STARTTLS);
 //! - shuts down cleanly on SIGINT/SIGTERM (or [`Shutdown::trigger`], or a polled stop
@@ -46,7 +50,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use conn::Meter;
-pub use conn::{BlockingConn, Conn, Cut};
+pub use conn::{BlockingConn, Conn, Cut, Pace};
 pub use log::RateLog;
 
 /// How a connection ended, as the protocol reports it.
@@ -134,6 +138,7 @@ pub struct Stats {
     /// neither served nor refused.
     pub abandoned: AtomicU64,
     pub handshake_timeouts: AtomicU64,
+    pub request_timeouts: AtomicU64,
     pub idle_timeouts: AtomicU64,
     pub protocol_errors: AtomicU64,
 }
@@ -153,6 +158,11 @@ pub const ADMIT_WAIT: Duration = Duration::from_millis(500);
 /// tasks may not have run yet) keep their slots and the burst waits or is refused. A slow
 /// handshake is evicted after it, and cut at the handshake timeout either way.
 pub const EVICT_GRACE: Duration = Duration::from_millis(200);
+/// A request still being received this long after its first byte marks its client as a slow
+/// sender: when every slot is taken, it gives its slot to a new client. A request arrives in
+/// microseconds to milliseconds on any network a client of ssdlab uses; a slow-loris client
+/// trickles one byte every few seconds.
+pub const SLOW_REQUEST: Duration = Duration::from_secs(1);
 /// Most clients waiting for a slot at once (a flood is refused without waiting).
 pub const WAITERS_AT_ONCE: usize = 64;
 
@@ -163,6 +173,13 @@ pub const REFUSALS_AT_ONCE: usize = 64;
 
 /// Defaults shared by the front-ends (each may choose its own idle policy).
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A request must be whole this long after its first byte (a value of many megabytes over a
+/// slow link included).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// When every slot is taken, a connection idle this long gives its slot to a new client: idle
+/// clients cannot lock a good one out, and a connection in use (a pause of a second is long
+/// for a client that is working) keeps its slot.
+pub const DEFAULT_EVICT_IDLE_AFTER: Duration = Duration::from_secs(1);
 /// The most connections any server accepts (file descriptors and buffers are the limit).
 pub const MAX_CONNECTIONS_LIMIT: usize = 65_536;
 
@@ -176,6 +193,9 @@ pub struct Options {
     pub max_connections: usize,
     /// The whole handshake (from accept until the protocol calls [`Conn::established`]).
     pub handshake_timeout: Duration,
+    /// After the handshake: cut a connection whose request (as marked with [`Pace`]) is not
+    /// whole this long after its first byte.
+    pub request_timeout: Option<Duration>,
     /// After the handshake: cut a connection with no byte read or written for this long.
     pub idle_timeout: Option<Duration>,
     /// When every slot is taken: a connection idle at least this long gives its slot to a new
@@ -206,8 +226,9 @@ impl Default for Options {
             listen: "127.0.0.1:0".into(),
             max_connections: 16,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            request_timeout: Some(DEFAULT_REQUEST_TIMEOUT),
             idle_timeout: None,
-            evict_idle_after: None,
+            evict_idle_after: Some(DEFAULT_EVICT_IDLE_AFTER),
             tls: None,
             tls_mode: TlsMode::StartTls,
             tls_supported: true,
@@ -322,6 +343,9 @@ impl<P: Protocol> Server<P> {
         }
         if opts.idle_timeout.is_some_and(|d| d.is_zero()) {
             return Err("--idle-timeout must be more than 0 seconds (or off)".into());
+        }
+        if opts.request_timeout.is_some_and(|d| d.is_zero()) {
+            return Err("--request-timeout must be more than 0 seconds (or off)".into());
         }
         let tls = match &opts.tls {
             Some((cert, key)) => Some(tls::server_config(cert, key)?),
@@ -614,7 +638,7 @@ async fn serve_conn<P: Protocol>(
     stats.connections_total.fetch_add(1, Ordering::Relaxed);
     stats.connections_active.fetch_add(1, Ordering::Relaxed);
     let implicit_tls = opts.tls_mode == TlsMode::Implicit && shared.tls.is_some();
-    let (handshake, idle) = (opts.handshake_timeout, opts.idle_timeout);
+    let limits = Limits { handshake: opts.handshake_timeout, request: opts.request_timeout, idle: opts.idle_timeout };
     let mut conn = Conn::new(tcp, peer, meter.clone(), shared.clone());
     let work = async move {
         if implicit_tls {
@@ -626,7 +650,7 @@ async fn serve_conn<P: Protocol>(
     };
     let end = tokio::select! {
         biased;
-        cut = watchdog(&meter, &shared, handshake, idle) => Err(cut),
+        cut = watchdog(&meter, &shared, limits) => Err(cut),
         end = work => Ok(end),
     };
     // A session on a blocking thread (Conn::into_blocking) ends when its socket does.
@@ -644,18 +668,26 @@ async fn serve_conn<P: Protocol>(
         Ok(ConnEnd::Io(e)) => log.event("connection errors", format!("{peer}: {e}")),
         Err(Cut::Handshake) => {
             stats.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
-            log.event("handshake timeouts", format!("{peer}: cut: handshake not finished within {handshake:?}"));
+            log.event("handshake timeouts", format!("{peer}: cut: handshake not finished within {:?}", limits.handshake));
+        }
+        Err(Cut::Request) => {
+            stats.request_timeouts.fetch_add(1, Ordering::Relaxed);
+            log.event(
+                "request timeouts",
+                format!("{peer}: cut: a request still incomplete {:?} after its first byte", limits.request.unwrap_or_default()),
+            );
         }
         Err(Cut::Idle) => {
             stats.idle_timeouts.fetch_add(1, Ordering::Relaxed);
-            log.event("idle timeouts", format!("{peer}: cut: idle for {:?}", idle.unwrap_or_default()));
+            log.event("idle timeouts", format!("{peer}: cut: idle for {:?}", limits.idle.unwrap_or_default()));
         }
         Err(Cut::Evicted) => log.event("evictions", format!("{peer}: cut to make room for a new client (every slot taken)")),
     }
 }
 
-/// Who gives up a slot: the connection longest in its handshake, else (with
-/// `evict_idle_after`) the one idle longest if it has been idle that long.
+/// Who gives up a slot: the connection longest in its handshake, else the one receiving a
+/// request for longest (if for `SLOW_REQUEST` or more), else (with `evict_idle_after`) the one
+/// idle longest if it has been idle that long.
 fn pick_victim(live: &HashMap<u64, Arc<Meter>>, opts: &Options, epoch: Instant) -> Option<u64> {
     let now = Instant::now();
     let grace = evict_grace(opts);
@@ -666,6 +698,14 @@ fn pick_victim(live: &HashMap<u64, Arc<Meter>>, opts: &Options, epoch: Instant) 
     if let Some((&id, _)) = in_handshake {
         return Some(id);
     }
+    let slowest = live
+        .iter()
+        .filter_map(|(&id, m)| Some((m.request_since(epoch)?, id)))
+        .filter(|&(since, _)| now.saturating_duration_since(since) >= SLOW_REQUEST)
+        .min();
+    if let Some((_, id)) = slowest {
+        return Some(id);
+    }
     let after = opts.evict_idle_after?;
     live.iter()
         .map(|(&id, m)| (now.saturating_duration_since(m.last_io(epoch)), id))
@@ -674,8 +714,31 @@ fn pick_victim(live: &HashMap<u64, Arc<Meter>>, opts: &Options, epoch: Instant) 
         .map(|(_, id)| id)
 }
 
+/// A connection's deadlines.
+#[derive(Clone, Copy)]
+struct Limits {
+    handshake: Duration,
+    request: Option<Duration>,
+    idle: Option<Duration>,
+}
+
+impl Limits {
+    /// The first deadline the connection must meet now, and what missing it means.
+    fn next(&self, m: &Meter, epoch: Instant) -> Option<(Instant, Cut)> {
+        if !m.established() {
+            return Some((m.started + self.handshake, Cut::Handshake));
+        }
+        let request = self.request.zip(m.request_since(epoch)).map(|(d, since)| (since + d, Cut::Request));
+        let idle = self.idle.map(|d| (m.last_io(epoch) + d, Cut::Idle));
+        match (request, idle) {
+            (Some(r), Some(i)) => Some(if r.0 <= i.0 { r } else { i }),
+            (r, i) => r.or(i),
+        }
+    }
+}
+
 /// Resolves when the connection must be cut, and why.
-async fn watchdog(m: &Meter, sh: &Shared, handshake: Duration, idle: Option<Duration>) -> Cut {
+async fn watchdog(m: &Meter, sh: &Shared, limits: Limits) -> Cut {
     let mut shutdown = sh.shutdown.subscribe();
     loop {
         if *shutdown.borrow_and_update() {
@@ -684,28 +747,26 @@ async fn watchdog(m: &Meter, sh: &Shared, handshake: Duration, idle: Option<Dura
         if let Some(c) = m.cut_reason() {
             return c;
         }
-        let deadline = if !m.established() {
-            Some((m.started + handshake, Cut::Handshake))
-        } else {
-            idle.map(|d| (m.last_io(sh.epoch) + d, Cut::Idle))
+        let deadline = limits.next(m, sh.epoch).map(|(d, _)| d);
+        // A request that begins later is not announced (marking one is an atomic store, no
+        // wake-up): look again every half request deadline, so a trickled request is cut
+        // within 1.5 deadlines of its first byte.
+        let look_again = limits.request.map(|d| Instant::now() + d / 2);
+        let wake = match (deadline, look_again) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         let sleep = async {
-            match deadline {
-                Some((d, _)) => tokio::time::sleep_until(d.into()).await,
+            match wake {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
             _ = sleep => {
-                // The deadline may have moved (activity, handshake done): check again.
-                let now = Instant::now();
-                let still = if !m.established() {
-                    Some((m.started + handshake, Cut::Handshake))
-                } else {
-                    idle.map(|d| (m.last_io(sh.epoch) + d, Cut::Idle))
-                };
-                if let Some((d, why)) = still {
-                    if now >= d {
+                // The deadline may have moved (activity, handshake done, request done): check again.
+                if let Some((d, why)) = limits.next(m, sh.epoch) {
+                    if Instant::now() >= d {
                         return why;
                     }
                 }

@@ -30,8 +30,16 @@ impl Protocol for Echo {
         if r.get_mut().write_all(b"WELCOME\n").await.is_err() {
             return ConnEnd::Closed;
         }
+        // A line is a request: it begins with its first byte and ends with its newline.
+        let pace = r.get_ref().pace();
         loop {
             line.clear();
+            pace.end();
+            match r.fill_buf().await {
+                Ok([]) => return ConnEnd::Closed,
+                Ok(_) => pace.begin(),
+                Err(e) => return e.into(),
+            }
             match r.read_line(&mut line).await {
                 Ok(0) => return ConnEnd::Closed,
                 Ok(_) if line == "BYE\n" => return ConnEnd::Closed,
@@ -330,4 +338,78 @@ fn clients_that_hung_up_before_being_accepted_take_no_slot_and_are_not_refused()
     assert_eq!(Stats::get(&stats.connections_total), 1);
     stop.trigger();
     thread.join().unwrap().unwrap();
+}
+
+#[test]
+fn clients_trickling_requests_give_their_slots_to_a_good_client_and_meet_the_request_deadline() {
+    let srv = Running::start(Options {
+        max_connections: 4,
+        request_timeout: Some(Duration::from_millis(1500)),
+        evict_idle_after: None,
+        ..Options::default()
+    });
+    // Four clients finish the handshake, then trickle a request one byte every 200 ms: never
+    // idle, never done, every slot theirs.
+    let mut loris: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(srv.addr).unwrap()).collect();
+    for s in &mut loris {
+        s.write_all(b"HELLO\n").unwrap();
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < ssdlab_server::SLOW_REQUEST + Duration::from_millis(200) {
+        for s in &mut loris {
+            let _ = s.write_all(b"x");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A good client takes the slot of the slowest request at once (no eviction of idle
+    // connections is configured: it is the trickling that gives the slot up).
+    let t = Instant::now();
+    good_client(srv.addr).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(2), "served after {:?}", t.elapsed());
+    assert!(Stats::get(&srv.stats.evicted) >= 1);
+    // The others are cut at the request deadline (1.5 deadlines at most) though bytes keep coming.
+    let trickle = std::thread::spawn({
+        let mut socks: Vec<TcpStream> = loris.iter().map(|s| s.try_clone().unwrap()).collect();
+        move || {
+            for _ in 0..15 {
+                for s in &mut socks {
+                    let _ = s.write_all(b"x");
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    });
+    for s in &mut loris {
+        assert!(closed_by_server(s, Duration::from_secs(4)), "a trickling client is still connected");
+    }
+    trickle.join().unwrap();
+    assert!(Stats::get(&srv.stats.request_timeouts) >= 1, "no request deadline met");
+    // A client that pauses between whole requests is not cut by the request deadline.
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    s.write_all(b"HELLO\n").unwrap();
+    for _ in 0..4 {
+        s.write_all(b"ping\n").unwrap();
+        std::thread::sleep(Duration::from_millis(600));
+    }
+    assert!(!closed_by_server(&mut s, Duration::from_millis(100)), "a client pausing between requests was cut");
+    srv.finish();
+}
+
+#[test]
+fn idle_clients_at_the_cap_yield_to_a_good_client_by_default() {
+    // The defaults: a connection idle for DEFAULT_EVICT_IDLE_AFTER gives its slot when all are taken.
+    let srv = Running::start(Options { max_connections: 8, ..Options::default() });
+    let idle: Vec<TcpStream> = (0..40)
+        .map(|_| {
+            let mut s = TcpStream::connect(srv.addr).unwrap();
+            let _ = s.write_all(b"HELLO\n");
+            s
+        })
+        .collect();
+    std::thread::sleep(ssdlab_server::DEFAULT_EVICT_IDLE_AFTER + Duration::from_millis(300));
+    let t = Instant::now();
+    good_client(srv.addr).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(2), "served after {:?}", t.elapsed());
+    drop(idle);
+    srv.finish();
 }

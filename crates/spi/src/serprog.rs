@@ -355,6 +355,7 @@ impl Serprog {
         let mut chunk = vec![0u8; 1 << 16];
         let mut s = Session::default();
         let mut first = true;
+        let pace = c.pace();
         let end = loop {
             let mut pos = 0;
             {
@@ -379,6 +380,13 @@ impl Serprog {
             }
             input.drain(..pos);
             debug_assert!(input.len() < FRAME_MAX);
+            // A whole command restarts the request clock; a partial frame left is the next one's.
+            if pos > 0 || input.is_empty() {
+                pace.end();
+            }
+            if !input.is_empty() {
+                pace.begin();
+            }
             if !out.is_empty() {
                 if let Err(e) = c.write_all(&out) {
                     break ConnEnd::from(e);
@@ -514,6 +522,7 @@ impl Server {
             listen: self.opts.listen.clone(),
             max_connections: 1,
             handshake_timeout: self.opts.handshake_timeout,
+            request_timeout: Some(ssdlab_server::DEFAULT_REQUEST_TIMEOUT),
             idle_timeout: self.opts.idle_timeout,
             evict_idle_after: self.opts.evict_idle_after,
             tls: None,
@@ -544,7 +553,9 @@ impl Server {
             refused: ssdlab_server::Stats::get(&stats.refused),
             evicted: ssdlab_server::Stats::get(&stats.evicted),
             abandoned: ssdlab_server::Stats::get(&stats.abandoned),
-            timeouts: ssdlab_server::Stats::get(&stats.handshake_timeouts) + ssdlab_server::Stats::get(&stats.idle_timeouts),
+            timeouts: ssdlab_server::Stats::get(&stats.handshake_timeouts)
+                + ssdlab_server::Stats::get(&stats.request_timeouts)
+                + ssdlab_server::Stats::get(&stats.idle_timeouts),
         })
     }
 }

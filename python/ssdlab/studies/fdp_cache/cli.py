@@ -124,7 +124,7 @@ def add_cli(sub: Any) -> None:
                         "Ctrl-C goes on from the latest save, with the same results (default %(default)s; 0: never; "
                         "not with --trace)")
     c.add_argument("--format", choices=["cachelib-kvcache", "twitter"], help="convert: the source trace's format")
-    add_listener_arguments(c, "127.0.0.1:11211", what="serve", max_connections=64, evict_idle_after=5.0,
+    add_listener_arguments(c, "127.0.0.1:11211", what="serve", max_connections=64,
                            remote="not available yet (memcached's protocol has no authentication)",
                            metrics_out="metrics.json (the final stats)")
     c.add_argument("--max-value-bytes", help="serve: largest value, e.g. 512K (default 1M, or what a LOC region holds)")
