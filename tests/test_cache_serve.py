@@ -297,7 +297,7 @@ def test_libmemcached_tools(server, tmp_path):
 
 
 def test_connection_limit_and_sigint_shutdown(tmp_path):
-    s = Served(tmp_path, args=["--max-connections", "2"]).start()
+    s = Served(tmp_path, args=["--max-connections", "2", "--evict-idle-after", "0"]).start()
     try:
         a, b = s.client(), s.client()
         # Round trips: both connections are being served before the third arrives (a connection

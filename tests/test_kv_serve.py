@@ -307,3 +307,62 @@ def test_a_data_directory_made_with_another_config_is_refused(tmp_path):
     p = subprocess.run(SSDLAB + ["kv", "serve", str(other), "--listen", f"127.0.0.1:{free_port()}", "--data", str(data)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "another configuration" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+# 48 MiB of zones (4 dies x 48 blocks x 16 pages of 16 KiB): 250 values of 100 KB fill it after a
+# couple of rounds of overwrites.
+FULL_SPEC = """
+[device]
+preset = "zns-ssd"
+geometry = { channels = 2, dies_per_channel = 2, planes_per_die = 1, blocks_per_plane = 48, pages_per_block = 16 }
+zns = { zone_capacity = 1.0 }
+
+[lsm]
+memtable_bytes = 262144
+"""
+
+
+def test_a_full_device_keeps_serving_reads_and_deletes_and_reuses_what_they_free(tmp_path):
+    port = free_port()
+    spec = write(tmp_path / "full.toml", FULL_SPEC)
+    srv = Server(SSDLAB + ["kv", "serve", str(spec), "--listen", f"127.0.0.1:{port}", "-q"], port, tmp_path / "full.log")
+    try:
+        r = redis.Redis(port=port, socket_timeout=60)
+        value = lambda rnd, i: bytes([rnd, i % 256]) * 50_000  # noqa: E731
+        acked: dict = {}
+        oom = None
+        # Overwrites alone do not fill it (compactions drop the old versions); new keys do.
+        for rnd in range(2):
+            for i in range(1000):
+                if rnd == 0 and i >= 250:
+                    break
+                try:
+                    r.set(f"k{i:03d}", value(rnd, i))
+                    acked[f"k{i:03d}"] = value(rnd, i)
+                except redis.exceptions.OutOfMemoryError as e:  # Redis's -OOM error class
+                    oom = str(e)
+                    break
+        assert oom is not None, f"the device never filled ({len(acked)} keys of 100 KB): {oom}"
+        assert len(acked) > 250
+        assert oom.startswith("command not allowed when the device is full"), oom
+        # Everything acknowledged is still readable; the other commands work.
+        assert r.dbsize() == len(acked)
+        for k in list(acked)[::25]:
+            assert r.get(k) == acked[k] and r.exists(k) == 1
+        # Deletes are taken, and what they free takes new writes.
+        doomed = list(acked)[: len(acked) // 2]
+        assert r.delete(*doomed) == len(doomed)
+        for k in doomed:
+            del acked[k]
+        for i in range(len(doomed) // 2):
+            r.set(f"new{i:03d}", value(9, i))
+            acked[f"new{i:03d}"] = value(9, i)
+        assert r.dbsize() == len(acked)
+        for k in list(acked)[::10]:
+            assert r.get(k) == acked[k]
+        r.flushall()
+        assert r.dbsize() == 0
+        r.set("after", b"flush")
+        assert r.get("after") == b"flush"
+    finally:
+        assert srv.stop() == 0, srv.log.read_text()[-2000:]

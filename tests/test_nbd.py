@@ -279,8 +279,8 @@ def closed_by_server(s: socket.socket, within: float) -> bool:
 
 
 def test_connections_beyond_the_limit_are_refused_until_one_closes(tmp_path):
-    with Server(tmp_path, args=["--max-connections", "1"]) as srv:
-        hold = nbd_go(srv.port)  # in transmission: a client with a disk, never evicted
+    with Server(tmp_path, args=["--max-connections", "1", "--evict-idle-after", "0"]) as srv:
+        hold = nbd_go(srv.port)  # in transmission, and idle connections are never evicted here
         assert run("nbdinfo", srv.uri(), check=False).returncode != 0
         assert "refused" in srv.log.read_text()
         hold.close()

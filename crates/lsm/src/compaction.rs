@@ -24,6 +24,9 @@ pub enum Trigger {
     Saturation,
     /// A tombstone TTL expired (FADE; zone-aware with `ttl_trigger`).
     Ttl,
+    /// The device is down to its reserve: a compaction that drops deleted and overwritten
+    /// versions, so a full store can take writes again (see `Store::make_room`).
+    Room,
 }
 
 pub struct Pick {
@@ -76,7 +79,7 @@ impl View<'_> {
         self.overlap_bytes(t, i) as f64 / compensated.max(1.0)
     }
 
-    fn min_overlap(&self, i: usize) -> Option<Arc<Table>> {
+    pub(crate) fn min_overlap(&self, i: usize) -> Option<Arc<Table>> {
         let mut best: Option<(f64, &Arc<Table>)> = None;
         for t in &self.levels[i] {
             let r = self.overlap_ratio(t, i);

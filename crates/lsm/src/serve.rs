@@ -73,7 +73,15 @@ impl KvBackend {
             }
             Command::Get(k) => Answer::Value(self.store.get(k).map_err(msg)?.value),
             Command::Set(k, v) => {
-                self.store.put(k, v).map_err(msg)?;
+                // New data only with room past the reserve that deletes and compactions need:
+                // a full device keeps serving reads and deletes, and deletes give room back.
+                if !self.store.make_room().map_err(msg)? {
+                    return Err(full(&self.store));
+                }
+                self.store.put(k, v).map_err(|e| match e {
+                    Error::NoSpace(_) => full(&self.store),
+                    e => msg(e),
+                })?;
                 Answer::None
             }
             Command::Del(k) => {
@@ -134,6 +142,18 @@ enum Answer {
     Bool(bool),
     Keys(Vec<Vec<u8>>),
     Count(u64),
+}
+
+/// Redis's answer to a write past `maxmemory` (its `-OOM` error class), with the device's state.
+fn full(store: &Store) -> String {
+    let fs = store.fs();
+    format!(
+        "OOM command not allowed when the device is full ({} of {} zones empty, {} kept for compactions and deletes; {} MiB live); DEL or FLUSHALL gives room back",
+        fs.free_zones(),
+        fs.zone_count(),
+        store.reserve_zones(),
+        fs.live_bytes() >> 20
+    )
 }
 
 fn msg(e: Error) -> String {

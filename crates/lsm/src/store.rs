@@ -36,6 +36,8 @@ pub struct LsmStats {
     pub flush_write_bytes: u64,
     pub compactions_saturation: u64,
     pub compactions_ttl: u64,
+    /// Compactions run to give a full device room back (`Store::make_room`).
+    pub compactions_room: u64,
     /// Saturation-started compactions whose input was an expired tombstone file, first in the
     /// zone-aware policy's queue.
     pub compactions_expired_first: u64,
@@ -146,10 +148,15 @@ impl Store {
     /// Move the clock to `t_ns`. TTL compactions due on the way run when their file expires,
     /// as a timer-driven background job would, not when the next operation arrives (FADE's
     /// bound would otherwise be late by up to one operation gap).
+    /// A compaction that finds no room waits for the next operation that makes some (the clock
+    /// moves on regardless: a full device must not stop reads).
     pub fn advance_to(&mut self, t_ns: u64) -> Result<()> {
         while let Some(e) = self.next_expiry_ns.filter(|&e| e > self.now_ns && e <= t_ns) {
             self.now_ns = e;
-            self.compact_until_settled()?;
+            match self.compact_until_settled() {
+                Err(Error::NoSpace(_)) => self.dirty = true,
+                r => r?,
+            }
         }
         self.now_ns = self.now_ns.max(t_ns);
         Ok(())
@@ -229,7 +236,9 @@ impl Store {
     /// Delete `key` (a tombstone stamped with the store's clock, as Lethe stamps them).
     pub fn delete(&mut self, key: &[u8]) -> Result<u64> {
         Self::check_kv(key, 0)?;
-        self.background()?;
+        // A delete is taken on a full device (its tombstone needs a few bytes of the log, and
+        // it is how room is made).
+        self.background_unless_full()?;
         let seq = self.next_seq()?;
         let now = self.now_ns;
         let stamp = now.to_le_bytes();
@@ -245,6 +254,79 @@ impl Store {
         self.stats.app_write_bytes += key.len() as u64;
         self.background_unless_full()?;
         Ok(done)
+    }
+
+    /// Empty zones kept for the work that gives room back (flushes, compactions, zone GC,
+    /// deletes): a served store refuses new data once it is down to these
+    /// ([`Store::make_room`]). Enough for a memtable flush and a compaction of one file with
+    /// its overlap in the next level (`size_ratio` + 1 files) plus the log's zone; at most a
+    /// quarter of the device, at least 2 zones.
+    pub fn reserve_zones(&self) -> usize {
+        let c = &self.cfg;
+        let bytes = c.memtable_bytes + (c.size_ratio as u64 + 2) * c.sst_target_bytes;
+        let zones = bytes.div_ceil(self.fs.zone_capacity_bytes().max(1)) as usize + 1;
+        zones.min(self.fs.usable_zones() / 4).max(2)
+    }
+
+    /// Whether new data may be written: more empty zones than [`Store::reserve_zones`]. When
+    /// the device is down to its reserve, give room back first: the memtable (deletes
+    /// included) is flushed, due compactions run, then compactions that drop deleted and
+    /// overwritten versions (the file with the most tombstones, else the one overlapping
+    /// least, level by level), then zone GC up to one zone past the reserve. A full device
+    /// that holds only live data stays full: the caller refuses the write.
+    pub fn make_room(&mut self) -> Result<bool> {
+        let reserve = self.reserve_zones();
+        if self.fs.free_zones() > reserve {
+            return Ok(true);
+        }
+        let tolerate = |r: Result<()>| match r {
+            Err(Error::NoSpace(_)) => Ok(()),
+            r => r,
+        };
+        tolerate(self.flush())?;
+        tolerate(self.background())?;
+        let mut tried = std::collections::HashSet::new();
+        for _ in 0..256 {
+            if self.fs.free_zones() > reserve {
+                break;
+            }
+            let now = self.now_ns;
+            tolerate(self.fs.gc_to(reserve + 1, now).map(|_| ()))?;
+            self.drain_events();
+            if self.fs.free_zones() > reserve {
+                break;
+            }
+            let Some(pick) = self.room_pick(&tried) else { break };
+            tried.extend(pick.inputs.iter().map(|t| t.id));
+            tolerate(self.compact(pick))?;
+        }
+        Ok(self.fs.free_zones() > reserve)
+    }
+
+    /// A compaction that gives room back: above the last level, the file with the most
+    /// tombstones, else the file of the shallowest level overlapping least with the next (its
+    /// overwritten versions are dropped); files in `tried` are skipped.
+    fn room_pick(&self, tried: &std::collections::HashSet<FileId>) -> Option<Pick> {
+        let last = self.levels.iter().rposition(|l| !l.is_empty())?;
+        let fresh = |t: &&Arc<Table>| !tried.contains(&t.id);
+        let tomb = (0..last)
+            .flat_map(|i| self.levels[i].iter().filter(fresh).map(move |t| (t.tombstones, std::cmp::Reverse(i), t)))
+            .filter(|(n, _, _)| *n > 0)
+            .max_by_key(|(n, i, t)| (*n, *i, std::cmp::Reverse(t.id)));
+        let (level, table) = match tomb {
+            Some((_, std::cmp::Reverse(i), t)) => (i, t.clone()),
+            None => {
+                let share = |_: &Table| 0.0;
+                let view = View { cfg: &self.cfg, levels: &self.levels, now_ns: self.now_ns, zone_share: &share };
+                (0..last).find_map(|i| {
+                    let t = view.min_overlap(i)?;
+                    (!tried.contains(&t.id)).then_some((i, t))
+                })?
+            }
+        };
+        // L0's files overlap one another: they go down together, as a saturated L0 does.
+        let inputs = if level == 0 { self.levels[0].clone() } else { vec![table] };
+        Some(Pick { level, inputs, trigger: Trigger::Room, expired: false })
     }
 
     /// Register a snapshot: reads at it see the store as it is now, and compactions keep
@@ -683,6 +765,7 @@ impl Store {
         match pick.trigger {
             Trigger::Saturation => self.stats.compactions_saturation += 1,
             Trigger::Ttl => self.stats.compactions_ttl += 1,
+            Trigger::Room => self.stats.compactions_room += 1,
         }
         if pick.expired && pick.trigger == Trigger::Saturation {
             self.stats.compactions_expired_first += 1;

@@ -226,7 +226,7 @@ impl ZoneFs {
     pub fn free_zones(&self) -> usize {
         self.free.len()
     }
-    fn usable_zones(&self) -> usize {
+    pub fn usable_zones(&self) -> usize {
         self.zones.iter().filter(|z| !z.offline).count()
     }
     /// Bytes of live extents (what files occupy on flash, in whole sectors).
@@ -576,13 +576,31 @@ impl ZoneFs {
         r
     }
 
+    /// Zone GC until `want` zones are empty (or no victim is left), whatever the threshold.
+    pub fn gc_to(&mut self, want: usize, now: u64) -> Result<u64> {
+        if self.in_gc {
+            return Ok(0);
+        }
+        self.in_gc = true;
+        let r = self.gc_until(want, now);
+        self.in_gc = false;
+        r
+    }
+
     fn gc_inner(&mut self, now: u64) -> Result<u64> {
         let want = ((self.usable_zones() as f64 * self.cfg.gc_free_fraction).ceil() as usize).max(2);
+        self.gc_until(want, now)
+    }
+
+    fn gc_until(&mut self, want: usize, now: u64) -> Result<u64> {
         let mut moved = 0;
         let mut rounds = 0;
         while self.free.len() < want && rounds < self.zones.len() {
             rounds += 1;
             let Some(v) = self.pick_victim(now) else { break };
+            if self.room_outside(v) < self.zones[v as usize].live {
+                break; // its live data has nowhere to go (a full device)
+            }
             moved += self.migrate_zone(v, now)?;
         }
         Ok(moved)
@@ -620,6 +638,18 @@ impl ZoneFs {
         }
     }
 
+    /// Sectors that can still be written outside zone `v`: empty zones and the room left in
+    /// open ones.
+    fn room_outside(&self, v: u32) -> u64 {
+        let open: u64 = (0..self.zones.len() as u32)
+            .filter(|&i| i != v)
+            .map(|i| &self.zones[i as usize])
+            .filter(|z| !z.offline && !z.full && z.written > 0)
+            .map(|z| self.cap - z.written)
+            .sum();
+        open + self.free.len() as u64 * self.cap
+    }
+
     /// Move every live extent out of zone `v`, then reset it.
     fn migrate_zone(&mut self, v: u32, now: u64) -> Result<u64> {
         let sb = self.sb;
@@ -635,10 +665,20 @@ impl ZoneFs {
                 let t = self.dev.zns_mut().unwrap().read(lba, e.sectors as u32, Some(&mut data), now)?;
                 self.stats.zone_read_bytes += e.sectors * sb;
                 let placement = self.file(id).placement;
-                let mut new = vec![];
+                let mut new: Vec<Extent> = vec![];
                 let mut off = 0u64;
                 while off < e.sectors {
-                    let z = self.allocate(placement, Some(v), now)?;
+                    let z = match self.allocate(placement, Some(v), now) {
+                        Ok(z) => z,
+                        Err(err) => {
+                            // No room for the rest: the pieces copied so far hold nothing live
+                            // (the extent stays where it was), so their zones can be reset.
+                            for p in &new {
+                                self.zones[p.zone as usize].live -= p.sectors;
+                            }
+                            return Err(err);
+                        }
+                    };
                     let room = self.cap - self.zones[z as usize].written;
                     let n = (e.sectors - off).min(room);
                     let start = self.zones[z as usize].written;

@@ -53,3 +53,79 @@ fn acknowledged_writes_stay_readable_when_the_device_fills() {
         assert!(got.value.as_deref() == Some(v.as_slice()), "{}: not the value last written", String::from_utf8_lossy(k));
     }
 }
+
+/// A full store keeps serving: the clock moves on, reads, scans and deletes work, and the room
+/// deletes give back takes new writes (a served store must not wedge on its first refusal).
+#[test]
+fn a_full_store_serves_reads_and_deletes_and_reuses_the_space_they_free() {
+    let cfg = LsmConfig {
+        memtable_bytes: 64 << 10,
+        sst_target_bytes: 64 << 10,
+        level1_bytes: 256 << 10,
+        size_ratio: 4,
+        policy: Policy::Baseline,
+        ..Default::default()
+    };
+    let mut s = Store::new(device(), cfg).unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut t = 0u64;
+    let mut full = false;
+    'outer: for round in 0..20u32 {
+        for i in 0..4800u32 {
+            t += 10_000;
+            s.advance_to(t).unwrap_or_else(|e| panic!("the clock stopped at round {round}: {e}"));
+            let k = format!("key{i:04}").into_bytes();
+            let v = vec![(round as u8).wrapping_add(i as u8); 4000];
+            // What a served store does: new data only while there is room past the reserve.
+            if !s.make_room().unwrap() {
+                full = true;
+                break 'outer;
+            }
+            s.put(&k, &v).unwrap_or_else(|e| panic!("round {round}: a put with room: {e}"));
+            model.insert(k, v);
+        }
+    }
+    assert!(full, "the device never filled");
+    // Reads, the clock and scans go on.
+    for _ in 0..3 {
+        t += 1_000_000;
+        s.advance_to(t).unwrap();
+    }
+    let (pairs, _) = s.scan(b"\0", None, 100_000).unwrap();
+    assert_eq!(pairs.len(), model.len(), "a scan of the full store");
+    for (k, v) in &model {
+        assert_eq!(s.get(k).unwrap().value.as_deref(), Some(v.as_slice()));
+    }
+    // Deletes are accepted, and what they free takes new writes.
+    let doomed: Vec<Vec<u8>> = model.keys().step_by(2).cloned().collect();
+    for k in &doomed {
+        t += 10_000;
+        s.advance_to(t).unwrap();
+        s.delete(k).unwrap_or_else(|e| panic!("DEL on a full store: {e}"));
+        model.remove(k);
+    }
+    let mut written = 0;
+    for i in 0..doomed.len() / 2 {
+        t += 10_000;
+        s.advance_to(t).unwrap();
+        let k = format!("new{i:04}").into_bytes();
+        let v = vec![7u8; 4000];
+        assert!(
+            s.make_room().unwrap(),
+            "no room after deleting half the keys ({written} new ones written, {} live keys): {} of {} zones empty, {} bytes live, levels {:?}, {} room compactions, {} tombstones in SSTs",
+            model.len(),
+            s.fs().free_zones(),
+            s.fs().zone_count(),
+            s.fs().live_bytes(),
+            s.level_shape(),
+            s.stats().compactions_room,
+            s.sst_tombstones()
+        );
+        s.put(&k, &v).unwrap_or_else(|e| panic!("a write after deleting half the keys ({written} accepted): {e}"));
+        model.insert(k, v);
+        written += 1;
+    }
+    for (k, v) in &model {
+        assert_eq!(s.get(k).unwrap().value.as_deref(), Some(v.as_slice()));
+    }
+}

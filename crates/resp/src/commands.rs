@@ -460,7 +460,12 @@ impl<'a> Reader<'a> {
 }
 
 fn err(e: String) -> String {
-    format!("ERR {e}")
+    // A store out of room answers with Redis's own error class for a write past maxmemory.
+    if e.starts_with("OOM ") {
+        e
+    } else {
+        format!("ERR {e}")
+    }
 }
 
 fn ok(x: &mut Ctx<'_>) -> Result<(), String> {

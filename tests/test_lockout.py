@@ -1,0 +1,175 @@
+"""No set of clients keeps a good one out, on every TCP server ssdlab runs, with its defaults:
+200 clients that connect and stay idle, or that trickle a request one byte at a time (a
+slow-loris), and a good client is still served within 2 s. The servers' slots are taken by
+the attackers first; the core gives a slot to the newcomer from the connection receiving a
+request for longest (a second or more) or idle longest (the server's --evict-idle-after)."""
+
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from clitools import SSDLAB, Server, free_port, write
+
+CLIENTS = 200
+TRICKLE_S = 0.4  # one byte per client this often: never idle for a second, never done
+
+
+class Attack:
+    """CLIENTS connections, each sent `opening` (a handshake, or nothing) and then, for a
+    slow-loris, one byte of `trickle` (a request that is never whole) every TRICKLE_S."""
+
+    def __init__(self, port: int, opening=None, trickle: bytes = b""):
+        self.socks = []
+        for _ in range(CLIENTS):
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=5)
+                if opening:
+                    opening(s)
+                self.socks.append(s)
+            except OSError:
+                pass  # refused: the server is full, as the attack wants
+        self.trickle, self.stop = trickle, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        i = 0
+        while self.trickle and not self.stop.wait(TRICKLE_S):
+            b = self.trickle[i % len(self.trickle):][:1]
+            i += 1
+            for s in self.socks:
+                try:
+                    s.send(b)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+        for s in self.socks:
+            s.close()
+
+
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    b = b""
+    while len(b) < n:
+        chunk = s.recv(n - len(b))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(b)} of {n} bytes")
+        b += chunk
+    return b
+
+
+def ask(port: int, request: bytes, want: int) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+        s.sendall(request)
+        return recv_exact(s, want)
+
+
+# --- the servers and their good clients ------------------------------------------------
+
+IHAVEOPT = 0x49484156454F5054
+
+
+def nbd_handshake(s: socket.socket) -> None:
+    """NBD newstyle handshake to transmission (NBD_OPT_GO of the default export)."""
+    assert recv_exact(s, 18)[:8] == b"NBDMAGIC"
+    s.sendall(struct.pack(">I", 3))
+    data = struct.pack(">I", 6) + b"ssdlab" + struct.pack(">H", 0)
+    s.sendall(struct.pack(">QII", IHAVEOPT, 7, len(data)) + data)
+    while True:
+        _, _, kind, n = struct.unpack(">QIII", recv_exact(s, 20))
+        recv_exact(s, n)
+        if kind == 1:
+            return
+        assert kind & 0x80000000 == 0, f"option error {kind:#x}"
+
+
+def nbd_good(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+        nbd_handshake(s)
+        s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 0, 7, 0, 4096))  # READ 4 KiB at 0
+        magic, err, cookie = struct.unpack(">IIQ", recv_exact(s, 16))
+        assert (magic, err, cookie) == (0x67446698, 0, 7)
+        recv_exact(s, 4096)
+
+
+def resp_good(port: int) -> None:
+    assert ask(port, b"*1\r\n$4\r\nPING\r\n", 7) == b"+PONG\r\n"
+
+
+def memcached_good(port: int) -> None:
+    assert ask(port, b"version\r\n", 8).startswith(b"VERSION ")
+
+
+def serprog_good(port: int) -> None:
+    assert ask(port, b"\x00", 1) == b"\x06"  # NOP: ACK
+
+
+# A RESP SET whose value is never whole; a memcached line never ended; an NBD request header
+# never whole; a serprog SPI operation whose parameters never arrive.
+RESP_TRICKLE = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000\r\n" + b"v" * 10_000
+MEMCACHED_TRICKLE = b"get " + b"k" * 4000
+NBD_TRICKLE = struct.pack(">IHHQQI", 0x25609513, 0, 0, 1, 0, 4096)
+SERPROG_TRICKLE = b"\x13" + b"\x00" * 6
+
+
+def start(kind: str, tmp: Path):
+    port = free_port()
+    listen = ["--listen", f"127.0.0.1:{port}", "-q"]
+    if kind == "nbd":
+        cfg = write(tmp / "nbd.toml", 'preset = "tiny"\n[timing]\nenabled = false\n')
+        return Server(SSDLAB + ["serve", str(cfg), *listen], port, tmp / "serve.log")
+    if kind == "resp":
+        cfg = write(tmp / "kv.toml", '[device]\npreset = "zns-ssd"\n')
+        return Server(SSDLAB + ["kv", "serve", str(cfg), *listen], port, tmp / "kv.log")
+    if kind == "memcached":
+        spec = Path(__file__).resolve().parents[1] / "experiments" / "fdp-cache" / "serve.toml"
+        return Server(SSDLAB + ["cache", "serve", str(spec), *listen], port, tmp / "cache.log")
+    if kind == "serprog":
+        return Server(SSDLAB + ["spi", "serve", "--chip", "W25Q128JV", "--image", str(tmp / "chip.bin"), *listen], port,
+                      tmp / "spi.log")
+    raise ValueError(kind)
+
+
+SERVERS = {
+    # kind: (good client, opening of an attacking client, trickle, --evict-idle-after default)
+    "nbd": (nbd_good, nbd_handshake, NBD_TRICKLE, 1.0),
+    "resp": (resp_good, None, RESP_TRICKLE, 1.0),
+    "memcached": (memcached_good, None, MEMCACHED_TRICKLE, 1.0),
+    "serprog": (serprog_good, None, SERPROG_TRICKLE, 5.0),
+}
+
+
+def served_within(good, port: int, seconds: float) -> float:
+    """Time `good` took, at its first attempt (no retry: a refusal fails the test)."""
+    t0 = time.monotonic()
+    good(port)
+    took = time.monotonic() - t0
+    assert took < seconds, f"served after {took:.2f} s"
+    return took
+
+
+@pytest.mark.parametrize("attack", ["idle", "slow-loris"])
+@pytest.mark.parametrize("kind", sorted(SERVERS))
+def test_a_good_client_is_served_within_2_s_of_200_attacking_clients(tmp_path, kind, attack):
+    good, opening, trickle, evict_idle_after = SERVERS[kind]
+    srv = start(kind, tmp_path)
+    try:
+        good(srv.port)
+        a = Attack(srv.port, opening, trickle if attack == "slow-loris" else b"")
+        try:
+            # Idle clients yield after --evict-idle-after; trickling ones a second into their
+            # request (or, in a handshake, at once).
+            time.sleep((evict_idle_after if attack == "idle" else 1.0) + 0.3)
+            served_within(good, srv.port, 2.0)
+            assert srv.proc.poll() is None
+        finally:
+            a.close()
+        good(srv.port)
+    finally:
+        assert srv.stop() == 0, srv.log.read_text()[-3000:]
