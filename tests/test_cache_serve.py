@@ -352,3 +352,16 @@ def test_bad_configs_are_refused_clearly(tmp_path, change, args, message):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2, p.stdout + p.stderr
     assert "ssdlab: error:" in p.stderr and message in p.stderr and "line 1 column" not in p.stderr, p.stderr
+
+
+def test_replies_to_whole_commands_are_not_held_back_behind_a_partial_one(server):
+    """Pipelined commands are answered though the next one is still arriving (a command line,
+    or a value block, cut short): memcached answers what it has."""
+    with server.raw() as s:
+        s.settimeout(5)
+        s.sendall(b"set held 0 0 1\r\nx\r\nget held\r\nget hel")
+        assert recv_until(s, b"END\r\n") == b"STORED\r\nVALUE held 0 1\r\nx\r\nEND\r\n"
+        s.sendall(b"d\r\nset blk 0 0 10\r\n12345")
+        assert recv_until(s, b"END\r\n") == b"VALUE held 0 1\r\nx\r\nEND\r\n"
+        s.sendall(b"67890\r\nget blk\r\n")
+        assert recv_until(s, b"END\r\n") == b"STORED\r\nVALUE blk 0 10\r\n1234567890\r\nEND\r\n"
