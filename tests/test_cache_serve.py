@@ -334,6 +334,9 @@ def test_sigterm_shutdown_with_open_clients(tmp_path):
     # --metrics-out: the final stats, as the summary line gives them.
     m = json.loads((tmp_path / "metrics" / "metrics.json").read_text())
     assert m["cmd_set"] == 200 and m["total_connections"] == 1, m
+    # The write buffer goes to NAND at shutdown: what it held is not reported as a DLWA below 1.
+    assert int(m["device_media_write_bytes"]) >= int(m["device_host_write_bytes"]) > 0, m
+    assert float(m["dlwa"]) >= 1.0, m["dlwa"]
 
 
 @pytest.mark.parametrize("change, args, message", [

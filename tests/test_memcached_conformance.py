@@ -116,6 +116,8 @@ class Conn:
             if line.startswith(b"VALUE "):
                 n = int(line.split(b" ")[3])
                 out.append((line, self._exact(n + 2)))
+            elif line.startswith(b"VA "):
+                out.append((line, self._exact(int(line.split(b" ")[1]) + 2)))
             else:
                 out.append(line)
 
@@ -130,11 +132,25 @@ def cas_of(reply: list, key: bytes):
     return None
 
 
+META_CODES = (b"VA ", b"HD", b"NS", b"EX", b"NF", b"EN")
+
+
+def meta_normalized(line: bytes) -> bytes:
+    """A meta reply's CAS (c...) and remaining TTL (t..., which may cross a second between
+    the two servers) as placeholders."""
+    f = line.split(b" ")
+    return b" ".join(f[:1] + [b"c<cas>" if t[:1] == b"c" else b"t<ttl>" if t[:1] == b"t" and t != b"t-1" else t for t in f[1:]])
+
+
 def normalized(reply: list) -> list:
     """CAS uniques differ between servers; STAT lines are reduced to the compared counters."""
     out = []
     for r in reply:
-        if isinstance(r, tuple):
+        if isinstance(r, tuple) and r[0].startswith(b"VA "):
+            out.append((meta_normalized(r[0]), r[1]))
+        elif isinstance(r, bytes) and r.startswith(META_CODES):
+            out.append(meta_normalized(r))
+        elif isinstance(r, tuple):
             f = r[0].split(b" ")
             out.append((b" ".join(f[:4] + ([b"<cas>"] if len(f) == 5 else [])), r[1]))
         elif r.startswith(b"STAT "):
@@ -166,8 +182,10 @@ def random_op(rng: random.Random, cas_known: dict):
     exp = rng.choice(EXPTIMES)
     # Flags past 32 bits: memcached (64-bit build) truncates them to 32 bits, and so must ssdlab.
     flags = rng.choice([b"0", b"1", b"4294967295", b"42", b"4294967296", b"18446744073709551615"])
-    kind = rng.choices(["store", "get", "arith", "delete", "touch", "cas", "flush", "misc", "bad", "stats"],
-                       [30, 25, 10, 8, 6, 8, 1, 3, 5, 2])[0]
+    kind = rng.choices(["store", "get", "arith", "delete", "touch", "cas", "flush", "misc", "bad", "stats", "meta"],
+                       [30, 25, 10, 8, 6, 8, 1, 3, 5, 2, 25])[0]
+    if kind == "meta":
+        return random_meta(rng, data_key, exp)
     if kind == "store":
         cmd = rng.choice([b"set", b"add", b"replace", b"append", b"prepend"])
         if rng.random() < 0.3:
@@ -210,6 +228,40 @@ def random_op(rng: random.Random, cas_known: dict):
     return rng.choice([b"stats\r\n", b"stats\r\n", b"stats reset\r\n"])
 
 
+def random_meta(rng: random.Random, key: bytes, exp: bytes):
+    """A meta command (mg, ms, md, ma) with a random subset of the flags ssdlab serves, in a
+    random order; now and then a malformed one."""
+    def pick(flags: list) -> bytes:
+        chosen = rng.sample(flags, rng.randint(0, min(4, len(flags))))
+        return b"".join(b" " + f for f in chosen)
+
+    opaque = b"O%d" % rng.randrange(1000)
+    which = rng.choices(["mg", "ms", "md", "ma", "bad"], [35, 30, 10, 15, 10])[0]
+    if which == "mg":
+        return b"mg %s%s\r\n" % (key, pick([b"v", b"k", b"c", b"f", b"s", b"t", b"q", opaque, b"T" + exp]))
+    if which == "ms":
+        data = rng.choice(NUMBERS[:6]) if rng.random() < 0.3 else rng.randbytes(rng.choice(SIZES[:7]))
+        flags = [b"c", b"k", b"q", opaque, b"F%d" % rng.choice([0, 7, 4294967295]), b"T" + exp,
+                 b"M" + rng.choice([b"E", b"A", b"P", b"R", b"S"])]
+
+        def ms(i: int, cas_known: dict) -> bytes:
+            c = cas_known[i].get(key)
+            cas = [] if rng_cas is None else [b"C%d" % (c if (c is not None and rng_cas) else 12345)]
+            return b"ms %s %d%s%s\r\n%s\r\n" % (key, len(data), chosen, b"".join(b" " + x for x in cas), data)
+        rng_cas = rng.choice([None, None, True, False])
+        chosen = pick(flags)
+        return ("meta-cas", ms)
+    if which == "md":
+        return b"md %s%s\r\n" % (key, pick([b"k", b"q", opaque]))
+    if which == "ma":
+        return b"ma %s%s\r\n" % (key, pick([b"v", b"k", b"c", b"t", b"q", opaque, b"N" + rng.choice([b"0", b"1000"]),
+                                               b"J%d" % rng.choice([0, 10, 18446744073709551615]),
+                                               b"D%d" % rng.choice([1, 3, 100, 18446744073709551615]),
+                                               b"M" + rng.choice([b"I", b"D", b"+", b"-"])]))
+    return rng.choice([b"mg\r\n", b"ms k0\r\n", b"ms k0 x\r\n", b"mg k0 zz\r\n", b"mg k0 v v\r\n", b"mg k0 O" + b"9" * 33 + b"\r\n",
+                       b"ms k0 1 MX\r\n1\r\n", b"ma k0 MX\r\n", b"md " + b"y" * 251 + b"\r\n", b"ms k0 2 T-1\r\nhi\r\n"])
+
+
 @needs_memcached
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_random_command_sequences_get_the_same_replies_as_memcached(servers, seed):
@@ -224,10 +276,13 @@ def test_random_command_sequences_get_the_same_replies_as_memcached(servers, see
             op = random_op(rng, cas_known)
             replies = []
             for i, c in enumerate(conns):
-                req = op(i) if callable(op) else op
+                if isinstance(op, tuple):  # a meta set whose C token is each server's own CAS
+                    req = op[1](i, cas_known)
+                else:
+                    req = op(i) if callable(op) else op
                 replies.append(c.ask(req))
             a, b = (normalized(r) for r in replies)
-            shown = (op(0) if callable(op) else op)[:120]
+            shown = (op[1](0, cas_known) if isinstance(op, tuple) else op(0) if callable(op) else op)[:120]
             assert a == b, f"seed {seed} step {step}: {shown!r}\nmemcached: {a[:6]}\nssdlab:    {b[:6]}"
             for i, r in enumerate(replies):
                 for key in KEYS:

@@ -104,7 +104,6 @@ fn a_full_store_serves_reads_and_deletes_and_reuses_the_space_they_free() {
         s.delete(k).unwrap_or_else(|e| panic!("DEL on a full store: {e}"));
         model.remove(k);
     }
-    let mut written = 0;
     for i in 0..doomed.len() / 2 {
         t += 10_000;
         s.advance_to(t).unwrap();
@@ -112,7 +111,7 @@ fn a_full_store_serves_reads_and_deletes_and_reuses_the_space_they_free() {
         let v = vec![7u8; 4000];
         assert!(
             s.make_room().unwrap(),
-            "no room after deleting half the keys ({written} new ones written, {} live keys): {} of {} zones empty, {} bytes live, levels {:?}, {} room compactions, {} tombstones in SSTs",
+            "no room after deleting half the keys ({i} new ones written, {} live keys): {} of {} zones empty, {} bytes live, levels {:?}, {} room compactions, {} tombstones in SSTs",
             model.len(),
             s.fs().free_zones(),
             s.fs().zone_count(),
@@ -121,9 +120,8 @@ fn a_full_store_serves_reads_and_deletes_and_reuses_the_space_they_free() {
             s.stats().compactions_room,
             s.sst_tombstones()
         );
-        s.put(&k, &v).unwrap_or_else(|e| panic!("a write after deleting half the keys ({written} accepted): {e}"));
+        s.put(&k, &v).unwrap_or_else(|e| panic!("a write after deleting half the keys ({i} accepted): {e}"));
         model.insert(k, v);
-        written += 1;
     }
     for (k, v) in &model {
         assert_eq!(s.get(k).unwrap().value.as_deref(), Some(v.as_slice()));

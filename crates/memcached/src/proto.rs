@@ -54,7 +54,31 @@ pub enum Command<'a> {
     Quit,
     /// `mn`: the meta no-op (answered `MN`).
     MetaNoop,
+    /// `mg|ms|md|ma <key> [<datalen> (ms)] <flags>*`: the meta commands; `flags` checked
+    /// against the command's set (see [`META_FLAGS`]), each at most once.
+    Meta { kind: MetaKind, key: &'a [u8], datalen: u32, flags: Vec<(u8, &'a [u8])> },
 }
+
+/// The meta commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetaKind {
+    Get,
+    Set,
+    Delete,
+    Arith,
+}
+
+/// The flags ssdlab serves per meta command (a letter, then its token if it takes one):
+/// mg `v k c f s t q O T`; ms `c k q O F T C M`; md `k q O C`; ma `v k c t q O N J D M`.
+/// memcached also has `b` (base64 keys), `h`/`l` (access history), `E`, `I`/`x` (stale
+/// items), `N`/`R` on mg (vivify, recache) and `S`/`u`: those are refused with
+/// `CLIENT_ERROR unsupported meta flag`.
+pub const META_FLAGS: [(MetaKind, &[u8]); 4] =
+    [(MetaKind::Get, b"vkcfstqOT"), (MetaKind::Set, b"ckqOFTCM"), (MetaKind::Delete, b"kqOC"), (MetaKind::Arith, b"vkctqONJDM")];
+/// Flags memcached knows that ssdlab does not serve (any command).
+const META_UNSUPPORTED: &[u8] = b"bhlEINRSux";
+/// memcached's limit on an opaque token.
+pub const META_OPAQUE_MAX: usize = 32;
 
 /// A line the server will not execute: the reply, and what to do with the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,6 +168,16 @@ fn safe_strtol(s: &[u8]) -> Option<i64> {
         return None;
     }
     Some(v as i64 as i32 as i64)
+}
+
+/// A meta flag's numeric token as `safe_strtol` reads it (a 32-bit signed value).
+pub fn safe_strtol_token(t: &[u8]) -> Option<i64> {
+    safe_strtol(t)
+}
+
+/// A meta flag's numeric token as `safe_strtoul` reads it (client flags: 32 bits).
+pub fn safe_strtoul_token(t: &[u8]) -> Option<u32> {
+    safe_strtoul(t)
 }
 
 /// Whether a line's first bytes ask for a multi-get (whose lines may be long).
@@ -287,12 +321,71 @@ pub fn parse(line: &[u8], max_value_bytes: u64) -> Result<Command<'_>, Refusal> 
         b"version" => Ok(Command::Version),
         b"quit" => Ok(Command::Quit),
         b"mn" => Ok(Command::MetaNoop),
+        b"mg" | b"ms" | b"md" | b"ma" => parse_meta(name, args, max_value_bytes),
         _ if toks.last().is_some_and(|t| t.starts_with(b"HTTP/")) => {
             // A web browser or HTTP client: memcached closes without a word.
             Err(Refusal { close: true, ..Refusal::new("", false) })
         }
         _ => Err(Refusal::new(ERROR, false)),
     }
+}
+
+/// A meta command's line (`name` and its arguments), with memcached's error texts.
+fn parse_meta<'a>(name: &[u8], args: &[&'a [u8]], max_value_bytes: u64) -> Result<Command<'a>, Refusal> {
+    let kind = match name {
+        b"mg" => MetaKind::Get,
+        b"ms" => MetaKind::Set,
+        b"md" => MetaKind::Delete,
+        _ => MetaKind::Arith,
+    };
+    let Some(&key) = args.first() else { return Err(Refusal::new(ERROR, false)) };
+    if key.len() > KEY_BYTES_MAX {
+        return Err(Refusal::new(BAD_FORMAT, false));
+    }
+    let (datalen, rest) = if kind == MetaKind::Set {
+        match args.get(1).and_then(|t| safe_strtol(t)) {
+            Some(n) if n >= 0 => (n as u64, &args[2..]),
+            _ => return Err(Refusal::new(BAD_FORMAT, false)),
+        }
+    } else {
+        (0, &args[1..])
+    };
+    // An ms refused after its length is known has its data block skipped.
+    let refuse = |reply: &str| Refusal { skip_bytes: if kind == MetaKind::Set { datalen + 2 } else { 0 }, ..Refusal::new(reply, false) };
+    let allowed = META_FLAGS.iter().find(|(k, _)| *k == kind).map(|(_, f)| *f).unwrap_or_default();
+    let mut flags: Vec<(u8, &[u8])> = Vec::with_capacity(rest.len());
+    for tok in rest {
+        let (f, token) = (tok[0], &tok[1..]);
+        if !f.is_ascii_alphabetic() {
+            return Err(refuse("CLIENT_ERROR invalid flag"));
+        }
+        if flags.iter().any(|&(g, _)| g == f) {
+            return Err(refuse("CLIENT_ERROR duplicate flag"));
+        }
+        // An mg with a long opaque is refused after its look-up (and counted), as memcached does.
+        if f == b'O' && token.len() > META_OPAQUE_MAX && kind != MetaKind::Get {
+            return Err(refuse("CLIENT_ERROR opaque token too long"));
+        }
+        if !allowed.contains(&f) {
+            return Err(refuse(if META_UNSUPPORTED.contains(&f) {
+                "CLIENT_ERROR unsupported meta flag (ssdlab serves mg vkcfstqOT, ms ckqOFTCM, md kqOC, ma vkctqONJDM)"
+            } else {
+                "CLIENT_ERROR invalid flag"
+            }));
+        }
+        flags.push((f, token));
+    }
+    if kind == MetaKind::Set {
+        if let Some(&(_, m)) = flags.iter().find(|(f, _)| *f == b'M') {
+            if !matches!(m, b"E" | b"A" | b"P" | b"R" | b"S" | b"e" | b"a" | b"p" | b"r" | b"s") {
+                return Err(refuse("CLIENT_ERROR invalid mode for ms M token"));
+            }
+        }
+        if datalen > max_value_bytes {
+            return Err(refuse("SERVER_ERROR object too large for cache"));
+        }
+    }
+    Ok(Command::Meta { kind, key, datalen: datalen as u32, flags })
 }
 
 /// The reply to a binary-protocol request header (24 bytes, magic 0x80): a binary response

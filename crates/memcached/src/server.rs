@@ -22,7 +22,7 @@ use ssdlab_core::ftl::conventional::StreamStats;
 use ssdlab_server::{secs_or_never, Conn, ConnEnd, Pace, Refused, Stats};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
-use crate::proto::{self, Command, Refusal, StoreKind, BINARY_REQUEST_MAGIC, KEY_BYTES_MAX, RELATIVE_EXPTIME_MAX};
+use crate::proto::{self, Command, MetaKind, Refusal, StoreKind, BINARY_REQUEST_MAGIC, KEY_BYTES_MAX, RELATIVE_EXPTIME_MAX};
 
 /// Reported by `version`: the memcached protocol level spoken, then ssdlab's version.
 pub const VERSION: &str = concat!("1.6.0-ssdlab-", env!("CARGO_PKG_VERSION"));
@@ -494,12 +494,200 @@ impl Server {
         }
     }
 
+    /// A meta command (mg, ms, md, ma) with memcached's reply codes: HD (done), VA (a value
+    /// follows), EN (miss), NF (not found), NS (not stored), EX (CAS mismatch); the return
+    /// flags in the order the request gave them; `q` drops the HD (and mg's EN) replies.
+    fn meta(&self, kind: MetaKind, key: &[u8], flags: &[(u8, &[u8])], data: Vec<u8>, out: &mut Vec<u8>) {
+        let has = |f: u8| flags.iter().any(|&(g, _)| g == f);
+        let token = |f: u8| flags.iter().find(|&&(g, _)| g == f).map(|&(_, t)| t);
+        let quiet = has(b'q');
+        let now = self.now_ns();
+        // The return flags: O and k always; c when there is a CAS to give (an ms gives 0 when
+        // nothing was stored); f, s and t from the item, when there is one.
+        // An mg's T takes effect where it stands: a t before it gives the old TTL (memcached
+        // walks the flags once, in order). `touched`: the expiry T set.
+        let ret_touched = |it: Option<&Item>, cas: Option<u64>, touched: Option<u32>| -> String {
+            let mut r = String::new();
+            let mut expiry = it.map(|i| i.expiry_s);
+            for &(f, t) in flags {
+                let s = match (f, it, cas) {
+                    (b'O', _, _) => format!("O{}", String::from_utf8_lossy(t)),
+                    (b'k', _, _) => format!("k{}", String::from_utf8_lossy(key)),
+                    (b'c', _, Some(cas)) => format!("c{cas}"),
+                    (b'f', Some(i), _) => format!("f{}", i.flags),
+                    (b's', Some(i), _) => format!("s{}", i.value.len()),
+                    (b'T', Some(_), _) => {
+                        expiry = touched.or(expiry);
+                        continue;
+                    }
+                    (b't', Some(_), _) => match expiry {
+                        Some(0) | None => "t-1".into(),
+                        Some(e) => format!("t{}", e.saturating_sub(cache_seconds(now))),
+                    },
+                    _ => continue,
+                };
+                r.push(' ');
+                r.push_str(&s);
+            }
+            r
+        };
+        let ret = |it: Option<&Item>, cas: Option<u64>| ret_touched(it, cas, None);
+        let code = |out: &mut Vec<u8>, code: &str, rest: &str| line(out, &format!("{code}{rest}"));
+        let bad_token = "CLIENT_ERROR bad token in command line format";
+        match kind {
+            MetaKind::Get => {
+                let touch = match token(b'T').map(proto::safe_strtol_token) {
+                    Some(None) => return line(out, bad_token),
+                    t => t.flatten(),
+                };
+                let mut st = self.state();
+                let h = key_of(key);
+                let touched = touch.map(|exptime| expiry_s(exptime, now));
+                let got = st.cache.get_item(h, key, now).and_then(|got| match (&got, touched) {
+                    (Some(c), Some(e)) => st.cache.set_item(h, Item { expiry_s: e, ..(**c).clone() }, now).map(|_| got),
+                    _ => Ok(got),
+                });
+                // As memcached counts an mg: a hit that updates the TTL is a touch, anything
+                // else a get.
+                let o = &mut st.ops;
+                match (&got, touch) {
+                    (Ok(Some(_)), Some(_)) => (o.cmd_touch, o.touch_hits) = (o.cmd_touch + 1, o.touch_hits + 1),
+                    (Ok(Some(_)), None) => (o.cmd_get, o.get_hits) = (o.cmd_get + 1, o.get_hits + 1),
+                    _ => (o.cmd_get, o.get_misses) = (o.cmd_get + 1, o.get_misses + 1),
+                }
+                if token(b'O').is_some_and(|t| t.len() > proto::META_OPAQUE_MAX) {
+                    drop(st);
+                    return line(out, "CLIENT_ERROR opaque token too long");
+                }
+                match got {
+                    Ok(Some(it)) => {
+                        drop(st);
+                        let rest = ret_touched(Some(&it), Some(it.cas), touched);
+                        if has(b'v') {
+                            code(out, &format!("VA {}", it.value.len()), &rest);
+                            out.extend_from_slice(&it.value);
+                            out.extend_from_slice(b"\r\n");
+                        } else {
+                            // `q` hides only the miss (EN) of an mg.
+                            code(out, "HD", &rest);
+                        }
+                    }
+                    Ok(None) => {
+                        if !quiet {
+                            code(out, "EN", &ret(None, None));
+                        }
+                    }
+                    Err(e) => line(out, &self.server_error(&mut st, e)),
+                }
+            }
+            MetaKind::Set => {
+                let num = |f: u8| token(f).map(|t| proto::safe_strtol_token(t).ok_or(()));
+                let (Ok(fl), Ok(exptime), Ok(compare)) = (
+                    token(b'F').map(proto::safe_strtoul_token).map_or(Ok(0), |v| v.ok_or(())),
+                    num(b'T').unwrap_or(Ok(0)),
+                    token(b'C').map(|t| proto::safe_strtoull(t).ok_or(())).transpose(),
+                ) else {
+                    return line(out, bad_token);
+                };
+                let kind = match token(b'M').map(|m| m[0].to_ascii_uppercase()) {
+                    Some(b'E') => StoreKind::Add,
+                    Some(b'A') => StoreKind::Append,
+                    Some(b'P') => StoreKind::Prepend,
+                    // With a CAS, set and replace are memcached's cas (add ignores it; append
+                    // and prepend compare it themselves).
+                    _ if compare.is_some() => StoreKind::Cas,
+                    Some(b'R') => StoreKind::Replace,
+                    _ => StoreKind::Set,
+                };
+                self.state().ops.cmd_set += 1;
+                let (r, cas) = self.store(kind, key, fl, exptime, data, compare);
+                let rest = ret(None, Some(cas));
+                match r.as_str() {
+                    "STORED" if quiet => {}
+                    "STORED" => code(out, "HD", &rest),
+                    "NOT_STORED" => code(out, "NS", &rest),
+                    "EXISTS" => code(out, "EX", &rest),
+                    "NOT_FOUND" => code(out, "NF", &rest),
+                    other => line(out, other),
+                }
+            }
+            MetaKind::Delete => {
+                let Ok(compare) = token(b'C').map(|t| proto::safe_strtoull(t).ok_or(())).transpose() else {
+                    return line(out, bad_token);
+                };
+                let mut st = self.state();
+                let h = key_of(key);
+                let r = Self::peek(&mut st, h, key, now).and_then(|cur| match (cur, compare) {
+                    (None, _) => Ok("NF"),
+                    (Some(c), Some(want)) if c.cas != want => Ok("EX"),
+                    (Some(_), _) => st.cache.delete_item(h, key, now).map(|hit| if hit { "HD" } else { "NF" }),
+                });
+                match r {
+                    Ok(c) => {
+                        if c == "HD" {
+                            st.ops.delete_hits += 1;
+                        } else if c == "NF" {
+                            st.ops.delete_misses += 1;
+                        }
+                        drop(st);
+                        if !(quiet && c == "HD") {
+                            code(out, c, &ret(None, None));
+                        }
+                    }
+                    Err(e) => line(out, &self.server_error(&mut st, e)),
+                }
+            }
+            MetaKind::Arith => {
+                let bad = "CLIENT_ERROR invalid or duplicate flag";
+                let u = |f: u8, dflt: u64| token(f).map_or(Some(dflt), proto::safe_strtoull);
+                let (Some(delta), Some(initial)) = (u(b'D', 1), u(b'J', 0)) else { return line(out, bad) };
+                let vivify = match token(b'N').map(proto::safe_strtol_token) {
+                    Some(None) => return line(out, bad),
+                    n => n.flatten(),
+                };
+                let incr = match token(b'M') {
+                    None | Some(b"I" | b"i" | b"+") => true,
+                    Some(b"D" | b"d" | b"-") => false,
+                    Some(_) => return line(out, "CLIENT_ERROR invalid mode for ma M token"),
+                };
+                let h = key_of(key);
+                // Autovivify (N): a missing item is created with the initial value (J), which is
+                // returned; no miss is counted.
+                let vivified = vivify.is_some_and(|exptime| {
+                    self.store(StoreKind::Add, key, 0, exptime, initial.to_string().into_bytes(), None).0 == "STORED"
+                });
+                let r = if vivified { initial.to_string() } else { self.arith(incr, key, delta) };
+                if r == "NOT_FOUND" {
+                    return code(out, "NF", &ret(None, None));
+                }
+                if r.starts_with("CLIENT_ERROR") || r.starts_with("SERVER_ERROR") {
+                    return line(out, &r);
+                }
+                let it = {
+                    let mut st = self.state();
+                    Self::peek(&mut st, h, key, now).ok().flatten()
+                };
+                let rest = ret(it.as_deref(), it.as_ref().map(|i| i.cas));
+                if has(b'v') {
+                    code(out, &format!("VA {}", r.len()), &rest);
+                    line(out, &r);
+                } else if !quiet || vivified {
+                    // memcached's q hides the HD of an applied delta, not of a vivified item.
+                    code(out, "HD", &rest);
+                }
+            }
+        }
+    }
+
     /// Execute a command other than a get (whose keys are served one by one) or quit; a
     /// storage command's data block (without its CRLF) is `data`.
     fn execute(&self, cmd: Command<'_>, data: Vec<u8>, out: &mut Vec<u8>) {
         match cmd {
+            Command::Meta { kind, key, flags, .. } => self.meta(kind, key, &flags, data, out),
             Command::Store { kind, key, flags, exptime, cas_unique, noreply, .. } => {
-                let r = self.store(kind, key, flags, exptime, data, cas_unique);
+                let compare = (kind == StoreKind::Cas).then_some(cas_unique);
+                self.state().ops.cmd_set += 1;
+                let (r, _) = self.store(kind, key, flags, exptime, data, compare);
                 reply(out, &r, noreply);
             }
             Command::Arith { incr, key, delta, noreply } => {
@@ -623,36 +811,43 @@ impl Server {
     }
 
     /// set/add/replace/append/prepend/cas under one lock: the check and the store are one step.
-    fn store(&self, kind: StoreKind, key: &[u8], flags: u32, exptime: i64, value: Vec<u8>, cas_unique: u64) -> String {
+    /// Returns the reply and the stored item's CAS unique (0 when nothing was stored).
+    /// `compare`: the CAS unique given (cas, ms with C: checked by cas, append and prepend).
+    fn store(&self, kind: StoreKind, key: &[u8], flags: u32, exptime: i64, value: Vec<u8>, compare: Option<u64>) -> (String, u64) {
         let mut st = self.state();
         let now = self.now_ns();
-        st.ops.cmd_set += 1;
         let h = key_of(key);
         let max = self.max_value_bytes;
-        let step = |st: &mut State| -> Result<&'static str, CacheError> {
+        let step = |st: &mut State| -> Result<(&'static str, u64), CacheError> {
+            // memcached's do_store_item, in its order: add finds an item, replace / append /
+            // prepend find none, cas compares (and counts), append / prepend with a CAS
+            // compare it (a replace's CAS is not checked).
             let (value, flags, expiry) = if kind == StoreKind::Set {
                 (value, flags, expiry_s(exptime, now))
             } else {
                 let cur = Self::peek(st, h, key, now)?;
                 match (kind, cur) {
                     (StoreKind::Add, Some(_)) | (StoreKind::Replace | StoreKind::Append | StoreKind::Prepend, None) => {
-                        return Ok("NOT_STORED")
+                        return Ok(("NOT_STORED", 0))
                     }
                     (StoreKind::Cas, None) => {
                         st.ops.cas_misses += 1;
-                        return Ok("NOT_FOUND");
+                        return Ok(("NOT_FOUND", 0));
                     }
-                    (StoreKind::Cas, Some(c)) if c.cas != cas_unique => {
+                    (StoreKind::Cas, Some(c)) if Some(c.cas) != compare => {
                         st.ops.cas_badval += 1;
-                        return Ok("EXISTS");
+                        return Ok(("EXISTS", 0));
                     }
                     (StoreKind::Cas, Some(_)) => {
                         st.ops.cas_hits += 1;
                         (value, flags, expiry_s(exptime, now))
                     }
+                    (StoreKind::Append | StoreKind::Prepend, Some(c)) if compare.is_some_and(|x| x != c.cas) => {
+                        return Ok(("EXISTS", 0));
+                    }
                     (StoreKind::Append | StoreKind::Prepend, Some(c)) => {
                         if (c.value.len() + value.len()) as u64 > max {
-                            return Ok("SERVER_ERROR object too large for cache");
+                            return Ok(("SERVER_ERROR object too large for cache", 0));
                         }
                         // The old item's flags and expiry stay (memcached ignores the new ones).
                         let v = if kind == StoreKind::Append { [&c.value[..], &value].concat() } else { [&value, &c.value[..]].concat() };
@@ -665,11 +860,11 @@ impl Server {
             let it = Item { key: key.into(), value: value.into_boxed_slice(), flags, expiry_s: expiry, cas };
             st.cache.set_item(h, it, now)?;
             st.ops.total_items += 1;
-            Ok("STORED")
+            Ok(("STORED", cas))
         };
         match step(&mut st) {
-            Ok(r) => r.to_string(),
-            Err(e) => self.server_error(&mut st, e),
+            Ok((r, cas)) => (r.to_string(), cas),
+            Err(e) => (self.server_error(&mut st, e), 0),
         }
     }
 
@@ -806,7 +1001,12 @@ impl Server {
                 }
                 Ok(cmd) => {
                     let mut data = vec![];
-                    if let Command::Store { bytes, noreply, .. } = cmd {
+                    let block = match cmd {
+                        Command::Store { bytes, noreply, .. } => Some((bytes, noreply)),
+                        Command::Meta { kind: MetaKind::Set, datalen, .. } => Some((datalen, false)),
+                        _ => None,
+                    };
+                    if let Some((bytes, noreply)) = block {
                         if !out.is_empty() && r.buffer().len() < bytes as usize + 2 {
                             // The data block is not all here: answer what came before it first.
                             self.send(r, out).await?;
@@ -941,6 +1141,11 @@ fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, String>
     server.run(Some(&stop))?;
     if let Some(f) = srv.failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
         return Err(format!("internal error (a bug in ssdlab; the cache stopped): {f}"));
+    }
+    // A clean shutdown writes the device's write buffer to NAND, as a drive does on a flush:
+    // the final DLWA counts what the buffer held (it would read below 1 otherwise).
+    if let Err(e) = srv.state().cache.flash.dev.flush() {
+        return Err(format!("flushing the device's write buffer at shutdown failed: {e}"));
     }
     let m = srv.summary();
     if !srv.opts.quiet {
