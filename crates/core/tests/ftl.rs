@@ -373,3 +373,40 @@ fn narrower_write_points_shrink_the_reserve() {
     assert!((d8 / m8 - 1.0).abs() < 0.02);
     assert_eq!(dies, 32, "streams spread over every die");
 }
+
+/// The FTL's reserve against the number of dies at a fixed capacity (32 GiB, 7% spare, uniform
+/// overwrites, greedy), with GC collecting one victim per die at a time (the default) and one
+/// victim at a time: docs/gc-models.md's "Reserve per die" table. Run with
+/// `cargo test --release -p ssdlab-core --test ftl -- --ignored --nocapture reserve_per_die`.
+#[test]
+#[ignore = "a sweep of 12 runs (about a minute in release): prints docs/gc-models.md's table"]
+fn reserve_per_die() {
+    println!("| dies | GC victims at once | reserve estimated | reserve measured (blocks) | per die | spare left | DLWA | greedy model at the measured spare |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for dies in [4u32, 8, 16, 32] {
+        for width in [0u32, 1] {
+            let mut c = preset("default").unwrap();
+            c.geometry.channels = dies.min(8);
+            c.geometry.dies_per_channel = dies / dies.min(8);
+            c.geometry.blocks_per_plane = 64 * 32 / dies;
+            c.timing.enabled = false;
+            c.ftl.gc_parallel_victims = width;
+            c.precondition.random_device_writes = 2.0;
+            let mut dev = Device::new(c).unwrap();
+            dev.precondition(&mut no_progress).unwrap();
+            let rep = dev.run(&uniform_writes(2.0), &mut no_progress).unwrap();
+            let s = &rep.metrics["spare"];
+            let f = |k: &str| s[k].as_f64().unwrap();
+            let mean = f("reserved_blocks_mean");
+            println!(
+                "| {dies} | {} | {:.1} | {mean:.1} | {:.2} | {:.2}% | {:.3} | {:.3} |",
+                if width == 0 { dies.to_string() } else { "1".into() },
+                f("reserve_steady_blocks"),
+                mean / dies as f64,
+                100.0 * f("spare_factor_measured"),
+                rep.dlwa(),
+                f("model_waf_greedy_measured")
+            );
+        }
+    }
+}
