@@ -1,10 +1,12 @@
 """Every subcommand, given bad values, ends with one line naming the option or file and what
 was expected: no Python traceback, no usage dump, exit status 2 (1 for a failed run)."""
 
+import os
+import socket
 
 import pytest
 
-from clitools import ssdlab
+from clitools import SSDLAB, Server, ssdlab, write
 from ssdlab.serving import free_port
 
 
@@ -84,3 +86,49 @@ def test_replay_reports_skipped_lines_by_number(tmp_path):
 
     t = json.loads((tmp_path / "o" / "metrics.json").read_text())["trace"]
     assert t["records"] == 7 and t["skipped_lines"] == 19 and t["skipped_line_numbers"][:2] == [15, 16]
+
+
+# A data-backed device of 8 TiB: about 25 GiB of maps before the host writes anything.
+BIG_DATA = 'preset = "default"\nstorage = "data"\n[geometry]\nblocks_per_plane = 65536\n'
+CACHE_SPEC = '[device]\npreset = "fdp-ssd"\n[cache]\n'
+
+
+def _memory_env(limit: int) -> dict:
+    """The environment of a machine with `limit` bytes available (SSDLAB_MEMORY_AVAILABLE, the
+    core's own budget setting: the least of it, MemAvailable and the cgroup's limit counts)."""
+    return {**os.environ, "SSDLAB_MEMORY_AVAILABLE": str(limit)}
+
+
+@pytest.mark.parametrize("command", [["run", "{big}", "--out", "{d}/o"], ["serve", "{big}"], ["kv", "serve"],
+                                     ["cache", "serve", "{cache}"]], ids=["run", "serve", "kv serve", "cache serve"])
+def test_a_device_past_the_available_memory_is_refused_before_allocating(tmp_path, command):
+    """The estimate is checked before anything is allocated: one line naming it and what is
+    available, exit 2 (a 2 GiB allocation used to abort with a backtrace, exit 134)."""
+    big = write(tmp_path / "big.toml", BIG_DATA)
+    cache = write(tmp_path / "cache.toml", CACHE_SPEC)
+    argv = [a.format(big=big, cache=cache, d=tmp_path) for a in command]
+    limit = (8 << 30) if "{big}" in command else (1 << 20)
+    p = ssdlab(*argv, "--listen" if "serve" in command else "--quiet", *([f"127.0.0.1:{free_port()}"] if "serve" in command else []),
+               check=False, env=_memory_env(limit), timeout=60)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1, (p.returncode, p.stderr)
+    want = "8.0 GiB are available" if limit == 8 << 30 else "1.0 MiB are available"
+    assert "this device needs about" in lines[0] and want in lines[0] and "--force" in lines[0], lines[0]
+
+
+def test_force_builds_a_device_past_the_estimate(tmp_path, monkeypatch):
+    """--force: a run and a server go ahead on a machine that says it has too little memory
+    (a small device and a small budget, so that nothing big is allocated)."""
+    cfg = write(tmp_path / "dev.toml", 'preset = "tiny"\n[timing]\nenabled = false\n[workload]\nstop_device_writes = 0.05\n')
+    monkeypatch.setenv("SSDLAB_MEMORY_AVAILABLE", "1024")
+    assert ssdlab("run", cfg, "--out", tmp_path / "o", "--quiet", check=False).returncode == 2
+    ssdlab("run", cfg, "--out", tmp_path / "o", "--quiet", "--force")
+    assert (tmp_path / "o" / "metrics.json").exists()
+    port = free_port()
+    s = Server([*SSDLAB, "kv", "serve", "--listen", f"127.0.0.1:{port}", "--force"], port, tmp_path / "kv.log")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            c.sendall(b"PING\r\n")
+            assert c.recv(64) == b"+PONG\r\n"
+    finally:
+        assert s.stop() == 0, s.log.read_text()

@@ -440,6 +440,31 @@ def test_cli_mkfs_fsck_ls_run(shim_built, shm):
     junk.write_bytes(b"x" * 8192)
     p = ssdlab("flac", "fsck", junk, check=False)
     assert p.returncode == 2 and "not a FLAC PM image" in p.stderr
+    # The README's form: options after the image, the command after --.
+    new = shm / "new.img"
+    p = ssdlab("flac", "run", new, "--create", "64M", "--dram", "8M", "--", "sh", "-c", "echo hi > /flac/f && cat /flac/f")
+    assert p.stdout == "hi\n" and "hi" in ssdlab("flac", "run", new, "--", "cat", "/flac/f").stdout
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--create", "-5"], "argument --create: '-5' is not a size"),
+    (["--dram", "0"], "argument --dram: 0: must be at least 2.0 MiB"),
+    (["--dram", "3M"], "argument --dram: 3M: must be a multiple of 2.0 MiB"),
+    (["--zcopy-min", "-1"], "argument --zcopy-min: '-1' is not a size"),
+    (["--mount", "/"], "argument --mount: '/': the mount point must be a directory below /"),
+    (["--mount", "flac"], "argument --mount: 'flac': give an absolute path"),
+], ids=["create", "dram-0", "dram-odd", "zcopy-min", "mount-root", "mount-relative"])
+def test_cli_run_refuses_bad_options_before_running_anything(shm, option, message):
+    """Before or after the image: one line, exit 2, and the command is not run (at --mount /
+    it used to run on the real file system)."""
+    marker = shm / "ran"
+    for argv in (["flac", "run", *option, shm / "x.img", "--", "touch", marker],
+                 ["flac", "run", shm / "x.img", *option, "--", "touch", marker]):
+        p = ssdlab(*argv, check=False)
+        assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, (argv, p.stderr)
+        assert not marker.exists()
+    p = ssdlab("flac", "run", shm / "x.img", "--create", "64M", "touch", marker, check=False)
+    assert p.returncode == 2 and "put the command after --" in p.stderr and not marker.exists(), p.stderr
 
 
 # -- the reproduction ------------------------------------------------------------------------------------

@@ -249,6 +249,16 @@ def test_bad_options_are_one_line_errors(tmp_path):
         assert p.returncode == 2 and want in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
+def test_a_bad_store_value_names_its_key(tmp_path):
+    """A value the store's key cannot hold names the key (it said `[lsm]: OverflowError`)."""
+    for value, want in (("-1", "[lsm]: memtable_bytes: OverflowError: can't convert negative int to unsigned"),
+                        ("18446744073709551616", "[lsm]: memtable_bytes: 18446744073709551616 is out of range")):
+        spec = write(tmp_path / "bad.toml", SPEC.replace("262144", value))
+        p = subprocess.run(SSDLAB + ["kv", "serve", str(spec), "--listen", f"127.0.0.1:{free_port()}"], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 2 and want in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
 def test_a_store_with_data_loses_no_acknowledged_write_to_kill_9(tmp_path):
     """--data DIR: redis-cli's SETs are answered only once journaled on disk; after kill -9 in the
     middle of them, a server on the same DIR has every acknowledged one (and the DELs), and a

@@ -48,6 +48,25 @@ def number(lo: float, hi: float, what: str = "a number"):
     return parse
 
 
+def size(minimum: int = 0, multiple: int = 1):
+    """An argparse type: a byte size ("64K", "2G") of at least ``minimum``, a multiple of
+    ``multiple``."""
+    from .units import human_bytes, parse_size
+
+    def parse(text: str) -> int:
+        try:
+            v = parse_size(text, repr(text))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a size like 4096, 64K, 256M or 2G") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"{text}: must be at least {human_bytes(minimum) if minimum > 1 else minimum}")
+        if v % multiple:
+            raise argparse.ArgumentTypeError(f"{text}: must be a multiple of {human_bytes(multiple)}")
+        return v
+    parse.__name__ = "size"
+    return parse
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with a one-line error instead of the usage text: `ssdlab serve: error: argument
     --max-connections: 0 is outside 1..65536 (ssdlab serve --help shows the options)`."""

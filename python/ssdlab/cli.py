@@ -15,6 +15,7 @@ from . import _native
 from ._native import SsdlabError
 from .runners import CHECKPOINT_EVERY_S, parse_bytes
 from .args import Parser, int_in, number
+from .serving import add_force_argument
 
 EPILOG = """examples:
   ssdlab config show default > my.toml      # a complete, commented config
@@ -246,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a TOML config (precondition + workload) and write its metrics")
     r.add_argument("config", help="config file (see `ssdlab config show`)")
     r.add_argument("--out", required=True, help="output directory")
-    r.add_argument("--force", action="store_true", help="build the device even if its memory estimate exceeds the memory available")
+    add_force_argument(r)
     r.add_argument("-q", "--quiet", action="store_true")
     r.set_defaults(func=cmd_run)
 
@@ -261,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--precondition", action="store_true", help="run the device's [precondition] first")
     rp.add_argument("--max-ops", type=int_in(0, 1 << 62), default=0, help="stop after this many records (0: all)")
     rp.add_argument("--blkparse-action", default="Q", help="blkparse event to replay (default Q)")
-    rp.add_argument("--force", action="store_true", help="build the device even if its memory estimate exceeds the memory available")
+    add_force_argument(rp)
     rp.add_argument("-q", "--quiet", action="store_true")
     rp.set_defaults(func=cmd_replay)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import _native
-from .serving import add_listener_arguments, foreground
+from .serving import add_force_argument, add_listener_arguments, foreground
 from .args import int_in, seconds
 from .units import parse_size
 
@@ -124,6 +124,7 @@ def add_cli(sub) -> None:
                    help="journal records between device-state snapshots (default 1048576)")
     s.add_argument("--tls-cert", help="PEM certificate (chain): clients must then use TLS (NBD STARTTLS)")
     s.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    add_force_argument(s)
     add_listener_arguments(s, "127.0.0.1:10809",
                            remote="without TLS anyone who reaches the port reads and writes the disk unencrypted "
                                   "(docs/nbd.md); with --tls-cert it is allowed",

@@ -171,15 +171,10 @@ DEVICE = Runner("ssdlab.runners:DEVICE", _device_resolve, _device_resources, _de
 
 
 def available_memory_bytes() -> Optional[int]:
-    """Memory available to new processes on this machine (Linux's MemAvailable), if known."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    """Memory available to new processes, if known: the core's figure (MemAvailable, the room
+    under a cgroup memory limit, SSDLAB_MEMORY_AVAILABLE; the least of them)."""
+    avail = _native.available_memory()
+    return None if avail is None else avail[0]
 
 
 def parse_bytes(text: str, where: str = "--memory") -> int:

@@ -101,6 +101,15 @@ def add_listener_arguments(p: argparse.ArgumentParser, listen: str, *, what: str
     p.add_argument("-q", "--quiet", action="store_true", help=f"{pre}no log lines")
 
 
+def add_force_argument(p: argparse.ArgumentParser, what: str = "") -> None:
+    """--force: build the device even if its memory estimate exceeds the memory available
+    (the check itself is the core's, when the device is built; `ssdlab config check` shows the
+    estimate). A server refused without it says so in one line, before allocating anything."""
+    pre = f"{what}: " if what else ""
+    p.add_argument("--force", action="store_true",
+                   help=f"{pre}build the device even if its memory estimate exceeds the memory available")
+
+
 def deprecated_alias(p: argparse.ArgumentParser, old: str, new: str, **kw: Any) -> None:
     """``old`` still accepted for ``new`` (hidden from --help; kept for a release)."""
     dest = new.lstrip("-").replace("-", "_")

@@ -46,6 +46,9 @@ pub struct ServeOptions {
     /// When every slot is taken, a connection idle at least this long (seconds) gives its
     /// slot to a new client (0: never; then new clients are refused).
     pub evict_idle_after_s: f64,
+    /// Listen on a non-loopback address (the protocol has no authentication: anyone who
+    /// reaches the port reads and writes the cache).
+    pub allow_remote: bool,
     pub quiet: bool,
 }
 
@@ -58,6 +61,7 @@ impl Default for ServeOptions {
             max_line_bytes: 8 << 20,
             idle_timeout_s: 0.0,
             evict_idle_after_s: ssdlab_server::DEFAULT_EVICT_IDLE_AFTER.as_secs_f64(),
+            allow_remote: false,
             quiet: false,
         }
     }
@@ -1108,13 +1112,14 @@ fn core_options(srv: &Server) -> ssdlab_server::Options {
         idle_timeout: secs_or_never(srv.opts.idle_timeout_s),
         evict_idle_after: secs_or_never(srv.opts.evict_idle_after_s),
         tls_supported: false,
+        allow_remote: srv.opts.allow_remote,
         quiet: srv.opts.quiet,
         stats: srv.core.clone(),
         ..ssdlab_server::Options::default()
     }
 }
 
-/// Serve on `opts.listen` (loopback only: the protocol has no authentication) until
+/// Serve on `opts.listen` (loopback unless `allow_remote`: the protocol has no authentication) until
 /// SIGINT/SIGTERM or the shutdown flag; returns the final stats.
 pub fn serve(srv: Arc<Server>) -> Result<Value, String> {
     run(srv, None)

@@ -132,6 +132,9 @@ struct ServeOpts {
     /// Seconds (0: never); None: the server's default.
     #[serde(default)]
     evict_idle_after_s: Option<f64>,
+    /// A non-loopback `listen` is allowed (the server core's loopback rule).
+    #[serde(default)]
+    allow_remote: bool,
 }
 
 /// `ssdlab cache serve`: the cache `cache` (a CacheConfig dict), data-backed on the device
@@ -158,6 +161,7 @@ fn cache_serve<'py>(
             quiet: o.quiet,
             idle_timeout_s: o.idle_timeout_s,
             evict_idle_after_s: o.evict_idle_after_s.unwrap_or(ssdlab_memcached::ServeOptions::default().evict_idle_after_s),
+            allow_remote: o.allow_remote,
             ..Default::default()
         };
         let srv = ssdlab_memcached::Server::new(cache, opts).map_err(ConfigError::new_err)?;

@@ -38,6 +38,13 @@ fn config_sizing<'py>(py: Python<'py>, config: &Bound<'py, PyAny>) -> PyResult<B
     to_py(py, &v)
 }
 
+/// The memory ssdlab takes as available to new allocations (bytes) and where that figure comes
+/// from (MemAvailable, the cgroup's limit, SSDLAB_MEMORY_AVAILABLE); None when unknown.
+#[pyfunction]
+fn available_memory() -> Option<(u64, &'static str)> {
+    ssdlab_core::sizing::available_memory()
+}
+
 /// A complete, commented TOML config for a preset.
 #[pyfunction]
 fn config_show(preset: &str) -> PyResult<String> {
@@ -75,6 +82,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(config_resolve, m)?)?;
     m.add_function(wrap_pyfunction!(config_show, m)?)?;
     m.add_function(wrap_pyfunction!(config_sizing, m)?)?;
+    m.add_function(wrap_pyfunction!(available_memory, m)?)?;
     m.add_function(wrap_pyfunction!(config_markdown, m)?)?;
     m.add_function(wrap_pyfunction!(preset_names, m)?)?;
     m.add_function(wrap_pyfunction!(trace_formats, m)?)?;

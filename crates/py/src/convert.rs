@@ -2,6 +2,7 @@
 //! types and back (pythonize), so nothing crosses as JSON text.
 
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyInt};
 use pythonize::{depythonize, pythonize};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -15,9 +16,39 @@ pub(crate) fn to_py<'py, T: Serialize + ?Sized>(py: Python<'py>, value: &T) -> P
     Ok(pythonize(py, value)?)
 }
 
-/// A Python value read as `T`; a value `T` cannot hold is a ConfigError naming `what`.
+/// A Python value read as `T`; a value `T` cannot hold is a ConfigError naming `what` and, in
+/// a table, the key at fault (`[lsm]: memtable_bytes: OverflowError: can't convert negative
+/// int to unsigned`).
 pub(crate) fn from_py<T: DeserializeOwned>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
-    depythonize(obj).map_err(|e| ConfigError::new_err(format!("{what}: {e}")))
+    depythonize(obj).map_err(|e| {
+        let why = e.to_string();
+        ConfigError::new_err(format!("{what}: {}", key_at_fault::<T>(obj, &why).unwrap_or(why)))
+    })
+}
+
+/// Why `T` cannot hold the table `obj` (`why`: the error reading all of it), with the key at
+/// fault: an integer too large for any key, else the first key that `T` cannot hold alone.
+fn key_at_fault<T: DeserializeOwned>(obj: &Bound<'_, PyAny>, why: &str) -> Option<String> {
+    fn too_big(obj: &Bound<'_, PyAny>, path: &str) -> Option<String> {
+        let d = obj.cast::<PyDict>().ok()?;
+        d.iter().find_map(|(k, v)| {
+            let key = format!("{path}{}", k.str().ok()?);
+            if v.is_instance_of::<PyInt>() && v.extract::<i64>().is_err() {
+                return Some(format!("{key}: {v} is out of range"));
+            }
+            too_big(&v, &format!("{key}."))
+        })
+    }
+    if let Some(m) = too_big(obj, "") {
+        return Some(m);
+    }
+    let d = obj.cast::<PyDict>().ok()?;
+    d.iter().find_map(|(k, v)| {
+        let alone = PyDict::new(obj.py());
+        alone.set_item(&k, &v).ok()?;
+        let e = depythonize::<T>(alone.as_any()).err()?;
+        (e.to_string() == why).then(|| format!("{k}: {why}"))
+    })
 }
 
 /// A config tree given from Python (a preset name plus tables, as a dict).

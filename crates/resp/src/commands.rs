@@ -42,6 +42,20 @@ const fn c(name: &'static str, arity: i32, run: Handler) -> Cmd {
     Cmd { name, arity, run }
 }
 
+/// Keys looked up (MGET) or removed (FLUSHALL) per hold of the store's lock: a long command
+/// goes on in chunks of this many, and other clients' commands run in between.
+pub const CHUNK: usize = 1024;
+
+/// The rest of a command too long for one hold of the store's lock: the server takes the lock
+/// again for each chunk ([`resume`]) until it is done. Its reply is written as it goes.
+#[derive(Debug)]
+pub enum Long {
+    /// MGET: the keys from `next` on are still to be looked up.
+    Mget { keys: Args, next: usize },
+    /// FLUSHALL / FLUSHDB: keys are left to remove.
+    Flush,
+}
+
 /// Everything a handler may touch.
 pub struct Ctx<'a> {
     pub store: &'a mut dyn Backend,
@@ -53,6 +67,8 @@ pub struct Ctx<'a> {
     /// SCAN's cursors, shared by the connections (a cursor works on any of them, as in Redis).
     pub cursors: &'a mut Cursors,
     close: bool,
+    /// Set by a command that goes on in chunks: the server calls [`resume`] with it.
+    pub long: Option<Long>,
 }
 
 /// SCAN cursors. Redis's cursor is a position in its hash table; an LSM store walks keys in
@@ -277,7 +293,7 @@ impl<'a> Ctx<'a> {
         info: &'a dyn Fn() -> String,
         cursors: &'a mut Cursors,
     ) -> Self {
-        Ctx { store, session, counters, out, info, cursors, close: false }
+        Ctx { store, session, counters, out, info, cursors, close: false, long: None }
     }
 
     /// The value stored at `key`, of any type (counted as a keyspace hit or miss).
@@ -340,7 +356,7 @@ impl<'a> Ctx<'a> {
         let bytes = v.encode();
         let max = self.store.max_value_bytes();
         if bytes.len() > max {
-            return Err(format!("ERR value of {} bytes: this store takes values of at most {} bytes", bytes.len() - 1, max - 1));
+            return Err(too_big(bytes.len(), max));
         }
         self.store.set(key, &bytes).map_err(err)
     }
@@ -564,20 +580,61 @@ fn getdel(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 }
 
 fn mget(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    // Look every key up before replying, so that a store error is one error, not a torn array.
-    // Keys of another type read as nil, as in Redis.
-    let mut vals = Vec::with_capacity(a.len() - 1);
-    for k in &a[1..] {
-        vals.push(match x.load(k)? {
-            Some(Value::Str(s)) => Some(s),
-            _ => None,
-        });
+    // The first chunk is looked up before replying, so that a store error there (every error of
+    // an MGET of up to CHUNK keys) is one error, not a torn array. Keys of another type read as
+    // nil, as in Redis. Past the first chunk a key the store fails on is an error element.
+    let first = &a[1..a.len().min(1 + CHUNK)];
+    let mut vals = Vec::with_capacity(first.len());
+    for k in first {
+        vals.push(mget_value(x, k)?);
     }
-    reply::array(x.out, vals.len());
+    reply::array(x.out, a.len() - 1);
     for v in &vals {
         reply::opt_bulk(x.out, v.as_deref());
     }
+    if a.len() > 1 + CHUNK {
+        x.long = Some(Long::Mget { keys: a[1 + CHUNK..].to_vec(), next: 0 });
+    }
     Ok(())
+}
+
+fn mget_value(x: &mut Ctx<'_>, k: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    Ok(match x.load(k)? {
+        Some(Value::Str(s)) => Some(s),
+        _ => None,
+    })
+}
+
+/// Go on with a long command for one chunk; true when it is done (its reply complete).
+pub fn resume(x: &mut Ctx<'_>, long: &mut Long) -> bool {
+    match long {
+        Long::Mget { keys, next } => {
+            let end = keys.len().min(*next + CHUNK);
+            for k in &keys[*next..end] {
+                match mget_value(x, k) {
+                    Ok(v) => reply::opt_bulk(x.out, v.as_deref()),
+                    Err(e) => {
+                        x.counters.errors += 1;
+                        reply::error(x.out, &e);
+                    }
+                }
+            }
+            *next = end;
+            end == keys.len()
+        }
+        Long::Flush => match x.store.clear_some(CHUNK) {
+            Ok(false) => false,
+            Ok(true) => {
+                reply::ok(x.out);
+                true
+            }
+            Err(e) => {
+                x.counters.errors += 1;
+                reply::error(x.out, &err(e));
+                true
+            }
+        },
+    }
 }
 
 fn mset(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
@@ -645,11 +702,44 @@ fn incr_by(x: &mut Ctx<'_>, key: &[u8], by: i64) -> Result<(), String> {
 }
 
 fn append(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let mut v = x.lookup(&a[1])?.unwrap_or_default();
-    v.extend_from_slice(&a[2]);
-    x.store_value(&a[1], &v)?;
-    reply::int(x.out, v.len() as i64);
+    // In place: the stored bytes (type tag first) grow by the argument, with no copy of the
+    // value beyond what the store itself needs.
+    let max = x.store.max_value_bytes();
+    let (tail, mut len, mut found, mut refused) = (&a[2], 0, false, None);
+    let r = x.store.update(&a[1], &mut |v| {
+        found = !v.is_empty();
+        if v.first().is_some_and(|&tag| tag != 0) {
+            refused = Some(WRONGTYPE.to_string());
+            return Err(String::new());
+        }
+        let n = v.len().max(1) + tail.len();
+        if n > max {
+            refused = Some(too_big(n, max));
+            return Err(String::new());
+        }
+        if !found {
+            v.push(0);
+        }
+        v.extend_from_slice(tail);
+        len = v.len() - 1;
+        Ok(())
+    });
+    if let Some(e) = refused {
+        return Err(e);
+    }
+    r.map_err(err)?;
+    if found {
+        x.counters.keyspace_hits += 1;
+    } else {
+        x.counters.keyspace_misses += 1;
+    }
+    reply::int(x.out, len as i64);
     Ok(())
+}
+
+/// A stored value of `n` bytes (type tag included) is more than the store's `max`.
+fn too_big(n: usize, max: usize) -> String {
+    format!("ERR value of {} bytes: this store takes values of at most {} bytes", n - 1, max - 1)
 }
 
 fn strlen(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
@@ -999,8 +1089,12 @@ fn flush(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
         2 if matches!(lower(&a[1]).as_str(), "async" | "sync") => {}
         _ => return Err(SYNTAX.into()),
     }
-    x.store.clear().map_err(err)?;
-    reply::ok(x.out);
+    // In chunks: other clients' commands run between them (see `Long::Flush`).
+    if x.store.clear_some(CHUNK).map_err(err)? {
+        reply::ok(x.out);
+    } else {
+        x.long = Some(Long::Flush);
+    }
     Ok(())
 }
 

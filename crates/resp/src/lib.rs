@@ -24,7 +24,9 @@ pub use server::{serve, serve_on, ServeOptions, Server};
 
 /// What a store offers the RESP front-end. Calls come one at a time (the server holds a lock
 /// around each command), so a command made of several calls (INCR, SETNX, SET ... GET) is
-/// atomic, as in Redis. Errors are one line of text, sent to the client as `-ERR <text>`.
+/// atomic, as in Redis. Long commands are the exception: an MGET of more than
+/// [`commands::CHUNK`] keys and FLUSHALL/FLUSHDB let other clients' commands run between
+/// chunks of that many keys (as Redis's lazy free lets clients on while a flush frees memory). Errors are one line of text, sent to the client as `-ERR <text>`.
 pub trait Backend: Send + 'static {
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), String>;
@@ -42,6 +44,25 @@ pub trait Backend: Send + 'static {
     }
     /// Remove every key (FLUSHDB, FLUSHALL).
     fn clear(&mut self) -> Result<(), String>;
+    /// Remove up to `limit` keys; true once no key is left. FLUSHALL calls it again and again,
+    /// letting other clients' commands run in between, so a big store does not stop everyone
+    /// while it empties. Stores that cannot clear in parts keep the default: all at once.
+    fn clear_some(&mut self, _limit: usize) -> Result<bool, String> {
+        self.clear().map(|()| true)
+    }
+    /// Change the stored bytes of `key` in place (an empty vector when it is not there; `f`
+    /// leaves it empty to store nothing): APPEND. `f` returns its error before changing anything. The
+    /// default reads the value, changes it and writes it back; a store that can change a value
+    /// where it lies saves those copies (APPEND to a long value is then as cheap as to a
+    /// short one).
+    fn update(&mut self, key: &[u8], f: &mut dyn FnMut(&mut Vec<u8>) -> Result<(), String>) -> Result<(), String> {
+        let mut v = self.get(key)?.unwrap_or_default();
+        f(&mut v)?;
+        if v.is_empty() {
+            return Ok(());
+        }
+        self.set(key, &v)
+    }
     /// The largest value the store takes (SET of a larger one is refused before it is stored).
     fn max_value_bytes(&self) -> usize;
     /// Wall-clock time since the server started, before each batch of commands: stores with a
@@ -84,6 +105,27 @@ impl Backend for MemoryStore {
     fn clear(&mut self) -> Result<(), String> {
         self.map.clear();
         Ok(())
+    }
+    fn clear_some(&mut self, limit: usize) -> Result<bool, String> {
+        for _ in 0..limit {
+            if self.map.pop_first().is_none() {
+                break;
+            }
+        }
+        Ok(self.map.is_empty())
+    }
+    fn update(&mut self, k: &[u8], f: &mut dyn FnMut(&mut Vec<u8>) -> Result<(), String>) -> Result<(), String> {
+        match self.map.get_mut(k) {
+            Some(v) => f(v),
+            None => {
+                let mut v = vec![];
+                f(&mut v)?;
+                if !v.is_empty() {
+                    self.map.insert(k.to_vec(), v);
+                }
+                Ok(())
+            }
+        }
     }
     fn max_value_bytes(&self) -> usize {
         if self.max_value_bytes == 0 {

@@ -1,17 +1,18 @@
 //! The RESP server: a [`ssdlab_server::Protocol`] that reads pipelined requests into a buffer,
 //! runs every complete one against the [`Backend`] (one lock, taken once per batch), and writes
-//! the batch's replies at once.
+//! the batch's replies at once. A long command (a big MGET, FLUSHALL) gives the lock up between
+//! its chunks to the clients waiting for it.
 
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use ssdlab_server::{secs_or_never, Conn, ConnEnd, Pace, Refused, Stats};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::commands::{execute, Counters, Ctx, Cursors, Flow, Session};
+use crate::commands::{execute, resume, Counters, Ctx, Cursors, Flow, Long, Session};
 use crate::proto::{self, reply, BULK_MAX_BYTES};
 use crate::Backend;
 
@@ -57,6 +58,8 @@ struct State {
 /// State shared by the connections.
 pub struct Server {
     state: Mutex<State>,
+    /// Threads blocked on `state` right now: a long command lets them in between its chunks.
+    waiting: AtomicUsize,
     opts: ServeOptions,
     core: Arc<Stats>,
     started: Instant,
@@ -70,6 +73,7 @@ impl Server {
     pub fn new(store: Box<dyn Backend>, opts: ServeOptions) -> Arc<Server> {
         Arc::new(Server {
             state: Mutex::new(State { store, counters: Counters::default(), cursors: Cursors::default() }),
+            waiting: AtomicUsize::new(0),
             opts,
             core: Arc::new(Stats::default()),
             started: Instant::now(),
@@ -88,7 +92,34 @@ impl Server {
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic inside a store call poisons the lock; the store is then not to be trusted,
         // but INFO and the shutdown metrics still read it.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        st
+    }
+
+    /// Between two chunks of a long command (the lock released): wait until the threads that
+    /// were waiting for the lock have had it (a mutex does not hand itself over: the thread
+    /// that releases it would otherwise take it straight back). At most a few milliseconds.
+    fn let_waiters_in(&self) {
+        let since = Instant::now();
+        while self.waiting.load(Ordering::SeqCst) > 0 && since.elapsed() < Duration::from_millis(5) {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Finish a long command chunk by chunk, taking the lock for each.
+    fn run_long(&self, mut long: Long, session: &mut Session, out: &mut Vec<u8>) {
+        let info = || self.info_head();
+        loop {
+            self.let_waiters_in();
+            let mut st = self.state();
+            let State { store, counters, cursors } = &mut *st;
+            let mut ctx = Ctx::new(store.as_mut(), session, counters, out, &info, cursors);
+            if resume(&mut ctx, &mut long) {
+                return;
+            }
+        }
     }
 
     fn info_head(&self) -> String {
@@ -148,7 +179,12 @@ impl Server {
                     });
                     let State { store, counters, cursors } = &mut **st;
                     let mut ctx = Ctx::new(store.as_mut(), session, counters, out, &info, cursors);
-                    if execute(&mut ctx, &args) == Flow::Close {
+                    let flow = execute(&mut ctx, &args);
+                    if let Some(long) = ctx.long.take() {
+                        guard = None; // the rest runs in chunks, the lock taken for each
+                        long_running(|| self.run_long(long, session, out));
+                    }
+                    if flow == Flow::Close {
                         return (used, Flow::Close, None);
                     }
                     // Big replies go out before more requests run.
@@ -209,6 +245,16 @@ impl Server {
             }
             self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
         }
+    }
+}
+
+/// Run `f`, which blocks this thread for long (a long command), telling a multi-threaded
+/// runtime first so that it moves this worker's other connections to another thread.
+fn long_running(f: impl FnOnce()) {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 

@@ -6,7 +6,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ssdlab_resp::{serve_on, MemoryStore, ServeOptions, Server};
+use ssdlab_resp::{serve_on, Backend, MemoryStore, ServeOptions, Server};
 
 struct Running {
     addr: std::net::SocketAddr,
@@ -127,4 +127,130 @@ fn clients_past_the_limit_are_told_as_redis_tells_them() {
     assert!(closed(&mut second));
     drop(first);
     run.finish();
+}
+
+/// A store behind a slow device: every lookup and every removal takes `per_key`.
+struct SlowStore {
+    mem: MemoryStore,
+    per_key: Duration,
+}
+
+impl SlowStore {
+    fn with_keys(n: usize, per_key: Duration) -> SlowStore {
+        let mut mem = MemoryStore::default();
+        for i in 0..n {
+            mem.map.insert(format!("k{i:06}").into_bytes(), b"\0v".to_vec());
+        }
+        SlowStore { mem, per_key }
+    }
+    fn work(&self, keys: usize) {
+        let t = std::time::Instant::now();
+        while t.elapsed() < self.per_key * keys as u32 {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+impl Backend for SlowStore {
+    fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        self.work(1);
+        self.mem.get(k)
+    }
+    fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), String> {
+        self.mem.set(k, v)
+    }
+    fn del(&mut self, k: &[u8]) -> Result<bool, String> {
+        self.work(1);
+        self.mem.del(k)
+    }
+    fn key_count(&mut self) -> Result<u64, String> {
+        self.mem.key_count()
+    }
+    fn clear(&mut self) -> Result<(), String> {
+        self.work(self.mem.map.len());
+        self.mem.clear()
+    }
+    fn clear_some(&mut self, limit: usize) -> Result<bool, String> {
+        self.work(limit.min(self.mem.map.len()));
+        self.mem.clear_some(limit)
+    }
+    fn max_value_bytes(&self) -> usize {
+        self.mem.max_value_bytes()
+    }
+    fn metrics(&mut self) -> serde_json::Value {
+        self.mem.metrics()
+    }
+}
+
+fn start_with(store: Box<dyn Backend>) -> Running {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let srv = Server::new(store, ServeOptions { quiet: true, ..ServeOptions::default() });
+    let s = srv.clone();
+    let thread = Some(std::thread::spawn(move || serve_on(s, listener)));
+    Running { addr, srv, thread }
+}
+
+/// How long a PING from another client takes while `long` runs on the first one; and `long`'s
+/// whole reply, read to its end (`reply_bytes` of it).
+fn ping_during(addr: std::net::SocketAddr, long: &[u8], reply_bytes: usize) -> (Duration, Vec<u8>) {
+    let mut a = connect(addr);
+    let mut b = connect(addr);
+    b.write_all(b"PING\r\n").unwrap();
+    assert_eq!(read_n(&mut b, 7), b"+PONG\r\n");
+    a.write_all(long).unwrap();
+    std::thread::sleep(Duration::from_millis(100)); // the long command is under way
+    let t = std::time::Instant::now();
+    b.write_all(b"PING\r\n").unwrap();
+    assert_eq!(read_n(&mut b, 7), b"+PONG\r\n");
+    let waited = t.elapsed();
+    let reply = read_n(&mut a, reply_bytes);
+    println!("{}: another client's PING waited {waited:?}", String::from_utf8_lossy(&long[..long.len().min(16)]).escape_debug());
+    (waited, reply)
+}
+
+#[test]
+fn a_long_mget_or_flushall_does_not_stop_other_clients() {
+    // 20 000 keys at 50 us each: one second of store time for the MGET and for the FLUSHALL.
+    let n = 20_000;
+    let r = start_with(Box::new(SlowStore::with_keys(n, Duration::from_micros(50))));
+    let mut mget = format!("*{}\r\n$4\r\nMGET\r\n", n + 1).into_bytes();
+    for i in 0..n {
+        mget.extend_from_slice(format!("$7\r\nk{i:06}\r\n").as_bytes());
+    }
+    let head = format!("*{n}\r\n");
+    let (waited, reply) = ping_during(r.addr, &mget, head.len() + n * 7);
+    assert!(reply.starts_with(head.as_bytes()) && reply[head.len()..].chunks(7).all(|v| v == b"$1\r\nv\r\n"), "MGET's reply");
+    assert!(waited < Duration::from_millis(400), "a PING waited {waited:?} behind an MGET of {n} keys");
+
+    let (waited, reply) = ping_during(r.addr, b"FLUSHALL\r\n", 5);
+    assert_eq!(reply, b"+OK\r\n");
+    assert!(waited < Duration::from_millis(400), "a PING waited {waited:?} behind a FLUSHALL of {n} keys");
+    let mut c = connect(r.addr);
+    c.write_all(b"DBSIZE\r\n").unwrap();
+    assert_eq!(read_n(&mut c, 4), b":0\r\n");
+    r.finish();
+}
+
+#[test]
+fn appends_to_a_long_value_cost_what_they_append() {
+    // Sixty 1 MiB APPENDs to one key: a copy of the whole value per APPEND made this quadratic.
+    let r = start(4);
+    let mut c = connect(r.addr);
+    let chunk = vec![b'x'; 1 << 20];
+    let mut req = format!("*3\r\n$6\r\nAPPEND\r\n$1\r\nk\r\n${}\r\n", chunk.len()).into_bytes();
+    req.extend_from_slice(&chunk);
+    req.extend_from_slice(b"\r\n");
+    let t = std::time::Instant::now();
+    for i in 1..=60 {
+        c.write_all(&req).unwrap();
+        let want = format!(":{}\r\n", i << 20);
+        assert_eq!(read_n(&mut c, want.len()), want.as_bytes());
+    }
+    let took = t.elapsed();
+    println!("60 APPENDs of 1 MiB: {took:?}");
+    c.write_all(b"STRLEN k\r\n").unwrap();
+    assert_eq!(read_n(&mut c, 11), b":62914560\r\n");
+    assert!(took < Duration::from_secs(2), "60 APPENDs of 1 MiB took {took:?}");
+    r.finish();
 }

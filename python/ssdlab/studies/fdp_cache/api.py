@@ -73,14 +73,16 @@ def mean_value_bytes(workload: Dict[str, Any]) -> float:
 
 def serve(device: Dict[str, Any], cache: Optional[Dict[str, Any]] = None, listen: str = "127.0.0.1:11211",
           max_connections: int = 64, max_value_bytes: int = 0, quiet: bool = False, idle_timeout_s: float = 0.0,
-          evict_idle_after_s: float = 5.0) -> Dict[str, Any]:
+          evict_idle_after_s: float = 5.0, allow_remote: bool = False) -> Dict[str, Any]:
     """Serve the cache ``cache`` (the ``[cache]`` keys of a cache spec) on the device ``device``
     (a device config: preset + tables; its storage is switched to data-backed) behind the
     memcached text protocol until SIGINT or SIGTERM (`ssdlab cache serve`). ``max_value_bytes``
     0 means 1 MiB, or less if a LOC region holds less. Returns the final stats (memcached's
-    ``stats`` fields and ssdlab's: DLWA, hit ratios, ALWA, ...)."""
+    ``stats`` fields and ssdlab's: DLWA, hit ratios, ALWA, ...). ``allow_remote`` permits a
+    non-loopback ``listen`` (memcached's protocol has no authentication: anyone who reaches the
+    port reads and writes the cache)."""
     opts = {"listen": listen, "max_connections": max_connections, "max_value_bytes": max_value_bytes, "quiet": quiet,
-            "idle_timeout_s": idle_timeout_s, "evict_idle_after_s": evict_idle_after_s}
+            "idle_timeout_s": idle_timeout_s, "evict_idle_after_s": evict_idle_after_s, "allow_remote": allow_remote}
     full_cache = {**_native.cache_defaults()["cache"], **(cache or {})}
     return foreground(_native.cache_serve, device, full_cache, opts)
 

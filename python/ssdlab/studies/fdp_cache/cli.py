@@ -12,7 +12,7 @@ from typing import Any, Dict
 from ... import _native
 from ...args import number
 from ...runners import CHECKPOINT_EVERY_S
-from ...serving import add_listener_arguments, write_metrics
+from ...serving import add_force_argument, add_listener_arguments, write_metrics
 from ...units import parse_size
 from .api import load_cache_spec, mean_value_bytes, run_cache_noted, serve
 
@@ -40,9 +40,6 @@ def cmd_serve(args: argparse.Namespace, device: Dict[str, Any], spec: Dict[str, 
     cache = spec.get("cache", {})
     if not isinstance(cache, dict):
         raise ValueError(f"{args.path}: [cache] must be a table")
-    if args.allow_remote:
-        raise ValueError("--allow-remote: the memcached server listens on loopback addresses only (the protocol has no "
-                         "authentication and the server no remote opt-in yet)")
     max_value = parse_size(args.max_value_bytes, "--max-value-bytes") if args.max_value_bytes else 0
     if args.max_value_bytes and max_value < 1:
         raise ValueError(f"--max-value-bytes {args.max_value_bytes}: at least 1 byte")
@@ -50,7 +47,8 @@ def cmd_serve(args: argparse.Namespace, device: Dict[str, Any], spec: Dict[str, 
         print("ssdlab cache serve: the spec's [workload] and run keys are for `cache run`; serving uses [device] and [cache]",
               file=sys.stderr)
     m = serve(device, cache, listen=args.listen, max_connections=args.max_connections, max_value_bytes=max_value,
-              quiet=args.quiet, idle_timeout_s=args.idle_timeout, evict_idle_after_s=args.evict_idle_after)
+              quiet=args.quiet, idle_timeout_s=args.idle_timeout, evict_idle_after_s=args.evict_idle_after,
+              allow_remote=args.allow_remote)
     written = write_metrics(args.metrics_out, m)
     if not args.quiet:
         print(f"served {m['total_connections']} connections: {m['cmd_get']} gets (hit ratio DRAM {m['dram_hit_ratio']:.3f}, "
@@ -125,7 +123,9 @@ def add_cli(sub: Any) -> None:
                         "not with --trace)")
     c.add_argument("--format", choices=["cachelib-kvcache", "twitter"], help="convert: the source trace's format")
     add_listener_arguments(c, "127.0.0.1:11211", what="serve", max_connections=64,
-                           remote="not available yet (memcached's protocol has no authentication)",
+                           remote="memcached's protocol has no authentication: anyone who reaches the port reads "
+                                  "and writes the cache",
                            metrics_out="metrics.json (the final stats)")
     c.add_argument("--max-value-bytes", help="serve: largest value, e.g. 512K (default 1M, or what a LOC region holds)")
+    add_force_argument(c, "serve")
     c.set_defaults(func=_cmd_cache)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, Tuple
 
 from ...config import read_toml
-from ...serving import add_resp_arguments, resp_options_of, write_resp_metrics
+from ...serving import add_force_argument, add_resp_arguments, resp_options_of, write_resp_metrics
 from .api import generate, run_lsm, serve
 
 KV_EPILOG = """serve: Redis clients (redis-cli, redis-benchmark, redis-py) on the store: GET, SET [NX|XX] [GET], DEL, MGET,
@@ -108,4 +108,5 @@ def add_cli(sub: Any) -> None:
                    help="serve: keep the store in DIR (a command journal, fsync before each write is answered); "
                         "serving DIR again replays it: same data, device state and clock")
     k.add_argument("--audit", action="store_true", help="serve: track deletes and, at shutdown, search the NAND for deleted values")
+    add_force_argument(k)
     k.set_defaults(func=_cmd_kv)
