@@ -44,12 +44,14 @@ pub enum Command {
     KeyCount,
     /// FLUSHDB / FLUSHALL.
     Clear,
+    /// Up to this many keys removed, from the first (FLUSHALL in parts).
+    ClearSome(u64),
 }
 
 impl Command {
     /// Whether the command changes the stored data (answered only once on disk).
     pub fn is_write(&self) -> bool {
-        matches!(self, Command::Set(..) | Command::Del(_) | Command::Clear)
+        matches!(self, Command::Set(..) | Command::Del(_) | Command::Clear | Command::ClearSome(_))
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
@@ -71,6 +73,7 @@ impl Command {
             Command::KeysAfter(Some(k), n) => put(out, 6, *n, k, &[]),
             Command::KeyCount => put(out, 7, 0, &[], &[]),
             Command::Clear => put(out, 8, 0, &[], &[]),
+            Command::ClearSome(n) => put(out, 9, *n, &[], &[]),
         }
         let len = (out.len() - start - 4) as u32;
         out[start..start + 4].copy_from_slice(&len.to_le_bytes());
@@ -95,6 +98,7 @@ impl Command {
             6 => Command::KeysAfter(Some(k), a),
             7 => Command::KeyCount,
             8 => Command::Clear,
+            9 => Command::ClearSome(a),
             _ => return None,
         })
     }
@@ -243,6 +247,7 @@ mod tests {
             Command::KeyCount,
             Command::Del(b"k".to_vec()),
             Command::Clear,
+            Command::ClearSome(1024),
         ];
         {
             let mut j = Journal::open(&d, "cfg", |_| panic!("a new journal has nothing to replay")).unwrap();

@@ -101,6 +101,12 @@ impl KvBackend {
                 }
                 Answer::None
             }
+            Command::ClearSome(limit) => {
+                for k in self.keys_from(None, *limit as usize)? {
+                    self.store.delete(&k).map_err(msg)?;
+                }
+                Answer::Bool(self.keys_from(None, 1)?.is_empty())
+            }
         })
     }
 
@@ -190,6 +196,13 @@ impl Backend for KvBackend {
     }
     fn clear(&mut self) -> Result<(), String> {
         self.run(Command::Clear).map(|_| ())
+    }
+    /// FLUSHALL in parts: `limit` deletes (tombstones) at a time, one journal record each.
+    fn clear_some(&mut self, limit: usize) -> Result<bool, String> {
+        match self.run(Command::ClearSome(limit as u64))? {
+            Answer::Bool(empty) => Ok(empty),
+            _ => unreachable!("a partial clear answers whether the store is empty"),
+        }
     }
     fn max_value_bytes(&self) -> usize {
         MAX_VALUE_BYTES

@@ -637,7 +637,13 @@ fn read_state(bytes: &[u8], path: &Path) -> Result<StateFile> {
     if v != FORMAT_VERSION {
         return Err(bad(&format!("state format {v}, this ssdlab reads {FORMAT_VERSION}")));
     }
-    bincode::deserialize(&bytes[12..]).map_err(|e| bad(&format!("cannot be read ({e})")))
+    bincode::deserialize(&bytes[12..]).map_err(|e| match *e {
+        // bincode's end of input carries no text ("io error: "): say what it means.
+        bincode::ErrorKind::Io(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            bad(&format!("truncated: the file ends before its contents do ({} bytes)", bytes.len()))
+        }
+        _ => bad(&format!("cannot be read ({e})")),
+    })
 }
 
 /// Write the state atomically: a temporary file, fsync, rename, fsync of the directory.
@@ -824,6 +830,15 @@ fn config_difference(a: &str, b: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_truncated_state_file_says_so() {
+        let mut bytes = STATE_MAGIC.to_vec();
+        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&[7, 0, 0]);
+        let e = read_state(&bytes, Path::new("dev.state")).err().expect("a cut file is refused").0;
+        assert!(e.contains("dev.state: truncated") && !e.contains("io error: )"), "{e}");
+    }
 
     #[test]
     fn journal_records_round_trip_and_detect_damage() {
