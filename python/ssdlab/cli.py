@@ -13,9 +13,10 @@ from typing import Any, List, Optional
 
 from . import _native
 from ._native import SsdlabError
-from .runners import CHECKPOINT_EVERY_S, parse_bytes
 from .args import Parser, int_in, number
 from .serving import add_force_argument
+from .config import SERIES_ROWS
+from .runners import CHECKPOINT_EVERY_S, parse_bytes
 
 EPILOG = """examples:
   ssdlab config show default > my.toml      # a complete, commented config
@@ -65,14 +66,49 @@ def _warn_reserve(cfg: dict) -> None:
               f"{size['spare_factor'] * 100:.2f}% configured (`ssdlab config check` has the details)", file=sys.stderr)
 
 
+def _run_layer(path: str, rows: Optional[int]) -> dict:
+    """The config `ssdlab run FILE` runs: the file, with time-series intervals that give about
+    `rows` rows (--series-rows), or config.SERIES_ROWS rows when the file's [metrics] intervals
+    are the core's defaults (left out, or as `ssdlab config show` writes them)."""
+    from .config import SERIES_ROWS, load_file, merge, resolve, series_intervals
+
+    user = load_file(path)
+    cfg = resolve(config=user, origin=path)
+    if rows is None and cfg["metrics"] != resolve()["metrics"]:
+        return user  # intervals of the file's own choosing
+    intervals = series_intervals(cfg, rows or SERIES_ROWS)
+    if intervals is None:
+        if rows is not None:
+            print(f"ssdlab run: warning: --series-rows {rows}: {path}: the run's length is not known before it runs (no "
+                  "volume, write or time limit); the [metrics] intervals apply", file=sys.stderr)
+        return user
+    return merge(user, {"metrics": intervals})
+
+
+def _log_progress(cfg: dict):
+    """A progress printer for a run whose stderr is not a terminal (ssdlab.progress): its
+    phases weighed in device writes, and the rate in host bytes when the run's volume is known."""
+    from .config import planned_write_bytes
+    from .progress import LogProgress
+    from .runners import _device_phases
+
+    logical = int(_native.config_sizing(cfg)["logical_bytes"])
+    phases = _device_phases(cfg)
+    planned = planned_write_bytes(cfg, logical, estimate=False)
+    if planned:
+        phases["run"] = planned / logical
+    return LogProgress("ssdlab run", phases, bytes_per_unit=float(logical) if planned else None)
+
+
 def cmd_run(args) -> int:
     from .device import Device
 
     started = time.time()
-    dev = Device(config=args.config)
+    dev = Device(config=_run_layer(args.config, args.series_rows))
     if not args.quiet:
         _warn_reserve(dev.config)
-    rep = dev.run(progress=_progress_wanted(args))
+    logged = _log_progress(dev.config) if not args.quiet and not sys.stderr.isatty() else None
+    rep = dev.run(progress=_progress_wanted(args), on_progress=logged)
     return _finish_run(rep, Path(args.out), started, args.quiet)
 
 
@@ -113,9 +149,9 @@ def cmd_config(args) -> int:
     elif args.action == "check":
         from .config import check_file
 
-        size = _native.config_sizing(check_file(args.preset))
+        size = _native.config_sizing(check_file(args.file))
         gib = 2**30
-        print(f"{args.preset}: ok: {size['logical_bytes'] / gib:.2f} GiB logical of {size['physical_bytes'] / gib:.2f} GiB "
+        print(f"{args.file}: ok: {size['logical_bytes'] / gib:.2f} GiB logical of {size['physical_bytes'] / gib:.2f} GiB "
               f"raw ({size['good_blocks']} good blocks)")
         e = size["effective"]
         if size["reserve_steady_blocks"] is not None and e is not None and size["spare_factor"] is not None:
@@ -131,14 +167,16 @@ def cmd_config(args) -> int:
               + (f", up to {(size['memory_bytes'] + data) / gib:.2f} GiB once every sector holds data" if data else "")
               + (f" ({avail / gib:.1f} GiB available)" if avail is not None else ""))
         if avail is not None and size["memory_bytes"] > avail:
-            print(f"ssdlab: error: {args.preset}: needs more memory than is available; runs refuse it unless forced "
+            print(f"ssdlab: error: {args.file}: needs more memory than is available; runs refuse it unless forced "
                   "(--force, or SSDLAB_IGNORE_MEMORY_ESTIMATE=1)", file=sys.stderr)
             return 1
         if avail is not None and size["memory_bytes"] + data > avail:
-            print(f"ssdlab: warning: {args.preset}: its contents would not fit in memory once the host has written "
+            print(f"ssdlab: warning: {args.file}: its contents would not fit in memory once the host has written "
                   f"{(avail - size['memory_bytes']) / gib:.1f} GiB of non-zero data", file=sys.stderr)
     elif args.action == "presets":
-        print("\n".join(_native.preset_names()))
+        from .presets import presets_table
+
+        print("\n".join(presets_table()))
     return 0
 
 
@@ -248,7 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("config", help="config file (see `ssdlab config show`)")
     r.add_argument("--out", required=True, help="output directory")
     add_force_argument(r)
-    r.add_argument("-q", "--quiet", action="store_true")
+    r.add_argument("--series-rows", type=int_in(2, 1 << 40), metavar="N",
+                   help=f"sample timeseries.csv into about N rows over the run (default {SERIES_ROWS}, unless the config's "
+                        "[metrics] table sets intervals other than the defaults; this option overrides those)")
+    r.add_argument("-q", "--quiet", action="store_true",
+                   help="print nothing but errors (no summary, no progress bar or progress lines)")
     r.set_defaults(func=cmd_run)
 
     rp = sub.add_parser("replay", help="replay a block trace on a device")
@@ -270,9 +312,32 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("dir")
     rep.set_defaults(func=cmd_report)
 
-    c = sub.add_parser("config", help="show presets, keys, or check a config file")
-    c.add_argument("action", choices=["show", "keys", "check", "presets"])
-    c.add_argument("preset", nargs="?", default="default", help="preset name (show) or file (check)")
+    c = sub.add_parser("config", help="show presets, keys, or check a config file",
+                       description="Configs are TOML files: a preset, then the keys a file sets (docs/CONFIG.md).",
+                       epilog="examples:\n"
+                              "  ssdlab config presets                   # the devices to start from\n"
+                              "  ssdlab config show fdp-ssd > my.toml    # a complete config to edit\n"
+                              "  ssdlab config check my.toml             # is it valid, its sizes, reserve, memory",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    ca = c.add_subparsers(dest="action", required=True)
+    cs = ca.add_parser("show", help="print a preset as a complete config, every key set and commented (TOML)",
+                       description="Print PRESET as a complete config file: every key with its value and a comment "
+                                   "(unit, meaning). Redirect it to a file and edit it: `ssdlab config show default "
+                                   "> my.toml`.")
+    cs.add_argument("preset", nargs="?", default="default", help="a preset (`ssdlab config presets`; default: default)")
+    ca.add_parser("keys", help="print every config key: unit, default, valid range, meaning (Markdown; docs/CONFIG.md)",
+                  description="Print the table of every config key (its unit, default, valid range and meaning) "
+                              "as Markdown: docs/CONFIG.md is this output.")
+    ck = ca.add_parser("check", help="validate a config file; print its capacity, the FTL's reserve, expected WAF, memory",
+                       description="Validate FILE as `ssdlab run` would (errors name the file, line and key) and print "
+                                   "its logical and raw capacity, the spare blocks the FTL holds back, the write "
+                                   "amplification models predict at the spare left, and the memory a run needs. "
+                                   "Exits 1 when the run would not fit in memory.")
+    ck.add_argument("file", help="a TOML config file")
+    ca.add_parser("presets", help="list the presets: personality, capacity, geometry, what each models and its source",
+                  description="List the device presets as a table: name, personality, logical and raw capacity, "
+                              "geometry (channels x dies x planes x blocks x pages of page size), what each models and "
+                              "where its numbers come from. `ssdlab config show NAME` prints one in full.")
     c.set_defaults(func=cmd_config)
 
     x = sub.add_parser("reproduce", help="run an experiment and write reports/NAME/")
@@ -281,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--quick", action="store_true", help="minutes on a laptop (default)")
     g.add_argument("--full", action="store_true", help="the full-scale version")
     x.add_argument("--out", default="reports")
-    x.add_argument("--list", action="store_true", help="the experiments, their points and seeds per mode")
+    x.add_argument("--list", action="store_true", help="list the experiments: runs / seeds of --quick and --full (QUICK, FULL), what each reproduces")
     x.add_argument("--headline", action="store_true",
                    help="print the headline claims of every report under --out (their verdicts.json) as one table")
     x.add_argument("--write", nargs="+", metavar="FILE",

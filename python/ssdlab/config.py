@@ -150,3 +150,36 @@ def workload_defaults() -> dict[str, Any]:
     """The core's ``[workload]`` defaults: what every key an ``ssdlab.Workload`` leaves unset
     takes."""
     return _native.workload_defaults()
+
+
+# How many rows `ssdlab run` samples its time series into by default: about SERIES_ROWS rows
+# of ~100 bytes (well under 1 MB), finer with `--series-rows` or the [metrics] keys.
+SERIES_ROWS = 2000
+
+
+def planned_write_bytes(cfg: Mapping[str, Any], logical_bytes: int, estimate: bool = True) -> int:
+    """The host bytes a run of a complete config ``cfg`` writes at most, from its stop_* volume
+    limits; else (``estimate``) an upper estimate from its command limit and the largest write
+    a command makes; 0 if not known."""
+    w = cfg["workload"]
+    limits = [int(w.get("stop_host_write_bytes") or 0), int(float(w.get("stop_device_writes") or 0.0) * logical_bytes)]
+    planned = min((b for b in limits if b > 0), default=0)
+    if planned == 0 and estimate and w.get("stop_ops"):
+        parts = [merge(w, p) for p in w.get("mix") or []] or [w]
+        per_op = max(max(p["block_bytes"]) * max(0.0, 1.0 - p["read_fraction"] - p["trim_fraction"]) for p in parts)
+        planned = int(w["stop_ops"] * per_op)
+    return planned
+
+
+def series_intervals(cfg: Mapping[str, Any], rows: int = SERIES_ROWS) -> dict[str, int] | None:
+    """The ``[metrics]`` sample intervals that give a run of ``cfg`` about ``rows`` time-series
+    rows (at most that many, or twice with both a volume and a time limit): every 1/rows of its
+    planned host writes, and of its simulated time when it stops on one. None when the run's
+    length is not known beforehand (a read-only run stopped by commands): the core's defaults
+    then apply. A function of the config alone, so runs stay byte-identical."""
+    planned = planned_write_bytes(cfg, int(_native.config_sizing(dict(cfg))["logical_bytes"]))
+    sim_ns = int(cfg["workload"].get("stop_sim_ns") or 0) if cfg["timing"]["enabled"] else 0
+    if planned == 0 and sim_ns == 0:
+        return None
+    return {"series_interval_host_bytes": -(-planned // rows) if planned else 0,
+            "series_interval_ns": -(-sim_ns // rows) if sim_ns else 0}

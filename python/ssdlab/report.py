@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from .units import human_bytes  # noqa: E402
 
@@ -39,19 +40,69 @@ def _fmt_ns(ns: Any) -> str:
     return f"{ns:.0f} ns"
 
 
-def plot_dlwa(series, out: Path) -> None:
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    x = series["host_write_bytes"] / 2**30
-    ax.plot(x, series["dlwa_interval"], label="per interval", alpha=0.6)
-    ax.plot(x, series["dlwa_cumulative"], label="cumulative", linewidth=2)
-    ax.set_xlabel("host writes (GiB)")
-    ax.set_ylabel("DLWA (NAND / host bytes)")
-    ax.set_title("Device write amplification over the run")
-    ax.grid(alpha=0.3)
-    ax.legend()
+# The window the DLWA over time is smoothed over: this share of the run's host writes (or one
+# sample interval when the series is coarser).
+DLWA_WINDOW_SHARE = 0.01
+
+
+def _byte_axis(total: float) -> tuple:
+    """(divisor, unit) for an axis of host bytes up to ``total``."""
+    for unit, div in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if total >= 2 * div:
+            return div, unit
+    return 1, "bytes"
+
+
+def windowed_dlwa(host: np.ndarray, nand: np.ndarray, window: float) -> tuple:
+    """DLWA over a trailing window of ``window`` host bytes at each sample: NAND bytes over host
+    bytes written since the last sample at least ``window`` bytes earlier. Returns (x, dlwa)
+    for the samples with a full window behind them."""
+    # j[i]: the latest sample at or before host[i] - window.
+    j = np.searchsorted(host, host - window, side="right") - 1
+    ok = j >= 0
+    i = np.nonzero(ok)[0]
+    j = j[ok]
+    dh = host[i] - host[j]
+    keep = dh > 0
+    i, j, dh = i[keep], j[keep], dh[keep]
+    return host[i], (nand[i] - nand[j]) / dh
+
+
+def plot_dlwa(series, out: Path, steady: Optional[float] = None) -> bool:
+    """DLWA over the run: above, smoothed over a trailing window of 1% of the run's host writes
+    (stated in the legend); below, cumulative (whole run so far), each on its own scale."""
+    host = np.asarray(series["host_write_bytes"], dtype=float)
+    nand = np.asarray(series["nand_write_bytes"], dtype=float)
+    total = float(host[-1]) if host.size else 0.0
+    if total <= 0:
+        return False
+    steps = np.diff(host)
+    step = float(np.median(steps[steps > 0])) if np.any(steps > 0) else total
+    window = max(total * DLWA_WINDOW_SHARE, step)
+    div, unit = _byte_axis(total)
+    x, w = windowed_dlwa(host, nand, window)
+    cum = series["dlwa_cumulative"]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.5, 5), sharex=True, height_ratios=(3, 2))
+    share = f"{window / total * 100:.2g}% of the run" if window > total * DLWA_WINDOW_SHARE else "1% of the run"
+    top.plot(x / div, w, color="tab:blue", linewidth=1,
+             label=f"over the last {human_bytes(window)} of host writes ({share})")
+    if steady is not None:
+        top.axhline(steady, color="tab:red", linestyle="--", linewidth=1, label=f"steady state: {steady:.3f}")
+    top.set_ylabel("DLWA (window)")
+    top.set_title("Device write amplification (NAND / host bytes written)")
+    top.set_ylim(bottom=0)
+    top.grid(alpha=0.3)
+    top.legend(loc="lower right", fontsize="small")
+    bottom.plot(host / div, cum, color="tab:orange", linewidth=2, label=f"cumulative since the run started: {cum[-1]:.3f} at the end")
+    bottom.set_ylabel("DLWA (cumulative)")
+    bottom.set_xlabel(f"host writes ({unit})")
+    bottom.set_ylim(bottom=0)
+    bottom.grid(alpha=0.3)
+    bottom.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
+    return True
 
 
 def plot_latency_cdf(metrics: Dict[str, Any], out: Path) -> bool:
@@ -74,8 +125,9 @@ def plot_latency_cdf(metrics: Dict[str, Any], out: Path) -> bool:
     ax.set_xlabel("latency (us)")
     ax.set_ylabel("percentile")
     ax.set_title("Latency CDF (tail)")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend()
+    ax.grid(alpha=0.3, which="major")
+    ax.grid(alpha=0.1, which="minor")
+    ax.legend(loc="upper left")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
@@ -89,7 +141,11 @@ def plot_erase_histogram(metrics: Dict[str, Any], out: Path) -> bool:
     edges = np.array(h["bin_edges"], dtype=float)
     counts = np.array(h["counts"], dtype=float)
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", edgecolor="black", linewidth=0.3)
+    # A bin [a, b) holds the whole erase counts a .. b-1: its bar spans a-0.5 .. b-0.5, so each
+    # count sits under its own integer tick.
+    ax.bar(edges[:-1] - 0.5, counts, width=np.diff(edges), align="edge", edgecolor="black", linewidth=0.3)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 2.5, 5, 10]))
     ax.set_xlabel("erase count")
     ax.set_ylabel("blocks")
     ax.set_title("Erase-count distribution")
@@ -153,9 +209,11 @@ def render(run_dir: Path) -> Path:
         lines.append("")
         if plot_latency_cdf(m, run_dir / "latency_cdf.png"):
             lines += ["![latency CDF](latency_cdf.png)", ""]
-    if series is not None and series.size > 1:
-        plot_dlwa(series, run_dir / "dlwa.png")
-        lines += ["## Write amplification over time", "", "![DLWA over time](dlwa.png)", ""]
+    steady = m["steady"]["dlwa"] if m.get("steady") and m["steady"].get("reached") else None
+    if series is not None and series.size > 1 and plot_dlwa(series, run_dir / "dlwa.png", steady):
+        lines += ["## Write amplification over time", "",
+                  "Above, DLWA over a trailing window of host writes (its size in the legend); below, cumulative.", "",
+                  "![DLWA over time](dlwa.png)", ""]
     e = m.get("erase_count", {})
     if e:
         lines += ["## Wear", "", f"Erase counts: min {e['min']}, mean {e['mean']:.2f}, max {e['max']}, stddev {e['stddev']:.2f}; "

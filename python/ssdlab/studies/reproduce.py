@@ -86,8 +86,9 @@ def listing() -> List[str]:
         rows.append((name, *counts, what))
     w = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = [f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]:>{w[2]}}  {r[3]}" for r in rows]
-    return lines + ["", "QUICK, FULL: points / seeds of `ssdlab reproduce NAME --quick` (the default) and `--full` "
-                        "(each point runs once per seed); -: no such mode."]
+    return lines + ["", "QUICK, FULL: runs / seeds of `ssdlab reproduce NAME --quick` (the default: minutes on a laptop) and "
+                        "`--full` (the full-scale version), a point counted once per seed it runs with (gc-policies' 36/3: 12 "
+                        "points x 3 seeds); -: no such mode. WHAT: what it reproduces, its commands and its page."]
 
 
 def reproduce(name: str, mode: str = "quick", out_root: Path = Path("reports"), log: Callable[[str], None] = print,
