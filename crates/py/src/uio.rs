@@ -59,7 +59,8 @@ fn uio_latency<'py>(py: Python<'py>, plan: &Bound<'py, PyAny>, progress: bool) -
 /// peers' requests to its host's daemon at that address). Prints its NET address and socket when ready.
 /// Returns its counters.
 #[pyfunction]
-#[pyo3(signature = (id, net, socket, device="quick", quiet=false, relay=None))]
+#[pyo3(signature = (id, net, socket, device="quick", quiet=false, relay=None, allow_remote=false))]
+#[allow(clippy::too_many_arguments)] // the CLI's options, one by one as Python passes them
 fn uio_device_serve<'py>(
     py: Python<'py>,
     id: u16,
@@ -68,6 +69,7 @@ fn uio_device_serve<'py>(
     device: &str,
     quiet: bool,
     relay: Option<String>,
+    allow_remote: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let relay = relay
         .map(|a| a.parse::<SocketAddr>().map_err(|_| PyValueError::new_err(format!("--relay: {a:?} is not HOST:PORT"))))
@@ -88,7 +90,7 @@ fn uio_device_serve<'py>(
     // Device processes run in wall-clock time: their media is in RAM (simulated time inside
     // them is not modelled yet).
     cfg.timing.enabled = false;
-    let opts = DeviceOptions { id, net, socket, burst: 16, peer_timeout: Duration::from_secs(2), relay };
+    let opts = DeviceOptions { id, net, socket, burst: 16, peer_timeout: Duration::from_secs(2), relay, allow_remote };
     let stats = py
         .detach(|| {
             ssdlab_uio::device::run_until_signal(&opts, &cfg, UtlConfig::default(), |addr, sock| {
@@ -107,11 +109,11 @@ fn uio_device_serve<'py>(
 /// SIGINT/SIGTERM: attached to the device at `attach`, serving other hosts on `listen`. Prints
 /// its address when ready; returns the commands it forwarded.
 #[pyfunction]
-#[pyo3(signature = (attach, listen, quiet=false))]
-fn uio_host_serve(py: Python<'_>, attach: PathBuf, listen: &str, quiet: bool) -> PyResult<u64> {
+#[pyo3(signature = (attach, listen, quiet=false, allow_remote=false))]
+fn uio_host_serve(py: Python<'_>, attach: PathBuf, listen: &str, quiet: bool, allow_remote: bool) -> PyResult<u64> {
     let addr: SocketAddr = listen.parse().map_err(|_| PyValueError::new_err(format!("--net: {listen:?} is not HOST:PORT")))?;
     py.detach(|| {
-        ssdlab_uio::device::host_daemon_until_signal(&attach, addr, |a| {
+        ssdlab_uio::device::host_daemon_until_signal(&attach, addr, allow_remote, |a| {
             use std::io::Write;
             if !quiet {
                 println!("uio host: serving other hosts on {a}");

@@ -17,7 +17,7 @@
 //! sleeps 20 us at a time, so idle devices leave the CPU to others.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -183,6 +183,8 @@ pub struct DeviceOptions {
     /// else is local (GME bypass); peers' requests go to this host's daemon at this address,
     /// which re-submits them through its queues. None: a UIO device.
     pub relay: Option<SocketAddr>,
+    /// Listen for NET on a non-loopback address (NET has no authentication).
+    pub allow_remote: bool,
 }
 
 /// Empty polls before the loop dozes (about a tenth of a millisecond): a host running commands
@@ -211,7 +213,7 @@ pub fn run(
     }
     let utl = Utl::new(dev_cfg, utl_cfg).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let utl = Arc::new(Mutex::new(utl));
-    let listener = TcpListener::bind(opts.net[opts.id as usize])?;
+    let listener = net::bind(opts.net[opts.id as usize], opts.allow_remote)?;
     let addr = listener.local_addr()?;
     let net_thread = match opts.relay {
         None => net::serve(listener, utl.clone(), stop.clone()),
@@ -573,17 +575,23 @@ impl Store for HostDevice {
 }
 
 /// A traditional host's daemon until SIGINT/SIGTERM (see [`host_daemon`]).
-pub fn host_daemon_until_signal(attach: &Path, listen: SocketAddr, ready: impl FnOnce(SocketAddr)) -> io::Result<u64> {
-    until_signal(|stop| host_daemon(attach, listen, stop, ready))
+pub fn host_daemon_until_signal(attach: &Path, listen: SocketAddr, allow_remote: bool, ready: impl FnOnce(SocketAddr)) -> io::Result<u64> {
+    until_signal(|stop| host_daemon(attach, listen, allow_remote, stop, ready))
 }
 
 /// A traditional host's daemon until `stop`: attached to its device (in traditional mode), it
 /// takes the requests the device relays from its peers on `listen`, in this host's memory, and
 /// submits them back to the device through its queues.
 /// Returns the commands it forwarded.
-pub fn host_daemon(attach: &Path, listen: SocketAddr, stop: Arc<AtomicBool>, ready: impl FnOnce(SocketAddr)) -> io::Result<u64> {
+pub fn host_daemon(
+    attach: &Path,
+    listen: SocketAddr,
+    allow_remote: bool,
+    stop: Arc<AtomicBool>,
+    ready: impl FnOnce(SocketAddr),
+) -> io::Result<u64> {
+    let listener = net::bind(listen, allow_remote)?;
     let dev = Arc::new(Mutex::new(HostDevice::attach(attach, Duration::from_secs(10))?));
-    let listener = TcpListener::bind(listen)?;
     let addr = listener.local_addr()?;
     let t = net::serve(listener, dev.clone(), stop.clone());
     ready(addr);

@@ -30,7 +30,15 @@ fn start(id: u16, net: &[SocketAddr], dir: &std::path::Path) -> Dev {
 fn start_as(id: u16, net: &[SocketAddr], dir: &std::path::Path, relay: Option<SocketAddr>) -> Dev {
     let stop = Arc::new(AtomicBool::new(false));
     let socket = dir.join(format!("dev{id}.sock"));
-    let opts = DeviceOptions { id, net: net.to_vec(), socket: socket.clone(), burst: 16, peer_timeout: Duration::from_secs(2), relay };
+    let opts = DeviceOptions {
+        id,
+        net: net.to_vec(),
+        socket: socket.clone(),
+        burst: 16,
+        peer_timeout: Duration::from_secs(2),
+        relay,
+        allow_remote: false,
+    };
     let mut cfg = device_config("quick").unwrap();
     cfg.geometry.blocks_per_plane = 16;
     cfg.timing.enabled = false;
@@ -149,7 +157,7 @@ fn the_traditional_path_lands_remote_keys_in_the_remote_hosts_memory_first() {
     for (i, sock) in [&d0.socket, &d1.socket].into_iter().enumerate() {
         let (sock, stop, addr) = (sock.clone(), stop.clone(), daemons[i]);
         let (tx, rx) = mpsc::channel();
-        threads.push(std::thread::spawn(move || device::host_daemon(&sock, addr, stop, |_| tx.send(()).unwrap()).unwrap()));
+        threads.push(std::thread::spawn(move || device::host_daemon(&sock, addr, false, stop, |_| tx.send(()).unwrap()).unwrap()));
         rx.recv_timeout(Duration::from_secs(10)).expect("daemon ready");
     }
     let t = Duration::from_secs(5);

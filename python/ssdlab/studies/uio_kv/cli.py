@@ -49,13 +49,13 @@ def _cmd_uio(args: argparse.Namespace) -> int:
         if args.id is None or not args.net or not args.socket:
             raise ValueError("ssdlab uio device --id I --net HOST:PORT,HOST:PORT,... --socket PATH")
         st = foreground(_native.uio_device_serve, args.id, args.net.split(","), args.socket, args.device, args.quiet,
-                        args.relay)
+                        args.relay, args.allow_remote)
         print(json.dumps(st, sort_keys=True), flush=True)
         return 0
     if args.action == "host":
         if not args.attach or not args.net:
             raise ValueError("ssdlab uio host --attach SOCKET --net HOST:PORT")
-        n = foreground(_native.uio_host_serve, args.attach, args.net, args.quiet)
+        n = foreground(_native.uio_host_serve, args.attach, args.net, args.quiet, args.allow_remote)
         print(json.dumps({"forwarded": n}), flush=True)
         return 0
     if not args.attach:
@@ -88,7 +88,8 @@ def add_cli(sub: Any) -> None:
     u.add_argument("--dir", help="up: where the sockets and logs go (default: a temporary directory)")
     u.add_argument("--traditional", action="store_true", help="up: the traditional path's system (devices with host daemons)")
     u.add_argument("--id", type=int_in(0, 63), help="device: this device's id (its index in --net)")
-    u.add_argument("--net", help="device: every device's NET address, by id, comma-separated; host: HOST:PORT to serve on")
+    u.add_argument("--net", help="device: every device's NET address, by id, comma-separated; host: HOST:PORT to serve on "
+                                 "(loopback addresses unless --allow-remote)")
     u.add_argument("--socket", help="device: the Unix socket its host attaches on")
     u.add_argument("--device", default="quick", choices=["quick", "paper"], help="up, device: the flash (default %(default)s)")
     u.add_argument("--relay", help="device: the traditional path's device: hosts route, peers' requests go to the host daemon at "
