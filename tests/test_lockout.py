@@ -173,3 +173,84 @@ def test_a_good_client_is_served_within_2_s_of_200_attacking_clients(tmp_path, k
         good(srv.port)
     finally:
         assert srv.stop() == 0, srv.log.read_text()[-3000:]
+
+
+# --- no open port by default -----------------------------------------------------------------
+
+def listening(pid: int) -> list:
+    """(address, port) of every TCP socket process `pid` listens on (what `ss -ltnp` shows)."""
+    import os
+
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    out = []
+    for name in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and f[9] in inodes:  # LISTEN
+                addr, port = f[1].split(":")
+                raw = bytes.fromhex(addr)
+                if len(raw) == 4:
+                    ip = socket.inet_ntop(socket.AF_INET, raw[::-1])
+                else:
+                    ip = socket.inet_ntop(socket.AF_INET6, b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+                out.append((ip, int(port, 16)))
+    return out
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+@pytest.mark.parametrize("kind", ["nbd", "resp", "memcached", "serprog", "rmml-node"])
+def test_every_server_listens_on_loopback_only_with_its_defaults(tmp_path, kind):
+    """Started with no --listen at all, each server's listening sockets are loopback ones."""
+    import subprocess
+
+    spec = Path(__file__).resolve().parents[1] / "experiments" / "fdp-cache" / "serve.toml"
+    argv, port = {
+        "nbd": (["serve", str(write(tmp_path / "n.toml", 'preset = "tiny"\n[timing]\nenabled = false\n'))], 10809),
+        "resp": (["kv", "serve", str(write(tmp_path / "kv.toml", '[device]\npreset = "zns-ssd"\n'))], 6379),
+        "memcached": (["cache", "serve", str(spec)], 11211),
+        "serprog": (["spi", "serve", "--chip", "W25Q128JV", "--image", str(tmp_path / "chip.bin")], 2222),
+        "rmml-node": (["rmml", "node"], None),
+    }[kind]
+    if port is not None and not port_free(port):
+        pytest.skip(f"the default port {port} is taken on this machine")
+    log = tmp_path / "log"
+    with open(log, "w") as logf:
+        proc = subprocess.Popen(SSDLAB + argv + ["-q"] * (kind != "rmml-node"), stdout=logf, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.time() + 60
+            found: list = []
+            while time.time() < deadline and not found:
+                assert proc.poll() is None, log.read_text()
+                found = listening(proc.pid)
+                time.sleep(0.1)
+            assert found, f"no listening socket: {log.read_text()}"
+            assert all(ip in ("127.0.0.1", "::1") for ip, _ in found), found
+            if port is not None:
+                assert ("127.0.0.1", port) in found, found
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def test_the_uio_net_link_refuses_a_non_loopback_address_without_allow_remote(tmp_path):
+    import subprocess
+
+    for argv in (["uio", "device", "--id", "0", "--net", f"0.0.0.0:{free_port()}", "--socket", str(tmp_path / "u.sock")],
+                 ["uio", "host", "--attach", str(tmp_path / "none.sock"), "--net", f"0.0.0.0:{free_port()}"]):
+        p = subprocess.run(SSDLAB + argv, capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and "--allow-remote" in p.stderr, (argv, p.stderr)

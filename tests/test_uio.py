@@ -221,6 +221,60 @@ def test_a_connection_that_sends_nothing_delays_no_host(tmp_path):
     assert log.count("nothing sent within 5s") == 3, log
 
 
+def _rss_mb(pid: int) -> float:
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+def _net_get(addr: str, key: bytes) -> tuple:
+    """A NET get as a peer device sends it: (status, value)."""
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as c:
+        c.sendall(struct.pack("<BBHI", 2, 0, 0, len(key)) + key)
+        h = b""
+        while len(h) < 8:
+            h += c.recv(8 - len(h))
+        _, _, status, n = struct.unpack("<BBHI", h)
+        v = b""
+        while len(v) < n:
+            v += c.recv(n - len(v))
+        return status, v
+
+
+def test_hostile_net_peers_cost_no_memory_and_leave_good_peers_served(tmp_path):
+    """40 connections that each send a header declaring 16 MiB and nothing more (the NET link
+    used to allocate the 16 MiB at once and hold it 30 s), garbage, and 100 idle connections:
+    the device's memory does not grow by the declared bytes, and a good peer is served."""
+    with Devices(1, dir=str(tmp_path)) as d:
+        h = Host(d.sockets[0])
+        h.put(b"k", b"v")
+        addr = d.net[0]
+        hp = (addr.rsplit(":", 1)[0], int(addr.rsplit(":", 1)[1]))
+        pid = d.procs[0].pid
+        before = _rss_mb(pid)
+        hostile = []
+        for _ in range(40):
+            c = socket.create_connection(hp, timeout=5)
+            c.sendall(struct.pack("<BBHI", 1, 0, 0, 16 << 20))
+            hostile.append(c)
+        time.sleep(0.5)
+        grew = _rss_mb(pid) - before
+        assert grew < 100, f"the device grew by {grew:.0f} MB for 40 headers declaring 16 MiB each"
+        junk = socket.create_connection(hp, timeout=5)
+        junk.sendall(b"\xff" * 8)  # a body of 4 GiB declared: beyond the limit, dropped
+        junk.settimeout(5)
+        assert junk.recv(1) == b""
+        idle = [socket.create_connection(hp, timeout=5)
+                for _ in range(100)]
+        time.sleep(1.3)  # the idle and trickling ones may now yield their slots
+        t0 = time.monotonic()
+        assert _net_get(addr, b"k") == (0, b"v")
+        assert time.monotonic() - t0 < 2.0
+        for c in hostile + idle + [junk]:
+            c.close()
+        assert d.procs[0].poll() is None
+
+
 def _kv_serve(tmp_path, sock, name, old_metrics_flag=False):
     """`ssdlab uio kv-serve` on a free port; returns it and where its metrics.json will be
     (--metrics-out DIR, or the deprecated --metrics FILE)."""
