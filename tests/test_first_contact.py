@@ -11,7 +11,7 @@ from clitools import ssdlab, write
 from ssdlab import _native
 from ssdlab.config import SERIES_ROWS
 from ssdlab.progress import PROGRESS_EVERY_ENV, LogProgress, clock, progress_line
-from ssdlab.presets import HEADER, NOTES
+from ssdlab.preset_table import HEADER, NOTES
 
 # A small device the FTL's reserve leaves most spare to (so `run` has nothing to warn about),
 # with the defaults of everything else: precondition, 2 device writes, timing on.

@@ -174,7 +174,7 @@ def cmd_config(args) -> int:
             print(f"ssdlab: warning: {args.file}: its contents would not fit in memory once the host has written "
                   f"{(avail - size['memory_bytes']) / gib:.1f} GiB of non-zero data", file=sys.stderr)
     elif args.action == "presets":
-        from .presets import presets_table
+        from .preset_table import presets_table
 
         print("\n".join(presets_table()))
     return 0
