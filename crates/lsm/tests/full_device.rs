@@ -16,17 +16,21 @@ fn device() -> ssdlab_core::Config {
     c
 }
 
-#[test]
-fn acknowledged_writes_stay_readable_when_the_device_fills() {
-    let cfg = LsmConfig {
+/// Small files and levels: the tree has several levels on the 24 MiB device.
+fn store_config() -> LsmConfig {
+    LsmConfig {
         memtable_bytes: 64 << 10,
         sst_target_bytes: 64 << 10,
         level1_bytes: 256 << 10,
         size_ratio: 4,
         policy: Policy::Baseline,
         ..Default::default()
-    };
-    let mut s = Store::new(device(), cfg).unwrap();
+    }
+}
+
+#[test]
+fn acknowledged_writes_stay_readable_when_the_device_fills() {
+    let mut s = Store::new(device(), store_config()).unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut refused = 0;
     'outer: for round in 0..20u32 {
@@ -58,15 +62,7 @@ fn acknowledged_writes_stay_readable_when_the_device_fills() {
 /// deletes give back takes new writes (a served store must not wedge on its first refusal).
 #[test]
 fn a_full_store_serves_reads_and_deletes_and_reuses_the_space_they_free() {
-    let cfg = LsmConfig {
-        memtable_bytes: 64 << 10,
-        sst_target_bytes: 64 << 10,
-        level1_bytes: 256 << 10,
-        size_ratio: 4,
-        policy: Policy::Baseline,
-        ..Default::default()
-    };
-    let mut s = Store::new(device(), cfg).unwrap();
+    let mut s = Store::new(device(), store_config()).unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut t = 0u64;
     let mut full = false;
