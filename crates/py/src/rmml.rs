@@ -125,22 +125,37 @@ fn rmml_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 }
 
 /// Serve a remote memory node on `listen` lending `capacity_bytes` until SIGINT/SIGTERM;
-/// prints the bound address first (a port of 0 picks a free one). Returns the final stat.
+/// prints the bound address first (a port of 0 picks a free one). At most `max_connections`
+/// clients; when full, one idle `evict_idle_after_s` seconds gives its slot to a newcomer (0:
+/// never); `idle_timeout_s` (0: never) cuts idle connections. Returns the final stat.
 #[pyfunction]
-#[pyo3(signature = (listen, capacity_bytes, quiet=false, allow_remote=false))]
+#[pyo3(signature = (listen, capacity_bytes, quiet=false, allow_remote=false, max_connections=64, idle_timeout_s=0.0, evict_idle_after_s=1.0))]
+#[allow(clippy::too_many_arguments)]
 fn rmml_node_serve<'py>(
     py: Python<'py>,
     listen: &str,
     capacity_bytes: u64,
     quiet: bool,
     allow_remote: bool,
+    max_connections: usize,
+    idle_timeout_s: f64,
+    evict_idle_after_s: f64,
 ) -> PyResult<Bound<'py, PyAny>> {
     if capacity_bytes == 0 {
         return Err(PyValueError::new_err("--capacity: expected a positive size"));
     }
+    let opts = ssdlab_rmml::node::server::NodeOptions {
+        listen: listen.to_string(),
+        capacity_bytes,
+        allow_remote,
+        max_connections,
+        idle_timeout: ssdlab_server::secs_or_never(idle_timeout_s),
+        evict_idle_after: ssdlab_server::secs_or_never(evict_idle_after_s),
+        quiet,
+    };
     let st = py
         .detach(|| {
-            ssdlab_rmml::node::server::serve_until_signal(listen, capacity_bytes, allow_remote, |a| {
+            ssdlab_rmml::node::server::serve_until_signal(&opts, |a| {
                 use std::io::Write;
                 if !quiet {
                     println!("rmml node listening on {a} ({capacity_bytes} bytes to lend)");
@@ -150,7 +165,7 @@ fn rmml_node_serve<'py>(
                 let _ = std::io::stdout().flush();
             })
         })
-        .map_err(|e| PyOSError::new_err(format!("{listen}: {e}")))?;
+        .map_err(PyOSError::new_err)?;
     to_py(py, &st)
 }
 

@@ -11,7 +11,7 @@ use ssdlab_rmml::codec::Codec;
 use ssdlab_rmml::config::FetchUnit;
 use ssdlab_rmml::header::HEADER_BYTES;
 use ssdlab_rmml::infiniswap::{Infiniswap, InfiniswapConfig};
-use ssdlab_rmml::node::server::NodeServer;
+use ssdlab_rmml::node::server::{NodeOptions, NodeServer};
 use ssdlab_rmml::node::{LocalNode, MemoryNode, TcpNode};
 use ssdlab_rmml::{Error, Rmml, RmmlConfig, SwapDevice, PAGE_BYTES};
 
@@ -239,7 +239,7 @@ fn load_is_balanced_over_nodes() {
 }
 
 fn start_node(addr: &str, cap: u64) -> (String, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
-    let srv = NodeServer::bind(addr, cap, false).unwrap();
+    let srv = NodeServer::bind(&NodeOptions { listen: addr.into(), capacity_bytes: cap, quiet: true, ..NodeOptions::default() }).unwrap();
     let a = srv.local_addr().to_string();
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();

@@ -1,9 +1,15 @@
 //! The RMML's side of a node connection: one TCP stream, requests in turn, one reconnect when
-//! the stream breaks. A node that came back with a new instance number lost every region it
-//! held: requests on those regions fail with [`Error::Lost`], new allocations go on.
+//! the stream breaks. The node may cut a connection that sat idle (to make room for a newcomer
+//! when every slot is taken, or after its idle timeout): before a request the stream is checked
+//! and, if the node closed it, replaced by a fresh one, so nothing is sent into a dead stream;
+//! a request that fails on the stream anyway is sent once more on a fresh one (READ, WRITE and
+//! STAT are idempotent; a repeated FREE finding its region already gone counts as done). A node
+//! that came back with a new instance number lost every region it held: requests on those
+//! regions fail with [`Error::Lost`], new allocations go on.
 
 use std::io::{BufReader, BufWriter, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use super::proto::*;
@@ -59,6 +65,23 @@ impl TcpNode {
         Ok(())
     }
 
+    /// Whether the node closed the current connection (or sent something unasked): one
+    /// non-blocking peek, no byte taken.
+    fn closed_by_node(&self) -> bool {
+        let Some((r, _)) = &self.conn else { return true };
+        if !r.buffer().is_empty() {
+            return true;
+        }
+        let mut b = 0u8;
+        // SAFETY: a one-byte peek into a byte we own, on a socket we own.
+        let n = unsafe { libc::recv(r.get_ref().as_raw_fd(), (&mut b as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            return !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted);
+        }
+        true // end of stream (0), or bytes nobody asked for
+    }
+
     /// One request and its reply on the current connection. Refusals are errors; a broken
     /// stream is an `io::Error` wrapped in `Error::Io`.
     fn exchange(&mut self, q: Request, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
@@ -81,19 +104,36 @@ impl TcpNode {
     /// A request with one reconnect on a broken stream. A request on a region of an earlier
     /// life of the node is not retried: that region is gone.
     fn call(&mut self, q: Request, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        if self.closed_by_node() {
+            self.fresh_connection(q)?;
+        }
         match self.exchange(q, data, out) {
             Err(Error::Io(first)) => {
                 self.reconnect().map_err(|e| self.down(format!("{first}; reconnect failed: {e}")))?;
-                if q.region != 0 && (q.region >> 32) as u32 != self.instance {
-                    return Err(Error::Lost(format!("node {} ({}) restarted: region {:#x} is gone", self.index, self.addr, q.region)));
+                self.check_instance(q)?;
+                match self.exchange(q, data, out) {
+                    // The first FREE was carried out; only its answer was lost.
+                    Err(Error::Lost(_)) if q.op == OP_FREE => Ok(()),
+                    Err(Error::Io(e)) => Err(self.down(e)),
+                    r => r,
                 }
-                self.exchange(q, data, out).map_err(|e| match e {
-                    Error::Io(e) => self.down(e),
-                    e => e,
-                })
             }
             r => r,
         }
+    }
+
+    /// A new connection in place of one the node closed, before `q` is sent.
+    fn fresh_connection(&mut self, q: Request) -> Result<()> {
+        self.reconnect().map_err(|e| self.down(format!("the node closed the connection; reconnect failed: {e}")))?;
+        self.check_instance(q)
+    }
+
+    /// A request on a region of an earlier life of the node is not sent: that region is gone.
+    fn check_instance(&self, q: Request) -> Result<()> {
+        if q.region != 0 && (q.region >> 32) as u32 != self.instance {
+            return Err(Error::Lost(format!("node {} ({}) restarted: region {:#x} is gone", self.index, self.addr, q.region)));
+        }
+        Ok(())
     }
 }
 
@@ -135,17 +175,51 @@ impl MemoryNode for TcpNode {
 
 #[cfg(test)]
 mod tests {
-    use super::super::server::NodeServer;
+    use super::super::server::{NodeOptions, NodeServer};
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
-    fn start(cap: u64) -> (String, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
-        let srv = NodeServer::bind("127.0.0.1:0", cap, false).unwrap();
+    fn start_with(opts: NodeOptions) -> (String, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+        let srv = NodeServer::bind(&NodeOptions { quiet: true, ..opts }).unwrap();
         let addr = srv.local_addr().to_string();
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         (addr, stop, std::thread::spawn(move || srv.run(&s2).unwrap()))
+    }
+
+    fn start(cap: u64) -> (String, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+        start_with(NodeOptions { capacity_bytes: cap, ..NodeOptions::default() })
+    }
+
+    #[test]
+    fn a_client_whose_connection_was_taken_reconnects_transparently() {
+        // One slot, taken from whoever has been idle for 100 ms: two clients take it from each
+        // other in turn, and each request still succeeds.
+        let opts = NodeOptions {
+            capacity_bytes: 1 << 20,
+            max_connections: 1,
+            evict_idle_after: Some(Duration::from_millis(100)),
+            ..NodeOptions::default()
+        };
+        let (addr, stop, h) = start_with(opts);
+        let mut a = TcpNode::connect(&addr, 0).unwrap();
+        let r = a.alloc(4096).unwrap();
+        a.write(r, 0, b"kept").unwrap();
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_millis(150));
+            let mut b = TcpNode::connect(&addr, 1).unwrap();
+            assert_eq!(b.stat().unwrap().regions, 1);
+            std::thread::sleep(Duration::from_millis(150));
+            let mut out = [0u8; 4];
+            a.read(r, 0, &mut out).unwrap();
+            assert_eq!(&out, b"kept");
+            a.write(r, 4, b"more").unwrap();
+        }
+        a.free(r).unwrap();
+        assert_eq!(a.stat().unwrap().regions, 0);
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
     }
 
     #[test]
@@ -179,9 +253,10 @@ mod tests {
 
     #[test]
     fn a_non_loopback_listener_needs_the_explicit_flag() {
-        let e = NodeServer::bind("0.0.0.0:0", 1 << 20, false).err().expect("refused");
-        assert!(e.to_string().contains("--allow-remote"), "{e}");
-        assert!(NodeServer::bind("0.0.0.0:0", 1 << 20, true).is_ok());
+        let o = NodeOptions { listen: "0.0.0.0:0".into(), quiet: true, ..NodeOptions::default() };
+        let e = NodeServer::bind(&o).err().expect("refused");
+        assert!(e.contains("--allow-remote"), "{e}");
+        assert!(NodeServer::bind(&NodeOptions { allow_remote: true, ..o }).is_ok());
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! so stale handles never alias new data.
 
 mod client;
+pub mod fuzzing;
 mod proto;
 pub mod server;
 mod store;

@@ -1,9 +1,10 @@
 """`ssdlab rmml node|run|serve|guest`: a remote memory node, one run of a spec file, a backend
 as an NBD disk, one guest swapping onto a backend.
 
-The server flags are spelled as every ssdlab server spells them (--listen, --max-connections,
---metrics-out, -q); `rmml serve` has no --allow-remote, --idle-timeout or --evict-idle-after
-because its native server does not take them (loopback only, no idle limit)."""
+The server flags are spelled as every ssdlab server spells them (--listen, --allow-remote,
+--max-connections, --idle-timeout, --evict-idle-after, --metrics-out, -q); `rmml serve` has no
+--allow-remote, --idle-timeout or --evict-idle-after because its native server does not take
+them (loopback only, no idle limit)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, Dict
 
 from ... import _native
 from ...config import read_toml
+from ...serving import foreground
 from ...units import parse_size
 from .api import BACKENDS, guest_run, run, serve
 
@@ -22,7 +24,8 @@ from .api import BACKENDS, guest_run, run, serve
 def _cmd_rmml(args: argparse.Namespace) -> int:
     if args.action == "node":
         cap = parse_size(args.capacity, "--capacity")
-        st = _native.rmml_node_serve(args.listen or "127.0.0.1:0", cap, args.quiet, args.allow_remote)
+        st = foreground(_native.rmml_node_serve, args.listen or "127.0.0.1:0", cap, args.quiet, args.allow_remote,
+                        args.max_connections or 64, args.idle_timeout, args.evict_idle_after)
         if not args.quiet:
             print(f"rmml node stopped: {st['regions']} regions, {st['used_bytes']} bytes in use")
         return 0
@@ -36,7 +39,7 @@ def _cmd_rmml(args: argparse.Namespace) -> int:
         if not 512 <= max_request <= 2**31 - 1:
             raise ValueError(f"--max-request {args.max_request}: must be 512 bytes to 2G - 1")
         m = serve(s, parse_size(args.size, "--size"), listen=args.listen or "127.0.0.1:10809", latency=args.latency or "none",
-                  max_connections=args.max_connections, max_request=max_request, metrics_out=args.metrics_out,
+                  max_connections=args.max_connections or 16, max_request=max_request, metrics_out=args.metrics_out,
                   quiet=args.quiet)
         if not args.quiet:
             lat = m["latency_ns"]
@@ -100,7 +103,7 @@ def _cmd_guest(args: argparse.Namespace) -> int:
 
 def add_cli(sub: Any) -> None:
     """Register `ssdlab rmml` on the CLI's subparsers."""
-    from ...args import int_in
+    from ...args import int_in, seconds
 
     r = sub.add_parser("rmml", help="dpuswap: serve a remote memory node, run one swap experiment, or serve a backend over NBD",
                        epilog="node: lend --capacity bytes of memory to RMMLs over TCP until Ctrl-C/SIGTERM (prints its address)\n"
@@ -129,7 +132,13 @@ def add_cli(sub: Any) -> None:
     r.add_argument("--latency", choices=["none", "emulated"],
                    help="serve (default none), guest (default emulated): none: reply when done; emulated: reply at the "
                         "modelled completion time")
-    r.add_argument("--max-connections", type=int_in(1, 65536), default=16, help="serve: clients at once (default %(default)s)")
+    r.add_argument("--max-connections", type=int_in(1, 65536),
+                   help="node: clients at once (default 64); serve: clients at once (default 16)")
+    r.add_argument("--idle-timeout", type=seconds(positive=False), default=0.0, metavar="S",
+                   help="node: close a connection idle this many seconds (default 0: never)")
+    r.add_argument("--evict-idle-after", type=seconds(positive=False), default=1.0, metavar="S",
+                   help="node: when every slot is taken, a client idle this many seconds gives its slot to a new client "
+                        "(which reconnects when it next needs the node; default %(default)s; 0: never)")
     r.add_argument("--max-request", default="32M", help="serve: largest read/write payload (default %(default)s)")
     r.add_argument("--metrics-out", metavar="DIR", help="serve: directory for metrics.json at exit and on SIGUSR1")
     r.add_argument("-q", "--quiet", action="store_true")
