@@ -1,6 +1,6 @@
 //! The corpus run shared by the fuzz-corpus tests of several crates (each includes this file
 //! with `#[path]`): crates/core/tests/trace_fuzz_corpus.rs and tests/fuzz_corpus.rs of crates/nbd,
-//! crates/spi, crates/memcached and crates/resp.
+//! crates/spi, crates/memcached, crates/resp, crates/rmml and crates/uio.
 
 /// The short corpus run of `make test`: every file of fuzz/corpus/TARGET, then
 /// `SSDLAB_FUZZ_ITERS` (default 150) deterministic mutations of each (byte flips, cuts,

@@ -312,14 +312,14 @@ def _rss_bytes(pid):
 
 def test_a_node_trusts_no_declared_length_and_listens_on_loopback_unless_told():
     """Hostile peers of `ssdlab rmml node`: WRITE headers declaring 256 MiB that never send the
-    bytes cost the node nothing (it receives before it allocates), and a non-loopback --listen
-    needs --allow-remote."""
+    bytes, on 40 connections, cost the node nothing (it receives before it allocates), and a
+    non-loopback --listen needs --allow-remote."""
     with Nodes(1, 64 << 20) as nodes:
         host, port = nodes.addrs[0].rsplit(":", 1)
         pid = nodes.procs[0].pid
         before = _rss_bytes(pid)
         conns = []
-        for _ in range(3):
+        for _ in range(40):
             c = socket.create_connection((host, int(port)))
             c.sendall(struct.pack("<B3xIQQ", 5, 256 << 20, 1, 0))  # WRITE of 256 MiB to region 1, no data
             conns.append(c)
@@ -332,6 +332,104 @@ def test_a_node_trusts_no_declared_length_and_listens_on_loopback_unless_told():
     r = subprocess.run([str(BIN / "ssdlab"), "rmml", "node", "--listen", "0.0.0.0:0", "-q"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and "--allow-remote" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def _node_process(log):
+    """`ssdlab rmml node` on a free port with its log lines (not -q) going to ``log``; returns the
+    process and its (host, port)."""
+    with open(log, "w") as err:
+        p = subprocess.Popen([str(BIN / "ssdlab"), "rmml", "node", "--listen", "127.0.0.1:0", "--capacity", "64M"],
+                             stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True)
+    line = p.stdout.readline()
+    m = re.match(r"rmml node listening on (\S+):(\d+) ", line)
+    assert m, f"no ready line: {line!r}; {Path(log).read_text()}"
+    return p, (m.group(1), int(m.group(2)))
+
+
+def _recv_exact(c, n):
+    b = b""
+    while len(b) < n:
+        got = c.recv(n - len(b))
+        assert got, f"closed after {len(b)} of {n} bytes"
+        b += got
+    return b
+
+
+def _node_stat(addr, timeout=5.0):
+    """A well-behaved client's HELLO and STAT; returns the STAT's (capacity, used, regions)."""
+    with socket.create_connection(addr, timeout=timeout) as c:
+        for op in (1, 2):  # HELLO, STAT
+            c.sendall(struct.pack("<B3xIQQ", op, 0, 0, 0))
+            reply = _recv_exact(c, 8 + 32)
+            status, length = struct.unpack("<B3xI", reply[:8])
+            assert (status, length) == (0, 32)
+        return struct.unpack("<8xQQQ", reply[8:])
+
+
+def _stop(p):
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=15)
+    p.stdout.close()
+    return p.returncode, out
+
+
+def test_idle_clients_do_not_keep_a_good_client_out_of_a_node(tmp_path):
+    """200 connections that say nothing, more than the node's 64 slots: once they have been
+    idle past --evict-idle-after (1 s), a good client takes the slot of the longest idle one and
+    is served at once; SIGTERM still stops the node cleanly with its figures."""
+    p, addr = _node_process(tmp_path / "node.log")
+    idle = []
+    try:
+        for _ in range(200):
+            idle.append(socket.create_connection(addr))
+        time.sleep(1.3)
+        t0 = time.monotonic()
+        assert _node_stat(addr, timeout=2.0) == (64 << 20, 0, 0)
+        took = time.monotonic() - t0
+        assert took < 2.0, f"a good client waited {took:.1f} s beside 200 idle ones"
+    finally:
+        for c in idle:
+            c.close()
+        rc, out = _stop(p)
+    assert rc == 0 and "rmml node stopped: 0 regions" in out, out
+    assert "cut to make room for a new client" in (tmp_path / "node.log").read_text()
+
+
+def test_a_node_drops_a_peer_sending_garbage_and_serves_the_others(tmp_path):
+    """Garbage (a request of random bytes whose length claims more than a request may carry)
+    gets an error reply and the peer dropped, with a line in the node's log; an unknown op is refused without
+    a drop; a good client is served throughout."""
+    p, addr = _node_process(tmp_path / "node.log")
+    try:
+        good = socket.create_connection(addr, timeout=5)
+        good.sendall(struct.pack("<B3xIQQ", 3, 0, 0, 4096))  # ALLOC 4 KiB
+        status, length = struct.unpack("<B3xI", _recv_exact(good, 8))
+        assert status == 0 and length == 8
+        region = struct.unpack("<Q", _recv_exact(good, 8))[0]
+        rng = random.Random(47)
+        for _ in range(5):
+            with socket.create_connection(addr, timeout=5) as bad:
+                bad.sendall(bytes([rng.randrange(1, 7), 0, 0, 0]) + struct.pack("<I", 0xFFFFFFF0) + rng.randbytes(16))
+                reply = b""
+                while got := bad.recv(4096):
+                    reply += got
+                assert reply[0] == 4 and b"at most" in reply, reply  # refused, then closed
+        with socket.create_connection(addr, timeout=5) as odd:
+            odd.sendall(struct.pack("<B3xIQQ", 99, 0, 0, 0))
+            status, length = struct.unpack("<B3xI", _recv_exact(odd, 8))
+            assert status == 4 and b"unknown op 99" in _recv_exact(odd, length)
+            odd.sendall(struct.pack("<B3xIQQ", 2, 0, 0, 0))  # the same connection still served
+            assert struct.unpack("<B3xI", _recv_exact(odd, 8)) == (0, 32)
+        good.sendall(struct.pack("<B3xIQQ", 5, 4, region, 0) + b"good")
+        assert _recv_exact(good, 8) == struct.pack("<B3xI", 0, 0)
+        good.sendall(struct.pack("<B3xIQQ", 6, 4, region, 0))
+        assert _recv_exact(good, 12) == struct.pack("<B3xI", 0, 4) + b"good"
+        good.close()
+        assert _node_stat(addr)[2] == 1
+    finally:
+        rc, _ = _stop(p)
+    assert rc == 0
+    assert "dropped: request of 4294967280 bytes" in (tmp_path / "node.log").read_text()
 
 
 @needs_nbd_clients
