@@ -141,6 +141,51 @@ def cmd_report(args) -> int:
     return 0
 
 
+# Logical sectors up to which `config check` runs its pilot unless told not to (a 32 GiB device
+# of 4 KiB sectors takes about 9 s; the pilot's time grows with the capacity).
+PILOT_SECTORS_AUTO = 16 << 20
+
+
+def _pilot(args, cfg: dict, size: dict) -> None:
+    """Measure the reserve the FTL holds by running it: the config's device with timing off and
+    no data kept, filled sequentially, then 2 device writes of uniform random 4 KiB overwrites
+    (the steady state), then 0.5 more measured. The reserve moves with the GC's pacing (free
+    blocks float above or below the watermark, write streams' ways open and close), which the
+    estimate from the settings does not follow; Desnoyers' models at the measured reserve are
+    what a run of uniform overwrites gives."""
+    sectors = size["logical_bytes"] // cfg["geometry"]["sector_bytes"]
+    avail = size.get("available_memory_bytes")
+    run = args.pilot if args.pilot is not None else sectors <= PILOT_SECTORS_AUTO
+    if not run or (avail is not None and size["memory_bytes"] > avail):
+        if args.pilot is None:
+            print("  (a device this large is not measured by default: --pilot runs the FTL to measure its reserve)")
+        return
+    import time
+
+    from .device import Device
+    from .workload import Workload
+
+    t0 = time.monotonic()
+    sys.stdout.flush()
+    print("  measuring the reserve: the FTL on 2.5 device writes of uniform 4 KiB overwrites, timing off ...",
+          file=sys.stderr, flush=True)
+    dev = Device(config=cfg, storage="metadata", timing={"enabled": False},
+                 precondition={"sequential_fill": True, "random_device_writes": 2.0})
+    dev.precondition()
+    bs = cfg["geometry"]["sector_bytes"]
+    rep = dev.run(Workload(pattern="uniform", read_fraction=0.0, trim_fraction=0.0, block_bytes=bs, span=1.0, offset=0.0,
+                           placement=-1, stop_device_writes=0.5))
+    sp = rep["spare"]
+    if sp.get("reserved_blocks_mean") is None:
+        return
+    print(f"  FTL reserve measured: {sp['reserved_blocks_mean']:.1f} blocks (pilot run, {time.monotonic() - t0:.0f} s); "
+          f"effective spare {sp['spare_factor_measured'] * 100:.2f}%")
+    if sp.get("model_waf_greedy_measured") is not None:
+        print(f"  uniform random overwrites at the measured spare: WAF about {sp['model_waf_greedy_measured']:.2f} greedy, "
+              f"{sp['model_waf_fifo_measured']:.2f} FIFO (Desnoyers' models); the pilot's own DLWA "
+              f"{rep['dlwa']:.2f} over its 0.5 device writes")
+
+
 def cmd_config(args) -> int:
     if args.action == "show":
         sys.stdout.write(_native.config_show(args.preset))
@@ -149,7 +194,8 @@ def cmd_config(args) -> int:
     elif args.action == "check":
         from .config import check_file
 
-        size = _native.config_sizing(check_file(args.file))
+        cfg = check_file(args.file)
+        size = _native.config_sizing(cfg)
         gib = 2**30
         print(f"{args.file}: ok: {size['logical_bytes'] / gib:.2f} GiB logical of {size['physical_bytes'] / gib:.2f} GiB "
               f"raw ({size['good_blocks']} good blocks)")
@@ -161,6 +207,7 @@ def cmd_config(args) -> int:
             if e["waf_greedy"] is not None:
                 print(f"  uniform random overwrites at that spare: WAF about {e['waf_greedy']:.2f} greedy, "
                       f"{e['waf_fifo']:.2f} FIFO (Desnoyers' models)")
+            _pilot(args, cfg, size)
         avail = size.get("available_memory_bytes")
         data = size["data_bytes_max"]
         print(f"  memory: about {size['memory_bytes'] / gib:.2f} GiB"
@@ -330,10 +377,14 @@ def build_parser() -> argparse.ArgumentParser:
                               "as Markdown: docs/CONFIG.md is this output.")
     ck = ca.add_parser("check", help="validate a config file; print its capacity, the FTL's reserve, expected WAF, memory",
                        description="Validate FILE as `ssdlab run` would (errors name the file, line and key) and print "
-                                   "its logical and raw capacity, the spare blocks the FTL holds back, the write "
+                                   "its logical and raw capacity, the spare blocks the FTL holds back (estimated from "
+                                   "the settings, then measured by a pilot run of the FTL, --pilot), the write "
                                    "amplification models predict at the spare left, and the memory a run needs. "
                                    "Exits 1 when the run would not fit in memory.")
     ck.add_argument("file", help="a TOML config file")
+    ck.add_argument("--pilot", action=argparse.BooleanOptionalAction, default=None,
+                    help="measure the FTL's reserve by running the device (timing off) and give the models at it; "
+                         f"default: on for devices up to {PILOT_SECTORS_AUTO >> 20} Mi logical sectors")
     ca.add_parser("presets", help="list the presets: personality, capacity, geometry, what each models and its source",
                   description="List the device presets as a table: name, personality, logical and raw capacity, "
                               "geometry (channels x dies x planes x blocks x pages of page size), what each models and "
