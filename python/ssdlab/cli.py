@@ -422,10 +422,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Every other command registers itself the same way, with an add_cli(sub): the platform's
     # front-ends (NBD, SPI NOR, guest VMs), then each study's own commands (the registry).
-    from . import nbd, spi, vm
+    from . import nbd, nvme, spi, vm
     from .studies import all_studies
 
-    for add_cli in (nbd.add_cli, spi.add_cli, vm.add_cli, *(s.add_cli for s in all_studies())):
+    for add_cli in (nbd.add_cli, nvme.add_cli, spi.add_cli, vm.add_cli, *(s.add_cli for s in all_studies())):
         add_cli(sub)
     return p
 

@@ -11,7 +11,6 @@
 //! sends each reply at the wall-clock moment the emulated SSD completes the command (FEMU's
 //! approach), so clients measure the device's latency distribution.
 
-use std::collections::BinaryHeap;
 use std::io::{self, ErrorKind};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -586,7 +585,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Replies<W> {
             Latency::None => Replies { w: Some(w), buf: Vec::with_capacity(REPLY_BUFFER_BYTES), delayed: None },
             Latency::Emulated => {
                 let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-                let task = tokio::spawn(delayed_writer(w, rx));
+                let task = tokio::spawn(ssdlab_server::delayed::writer(w, rx));
                 Replies { w: None, buf: Vec::new(), delayed: Some(Delayed { tx: Some(tx), seq: 0, due: vec![], task: Some(task) }) }
             }
         }
@@ -648,52 +647,6 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Replies<W> {
         }
         Ok(())
     }
-}
-
-/// Send each reply when due (earliest first); flush when nothing else is due yet.
-async fn delayed_writer<W: AsyncWrite + Unpin>(
-    mut w: W,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<(Instant, u64, Vec<u8>)>,
-) -> io::Result<()> {
-    let mut heap: BinaryHeap<std::cmp::Reverse<(Instant, u64, Vec<u8>)>> = BinaryHeap::new();
-    let mut open = true;
-    while open || !heap.is_empty() {
-        let now = Instant::now();
-        let mut wrote = false;
-        while heap.peek().is_some_and(|r| r.0 .0 <= now) {
-            let std::cmp::Reverse((_, _, bytes)) = heap.pop().expect("peeked");
-            w.write_all(&bytes).await?;
-            wrote = true;
-        }
-        if wrote {
-            w.flush().await?;
-        }
-        let next = heap.peek().map(|r| r.0 .0);
-        if !open {
-            if let Some(t) = next {
-                tokio::time::sleep_until(t.into()).await;
-            }
-            continue;
-        }
-        let got = match next {
-            Some(t) => tokio::select! {
-                m = rx.recv() => Some(m),
-                _ = tokio::time::sleep_until(t.into()) => None,
-            },
-            None => Some(rx.recv().await),
-        };
-        match got {
-            Some(Some(item)) => {
-                heap.push(std::cmp::Reverse(item));
-                while let Ok(item) = rx.try_recv() {
-                    heap.push(std::cmp::Reverse(item));
-                }
-            }
-            Some(None) => open = false,
-            None => {}
-        }
-    }
-    w.flush().await
 }
 
 /// Run `f` (which may fsync) without stalling the other connections of this worker thread.

@@ -22,6 +22,7 @@ mod fdp;
 mod flac;
 mod lsm;
 mod nbd;
+mod nvme;
 mod ocssd;
 mod progress;
 mod rmml;
@@ -43,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     config::register(m)?;
     analytic::register(m)?;
     nbd::register(m)?;
+    nvme::register(m)?;
     spi::register(m)?;
     cache::register(m)?;
     vssd::register(m)?;

@@ -32,6 +32,7 @@
 //! thousand idle connections cost memory for their buffers, not threads.
 
 pub mod conn;
+pub mod delayed;
 pub mod fuzzing;
 pub mod log;
 pub mod tls;

@@ -1,0 +1,336 @@
+//! A small NVMe/TCP host written from the specification, driving the target over a real TCP
+//! connection: connect, identify, queues, reads and writes (in capsule and after R2T), digests,
+//! deallocate, and the status codes of bad commands. Real hosts (Linux nvme-tcp, nvme-cli) are
+//! tested in tests/test_nvme.py through a guest.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use ssdlab_core::media::presets::preset;
+use ssdlab_nbd::BackendOptions;
+use ssdlab_nvmet::cmd::{Sqe, SGL_DATA_BLOCK_OFFSET, SGL_TRANSPORT_DATA_BLOCK};
+use ssdlab_nvmet::pdu::*;
+use ssdlab_nvmet::{ServeOptions, Target, DEFAULT_NQN};
+
+struct Host {
+    s: TcpStream,
+    dg: bool,
+    cid: u16,
+}
+
+struct Reply {
+    cqe: [u8; 16],
+    data: Vec<u8>,
+}
+
+impl Reply {
+    fn status(&self) -> (u8, u8) {
+        let f = u16::from_le_bytes([self.cqe[14], self.cqe[15]]);
+        (((f >> 9) & 7) as u8, ((f >> 1) & 0xFF) as u8)
+    }
+    fn ok(&self) -> bool {
+        self.status() == (0, 0)
+    }
+    fn dw0(&self) -> u32 {
+        u32::from_le_bytes(self.cqe[0..4].try_into().unwrap())
+    }
+}
+
+impl Host {
+    fn connect(addr: std::net::SocketAddr, dg: bool) -> Host {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let mut ic = vec![0u8; 128];
+        ic[..8].copy_from_slice(&CommonHeader { pdu_type: ICREQ, flags: 0, hlen: 128, pdo: 0, plen: 128 }.encode());
+        ic[11] = if dg { 3 } else { 0 };
+        s.write_all(&ic).unwrap();
+        let mut r = [0u8; 128];
+        s.read_exact(&mut r).unwrap();
+        assert_eq!(r[0], ICRESP);
+        assert_eq!(r[11], ic[11], "digests granted as asked");
+        Host { s, dg, cid: 0 }
+    }
+
+    fn pdu(&mut self, t: u8, hlen: u8, fields: &[u8], data: &[u8], flags: u8) {
+        let hd = if self.dg { 4 } else { 0 };
+        let dd = if self.dg && !data.is_empty() { 4 } else { 0 };
+        let pdo = if data.is_empty() { 0 } else { hlen as usize + hd };
+        let plen = hlen as usize + hd + data.len() + dd;
+        let f = flags | if self.dg { FLAG_HDGST } else { 0 } | if dd > 0 { FLAG_DDGST } else { 0 };
+        let mut v = CommonHeader { pdu_type: t, flags: f, hlen, pdo: pdo as u8, plen: plen as u32 }.encode().to_vec();
+        v.extend_from_slice(fields);
+        v.resize(hlen as usize, 0);
+        if self.dg {
+            let c = crc32c(&v);
+            v.extend_from_slice(&c.to_le_bytes());
+        }
+        v.extend_from_slice(data);
+        if dd > 0 {
+            v.extend_from_slice(&crc32c(data).to_le_bytes());
+        }
+        self.s.write_all(&v).unwrap();
+    }
+
+    fn read_pdu(&mut self) -> (CommonHeader, Vec<u8>, Vec<u8>) {
+        let mut ch = [0u8; 8];
+        self.s.read_exact(&mut ch).unwrap();
+        let h = CommonHeader::parse(&ch);
+        let mut rest = vec![0u8; h.plen as usize - 8];
+        self.s.read_exact(&mut rest).unwrap();
+        let hlen = h.hlen as usize - 8;
+        let fields = rest[..hlen].to_vec();
+        let mut data = vec![];
+        if h.pdo > 0 {
+            let dd = if h.flags & FLAG_DDGST != 0 { 4 } else { 0 };
+            data = rest[h.pdo as usize - 8..rest.len() - dd].to_vec();
+            if dd > 0 {
+                assert_eq!(crc32c(&data).to_le_bytes(), rest[rest.len() - 4..], "data digest");
+            }
+        }
+        if h.flags & FLAG_HDGST != 0 {
+            let mut whole = ch.to_vec();
+            whole.extend_from_slice(&fields);
+            assert_eq!(crc32c(&whole).to_le_bytes(), rest[hlen..hlen + 4], "header digest");
+        }
+        (h, fields, data)
+    }
+
+    /// Submit `sqe` (cid filled in); host data goes in capsule when `inline`, else after R2T.
+    fn cmd(&mut self, mut sqe: Sqe, out: &[u8], inline: bool) -> Reply {
+        self.cid = self.cid.wrapping_add(1);
+        let cid = self.cid;
+        sqe.0[2..4].copy_from_slice(&cid.to_le_bytes());
+        sqe.0[1] = 1 << 6;
+        let len = if out.is_empty() { u32::from_le_bytes(sqe.0[32..36].try_into().unwrap()) } else { out.len() as u32 };
+        sqe.0[32..36].copy_from_slice(&len.to_le_bytes());
+        sqe.0[39] = if inline && !out.is_empty() { SGL_DATA_BLOCK_OFFSET } else { SGL_TRANSPORT_DATA_BLOCK };
+        self.pdu(CAPSULE_CMD, 72, &sqe.0, if inline { out } else { &[] }, 0);
+        let mut data = vec![];
+        loop {
+            let (h, f, d) = self.read_pdu();
+            match h.pdu_type {
+                R2T => {
+                    let r = DataHeader::parse(&f);
+                    assert_eq!(r.cccid, cid);
+                    // In pieces of 64 KiB, as a host with a small MAXH2CDATA would.
+                    let span = &out[r.offset as usize..(r.offset + r.length) as usize];
+                    let mut at = 0;
+                    for piece in span.chunks(65536) {
+                        let mut fl = [0u8; 16];
+                        fl[0..2].copy_from_slice(&cid.to_le_bytes());
+                        fl[2..4].copy_from_slice(&r.ttag.to_le_bytes());
+                        fl[4..8].copy_from_slice(&(r.offset + at).to_le_bytes());
+                        fl[8..12].copy_from_slice(&(piece.len() as u32).to_le_bytes());
+                        at += piece.len() as u32;
+                        let last = if at == r.length { FLAG_LAST_PDU } else { 0 };
+                        self.pdu(H2C_DATA, 24, &fl, piece, last);
+                    }
+                }
+                C2H_DATA => {
+                    let dh = DataHeader::parse(&f);
+                    assert_eq!(dh.offset as usize, data.len());
+                    data.extend_from_slice(&d);
+                }
+                CAPSULE_RESP => {
+                    let cqe: [u8; 16] = f[..16].try_into().unwrap();
+                    assert_eq!(u16::from_le_bytes([cqe[12], cqe[13]]), cid);
+                    return Reply { cqe, data };
+                }
+                t => panic!("unexpected PDU type {t:#x}"),
+            }
+        }
+    }
+}
+
+fn sqe(op: u8) -> Sqe {
+    let mut s = Sqe([0; 64]);
+    s.0[0] = op;
+    s
+}
+
+fn set_dw(s: &mut Sqe, i: usize, v: u32) {
+    s.0[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn connect_cmd(qid: u16, cntlid: u16) -> (Sqe, Vec<u8>) {
+    let mut s = sqe(0x7F);
+    s.0[4] = 1;
+    s.0[42..44].copy_from_slice(&qid.to_le_bytes());
+    s.0[44..46].copy_from_slice(&31u16.to_le_bytes());
+    let mut d = vec![0u8; 1024];
+    d[..16].copy_from_slice(&[7u8; 16]);
+    d[16..18].copy_from_slice(&cntlid.to_le_bytes());
+    d[256..256 + DEFAULT_NQN.len()].copy_from_slice(DEFAULT_NQN.as_bytes());
+    let h = b"nqn.2014-08.org.nvmexpress:uuid:test-host";
+    d[512..512 + h.len()].copy_from_slice(h);
+    (s, d)
+}
+
+fn prop(h: &mut Host, set: Option<u32>, ofst: u32, eight: bool) -> Reply {
+    let mut s = sqe(0x7F);
+    s.0[4] = if set.is_some() { 0 } else { 4 };
+    s.0[40] = eight as u8;
+    set_dw(&mut s, 11, ofst);
+    if let Some(v) = set {
+        set_dw(&mut s, 12, v);
+    }
+    h.cmd(s, &[], false)
+}
+
+fn target() -> (Arc<Target>, std::net::SocketAddr, std::thread::JoinHandle<()>, ssdlab_server::Shutdown) {
+    let mut c = preset("tiny").unwrap();
+    c.timing.enabled = false;
+    let t = ssdlab_nvmet::open(c, &BackendOptions::default(), ServeOptions::new()).unwrap();
+    let server = ssdlab_nvmet::server::bind(&t, None).unwrap();
+    let addr = server.local_addr();
+    let stop = server.shutdown_handle();
+    let j = std::thread::spawn(move || server.run(None).unwrap());
+    (t, addr, j, stop)
+}
+
+/// Admin queue up and controller enabled: returns the host and its controller id.
+fn admin(addr: std::net::SocketAddr, dg: bool) -> (Host, u16) {
+    let mut h = Host::connect(addr, dg);
+    let (s, d) = connect_cmd(0, 0xFFFF);
+    let r = h.cmd(s, &d, true);
+    assert!(r.ok(), "{:?}", r.status());
+    let cntlid = r.dw0() as u16;
+    let cap = prop(&mut h, None, 0, true);
+    assert!(cap.ok());
+    assert_eq!(cap.dw0() & 0xFFFF, 127, "MQES");
+    assert_eq!(prop(&mut h, None, 8, false).dw0(), 0x0002_0000);
+    assert!(prop(&mut h, Some(1 | 6 << 16 | 4 << 20), 0x14, false).ok());
+    assert_eq!(prop(&mut h, None, 0x1C, false).dw0() & 1, 1, "CSTS.RDY");
+    (h, cntlid)
+}
+
+#[test]
+fn a_host_connects_identifies_and_moves_data_both_ways() {
+    let (t, addr, j, stop) = target();
+    for dg in [false, true] {
+        let (mut a, cntlid) = admin(addr, dg);
+        let mut id = sqe(0x06);
+        set_dw(&mut id, 10, 1);
+        set_dw(&mut id, 8, 4096);
+        let r = a.cmd(id, &[], false);
+        assert!(r.ok());
+        assert_eq!(r.data.len(), 4096);
+        assert_eq!(&r.data[24..43], b"ssdlab emulated SSD");
+        assert_eq!(u32::from_le_bytes(r.data[516..520].try_into().unwrap()), 1, "one namespace");
+        let mut nsid = sqe(0x06);
+        set_dw(&mut nsid, 1, 1);
+        set_dw(&mut nsid, 8, 4096);
+        let ns = a.cmd(nsid, &[], false);
+        let nsze = u64::from_le_bytes(ns.data[0..8].try_into().unwrap());
+        assert_eq!(nsze, t.sub.disk().logical_bytes() / 4096);
+        // Two I/O queues granted.
+        let mut nq = sqe(0x09);
+        set_dw(&mut nq, 10, 7);
+        set_dw(&mut nq, 11, 1 | 1 << 16);
+        let r = a.cmd(nq, &[], false);
+        assert!(r.ok());
+        assert_eq!(r.dw0(), 1 | 1 << 16);
+        let mut io = Host::connect(addr, dg);
+        let (s, d) = connect_cmd(1, cntlid);
+        assert!(io.cmd(s, &d, false).ok(), "I/O queue connect with its data after R2T");
+        // A third queue was not granted.
+        let mut io3 = Host::connect(addr, dg);
+        let (s, d) = connect_cmd(3, cntlid);
+        assert_eq!(io3.cmd(s, &d, true).status(), (1, 0x82));
+        // Writes: 4 KiB in capsule, 300 KiB after R2T; reads back both.
+        let small: Vec<u8> = (0..4096u32).map(|i| (i * 7 + dg as u32) as u8).collect();
+        let big: Vec<u8> = (0..300 * 1024u32).map(|i| (i / 13) as u8 ^ dg as u8).collect();
+        for (lba, data, inline) in [(10u64, &small, true), (100, &big, false)] {
+            let mut w = sqe(0x01);
+            set_dw(&mut w, 1, 1);
+            w.0[40..48].copy_from_slice(&lba.to_le_bytes());
+            set_dw(&mut w, 12, (data.len() / 4096 - 1) as u32);
+            assert!(io.cmd(w, data, inline).ok());
+            let mut rd = sqe(0x02);
+            set_dw(&mut rd, 1, 1);
+            rd.0[40..48].copy_from_slice(&lba.to_le_bytes());
+            set_dw(&mut rd, 12, (data.len() / 4096 - 1) as u32);
+            set_dw(&mut rd, 8, data.len() as u32);
+            let r = io.cmd(rd, &[], false);
+            assert!(r.ok());
+            assert_eq!(&r.data, data);
+        }
+        // Deallocate LBA 10: it reads zeros.
+        let mut range = vec![0u8; 16];
+        range[4..8].copy_from_slice(&1u32.to_le_bytes());
+        range[8..16].copy_from_slice(&10u64.to_le_bytes());
+        let mut dsm = sqe(0x09);
+        set_dw(&mut dsm, 1, 1);
+        set_dw(&mut dsm, 11, 1 << 2);
+        assert!(io.cmd(dsm, &range, true).ok());
+        let mut rd = sqe(0x02);
+        set_dw(&mut rd, 1, 1);
+        rd.0[40..48].copy_from_slice(&10u64.to_le_bytes());
+        set_dw(&mut rd, 8, 4096);
+        assert_eq!(io.cmd(rd, &[], false).data, vec![0u8; 4096]);
+        // Past the end: LBA out of range; unknown namespace; unknown opcode.
+        let mut bad = sqe(0x02);
+        set_dw(&mut bad, 1, 1);
+        bad.0[40..48].copy_from_slice(&nsze.to_le_bytes());
+        set_dw(&mut bad, 8, 4096);
+        assert_eq!(io.cmd(bad, &[], false).status(), (0, 0x80));
+        set_dw(&mut bad, 1, 2);
+        assert_eq!(io.cmd(bad, &[], false).status(), (0, 0x0B));
+        let mut unknown = sqe(0x55);
+        set_dw(&mut unknown, 1, 1);
+        assert_eq!(io.cmd(unknown, &[], false).status(), (0, 0x01));
+        let mut fl = sqe(0x00);
+        set_dw(&mut fl, 1, 1);
+        assert!(io.cmd(fl, &[], false).ok());
+    }
+    let m = t.metrics();
+    assert!(m["nvme"]["counters"]["writes"].as_u64().unwrap() >= 4);
+    assert_eq!(m["host_write_bytes"], m["nvme"]["counters"]["write_bytes"], "every write reached the device");
+    assert_eq!(m["nvme"]["protocol_errors"], 0);
+    stop.trigger();
+    j.join().unwrap();
+}
+
+#[test]
+fn the_discovery_controller_names_the_subsystem() {
+    let (_t, addr, j, stop) = target();
+    let mut h = Host::connect(addr, false);
+    let (s, mut d) = connect_cmd(0, 0xFFFF);
+    d[256..512].fill(0);
+    let n = b"nqn.2014-08.org.nvmexpress.discovery";
+    d[256..256 + n.len()].copy_from_slice(n);
+    assert!(h.cmd(s, &d, true).ok());
+    assert!(prop(&mut h, Some(1), 0x14, false).ok());
+    let mut lp = sqe(0x02);
+    set_dw(&mut lp, 10, 0x70 | ((2048 / 4 - 1) << 16));
+    set_dw(&mut lp, 8, 2048);
+    let r = h.cmd(lp, &[], false);
+    assert!(r.ok());
+    assert_eq!(u64::from_le_bytes(r.data[8..16].try_into().unwrap()), 1);
+    assert_eq!(r.data[1024], 3, "TCP");
+    assert!(r.data[1024 + 256..].starts_with(DEFAULT_NQN.as_bytes()));
+    stop.trigger();
+    j.join().unwrap();
+}
+
+#[test]
+fn broken_pdus_end_the_connection_with_a_termination_request() {
+    let (_t, addr, j, stop) = target();
+    // A capsule claiming 1 GiB of in-capsule data: refused from its header.
+    let mut h = Host::connect(addr, false);
+    let v = CommonHeader { pdu_type: CAPSULE_CMD, flags: 0, hlen: 72, pdo: 72, plen: 1 << 30 }.encode();
+    h.s.write_all(&v).unwrap();
+    let (ph, _, _) = h.read_pdu();
+    assert_eq!(ph.pdu_type, C2H_TERM);
+    let mut rest = vec![];
+    assert_eq!(h.s.read_to_end(&mut rest).unwrap(), 0, "closed after the termination request");
+    // Garbage instead of an ICReq.
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&[0xFFu8; 200]).unwrap();
+    let mut got = vec![];
+    let _ = s.read_to_end(&mut got);
+    assert_eq!(got.first(), Some(&C2H_TERM));
+    stop.trigger();
+    j.join().unwrap();
+}

@@ -1,0 +1,62 @@
+//! `ssdlab nvme serve`: the NVMe/TCP target behind the Python CLI.
+
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use serde::Deserialize;
+
+use crate::convert::{config_from_py, from_py, to_py};
+
+use ssdlab_nbd::BackendOptions;
+use ssdlab_nvmet::{Latency, ServeOptions};
+
+#[derive(Deserialize)]
+struct Opts {
+    listen: String,
+    image: Option<std::path::PathBuf>,
+    latency: Latency,
+    nqn: String,
+    max_connections: usize,
+    metrics_out: Option<std::path::PathBuf>,
+    snapshot_every: u64,
+    quiet: bool,
+    #[serde(default)]
+    idle_timeout_s: f64,
+    evict_idle_after_s: Option<f64>,
+    #[serde(default)]
+    allow_remote: bool,
+}
+
+/// Serve the device of `config` as an NVMe/TCP subsystem until SIGINT/SIGTERM; returns the
+/// final metrics. `options`: see python/ssdlab/nvme.py.
+#[pyfunction]
+fn nvme_serve<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, options: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let cfg = config_from_py(config, "nvme serve")?;
+    let o: Opts = from_py(options, "nvme serve options")?;
+    if o.latency == Latency::Emulated && !cfg.timing.enabled {
+        return Err(PyValueError::new_err("--latency emulated needs a device with timing (timing.enabled = true)"));
+    }
+    py.detach(move || {
+        let opts = ServeOptions {
+            listen: o.listen,
+            latency: o.latency,
+            max_connections: o.max_connections,
+            metrics_out: o.metrics_out,
+            quiet: o.quiet,
+            handshake_timeout_s: 0.0,
+            idle_timeout_s: o.idle_timeout_s,
+            evict_idle_after_s: o.evict_idle_after_s.unwrap_or(ssdlab_server::DEFAULT_EVICT_IDLE_AFTER.as_secs_f64()),
+            allow_remote: o.allow_remote,
+            nqn: o.nqn,
+            name: "ssdlab nvme serve".into(),
+        };
+        let t = ssdlab_nvmet::open(cfg, &BackendOptions { image: o.image, snapshot_every: o.snapshot_every }, opts)
+            .map_err(PyOSError::new_err)?;
+        ssdlab_nvmet::serve(t, None).map_err(PyOSError::new_err)
+    })
+    .and_then(|m| to_py(py, &m))
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(nvme_serve, m)?)?;
+    Ok(())
+}

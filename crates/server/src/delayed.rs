@@ -1,0 +1,56 @@
+//! Replies released at their due instants: a front-end that emulates a device's latency queues
+//! each reply with the wall-clock instant the device finishes the command (NBD's and NVMe/TCP's
+//! `--latency emulated`), and one writer task per connection sends them in order of those
+//! instants, earliest first, whatever order the commands came in.
+
+use std::collections::BinaryHeap;
+use std::io;
+use std::time::Instant;
+
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+/// Send each reply `(due, sequence, bytes)` when due (earliest first); flush when nothing else is due yet.
+pub async fn writer<W: AsyncWrite + Unpin>(
+    mut w: W,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<(Instant, u64, Vec<u8>)>,
+) -> io::Result<()> {
+    let mut heap: BinaryHeap<std::cmp::Reverse<(Instant, u64, Vec<u8>)>> = BinaryHeap::new();
+    let mut open = true;
+    while open || !heap.is_empty() {
+        let now = Instant::now();
+        let mut wrote = false;
+        while heap.peek().is_some_and(|r| r.0 .0 <= now) {
+            let std::cmp::Reverse((_, _, bytes)) = heap.pop().expect("peeked");
+            w.write_all(&bytes).await?;
+            wrote = true;
+        }
+        if wrote {
+            w.flush().await?;
+        }
+        let next = heap.peek().map(|r| r.0 .0);
+        if !open {
+            if let Some(t) = next {
+                tokio::time::sleep_until(t.into()).await;
+            }
+            continue;
+        }
+        let got = match next {
+            Some(t) => tokio::select! {
+                m = rx.recv() => Some(m),
+                _ = tokio::time::sleep_until(t.into()) => None,
+            },
+            None => Some(rx.recv().await),
+        };
+        match got {
+            Some(Some(item)) => {
+                heap.push(std::cmp::Reverse(item));
+                while let Ok(item) = rx.try_recv() {
+                    heap.push(std::cmp::Reverse(item));
+                }
+            }
+            Some(None) => open = false,
+            None => {}
+        }
+    }
+    w.flush().await
+}
