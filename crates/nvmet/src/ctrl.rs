@@ -13,10 +13,78 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use serde_json::{json, Value};
+use ssdlab_core::ftl::zns::{ZoneAction, ZoneState};
 use ssdlab_nbd::Disk;
 
 use crate::cmd::{admin, cqe, fabrics, io, Sqe, Status};
 use crate::pdu::CQE_BYTES;
+use crate::zoned::Zoned;
+
+/// The namespace's storage: a block device (conventional or FDP, through the NBD server's
+/// journaled image) or a zoned one.
+pub enum Ns {
+    Block(Box<dyn Disk>),
+    Zoned(Box<Zoned>),
+}
+
+impl Ns {
+    pub fn logical_bytes(&self) -> u64 {
+        match self {
+            Ns::Block(d) => d.logical_bytes(),
+            Ns::Zoned(z) => z.logical_bytes(),
+        }
+    }
+    pub fn wall_of(&self, t: u64) -> Instant {
+        match self {
+            Ns::Block(d) => d.wall_of(t),
+            Ns::Zoned(z) => z.wall_of(t),
+        }
+    }
+    pub fn commit_journal(&mut self) -> Result<(), String> {
+        match self {
+            Ns::Block(d) => d.commit_journal().map_err(|e| e.0),
+            Ns::Zoned(_) => Ok(()),
+        }
+    }
+    pub fn snapshot(&mut self) -> Result<(), String> {
+        match self {
+            Ns::Block(d) => d.snapshot().map_err(|e| e.0),
+            Ns::Zoned(_) => Ok(()),
+        }
+    }
+    pub fn metrics(&mut self) -> Value {
+        match self {
+            Ns::Block(d) => d.metrics(),
+            Ns::Zoned(z) => z.metrics(),
+        }
+    }
+    pub fn series_csv(&self) -> String {
+        match self {
+            Ns::Block(d) => d.series_csv(),
+            Ns::Zoned(z) => z.series_csv(),
+        }
+    }
+    pub fn flush(&mut self) -> Result<u64, Status> {
+        match self {
+            Ns::Block(d) => d.flush().map_err(|_| Status::INTERNAL_ERROR),
+            Ns::Zoned(z) => z.flush().map_err(|e| status_of(&e)),
+        }
+    }
+}
+
+/// The NVMe status of an error of the device model.
+pub fn status_of(e: &ssdlab_core::Error) -> Status {
+    use ssdlab_core::Error as E;
+    match e {
+        E::Nvme(s, _) => {
+            let (sct, sc) = s.code();
+            Status { sct, sc, dnr: true }
+        }
+        E::Command(_) => Status::INVALID_FIELD,
+        E::WornOut(_) => Status::CAPACITY_EXCEEDED,
+        _ => Status::INTERNAL_ERROR,
+    }
+}
 
 pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
 /// Entries per queue (CAP.MQES + 1).
@@ -126,11 +194,14 @@ pub struct Subsystem {
     pub serial: String,
     pub model: String,
     pub firmware: String,
-    disk: Mutex<Box<dyn Disk>>,
+    ns: Mutex<Ns>,
     lba_shift: u32,
     nsze: u64,
     /// The namespace's NGUID (derived from the serial: stable across restarts of one image).
     nguid: [u8; 16],
+    /// FDP: placement identifiers of the namespace (0: FDP off; writes with a placement
+    /// directive are refused).
+    pub placement_ids: u32,
     ctrls: Mutex<HashMap<u16, Ctrl>>,
     next_cntlid: Mutex<u16>,
     pub counters: Mutex<Counters>,
@@ -179,9 +250,9 @@ pub const CAP: u64 = (QUEUE_ENTRIES as u64 - 1) | 1 << 16 | 20 << 24 | 1 << 37 |
 pub const VS: u32 = 0x0002_0000;
 
 impl Subsystem {
-    pub fn new(disk: Box<dyn Disk>, lba_bytes: u32, nqn: String, serial: String) -> Subsystem {
+    pub fn new(ns: Ns, lba_bytes: u32, nqn: String, serial: String) -> Subsystem {
         let lba_shift = lba_bytes.trailing_zeros();
-        let nsze = disk.logical_bytes() >> lba_shift;
+        let nsze = ns.logical_bytes() >> lba_shift;
         let mut nguid = [0u8; 16];
         let h = crate::pdu::crc32c(serial.as_bytes());
         nguid[..4].copy_from_slice(&h.to_be_bytes());
@@ -193,10 +264,11 @@ impl Subsystem {
             serial,
             model: "ssdlab emulated SSD".into(),
             firmware: "ssdlab01".into(),
-            disk: Mutex::new(disk),
+            ns: Mutex::new(ns),
             lba_shift,
             nsze,
             nguid,
+            placement_ids: 0,
             ctrls: Mutex::new(HashMap::new()),
             next_cntlid: Mutex::new(1),
             counters: Mutex::new(Counters::default()),
@@ -206,8 +278,16 @@ impl Subsystem {
         }
     }
 
-    pub fn disk(&self) -> std::sync::MutexGuard<'_, Box<dyn Disk>> {
-        self.disk.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn ns(&self) -> std::sync::MutexGuard<'_, Ns> {
+        self.ns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The zone geometry of a zoned namespace.
+    pub fn zone_info(&self) -> Option<crate::zoned::ZoneInfo> {
+        match &*self.ns() {
+            Ns::Zoned(z) => Some(z.info()),
+            Ns::Block(_) => None,
+        }
     }
 
     fn ctrls(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Ctrl>> {
@@ -228,7 +308,7 @@ impl Subsystem {
 
     /// The wall-clock instant of the device's modelled time `t_ns`.
     pub fn wall_of(&self, t_ns: u64) -> Instant {
-        self.disk().wall_of(t_ns)
+        self.ns().wall_of(t_ns)
     }
 
     /// A queue's connection ended: the controller goes with its admin queue.
@@ -394,9 +474,8 @@ impl Subsystem {
         let shutdown = (v >> 14) & 3 != 0;
         if shutdown {
             // A clean shutdown: what the host wrote is made durable first.
-            if let Err(e) = self.disk().flush() {
-                let _ = e;
-                return Outcome::err(Status::INTERNAL_ERROR);
+            if let Err(st) = self.ns().flush() {
+                return Outcome::err(st);
             }
         }
         let mut ctrls = self.ctrls();
@@ -452,6 +531,9 @@ impl Subsystem {
         let csi = (sqe.dw(11) >> 24) as u8;
         let nsid = sqe.nsid();
         let ns_ok = nsid == 1 && !c.discovery;
+        let zones = self.zone_info();
+        // The namespace's command set: NVM (0) or Zoned Namespace (2).
+        let ns_csi = if zones.is_some() { 2 } else { 0 };
         let mut b = vec![0u8; 4096];
         match cns {
             0x00 if ns_ok => self.identify_ns(&mut b),
@@ -460,39 +542,50 @@ impl Subsystem {
             0x01 => self.identify_ctrl(c, &mut b),
             0x02 | 0x07 => {
                 // Active namespaces above NSID (CNS 07h: of command set CSI).
-                if !c.discovery && nsid < 1 && (cns == 0x02 || csi == 0) {
-                    put32(&mut b, 0, 1);
-                }
                 if nsid >= 0xFFFF_FFFE {
                     return Outcome::err(Status::INVALID_NAMESPACE);
                 }
+                if !c.discovery && nsid < 1 && (cns == 0x02 || csi == ns_csi) {
+                    put32(&mut b, 0, 1);
+                }
             }
             0x03 if ns_ok => {
-                // Namespace identification descriptors: NGUID, then the command set (NVM).
+                // Namespace identification descriptors: NGUID, then the command set.
                 b[0] = 0x02;
                 b[1] = 16;
                 b[4..20].copy_from_slice(&self.nguid);
                 b[20] = 0x04;
                 b[21] = 1;
-                b[24] = 0;
+                b[24] = ns_csi;
             }
             0x03 => return Outcome::err(Status::INVALID_NAMESPACE),
-            // I/O command set specific structures of the NVM command set: nothing beyond the
-            // defaults (no protection information, no extended LBA formats).
+            // The NVM command set's own structures: nothing beyond the defaults (no protection
+            // information, no extended LBA formats, no extra limits).
             0x05 if ns_ok && csi == 0 => {}
-            0x05 if csi == 0 => return Outcome::err(Status::INVALID_NAMESPACE),
             0x06 if csi == 0 => {}
+            0x05 if ns_ok && csi == 2 => match zones {
+                Some(z) => {
+                    // Zoned Namespace: ZOC 0, OZCS bit 0 (reads may cross zone boundaries),
+                    // MAR and MOR (0's based), LBAFE 0: ZSZE, ZDES 0.
+                    put16(&mut b, 2, 1);
+                    put32(&mut b, 4, z.max_active.max(1) - 1);
+                    put32(&mut b, 8, z.max_open.max(1) - 1);
+                    put64(&mut b, 2816, z.zone_size);
+                }
+                None => return Outcome::err(Status::INVALID_FIELD),
+            },
+            // Zoned Namespace controller: ZASL 0 (zone appends up to MDTS).
+            0x06 if csi == 2 && zones.is_some() => {}
+            0x05 if csi == 0 || csi == 2 => return Outcome::err(Status::INVALID_NAMESPACE),
             0x08 if ns_ok => {
-                // I/O command set independent namespace: NSFEAT, NMIC, ..., NSTAT ready.
+                // I/O command set independent namespace: NSFEAT, NMIC 0, ..., NSTAT ready.
                 b[0] = 1 << 2;
-                b[5] = 0;
-                put16(&mut b, 18, 0);
-                b[20] = 1;
+                b[14] = 1;
             }
             0x08 => return Outcome::err(Status::INVALID_NAMESPACE),
             0x1C => {
-                // I/O command set combinations: index 0 = NVM only.
-                put64(&mut b, 0, 1);
+                // I/O command set combinations: index 0 = NVM and Zoned Namespace.
+                put64(&mut b, 0, 1 | 1 << 2);
             }
             _ => return Outcome::err(Status::INVALID_FIELD),
         }
@@ -591,7 +684,7 @@ impl Subsystem {
     /// SMART / Health Information: ssdlab's bytes and commands since the device was new, its
     /// wear as Percentage Used (mean erase count over the P/E limit) and spare blocks left.
     fn smart_log(&self) -> Vec<u8> {
-        let m = self.disk().metrics();
+        let m = self.ns().metrics();
         let life = &m["device_lifetime"];
         let g = |v: &Value| v.as_u64().unwrap_or(0);
         let mut b = vec![0u8; 512];
@@ -701,18 +794,6 @@ impl Subsystem {
         Ok((slba << self.lba_shift, nlb << self.lba_shift))
     }
 
-    /// Bytes of data a command moves (what its SGL must describe), from its fields.
-    pub fn transfer_bytes(&self, sqe: &Sqe, qid: u16) -> Option<u64> {
-        if qid == 0 || sqe.opcode() == admin::FABRICS {
-            return None;
-        }
-        match sqe.opcode() {
-            io::READ | io::WRITE => Some(((sqe.dw(12) & 0xFFFF) as u64 + 1) << self.lba_shift),
-            io::DATASET_MANAGEMENT => Some(((sqe.dw(10) & 0xFF) as u64 + 1) * 16),
-            _ => None,
-        }
-    }
-
     fn io(&self, q: &Queue, sqe: &Sqe, data: &[u8]) -> Outcome {
         let _ = q;
         let nsid = sqe.nsid();
@@ -721,11 +802,13 @@ impl Subsystem {
                 return Outcome::err(Status::INVALID_NAMESPACE);
             }
             self.count(|c| c.flushes += 1);
-            return self.disk_op(|d| d.flush());
+            return done(self.ns().flush());
         }
         if nsid != 1 {
             return Outcome::err(Status::INVALID_NAMESPACE);
         }
+        let mut ns = self.ns();
+        let zoned = matches!(&*ns, Ns::Zoned(_));
         match sqe.opcode() {
             io::READ => {
                 let (off, len) = match self.range(sqe) {
@@ -733,7 +816,12 @@ impl Subsystem {
                     Err(s) => return Outcome::err(s),
                 };
                 let mut buf = vec![0u8; len as usize];
-                let mut out = self.disk_op(|d| d.read(off, &mut buf));
+                let r = match &mut *ns {
+                    Ns::Block(d) => d.read(off, &mut buf).map_err(|_| Status::INTERNAL_ERROR),
+                    Ns::Zoned(z) => z.read(off >> self.lba_shift, &mut buf).map_err(|e| status_of(&e)),
+                };
+                drop(ns);
+                let mut out = done(r);
                 if out.status() == Status::SUCCESS {
                     out.data = buf;
                     self.count(|c| {
@@ -753,12 +841,23 @@ impl Subsystem {
                 }
                 let fua = sqe.dw(12) & (1 << 30) != 0;
                 let dtype = (sqe.dw(12) >> 20) & 0xF;
-                let placement = match dtype {
-                    0 => None,
-                    2 => Some((sqe.dw(13) >> 16) as u16),
+                let placement = match (dtype, self.placement_ids) {
+                    (0, _) => None,
+                    (2, n) if n > 0 => {
+                        let pid = (sqe.dw(13) >> 16) as u16;
+                        if pid as u32 >= n {
+                            return Outcome::err(Status::INVALID_FIELD);
+                        }
+                        Some(pid)
+                    }
                     _ => return Outcome::err(Status::INVALID_FIELD),
                 };
-                let out = self.disk_op(|d| d.write(off, data, fua, placement));
+                let r = match &mut *ns {
+                    Ns::Block(d) => d.write(off, data, fua, placement).map_err(|_| Status::INTERNAL_ERROR),
+                    Ns::Zoned(z) => z.write(off >> self.lba_shift, data, fua).map_err(|e| status_of(&e)),
+                };
+                drop(ns);
+                let out = done(r);
                 if out.status() == Status::SUCCESS {
                     self.count(|c| {
                         c.writes += 1;
@@ -774,15 +873,21 @@ impl Subsystem {
                 };
                 let deac = sqe.dw(12) & (1 << 25) != 0;
                 let fua = sqe.dw(12) & (1 << 30) != 0;
-                self.disk_op(|d| if deac { d.trim(off, len, fua) } else { d.write_zeroes(off, len, true, fua, None) })
+                done(match &mut *ns {
+                    Ns::Block(d) => if deac { d.trim(off, len, fua) } else { d.write_zeroes(off, len, true, fua, None) }
+                        .map_err(|_| Status::INTERNAL_ERROR),
+                    // A zoned namespace writes the zeros at the write pointer like any write.
+                    Ns::Zoned(z) => z.write(off >> self.lba_shift, &vec![0u8; len as usize], fua).map_err(|e| status_of(&e)),
+                })
             }
             io::DATASET_MANAGEMENT => {
                 let nr = (sqe.dw(10) & 0xFF) as usize + 1;
                 if data.len() < nr * 16 {
                     return Outcome::err(Status::DATA_SGL_LENGTH_INVALID);
                 }
-                if sqe.dw(11) & (1 << 2) == 0 {
-                    // Only the deallocate attribute does anything; hints are taken and ignored.
+                if sqe.dw(11) & (1 << 2) == 0 || zoned {
+                    // Only the deallocate attribute does anything, and not on zones (a zone
+                    // is deallocated by its reset); hints are taken and ignored.
                     return Outcome::ok();
                 }
                 let mut ranges = Vec::with_capacity(nr);
@@ -796,33 +901,108 @@ impl Subsystem {
                         ranges.push((slba << self.lba_shift, nlb << self.lba_shift));
                     }
                 }
-                self.count(|c| c.deallocates += ranges.len() as u64);
-                self.disk_op(|d| {
-                    let mut done = 0;
-                    for &(off, len) in &ranges {
-                        done = done.max(d.trim(off, len, false)?);
+                let Ns::Block(d) = &mut *ns else { unreachable!("zoned namespaces returned above") };
+                let mut t = 0;
+                for &(off, len) in &ranges {
+                    match d.trim(off, len, false) {
+                        Ok(x) => t = t.max(x),
+                        Err(_) => return Outcome::err(Status::INTERNAL_ERROR),
                     }
-                    Ok(done)
-                })
+                }
+                drop(ns);
+                self.count(|c| c.deallocates += ranges.len() as u64);
+                done(Ok(t))
+            }
+            io::ZONE_APPEND | io::ZONE_MGMT_SEND | io::ZONE_MGMT_RECV if !zoned => Outcome::err(Status::INVALID_OPCODE),
+            io::ZONE_APPEND => {
+                let Ns::Zoned(z) = &mut *ns else { unreachable!("zoned") };
+                let zslba = sqe.qw(40);
+                let nlb = (sqe.dw(12) & 0xFFFF) as u64 + 1;
+                if zslba >= self.nsze {
+                    return Outcome::err(Status::LBA_OUT_OF_RANGE);
+                }
+                if data.len() as u64 != nlb << self.lba_shift {
+                    return Outcome::err(Status::DATA_SGL_LENGTH_INVALID);
+                }
+                let fua = sqe.dw(12) & (1 << 30) != 0;
+                match z.append(zslba, data, fua) {
+                    Ok((lba, t)) => {
+                        drop(ns);
+                        self.count(|c| {
+                            c.writes += 1;
+                            c.write_bytes += data.len() as u64
+                        });
+                        Outcome { dw0: lba as u32, dw1: (lba >> 32) as u32, done_ns: Some(t), ..Outcome::ok() }
+                    }
+                    Err(e) => Outcome::err(status_of(&e)),
+                }
+            }
+            io::ZONE_MGMT_SEND => {
+                let Ns::Zoned(z) = &mut *ns else { unreachable!("zoned") };
+                let slba = sqe.qw(40);
+                let all = sqe.dw(13) & (1 << 8) != 0;
+                let action = match sqe.dw(13) as u8 {
+                    1 => ZoneAction::Close,
+                    2 => ZoneAction::Finish,
+                    3 => ZoneAction::Open,
+                    4 => ZoneAction::Reset,
+                    5 => ZoneAction::Offline,
+                    _ => return Outcome::err(Status::INVALID_FIELD),
+                };
+                if !all && slba >= self.nsze {
+                    return Outcome::err(Status::LBA_OUT_OF_RANGE);
+                }
+                done(z.action(if all { 0 } else { slba }, action, all).map_err(|e| status_of(&e)))
+            }
+            io::ZONE_MGMT_RECV => {
+                let Ns::Zoned(z) = &mut *ns else { unreachable!("zoned") };
+                let slba = sqe.qw(40);
+                let len = ((sqe.dw(12) as u64 + 1) * 4).min(MAX_TRANSFER as u64) as usize;
+                let zra = sqe.dw(13) as u8;
+                let filter = match (sqe.dw(13) >> 8) as u8 {
+                    0 => None,
+                    1 => Some(ZoneState::Empty),
+                    2 => Some(ZoneState::ImplicitlyOpen),
+                    3 => Some(ZoneState::ExplicitlyOpen),
+                    4 => Some(ZoneState::Closed),
+                    5 => Some(ZoneState::Full),
+                    6 => Some(ZoneState::ReadOnly),
+                    7 => Some(ZoneState::Offline),
+                    _ => return Outcome::err(Status::INVALID_FIELD),
+                };
+                let partial = sqe.dw(13) & (1 << 16) != 0;
+                // Zone descriptor extensions are 0 bytes: the extended report is the report.
+                if zra > 1 || len < 64 {
+                    return Outcome::err(Status::INVALID_FIELD);
+                }
+                if slba >= self.nsze {
+                    return Outcome::err(Status::LBA_OUT_OF_RANGE);
+                }
+                let fit = (len - 64) / 64;
+                let zs = match z.report(slba, filter, usize::MAX) {
+                    Ok(v) => v,
+                    Err(e) => return Outcome::err(status_of(&e)),
+                };
+                let mut b = vec![0u8; len];
+                let n = zs.len().min(fit);
+                put64(&mut b, 0, if partial { n as u64 } else { zs.len() as u64 });
+                for (i, d) in zs.iter().take(n).enumerate() {
+                    let e = &mut b[64 + 64 * i..128 + 64 * i];
+                    e[0] = d.zone_type.code();
+                    e[1] = d.state.code() << 4;
+                    put64(e, 8, d.zcap);
+                    put64(e, 16, d.zslba);
+                    put64(e, 24, d.wp);
+                }
+                Outcome::data(b)
             }
             _ => Outcome::err(Status::INVALID_OPCODE),
         }
     }
 
-    fn disk_op(&self, f: impl FnOnce(&mut Box<dyn Disk>) -> ssdlab_nbd::DiskResult<u64>) -> Outcome {
-        let mut d = self.disk();
-        match f(&mut d) {
-            Ok(done) => Outcome { done_ns: Some(done), ..Outcome::ok() },
-            Err(e) => {
-                let _ = e;
-                Outcome::err(Status::INTERNAL_ERROR)
-            }
-        }
-    }
-
     /// metrics.json: the device's report, the target's counters under `nvme`.
     pub fn metrics(&self) -> Value {
-        let mut m = self.disk().metrics();
+        let mut m = self.ns().metrics();
         let c = self.counters.lock().unwrap_or_else(|e| e.into_inner()).clone();
         m["nvme"] = json!({
             "subsystem_nqn": self.nqn,
@@ -840,5 +1020,13 @@ impl Outcome {
     fn with_ipo(mut self, byte: u32) -> Outcome {
         self.dw0 = (self.dw0 & 0xFFFF_0000) | byte & 0xFFFF;
         self
+    }
+}
+
+/// A command's outcome from the device's completion time or its status.
+fn done(r: Result<u64, Status>) -> Outcome {
+    match r {
+        Ok(t) => Outcome { done_ns: Some(t), ..Outcome::ok() },
+        Err(s) => Outcome::err(s),
     }
 }

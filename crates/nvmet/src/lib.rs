@@ -7,6 +7,7 @@
 //! - [`cmd`]: submission / completion queue entries and status codes;
 //! - [`ctrl`]: the subsystem, its controllers and the commands (fabrics, admin, NVM I/O);
 //! - [`server`]: one TCP connection per queue on ssdlab's server core (crates/server);
+//! - [`zoned`]: a zoned namespace on an ssdlab ZNS device;
 //! - [`fuzzing`]: a connection on untrusted bytes (fuzz target, corpus run).
 
 pub mod cmd;
@@ -14,20 +15,44 @@ pub mod ctrl;
 pub mod fuzzing;
 pub mod pdu;
 pub mod server;
+pub mod zoned;
 
 pub use ctrl::Subsystem;
 pub use server::{serve, Latency, ServeOptions, Target, DEFAULT_NQN};
 
-use ssdlab_core::config::Config;
+use ctrl::Ns;
+use ssdlab_core::config::{Config, Personality};
 use ssdlab_nbd::{Backend, BackendOptions};
+use zoned::Zoned;
 
-/// A target for device config `cfg` (conventional or FDP), its contents in `opts.image` (or in
-/// memory).
+/// A target for device config `cfg`: a conventional or FDP device as an NVM namespace, its
+/// contents in `backend.image` (or in memory); a ZNS device as a zoned namespace (in memory).
 pub fn open(cfg: Config, backend: &BackendOptions, opts: ServeOptions) -> Result<std::sync::Arc<Target>, String> {
     let sector = cfg.geometry.sector_bytes;
     let seed = cfg.seed;
-    let b = Backend::open(cfg, backend).map_err(|e| e.to_string())?;
     let serial = format!("SSDLAB{:014X}", seed & 0xFF_FFFF_FFFF_FFFF);
-    let sub = Subsystem::new(Box::new(b), sector, opts.nqn.clone(), serial);
+    let (ns, pids) = match cfg.personality {
+        Personality::Zns => {
+            if backend.image.is_some() {
+                return Err("--image: a zoned namespace is kept in memory only (for now); serve it without --image".into());
+            }
+            (Ns::Zoned(Box::new(Zoned::open(cfg)?)), 0)
+        }
+        Personality::Conventional => {
+            let pids = if cfg.fdp.enabled {
+                if cfg.fdp.namespace_handles.is_empty() {
+                    cfg.fdp.active().handles
+                } else {
+                    cfg.fdp.namespace_handles.len() as u32
+                }
+            } else {
+                0
+            };
+            (Ns::Block(Box::new(Backend::open(cfg, backend).map_err(|e| e.to_string())?)), pids)
+        }
+        p => return Err(format!("personality {p:?}: NVMe/TCP serves conventional, FDP and ZNS devices")),
+    };
+    let mut sub = Subsystem::new(ns, sector, opts.nqn.clone(), serial);
+    sub.placement_ids = pids;
     Target::new(sub, opts)
 }

@@ -130,7 +130,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Out<W> {
         if self.now.is_empty() && self.due.is_empty() {
             return Ok(());
         }
-        blocking(|| sub.disk().commit_journal()).map_err(|e| ConnEnd::Io(io::Error::other(format!("journal: {e}"))))?;
+        blocking(|| sub.ns().commit_journal()).map_err(|e| ConnEnd::Io(io::Error::other(format!("journal: {e}"))))?;
         if let Some(tx) = &self.tx {
             for (t, b) in self.due.drain(..) {
                 self.seq += 1;
@@ -212,7 +212,7 @@ impl Target {
         let tmp = dir.join("metrics.json.tmp");
         std::fs::write(&tmp, text)?;
         std::fs::rename(&tmp, dir.join("metrics.json"))?;
-        std::fs::write(dir.join("timeseries.csv"), self.sub.disk().series_csv())?;
+        std::fs::write(dir.join("timeseries.csv"), self.sub.ns().series_csv())?;
         Ok(Some(dir.join("metrics.json")))
     }
 
@@ -545,7 +545,7 @@ impl ssdlab_server::Protocol for Target {
 
     fn on_shutdown(&self) -> Result<(), String> {
         self.shutdown.store(true, Ordering::Relaxed);
-        self.sub.disk().snapshot().map_err(|e| format!("saving the device state failed: {e}"))?;
+        self.sub.ns().snapshot().map_err(|e| format!("saving the device state failed: {e}"))?;
         match self.dump_metrics() {
             Ok(Some(p)) if !self.opts.quiet => eprintln!("{}: wrote {}", self.opts.name, p.display()),
             Ok(_) => {}
@@ -584,13 +584,15 @@ pub fn bind(t: &Arc<Target>, listener: Option<std::net::TcpListener>) -> Result<
         stats: t.core.clone(),
     };
     let server = ssdlab_server::Server::start(core_opts, listener, t.clone())?;
+    let blocks = t.sub.ns().logical_bytes() / t.sub.lba_bytes() as u64;
+    let zones = t.sub.zone_info().map(|z| format!(", {} zones of {} blocks (capacity {})", z.zones, z.zone_size, z.zone_capacity));
     server.log().info(format!(
-        "listening on {} (NVMe/TCP, latency {:?}); subsystem {} with namespace 1: {} blocks of {} bytes",
+        "listening on {} (NVMe/TCP, latency {:?}); subsystem {} with namespace 1: {blocks} blocks of {} bytes{}",
         server.local_addr(),
         o.latency,
         t.sub.nqn,
-        t.sub.disk().logical_bytes() / t.sub.lba_bytes() as u64,
-        t.sub.lba_bytes()
+        t.sub.lba_bytes(),
+        zones.unwrap_or_default()
     ));
     Ok(server)
 }

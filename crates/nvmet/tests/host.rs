@@ -181,6 +181,10 @@ fn prop(h: &mut Host, set: Option<u32>, ofst: u32, eight: bool) -> Reply {
 fn target() -> (Arc<Target>, std::net::SocketAddr, std::thread::JoinHandle<()>, ssdlab_server::Shutdown) {
     let mut c = preset("tiny").unwrap();
     c.timing.enabled = false;
+    target_of(c)
+}
+
+fn target_of(c: ssdlab_core::config::Config) -> (Arc<Target>, std::net::SocketAddr, std::thread::JoinHandle<()>, ssdlab_server::Shutdown) {
     let t = ssdlab_nvmet::open(c, &BackendOptions::default(), ServeOptions::new()).unwrap();
     let server = ssdlab_nvmet::server::bind(&t, None).unwrap();
     let addr = server.local_addr();
@@ -223,7 +227,7 @@ fn a_host_connects_identifies_and_moves_data_both_ways() {
         set_dw(&mut nsid, 8, 4096);
         let ns = a.cmd(nsid, &[], false);
         let nsze = u64::from_le_bytes(ns.data[0..8].try_into().unwrap());
-        assert_eq!(nsze, t.sub.disk().logical_bytes() / 4096);
+        assert_eq!(nsze, t.sub.ns().logical_bytes() / 4096);
         // Two I/O queues granted.
         let mut nq = sqe(0x09);
         set_dw(&mut nq, 10, 7);
@@ -331,6 +335,98 @@ fn broken_pdus_end_the_connection_with_a_termination_request() {
     let mut got = vec![];
     let _ = s.read_to_end(&mut got);
     assert_eq!(got.first(), Some(&C2H_TERM));
+    stop.trigger();
+    j.join().unwrap();
+}
+
+/// The I/O queue of a fresh controller.
+fn io_queue(addr: std::net::SocketAddr) -> (Host, Host) {
+    let (mut a, cntlid) = admin(addr, false);
+    let mut nq = sqe(0x09);
+    set_dw(&mut nq, 10, 7);
+    assert!(a.cmd(nq, &[], false).ok());
+    let mut io = Host::connect(addr, false);
+    let (s, d) = connect_cmd(1, cntlid);
+    assert!(io.cmd(s, &d, true).ok());
+    (a, io)
+}
+
+fn rw(op: u8, lba: u64, blocks: u32) -> Sqe {
+    let mut s = sqe(op);
+    set_dw(&mut s, 1, 1);
+    s.0[40..48].copy_from_slice(&lba.to_le_bytes());
+    set_dw(&mut s, 12, blocks - 1);
+    set_dw(&mut s, 8, blocks * 4096);
+    s
+}
+
+#[test]
+fn a_zns_device_is_a_zoned_namespace() {
+    let mut c = preset("tiny").unwrap();
+    c.personality = ssdlab_core::config::Personality::Zns;
+    c.timing.enabled = false;
+    let (t, addr, j, stop) = target_of(c);
+    let zs = t.sub.zone_info().unwrap();
+    let (mut a, mut io) = io_queue(addr);
+    // The namespace says it is zoned (CSI 2), with the zone size and open/active limits.
+    let mut d = sqe(0x06);
+    set_dw(&mut d, 1, 1);
+    set_dw(&mut d, 10, 3);
+    set_dw(&mut d, 8, 4096);
+    let r = a.cmd(d, &[], false);
+    assert_eq!((r.data[20], r.data[24]), (0x04, 2), "CSI descriptor: zoned");
+    let mut z = sqe(0x06);
+    set_dw(&mut z, 1, 1);
+    set_dw(&mut z, 10, 5);
+    set_dw(&mut z, 11, 2 << 24);
+    set_dw(&mut z, 8, 4096);
+    let r = a.cmd(z, &[], false);
+    assert!(r.ok());
+    assert_eq!(u64::from_le_bytes(r.data[2816..2824].try_into().unwrap()), zs.zone_size);
+    assert_eq!(u32::from_le_bytes(r.data[8..12].try_into().unwrap()), zs.max_open - 1);
+    // Write at the start of zone 1, then a write that is not at the write pointer.
+    let zone1 = zs.zone_size;
+    let data = vec![0xA5u8; 8192];
+    assert!(io.cmd(rw(0x01, zone1, 2), &data, true).ok());
+    assert_eq!(io.cmd(rw(0x01, zone1 + 5, 1), &data[..4096], true).status(), (1, 0xBC), "zone invalid write");
+    // Zone append: the LBA written comes back in the completion.
+    let mut ap = rw(0x7D, zone1, 1);
+    ap.0[32..36].copy_from_slice(&4096u32.to_le_bytes());
+    let r = io.cmd(ap, &[7u8; 4096], true);
+    assert!(r.ok(), "{:?}", r.status());
+    assert_eq!(r.dw0() as u64, zone1 + 2);
+    let back = io.cmd(rw(0x02, zone1, 3), &[], false);
+    assert_eq!(&back.data[..8192], &data[..]);
+    assert_eq!(&back.data[8192..], &[7u8; 4096][..]);
+    // Report zones: zone 1 implicitly open with its write pointer at +3.
+    let mut rep = sqe(0x7A);
+    set_dw(&mut rep, 1, 1);
+    rep.0[40..48].copy_from_slice(&zone1.to_le_bytes());
+    set_dw(&mut rep, 12, (64 + 64 * 2) / 4 - 1);
+    set_dw(&mut rep, 8, 64 + 64 * 2);
+    let r = io.cmd(rep, &[], false);
+    assert!(r.ok());
+    assert_eq!(u64::from_le_bytes(r.data[0..8].try_into().unwrap()), zs.zones as u64 - 1, "zones from zone 1 on");
+    assert_eq!(r.data[64 + 1] >> 4, 0x2, "implicitly open");
+    assert_eq!(u64::from_le_bytes(r.data[64 + 24..64 + 32].try_into().unwrap()), zone1 + 3);
+    // Reset zone 1: empty again, and the erase shows in the metrics.
+    let erases = t.metrics()["nand_erase_count"].as_u64().unwrap();
+    let mut reset = sqe(0x79);
+    set_dw(&mut reset, 1, 1);
+    reset.0[40..48].copy_from_slice(&zone1.to_le_bytes());
+    set_dw(&mut reset, 13, 4);
+    assert!(io.cmd(reset, &[], false).ok());
+    assert!(t.metrics()["nand_erase_count"].as_u64().unwrap() > erases, "a reset erases the zone's blocks");
+    let r = io.cmd(rep, &[], false);
+    assert_eq!(r.data[64 + 1] >> 4, 0x1, "empty");
+    // An invalid transition: finish then open a full zone? Opening a full zone is refused.
+    let mut fin = reset;
+    set_dw(&mut fin, 13, 2);
+    assert!(io.cmd(fin, &[], false).ok());
+    let mut open = reset;
+    set_dw(&mut open, 13, 3);
+    assert_eq!(io.cmd(open, &[], false).status(), (1, 0xBF), "invalid zone state transition");
+    drop((a, io));
     stop.trigger();
     j.join().unwrap();
 }
