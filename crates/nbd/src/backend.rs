@@ -45,6 +45,8 @@ pub enum JOp {
     Write = 1,
     Trim = 2,
     Flush = 3,
+    /// FDP reclaim unit handle update of one placement identifier (the record's placement).
+    RuhUpdate = 4,
 }
 
 /// A failure of the backend, with a message for the user.
@@ -176,6 +178,7 @@ fn decode(r: &[u8; RECORD]) -> Option<Record> {
         1 => JOp::Write,
         2 => JOp::Trim,
         3 => JOp::Flush,
+        4 => JOp::RuhUpdate,
         _ => return None,
     };
     let pid = u16::from_le_bytes([r[26], r[27]]);
@@ -496,6 +499,20 @@ impl Backend {
 
     /// Write the journal records of the commands executed so far (before their replies go
     /// out). Cheap when there are none.
+    /// FDP Reclaim Unit Handle Update of `pids` (journaled, one record each, so a restart
+    /// finds the handles in the RUs they moved to); returns the simulated completion time.
+    pub fn ruh_update(&mut self, pids: &[u16]) -> Result<u64> {
+        let t = self.now();
+        self.dev.ftl_mut().ruh_update(pids, t)?;
+        if let Some(j) = self.journal.as_mut() {
+            for &pid in pids {
+                j.append(t, JOp::RuhUpdate, 0, 0, 0, Some(pid))?;
+            }
+        }
+        self.maybe_snapshot()?;
+        Ok(t)
+    }
+
     pub fn commit_journal(&mut self) -> Result<()> {
         match self.journal.as_mut() {
             Some(j) => j.commit(),
@@ -587,6 +604,12 @@ impl crate::disk::Disk for Backend {
     }
     fn read(&mut self, offset: u64, out: &mut [u8]) -> Result<u64> {
         Backend::read(self, offset, out)
+    }
+    fn device(&self) -> Option<&Device> {
+        Some(&self.dev)
+    }
+    fn ruh_update(&mut self, pids: &[u16]) -> Result<u64> {
+        Backend::ruh_update(self, pids)
     }
     fn trim(&mut self, offset: u64, len: u64, fua: bool) -> Result<u64> {
         Backend::trim(self, offset, len, fua)
@@ -716,6 +739,10 @@ fn replay_journal(dev: &mut Device, path: &Path, generation: u64, logical: u64, 
             JOp::Write => dev.write_placed_len(rec_.offset, rec_.len, rec_.fua, rec_.placement)?,
             JOp::Trim => dev.trim(rec_.offset, rec_.len)?,
             JOp::Flush => dev.flush()?,
+            JOp::RuhUpdate => {
+                dev.ftl_mut().ruh_update(&[rec_.placement.unwrap_or(u16::MAX)], rec_.t)?;
+                rec_.t
+            }
         };
         n += 1;
     }

@@ -53,4 +53,12 @@ pub trait Disk: Send {
     }
     /// The wall-clock instant at which modelled time `t_ns` is reached.
     fn wall_of(&self, t_ns: u64) -> Instant;
+    /// The emulated device behind the disk, if it is one (its FDP state, for the NVMe target).
+    fn device(&self) -> Option<&ssdlab_core::Device> {
+        None
+    }
+    /// FDP Reclaim Unit Handle Update. Disks without FDP refuse it.
+    fn ruh_update(&mut self, _pids: &[u16]) -> DiskResult<u64> {
+        Err(BackendError("this disk has no FDP reclaim unit handles".into()))
+    }
 }

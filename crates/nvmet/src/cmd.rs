@@ -87,7 +87,8 @@ impl Status {
     pub const CONNECT_INVALID_HOST: Status = Status::specific(0x84);
     /// Fabrics: Connect Controller Busy.
     pub const CONNECT_CONTROLLER_BUSY: Status = Status::specific(0x81);
-    pub const INVALID_PLACEMENT_HANDLE: Status = Status::specific(0x2A);
+    /// Invalid Placement Handle List (a Reclaim Unit Handle Update names no handle).
+    pub const INVALID_PLACEMENT_HANDLE: Status = Status::generic(0x2A);
 
     /// The 16-bit status field of a completion (phase bit 0: fabrics have no phase).
     pub fn field(&self) -> u16 {

@@ -13,6 +13,9 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use serde_json::{json, Value};
+use ssdlab_core::config::HandleType;
+use ssdlab_core::ftl::conventional::Conventional;
+use ssdlab_core::ftl::fdp::Fdp;
 use ssdlab_core::ftl::zns::{ZoneAction, ZoneState};
 use ssdlab_nbd::Disk;
 
@@ -199,9 +202,6 @@ pub struct Subsystem {
     nsze: u64,
     /// The namespace's NGUID (derived from the serial: stable across restarts of one image).
     nguid: [u8; 16],
-    /// FDP: placement identifiers of the namespace (0: FDP off; writes with a placement
-    /// directive are refused).
-    pub placement_ids: u32,
     ctrls: Mutex<HashMap<u16, Ctrl>>,
     next_cntlid: Mutex<u16>,
     pub counters: Mutex<Counters>,
@@ -268,7 +268,6 @@ impl Subsystem {
             lba_shift,
             nsze,
             nguid,
-            placement_ids: 0,
             ctrls: Mutex::new(HashMap::new()),
             next_cntlid: Mutex::new(1),
             counters: Mutex::new(Counters::default()),
@@ -280,6 +279,22 @@ impl Subsystem {
 
     pub fn ns(&self) -> std::sync::MutexGuard<'_, Ns> {
         self.ns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `f` on the device's FDP state and FTL, if the namespace is an FDP device.
+    fn with_fdp<R>(&self, f: impl FnOnce(&Fdp, &Conventional, &ssdlab_core::Device) -> R) -> Option<R> {
+        let ns = self.ns();
+        let Ns::Block(d) = &*ns else { return None };
+        let dev = d.device()?;
+        if !matches!(dev.config().personality, ssdlab_core::config::Personality::Conventional) {
+            return None;
+        }
+        let ftl = dev.ftl();
+        ftl.fdp().map(|fdp| f(fdp, ftl, dev))
+    }
+
+    pub fn fdp_enabled(&self) -> bool {
+        self.with_fdp(|_, _, _| ()).is_some()
     }
 
     /// The zone geometry of a zoned namespace.
@@ -603,7 +618,10 @@ impl Subsystem {
         put16(b, 78, c.cntlid);
         put32(b, 80, VS);
         put32(b, 92, 1 << 8); // OAES: namespace attribute notices
-        put32(b, 96, 1 << 0); // CTRATT: 128-bit host identifier
+        let fdp = self.fdp_enabled();
+        // CTRATT: 128-bit host identifier; with FDP, endurance groups (bit 4) and FDPS (bit 19).
+        put32(b, 96, 1 << 0 | if fdp { 1 << 4 | 1 << 19 } else { 0 });
+        put16(b, 340, fdp as u16); // ENDGIDMAX
         b[111] = if c.discovery { 2 } else { 1 }; // CNTRLTYPE
         put16(b, 256, 0); // OACS
         b[258] = 3; // ACL
@@ -642,6 +660,9 @@ impl Subsystem {
         b[26] = 0; // FLBAS
         b[33] = 1 << 3 | 1; // DLFEAT: deallocated blocks read zeros; Write Zeroes can deallocate
         self.identify_ns_common(b);
+        if self.fdp_enabled() {
+            put16(b, 102, 1); // ENDGID: the endurance group whose FDP configuration applies
+        }
         b[104..120].copy_from_slice(&self.nguid);
     }
 
@@ -669,6 +690,15 @@ impl Subsystem {
             }
             0x04 if !c.discovery => vec![0u8; 4096],
             0x70 if c.discovery => self.discovery_log(),
+            0x20..=0x23 if !c.discovery => {
+                if sqe.dw(11) >> 16 != 1 {
+                    return Outcome::err(Status::INVALID_FIELD); // LSI: endurance group 1 only
+                }
+                match self.fdp_log(lid, sqe.dw(10) >> 8 & 1 != 0) {
+                    Some(p) => p,
+                    None => return Outcome::err(Status::INVALID_LOG_PAGE),
+                }
+            }
             _ => return Outcome::err(Status::INVALID_LOG_PAGE),
         };
         if !offset.is_multiple_of(4) || offset > page.len() as u64 {
@@ -679,6 +709,77 @@ impl Subsystem {
         let n = from.len().min(len);
         out[..n].copy_from_slice(&from[..n]);
         Outcome::data(out)
+    }
+
+    /// The FDP log pages (TP4146) of endurance group 1: configurations (20h), reclaim unit
+    /// handle usage (21h), statistics (22h), events (23h; `controller`: the controller's events
+    /// rather than the host's).
+    fn fdp_log(&self, lid: u8, controller: bool) -> Option<Vec<u8>> {
+        self.with_fdp(|f, ftl, _| match lid {
+            0x20 => {
+                let mut descs = vec![];
+                for (cfg, ru_bytes) in &f.offered {
+                    let nruh = cfg.handles as usize;
+                    let mut d = vec![0u8; 64 + 4 * nruh];
+                    let dsze = d.len() as u16;
+                    put16(&mut d, 0, dsze);
+                    let rgif = if cfg.reclaim_groups <= 1 { 0 } else { 32 - (cfg.reclaim_groups - 1).leading_zeros() };
+                    d[2] = rgif as u8 | 1 << 4 | 1 << 7; // RGIF, FDPVWC, FDPCV (valid)
+                    put32(&mut d, 4, cfg.reclaim_groups);
+                    put16(&mut d, 8, cfg.handles as u16);
+                    put16(&mut d, 10, (cfg.reclaim_groups * cfg.handles - 1) as u16); // MAXPIDS, 0's based
+                    put32(&mut d, 12, 0); // NNSS, 0's based: one namespace
+                    put64(&mut d, 16, *ru_bytes); // RUNS
+                    for h in 0..nruh {
+                        d[64 + 4 * h] = match cfg.handle_type(h as u32) {
+                            HandleType::InitiallyIsolated => 1,
+                            HandleType::PersistentlyIsolated => 2,
+                        };
+                    }
+                    descs.extend_from_slice(&d);
+                }
+                let mut b = vec![0u8; 16];
+                put16(&mut b, 0, f.offered.len().saturating_sub(1) as u16);
+                put32(&mut b, 4, (16 + descs.len()) as u32);
+                b.extend_from_slice(&descs);
+                b
+            }
+            0x21 => {
+                let u = f.usage();
+                let mut b = vec![0u8; 8 + 8 * u.len()];
+                put16(&mut b, 0, u.len() as u16);
+                for (h, s) in u.iter().enumerate() {
+                    b[8 + 8 * h] = if *s == "unused" { 0 } else { 1 };
+                }
+                b
+            }
+            0x22 => {
+                let mut b = vec![0u8; 64];
+                if let Ok(st) = ftl.fdp_statistics() {
+                    put128(&mut b, 0, st.hbmw as u128);
+                    put128(&mut b, 16, st.mbmw as u128);
+                    put128(&mut b, 32, st.mbe as u128);
+                }
+                b
+            }
+            0x23 => {
+                let evs: Vec<_> = f.events().filter(|e| (e.code >= 0x80) == controller).collect();
+                let mut b = vec![0u8; 64 + 64 * evs.len()];
+                put32(&mut b, 0, evs.len() as u32);
+                for (i, e) in evs.iter().enumerate() {
+                    let d = &mut b[64 + 64 * i..128 + 64 * i];
+                    d[0] = e.code;
+                    d[1] = e.pid.is_some() as u8 | 1 << 1; // PIV, NSIDV
+                    put16(d, 2, e.pid.unwrap_or(0));
+                    put64(d, 4, e.time_ns / 1_000_000); // timestamp: milliseconds
+                    put32(d, 12, 1);
+                    put16(d, 32, e.reclaim_group);
+                }
+                b
+            }
+            _ => vec![],
+        })
+        .filter(|b| !b.is_empty())
     }
 
     /// SMART / Health Information: ssdlab's bytes and commands since the device was new, its
@@ -762,6 +863,8 @@ impl Subsystem {
                 cm.kato_ms = v;
                 Outcome::ok()
             }
+            // FDP is enabled or not by the device's config; a host cannot change it.
+            0x1D | 0x1E if !c.discovery => Outcome::err(Status::FEATURE_NOT_CHANGEABLE),
             0x02 | 0x04 | 0x08 | 0x0A if !c.discovery => Outcome::ok(),
             _ => Outcome::err(Status::INVALID_FIELD),
         }
@@ -778,6 +881,13 @@ impl Subsystem {
             0x0B => c.aen_config,
             0x0F => c.kato_ms,
             0x04 if !c.discovery => 0x157,
+            0x1D if !c.discovery => {
+                // FDP: FDPE and the configuration index, for endurance group 1.
+                if sqe.dw(11) & 0xFFFF != 1 {
+                    return Outcome::err(Status::INVALID_FIELD);
+                }
+                self.with_fdp(|f, _, _| 1 | f.configuration << 8).unwrap_or_default()
+            }
             0x02 | 0x08 | 0x0A if !c.discovery => 0,
             _ => return Outcome::err(Status::INVALID_FIELD),
         };
@@ -841,11 +951,15 @@ impl Subsystem {
                 }
                 let fua = sqe.dw(12) & (1 << 30) != 0;
                 let dtype = (sqe.dw(12) >> 20) & 0xF;
-                let placement = match (dtype, self.placement_ids) {
-                    (0, _) => None,
-                    (2, n) if n > 0 => {
+                let placement = match dtype {
+                    0 => None,
+                    2 => {
                         let pid = (sqe.dw(13) >> 16) as u16;
-                        if pid as u32 >= n {
+                        let ok = match &*ns {
+                            Ns::Block(d) => d.device().and_then(|dev| dev.ftl().fdp()).is_some_and(|f| f.decode(pid).is_some()),
+                            Ns::Zoned(_) => false,
+                        };
+                        if !ok {
                             return Outcome::err(Status::INVALID_FIELD);
                         }
                         Some(pid)
@@ -912,6 +1026,45 @@ impl Subsystem {
                 drop(ns);
                 self.count(|c| c.deallocates += ranges.len() as u64);
                 done(Ok(t))
+            }
+            io::IO_MGMT_RECV => {
+                drop(ns);
+                // Management operation 1: Reclaim Unit Handle Status.
+                if sqe.dw(10) as u8 != 1 {
+                    return Outcome::err(Status::INVALID_FIELD);
+                }
+                let len = ((sqe.dw(11) as u64 + 1) * 4).min(MAX_TRANSFER as u64) as usize;
+                let Some(st) = self.with_fdp(|f, _, _| f.ruh_status()) else { return Outcome::err(Status::INVALID_OPCODE) };
+                let mut b = vec![0u8; (16 + 32 * st.len()).max(len)];
+                put16(&mut b, 14, st.len() as u16);
+                for (i, r) in st.iter().enumerate() {
+                    let d = &mut b[16 + 32 * i..48 + 32 * i];
+                    put16(d, 0, r.pid);
+                    put16(d, 2, r.ruhid);
+                    put64(d, 8, r.ruamw);
+                }
+                b.truncate(len);
+                Outcome::data(b)
+            }
+            io::IO_MGMT_SEND => {
+                // Management operation 1: Reclaim Unit Handle Update of NPID + 1 identifiers.
+                if sqe.dw(10) as u8 != 1 {
+                    return Outcome::err(Status::INVALID_FIELD);
+                }
+                let n = (sqe.dw(10) >> 16) as usize + 1;
+                if data.len() < 2 * n {
+                    return Outcome::err(Status::DATA_SGL_LENGTH_INVALID);
+                }
+                let pids: Vec<u16> = data[..2 * n].chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+                drop(ns);
+                match self.with_fdp(|f, _, _| pids.iter().all(|&p| f.decode(p).is_some())) {
+                    None => return Outcome::err(Status::INVALID_OPCODE),
+                    Some(false) => return Outcome::err(Status::INVALID_PLACEMENT_HANDLE),
+                    Some(true) => {}
+                }
+                let mut ns = self.ns();
+                let Ns::Block(d) = &mut *ns else { return Outcome::err(Status::INVALID_OPCODE) };
+                done(d.ruh_update(&pids).map_err(|_| Status::INTERNAL_ERROR))
             }
             io::ZONE_APPEND | io::ZONE_MGMT_SEND | io::ZONE_MGMT_RECV if !zoned => Outcome::err(Status::INVALID_OPCODE),
             io::ZONE_APPEND => {

@@ -31,28 +31,16 @@ pub fn open(cfg: Config, backend: &BackendOptions, opts: ServeOptions) -> Result
     let sector = cfg.geometry.sector_bytes;
     let seed = cfg.seed;
     let serial = format!("SSDLAB{:014X}", seed & 0xFF_FFFF_FFFF_FFFF);
-    let (ns, pids) = match cfg.personality {
+    let ns = match cfg.personality {
         Personality::Zns => {
             if backend.image.is_some() {
                 return Err("--image: a zoned namespace is kept in memory only (for now); serve it without --image".into());
             }
-            (Ns::Zoned(Box::new(Zoned::open(cfg)?)), 0)
+            Ns::Zoned(Box::new(Zoned::open(cfg)?))
         }
-        Personality::Conventional => {
-            let pids = if cfg.fdp.enabled {
-                if cfg.fdp.namespace_handles.is_empty() {
-                    cfg.fdp.active().handles
-                } else {
-                    cfg.fdp.namespace_handles.len() as u32
-                }
-            } else {
-                0
-            };
-            (Ns::Block(Box::new(Backend::open(cfg, backend).map_err(|e| e.to_string())?)), pids)
-        }
+        Personality::Conventional => Ns::Block(Box::new(Backend::open(cfg, backend).map_err(|e| e.to_string())?)),
         p => return Err(format!("personality {p:?}: NVMe/TCP serves conventional, FDP and ZNS devices")),
     };
-    let mut sub = Subsystem::new(ns, sector, opts.nqn.clone(), serial);
-    sub.placement_ids = pids;
+    let sub = Subsystem::new(ns, sector, opts.nqn.clone(), serial);
     Target::new(sub, opts)
 }

@@ -430,3 +430,87 @@ fn a_zns_device_is_a_zoned_namespace() {
     stop.trigger();
     j.join().unwrap();
 }
+
+#[test]
+fn an_fdp_device_shows_its_handles_and_places_writes_by_them() {
+    let mut c = preset("tiny").unwrap();
+    c.timing.enabled = false;
+    c.fdp.enabled = true;
+    c.fdp.handles = 2;
+    c.ftl.spare_factor = 0.2;
+    let (t, addr, j, stop) = target_of(c);
+    let (mut a, mut io) = io_queue(addr);
+    let mut id = sqe(0x06);
+    set_dw(&mut id, 10, 1);
+    set_dw(&mut id, 8, 4096);
+    let r = a.cmd(id, &[], false);
+    assert_ne!(u32::from_le_bytes(r.data[96..100].try_into().unwrap()) & (1 << 19), 0, "CTRATT.FDPS");
+    // Get Features FDP of endurance group 1: enabled, configuration 0.
+    let mut gf = sqe(0x0A);
+    set_dw(&mut gf, 10, 0x1D);
+    set_dw(&mut gf, 11, 1);
+    let r = a.cmd(gf, &[], false);
+    assert!(r.ok());
+    assert_eq!(r.dw0() & 1, 1);
+    // FDP configurations log: one configuration, valid, 2 handles.
+    let log = |a: &mut Host, lid: u32, len: u32| {
+        let mut lp = sqe(0x02);
+        set_dw(&mut lp, 1, 0xFFFF_FFFF);
+        set_dw(&mut lp, 10, lid | ((len / 4 - 1) << 16));
+        set_dw(&mut lp, 11, 1 << 16);
+        set_dw(&mut lp, 8, len);
+        a.cmd(lp, &[], false)
+    };
+    let r = log(&mut a, 0x20, 512);
+    assert!(r.ok(), "{:?}", r.status());
+    assert_eq!(u16::from_le_bytes([r.data[0], r.data[1]]), 0, "one configuration (0's based)");
+    assert_eq!(r.data[16 + 2] & 0x80, 0x80, "valid");
+    assert_eq!(u16::from_le_bytes([r.data[16 + 8], r.data[16 + 9]]), 2, "NRUH");
+    // Writes tagged with placement handles 0 and 1 (DTYPE 2, DSPEC = placement identifier).
+    for (i, pid) in [0u16, 1, 0, 1].into_iter().enumerate() {
+        let mut w = rw(0x01, 8 * i as u64, 8);
+        set_dw(&mut w, 12, 7 | 2 << 20);
+        set_dw(&mut w, 13, (pid as u32) << 16);
+        assert!(io.cmd(w, &vec![pid as u8 + 1; 8 * 4096], false).ok());
+    }
+    // A placement identifier naming no handle is refused.
+    let mut w = rw(0x01, 0, 1);
+    set_dw(&mut w, 12, 2 << 20);
+    set_dw(&mut w, 13, 9 << 16);
+    assert_eq!(io.cmd(w, &[0u8; 4096], true).status(), (0, 0x02));
+    // Usage log: both handles host-specified. RUH status: 16 blocks taken from each RU.
+    let r = log(&mut a, 0x21, 64);
+    assert_eq!((r.data[8], r.data[16]), (1, 1));
+    let mut st = sqe(0x12);
+    set_dw(&mut st, 1, 1);
+    set_dw(&mut st, 10, 1);
+    set_dw(&mut st, 11, (16 + 64) / 4 - 1);
+    set_dw(&mut st, 8, 16 + 64);
+    let r = io.cmd(st, &[], false);
+    assert!(r.ok(), "{:?}", r.status());
+    assert_eq!(u16::from_le_bytes([r.data[14], r.data[15]]), 2);
+    let ruamw = |d: &[u8], i: usize| u64::from_le_bytes(d[16 + 32 * i + 8..16 + 32 * i + 16].try_into().unwrap());
+    let before = (ruamw(&r.data, 0), ruamw(&r.data, 1));
+    // Reclaim unit handle update of handle 1: it gets a fresh RU.
+    let mut up = sqe(0x1D);
+    set_dw(&mut up, 1, 1);
+    set_dw(&mut up, 10, 1);
+    assert!(io.cmd(up, &1u16.to_le_bytes(), true).ok());
+    let r = io.cmd(st, &[], false);
+    assert_eq!(ruamw(&r.data, 0), before.0);
+    assert!(ruamw(&r.data, 1) > before.1, "handle 1 starts a new reclaim unit");
+    let m = t.metrics();
+    assert_eq!(m["host_write_bytes"].as_u64().unwrap(), 4 * 8 * 4096);
+    let fdp = &m["fdp"];
+    // Each handle's writes went to its own reclaim unit: 64 KiB through each, per the device.
+    for h in 0..2 {
+        assert_eq!(fdp["handles"][h]["host_write_bytes"], 65536, "{fdp}");
+    }
+    assert_eq!(fdp["events_total"], 1, "the update ended a partly written RU: one event");
+    let r = log(&mut a, 0x23, 128);
+    assert_eq!(u32::from_le_bytes(r.data[0..4].try_into().unwrap()), 1, "host events log: RU not fully written");
+    assert_eq!((r.data[64], u16::from_le_bytes([r.data[66], r.data[67]])), (0x00, 1));
+    drop((a, io));
+    stop.trigger();
+    j.join().unwrap();
+}
