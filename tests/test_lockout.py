@@ -110,12 +110,40 @@ def serprog_good(port: int) -> None:
     assert ask(port, b"\x00", 1) == b"\x06"  # NOP: ACK
 
 
+NVME_NQN = b"nqn.2026-11.dev.ssdlab:ssd"
+
+
+def nvme_icreq(s: socket.socket) -> None:
+    """NVMe/TCP ICReq -> ICResp (no digests)."""
+    s.sendall(struct.pack("<BBBBI", 0, 0, 128, 0, 128).ljust(128, b"\0"))
+    r = recv_exact(s, 128)
+    assert r[0] == 0x01, f"PDU type {r[0]:#x}, not ICResp"
+
+
+def nvme_good(port: int) -> None:
+    """ICReq, then Connect of an admin queue with its 1 KiB of data in the capsule."""
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+        nvme_icreq(s)
+        sqe = bytearray(64)
+        sqe[0], sqe[1], sqe[2:4], sqe[4] = 0x7F, 0x40, struct.pack("<H", 1), 0x01
+        sqe[32:36], sqe[39] = struct.pack("<I", 1024), 0x01
+        sqe[44:46] = struct.pack("<H", 31)
+        data = bytearray(1024)
+        data[16:18] = b"\xff\xff"
+        data[256:256 + len(NVME_NQN)] = NVME_NQN
+        data[512:530] = b"nqn.2014-08.test:h"
+        s.sendall(struct.pack("<BBBBI", 0x04, 0, 72, 72, 72 + 1024) + sqe + data)
+        r = recv_exact(s, 24)
+        assert r[0] == 0x05 and struct.unpack("<H", r[22:24])[0] >> 1 == 0, r.hex()
+
+
 # A RESP SET whose value is never whole; a memcached line never ended; an NBD request header
 # never whole; a serprog SPI operation whose parameters never arrive.
 RESP_TRICKLE = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000\r\n" + b"v" * 10_000
 MEMCACHED_TRICKLE = b"get " + b"k" * 4000
 NBD_TRICKLE = struct.pack(">IHHQQI", 0x25609513, 0, 0, 1, 0, 4096)
 SERPROG_TRICKLE = b"\x13" + b"\x00" * 6
+NVME_TRICKLE = struct.pack("<BBBBI", 0x04, 0, 72, 72, 72 + 4096) + bytes(64) + b"\x00" * 4096
 
 
 def start(kind: str, tmp: Path):
@@ -133,6 +161,9 @@ def start(kind: str, tmp: Path):
     if kind == "serprog":
         return Server(SSDLAB + ["spi", "serve", "--chip", "W25Q128JV", "--image", str(tmp / "chip.bin"), *listen], port,
                       tmp / "spi.log")
+    if kind == "nvme":
+        cfg = write(tmp / "nvme.toml", 'preset = "tiny"\n[timing]\nenabled = false\n')
+        return Server(SSDLAB + ["nvme", "serve", str(cfg), *listen], port, tmp / "nvme.log")
     raise ValueError(kind)
 
 
@@ -142,6 +173,7 @@ SERVERS = {
     "resp": (resp_good, None, RESP_TRICKLE, 1.0),
     "memcached": (memcached_good, None, MEMCACHED_TRICKLE, 1.0),
     "serprog": (serprog_good, None, SERPROG_TRICKLE, 5.0),
+    "nvme": (nvme_good, nvme_icreq, NVME_TRICKLE, 1.0),
 }
 
 
@@ -213,7 +245,7 @@ def port_free(port: int) -> bool:
             return False
 
 
-@pytest.mark.parametrize("kind", ["nbd", "resp", "memcached", "serprog", "rmml-node"])
+@pytest.mark.parametrize("kind", ["nbd", "resp", "memcached", "serprog", "rmml-node", "nvme"])
 def test_every_server_listens_on_loopback_only_with_its_defaults(tmp_path, kind):
     """Started with no --listen at all, each server's listening sockets are loopback ones."""
     import subprocess
@@ -225,6 +257,7 @@ def test_every_server_listens_on_loopback_only_with_its_defaults(tmp_path, kind)
         "memcached": (["cache", "serve", str(spec)], 11211),
         "serprog": (["spi", "serve", "--chip", "W25Q128JV", "--image", str(tmp_path / "chip.bin")], 2222),
         "rmml-node": (["rmml", "node"], None),
+        "nvme": (["nvme", "serve", str(write(tmp_path / "nv.toml", 'preset = "tiny"\n[timing]\nenabled = false\n'))], 4420),
     }[kind]
     if port is not None and not port_free(port):
         pytest.skip(f"the default port {port} is taken on this machine")
