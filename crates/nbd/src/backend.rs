@@ -28,6 +28,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use ssdlab_core::config::{Config, Personality, StorageMode};
+use ssdlab_core::error::Status;
+use ssdlab_core::ftl::zns::{ZoneAction, ZoneState};
 use ssdlab_core::metrics::Recorder;
 use ssdlab_core::workload::Op;
 use ssdlab_core::Device;
@@ -47,11 +49,48 @@ pub enum JOp {
     Flush = 3,
     /// FDP reclaim unit handle update of one placement identifier (the record's placement).
     RuhUpdate = 4,
+    /// Zone Management Send: the record's offset is the zone's start LBA, its flags the
+    /// action (1 close, 2 finish, 3 open, 4 reset, 5 offline), its length 1 for "select all".
+    ZoneAction = 5,
+}
+
+/// A zone action's journal code (Zone Management Send's ZSA values).
+pub fn zone_action_code(a: ZoneAction) -> u8 {
+    match a {
+        ZoneAction::Close => 1,
+        ZoneAction::Finish => 2,
+        ZoneAction::Open => 3,
+        ZoneAction::Reset => 4,
+        ZoneAction::Offline => 5,
+    }
+}
+
+fn zone_action_of(code: u8) -> Option<ZoneAction> {
+    Some(match code {
+        1 => ZoneAction::Close,
+        2 => ZoneAction::Finish,
+        3 => ZoneAction::Open,
+        4 => ZoneAction::Reset,
+        5 => ZoneAction::Offline,
+        _ => return None,
+    })
 }
 
 /// A failure of the backend, with a message for the user.
 #[derive(Debug)]
-pub struct BackendError(pub String);
+pub struct BackendError(pub String, pub Option<Status>);
+
+impl BackendError {
+    /// A failure with a message and no NVMe status.
+    pub fn msg(m: impl Into<String>) -> BackendError {
+        BackendError(m.into(), None)
+    }
+    /// The NVMe status the device answered with, if the failure is a command the device
+    /// refused (zone and FDP rules).
+    pub fn status(&self) -> Option<Status> {
+        self.1
+    }
+}
 
 impl std::fmt::Display for BackendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -61,17 +100,25 @@ impl std::fmt::Display for BackendError {
 
 impl From<std::io::Error> for BackendError {
     fn from(e: std::io::Error) -> Self {
-        BackendError(e.to_string())
+        BackendError::msg(e.to_string())
     }
 }
 
 impl From<ssdlab_core::Error> for BackendError {
     fn from(e: ssdlab_core::Error) -> Self {
-        BackendError(e.to_string())
+        let status = match &e {
+            ssdlab_core::Error::Nvme(s, _) => Some(*s),
+            _ => None,
+        };
+        BackendError(e.to_string(), status)
     }
 }
 
 type Result<T> = std::result::Result<T, BackendError>;
+
+fn not_zoned() -> BackendError {
+    BackendError::msg("not a zoned device")
+}
 
 /// What happened when the backend opened its image.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -151,7 +198,7 @@ impl Journal {
     fn commit(&mut self) -> Result<()> {
         debug_assert_eq!(self.pending.len() % RECORD, 0, "whole records only");
         if !self.pending.is_empty() {
-            self.file.write_all(&self.pending).map_err(|e| BackendError(format!("{}: {e}", self.path.display())))?;
+            self.file.write_all(&self.pending).map_err(|e| BackendError::msg(format!("{}: {e}", self.path.display())))?;
             self.pending.clear();
         }
         Ok(())
@@ -166,6 +213,8 @@ struct Record {
     offset: u64,
     len: u64,
     fua: bool,
+    /// The flags byte: FUA for writes, the action for zone actions.
+    flags: u8,
     placement: Option<u16>,
 }
 
@@ -179,6 +228,7 @@ fn decode(r: &[u8; RECORD]) -> Option<Record> {
         2 => JOp::Trim,
         3 => JOp::Flush,
         4 => JOp::RuhUpdate,
+        5 => JOp::ZoneAction,
         _ => return None,
     };
     let pid = u16::from_le_bytes([r[26], r[27]]);
@@ -188,6 +238,7 @@ fn decode(r: &[u8; RECORD]) -> Option<Record> {
         len: u64::from_le_bytes(r[16..24].try_into().ok()?),
         op,
         fua: r[25] & 1 != 0,
+        flags: r[25],
         placement: (pid != u16::MAX).then_some(pid),
     })
 }
@@ -198,7 +249,7 @@ fn anonymous_image(len: u64) -> Result<File> {
     // SAFETY: memfd_create with a valid C string; the result is checked.
     let fd = unsafe { libc::memfd_create(c"ssdlab-image".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
-        return Err(BackendError(format!("cannot create the in-memory image (memfd_create): {}", std::io::Error::last_os_error())));
+        return Err(BackendError::msg(format!("cannot create the in-memory image (memfd_create): {}", std::io::Error::last_os_error())));
     }
     use std::os::unix::io::FromRawFd;
     // SAFETY: fd is a fresh descriptor nothing else owns.
@@ -214,6 +265,9 @@ pub struct BackendOptions {
     pub image: Option<PathBuf>,
     /// Take a snapshot (and start a new journal) after this many journal records.
     pub snapshot_every: u64,
+    /// Also open ZNS devices (their host must follow the zone rules: the NVMe target's zoned
+    /// namespaces). The NBD server, whose clients write anywhere, leaves it off.
+    pub zoned: bool,
 }
 
 /// The disk the server exports: image + device + journal + measurements.
@@ -238,8 +292,9 @@ pub struct Backend {
 impl Backend {
     /// Open (or create) the image for `cfg` and bring the device to the image's state.
     pub fn open(mut cfg: Config, opts: &BackendOptions) -> Result<Backend> {
-        if !matches!(cfg.personality, Personality::Conventional) {
-            return Err(BackendError(format!(
+        let zoned = matches!(cfg.personality, Personality::Zns);
+        if !matches!(cfg.personality, Personality::Conventional) && !(zoned && opts.zoned) {
+            return Err(BackendError::msg(format!(
                 "ssdlab serve exports conventional and FDP devices; personality {:?} has its own host interface (use the Python API)",
                 cfg.personality
             )));
@@ -248,7 +303,7 @@ impl Backend {
         cfg.storage = StorageMode::Metadata;
         cfg.validate()?;
         let t0 = Instant::now();
-        let cfg_text = serde_json::to_string(&cfg).map_err(|e| BackendError(e.to_string()))?;
+        let cfg_text = serde_json::to_string(&cfg).map_err(|e| BackendError::msg(e.to_string()))?;
         let fresh = Device::new(cfg.clone())?;
         let logical = fresh.logical_bytes();
         let sector = cfg.geometry.sector_bytes as u64;
@@ -261,13 +316,13 @@ impl Backend {
             Some(img) => {
                 let paths = Paths::of(img);
                 if img.is_dir() {
-                    return Err(BackendError(format!(
+                    return Err(BackendError::msg(format!(
                         "--image {}: is a directory; give an image file (created if missing)",
                         img.display()
                     )));
                 }
                 let existed = img.exists();
-                let named = |e: std::io::Error| BackendError(format!("--image {}: {e}", img.display()));
+                let named = |e: std::io::Error| BackendError::msg(format!("--image {}: {e}", img.display()));
                 let image = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(img).map_err(named)?;
                 // Random access: no readahead, which would fill the page cache with large folios
                 // (see IMAGE_WRITE_CHUNK).
@@ -277,11 +332,11 @@ impl Backend {
                 }
                 let meta = image.metadata().map_err(named)?;
                 if !meta.file_type().is_file() {
-                    return Err(BackendError(format!("--image {}: not a regular file", img.display())));
+                    return Err(BackendError::msg(format!("--image {}: not a regular file", img.display())));
                 }
                 let len = meta.len();
                 if existed && len != logical && len != 0 {
-                    return Err(BackendError(format!(
+                    return Err(BackendError::msg(format!(
                         "{}: the image is {len} bytes but this config's device exports {logical}; use the config it was made with, or a new image",
                         img.display()
                     )));
@@ -291,7 +346,7 @@ impl Backend {
                     Ok(bytes) => {
                         let st = read_state(&bytes, &paths.state)?;
                         if st.config != cfg_text {
-                            return Err(BackendError(format!(
+                            return Err(BackendError::msg(format!(
                                 "{}: the image's device was made with another config ({}); serve it with the same config, or use a new image",
                                 img.display(),
                                 config_difference(&st.config, &cfg_text)
@@ -301,7 +356,7 @@ impl Backend {
                         (st.device, st.generation)
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => (fresh, 0),
-                    Err(e) => return Err(BackendError(format!("{}: {e}", paths.state.display()))),
+                    Err(e) => return Err(BackendError::msg(format!("{}: {e}", paths.state.display()))),
                 };
                 let replayed = replay_journal(&mut dev, &paths.journal, generation, logical, &mut recovery)?;
                 if recovery.source.is_empty() {
@@ -314,6 +369,12 @@ impl Backend {
                     };
                 } else if replayed {
                     recovery.source = "snapshot+journal".into();
+                }
+                if recovery.source == "imported" && zoned {
+                    return Err(BackendError::msg(format!(
+                        "{}: an image without its device state cannot be imported into a zoned device (its zones' write pointers are unknown); use a new image",
+                        img.display()
+                    )));
                 }
                 if recovery.source == "imported" {
                     recovery.imported_bytes = import(&mut dev, &image, logical, sector)?;
@@ -397,8 +458,58 @@ impl Backend {
     /// Write `data` at `offset` (any alignment; the device sees the covering sectors).
     /// Returns the simulated completion time.
     pub fn write(&mut self, offset: u64, data: &[u8], fua: bool, placement: Option<u16>) -> Result<u64> {
+        if self.dev.zns().is_some() {
+            // A zoned device may refuse the write (not at the write pointer): the image takes
+            // the bytes only once the device has.
+            let done = self.device_write(offset, data.len() as u64, fua, placement)?;
+            write_image(&self.image, data, offset)?;
+            return Ok(done);
+        }
         write_image(&self.image, data, offset)?;
         self.device_write(offset, data.len() as u64, fua, placement)
+    }
+
+    /// Zone Append of `data` (whole sectors) to the zone starting at LBA `zslba`: (the LBA
+    /// written, the simulated completion time). Journaled as the write it became.
+    pub fn zone_append(&mut self, zslba: u64, data: &[u8], fua: bool) -> Result<(u64, u64)> {
+        let t = self.now();
+        let n = u32::try_from(data.len() as u64 / self.sector).map_err(|_| BackendError::msg("zone append too large"))?;
+        let z = self.dev.zns_mut().ok_or_else(not_zoned)?;
+        let (lba, done) = z.write_zone(zslba, n, None, true, fua, t)?;
+        let off = lba * self.sector;
+        write_image(&self.image, data, off)?;
+        self.account(Op::Write, t, done);
+        if let Some(j) = self.journal.as_mut() {
+            j.append(t, JOp::Write, off, data.len() as u64, fua as u8, None)?;
+        }
+        if fua {
+            self.sync()?;
+        }
+        self.maybe_snapshot()?;
+        Ok((lba, done))
+    }
+
+    /// Zone Management Send on the zone starting at `zslba` (or every zone, `all`). A zone
+    /// that is reset or taken offline reads zeros afterwards: its bytes leave the image.
+    pub fn zone_action(&mut self, zslba: u64, action: ZoneAction, all: bool) -> Result<u64> {
+        let t = self.now();
+        let clears = matches!(action, ZoneAction::Reset | ZoneAction::Offline);
+        let before = if clears { self.dev.zns().ok_or_else(not_zoned)?.report(0, None, usize::MAX)? } else { vec![] };
+        let done = self.dev.zns_mut().ok_or_else(not_zoned)?.zone_action(zslba, action, all, t)?;
+        if clears {
+            let after = self.dev.zns().expect("zoned").report(0, None, usize::MAX)?;
+            for (b, a) in before.iter().zip(&after) {
+                let gone = a.wp < b.wp || (a.state == ZoneState::Offline && b.state != ZoneState::Offline);
+                if gone && b.wp > b.zslba {
+                    punch_hole(&self.image, b.zslba * self.sector, (b.wp - b.zslba) * self.sector)?;
+                }
+            }
+        }
+        if let Some(j) = self.journal.as_mut() {
+            j.append(t, JOp::ZoneAction, zslba, all as u64, zone_action_code(action), None)?;
+        }
+        self.maybe_snapshot()?;
+        Ok(done)
     }
 
     /// The device side of a write whose bytes are already in the image: the covering sectors
@@ -586,7 +697,7 @@ impl Backend {
         self.commit_journal()?;
         let Some(paths) = &self.paths else { return Ok(()) };
         self.image.sync_data()?;
-        let cfg_text = serde_json::to_string(&self.cfg).map_err(|e| BackendError(e.to_string()))?;
+        let cfg_text = serde_json::to_string(&self.cfg).map_err(|e| BackendError::msg(e.to_string()))?;
         self.generation += 1;
         write_state(&paths.state, self.generation, &cfg_text, &self.dev)?;
         let path = self.journal.as_ref().map(|j| j.path.clone()).unwrap_or_else(|| paths.journal.clone());
@@ -652,7 +763,7 @@ impl crate::disk::Disk for Backend {
 }
 
 fn read_state(bytes: &[u8], path: &Path) -> Result<StateFile> {
-    let bad = |why: &str| BackendError(format!("{}: {why}", path.display()));
+    let bad = |why: &str| BackendError::msg(format!("{}: {why}", path.display()));
     if bytes.len() < 12 || &bytes[..8] != STATE_MAGIC {
         return Err(bad("not an ssdlab device state file"));
     }
@@ -686,7 +797,7 @@ fn write_state(path: &Path, generation: u64, config: &str, dev: &Device) -> Resu
             device: &'a Device,
         }
         let st = StateRef { generation, config, device: dev };
-        bincode::serialize_into(std::io::BufWriter::new(&mut f), &st).map_err(|e| BackendError(e.to_string()))?;
+        bincode::serialize_into(std::io::BufWriter::new(&mut f), &st).map_err(|e| BackendError::msg(e.to_string()))?;
         f.sync_all()?;
     }
     std::fs::rename(&tmp, path)?;
@@ -708,12 +819,12 @@ fn replay_journal(dev: &mut Device, path: &Path, generation: u64, logical: u64, 
     };
     let mut h = [0u8; JOURNAL_HEADER as usize];
     if f.read_exact(&mut h).is_err() || &h[..8] != JOURNAL_MAGIC {
-        return Err(BackendError(format!("{}: not an ssdlab journal", path.display())));
+        return Err(BackendError::msg(format!("{}: not an ssdlab journal", path.display())));
     }
     let jgen = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
     let jlogical = u64::from_le_bytes(h[24..32].try_into().expect("8 bytes"));
     if jlogical != logical {
-        return Err(BackendError(format!("{}: journal of a {jlogical}-byte device, this one has {logical}", path.display())));
+        return Err(BackendError::msg(format!("{}: journal of a {jlogical}-byte device, this one has {logical}", path.display())));
     }
     if jgen != generation {
         // Written before the snapshot we loaded (a crash between snapshot and new journal).
@@ -742,6 +853,11 @@ fn replay_journal(dev: &mut Device, path: &Path, generation: u64, logical: u64, 
             JOp::RuhUpdate => {
                 dev.ftl_mut().ruh_update(&[rec_.placement.unwrap_or(u16::MAX)], rec_.t)?;
                 rec_.t
+            }
+            JOp::ZoneAction => {
+                let a = zone_action_of(rec_.flags).ok_or_else(|| BackendError::msg(format!("journal: zone action code {}", rec_.flags)))?;
+                let z = dev.zns_mut().ok_or_else(|| BackendError::msg("journal: a zone action on a device without zones"))?;
+                z.zone_action(rec_.offset, a, rec_.len != 0, rec_.t)?
             }
         };
         n += 1;
@@ -867,6 +983,43 @@ mod tests {
         assert!(e.contains("dev.state: truncated") && !e.contains("io error: )"), "{e}");
     }
 
+    /// A zoned device's writes, appends and resets come back from the journal alone (the
+    /// process died: no snapshot at exit), and a reset zone's bytes are gone from the image.
+    #[test]
+    fn a_zoned_device_recovers_from_its_journal() {
+        let dir = std::env::temp_dir().join(format!("ssdlab-zjournal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut c = ssdlab_core::media::presets::preset("tiny").unwrap();
+        c.personality = Personality::Zns;
+        c.timing.enabled = false;
+        let opts = BackendOptions { image: Some(dir.join("z.img")), snapshot_every: 0, zoned: true };
+        let zs;
+        {
+            let mut b = Backend::open(c.clone(), &opts).unwrap();
+            zs = b.device().zns().unwrap().zone_size();
+            b.write(0, &[1u8; 8192], false, None).unwrap();
+            b.write(zs * 4096, &[2u8; 4096], false, None).unwrap();
+            assert_eq!(b.zone_append(zs, &[3u8; 4096], false).unwrap().0, zs + 1);
+            b.zone_action(0, ZoneAction::Reset, false).unwrap();
+            // Not at the write pointer: refused with the device's status, nothing written.
+            let e = b.write(zs * 4096 + 4 * 4096, &[9u8; 4096], false, None).unwrap_err();
+            assert_eq!(e.status(), Some(Status::ZoneInvalidWrite));
+            b.commit_journal().unwrap();
+            // Dropped without a snapshot, as a killed process would be.
+        }
+        let mut b = Backend::open(c, &opts).unwrap();
+        assert_eq!(b.recovery.journal_records_replayed, 4);
+        let z = b.device().zns().unwrap().report(0, None, 2).unwrap();
+        assert_eq!((z[0].wp, z[1].wp), (0, zs + 2));
+        let mut out = vec![0u8; 8192];
+        b.read(0, &mut out).unwrap();
+        assert_eq!(out, vec![0u8; 8192]);
+        b.read(zs * 4096, &mut out).unwrap();
+        assert_eq!((&out[..4096], &out[4096..]), (&[2u8; 4096][..], &[3u8; 4096][..]));
+        drop(b);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn journal_records_round_trip_and_detect_damage() {
         let dir = std::env::temp_dir().join(format!("ssdlab-jtest-{}", std::process::id()));
@@ -878,7 +1031,7 @@ mod tests {
         j.commit().unwrap();
         let bytes = std::fs::read(dir.join("j")).unwrap();
         let r0: [u8; RECORD] = bytes[32..64].try_into().unwrap();
-        assert_eq!(decode(&r0), Some(Record { t: 123, op: JOp::Write, offset: 4096, len: 8192, fua: true, placement: Some(3) }));
+        assert_eq!(decode(&r0), Some(Record { t: 123, op: JOp::Write, offset: 4096, len: 8192, fua: true, flags: 1, placement: Some(3) }));
         let mut bad = r0;
         bad[9] ^= 1;
         assert_eq!(decode(&bad), None);

@@ -59,6 +59,6 @@ pub trait Disk: Send {
     }
     /// FDP Reclaim Unit Handle Update. Disks without FDP refuse it.
     fn ruh_update(&mut self, _pids: &[u16]) -> DiskResult<u64> {
-        Err(BackendError("this disk has no FDP reclaim unit handles".into()))
+        Err(BackendError::msg("this disk has no FDP reclaim unit handles"))
     }
 }

@@ -21,13 +21,13 @@ use ssdlab_nbd::Disk;
 
 use crate::cmd::{admin, cqe, fabrics, io, Sqe, Status};
 use crate::pdu::CQE_BYTES;
-use crate::zoned::Zoned;
+use ssdlab_nbd::Backend;
 
 /// The namespace's storage: a block device (conventional or FDP, through the NBD server's
 /// journaled image) or a zoned one.
 pub enum Ns {
     Block(Box<dyn Disk>),
-    Zoned(Box<Zoned>),
+    Zoned(Box<Backend>),
 }
 
 impl Ns {
@@ -46,13 +46,13 @@ impl Ns {
     pub fn commit_journal(&mut self) -> Result<(), String> {
         match self {
             Ns::Block(d) => d.commit_journal().map_err(|e| e.0),
-            Ns::Zoned(_) => Ok(()),
+            Ns::Zoned(z) => z.commit_journal().map_err(|e| e.0),
         }
     }
     pub fn snapshot(&mut self) -> Result<(), String> {
         match self {
             Ns::Block(d) => d.snapshot().map_err(|e| e.0),
-            Ns::Zoned(_) => Ok(()),
+            Ns::Zoned(z) => z.snapshot().map_err(|e| e.0),
         }
     }
     pub fn metrics(&mut self) -> Value {
@@ -69,9 +69,21 @@ impl Ns {
     }
     pub fn flush(&mut self) -> Result<u64, Status> {
         match self {
-            Ns::Block(d) => d.flush().map_err(|_| Status::INTERNAL_ERROR),
-            Ns::Zoned(z) => z.flush().map_err(|e| status_of(&e)),
+            Ns::Block(d) => d.flush().map_err(|e| backend_status(&e)),
+            Ns::Zoned(z) => z.flush().map_err(|e| backend_status(&e)),
         }
+    }
+}
+
+/// The NVMe status of a failed device command: the device's own status when it refused the
+/// command (zone and FDP rules), else an internal error (the image or journal failed).
+pub fn backend_status(e: &ssdlab_nbd::BackendError) -> Status {
+    match e.status() {
+        Some(s) => {
+            let (sct, sc) = s.code();
+            Status { sct, sc, dnr: true }
+        }
+        None => Status::INTERNAL_ERROR,
     }
 }
 
@@ -298,9 +310,15 @@ impl Subsystem {
     }
 
     /// The zone geometry of a zoned namespace.
-    pub fn zone_info(&self) -> Option<crate::zoned::ZoneInfo> {
+    pub fn zone_info(&self) -> Option<crate::ZoneInfo> {
         match &*self.ns() {
-            Ns::Zoned(z) => Some(z.info()),
+            Ns::Zoned(z) => z.device().zns().map(|z| crate::ZoneInfo {
+                zones: z.zone_count(),
+                zone_size: z.zone_size(),
+                zone_capacity: z.zone_capacity(),
+                max_open: z.max_open(),
+                max_active: z.max_active(),
+            }),
             Ns::Block(_) => None,
         }
     }
@@ -927,8 +945,8 @@ impl Subsystem {
                 };
                 let mut buf = vec![0u8; len as usize];
                 let r = match &mut *ns {
-                    Ns::Block(d) => d.read(off, &mut buf).map_err(|_| Status::INTERNAL_ERROR),
-                    Ns::Zoned(z) => z.read(off >> self.lba_shift, &mut buf).map_err(|e| status_of(&e)),
+                    Ns::Block(d) => d.read(off, &mut buf).map_err(|e| backend_status(&e)),
+                    Ns::Zoned(z) => z.read(off, &mut buf).map_err(|e| backend_status(&e)),
                 };
                 drop(ns);
                 let mut out = done(r);
@@ -967,8 +985,8 @@ impl Subsystem {
                     _ => return Outcome::err(Status::INVALID_FIELD),
                 };
                 let r = match &mut *ns {
-                    Ns::Block(d) => d.write(off, data, fua, placement).map_err(|_| Status::INTERNAL_ERROR),
-                    Ns::Zoned(z) => z.write(off >> self.lba_shift, data, fua).map_err(|e| status_of(&e)),
+                    Ns::Block(d) => d.write(off, data, fua, placement).map_err(|e| backend_status(&e)),
+                    Ns::Zoned(z) => z.write(off, data, fua, None).map_err(|e| backend_status(&e)),
                 };
                 drop(ns);
                 let out = done(r);
@@ -991,7 +1009,7 @@ impl Subsystem {
                     Ns::Block(d) => if deac { d.trim(off, len, fua) } else { d.write_zeroes(off, len, true, fua, None) }
                         .map_err(|_| Status::INTERNAL_ERROR),
                     // A zoned namespace writes the zeros at the write pointer like any write.
-                    Ns::Zoned(z) => z.write(off >> self.lba_shift, &vec![0u8; len as usize], fua).map_err(|e| status_of(&e)),
+                    Ns::Zoned(z) => z.write(off, &vec![0u8; len as usize], fua, None).map_err(|e| backend_status(&e)),
                 })
             }
             io::DATASET_MANAGEMENT => {
@@ -1078,7 +1096,7 @@ impl Subsystem {
                     return Outcome::err(Status::DATA_SGL_LENGTH_INVALID);
                 }
                 let fua = sqe.dw(12) & (1 << 30) != 0;
-                match z.append(zslba, data, fua) {
+                match z.zone_append(zslba, data, fua) {
                     Ok((lba, t)) => {
                         drop(ns);
                         self.count(|c| {
@@ -1087,7 +1105,7 @@ impl Subsystem {
                         });
                         Outcome { dw0: lba as u32, dw1: (lba >> 32) as u32, done_ns: Some(t), ..Outcome::ok() }
                     }
-                    Err(e) => Outcome::err(status_of(&e)),
+                    Err(e) => Outcome::err(backend_status(&e)),
                 }
             }
             io::ZONE_MGMT_SEND => {
@@ -1105,7 +1123,7 @@ impl Subsystem {
                 if !all && slba >= self.nsze {
                     return Outcome::err(Status::LBA_OUT_OF_RANGE);
                 }
-                done(z.action(if all { 0 } else { slba }, action, all).map_err(|e| status_of(&e)))
+                done(z.zone_action(if all { 0 } else { slba }, action, all).map_err(|e| backend_status(&e)))
             }
             io::ZONE_MGMT_RECV => {
                 let Ns::Zoned(z) = &mut *ns else { unreachable!("zoned") };
@@ -1132,7 +1150,7 @@ impl Subsystem {
                     return Outcome::err(Status::LBA_OUT_OF_RANGE);
                 }
                 let fit = (len - 64) / 64;
-                let zs = match z.report(slba, filter, usize::MAX) {
+                let zs = match z.device().zns().expect("zoned").report(slba, filter, usize::MAX) {
                     Ok(v) => v,
                     Err(e) => return Outcome::err(status_of(&e)),
                 };

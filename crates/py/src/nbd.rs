@@ -41,8 +41,9 @@ fn nbd_serve<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, options: &Bound<'
         return Err(PyValueError::new_err("--latency emulated needs a device with timing (timing.enabled = true)"));
     }
     py.detach(move || {
-        let backend = Backend::open(cfg.clone(), &BackendOptions { image: o.image.clone(), snapshot_every: o.snapshot_every })
-            .map_err(|e| PyOSError::new_err(e.0))?;
+        let backend =
+            Backend::open(cfg.clone(), &BackendOptions { image: o.image.clone(), snapshot_every: o.snapshot_every, zoned: false })
+                .map_err(|e| PyOSError::new_err(e.0))?;
         let exports = match o.exports {
             Some(e) if !e.is_empty() => e,
             _ => default_exports(backend.config(), backend.logical_bytes(), o.per_handle),

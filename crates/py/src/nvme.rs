@@ -49,7 +49,7 @@ fn nvme_serve<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, options: &Bound<
             nqn: o.nqn,
             name: "ssdlab nvme serve".into(),
         };
-        let t = ssdlab_nvmet::open(cfg, &BackendOptions { image: o.image, snapshot_every: o.snapshot_every }, opts)
+        let t = ssdlab_nvmet::open(cfg, &BackendOptions { image: o.image, snapshot_every: o.snapshot_every, zoned: true }, opts)
             .map_err(PyOSError::new_err)?;
         ssdlab_nvmet::serve(t, None).map_err(PyOSError::new_err)
     })

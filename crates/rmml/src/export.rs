@@ -49,7 +49,7 @@ pub struct SwapDisk {
 }
 
 fn err(e: crate::Error) -> BackendError {
-    BackendError(e.to_string())
+    BackendError::msg(e.to_string())
 }
 
 impl SwapDisk {
