@@ -293,7 +293,8 @@ impl Backend {
     /// Open (or create) the image for `cfg` and bring the device to the image's state.
     pub fn open(mut cfg: Config, opts: &BackendOptions) -> Result<Backend> {
         let zoned = matches!(cfg.personality, Personality::Zns);
-        if !matches!(cfg.personality, Personality::Conventional) && !(zoned && opts.zoned) {
+        let served = matches!(cfg.personality, Personality::Conventional) || (zoned && opts.zoned);
+        if !served {
             return Err(BackendError::msg(format!(
                 "ssdlab serve exports conventional and FDP devices; personality {:?} has its own host interface (use the Python API)",
                 cfg.personality
