@@ -7,6 +7,7 @@ host connects.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -32,6 +33,30 @@ def serve(config: Dict[str, Any], listen: str = "127.0.0.1:4420", image: Optiona
             "metrics_out": metrics_out, "snapshot_every": snapshot_every, "quiet": quiet,
             "idle_timeout_s": idle_timeout_s, "evict_idle_after_s": evict_idle_after_s, "allow_remote": allow_remote}
     return foreground(_native.nvme_serve, config, opts)
+
+
+def stats(addr: str, nqn: str = DEFAULT_NQN) -> Dict[str, Any]:
+    """Live metrics of the target at HOST:PORT, read as an NVMe host reads them (a controller's
+    vendor log page C0h, which `nvme get-log /dev/nvmeX --log-id=0xc0 --log-len=N` reads too)."""
+    return _native.nvme_stats(addr, nqn)
+
+
+def cmd_stats(args) -> int:
+    m = stats(args.address, args.nqn)
+    text = json.dumps(m, indent=2) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+    if args.json:
+        sys.stdout.write(text)
+    elif not args.out:
+        c = m["nvme"]["counters"]
+        w = m["latency_ns"]["write"]
+        print(f"DLWA {m['dlwa']:.4f}  host writes {m['host_write_bytes'] / 2**30:.3f} GiB  "
+              f"NAND writes {m['nand_write_bytes'] / 2**30:.3f} GiB  commands {c['commands']} ({c['io_commands']} I/O)  "
+              f"controllers {m['nvme']['controllers']}")
+        if w.get("count"):
+            print(f"write latency p50 {w['p50'] / 1e3:.1f} us  p99 {w['p99'] / 1e3:.1f} us")
+    return 0
 
 
 def cmd_serve(args) -> int:
@@ -74,3 +99,12 @@ def add_cli(sub) -> None:
                                   "reads and writes the namespace",
                            metrics_out="metrics.json and timeseries.csv (also on SIGUSR1)")
     s.set_defaults(func=cmd_serve)
+
+    st = a.add_parser("stats", help="live metrics of a running `ssdlab nvme serve` (read as an NVMe host)",
+                      description="Connect to the target at ADDRESS as an NVMe/TCP host and read its live metrics "
+                                  "(the controller's vendor log page C0h).")
+    st.add_argument("address", help="HOST:PORT of the target")
+    st.add_argument("--nqn", default=DEFAULT_NQN, help="the subsystem's NQN (default %(default)s)")
+    st.add_argument("--json", action="store_true", help="print the whole metrics.json")
+    st.add_argument("--out", help="write metrics.json here")
+    st.set_defaults(func=cmd_stats)

@@ -115,6 +115,9 @@ pub const IN_CAPSULE_IO: u32 = 8192;
 pub const IN_CAPSULE_ADMIN: u32 = 8192;
 /// Asynchronous event requests a controller holds (AERL + 1).
 pub const AER_SLOTS: usize = 4;
+/// The vendor-specific log page with the target's live metrics: an 8-byte length, then
+/// metrics.json's text (`ssdlab nvme stats`, or `nvme get-log --log-id=0xc0` on a host).
+pub const METRICS_LOG: u8 = 0xC0;
 /// Keep Alive granularity: KAS in units of 100 ms.
 pub const KAS: u16 = 10;
 
@@ -215,6 +218,8 @@ pub struct Subsystem {
     /// The namespace's NGUID (derived from the serial: stable across restarts of one image).
     nguid: [u8; 16],
     ctrls: Mutex<HashMap<u16, Ctrl>>,
+    /// The metrics log page as a controller last started reading it.
+    metrics_snapshots: Mutex<HashMap<u16, Vec<u8>>>,
     next_cntlid: Mutex<u16>,
     pub counters: Mutex<Counters>,
     /// Where hosts reach it (the discovery log page's entry).
@@ -281,6 +286,7 @@ impl Subsystem {
             nsze,
             nguid,
             ctrls: Mutex::new(HashMap::new()),
+            metrics_snapshots: Mutex::new(HashMap::new()),
             next_cntlid: Mutex::new(1),
             counters: Mutex::new(Counters::default()),
             traddr: String::new(),
@@ -352,6 +358,7 @@ impl Subsystem {
         let mut c = self.ctrls();
         if q.qid == 0 {
             c.remove(&q.cntlid);
+            self.metrics_snapshots.lock().unwrap_or_else(|e| e.into_inner()).remove(&q.cntlid);
         } else if let Some(ctrl) = c.get_mut(&q.cntlid) {
             ctrl.queues = ctrl.queues.saturating_sub(1);
         }
@@ -708,6 +715,18 @@ impl Subsystem {
             }
             0x04 if !c.discovery => vec![0u8; 4096],
             0x70 if c.discovery => self.discovery_log(),
+            METRICS_LOG if !c.discovery => {
+                // One snapshot per controller, taken when a read starts at offset 0, so a page
+                // read in pieces is one consistent document.
+                let mut snaps = self.metrics_snapshots.lock().unwrap_or_else(|e| e.into_inner());
+                if offset == 0 || !snaps.contains_key(&c.cntlid) {
+                    let text = serde_json::to_vec_pretty(&self.metrics()).unwrap_or_default();
+                    let mut b = (text.len() as u64).to_le_bytes().to_vec();
+                    b.extend_from_slice(&text);
+                    snaps.insert(c.cntlid, b);
+                }
+                snaps[&c.cntlid].clone()
+            }
             0x20..=0x23 if !c.discovery => {
                 if sqe.dw(11) >> 16 != 1 {
                     return Outcome::err(Status::INVALID_FIELD); // LSI: endurance group 1 only

@@ -7,8 +7,10 @@
 //! - [`cmd`]: submission / completion queue entries and status codes;
 //! - [`ctrl`]: the subsystem, its controllers and the commands (fabrics, admin, NVM I/O);
 //! - [`server`]: one TCP connection per queue on ssdlab's server core (crates/server);
+//! - [`client`]: a small blocking host (`ssdlab nvme stats`, the tests);
 //! - [`fuzzing`]: a connection on untrusted bytes (fuzz target, corpus run).
 
+pub mod client;
 pub mod cmd;
 pub mod ctrl;
 pub mod fuzzing;

@@ -1,5 +1,5 @@
-//! A small NVMe/TCP host written from the specification, driving the target over a real TCP
-//! connection: connect, identify, queues, reads and writes (in capsule and after R2T), digests,
+//! ssdlab's small NVMe/TCP host (crates/nvmet/src/client.rs), written from the specifications,
+//! driving the target over a real TCP connection: connect, identify, queues, reads and writes (in capsule and after R2T), digests,
 //! deallocate, and the status codes of bad commands. Real hosts (Linux nvme-tcp, nvme-cli) are
 //! tested in tests/test_nvme.py through a guest.
 
@@ -9,162 +9,25 @@ use std::sync::Arc;
 
 use ssdlab_core::media::presets::preset;
 use ssdlab_nbd::BackendOptions;
-use ssdlab_nvmet::cmd::{Sqe, SGL_DATA_BLOCK_OFFSET, SGL_TRANSPORT_DATA_BLOCK};
+use ssdlab_nvmet::cmd::Sqe;
 use ssdlab_nvmet::pdu::*;
 use ssdlab_nvmet::{ServeOptions, Target, DEFAULT_NQN};
 
-struct Host {
-    s: TcpStream,
-    dg: bool,
-    cid: u16,
+use ssdlab_nvmet::client::{self, set_dw, sqe, Host, Reply};
+
+/// The tests' way of submitting: a transport failure fails the test.
+trait Run {
+    fn run(&mut self, sqe: Sqe, out: &[u8], inline: bool) -> Reply;
 }
 
-struct Reply {
-    cqe: [u8; 16],
-    data: Vec<u8>,
-}
-
-impl Reply {
-    fn status(&self) -> (u8, u8) {
-        let f = u16::from_le_bytes([self.cqe[14], self.cqe[15]]);
-        (((f >> 9) & 7) as u8, ((f >> 1) & 0xFF) as u8)
+impl Run for Host {
+    fn run(&mut self, sqe: Sqe, out: &[u8], inline: bool) -> Reply {
+        Host::cmd(self, sqe, out, inline).expect("the command's completion")
     }
-    fn ok(&self) -> bool {
-        self.status() == (0, 0)
-    }
-    fn dw0(&self) -> u32 {
-        u32::from_le_bytes(self.cqe[0..4].try_into().unwrap())
-    }
-}
-
-impl Host {
-    fn connect(addr: std::net::SocketAddr, dg: bool) -> Host {
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
-        let mut ic = vec![0u8; 128];
-        ic[..8].copy_from_slice(&CommonHeader { pdu_type: ICREQ, flags: 0, hlen: 128, pdo: 0, plen: 128 }.encode());
-        ic[11] = if dg { 3 } else { 0 };
-        s.write_all(&ic).unwrap();
-        let mut r = [0u8; 128];
-        s.read_exact(&mut r).unwrap();
-        assert_eq!(r[0], ICRESP);
-        assert_eq!(r[11], ic[11], "digests granted as asked");
-        Host { s, dg, cid: 0 }
-    }
-
-    fn pdu(&mut self, t: u8, hlen: u8, fields: &[u8], data: &[u8], flags: u8) {
-        let hd = if self.dg { 4 } else { 0 };
-        let dd = if self.dg && !data.is_empty() { 4 } else { 0 };
-        let pdo = if data.is_empty() { 0 } else { hlen as usize + hd };
-        let plen = hlen as usize + hd + data.len() + dd;
-        let f = flags | if self.dg { FLAG_HDGST } else { 0 } | if dd > 0 { FLAG_DDGST } else { 0 };
-        let mut v = CommonHeader { pdu_type: t, flags: f, hlen, pdo: pdo as u8, plen: plen as u32 }.encode().to_vec();
-        v.extend_from_slice(fields);
-        v.resize(hlen as usize, 0);
-        if self.dg {
-            let c = crc32c(&v);
-            v.extend_from_slice(&c.to_le_bytes());
-        }
-        v.extend_from_slice(data);
-        if dd > 0 {
-            v.extend_from_slice(&crc32c(data).to_le_bytes());
-        }
-        self.s.write_all(&v).unwrap();
-    }
-
-    fn read_pdu(&mut self) -> (CommonHeader, Vec<u8>, Vec<u8>) {
-        let mut ch = [0u8; 8];
-        self.s.read_exact(&mut ch).unwrap();
-        let h = CommonHeader::parse(&ch);
-        let mut rest = vec![0u8; h.plen as usize - 8];
-        self.s.read_exact(&mut rest).unwrap();
-        let hlen = h.hlen as usize - 8;
-        let fields = rest[..hlen].to_vec();
-        let mut data = vec![];
-        if h.pdo > 0 {
-            let dd = if h.flags & FLAG_DDGST != 0 { 4 } else { 0 };
-            data = rest[h.pdo as usize - 8..rest.len() - dd].to_vec();
-            if dd > 0 {
-                assert_eq!(crc32c(&data).to_le_bytes(), rest[rest.len() - 4..], "data digest");
-            }
-        }
-        if h.flags & FLAG_HDGST != 0 {
-            let mut whole = ch.to_vec();
-            whole.extend_from_slice(&fields);
-            assert_eq!(crc32c(&whole).to_le_bytes(), rest[hlen..hlen + 4], "header digest");
-        }
-        (h, fields, data)
-    }
-
-    /// Submit `sqe` (cid filled in); host data goes in capsule when `inline`, else after R2T.
-    fn cmd(&mut self, mut sqe: Sqe, out: &[u8], inline: bool) -> Reply {
-        self.cid = self.cid.wrapping_add(1);
-        let cid = self.cid;
-        sqe.0[2..4].copy_from_slice(&cid.to_le_bytes());
-        sqe.0[1] = 1 << 6;
-        let len = if out.is_empty() { u32::from_le_bytes(sqe.0[32..36].try_into().unwrap()) } else { out.len() as u32 };
-        sqe.0[32..36].copy_from_slice(&len.to_le_bytes());
-        sqe.0[39] = if inline && !out.is_empty() { SGL_DATA_BLOCK_OFFSET } else { SGL_TRANSPORT_DATA_BLOCK };
-        self.pdu(CAPSULE_CMD, 72, &sqe.0, if inline { out } else { &[] }, 0);
-        let mut data = vec![];
-        loop {
-            let (h, f, d) = self.read_pdu();
-            match h.pdu_type {
-                R2T => {
-                    let r = DataHeader::parse(&f);
-                    assert_eq!(r.cccid, cid);
-                    // In pieces of 64 KiB, as a host with a small MAXH2CDATA would.
-                    let span = &out[r.offset as usize..(r.offset + r.length) as usize];
-                    let mut at = 0;
-                    for piece in span.chunks(65536) {
-                        let mut fl = [0u8; 16];
-                        fl[0..2].copy_from_slice(&cid.to_le_bytes());
-                        fl[2..4].copy_from_slice(&r.ttag.to_le_bytes());
-                        fl[4..8].copy_from_slice(&(r.offset + at).to_le_bytes());
-                        fl[8..12].copy_from_slice(&(piece.len() as u32).to_le_bytes());
-                        at += piece.len() as u32;
-                        let last = if at == r.length { FLAG_LAST_PDU } else { 0 };
-                        self.pdu(H2C_DATA, 24, &fl, piece, last);
-                    }
-                }
-                C2H_DATA => {
-                    let dh = DataHeader::parse(&f);
-                    assert_eq!(dh.offset as usize, data.len());
-                    data.extend_from_slice(&d);
-                }
-                CAPSULE_RESP => {
-                    let cqe: [u8; 16] = f[..16].try_into().unwrap();
-                    assert_eq!(u16::from_le_bytes([cqe[12], cqe[13]]), cid);
-                    return Reply { cqe, data };
-                }
-                t => panic!("unexpected PDU type {t:#x}"),
-            }
-        }
-    }
-}
-
-fn sqe(op: u8) -> Sqe {
-    let mut s = Sqe([0; 64]);
-    s.0[0] = op;
-    s
-}
-
-fn set_dw(s: &mut Sqe, i: usize, v: u32) {
-    s.0[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
 }
 
 fn connect_cmd(qid: u16, cntlid: u16) -> (Sqe, Vec<u8>) {
-    let mut s = sqe(0x7F);
-    s.0[4] = 1;
-    s.0[42..44].copy_from_slice(&qid.to_le_bytes());
-    s.0[44..46].copy_from_slice(&31u16.to_le_bytes());
-    let mut d = vec![0u8; 1024];
-    d[..16].copy_from_slice(&[7u8; 16]);
-    d[16..18].copy_from_slice(&cntlid.to_le_bytes());
-    d[256..256 + DEFAULT_NQN.len()].copy_from_slice(DEFAULT_NQN.as_bytes());
-    let h = b"nqn.2014-08.org.nvmexpress:uuid:test-host";
-    d[512..512 + h.len()].copy_from_slice(h);
-    (s, d)
+    client::connect_cmd(qid, cntlid, DEFAULT_NQN, "nqn.2014-08.org.nvmexpress:uuid:test-host")
 }
 
 fn prop(h: &mut Host, set: Option<u32>, ofst: u32, eight: bool) -> Reply {
@@ -175,7 +38,7 @@ fn prop(h: &mut Host, set: Option<u32>, ofst: u32, eight: bool) -> Reply {
     if let Some(v) = set {
         set_dw(&mut s, 12, v);
     }
-    h.cmd(s, &[], false)
+    h.run(s, &[], false)
 }
 
 fn target() -> (Arc<Target>, std::net::SocketAddr, std::thread::JoinHandle<()>, ssdlab_server::Shutdown) {
@@ -195,9 +58,9 @@ fn target_of(c: ssdlab_core::config::Config) -> (Arc<Target>, std::net::SocketAd
 
 /// Admin queue up and controller enabled: returns the host and its controller id.
 fn admin(addr: std::net::SocketAddr, dg: bool) -> (Host, u16) {
-    let mut h = Host::connect(addr, dg);
+    let mut h = Host::connect(addr, dg).unwrap();
     let (s, d) = connect_cmd(0, 0xFFFF);
-    let r = h.cmd(s, &d, true);
+    let r = h.run(s, &d, true);
     assert!(r.ok(), "{:?}", r.status());
     let cntlid = r.dw0() as u16;
     let cap = prop(&mut h, None, 0, true);
@@ -217,7 +80,7 @@ fn a_host_connects_identifies_and_moves_data_both_ways() {
         let mut id = sqe(0x06);
         set_dw(&mut id, 10, 1);
         set_dw(&mut id, 8, 4096);
-        let r = a.cmd(id, &[], false);
+        let r = a.run(id, &[], false);
         assert!(r.ok());
         assert_eq!(r.data.len(), 4096);
         assert_eq!(&r.data[24..43], b"ssdlab emulated SSD");
@@ -225,23 +88,23 @@ fn a_host_connects_identifies_and_moves_data_both_ways() {
         let mut nsid = sqe(0x06);
         set_dw(&mut nsid, 1, 1);
         set_dw(&mut nsid, 8, 4096);
-        let ns = a.cmd(nsid, &[], false);
+        let ns = a.run(nsid, &[], false);
         let nsze = u64::from_le_bytes(ns.data[0..8].try_into().unwrap());
         assert_eq!(nsze, t.sub.ns().logical_bytes() / 4096);
         // Two I/O queues granted.
         let mut nq = sqe(0x09);
         set_dw(&mut nq, 10, 7);
         set_dw(&mut nq, 11, 1 | 1 << 16);
-        let r = a.cmd(nq, &[], false);
+        let r = a.run(nq, &[], false);
         assert!(r.ok());
         assert_eq!(r.dw0(), 1 | 1 << 16);
-        let mut io = Host::connect(addr, dg);
+        let mut io = Host::connect(addr, dg).unwrap();
         let (s, d) = connect_cmd(1, cntlid);
-        assert!(io.cmd(s, &d, false).ok(), "I/O queue connect with its data after R2T");
+        assert!(io.run(s, &d, false).ok(), "I/O queue connect with its data after R2T");
         // A third queue was not granted.
-        let mut io3 = Host::connect(addr, dg);
+        let mut io3 = Host::connect(addr, dg).unwrap();
         let (s, d) = connect_cmd(3, cntlid);
-        assert_eq!(io3.cmd(s, &d, true).status(), (1, 0x82));
+        assert_eq!(io3.run(s, &d, true).status(), (1, 0x82));
         // Writes: 4 KiB in capsule, 300 KiB after R2T; reads back both.
         let small: Vec<u8> = (0..4096u32).map(|i| (i * 7 + dg as u32) as u8).collect();
         let big: Vec<u8> = (0..300 * 1024u32).map(|i| (i / 13) as u8 ^ dg as u8).collect();
@@ -250,13 +113,13 @@ fn a_host_connects_identifies_and_moves_data_both_ways() {
             set_dw(&mut w, 1, 1);
             w.0[40..48].copy_from_slice(&lba.to_le_bytes());
             set_dw(&mut w, 12, (data.len() / 4096 - 1) as u32);
-            assert!(io.cmd(w, data, inline).ok());
+            assert!(io.run(w, data, inline).ok());
             let mut rd = sqe(0x02);
             set_dw(&mut rd, 1, 1);
             rd.0[40..48].copy_from_slice(&lba.to_le_bytes());
             set_dw(&mut rd, 12, (data.len() / 4096 - 1) as u32);
             set_dw(&mut rd, 8, data.len() as u32);
-            let r = io.cmd(rd, &[], false);
+            let r = io.run(rd, &[], false);
             assert!(r.ok());
             assert_eq!(&r.data, data);
         }
@@ -267,26 +130,26 @@ fn a_host_connects_identifies_and_moves_data_both_ways() {
         let mut dsm = sqe(0x09);
         set_dw(&mut dsm, 1, 1);
         set_dw(&mut dsm, 11, 1 << 2);
-        assert!(io.cmd(dsm, &range, true).ok());
+        assert!(io.run(dsm, &range, true).ok());
         let mut rd = sqe(0x02);
         set_dw(&mut rd, 1, 1);
         rd.0[40..48].copy_from_slice(&10u64.to_le_bytes());
         set_dw(&mut rd, 8, 4096);
-        assert_eq!(io.cmd(rd, &[], false).data, vec![0u8; 4096]);
+        assert_eq!(io.run(rd, &[], false).data, vec![0u8; 4096]);
         // Past the end: LBA out of range; unknown namespace; unknown opcode.
         let mut bad = sqe(0x02);
         set_dw(&mut bad, 1, 1);
         bad.0[40..48].copy_from_slice(&nsze.to_le_bytes());
         set_dw(&mut bad, 8, 4096);
-        assert_eq!(io.cmd(bad, &[], false).status(), (0, 0x80));
+        assert_eq!(io.run(bad, &[], false).status(), (0, 0x80));
         set_dw(&mut bad, 1, 2);
-        assert_eq!(io.cmd(bad, &[], false).status(), (0, 0x0B));
+        assert_eq!(io.run(bad, &[], false).status(), (0, 0x0B));
         let mut unknown = sqe(0x55);
         set_dw(&mut unknown, 1, 1);
-        assert_eq!(io.cmd(unknown, &[], false).status(), (0, 0x01));
+        assert_eq!(io.run(unknown, &[], false).status(), (0, 0x01));
         let mut fl = sqe(0x00);
         set_dw(&mut fl, 1, 1);
-        assert!(io.cmd(fl, &[], false).ok());
+        assert!(io.run(fl, &[], false).ok());
     }
     let m = t.metrics();
     assert!(m["nvme"]["counters"]["writes"].as_u64().unwrap() >= 4);
@@ -299,17 +162,17 @@ fn a_host_connects_identifies_and_moves_data_both_ways() {
 #[test]
 fn the_discovery_controller_names_the_subsystem() {
     let (_t, addr, j, stop) = target();
-    let mut h = Host::connect(addr, false);
+    let mut h = Host::connect(addr, false).unwrap();
     let (s, mut d) = connect_cmd(0, 0xFFFF);
     d[256..512].fill(0);
     let n = b"nqn.2014-08.org.nvmexpress.discovery";
     d[256..256 + n.len()].copy_from_slice(n);
-    assert!(h.cmd(s, &d, true).ok());
+    assert!(h.run(s, &d, true).ok());
     assert!(prop(&mut h, Some(1), 0x14, false).ok());
     let mut lp = sqe(0x02);
     set_dw(&mut lp, 10, 0x70 | ((2048 / 4 - 1) << 16));
     set_dw(&mut lp, 8, 2048);
-    let r = h.cmd(lp, &[], false);
+    let r = h.run(lp, &[], false);
     assert!(r.ok());
     assert_eq!(u64::from_le_bytes(r.data[8..16].try_into().unwrap()), 1);
     assert_eq!(r.data[1024], 3, "TCP");
@@ -322,10 +185,10 @@ fn the_discovery_controller_names_the_subsystem() {
 fn broken_pdus_end_the_connection_with_a_termination_request() {
     let (_t, addr, j, stop) = target();
     // A capsule claiming 1 GiB of in-capsule data: refused from its header.
-    let mut h = Host::connect(addr, false);
+    let mut h = Host::connect(addr, false).unwrap();
     let v = CommonHeader { pdu_type: CAPSULE_CMD, flags: 0, hlen: 72, pdo: 72, plen: 1 << 30 }.encode();
     h.s.write_all(&v).unwrap();
-    let (ph, _, _) = h.read_pdu();
+    let (ph, _, _) = h.read_pdu().unwrap();
     assert_eq!(ph.pdu_type, C2H_TERM);
     let mut rest = vec![];
     assert_eq!(h.s.read_to_end(&mut rest).unwrap(), 0, "closed after the termination request");
@@ -344,10 +207,10 @@ fn io_queue(addr: std::net::SocketAddr) -> (Host, Host) {
     let (mut a, cntlid) = admin(addr, false);
     let mut nq = sqe(0x09);
     set_dw(&mut nq, 10, 7);
-    assert!(a.cmd(nq, &[], false).ok());
-    let mut io = Host::connect(addr, false);
+    assert!(a.run(nq, &[], false).ok());
+    let mut io = Host::connect(addr, false).unwrap();
     let (s, d) = connect_cmd(1, cntlid);
-    assert!(io.cmd(s, &d, true).ok());
+    assert!(io.run(s, &d, true).ok());
     (a, io)
 }
 
@@ -373,29 +236,29 @@ fn a_zns_device_is_a_zoned_namespace() {
     set_dw(&mut d, 1, 1);
     set_dw(&mut d, 10, 3);
     set_dw(&mut d, 8, 4096);
-    let r = a.cmd(d, &[], false);
+    let r = a.run(d, &[], false);
     assert_eq!((r.data[20], r.data[24]), (0x04, 2), "CSI descriptor: zoned");
     let mut z = sqe(0x06);
     set_dw(&mut z, 1, 1);
     set_dw(&mut z, 10, 5);
     set_dw(&mut z, 11, 2 << 24);
     set_dw(&mut z, 8, 4096);
-    let r = a.cmd(z, &[], false);
+    let r = a.run(z, &[], false);
     assert!(r.ok());
     assert_eq!(u64::from_le_bytes(r.data[2816..2824].try_into().unwrap()), zs.zone_size);
     assert_eq!(u32::from_le_bytes(r.data[8..12].try_into().unwrap()), zs.max_open - 1);
     // Write at the start of zone 1, then a write that is not at the write pointer.
     let zone1 = zs.zone_size;
     let data = vec![0xA5u8; 8192];
-    assert!(io.cmd(rw(0x01, zone1, 2), &data, true).ok());
-    assert_eq!(io.cmd(rw(0x01, zone1 + 5, 1), &data[..4096], true).status(), (1, 0xBC), "zone invalid write");
+    assert!(io.run(rw(0x01, zone1, 2), &data, true).ok());
+    assert_eq!(io.run(rw(0x01, zone1 + 5, 1), &data[..4096], true).status(), (1, 0xBC), "zone invalid write");
     // Zone append: the LBA written comes back in the completion.
     let mut ap = rw(0x7D, zone1, 1);
     ap.0[32..36].copy_from_slice(&4096u32.to_le_bytes());
-    let r = io.cmd(ap, &[7u8; 4096], true);
+    let r = io.run(ap, &[7u8; 4096], true);
     assert!(r.ok(), "{:?}", r.status());
     assert_eq!(r.dw0() as u64, zone1 + 2);
-    let back = io.cmd(rw(0x02, zone1, 3), &[], false);
+    let back = io.run(rw(0x02, zone1, 3), &[], false);
     assert_eq!(&back.data[..8192], &data[..]);
     assert_eq!(&back.data[8192..], &[7u8; 4096][..]);
     // Report zones: zone 1 implicitly open with its write pointer at +3.
@@ -404,7 +267,7 @@ fn a_zns_device_is_a_zoned_namespace() {
     rep.0[40..48].copy_from_slice(&zone1.to_le_bytes());
     set_dw(&mut rep, 12, (64 + 64 * 2) / 4 - 1);
     set_dw(&mut rep, 8, 64 + 64 * 2);
-    let r = io.cmd(rep, &[], false);
+    let r = io.run(rep, &[], false);
     assert!(r.ok());
     assert_eq!(u64::from_le_bytes(r.data[0..8].try_into().unwrap()), zs.zones as u64 - 1, "zones from zone 1 on");
     assert_eq!(r.data[64 + 1] >> 4, 0x2, "implicitly open");
@@ -415,17 +278,17 @@ fn a_zns_device_is_a_zoned_namespace() {
     set_dw(&mut reset, 1, 1);
     reset.0[40..48].copy_from_slice(&zone1.to_le_bytes());
     set_dw(&mut reset, 13, 4);
-    assert!(io.cmd(reset, &[], false).ok());
+    assert!(io.run(reset, &[], false).ok());
     assert!(t.metrics()["nand_erase_count"].as_u64().unwrap() > erases, "a reset erases the zone's blocks");
-    let r = io.cmd(rep, &[], false);
+    let r = io.run(rep, &[], false);
     assert_eq!(r.data[64 + 1] >> 4, 0x1, "empty");
     // An invalid transition: finish then open a full zone? Opening a full zone is refused.
     let mut fin = reset;
     set_dw(&mut fin, 13, 2);
-    assert!(io.cmd(fin, &[], false).ok());
+    assert!(io.run(fin, &[], false).ok());
     let mut open = reset;
     set_dw(&mut open, 13, 3);
-    assert_eq!(io.cmd(open, &[], false).status(), (1, 0xBF), "invalid zone state transition");
+    assert_eq!(io.run(open, &[], false).status(), (1, 0xBF), "invalid zone state transition");
     drop((a, io));
     stop.trigger();
     j.join().unwrap();
@@ -443,13 +306,13 @@ fn an_fdp_device_shows_its_handles_and_places_writes_by_them() {
     let mut id = sqe(0x06);
     set_dw(&mut id, 10, 1);
     set_dw(&mut id, 8, 4096);
-    let r = a.cmd(id, &[], false);
+    let r = a.run(id, &[], false);
     assert_ne!(u32::from_le_bytes(r.data[96..100].try_into().unwrap()) & (1 << 19), 0, "CTRATT.FDPS");
     // Get Features FDP of endurance group 1: enabled, configuration 0.
     let mut gf = sqe(0x0A);
     set_dw(&mut gf, 10, 0x1D);
     set_dw(&mut gf, 11, 1);
-    let r = a.cmd(gf, &[], false);
+    let r = a.run(gf, &[], false);
     assert!(r.ok());
     assert_eq!(r.dw0() & 1, 1);
     // FDP configurations log: one configuration, valid, 2 handles.
@@ -459,7 +322,7 @@ fn an_fdp_device_shows_its_handles_and_places_writes_by_them() {
         set_dw(&mut lp, 10, lid | ((len / 4 - 1) << 16));
         set_dw(&mut lp, 11, 1 << 16);
         set_dw(&mut lp, 8, len);
-        a.cmd(lp, &[], false)
+        a.run(lp, &[], false)
     };
     let r = log(&mut a, 0x20, 512);
     assert!(r.ok(), "{:?}", r.status());
@@ -471,13 +334,13 @@ fn an_fdp_device_shows_its_handles_and_places_writes_by_them() {
         let mut w = rw(0x01, 8 * i as u64, 8);
         set_dw(&mut w, 12, 7 | 2 << 20);
         set_dw(&mut w, 13, (pid as u32) << 16);
-        assert!(io.cmd(w, &vec![pid as u8 + 1; 8 * 4096], false).ok());
+        assert!(io.run(w, &vec![pid as u8 + 1; 8 * 4096], false).ok());
     }
     // A placement identifier naming no handle is refused.
     let mut w = rw(0x01, 0, 1);
     set_dw(&mut w, 12, 2 << 20);
     set_dw(&mut w, 13, 9 << 16);
-    assert_eq!(io.cmd(w, &[0u8; 4096], true).status(), (0, 0x02));
+    assert_eq!(io.run(w, &[0u8; 4096], true).status(), (0, 0x02));
     // Usage log: both handles host-specified. RUH status: 16 blocks taken from each RU.
     let r = log(&mut a, 0x21, 64);
     assert_eq!((r.data[8], r.data[16]), (1, 1));
@@ -486,7 +349,7 @@ fn an_fdp_device_shows_its_handles_and_places_writes_by_them() {
     set_dw(&mut st, 10, 1);
     set_dw(&mut st, 11, (16 + 64) / 4 - 1);
     set_dw(&mut st, 8, 16 + 64);
-    let r = io.cmd(st, &[], false);
+    let r = io.run(st, &[], false);
     assert!(r.ok(), "{:?}", r.status());
     assert_eq!(u16::from_le_bytes([r.data[14], r.data[15]]), 2);
     let ruamw = |d: &[u8], i: usize| u64::from_le_bytes(d[16 + 32 * i + 8..16 + 32 * i + 16].try_into().unwrap());
@@ -495,8 +358,8 @@ fn an_fdp_device_shows_its_handles_and_places_writes_by_them() {
     let mut up = sqe(0x1D);
     set_dw(&mut up, 1, 1);
     set_dw(&mut up, 10, 1);
-    assert!(io.cmd(up, &1u16.to_le_bytes(), true).ok());
-    let r = io.cmd(st, &[], false);
+    assert!(io.run(up, &1u16.to_le_bytes(), true).ok());
+    let r = io.run(st, &[], false);
     assert_eq!(ruamw(&r.data, 0), before.0);
     assert!(ruamw(&r.data, 1) > before.1, "handle 1 starts a new reclaim unit");
     let m = t.metrics();
@@ -539,22 +402,22 @@ fn a_zoned_namespace_on_an_image_comes_back_as_it_was() {
         set_dw(&mut rep, 12, 128 / 4 - 1);
         set_dw(&mut rep, 13, 1 << 16);
         set_dw(&mut rep, 8, 128);
-        let r = io.cmd(rep, &[], false);
+        let r = io.run(rep, &[], false);
         (r.data[65] >> 4, u64::from_le_bytes(r.data[88..96].try_into().unwrap()))
     };
     let (t, addr, j, stop) = start(c.clone());
     let zs = t.sub.zone_info().unwrap().zone_size;
     {
         let (_a, mut io) = io_queue(addr);
-        assert!(io.cmd(rw(0x01, 0, 2), &[1u8; 8192], true).ok());
-        assert!(io.cmd(rw(0x01, zs, 1), &[2u8; 4096], true).ok());
+        assert!(io.run(rw(0x01, 0, 2), &[1u8; 8192], true).ok());
+        assert!(io.run(rw(0x01, zs, 1), &[2u8; 4096], true).ok());
         let mut ap = rw(0x7D, zs, 1);
         ap.0[32..36].copy_from_slice(&4096u32.to_le_bytes());
-        assert!(io.cmd(ap, &[3u8; 4096], true).ok());
+        assert!(io.run(ap, &[3u8; 4096], true).ok());
         let mut reset = sqe(0x79);
         set_dw(&mut reset, 1, 1);
         set_dw(&mut reset, 13, 4);
-        assert!(io.cmd(reset, &[], false).ok(), "reset zone 0");
+        assert!(io.run(reset, &[], false).ok(), "reset zone 0");
     }
     stop.trigger();
     j.join().unwrap();
@@ -564,13 +427,26 @@ fn a_zoned_namespace_on_an_image_comes_back_as_it_was() {
         let (_a, mut io) = io_queue(addr);
         assert_eq!(report(&mut io, 0), (0x1, 0), "zone 0 empty after its reset");
         assert_eq!(report(&mut io, zs), (0x2, zs + 2), "zone 1 implicitly open, two blocks in");
-        let r = io.cmd(rw(0x02, 0, 2), &[], false);
+        let r = io.run(rw(0x02, 0, 2), &[], false);
         assert_eq!(r.data, vec![0u8; 8192], "a reset zone reads zeros");
-        let r = io.cmd(rw(0x02, zs, 2), &[], false);
+        let r = io.run(rw(0x02, zs, 2), &[], false);
         assert_eq!(&r.data[..4096], &[2u8; 4096][..]);
         assert_eq!(&r.data[4096..], &[3u8; 4096][..]);
     }
     stop.trigger();
     j.join().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_live_metrics_come_from_a_vendor_log_page() {
+    let (_t, addr, j, stop) = target();
+    let (_a, mut io) = io_queue(addr);
+    assert!(io.run(rw(0x01, 0, 4), &[5u8; 16384], false).ok());
+    let text = client::fetch_metrics(&addr.to_string(), DEFAULT_NQN).unwrap();
+    let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(m["host_write_bytes"], 16384);
+    assert_eq!(m["nvme"]["counters"]["writes"], 1);
+    stop.trigger();
+    j.join().unwrap();
 }

@@ -56,7 +56,19 @@ fn nvme_serve<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, options: &Bound<
     .and_then(|m| to_py(py, &m))
 }
 
+/// The live metrics of the target at `addr` (HOST:PORT), read as an NVMe host would, from the
+/// controller's vendor log page C0h.
+#[pyfunction]
+#[pyo3(signature = (addr, nqn=ssdlab_nvmet::DEFAULT_NQN))]
+fn nvme_stats<'py>(py: Python<'py>, addr: &str, nqn: &str) -> PyResult<Bound<'py, PyAny>> {
+    let text = py.detach(|| ssdlab_nvmet::client::fetch_metrics(addr, nqn).map_err(|e| PyOSError::new_err(format!("{addr}: {e}"))))?;
+    let m: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| PyOSError::new_err(format!("{addr}: the target's metrics are not JSON: {e}")))?;
+    to_py(py, &m)
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(nvme_serve, m)?)?;
+    m.add_function(wrap_pyfunction!(nvme_stats, m)?)?;
     Ok(())
 }
