@@ -1,0 +1,95 @@
+# NVMe/TCP host helpers of the `ssdlab vm` guest (built into the initramfs as
+# /lib/ssdlab/nvme-tcp.sh by scripts/build-guest.sh). /init sources them to attach the guest's
+# disk over the network (SSDLAB_DISK_KIND=nvme-tcp); guest scripts may source them too.
+#
+#   net_up                         virtio-net loaded, lo up, eth0 10.0.2.15/24 (QEMU's user
+#                                  network: the host's loopback is 10.0.2.2), default route
+#   nvme_tcp_connect ADDR PORT NQN connect (nvme-cli, else /dev/nvme-fabrics), wait for the
+#                                  namespace's block device and print its path
+#   nvme_tcp_disconnect_all        disconnect every fabrics controller
+#
+# Each returns non-zero with a reason on stderr when it fails. nvme-cli is /usr/sbin/nvme; the
+# host NQN and host ID are fixed (/etc/nvme/hostnqn, hostid) so that targets see the same host
+# every run.
+SSDLAB_HOSTNQN=${SSDLAB_HOSTNQN:-nqn.2014-08.org.nvmexpress:uuid:5d1ab000-0000-4000-8000-000000000001}
+SSDLAB_HOSTID=${SSDLAB_HOSTID:-5d1ab000-0000-4000-8000-000000000001}
+SSDLAB_GUEST_IP=${SSDLAB_GUEST_IP:-10.0.2.15}
+
+net_up() {
+    modprobe -a virtio_pci virtio_net 2>/dev/null || { echo "net_up: modprobe virtio_pci virtio_net failed" >&2; return 1; }
+    ip link set lo up
+    n=0
+    while [ ! -e /sys/class/net/eth0 ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
+    [ -e /sys/class/net/eth0 ] || { echo "net_up: no eth0 (no NIC: was the guest started with its network on?)" >&2; return 1; }
+    ip addr add "$SSDLAB_GUEST_IP/24" dev eth0 2>/dev/null
+    ip link set eth0 up || { echo "net_up: cannot bring eth0 up" >&2; return 1; }
+    ip route add default via 10.0.2.2 2>/dev/null
+    return 0
+}
+
+_nvme_host_ids() {
+    mkdir -p /etc/nvme
+    [ -s /etc/nvme/hostnqn ] || echo "$SSDLAB_HOSTNQN" > /etc/nvme/hostnqn
+    [ -s /etc/nvme/hostid ] || echo "$SSDLAB_HOSTID" > /etc/nvme/hostid
+}
+
+# The block device of NQN's first namespace: under the subsystem (native multipath, the
+# kernel's default) or under the controller (multipath off).
+_nvme_tcp_namespace() {
+    for s in /sys/class/nvme-subsystem/*; do
+        [ "$(cat "$s/subsysnqn" 2>/dev/null)" = "$1" ] || continue
+        for c in "$s"/nvme*; do
+            case "${c##*/}" in nvme*n*) ;; *) continue ;; esac
+            case "${c##*/}" in nvme*c*n*) continue ;; esac
+            [ -b "/dev/${c##*/}" ] && { echo "/dev/${c##*/}"; return 0; }
+        done
+    done
+    for c in /sys/class/nvme/nvme*; do
+        [ "$(cat "$c/subsysnqn" 2>/dev/null)" = "$1" ] && [ "$(cat "$c/transport" 2>/dev/null)" = tcp ] || continue
+        for ns in "$c"/nvme*n*; do
+            [ -b "/dev/${ns##*/}" ] && { echo "/dev/${ns##*/}"; return 0; }
+        done
+    done
+    return 1
+}
+
+nvme_tcp_connect() {  # ADDR PORT NQN
+    [ $# -eq 3 ] || { echo "nvme_tcp_connect: expected ADDR PORT NQN, got '$*'" >&2; return 2; }
+    modprobe nvme-tcp 2>/dev/null || { echo "nvme_tcp_connect: modprobe nvme-tcp failed" >&2; return 1; }
+    _nvme_host_ids
+    if [ -x /usr/sbin/nvme ]; then
+        /usr/sbin/nvme connect -t tcp -a "$1" -s "$2" -n "$3" >/tmp/nvme-connect.txt 2>&1
+        rc=$?
+        if [ $rc -ne 0 ]; then
+            echo "nvme_tcp_connect: nvme connect -t tcp -a $1 -s $2 -n $3 failed (exit status $rc): $(tr '\n' ' ' </tmp/nvme-connect.txt)" >&2
+            dmesg | grep -i nvme | tail -n 5 >&2
+            return 1
+        fi
+    else
+        opts="transport=tcp,traddr=$1,trsvcid=$2,nqn=$3,hostnqn=$(cat /etc/nvme/hostnqn),hostid=$(cat /etc/nvme/hostid)"
+        # The kernel answers the write on the same open file ("instance=N,cntlid=M").
+        if ! (exec 3<>/dev/nvme-fabrics && echo "$opts" >&3 && cat <&3) >/tmp/nvme-connect.txt 2>&1; then
+            echo "nvme_tcp_connect: writing '$opts' to /dev/nvme-fabrics failed" >&2
+            dmesg | grep -i nvme | tail -n 5 >&2
+            return 1
+        fi
+    fi
+    n=0
+    while ! dev=$(_nvme_tcp_namespace "$3") && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+    if [ -z "$dev" ]; then
+        echo "nvme_tcp_connect: connected to $3 at $1:$2, but no namespace block device appeared within 10 s" >&2
+        return 1
+    fi
+    echo "$dev"
+}
+
+nvme_tcp_disconnect_all() {
+    if [ -x /usr/sbin/nvme ]; then
+        timeout 30 /usr/sbin/nvme disconnect-all >/dev/null 2>&1 && return 0
+    fi
+    # Without nvme-cli (or when it failed): each fabrics controller's delete_controller.
+    for c in /sys/class/nvme/nvme*; do
+        case "$(cat "$c/transport" 2>/dev/null)" in tcp|rdma|fc|loop) echo 1 > "$c/delete_controller" 2>/dev/null ;; esac
+    done
+    return 0
+}
