@@ -7,6 +7,11 @@
 #   nvme_tcp_connect ADDR PORT NQN connect (nvme-cli, else /dev/nvme-fabrics), wait for the
 #                                  namespace's block device and print its path
 #   nvme_tcp_disconnect_all        disconnect every fabrics controller
+#   nvmet_target ADDR PORT NQN [MIB]
+#                                  the kernel's own NVMe/TCP target (nvmet) on ADDR:PORT:
+#                                  subsystem NQN, any host, namespace 1 a memory-backed
+#                                  null_blk disk of MIB MiB (64) with 4 KiB blocks
+#   nvmet_wait_host PORT [SECONDS] until a host has connected to PORT and left again
 #
 # Each returns non-zero with a reason on stderr when it fails. nvme-cli is /usr/sbin/nvme; the
 # host NQN and host ID are fixed (/etc/nvme/hostnqn, hostid) so that targets see the same host
@@ -15,7 +20,9 @@ SSDLAB_HOSTNQN=${SSDLAB_HOSTNQN:-nqn.2014-08.org.nvmexpress:uuid:5d1ab000-0000-4
 SSDLAB_HOSTID=${SSDLAB_HOSTID:-5d1ab000-0000-4000-8000-000000000001}
 SSDLAB_GUEST_IP=${SSDLAB_GUEST_IP:-10.0.2.15}
 
+# (busybox sh: `local` keeps the helpers' variables out of the caller's.)
 net_up() {
+    local n
     modprobe -a virtio_pci virtio_net 2>/dev/null || { echo "net_up: modprobe virtio_pci virtio_net failed" >&2; return 1; }
     ip link set lo up
     n=0
@@ -36,6 +43,7 @@ _nvme_host_ids() {
 # The block device of NQN's first namespace: under the subsystem (native multipath, the
 # kernel's default) or under the controller (multipath off).
 _nvme_tcp_namespace() {
+    local s c ns
     for s in /sys/class/nvme-subsystem/*; do
         [ "$(cat "$s/subsysnqn" 2>/dev/null)" = "$1" ] || continue
         for c in "$s"/nvme*; do
@@ -54,6 +62,7 @@ _nvme_tcp_namespace() {
 }
 
 nvme_tcp_connect() {  # ADDR PORT NQN
+    local rc opts n dev
     [ $# -eq 3 ] || { echo "nvme_tcp_connect: expected ADDR PORT NQN, got '$*'" >&2; return 2; }
     modprobe nvme-tcp 2>/dev/null || { echo "nvme_tcp_connect: modprobe nvme-tcp failed" >&2; return 1; }
     _nvme_host_ids
@@ -84,6 +93,7 @@ nvme_tcp_connect() {  # ADDR PORT NQN
 }
 
 nvme_tcp_disconnect_all() {
+    local c
     if [ -x /usr/sbin/nvme ]; then
         timeout 30 /usr/sbin/nvme disconnect-all >/dev/null 2>&1 && return 0
     fi
@@ -92,4 +102,45 @@ nvme_tcp_disconnect_all() {
         case "$(cat "$c/transport" 2>/dev/null)" in tcp|rdma|fc|loop) echo 1 > "$c/delete_controller" 2>/dev/null ;; esac
     done
     return 0
+}
+
+nvmet_target() {  # ADDR PORT NQN [MIB]
+    local i n nb s p
+    [ $# -ge 3 ] || { echo "nvmet_target: expected ADDR PORT NQN [MIB], got '$*'" >&2; return 2; }
+    modprobe null_blk nr_devices=0 || return 1   # its disks are made in configfs
+    modprobe nvmet-tcp || return 1
+    grep -q " /sys/kernel/config " /proc/mounts || mount -t configfs configfs /sys/kernel/config || return 1
+    i=0
+    while [ -e "/sys/kernel/config/nullb/nullb$i" ]; do i=$((i + 1)); done
+    nb=/sys/kernel/config/nullb/nullb$i
+    mkdir "$nb" && echo "${4:-64}" > "$nb/size" && echo 4096 > "$nb/blocksize" && echo 1 > "$nb/memory_backed" \
+        && echo 1 > "$nb/discard" && echo 1 > "$nb/power" || { echo "nvmet_target: cannot make null_blk $nb" >&2; return 1; }
+    n=0
+    while [ ! -b "/dev/nullb$i" ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
+    # Everything not set here is the kernel's default (model "Linux", a random serial number and
+    # namespace UUID, the kernel's version as firmware revision).
+    s=/sys/kernel/config/nvmet/subsystems/$3
+    mkdir "$s" && echo 1 > "$s/attr_allow_any_host" && mkdir "$s/namespaces/1" \
+        && echo -n "/dev/nullb$i" > "$s/namespaces/1/device_path" && echo 1 > "$s/namespaces/1/enable" \
+        || { echo "nvmet_target: cannot make subsystem $3" >&2; return 1; }
+    i=1
+    while [ -e "/sys/kernel/config/nvmet/ports/$i" ]; do i=$((i + 1)); done
+    p=/sys/kernel/config/nvmet/ports/$i
+    mkdir "$p" && echo tcp > "$p/addr_trtype" && echo ipv4 > "$p/addr_adrfam" && echo "$1" > "$p/addr_traddr" \
+        && echo "$2" > "$p/addr_trsvcid" && ln -s "$s" "$p/subsystems/$3" \
+        || { echo "nvmet_target: cannot open port $1:$2" >&2; return 1; }
+}
+
+_tcp_established() {  # PORT: how many established TCP connections have local port PORT
+    awk -v port="$(printf ':%04X' "$1")" '$4 == "01" && substr($2, length($2) - 4) == port {n++} END {print n + 0}' /proc/net/tcp
+}
+
+nvmet_wait_host() {  # PORT [SECONDS]
+    local n limit
+    n=0
+    limit=$(( ${2:-600} * 10 ))
+    while [ "$(_tcp_established "$1")" -eq 0 ] && [ $n -lt $limit ]; do sleep 0.1; n=$((n + 1)); done
+    [ $n -lt $limit ] || { echo "nvmet_wait_host: no host came to port $1" >&2; return 1; }
+    while [ "$(_tcp_established "$1")" -gt 0 ] && [ $n -lt $limit ]; do sleep 0.1; n=$((n + 1)); done
+    [ $n -lt $limit ] || { echo "nvmet_wait_host: the host on port $1 did not leave" >&2; return 1; }
 }

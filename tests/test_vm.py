@@ -215,3 +215,72 @@ def test_zns_devices_are_refused(tmp_path):
     p = ssdlab("vm", cfg, "--out", tmp_path / "run", check=False)
     assert p.returncode == 2 and "serves conventional and FDP devices" in p.stderr
 
+
+
+REFERENCE = Path(__file__).parent / "data" / "nvmet-reference"
+
+
+def test_guest_network_and_nvme_tcp_host_against_the_kernels_own_target(tmp_path):
+    """The guest's NIC on QEMU's user network and its NVMe/TCP host, end to end without ssdlab's
+    target: the guest runs the kernel's nvmet on a null_blk namespace, connects to it over
+    127.0.0.1 with nvme-cli (the helper /init uses for --nvme-tcp), reads its Identify data,
+    verifies 8 MiB with fio, and sends a line to a listener on the host's loopback (10.0.2.2)."""
+    import socket
+
+    token = f"t{os.getpid()}-{int(time.time())}"
+    got = []
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        srv.settimeout(150)
+        port = srv.getsockname()[1]
+
+        def accept():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(30)
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = conn.recv(1024)
+                    if not chunk:
+                        break
+                    data += chunk
+                got.append(data.decode(errors="replace"))
+
+        listener = threading.Thread(target=accept, daemon=True)
+        listener.start()
+        script = write(tmp_path / "nvmet.sh", f"HOST_PORT={port}\nTOKEN={token}\n" + (REFERENCE / "capture.sh").read_text())
+        out = tmp_path / "run"
+        g = vm.run_guest(script=script, net=True, out=out, memory="768M", cpus=2, timeout_s=240, log=lambda s: None)
+        listener.join(5)
+    assert g["status"] == 0 and g["disk"] == "none" and g["net"] is True, g
+    assert got == [f"hello-from-guest {token}\n"]  # the guest reached the host's loopback
+    guest = out / "guest"
+    assert "connected: controller /dev/nvme0, namespace /dev/nvme0n1" in g["output"], g["output"]
+    # Identify Controller and Namespace: 4096-byte structures, in text, JSON and binary.
+    ctrl, ns = (guest / "id-ctrl.bin").read_bytes(), (guest / "id-ns.bin").read_bytes()
+    assert len(ctrl) == 4096 and len(ns) == 4096
+    id_ctrl = json.loads((guest / "id-ctrl.json").read_text())
+    assert id_ctrl["mn"].strip() == "Linux" and id_ctrl["subnqn"] == "nqn.2014-08.io.ssdlab:nvmet-reference"
+    assert ctrl[24:64].decode().strip() == "Linux"  # MN, bytes 24-63
+    assert ctrl[768:768 + 37].decode() == "nqn.2014-08.io.ssdlab:nvmet-reference"  # SUBNQN, bytes 768-1023
+    id_ns = json.loads((guest / "id-ns.json").read_text())
+    assert id_ns["nsze"] == 64 * MiB // 4096 and id_ns["lbafs"][id_ns["flbas"] & 0xF]["ds"] == 12  # 4 KiB blocks
+    assert int.from_bytes(ns[0:8], "little") == id_ns["nsze"]  # NSZE, bytes 0-7
+    assert "nvme0n1" in (guest / "nvme-list.txt").read_text()
+    assert "nqn.2014-08.io.ssdlab:nvmet-reference" in (guest / "discover.txt").read_text()
+    assert 'new ctrl: NQN "nqn.2014-08.io.ssdlab:nvmet-reference", addr 127.0.0.1:4420' in (guest / "dmesg-connect.txt").read_text()
+    job = json.loads((out / "fio.json").read_text())["jobs"][0]
+    assert job["error"] == 0 and job["write"]["io_bytes"] == 8 * MiB and job["read"]["io_bytes"] == 8 * MiB
+    console = (out / "console.log").read_text(errors="replace")
+    assert "ssdlab-guest: network: eth0 10.0.2.15/24 up" in console and "Kernel panic" not in console
+    assert 'Removing ctrl: NQN "nqn.2014-08.io.ssdlab:nvmet-reference"' in (guest / "dmesg-disconnect.txt").read_text()
+    # The files kept in tests/data/nvmet-reference/ are this script's on this kernel (all but the
+    # serial number, which nvmet draws at random).
+    if (guest / "kernel.txt").read_text() == (REFERENCE / "kernel.txt").read_text():
+        kept = json.loads((REFERENCE / "id-ctrl.json").read_text())
+        assert {**kept, "sn": ""} == {**id_ctrl, "sn": ""}
+    _nothing_running_from(tmp_path)
