@@ -284,3 +284,73 @@ def test_guest_network_and_nvme_tcp_host_against_the_kernels_own_target(tmp_path
         kept = json.loads((REFERENCE / "id-ctrl.json").read_text())
         assert {**kept, "sn": ""} == {**id_ctrl, "sn": ""}
     _nothing_running_from(tmp_path)
+
+
+def test_guest_disk_over_nvme_tcp_from_a_target_on_the_hosts_loopback(tmp_path):
+    """`ssdlab vm --nvme-tcp` end to end: a first guest serves the kernel's nvmet on the host's
+    loopback (a forwarded port, tests/data/nvmet-reference/serve.sh); a second guest boots with
+    its disk from it (/init connects to 10.0.2.2, fio verifies 4 MiB on the namespace, /init
+    disconnects before power-off) and the target sees its host come and leave."""
+    from ssdlab.serving import free_port
+
+    port = free_port()
+    nqn = "nqn.2014-08.io.ssdlab:nvmet-reference"
+    serve = write(tmp_path / "serve.sh", "WAIT_S=150\n" + (REFERENCE / "serve.sh").read_text())
+    target_out = tmp_path / "target"
+    target = {}
+
+    def run_target():
+        try:
+            target["info"] = vm.run_guest(script=serve, forwards=[(port, 4420)], out=target_out, memory="512M", cpus=1,
+                                          timeout_s=200, log=lambda s: None)
+        except Exception as e:  # reported by the assertions below
+            target["error"] = e
+
+    t = threading.Thread(target=run_target, daemon=True)
+    t.start()
+    deadline = time.time() + 120
+    while time.time() < deadline and "nvmet-reference: ready" not in _read(target_out / "console.log"):
+        assert t.is_alive(), target
+        time.sleep(0.2)
+    assert "nvmet-reference: ready" in _read(target_out / "console.log"), target
+    job = write(tmp_path / "verify.fio", "[verify]\nsize=4m\nbs=4k\nrw=randwrite\niodepth=4\nverify=crc32c\ndo_verify=1\n"
+                                         "verify_fatal=1\n")
+    out = tmp_path / "host"
+    g = vm.run_guest(fio=job, nvme_tcp=f"127.0.0.1:{port}/{nqn}", out=out, memory="512M", cpus=1, timeout_s=200,
+                     log=lambda s: None)
+    t.join(60)
+    assert g["status"] == 0 and g["disk"] == "nvme-tcp" and g["nvme_tcp"] == f"10.0.2.2 {port} {nqn}", g
+    fio_job = json.loads((out / "fio.json").read_text())["jobs"][0]
+    assert fio_job["error"] == 0 and fio_job["write"]["io_bytes"] == 4 * MiB and fio_job["read"]["io_bytes"] == 4 * MiB
+    console = (out / "console.log").read_text(errors="replace")
+    assert f"nvme-tcp: connecting to {nqn} at 10.0.2.2:{port}" in console
+    assert "ssdlab-guest: disk /dev/nvme0n1 ready (131072 sectors)" in console
+    assert console.index("nvme-tcp: disconnected") < console.index("ssdlab-guest: powering off")
+    assert "error" not in target, target
+    assert target["info"]["status"] == 0 and "nvmet-reference: the host came and left" in target["info"]["output"]
+    assert "creating nvm controller 1 for subsystem " + nqn in (target_out / "guest" / "dmesg-nvmet.txt").read_text()
+    _nothing_running_from(tmp_path)
+
+
+def _read(path):
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_an_nvme_tcp_target_that_is_not_there_is_a_guest_status_with_the_reason(tmp_path):
+    from ssdlab.serving import free_port
+
+    port = free_port()  # nothing listens there
+    out = tmp_path / "run"
+    p = ssdlab("vm", "--nvme-tcp", f"127.0.0.1:{port}/nqn.2014-08.io.ssdlab:absent", "--run", write(tmp_path / "t.sh", "true\n"),
+               "--out", out, "--memory", "512M", "--cpus", "1", "-q", check=False)
+    assert p.returncode == 1 and "ssdlab vm: error: the guest's NVMe/TCP connect failed" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+    assert json.loads((out / "vm.json").read_text())["status"] == 252
+    console = (out / "console.log").read_text(errors="replace")
+    assert f"nvme-tcp: connect failed: nvme_tcp_connect: nvme connect -t tcp -a 10.0.2.2 -s {port}" in console
+    assert "connection refused" in console.lower()
+    assert "connect -t tcp" in (out / "guest" / "nvme-connect-error.txt").read_text()
+    _nothing_running_from(tmp_path)

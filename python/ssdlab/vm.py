@@ -24,7 +24,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .config import PathLike, resolve_config
 from .device import Report
@@ -228,7 +228,8 @@ def _guest_logs(console: Path, qemu_log: Path, lines: int = LOG_TAIL_LINES) -> s
 
 
 def _qemu_args(qemu: str, accel: str, kernel: Path, initrd: Path, memory_bytes: int, cpus: int, console: Path,
-               results: Path, drive: Optional[str], disk: str, block_bytes: int, net: bool = False) -> List[str]:
+               results: Path, drive: Optional[str], disk: str, block_bytes: int, net: bool = False,
+               forwards: Sequence[Tuple[int, int]] = ()) -> List[str]:
     if accel == "kvm":
         cpu = ["-accel", "kvm", "-cpu", "host"]
     else:
@@ -250,10 +251,11 @@ def _qemu_args(qemu: str, accel: str, kernel: Path, initrd: Path, memory_bytes: 
             args += ["-device", f"nvme,serial=ssdlab0,drive=ssd,{bs}"]
         else:
             args += ["-device", f"virtio-blk-pci,drive=ssd,{bs}"]
-    if net:
+    if net or forwards:
         # QEMU's user network (slirp): no privileges; the guest reaches the host's loopback at
-        # HOST_FROM_GUEST, and nothing reaches the guest from outside.
-        args += ["-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0"]
+        # HOST_FROM_GUEST, and only the forwarded ports (host loopback -> guest) reach the guest.
+        fwd = "".join(f",hostfwd=tcp:127.0.0.1:{h}-:{g}" for h, g in forwards)
+        args += ["-netdev", f"user,id=n0{fwd}", "-device", "virtio-net-pci,netdev=n0"]
     return args
 
 
@@ -351,7 +353,8 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
         fio: Optional[PathLike] = None, memory: Union[str, int] = "1G", cpus: int = 2, disk: str = "nvme",
         out: PathLike = "runs/vm", accel: str = "auto", boot_timeout_s: float = 60.0, timeout_s: float = 3600.0,
         serve_args: Tuple[str, ...] = (), check: bool = True, log: Callable[[str], None] = print,
-        on_workload: Optional[Callable[[Dict[str, Any]], None]] = None, net: bool = False) -> VmReport:
+        on_workload: Optional[Callable[[Dict[str, Any]], None]] = None, net: bool = False,
+        forwards: Sequence[Tuple[int, int]] = ()) -> VmReport:
     """Boot a guest on an emulated SSD, run a workload in it, and measure both sides.
 
     Args:
@@ -374,7 +377,8 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
         on_workload: called with the run's state when the guest starts its workload (its
             ``server`` and ``qemu`` are the Popen objects; for tests and tools).
         net: a virtio-net NIC on QEMU's user network (the guest is GUEST_IP, the host's
-            loopback HOST_FROM_GUEST), e.g. for NVMe/TCP beside the NBD disk.
+            loopback HOST_FROM_GUEST), e.g. for NVMe/TCP beside the NBD disk; ``forwards``:
+            (host port, guest port) pairs forwarded from the host's loopback into the guest.
 
     Returns a :class:`VmReport` (a :class:`ssdlab.Report` with ``guest``, ``fio``, ``output``).
     """
@@ -414,7 +418,8 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
                                out=out, accel=accel, boot_timeout_s=boot_timeout_s, timeout_s=timeout_s, log=log,
                                on_workload=on_workload, info={"config": str(config) if not isinstance(config, Mapping) else "(dict)",
                                                               "image": str(image) if image else None},
-                               server_what=f"ssdlab serve{f' (image {image})' if image else ' (contents in memory)'}", net=net)
+                               server_what=f"ssdlab serve{f' (image {image})' if image else ' (contents in memory)'}", net=net,
+                               forwards=forwards)
     output, fio_json = _save_results(out, files)
     metrics_path = out / "metrics.json"
     if not metrics_path.exists():
@@ -451,7 +456,7 @@ def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_byt
          memory: int, cpus: int, disk: str, out: Path, accel: str = "auto", boot_timeout_s: float = 60.0,
          timeout_s: float = 3600.0, log: Callable[[str], None] = print, on_workload=None,
          info: Optional[Dict[str, Any]] = None, server_what: str = "ssdlab serve", net: bool = False,
-         target: Optional[str] = None) -> Tuple[Dict[str, Any], int, Dict[str, bytes]]:
+         target: Optional[str] = None, forwards: Sequence[Tuple[int, int]] = ()) -> Tuple[Dict[str, Any], int, Dict[str, bytes]]:
     """Start a server (``serve_cmd(HOST:PORT)``, which must log "listening on" and write its
     metrics into ``out`` at exit), boot the guest with ``disk`` on it, run the workload (``mode``
     "script" or "fio", from ``work_file``), power off and stop the server. Returns (what
@@ -464,7 +469,9 @@ def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_byt
     with ``serve_cmd`` None it connects to ``target`` (HOST:PORT), a target already listening.
     "none": no disk ($SSDLAB_DISK is empty) and no server (``serve_cmd`` None).
     ``net``: a virtio-net NIC on QEMU's user network (always on for "nvme-tcp"); the guest is
-    GUEST_IP and reaches the host's loopback at HOST_FROM_GUEST."""
+    GUEST_IP and reaches the host's loopback at HOST_FROM_GUEST. ``forwards``: (host port, guest
+    port) pairs, TCP connections to the host's 127.0.0.1:host port forwarded to the guest's
+    port (implies ``net``), e.g. to serve a target from inside the guest."""
     _check_memory(memory)
     if disk not in GUEST_DISKS:
         raise ValueError(f"disk {disk!r}: expected one of {', '.join(GUEST_DISKS)}")
@@ -476,7 +483,10 @@ def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_byt
         raise ValueError("an nvme-tcp disk without a server needs the target's HOST:PORT")
     if mode == "fio" and disk == "none":
         raise ValueError("a fio job needs a disk")
-    net = net or disk == "nvme-tcp"
+    for h, g in forwards:
+        if not (0 < int(h) < 65536 and 0 < int(g) < 65536):
+            raise ValueError(f"forward {h}:{g}: expected two TCP ports")
+    net = net or disk == "nvme-tcp" or bool(forwards)
     payload = work_file.read_bytes()
     qemu = _qemu()
     kernel, initramfs = _guest_files()
@@ -496,6 +506,8 @@ def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_byt
     console, server_log, qemu_log = out / "console.log", out / "server.log", out / "qemu.log"
     info = dict(info or {}, workload=str(work_file), mode=mode, disk=disk, memory_bytes=memory, cpus=cpus, accel=accel_used,
                 accel_why=accel_why, address=addr, export=export, net=net)
+    if forwards:
+        info["forwards"] = [f"127.0.0.1:{h} -> {GUEST_IP}:{g}" for h, g in forwards]
     if "SSDLAB_NVME_TCP" in env:
         info["nvme_tcp"] = env["SSDLAB_NVME_TCP"]
     server = qemu_proc = None
@@ -513,7 +525,8 @@ def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_byt
             initrd = Path(tmp) / "initrd"
             _write_initrd(initramfs, _job_archive(mode, disk, payload, env), initrd)
             drive = f"nbd://{addr}/{export}" if disk in DISKS else None
-            args = _qemu_args(qemu, accel_used, kernel, initrd, memory, cpus, console, results, drive, disk, block_bytes, net)
+            args = _qemu_args(qemu, accel_used, kernel, initrd, memory, cpus, console, results, drive, disk, block_bytes, net,
+                              forwards)
             info["qemu_command"] = args
             what = ("no disk" if disk == "none" else f"{disk} disk") + (f" ({env['SSDLAB_NVME_TCP']})" if disk == "nvme-tcp" else "") + (", network" if net else "")
             _say(log, f"booting the guest ({accel_used}: {accel_why}; {what}, {memory >> 20} MiB, {cpus} CPUs)")
@@ -558,14 +571,15 @@ def parse_nvme_tcp(spec: str) -> Tuple[str, str]:
 
 
 def run_guest(*, script: Optional[PathLike] = None, fio: Optional[PathLike] = None, nvme_tcp: Optional[str] = None,
-              net: bool = True, memory: Union[str, int] = "1G", cpus: int = 2, out: PathLike = "runs/vm-guest",
+              net: bool = True, forwards: Sequence[Tuple[int, int]] = (), memory: Union[str, int] = "1G", cpus: int = 2, out: PathLike = "runs/vm-guest",
               accel: str = "auto", boot_timeout_s: float = 60.0, timeout_s: float = 3600.0, check: bool = True,
               log: Callable[[str], None] = print, on_workload: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
     """Boot the guest without an ssdlab server: its disk is the namespace of an NVMe/TCP target
     already listening on the host (``nvme_tcp`` = "HOST:PORT/NQN", e.g. `ssdlab nvme serve`'s
     or another target's), or it has no disk (``nvme_tcp`` None: the script brings its own,
     e.g. the kernel's nvmet inside the guest). ``net``: a NIC on QEMU's user network (the host's
-    loopback is HOST_FROM_GUEST; always on with ``nvme_tcp``).
+    loopback is HOST_FROM_GUEST; always on with ``nvme_tcp``). ``forwards``: (host port, guest
+    port) pairs forwarded from the host's loopback into the guest (see :func:`boot`).
 
     Writes output.txt, fio.json, guest/ (the other files of $SSDLAB_OUT), console.log, qemu.log
     and vm.json into ``out``; returns vm.json's contents (``status``: the workload's exit status
@@ -587,7 +601,7 @@ def run_guest(*, script: Optional[PathLike] = None, fio: Optional[PathLike] = No
     out = Path(out)
     info, status, files = boot(None, nqn, 4096, mode, work_file, memory=parse_size(memory, "memory"), cpus=cpus,
                                disk="nvme-tcp" if nvme_tcp else "none", out=out, accel=accel, boot_timeout_s=boot_timeout_s,
-                               timeout_s=timeout_s, log=log, on_workload=on_workload, net=net, target=target)
+                               timeout_s=timeout_s, log=log, on_workload=on_workload, net=net, target=target, forwards=forwards)
     (out / "server.log").unlink(missing_ok=True)  # there was no server
     output, _ = _save_results(out, files)
     (out / "vm.json").write_text(json.dumps(info, indent=2) + "\n")
@@ -823,6 +837,7 @@ def _cmd_guest(args, say: Callable[[str], None]) -> int:
     `ssdlab vm --run SCRIPT` without CONFIG (no disk; the network with --net)."""
     try:
         g = run_guest(script=args.run, fio=args.fio, nvme_tcp=args.nvme_tcp, net=args.net or args.nvme_tcp is not None,
+                      forwards=args.forward or (),
                       memory=parse_size(args.memory, "--memory"),
                       cpus=args.cpus, out=args.out, accel=args.accel, boot_timeout_s=args.boot_timeout, timeout_s=args.timeout,
                       check=False, log=say)
@@ -856,7 +871,8 @@ def cmd_vm(args) -> int:
     try:
         rep = run(args.config, image=args.image, script=args.run, fio=args.fio, memory=parse_size(args.memory, "--memory"),
                   cpus=args.cpus, disk=args.disk, out=args.out, accel=args.accel, boot_timeout_s=args.boot_timeout,
-                  timeout_s=args.timeout, serve_args=tuple(args.serve_arg or ()), check=False, log=say, net=args.net)
+                  timeout_s=args.timeout, serve_args=tuple(args.serve_arg or ()), check=False, log=say, net=args.net,
+                  forwards=args.forward or ())
     except VmError as e:
         print(f"ssdlab vm: error: {e}", file=sys.stderr)
         return 1
@@ -875,6 +891,15 @@ def cmd_vm(args) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _port_pair(text: str) -> Tuple[int, int]:
+    import argparse
+
+    h, sep, g = text.partition(":")
+    if not (sep and h.isdigit() and g.isdigit() and 0 < int(h) < 65536 and 0 < int(g) < 65536):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected HOSTPORT:GUESTPORT")
+    return int(h), int(g)
 
 
 def add_cli(sub) -> None:
@@ -897,6 +922,9 @@ def add_cli(sub) -> None:
     v.add_argument("--net", action="store_true",
                    help=f"give the guest a virtio-net NIC on QEMU's user network ({GUEST_IP}; the host's loopback is "
                         f"{HOST_FROM_GUEST})")
+    v.add_argument("--forward", metavar="HOSTPORT:GUESTPORT", type=_port_pair, action="append",
+                   help="forward TCP connections to the host's 127.0.0.1:HOSTPORT to the guest's GUESTPORT (implies --net; "
+                        "repeatable)")
     v.add_argument("--nvme-tcp", metavar="HOST:PORT/NQN",
                    help="instead of serving CONFIG: the guest's disk is namespace 1 of subsystem NQN of an NVMe/TCP target "
                         "already listening on the host at HOST:PORT (the guest connects with nvme-cli; no device metrics)")
