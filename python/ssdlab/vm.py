@@ -926,7 +926,7 @@ def add_cli(sub) -> None:
                    help="forward TCP connections to the host's 127.0.0.1:HOSTPORT to the guest's GUESTPORT (implies --net; "
                         "repeatable)")
     v.add_argument("--nvme-tcp", metavar="HOST:PORT/NQN",
-                   help="instead of serving CONFIG: the guest's disk is namespace 1 of subsystem NQN of an NVMe/TCP target "
+                   help="instead of serving CONFIG: the guest's disk is the first namespace of subsystem NQN of an NVMe/TCP target "
                         "already listening on the host at HOST:PORT (the guest connects with nvme-cli; no device metrics)")
     v.add_argument("--out", default="runs/vm", help="run directory (default %(default)s)")
     v.add_argument("--accel", choices=ACCELS, default="auto",
