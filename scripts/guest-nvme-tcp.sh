@@ -7,10 +7,13 @@
 #   nvme_tcp_connect ADDR PORT NQN connect (nvme-cli, else /dev/nvme-fabrics), wait for the
 #                                  namespace's block device and print its path
 #   nvme_tcp_disconnect_all        disconnect every fabrics controller
-#   nvmet_target ADDR PORT NQN [MIB]
+#   nvmet_target ADDR PORT NQN [MIB [ZONE_MIB]]
 #                                  the kernel's own NVMe/TCP target (nvmet) on ADDR:PORT:
 #                                  subsystem NQN, any host, namespace 1 a memory-backed
-#                                  null_blk disk of MIB MiB (64) with 4 KiB blocks
+#                                  null_blk disk of MIB MiB (64) with 4 KiB blocks; with
+#                                  ZONE_MIB a zoned one (host-managed, zones of ZONE_MIB MiB:
+#                                  nvmet makes it a ZNS namespace). Another subsystem on the
+#                                  same ADDR:PORT joins its port.
 #   nvmet_wait_host PORT [SECONDS] until a host has connected to PORT and left again
 #
 # Each returns non-zero with a reason on stderr when it fails. nvme-cli is /usr/sbin/nvme; the
@@ -104,9 +107,9 @@ nvme_tcp_disconnect_all() {
     return 0
 }
 
-nvmet_target() {  # ADDR PORT NQN [MIB]
+nvmet_target() {  # ADDR PORT NQN [MIB [ZONE_MIB]]
     local i n nb s p
-    [ $# -ge 3 ] || { echo "nvmet_target: expected ADDR PORT NQN [MIB], got '$*'" >&2; return 2; }
+    [ $# -ge 3 ] || { echo "nvmet_target: expected ADDR PORT NQN [MIB [ZONE_MIB]], got '$*'" >&2; return 2; }
     modprobe null_blk nr_devices=0 || return 1   # its disks are made in configfs
     modprobe nvmet-tcp || return 1
     grep -q " /sys/kernel/config " /proc/mounts || mount -t configfs configfs /sys/kernel/config || return 1
@@ -114,7 +117,13 @@ nvmet_target() {  # ADDR PORT NQN [MIB]
     while [ -e "/sys/kernel/config/nullb/nullb$i" ]; do i=$((i + 1)); done
     nb=/sys/kernel/config/nullb/nullb$i
     mkdir "$nb" && echo "${4:-64}" > "$nb/size" && echo 4096 > "$nb/blocksize" && echo 1 > "$nb/memory_backed" \
-        && echo 1 > "$nb/discard" && echo 1 > "$nb/power" || { echo "nvmet_target: cannot make null_blk $nb" >&2; return 1; }
+        || { echo "nvmet_target: cannot make null_blk $nb" >&2; return 1; }
+    if [ -n "${5:-}" ]; then
+        echo 1 > "$nb/zoned" && echo "$5" > "$nb/zone_size" || { echo "nvmet_target: cannot make $nb zoned" >&2; return 1; }
+    else
+        echo 1 > "$nb/discard"
+    fi
+    echo 1 > "$nb/power" || { echo "nvmet_target: cannot power on null_blk $nb" >&2; return 1; }
     n=0
     while [ ! -b "/dev/nullb$i" ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
     # Everything not set here is the kernel's default (model "Linux", a random serial number and
@@ -123,12 +132,18 @@ nvmet_target() {  # ADDR PORT NQN [MIB]
     mkdir "$s" && echo 1 > "$s/attr_allow_any_host" && mkdir "$s/namespaces/1" \
         && echo -n "/dev/nullb$i" > "$s/namespaces/1/device_path" && echo 1 > "$s/namespaces/1/enable" \
         || { echo "nvmet_target: cannot make subsystem $3" >&2; return 1; }
-    i=1
-    while [ -e "/sys/kernel/config/nvmet/ports/$i" ]; do i=$((i + 1)); done
-    p=/sys/kernel/config/nvmet/ports/$i
-    mkdir "$p" && echo tcp > "$p/addr_trtype" && echo ipv4 > "$p/addr_adrfam" && echo "$1" > "$p/addr_traddr" \
-        && echo "$2" > "$p/addr_trsvcid" && ln -s "$s" "$p/subsystems/$3" \
-        || { echo "nvmet_target: cannot open port $1:$2" >&2; return 1; }
+    for p in /sys/kernel/config/nvmet/ports/*; do
+        [ "$(cat "$p/addr_traddr" 2>/dev/null)" = "$1" ] && [ "$(cat "$p/addr_trsvcid" 2>/dev/null)" = "$2" ] && break
+        p=""
+    done
+    if [ -z "$p" ]; then
+        i=1
+        while [ -e "/sys/kernel/config/nvmet/ports/$i" ]; do i=$((i + 1)); done
+        p=/sys/kernel/config/nvmet/ports/$i
+        mkdir "$p" && echo tcp > "$p/addr_trtype" && echo ipv4 > "$p/addr_adrfam" && echo "$1" > "$p/addr_traddr" \
+            && echo "$2" > "$p/addr_trsvcid" || { echo "nvmet_target: cannot make port $1:$2" >&2; return 1; }
+    fi
+    ln -s "$s" "$p/subsystems/$3" || { echo "nvmet_target: cannot open $3 on port $1:$2" >&2; return 1; }
 }
 
 _tcp_established() {  # PORT: how many established TCP connections have local port PORT

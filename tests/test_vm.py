@@ -223,8 +223,9 @@ REFERENCE = Path(__file__).parent / "data" / "nvmet-reference"
 def test_guest_network_and_nvme_tcp_host_against_the_kernels_own_target(tmp_path):
     """The guest's NIC on QEMU's user network and its NVMe/TCP host, end to end without ssdlab's
     target: the guest runs the kernel's nvmet on a null_blk namespace, connects to it over
-    127.0.0.1 with nvme-cli (the helper /init uses for --nvme-tcp), reads its Identify data,
-    verifies 8 MiB with fio, and sends a line to a listener on the host's loopback (10.0.2.2)."""
+    127.0.0.1 with nvme-cli (the helper /init uses for --nvme-tcp), reads its Identify data (and
+    a zoned namespace's), verifies 8 MiB with fio, and sends a line to a listener on the host's
+    loopback (10.0.2.2)."""
     import socket
 
     token = f"t{os.getpid()}-{int(time.time())}"
@@ -278,11 +279,21 @@ def test_guest_network_and_nvme_tcp_host_against_the_kernels_own_target(tmp_path
     console = (out / "console.log").read_text(errors="replace")
     assert "ssdlab-guest: network: eth0 10.0.2.15/24 up" in console and "Kernel panic" not in console
     assert 'Removing ctrl: NQN "nqn.2014-08.io.ssdlab:nvmet-reference"' in (guest / "dmesg-disconnect.txt").read_text()
+    assert "nqn.2014-08.org.nvmexpress.discovery" in (guest / "dmesg-discover.txt").read_text()
+    # The zoned namespace: nvmet's ZNS over TCP (8 MiB zones of 4 KiB blocks, command set 2).
+    assert "connected: controller /dev/nvme1, zoned namespace /dev/nvme1n1" in g["output"], g["output"]
+    zns_ns = json.loads((guest / "zns-id-ns.json").read_text())
+    assert zns_ns["lbafe"][0]["zsze"] == 8 * MiB // 4096
+    assert int.from_bytes((guest / "zns-id-ns.bin").read_bytes()[2816:2824], "little") == 8 * MiB // 4096  # LBAFE0.ZSZE
+    assert "csi     : 0x2" in (guest / "zns-ns-descs.txt").read_text()
+    assert json.loads((guest / "zns-report-zones.json").read_text())["nr_zones"] == 8
     # The files kept in tests/data/nvmet-reference/ are this script's on this kernel (all but the
     # serial number, which nvmet draws at random).
     if (guest / "kernel.txt").read_text() == (REFERENCE / "kernel.txt").read_text():
         kept = json.loads((REFERENCE / "id-ctrl.json").read_text())
         assert {**kept, "sn": ""} == {**id_ctrl, "sn": ""}
+        for name in ("id-ns.bin", "zns-id-ctrl.bin", "zns-id-ns.bin", "zns-nvm-id-ns.bin"):
+            assert (guest / name).read_bytes() == (REFERENCE / name).read_bytes(), name
     _nothing_running_from(tmp_path)
 
 
