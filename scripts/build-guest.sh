@@ -2,13 +2,15 @@
 # Build the guest `ssdlab vm` boots (docs/vm.md, "How the guest is built"), from Debian packages
 # only: the kernel of linux-image-cloud-amd64 (fetched with apt-get download, unpacked with
 # dpkg-deb -x; NVMe, ext4 and the serial console are built in) and an initramfs of busybox-static
-# plus host binaries (fio, e2fsprogs, xfsprogs) with the libraries ldd lists, the kernel modules
-# for virtio disks and XFS, and scripts/guest-init.sh as /init.
+# plus host binaries (fio, e2fsprogs, xfsprogs, nvme-cli, util-linux's blkzone and blkdiscard) with
+# the libraries ldd lists, the kernel modules for virtio disks, XFS, the network (virtio-net) and
+# NVMe over TCP (host: nvme-tcp; target: nvmet-tcp, with null_blk for its namespaces), and
+# scripts/guest-init.sh as /init.
 #
 # The result is cached in target/guest/ (or $SSDLAB_GUEST_DIR): vmlinuz, initramfs.cpio and
-# inputs.txt, the list of everything it was built from (this script, the init, the kernel
-# package, every copied file's size and mtime). A run whose inputs match is a no-op; any change
-# rebuilds. `bash scripts/build-guest.sh --force` rebuilds anyway.
+# inputs.txt, the list of everything it was built from (this script, the init and its NVMe/TCP
+# helpers, the kernel package, every copied file's size and mtime). A run whose inputs match is
+# a no-op; any change rebuilds. `bash scripts/build-guest.sh --force` rebuilds anyway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -19,7 +21,7 @@ FORCE=0
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 # Host packages: QEMU to boot the guest, and what goes into it. No recommends: QEMU's GUI and
 # firmware extras are not needed for a serial-console guest.
-GUEST_PACKAGES=(qemu-system-x86 busybox-static fio e2fsprogs xfsprogs cpio)
+GUEST_PACKAGES=(qemu-system-x86 busybox-static fio e2fsprogs xfsprogs nvme-cli util-linux cpio)
 missing=()
 for p in "${GUEST_PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -40,10 +42,14 @@ meta_version=$(apt-cache policy "$META" | awk '/Candidate:/ {print $2}')
 
 # Host tools copied into the guest (full paths: the guest calls them by path, see guest-init.sh).
 TOOLS=(/usr/bin/fio /usr/sbin/mke2fs /usr/sbin/mkfs.ext4 /usr/sbin/e2fsck /usr/sbin/fsck.ext4 /usr/sbin/tune2fs
-       /usr/sbin/dumpe2fs /usr/sbin/mkfs.xfs /usr/sbin/xfs_repair /usr/sbin/xfs_db)
+       /usr/sbin/dumpe2fs /usr/sbin/mkfs.xfs /usr/sbin/xfs_repair /usr/sbin/xfs_db
+       /usr/sbin/nvme /usr/sbin/blkzone /usr/sbin/blkdiscard)
 BUSYBOX=/bin/busybox
-# Kernel modules (with the modules they depend on): virtio-blk disks and XFS.
-MODULES=(virtio_pci virtio_blk xfs)
+# Kernel modules (with the modules they depend on): virtio-blk disks and XFS; virtio-net (with
+# net_failover, failover) for QEMU's user network; the NVMe/TCP host (nvme-tcp, nvme-fabrics;
+# nvme-core is built in); the kernel's own NVMe target, nvmet and nvmet-tcp (with configfs), a
+# reference to compare ssdlab's target with; null_blk, a RAM (or zoned) disk for its namespaces.
+MODULES=(virtio_pci virtio_blk xfs virtio_net nvme-tcp nvmet-tcp null_blk)
 
 libs_of() { ldd "$@" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\/.*ld-linux/ {print $1}' | sort -u; }
 mapfile -t LIBS < <(libs_of "${TOOLS[@]}")
@@ -51,6 +57,7 @@ mapfile -t LIBS < <(libs_of "${TOOLS[@]}")
 inputs() {
     echo "script $(sha256sum scripts/build-guest.sh | cut -d' ' -f1)"
     echo "init $(sha256sum scripts/guest-init.sh | cut -d' ' -f1)"
+    echo "nvme-tcp $(sha256sum scripts/guest-nvme-tcp.sh | cut -d' ' -f1)"
     echo "kernel $META $meta_version"
     for f in "$BUSYBOX" "${TOOLS[@]}" "${LIBS[@]}"; do
         echo "file $f $(stat -L -c '%s %Y' "$f")"
@@ -88,7 +95,7 @@ cp "$work/kernel/boot/vmlinuz-$kver" "$work/vmlinuz"
 
 # The initramfs tree.
 r="$work/root"
-mkdir -p "$r"/{bin,sbin,usr/bin,usr/sbin,lib/ssdlab,proc,sys,dev,tmp,mnt,run,ssdlab}
+mkdir -p "$r"/{bin,sbin,usr/bin,usr/sbin,lib/ssdlab,etc/nvme,proc,sys,dev,tmp,mnt,run,ssdlab}
 cp "$BUSYBOX" "$r/bin/busybox"
 for a in $("$BUSYBOX" --list); do
     [ -e "$r/bin/$a" ] || ln -s busybox "$r/bin/$a"
@@ -120,6 +127,7 @@ cp "$mods"/modules.order "$mods"/modules.builtin "$r/lib/modules/$kver/"
 "$BUSYBOX" depmod -b "$r" "$kver"
 cp scripts/guest-init.sh "$r/init"
 chmod 755 "$r/init"
+cp scripts/guest-nvme-tcp.sh "$r/lib/ssdlab/nvme-tcp.sh"
 echo "$kver" > "$r/lib/ssdlab/kernel-version"
 
 # Uncompressed: under TCG the kernel unpacks it in half the time a gzip one takes.

@@ -215,3 +215,153 @@ def test_zns_devices_are_refused(tmp_path):
     p = ssdlab("vm", cfg, "--out", tmp_path / "run", check=False)
     assert p.returncode == 2 and "serves conventional and FDP devices" in p.stderr
 
+
+
+REFERENCE = Path(__file__).parent / "data" / "nvmet-reference"
+
+
+def test_guest_network_and_nvme_tcp_host_against_the_kernels_own_target(tmp_path):
+    """The guest's NIC on QEMU's user network and its NVMe/TCP host, end to end without ssdlab's
+    target: the guest runs the kernel's nvmet on a null_blk namespace, connects to it over
+    127.0.0.1 with nvme-cli (the helper /init uses for --nvme-tcp), reads its Identify data (and
+    a zoned namespace's), verifies 8 MiB with fio, and sends a line to a listener on the host's
+    loopback (10.0.2.2)."""
+    import socket
+
+    token = f"t{os.getpid()}-{int(time.time())}"
+    got = []
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        srv.settimeout(150)
+        port = srv.getsockname()[1]
+
+        def accept():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(30)
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = conn.recv(1024)
+                    if not chunk:
+                        break
+                    data += chunk
+                got.append(data.decode(errors="replace"))
+
+        listener = threading.Thread(target=accept, daemon=True)
+        listener.start()
+        script = write(tmp_path / "nvmet.sh", f"HOST_PORT={port}\nTOKEN={token}\n" + (REFERENCE / "capture.sh").read_text())
+        out = tmp_path / "run"
+        g = vm.run_guest(script=script, net=True, out=out, memory="768M", cpus=2, timeout_s=240, log=lambda s: None)
+        listener.join(5)
+    assert g["status"] == 0 and g["disk"] == "none" and g["net"] is True, g
+    assert got == [f"hello-from-guest {token}\n"]  # the guest reached the host's loopback
+    guest = out / "guest"
+    assert "connected: controller /dev/nvme0, namespace /dev/nvme0n1" in g["output"], g["output"]
+    # Identify Controller and Namespace: 4096-byte structures, in text, JSON and binary.
+    ctrl, ns = (guest / "id-ctrl.bin").read_bytes(), (guest / "id-ns.bin").read_bytes()
+    assert len(ctrl) == 4096 and len(ns) == 4096
+    id_ctrl = json.loads((guest / "id-ctrl.json").read_text())
+    assert id_ctrl["mn"].strip() == "Linux" and id_ctrl["subnqn"] == "nqn.2014-08.io.ssdlab:nvmet-reference"
+    assert ctrl[24:64].decode().strip() == "Linux"  # MN, bytes 24-63
+    assert ctrl[768:768 + 37].decode() == "nqn.2014-08.io.ssdlab:nvmet-reference"  # SUBNQN, bytes 768-1023
+    id_ns = json.loads((guest / "id-ns.json").read_text())
+    assert id_ns["nsze"] == 64 * MiB // 4096 and id_ns["lbafs"][id_ns["flbas"] & 0xF]["ds"] == 12  # 4 KiB blocks
+    assert int.from_bytes(ns[0:8], "little") == id_ns["nsze"]  # NSZE, bytes 0-7
+    assert "nvme0n1" in (guest / "nvme-list.txt").read_text()
+    assert "nqn.2014-08.io.ssdlab:nvmet-reference" in (guest / "discover.txt").read_text()
+    assert 'new ctrl: NQN "nqn.2014-08.io.ssdlab:nvmet-reference", addr 127.0.0.1:4420' in (guest / "dmesg-connect.txt").read_text()
+    job = json.loads((out / "fio.json").read_text())["jobs"][0]
+    assert job["error"] == 0 and job["write"]["io_bytes"] == 8 * MiB and job["read"]["io_bytes"] == 8 * MiB
+    console = (out / "console.log").read_text(errors="replace")
+    assert "ssdlab-guest: network: eth0 10.0.2.15/24 up" in console and "Kernel panic" not in console
+    assert 'Removing ctrl: NQN "nqn.2014-08.io.ssdlab:nvmet-reference"' in (guest / "dmesg-disconnect.txt").read_text()
+    assert "nqn.2014-08.org.nvmexpress.discovery" in (guest / "dmesg-discover.txt").read_text()
+    # The zoned namespace: nvmet's ZNS over TCP (8 MiB zones of 4 KiB blocks, command set 2).
+    assert "connected: controller /dev/nvme1, zoned namespace /dev/nvme1n1" in g["output"], g["output"]
+    zns_ns = json.loads((guest / "zns-id-ns.json").read_text())
+    assert zns_ns["lbafe"][0]["zsze"] == 8 * MiB // 4096
+    assert int.from_bytes((guest / "zns-id-ns.bin").read_bytes()[2816:2824], "little") == 8 * MiB // 4096  # LBAFE0.ZSZE
+    assert "csi     : 0x2" in (guest / "zns-ns-descs.txt").read_text()
+    assert json.loads((guest / "zns-report-zones.json").read_text())["nr_zones"] == 8
+    # The files kept in tests/data/nvmet-reference/ are this script's on this kernel (all but the
+    # serial number, which nvmet draws at random).
+    if (guest / "kernel.txt").read_text() == (REFERENCE / "kernel.txt").read_text():
+        kept = json.loads((REFERENCE / "id-ctrl.json").read_text())
+        assert {**kept, "sn": ""} == {**id_ctrl, "sn": ""}
+        for name in ("id-ns.bin", "zns-id-ctrl.bin", "zns-id-ns.bin", "zns-nvm-id-ns.bin"):
+            assert (guest / name).read_bytes() == (REFERENCE / name).read_bytes(), name
+    _nothing_running_from(tmp_path)
+
+
+def test_guest_disk_over_nvme_tcp_from_a_target_on_the_hosts_loopback(tmp_path):
+    """`ssdlab vm --nvme-tcp` end to end: a first guest serves the kernel's nvmet on the host's
+    loopback (a forwarded port, tests/data/nvmet-reference/serve.sh); a second guest boots with
+    its disk from it (/init connects to 10.0.2.2, fio verifies 4 MiB on the namespace, /init
+    disconnects before power-off) and the target sees its host come and leave."""
+    from ssdlab.serving import free_port
+
+    port = free_port()
+    nqn = "nqn.2014-08.io.ssdlab:nvmet-reference"
+    serve = write(tmp_path / "serve.sh", "WAIT_S=150\n" + (REFERENCE / "serve.sh").read_text())
+    target_out = tmp_path / "target"
+    target = {}
+
+    def run_target():
+        try:
+            target["info"] = vm.run_guest(script=serve, forwards=[(port, 4420)], out=target_out, memory="512M", cpus=1,
+                                          timeout_s=200, log=lambda s: None)
+        except Exception as e:  # reported by the assertions below
+            target["error"] = e
+
+    t = threading.Thread(target=run_target, daemon=True)
+    t.start()
+    deadline = time.time() + 120
+    while time.time() < deadline and "nvmet-reference: ready" not in _read(target_out / "console.log"):
+        assert t.is_alive(), target
+        time.sleep(0.2)
+    assert "nvmet-reference: ready" in _read(target_out / "console.log"), target
+    job = write(tmp_path / "verify.fio", "[verify]\nsize=4m\nbs=4k\nrw=randwrite\niodepth=4\nverify=crc32c\ndo_verify=1\n"
+                                         "verify_fatal=1\n")
+    out = tmp_path / "host"
+    g = vm.run_guest(fio=job, nvme_tcp=f"127.0.0.1:{port}/{nqn}", out=out, memory="512M", cpus=1, timeout_s=200,
+                     log=lambda s: None)
+    t.join(60)
+    assert g["status"] == 0 and g["disk"] == "nvme-tcp" and g["nvme_tcp"] == f"10.0.2.2 {port} {nqn}", g
+    fio_job = json.loads((out / "fio.json").read_text())["jobs"][0]
+    assert fio_job["error"] == 0 and fio_job["write"]["io_bytes"] == 4 * MiB and fio_job["read"]["io_bytes"] == 4 * MiB
+    console = (out / "console.log").read_text(errors="replace")
+    assert f"nvme-tcp: connecting to {nqn} at 10.0.2.2:{port}" in console
+    assert "ssdlab-guest: disk /dev/nvme0n1 ready (131072 sectors)" in console
+    assert console.index("nvme-tcp: disconnected") < console.index("ssdlab-guest: powering off")
+    assert "error" not in target, target
+    assert target["info"]["status"] == 0 and "nvmet-reference: the host came and left" in target["info"]["output"]
+    assert "creating nvm controller 1 for subsystem " + nqn in (target_out / "guest" / "dmesg-nvmet.txt").read_text()
+    _nothing_running_from(tmp_path)
+
+
+def _read(path):
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_an_nvme_tcp_target_that_is_not_there_is_a_guest_status_with_the_reason(tmp_path):
+    from ssdlab.serving import free_port
+
+    port = free_port()  # nothing listens there
+    out = tmp_path / "run"
+    p = ssdlab("vm", "--nvme-tcp", f"127.0.0.1:{port}/nqn.2014-08.io.ssdlab:absent", "--run", write(tmp_path / "t.sh", "true\n"),
+               "--out", out, "--memory", "512M", "--cpus", "1", "-q", check=False)
+    assert p.returncode == 1 and "ssdlab vm: error: the guest's NVMe/TCP connect failed" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+    assert json.loads((out / "vm.json").read_text())["status"] == 252
+    console = (out / "console.log").read_text(errors="replace")
+    assert f"nvme-tcp: connect failed: nvme_tcp_connect: nvme connect -t tcp -a 10.0.2.2 -s {port}" in console
+    assert "connection refused" in console.lower()
+    assert "connect -t tcp" in (out / "guest" / "nvme-connect-error.txt").read_text()
+    _nothing_running_from(tmp_path)

@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -23,7 +24,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .config import PathLike, resolve_config
 from .device import Report
@@ -31,6 +32,15 @@ from .serving import free_port
 from .units import parse_size
 
 DISKS = ("nvme", "virtio")
+# What boot() attaches: an NBD export as a QEMU NVMe or virtio-blk disk, a namespace the guest
+# reaches over NVMe/TCP on QEMU's user network, or no disk.
+GUEST_DISKS = (*DISKS, "nvme-tcp", "none")
+# QEMU's user network: the guest is GUEST_IP, the host's loopback is HOST_FROM_GUEST.
+HOST_FROM_GUEST = "10.0.2.2"
+GUEST_IP = "10.0.2.15"
+# The guest's own statuses (scripts/guest-init.sh), beside a workload's exit status.
+GUEST_STATUSES = {251: "the guest's network did not come up", 252: "the guest's NVMe/TCP connect failed",
+                  253: "unknown guest mode", 254: "the guest's disk did not appear"}
 ACCELS = ("auto", "kvm", "tcg")
 GUEST_MARK = "ssdlab-guest: "
 RESULTS_BEGIN = "SSDLAB-RESULTS-BEGIN"
@@ -114,9 +124,12 @@ def _cpio_newc(files: List[Tuple[str, bytes, int]]) -> bytes:
     return out.getvalue()
 
 
-def _job_archive(mode: str, disk: str, payload: Optional[bytes]) -> bytes:
-    env = f"SSDLAB_MODE={mode}\nSSDLAB_DISK_KIND={disk}\n".encode()
-    files = [("ssdlab", b"", 0o040755), ("ssdlab/job", b"", 0o040755), ("ssdlab/job/env", env, 0o100644)]
+def _job_archive(mode: str, disk: str, payload: Optional[bytes], env: Optional[Mapping[str, str]] = None) -> bytes:
+    """The job's cpio archive: /ssdlab/job/env (SSDLAB_MODE, SSDLAB_DISK_KIND and ``env``, read
+    by the guest's /init with `.`) and the workload."""
+    lines = {"SSDLAB_MODE": mode, "SSDLAB_DISK_KIND": disk, **(env or {})}
+    env_text = "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in lines.items()).encode()
+    files = [("ssdlab", b"", 0o040755), ("ssdlab/job", b"", 0o040755), ("ssdlab/job/env", env_text, 0o100644)]
     if mode == "fio":
         files.append(("ssdlab/job/job.fio", payload or b"", 0o100644))
     elif mode == "script":
@@ -215,7 +228,8 @@ def _guest_logs(console: Path, qemu_log: Path, lines: int = LOG_TAIL_LINES) -> s
 
 
 def _qemu_args(qemu: str, accel: str, kernel: Path, initrd: Path, memory_bytes: int, cpus: int, console: Path,
-               results: Path, drive: Optional[str], disk: str, block_bytes: int) -> List[str]:
+               results: Path, drive: Optional[str], disk: str, block_bytes: int, net: bool = False,
+               forwards: Sequence[Tuple[int, int]] = ()) -> List[str]:
     if accel == "kvm":
         cpu = ["-accel", "kvm", "-cpu", "host"]
     else:
@@ -237,6 +251,11 @@ def _qemu_args(qemu: str, accel: str, kernel: Path, initrd: Path, memory_bytes: 
             args += ["-device", f"nvme,serial=ssdlab0,drive=ssd,{bs}"]
         else:
             args += ["-device", f"virtio-blk-pci,drive=ssd,{bs}"]
+    if net or forwards:
+        # QEMU's user network (slirp): no privileges; the guest reaches the host's loopback at
+        # HOST_FROM_GUEST, and only the forwarded ports (host loopback -> guest) reach the guest.
+        fwd = "".join(f",hostfwd=tcp:127.0.0.1:{h}-:{g}" for h, g in forwards)
+        args += ["-netdev", f"user,id=n0{fwd}", "-device", "virtio-net-pci,netdev=n0"]
     return args
 
 
@@ -334,7 +353,8 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
         fio: Optional[PathLike] = None, memory: Union[str, int] = "1G", cpus: int = 2, disk: str = "nvme",
         out: PathLike = "runs/vm", accel: str = "auto", boot_timeout_s: float = 60.0, timeout_s: float = 3600.0,
         serve_args: Tuple[str, ...] = (), check: bool = True, log: Callable[[str], None] = print,
-        on_workload: Optional[Callable[[Dict[str, Any]], None]] = None) -> VmReport:
+        on_workload: Optional[Callable[[Dict[str, Any]], None]] = None, net: bool = False,
+        forwards: Sequence[Tuple[int, int]] = ()) -> VmReport:
     """Boot a guest on an emulated SSD, run a workload in it, and measure both sides.
 
     Args:
@@ -356,6 +376,9 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
         check: raise :class:`VmError` when the workload exits non-zero (after writing ``out``).
         on_workload: called with the run's state when the guest starts its workload (its
             ``server`` and ``qemu`` are the Popen objects; for tests and tools).
+        net: a virtio-net NIC on QEMU's user network (the guest is GUEST_IP, the host's
+            loopback HOST_FROM_GUEST), e.g. for NVMe/TCP beside the NBD disk; ``forwards``:
+            (host port, guest port) pairs forwarded from the host's loopback into the guest.
 
     Returns a :class:`VmReport` (a :class:`ssdlab.Report` with ``guest``, ``fio``, ``output``).
     """
@@ -395,7 +418,8 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
                                out=out, accel=accel, boot_timeout_s=boot_timeout_s, timeout_s=timeout_s, log=log,
                                on_workload=on_workload, info={"config": str(config) if not isinstance(config, Mapping) else "(dict)",
                                                               "image": str(image) if image else None},
-                               server_what=f"ssdlab serve{f' (image {image})' if image else ' (contents in memory)'}")
+                               server_what=f"ssdlab serve{f' (image {image})' if image else ' (contents in memory)'}", net=net,
+                               forwards=forwards)
     output, fio_json = _save_results(out, files)
     metrics_path = out / "metrics.json"
     if not metrics_path.exists():
@@ -408,22 +432,61 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
     _say(log, f"guest workload {'finished' if status == 0 else f'FAILED (exit status {status})'} in "
               f"{info.get('workload_s', 0):.1f} s (boot to workload {info.get('boot_to_workload_s', 0):.1f} s); "
               f"device DLWA {metrics['dlwa']:.3f}, host writes {metrics['host_write_bytes'] / 2**20:.1f} MiB; wrote {md}")
+    if check and status in GUEST_STATUSES:
+        raise VmError(f"{GUEST_STATUSES[status]} (guest status {status}); " + _guest_logs(out / "console.log", out / "qemu.log"))
     if check and status != 0:
         raise VmError(f"the guest workload exited with status {status}; its output is in {out / 'output.txt'}:\n"
                       f"{log_tail(out / 'output.txt', 10)}")
     return rep
 
 
-def boot(serve_cmd: Callable[[str], List[str]], export: str, block_bytes: int, mode: str, work_file: Path, *,
+def guest_address(addr: str) -> Tuple[str, int]:
+    """The (address, port) the guest uses for the host's ``HOST:PORT``: the host's loopback is
+    HOST_FROM_GUEST on QEMU's user network; other addresses are reached as they are."""
+    host, _, port = addr.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit():
+        raise ValueError(f"{addr!r}: expected HOST:PORT")
+    if host in ("localhost", "::1") or host.startswith("127."):
+        host = HOST_FROM_GUEST
+    return host, int(port)
+
+
+def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_bytes: int, mode: str, work_file: Path, *,
          memory: int, cpus: int, disk: str, out: Path, accel: str = "auto", boot_timeout_s: float = 60.0,
          timeout_s: float = 3600.0, log: Callable[[str], None] = print, on_workload=None,
-         info: Optional[Dict[str, Any]] = None, server_what: str = "ssdlab serve") -> Tuple[Dict[str, Any], int, Dict[str, bytes]]:
-    """Start an NBD server (``serve_cmd(HOST:PORT)``, which must log "listening on" and write its
-    metrics into ``out`` at exit), boot the guest with export ``export`` of it as its disk, run the
-    workload (``mode`` "script" or "fio", from ``work_file``), power off and stop the server.
-    Returns (what happened: times, accelerator, exits; the workload's exit status; the files it
-    left in $SSDLAB_OUT). Any run of a guest on an ssdlab NBD server goes through here."""
+         info: Optional[Dict[str, Any]] = None, server_what: str = "ssdlab serve", net: bool = False,
+         target: Optional[str] = None, forwards: Sequence[Tuple[int, int]] = ()) -> Tuple[Dict[str, Any], int, Dict[str, bytes]]:
+    """Start a server (``serve_cmd(HOST:PORT)``, which must log "listening on" and write its
+    metrics into ``out`` at exit), boot the guest with ``disk`` on it, run the workload (``mode``
+    "script" or "fio", from ``work_file``), power off and stop the server. Returns (what
+    happened: times, accelerator, exits; the workload's exit status, or one of GUEST_STATUSES;
+    the files it left in $SSDLAB_OUT). Any run of a guest on an ssdlab server goes through here.
+
+    ``disk`` "nvme" or "virtio": the server speaks NBD and QEMU attaches its export ``export``.
+    "nvme-tcp": the server is an NVMe/TCP target; the guest gets a NIC on QEMU's user network
+    and connects to subsystem NQN ``export`` at the server's port (scripts/guest-nvme-tcp.sh);
+    with ``serve_cmd`` None it connects to ``target`` (HOST:PORT), a target already listening.
+    "none": no disk ($SSDLAB_DISK is empty) and no server (``serve_cmd`` None).
+    ``net``: a virtio-net NIC on QEMU's user network (always on for "nvme-tcp"); the guest is
+    GUEST_IP and reaches the host's loopback at HOST_FROM_GUEST. ``forwards``: (host port, guest
+    port) pairs, TCP connections to the host's 127.0.0.1:host port forwarded to the guest's
+    port (implies ``net``), e.g. to serve a target from inside the guest."""
     _check_memory(memory)
+    if disk not in GUEST_DISKS:
+        raise ValueError(f"disk {disk!r}: expected one of {', '.join(GUEST_DISKS)}")
+    if serve_cmd is None and disk not in ("nvme-tcp", "none"):
+        raise ValueError(f"a {disk} disk needs its server (serve_cmd)")
+    if serve_cmd is not None and disk == "none":
+        raise ValueError("a guest without a disk has no server (serve_cmd is None)")
+    if disk == "nvme-tcp" and serve_cmd is None and target is None:
+        raise ValueError("an nvme-tcp disk without a server needs the target's HOST:PORT")
+    if mode == "fio" and disk == "none":
+        raise ValueError("a fio job needs a disk")
+    for h, g in forwards:
+        if not (0 < int(h) < 65536 and 0 < int(g) < 65536):
+            raise ValueError(f"forward {h}:{g}: expected two TCP ports")
+    net = net or disk == "nvme-tcp" or bool(forwards)
     payload = work_file.read_bytes()
     qemu = _qemu()
     kernel, initramfs = _guest_files()
@@ -434,30 +497,44 @@ def boot(serve_cmd: Callable[[str], List[str]], export: str, block_bytes: int, m
     if (out / "guest").exists():
         shutil.rmtree(out / "guest")
     (out / f"workload{'.sh' if mode == 'script' else '.fio'}").write_bytes(payload)
-    port = free_port()
-    addr = f"127.0.0.1:{port}"
+    addr: Optional[str] = f"127.0.0.1:{free_port()}" if serve_cmd is not None else target
+    env: Dict[str, str] = {"SSDLAB_NET": "1"} if net else {}
+    if disk == "nvme-tcp":
+        assert addr is not None
+        traddr, trsvcid = guest_address(addr)
+        env["SSDLAB_NVME_TCP"] = f"{traddr} {trsvcid} {export}"
     console, server_log, qemu_log = out / "console.log", out / "server.log", out / "qemu.log"
     info = dict(info or {}, workload=str(work_file), mode=mode, disk=disk, memory_bytes=memory, cpus=cpus, accel=accel_used,
-                accel_why=accel_why, address=addr, export=export)
+                accel_why=accel_why, address=addr, export=export, net=net)
+    if forwards:
+        info["forwards"] = [f"127.0.0.1:{h} -> {GUEST_IP}:{g}" for h, g in forwards]
+    if "SSDLAB_NVME_TCP" in env:
+        info["nvme_tcp"] = env["SSDLAB_NVME_TCP"]
     server = qemu_proc = None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=".vm-", dir=out) as tmp, \
             open(server_log, "wb") as slog, open(qemu_log, "wb") as qlog:
         results = Path(tmp) / "results"
         try:
-            _say(log, f"starting {server_what} on {addr}")
-            server = subprocess.Popen(serve_cmd(addr), stdout=slog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            wait_server(server, addr, server_log)
-            info["server_ready_s"] = round(time.monotonic() - started, 3)
+            if serve_cmd is not None:
+                assert addr is not None
+                _say(log, f"starting {server_what} on {addr}")
+                server = subprocess.Popen(serve_cmd(addr), stdout=slog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                wait_server(server, addr, server_log)
+                info["server_ready_s"] = round(time.monotonic() - started, 3)
             initrd = Path(tmp) / "initrd"
-            _write_initrd(initramfs, _job_archive(mode, disk, payload), initrd)
-            args = _qemu_args(qemu, accel_used, kernel, initrd, memory, cpus, console, results,
-                              f"nbd://{addr}/{export}", disk, block_bytes)
+            _write_initrd(initramfs, _job_archive(mode, disk, payload, env), initrd)
+            drive = f"nbd://{addr}/{export}" if disk in DISKS else None
+            args = _qemu_args(qemu, accel_used, kernel, initrd, memory, cpus, console, results, drive, disk, block_bytes, net,
+                              forwards)
             info["qemu_command"] = args
-            _say(log, f"booting the guest ({accel_used}: {accel_why}; {disk} disk, {memory >> 20} MiB, {cpus} CPUs)")
+            what = ("no disk" if disk == "none" else f"{disk} disk") + (f" ({env['SSDLAB_NVME_TCP']})" if disk == "nvme-tcp" else "") + (", network" if net else "")
+            _say(log, f"booting the guest ({accel_used}: {accel_why}; {what}, {memory >> 20} MiB, {cpus} CPUs)")
             t_qemu = time.monotonic()
             qemu_proc = subprocess.Popen(args, stdout=qlog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            state = {"server": server, "qemu": qemu_proc, "address": addr, "out": out, "console": console}
+            # Live device figures come from an NBD server's stats; other servers are left alone.
+            state = {"server": server, "qemu": qemu_proc, "address": addr if disk in DISKS else None, "out": out,
+                     "console": console, "results": results}
             _watch(state, info, log, console, qemu_log, t_qemu, boot_timeout_s, timeout_s, on_workload)
             info["qemu_exit"] = qemu_proc.returncode
             info["qemu_peak_rss_bytes"] = info.pop("_qemu_rss", 0)
@@ -469,7 +546,7 @@ def boot(serve_cmd: Callable[[str], List[str]], export: str, block_bytes: int, m
         info["server_exit"] = code
         info["server_peak_rss_bytes"] = server_rss
         status, files, _ = _results(results)
-    if code != 0:
+    if server is not None and code != 0:
         raise VmError(f"{server_what.split(' (')[0]} ended with {exit_text(code)} after the guest powered off; its log "
                       f"({server_log}):\n{log_tail(server_log)}")
     if status is None:
@@ -478,6 +555,63 @@ def boot(serve_cmd: Callable[[str], List[str]], export: str, block_bytes: int, m
     info["status"] = status
     info["wall_s"] = round(time.monotonic() - started, 3)
     return info, status, files
+
+
+def parse_nvme_tcp(spec: str) -> Tuple[str, str]:
+    """``HOST:PORT/NQN`` (an NVMe/TCP target on the host and its subsystem NQN) as
+    (HOST:PORT, NQN)."""
+    addr, sep, nqn = spec.partition("/")
+    if not sep or not nqn or " " in nqn:
+        raise ValueError(f"--nvme-tcp {spec!r}: expected HOST:PORT/NQN (e.g. 127.0.0.1:4420/nqn.2014-08.io.ssdlab:ssd0)")
+    try:
+        guest_address(addr)
+    except ValueError:
+        raise ValueError(f"--nvme-tcp {spec!r}: expected HOST:PORT/NQN") from None
+    return addr, nqn
+
+
+def run_guest(*, script: Optional[PathLike] = None, fio: Optional[PathLike] = None, nvme_tcp: Optional[str] = None,
+              net: bool = True, forwards: Sequence[Tuple[int, int]] = (), memory: Union[str, int] = "1G", cpus: int = 2, out: PathLike = "runs/vm-guest",
+              accel: str = "auto", boot_timeout_s: float = 60.0, timeout_s: float = 3600.0, check: bool = True,
+              log: Callable[[str], None] = print, on_workload: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+    """Boot the guest without an ssdlab server: its disk is the namespace of an NVMe/TCP target
+    already listening on the host (``nvme_tcp`` = "HOST:PORT/NQN", e.g. `ssdlab nvme serve`'s
+    or another target's), or it has no disk (``nvme_tcp`` None: the script brings its own,
+    e.g. the kernel's nvmet inside the guest). ``net``: a NIC on QEMU's user network (the host's
+    loopback is HOST_FROM_GUEST; always on with ``nvme_tcp``). ``forwards``: (host port, guest
+    port) pairs forwarded from the host's loopback into the guest (see :func:`boot`).
+
+    Writes output.txt, fio.json, guest/ (the other files of $SSDLAB_OUT), console.log, qemu.log
+    and vm.json into ``out``; returns vm.json's contents (``status``: the workload's exit status
+    or one of GUEST_STATUSES) with ``output``, the workload's console output. ``check``: raise
+    :class:`VmError` when the status is not 0 (after writing ``out``)."""
+    if script is not None and fio is not None:
+        raise ValueError("give a guest script (--run) or a fio job (--fio), not both")
+    if script is None and fio is None:
+        if nvme_tcp is None:
+            raise ValueError("a guest without a disk needs a script (--run)")
+        fio = _default_job()
+    work_file = Path(script if script is not None else fio)  # type: ignore[arg-type]
+    if not work_file.is_file():
+        raise FileNotFoundError(f"{'--run' if script is not None else '--fio'} {work_file}: no such file")
+    if not 1 <= cpus <= 64:
+        raise ValueError(f"--cpus {cpus}: expected 1 to 64")
+    mode = "script" if script is not None else "fio"
+    target, nqn = parse_nvme_tcp(nvme_tcp) if nvme_tcp is not None else (None, "")
+    out = Path(out)
+    info, status, files = boot(None, nqn, 4096, mode, work_file, memory=parse_size(memory, "memory"), cpus=cpus,
+                               disk="nvme-tcp" if nvme_tcp else "none", out=out, accel=accel, boot_timeout_s=boot_timeout_s,
+                               timeout_s=timeout_s, log=log, on_workload=on_workload, net=net, target=target, forwards=forwards)
+    (out / "server.log").unlink(missing_ok=True)  # there was no server
+    output, _ = _save_results(out, files)
+    (out / "vm.json").write_text(json.dumps(info, indent=2) + "\n")
+    why = GUEST_STATUSES.get(status, f"exit status {status}")
+    _say(log, f"guest workload {'finished' if status == 0 else f'FAILED ({why})'} in {info.get('workload_s') or 0:.1f} s "
+              f"(boot to workload {info.get('boot_to_workload_s', 0):.1f} s); results in {out}")
+    if check and status != 0:
+        raise VmError(f"the guest workload ended with status {status} ({why}); its output is in {out / 'output.txt'}:\n"
+                      f"{log_tail(out / 'output.txt', 10)}\n" + _guest_logs(out / "console.log", out / "qemu.log", 10))
+    return dict(info, output=output)
 
 
 def _save_results(out: Path, files: Dict[str, bytes]) -> Tuple[str, Optional[Dict[str, Any]]]:
@@ -574,7 +708,7 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
                 stop_process(qemu_proc, signal.SIGKILL)
                 raise VmError(f"the guest did not reach its workload within {boot_timeout_s:.0f} s ({info['accel']}); "
                               + _guest_logs(console, qemu_log))
-            if server.poll() is not None and server_dead_at is None:
+            if server is not None and server.poll() is not None and server_dead_at is None:
                 server_dead_at = now
                 _say(log, f"{info.get('server_name', 'ssdlab serve')} died ({exit_text(server.returncode)}); stopping the guest")
             if server_dead_at is not None and now - server_dead_at > GRACE_AFTER_SERVER_DEATH_S:
@@ -585,7 +719,8 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
                 raise VmError(f"the guest run took longer than {timeout_s:.0f} s and was stopped; " + _guest_logs(console, qemu_log))
             if booted and now - last_progress >= 10.0 and server_dead_at is None:
                 last_progress = now
-                _say(log, f"workload running for {now - info['_t_workload']:.0f} s{_live(state['address'])}")
+                live = _live(state["address"]) if state["address"] else ""
+                _say(log, f"workload running for {now - info['_t_workload']:.0f} s{live}")
             time.sleep(0.05)
     finally:
         if con is not None:
@@ -601,7 +736,8 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
                       + (f"Everything the server acknowledged is in {image} and its journal: `ssdlab serve CONFIG --image {image}` "
                          "recovers it; " if image else "its contents were in memory and are gone; ")
                       + _guest_logs(console, qemu_log, 12))
-    if not booted:
+    # A guest that gave up before its workload (no network, no disk) sent a status of its own.
+    if not booted and _results(state["results"])[0] is None:
         raise VmError(f"QEMU exited ({exit_text(qemu_proc.returncode)}) before the guest reached its workload; "
                       + _guest_logs(console, qemu_log))
 
@@ -696,12 +832,47 @@ def render(out: PathLike) -> Path:
 
 # --- command line ------------------------------------------------------------------------------
 
+def _cmd_guest(args, say: Callable[[str], None]) -> int:
+    """`ssdlab vm --nvme-tcp HOST:PORT/NQN` (the guest on a target already listening) or
+    `ssdlab vm --run SCRIPT` without CONFIG (no disk; the network with --net)."""
+    try:
+        g = run_guest(script=args.run, fio=args.fio, nvme_tcp=args.nvme_tcp, net=args.net or args.nvme_tcp is not None,
+                      forwards=args.forward or (),
+                      memory=parse_size(args.memory, "--memory"),
+                      cpus=args.cpus, out=args.out, accel=args.accel, boot_timeout_s=args.boot_timeout, timeout_s=args.timeout,
+                      check=False, log=say)
+    except VmError as e:
+        print(f"ssdlab vm: error: {e}", file=sys.stderr)
+        return 1
+    fio_path = Path(args.out) / "fio.json"
+    fj = parse_fio(fio_path.read_text()) if fio_path.exists() else None
+    for r in fio_summary(fj or {}):
+        print(f"guest {r['job']} {r['op']}: {r['iops']:.0f} IOPS, {r['mib_per_s']:.1f} MiB/s, "
+              f"clat p99 {(r['clat_ns_p99'] or 0) / 1e3:.0f} us")
+    print(f"guest ({g.get('nvme_tcp') or 'no disk'}): status {g['status']}; boot to workload {g.get('boot_to_workload_s') or 0:.1f} s "
+          f"({g['accel']}); results in {args.out}")
+    if g["status"] != 0:
+        why = GUEST_STATUSES.get(g["status"], f"the guest workload exited with status {g['status']}")
+        print(f"ssdlab vm: error: {why} (see {Path(args.out) / 'console.log'} and {Path(args.out) / 'output.txt'})",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_vm(args) -> int:
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
+    if args.nvme_tcp is not None or args.config is None:
+        if args.nvme_tcp is not None and (args.config is not None or args.image is not None or args.serve_arg):
+            raise ValueError("--nvme-tcp: the guest's disk is the target's; give no CONFIG, --image or --serve-arg")
+        if args.nvme_tcp is None and (args.run is None or args.image is not None or args.serve_arg):
+            raise ValueError("without CONFIG the guest has no disk: give a --run script (and no --image or --serve-arg), "
+                             "or CONFIG, or --nvme-tcp HOST:PORT/NQN")
+        return _cmd_guest(args, say)
     try:
         rep = run(args.config, image=args.image, script=args.run, fio=args.fio, memory=parse_size(args.memory, "--memory"),
                   cpus=args.cpus, disk=args.disk, out=args.out, accel=args.accel, boot_timeout_s=args.boot_timeout,
-                  timeout_s=args.timeout, serve_args=tuple(args.serve_arg or ()), check=False, log=say)
+                  timeout_s=args.timeout, serve_args=tuple(args.serve_arg or ()), check=False, log=say, net=args.net,
+                  forwards=args.forward or ())
     except VmError as e:
         print(f"ssdlab vm: error: {e}", file=sys.stderr)
         return 1
@@ -712,6 +883,9 @@ def cmd_vm(args) -> int:
                   f"clat p99 {(r['clat_ns_p99'] or 0) / 1e3:.0f} us")
     print(f"device: DLWA {rep.dlwa:.4f}, host writes {rep.host_write_bytes / 2**20:.1f} MiB, GC events {rep.gc_events}; "
           f"boot to workload {g.get('boot_to_workload_s', 0):.1f} s ({g['accel']}); report {Path(args.out) / 'report.md'}")
+    if g["status"] in GUEST_STATUSES:
+        print(f"ssdlab vm: error: {GUEST_STATUSES[g['status']]} (see {Path(args.out) / 'console.log'})", file=sys.stderr)
+        return 1
     if g["status"] != 0:
         print(f"ssdlab vm: error: the guest workload exited with status {g['status']} (see {Path(args.out) / 'output.txt'})",
               file=sys.stderr)
@@ -719,12 +893,22 @@ def cmd_vm(args) -> int:
     return 0
 
 
+def _port_pair(text: str) -> Tuple[int, int]:
+    import argparse
+
+    h, sep, g = text.partition(":")
+    if not (sep and h.isdigit() and g.isdigit() and 0 < int(h) < 65536 and 0 < int(g) < 65536):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected HOSTPORT:GUESTPORT")
+    return int(h), int(g)
+
+
 def add_cli(sub) -> None:
     v = sub.add_parser("vm", help="boot a Linux guest on an emulated SSD and run fio or a script in it",
                        description="Serve CONFIG's device with `ssdlab serve`, boot the guest built by `make setup` under "
                                    "QEMU with the device as its disk, run a fio job or a shell script in it, and write the "
                                    "guest's results beside the device's metrics to --out. See docs/vm.md.")
-    v.add_argument("config", help="device config (conventional or FDP personality)")
+    v.add_argument("config", nargs="?", help="device config (conventional or FDP personality); none with --nvme-tcp, "
+                                             "and none for a --run script on a guest without a disk")
     v.add_argument("--image", help="raw image file for the device's contents (persists with its device state; "
                                    "default: in memory, an empty SSD)")
     g = v.add_mutually_exclusive_group()
@@ -735,6 +919,15 @@ def add_cli(sub) -> None:
     v.add_argument("--memory", default="1G", help="guest RAM (default %(default)s)")
     v.add_argument("--cpus", type=int, default=2, help="guest virtual CPUs (default %(default)s)")
     v.add_argument("--disk", choices=DISKS, default="nvme", help="how the guest sees the SSD (default %(default)s)")
+    v.add_argument("--net", action="store_true",
+                   help=f"give the guest a virtio-net NIC on QEMU's user network ({GUEST_IP}; the host's loopback is "
+                        f"{HOST_FROM_GUEST})")
+    v.add_argument("--forward", metavar="HOSTPORT:GUESTPORT", type=_port_pair, action="append",
+                   help="forward TCP connections to the host's 127.0.0.1:HOSTPORT to the guest's GUESTPORT (implies --net; "
+                        "repeatable)")
+    v.add_argument("--nvme-tcp", metavar="HOST:PORT/NQN",
+                   help="instead of serving CONFIG: the guest's disk is the first namespace of subsystem NQN of an NVMe/TCP target "
+                        "already listening on the host at HOST:PORT (the guest connects with nvme-cli; no device metrics)")
     v.add_argument("--out", default="runs/vm", help="run directory (default %(default)s)")
     v.add_argument("--accel", choices=ACCELS, default="auto",
                    help="auto: KVM if a probe boot works on it, else TCG (default %(default)s)")
