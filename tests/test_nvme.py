@@ -36,3 +36,143 @@ def test_bad_options_are_refused_in_one_line(tmp_path):
     ocssd = write(tmp_path / "o.toml", 'preset = "tiny"\npersonality = "ocssd"\n')
     p = ssdlab("nvme", "serve", ocssd, check=False)
     assert p.returncode != 0 and "conventional, FDP and ZNS" in p.stderr, p.stderr
+
+
+# --- Linux's own NVMe/TCP host in a guest ---------------------------------------------------
+
+import shutil  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from ssdlab import vm  # noqa: E402
+
+MiB = 1 << 20
+NQN = "nqn.2026-11.dev.ssdlab:ssd"
+guest = pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None or not (vm.guest_dir() / "vmlinuz").exists(),
+                           reason="no QEMU or guest: run `make setup` (scripts/build-guest.sh)")
+
+
+def serve(tmp: Path, config: str, *extra: str, port: int = 0) -> Server:
+    cfg = write(tmp / f"target-{time.monotonic_ns()}.toml", config)
+    port = port or free_port()
+    return Server(SSDLAB + ["nvme", "serve", str(cfg), "--listen", f"127.0.0.1:{port}", *extra], port,
+                  tmp / f"target-{port}-{time.monotonic_ns()}.log")
+
+
+def boot(tmp: Path, port: int, script: str, name: str = "guest", **kw):
+    out = tmp / name
+    info = vm.run_guest(script=write(tmp / f"{name}.sh", script), nvme_tcp=f"127.0.0.1:{port}/{NQN}", out=out,
+                        memory="512M", cpus=2, timeout_s=240, log=lambda s: None, **kw)
+    return info, out
+
+
+@guest
+def test_linux_formats_ext4_and_verifies_files_on_a_conventional_namespace(tmp_path):
+    srv = serve(tmp_path, 'preset = "tiny"\n', "--metrics-out", str(tmp_path / "m"))
+    try:
+        info, out = boot(tmp_path, srv.port, """set -e
+nvme id-ctrl /dev/nvme0 > "$SSDLAB_OUT/id-ctrl.txt"
+mkfs.ext4 -q -F "$SSDLAB_DISK"
+mkdir -p /mnt/fs
+mount -t ext4 "$SSDLAB_DISK" /mnt/fs
+fio --name=verify --directory=/mnt/fs --nrfiles=2 --size=16m --bs=4k --rw=randwrite --ioengine=libaio \\
+    --iodepth=8 --direct=1 --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=1 \\
+    --output-format=json --output="$SSDLAB_OUT/fio.json"
+umount /mnt/fs
+e2fsck -fn "$SSDLAB_DISK"
+""")
+    finally:
+        assert srv.stop() == 0, srv.log.read_text()[-2000:]
+    assert info["status"] == 0
+    console = (out / "console.log").read_text(errors="replace")
+    assert "nvme nvme0: creating 2 I/O queues." in console and "ssdlab-guest: nvme-tcp: disconnected" in console
+    idc = (out / "guest" / "id-ctrl.txt").read_text()
+    assert "ssdlab emulated SSD" in idc and NQN in idc
+    job = json.loads((out / "fio.json").read_text())["jobs"][0]
+    assert job["error"] == 0 and job["write"]["io_bytes"] == 16 * MiB and job["read"]["io_bytes"] == 16 * MiB
+    m = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    assert m["host_write_bytes"] >= 16 * MiB and m["host_trim_bytes"] > 0  # mkfs discards the disk
+    assert m["nvme"]["counters"]["errors"] == 0
+
+
+@guest
+def test_a_zns_device_is_a_host_managed_zoned_disk_in_linux(tmp_path):
+    """The kernel's zoned block layer takes the namespace (host-managed, the configured zones),
+    fio's zonemode=zbd writes and verifies through it, nvme-cli's zns commands agree, and a
+    zone reset shows up as erases in ssdlab's metrics."""
+    srv = serve(tmp_path, 'preset = "tiny"\npersonality = "zns"\n', "--metrics-out", str(tmp_path / "m"))
+    try:
+        info, out = boot(tmp_path, srv.port, """set -e
+d=${SSDLAB_DISK#/dev/}
+cat /sys/block/$d/queue/zoned /sys/block/$d/queue/nr_zones > "$SSDLAB_OUT/zoned.txt"
+nvme zns report-zones /dev/$d -d 2 > "$SSDLAB_OUT/report-zones.txt"
+echo mq-deadline > /sys/block/$d/queue/scheduler   # zoned writes in order (fio's zbd mode needs it)
+fio --name=zbd --filename="$SSDLAB_DISK" --zonemode=zbd --direct=1 --ioengine=libaio --iodepth=4 --rw=write \\
+    --bs=64k --size=32m --verify=crc32c --do_verify=1 --verify_fatal=1 --output-format=json --output="$SSDLAB_OUT/fio.json"
+blkzone report "$SSDLAB_DISK" > "$SSDLAB_OUT/written.txt"
+blkzone reset "$SSDLAB_DISK"
+blkzone report "$SSDLAB_DISK" > "$SSDLAB_OUT/reset.txt"
+""")
+    finally:
+        assert srv.stop() == 0, srv.log.read_text()[-2000:]
+    assert info["status"] == 0
+    g = out / "guest"
+    assert (g / "zoned.txt").read_text().split() == ["host-managed", "64"]
+    assert "nr_zones: 64" in (g / "report-zones.txt").read_text()
+    job = json.loads((out / "fio.json").read_text())["jobs"][0]
+    assert job["error"] == 0 and job["write"]["io_bytes"] == 32 * MiB and job["read"]["io_bytes"] == 32 * MiB
+    written = (g / "written.txt").read_text().splitlines()
+    assert len(written) == 64 and sum("zcond:14(fu)" in z for z in written) == 8  # 32 MiB = 8 zones of 4 MiB
+    assert all("zcond: 1(em)" in z for z in (g / "reset.txt").read_text().splitlines())
+    m = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    assert m["host_write_bytes"] == 32 * MiB and m["nand_erase_count"] >= 8
+
+
+@guest
+def test_kill_9_of_the_target_mid_writes_loses_nothing_the_guest_saw_completed(tmp_path):
+    """fio writes 24 MiB with checksums on the namespace; the target (on --image) is killed
+    with SIGKILL in the middle and started again on the same port; Linux's host reconnects and
+    goes on, and fio's verify pass reads every block back intact."""
+    image = tmp_path / "disk.img"
+    cfg = 'preset = "tiny"\n[timing]\nenabled = false\n'
+    srv = serve(tmp_path, cfg, "--image", str(image))
+    port = srv.port
+    restarted = {}
+
+    def kill_and_restart(_info):
+        # Once fio has started writing: kill -9, wait, start again on the same port.
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            console = tmp_path / "guest" / "console.log"
+            if console.exists() and "fio-writing" in console.read_text(errors="replace"):
+                break
+            time.sleep(0.2)
+        time.sleep(2.0)
+        srv.proc.kill()
+        srv.stop()
+        time.sleep(1.0)
+        restarted["srv"] = serve(tmp_path, cfg, "--image", str(image), port=port)
+
+    t = threading.Thread(target=kill_and_restart, args=(None,), daemon=True)
+    t.start()
+    try:
+        info, out = boot(tmp_path, port, """set -e
+echo fio-writing > /dev/console
+fio --name=w --filename="$SSDLAB_DISK" --size=24m --bs=64k --rw=write --ioengine=libaio --iodepth=8 --direct=1 \\
+    --verify=crc32c --do_verify=1 --verify_fatal=1 --output-format=json --output="$SSDLAB_OUT/fio.json"
+""")
+        # The restarted target came back from its image's journal.
+        m = json.loads(ssdlab("nvme", "stats", f"127.0.0.1:{port}", "--json").stdout)
+    finally:
+        t.join(150)
+        if "srv" in restarted:
+            assert restarted["srv"].stop() == 0
+    assert info["status"] == 0
+    assert m["recovery"]["journal_records_replayed"] > 0, m["recovery"]
+    console = (out / "console.log").read_text(errors="replace")
+    assert "Reconnecting in" in console and "Successfully reconnected" in console, console[-3000:]
+    job = json.loads((out / "fio.json").read_text())["jobs"][0]
+    assert job["error"] == 0 and job["write"]["io_bytes"] == 24 * MiB and job["read"]["io_bytes"] == 24 * MiB

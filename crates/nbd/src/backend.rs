@@ -500,9 +500,13 @@ impl Backend {
         if clears {
             let after = self.dev.zns().expect("zoned").report(0, None, usize::MAX)?;
             for (b, a) in before.iter().zip(&after) {
-                let gone = a.wp < b.wp || (a.state == ZoneState::Offline && b.state != ZoneState::Offline);
-                if gone && b.wp > b.zslba {
-                    punch_hole(&self.image, b.zslba * self.sector, (b.wp - b.zslba) * self.sector)?;
+                let emptied = a.state == ZoneState::Empty && b.state != ZoneState::Empty;
+                let offlined = a.state == ZoneState::Offline && b.state != ZoneState::Offline;
+                // Where the zone's data ends: its write pointer, or its capacity when the report
+                // gives none (full, read-only and offline zones).
+                let end = if b.wp == u64::MAX { b.zslba + b.zcap } else { b.wp };
+                if (emptied || offlined) && end > b.zslba {
+                    punch_hole(&self.image, b.zslba * self.sector, (end - b.zslba) * self.sector)?;
                 }
             }
         }
@@ -1002,6 +1006,14 @@ mod tests {
             b.write(zs * 4096, &[2u8; 4096], false, None).unwrap();
             assert_eq!(b.zone_append(zs, &[3u8; 4096], false).unwrap().0, zs + 1);
             b.zone_action(0, ZoneAction::Reset, false).unwrap();
+            // A full zone (finished), then every zone reset: the full one's bytes go too.
+            b.write(2 * zs * 4096, &[4u8; 4096], false, None).unwrap();
+            b.zone_action(2 * zs, ZoneAction::Finish, false).unwrap();
+            b.zone_action(0, ZoneAction::Reset, true).unwrap();
+            b.write(0, &[1u8; 8192], false, None).unwrap();
+            b.write(zs * 4096, &[2u8; 4096], false, None).unwrap();
+            assert_eq!(b.zone_append(zs, &[3u8; 4096], false).unwrap().0, zs + 1);
+            b.zone_action(0, ZoneAction::Reset, false).unwrap();
             // Not at the write pointer: refused with the device's status, nothing written.
             let e = b.write(zs * 4096 + 4 * 4096, &[9u8; 4096], false, None).unwrap_err();
             assert_eq!(e.status(), Some(Status::ZoneInvalidWrite));
@@ -1009,7 +1021,7 @@ mod tests {
             // Dropped without a snapshot, as a killed process would be.
         }
         let mut b = Backend::open(c, &opts).unwrap();
-        assert_eq!(b.recovery.journal_records_replayed, 4);
+        assert_eq!(b.recovery.journal_records_replayed, 11);
         let z = b.device().zns().unwrap().report(0, None, 2).unwrap();
         assert_eq!((z[0].wp, z[1].wp), (0, zs + 2));
         let mut out = vec![0u8; 8192];
@@ -1017,6 +1029,8 @@ mod tests {
         assert_eq!(out, vec![0u8; 8192]);
         b.read(zs * 4096, &mut out).unwrap();
         assert_eq!((&out[..4096], &out[4096..]), (&[2u8; 4096][..], &[3u8; 4096][..]));
+        b.read(2 * zs * 4096, &mut out).unwrap();
+        assert_eq!(out, vec![0u8; 8192], "the finished zone was reset with the others");
         drop(b);
         std::fs::remove_dir_all(&dir).unwrap();
     }

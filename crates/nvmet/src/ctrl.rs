@@ -652,7 +652,7 @@ impl Subsystem {
         b[258] = 3; // ACL
         b[259] = AER_SLOTS as u8 - 1; // AERL
         b[260] = 1 << 1 | 1; // FRMW: one slot, read-only
-        b[261] = 1 << 2 | 1; // LPA: per-namespace SMART, extended Get Log Page data
+        b[261] = 1 << 2 | 1 << 1 | 1; // LPA: per-namespace SMART, command effects log, extended data
         b[262] = 0; // ELPE: one error log entry
         put16(b, 266, 0x157); // WCTEMP 70 C
         put16(b, 268, 0x175); // CCTEMP 100 C
@@ -665,13 +665,13 @@ impl Subsystem {
         b[525] = 1 | 3 << 1; // VWC present; Flush with broadcast NSID supported
         put32(b, 536, 1 | 1 << 20); // SGLS: SGLs supported; offsets in in-capsule data
         put_nqn(b, 768, if c.discovery { DISCOVERY_NQN } else { &self.nqn });
-        // Fabrics: IOCCSZ and IORCSZ in 16-byte units, ICDOFF 0, FCATT 0 (dynamic controller
-        // model), MSDBD 1.
+        // Fabrics (bytes 1792..): IOCCSZ and IORCSZ in 16-byte units, ICDOFF 0, FCATT 0 (dynamic
+        // controller model), MSDBD 1.
         put32(b, 1792, (64 + IN_CAPSULE_IO) / 16);
         put32(b, 1796, 1);
-        put16(b, 1798, 0);
-        b[1800] = 0;
-        b[1801] = 1;
+        put16(b, 1800, 0);
+        b[1802] = 0;
+        b[1803] = 1;
         // Power state 0: 25 W, the figure of a typical enterprise drive; entry/exit latency 0.
         put16(b, 2048, 2500);
     }
@@ -706,6 +706,7 @@ impl Subsystem {
         }
         let page: Vec<u8> = match lid {
             0x01 => vec![0u8; 64],
+            0x05 if !c.discovery => self.effects_log((sqe.dw(14) >> 24) as u8),
             0x02 if !c.discovery => self.smart_log(),
             0x03 if !c.discovery => {
                 let mut b = vec![0u8; 512];
@@ -817,6 +818,42 @@ impl Subsystem {
             _ => vec![],
         })
         .filter(|b| !b.is_empty())
+    }
+
+    /// Commands Supported and Effects (05h) of command set `csi`: which admin and I/O commands
+    /// the controller takes and which change logical block content. Linux reads it for a zoned
+    /// namespace and leaves the namespace out (or read-only) unless Zone Append is listed.
+    fn effects_log(&self, csi: u8) -> Vec<u8> {
+        const CSUPP: u32 = 1;
+        const LBCC: u32 = 1 << 1;
+        let mut b = vec![0u8; 4096];
+        for op in [
+            admin::GET_LOG_PAGE,
+            admin::IDENTIFY,
+            admin::ABORT,
+            admin::SET_FEATURES,
+            admin::GET_FEATURES,
+            admin::ASYNC_EVENT_REQUEST,
+            admin::KEEP_ALIVE,
+        ] {
+            put32(&mut b, 4 * op as usize, CSUPP);
+        }
+        let zoned = self.zone_info().is_some();
+        let fdp = self.fdp_enabled();
+        let mut io_ops: Vec<(u8, u32)> = vec![(io::FLUSH, CSUPP), (io::READ, CSUPP)];
+        if (csi == 0 && !zoned) || (csi == 2 && zoned) {
+            io_ops.extend([(io::WRITE, CSUPP | LBCC), (io::WRITE_ZEROES, CSUPP | LBCC), (io::DATASET_MANAGEMENT, CSUPP | LBCC)]);
+        }
+        if csi == 2 && zoned {
+            io_ops.extend([(io::ZONE_MGMT_SEND, CSUPP | LBCC), (io::ZONE_MGMT_RECV, CSUPP), (io::ZONE_APPEND, CSUPP | LBCC)]);
+        }
+        if csi == 0 && fdp {
+            io_ops.extend([(io::IO_MGMT_RECV, CSUPP), (io::IO_MGMT_SEND, CSUPP)]);
+        }
+        for (op, e) in io_ops {
+            put32(&mut b, 1024 + 4 * op as usize, e);
+        }
+        b
     }
 
     /// SMART / Health Information: ssdlab's bytes and commands since the device was new, its
