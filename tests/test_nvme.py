@@ -176,3 +176,35 @@ fio --name=w --filename="$SSDLAB_DISK" --size=24m --bs=64k --rw=write --ioengine
     assert "Reconnecting in" in console and "Successfully reconnected" in console, console[-3000:]
     job = json.loads((out / "fio.json").read_text())["jobs"][0]
     assert job["error"] == 0 and job["write"]["io_bytes"] == 24 * MiB and job["read"]["io_bytes"] == 24 * MiB
+
+
+@guest
+def test_nvme_cli_sees_fdp_handles_and_writes_land_in_their_reclaim_units(tmp_path):
+    """nvme-cli's fdp commands (configs, status, stats, update, events) on an FDP device, and
+    writes tagged with two placement identifiers (`nvme write -T 2 -S PID`) land in the two
+    handles' reclaim units, per nvme-cli's status and ssdlab's per-handle metrics."""
+    srv = serve(tmp_path, 'preset = "tiny"\n[ftl]\nspare_factor = 0.2\n[fdp]\nenabled = true\nhandles = 2\n',
+                "--metrics-out", str(tmp_path / "m"))
+    try:
+        info, out = boot(tmp_path, srv.port, """set -e
+nvme fdp configs /dev/nvme0 -e 1 > "$SSDLAB_OUT/configs.txt"
+dd if=/dev/urandom of=/tmp/d bs=64k count=1 2>/dev/null
+nvme write "$SSDLAB_DISK" -s 0 -c 15 -z 65536 -d /tmp/d -T 2 -S 0
+nvme write "$SSDLAB_DISK" -s 16 -c 15 -z 65536 -d /tmp/d -T 2 -S 1
+nvme fdp status "$SSDLAB_DISK" > "$SSDLAB_OUT/status.txt"
+nvme fdp stats /dev/nvme0 -e 1 > "$SSDLAB_OUT/stats.txt"
+nvme fdp update "$SSDLAB_DISK" -p 1
+nvme fdp events /dev/nvme0 -e 1 > "$SSDLAB_OUT/events.txt"
+""")
+    finally:
+        assert srv.stop() == 0, srv.log.read_text()[-2000:]
+    assert info["status"] == 0
+    g = out / "guest"
+    configs = (g / "configs.txt").read_text()
+    assert "Number of Reclaim Unit Handles: 2" in configs and "Reclaim Unit Nominal Size: 4194304" in configs
+    assert (g / "status.txt").read_text().count("Reclaim Unit Available Media Writes (RUAMW): 1008") == 2
+    assert "Host Bytes with Metadata Written (HBMW): 131072" in (g / "stats.txt").read_text()
+    events = (g / "events.txt").read_text()
+    assert "Reclaim Unit Not Fully Written" in events and "Placement Identifier (PID): 0x1" in events
+    m = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    assert [h["host_write_bytes"] for h in m["fdp"]["handles"]] == [65536, 65536]
