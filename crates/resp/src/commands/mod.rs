@@ -1,15 +1,21 @@
 //! The commands: a table of names and arities (Redis's: n > 0 exactly n words with the name,
 //! n < 0 at least -n), Redis 7.0's error texts for unknown commands, unknown subcommands and
-//! wrong arities, and each command's effect on the [`Backend`].
+//! wrong arities, and each command's effect on the [`Backend`]: strings ([`strings`]), hashes
+//! ([`hashes`]), sorted sets ([`zsets`]), the keyspace ([`keys`]) and expiry times
+//! ([`expiry`], whose module text tells how an expired key becomes a delete of the store).
+//! Lists, sets, streams, transactions and pub/sub are not served.
 
 use crate::proto::{reply, string2ll, Args};
-use crate::Backend;
+use crate::{ldouble, Backend};
 
+pub mod expiry;
 mod hashes;
 mod keys;
 mod strings;
 mod zsets;
 
+use expiry::*;
+pub use expiry::{housekeeping, Expiries};
 use hashes::*;
 pub use keys::glob_match;
 use keys::*;
@@ -39,6 +45,8 @@ pub struct Counters {
     pub keyspace_misses: u64,
     pub rejected_commands: u64,
     pub errors: u64,
+    /// Keys deleted because their expiry time passed (on access or by the active expiry).
+    pub expired_keys: u64,
 }
 
 type Handler = fn(&mut Ctx<'_>, &Args) -> Result<(), String>;
@@ -75,11 +83,39 @@ pub struct Ctx<'a> {
     pub out: &'a mut Vec<u8>,
     /// INFO's `# Server` and `# Clients` lines, filled by the server.
     pub info: &'a dyn Fn() -> String,
-    /// SCAN's cursors, shared by the connections (a cursor works on any of them, as in Redis).
-    pub cursors: &'a mut Cursors,
+    /// What the server keeps about the keyspace besides the store: SCAN's cursors, the expiry
+    /// index.
+    pub db: &'a mut Db,
+    /// Wall-clock unix time in microseconds when the command runs (injected: tests fix it).
+    pub now_us: i64,
     close: bool,
     /// Set by a command that goes on in chunks: the server calls [`resume`] with it.
     pub long: Option<Long>,
+}
+
+/// The keyspace state the server keeps beside the store, shared by the connections.
+#[derive(Debug, Default)]
+pub struct Db {
+    /// SCAN's cursors (a cursor works on any connection, as in Redis).
+    pub cursors: Cursors,
+    /// Which keys expire when (see [`expiry`]).
+    pub expiries: Expiries,
+    /// RANDOMKEY's generator state.
+    rng: u64,
+}
+
+impl Db {
+    /// A pseudo-random number (splitmix64), seeded from `seed` the first time.
+    fn random(&mut self, seed: i64) -> u64 {
+        if self.rng == 0 {
+            self.rng = seed as u64 | 1;
+        }
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
 }
 
 /// SCAN cursors. Redis's cursor is a position in its hash table; an LSM store walks keys in
@@ -159,7 +195,7 @@ const COMMANDS: &[Cmd] = &[
         reply::int(x.out, n as i64);
         Ok(())
     }),
-    c("zadd", -4, zadd),
+    c("zadd", -4, |x, a| zadd(x, a, false)),
     c("zrem", -3, zrem),
     c("zcard", 2, |x, a| {
         let n = x.zset(&a[1])?.len();
@@ -174,7 +210,42 @@ const COMMANDS: &[Cmd] = &[
         }
         Ok(())
     }),
-    c("zrangebyscore", -4, zrangebyscore),
+    c("zrangebyscore", -4, |x, a| zrange(x, a, Some(By::Score), Some(false))),
+    c("zrevrangebyscore", -4, |x, a| zrange(x, a, Some(By::Score), Some(true))),
+    c("zrangebylex", -4, |x, a| zrange(x, a, Some(By::Lex), Some(false))),
+    c("zrevrangebylex", -4, |x, a| zrange(x, a, Some(By::Lex), Some(true))),
+    c("zrange", -4, |x, a| zrange(x, a, None, None)),
+    c("zrevrange", -4, |x, a| zrange(x, a, Some(By::Rank), Some(true))),
+    c("zrank", 3, |x, a| zrank(x, a, false)),
+    c("zrevrank", 3, |x, a| zrank(x, a, true)),
+    c("zcount", 4, zcount),
+    c("zincrby", 4, |x, a| zadd(x, a, true)),
+    c("hkeys", 2, |x, a| hkeys(x, a, false)),
+    c("hvals", 2, |x, a| hkeys(x, a, true)),
+    c("hsetnx", 4, hsetnx),
+    c("hincrby", 4, hincrby),
+    c("hincrbyfloat", 4, hincrbyfloat),
+    c("getrange", 4, getrange),
+    c("setrange", 4, setrange),
+    c("incrbyfloat", 3, incrbyfloat),
+    c("msetnx", -3, msetnx),
+    c("setex", 4, |x, a| setex(x, a, true, "setex")),
+    c("psetex", 4, |x, a| setex(x, a, false, "psetex")),
+    c("keys", 2, keys),
+    c("rename", 3, |x, a| rename(x, a, false)),
+    c("renamenx", 3, |x, a| rename(x, a, true)),
+    c("randomkey", 1, randomkey),
+    c("touch", -2, exists),
+    c("time", 1, time),
+    c("expire", -3, |x, a| expire(x, a, "expire", 1000, true)),
+    c("pexpire", -3, |x, a| expire(x, a, "pexpire", 1, true)),
+    c("expireat", -3, |x, a| expire(x, a, "expireat", 1000, false)),
+    c("pexpireat", -3, |x, a| expire(x, a, "pexpireat", 1, false)),
+    c("ttl", 2, |x, a| ttl(x, a, false, false)),
+    c("pttl", 2, |x, a| ttl(x, a, true, false)),
+    c("expiretime", 2, |x, a| ttl(x, a, false, true)),
+    c("pexpiretime", 2, |x, a| ttl(x, a, true, true)),
+    c("persist", 2, persist),
     c("hexists", 3, |x, a| {
         let there = x.hash(&a[1])?.iter().any(|(f, _)| *f == a[2]);
         reply::int(x.out, there as i64);
@@ -302,14 +373,77 @@ impl<'a> Ctx<'a> {
         counters: &'a mut Counters,
         out: &'a mut Vec<u8>,
         info: &'a dyn Fn() -> String,
-        cursors: &'a mut Cursors,
+        db: &'a mut Db,
+        now_us: i64,
     ) -> Self {
-        Ctx { store, session, counters, out, info, cursors, close: false, long: None }
+        Ctx { store, session, counters, out, info, db, now_us, close: false, long: None }
     }
 
-    /// The value stored at `key`, of any type (counted as a keyspace hit or miss).
-    fn load(&mut self, key: &[u8]) -> Result<Option<Value>, String> {
-        let v = self.store.get(key).map_err(err)?.map(Value::decode_owned).transpose()?;
+    /// The command's unix time in milliseconds.
+    fn now_ms(&self) -> i64 {
+        self.now_us.div_euclid(1000)
+    }
+
+    /// The value stored at `key` and its expiry time, not counted in the keyspace statistics.
+    /// A key whose time has come is deleted here, through the store (lazy expiry), and reads
+    /// as missing.
+    fn fetch(&mut self, key: &[u8]) -> Result<Option<Timed<Value>>, String> {
+        let Some(raw) = self.store.get(key).map_err(err)? else { return Ok(None) };
+        let (v, ttl) = Value::decode_owned(raw)?;
+        if let Some(t) = ttl {
+            if t <= self.now_ms() {
+                self.expire_now(key)?;
+                return Ok(None);
+            }
+            // A key the start's walk has not reached yet joins the index when read.
+            self.db.expiries.set(key, Some(t));
+        }
+        Ok(Some((v, ttl)))
+    }
+
+    /// Delete `key`, whose expiry time has passed.
+    fn expire_now(&mut self, key: &[u8]) -> Result<(), String> {
+        self.db.expiries.set(key, None);
+        if self.store.del(key).map_err(err)? {
+            self.counters.expired_keys += 1;
+        }
+        Ok(())
+    }
+
+    /// Delete `key` (DEL and what empties or replaces a key); true if it was there.
+    fn remove(&mut self, key: &[u8]) -> Result<bool, String> {
+        self.db.expiries.set(key, None);
+        self.store.del(key).map_err(err)
+    }
+
+    /// Whether `key` is there with its time passed (from the index; before the start's walk
+    /// is done, a key the index does not know is read).
+    fn expired(&mut self, key: &[u8]) -> Result<bool, String> {
+        let now = self.now_ms();
+        if let Some(t) = self.db.expiries.get(key) {
+            return Ok(t <= now);
+        }
+        if self.db.expiries.walked() {
+            return Ok(false);
+        }
+        Ok(match self.store.get(key).map_err(err)? {
+            Some(raw) => header(&raw)?.1.is_some_and(|t| t <= now),
+            None => false,
+        })
+    }
+
+    /// Whether `key` is there (EXISTS); a key past its time is expired here.
+    fn alive(&mut self, key: &[u8]) -> Result<bool, String> {
+        if self.expired(key)? {
+            self.expire_now(key)?;
+            return Ok(false);
+        }
+        self.store.exists(key).map_err(err)
+    }
+
+    /// [`Ctx::fetch`], counted as a keyspace hit or miss.
+    fn load(&mut self, key: &[u8]) -> Result<Option<Timed<Value>>, String> {
+        let v = self.fetch(key)?;
         if v.is_some() {
             self.counters.keyspace_hits += 1;
         } else {
@@ -320,64 +454,87 @@ impl<'a> Ctx<'a> {
 
     /// The string at `key`; WRONGTYPE for another type.
     fn lookup(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        Ok(self.lookup_ttl(key)?.map(|(s, _)| s))
+    }
+
+    /// The string at `key` and its expiry time; WRONGTYPE for another type.
+    fn lookup_ttl(&mut self, key: &[u8]) -> Result<Option<Timed<Vec<u8>>>, String> {
         match self.load(key)? {
             None => Ok(None),
-            Some(Value::Str(s)) => Ok(Some(s)),
+            Some((Value::Str(s), ttl)) => Ok(Some((s, ttl))),
             Some(_) => Err(WRONGTYPE.into()),
         }
     }
 
     /// The hash at `key` (empty if there is none); WRONGTYPE for another type.
     fn hash(&mut self, key: &[u8]) -> Result<Fields, String> {
+        Ok(self.hash_ttl(key)?.0)
+    }
+
+    /// The hash at `key` and its expiry time.
+    fn hash_ttl(&mut self, key: &[u8]) -> Result<(Fields, Option<i64>), String> {
         match self.load(key)? {
-            None => Ok(vec![]),
-            Some(Value::Hash(h)) => Ok(h),
+            None => Ok((vec![], None)),
+            Some((Value::Hash(h), ttl)) => Ok((h, ttl)),
             Some(_) => Err(WRONGTYPE.into()),
         }
     }
 
     /// The sorted set at `key` (empty if there is none); WRONGTYPE for another type.
     fn zset(&mut self, key: &[u8]) -> Result<Scored, String> {
+        Ok(self.zset_ttl(key)?.0)
+    }
+
+    /// The sorted set at `key` and its expiry time.
+    fn zset_ttl(&mut self, key: &[u8]) -> Result<(Scored, Option<i64>), String> {
         match self.load(key)? {
-            None => Ok(vec![]),
-            Some(Value::Zset(z)) => Ok(z),
+            None => Ok((vec![], None)),
+            Some((Value::Zset(z), ttl)) => Ok((z, ttl)),
             Some(_) => Err(WRONGTYPE.into()),
         }
     }
 
-    /// After HDEL/ZREM took `removed` elements out of `v`: write it back, or delete the key
-    /// when nothing is left (Redis has no empty hashes or sorted sets); reply the count.
-    fn shrunk(&mut self, key: &[u8], removed: usize, empty: bool, v: Value) -> Result<(), String> {
+    /// After HDEL/ZREM took `removed` elements out of `v`: write it back (its expiry time
+    /// kept), or delete the key when nothing is left (Redis has no empty hashes or sorted
+    /// sets); reply the count.
+    fn shrunk(&mut self, key: &[u8], removed: usize, empty: bool, v: Value, ttl: Option<i64>) -> Result<(), String> {
         if removed > 0 {
             if empty {
-                self.store.del(key).map_err(err)?;
+                self.remove(key)?;
             } else {
-                self.save(key, &v)?;
+                self.save(key, &v, ttl)?;
             }
         }
         reply::int(self.out, removed as i64);
         Ok(())
     }
 
+    /// Store a string with no expiry time (SET, MSET, GETSET: a new value drops the old time).
     fn store_value(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.save(key, &Value::Str(value.to_vec()))
+        self.save(key, &Value::Str(value.to_vec()), None)
     }
 
-    fn save(&mut self, key: &[u8], v: &Value) -> Result<(), String> {
-        let bytes = v.encode();
+    /// Store `v` at `key`, expiring at `ttl` (unix ms) or never; the index follows.
+    fn save(&mut self, key: &[u8], v: &Value, ttl: Option<i64>) -> Result<(), String> {
+        let bytes = v.encode(ttl);
         let max = self.store.max_value_bytes();
         if bytes.len() > max {
-            return Err(too_big(bytes.len(), max));
+            return Err(too_big(bytes.len(), max, header_len(ttl)));
         }
-        self.store.set(key, &bytes).map_err(err)
+        self.store.set(key, &bytes).map_err(err)?;
+        self.db.expiries.set(key, ttl);
+        Ok(())
     }
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-/// A stored value: its type in the first byte (0 string, 1 hash, 2 sorted set), then its bytes.
-/// A hash keeps its fields in insertion order, as Redis's small hashes (listpacks) do; a sorted
-/// set keeps (score, member) ordered by score, then member bytes.
+/// A stored value: its type in the first byte (0 string, 1 hash, 2 sorted set), with
+/// [`TTL_FLAG`] set when the key has an expiry time, which follows as 8 bytes (unix time in
+/// milliseconds, little-endian); then its bytes. Values stored without a time (every value
+/// before expiry times were served) read as they always did. A hash keeps its fields in
+/// insertion order, as Redis's small hashes (listpacks) do; a sorted set keeps (score, member)
+/// ordered by score, then member bytes.
 #[derive(Debug, Clone, PartialEq)]
 enum Value {
     Str(Vec<u8>),
@@ -385,53 +542,87 @@ enum Value {
     Zset(Scored),
 }
 
+/// The type byte's flag for "an expiry time follows".
+const TTL_FLAG: u8 = 0x80;
+
+/// A stored value's header length: the type byte, and the expiry time if there is one.
+fn header_len(ttl: Option<i64>) -> usize {
+    if ttl.is_some() {
+        9
+    } else {
+        1
+    }
+}
+
+/// A stored value's header: its type (0, 1, 2), expiry time and length.
+fn header(b: &[u8]) -> Result<(u8, Option<i64>, usize), String> {
+    let corrupt = || "ERR a stored value is corrupt (unknown type or truncated)".to_string();
+    let &tag = b.first().ok_or_else(corrupt)?;
+    if tag & TTL_FLAG == 0 {
+        return Ok((tag, None, 1));
+    }
+    let t = b.get(1..9).ok_or_else(corrupt)?;
+    Ok((tag & !TTL_FLAG, Some(i64::from_le_bytes(t.try_into().expect("8 bytes"))), 9))
+}
+
+/// A value with its expiry time (unix ms), if it has one.
+type Timed<T> = (T, Option<i64>);
+
 /// A hash's (field, value) pairs in insertion order.
 type Fields = Vec<(Vec<u8>, Vec<u8>)>;
 /// A sorted set's (score, member) pairs, ordered.
 type Scored = Vec<(f64, Vec<u8>)>;
 
 impl Value {
-    fn encode(&self) -> Vec<u8> {
-        match self {
-            Value::Str(s) => {
-                let mut b = Vec::with_capacity(1 + s.len());
-                b.push(0);
-                b.extend_from_slice(s);
-                b
+    fn encode(&self, ttl: Option<i64>) -> Vec<u8> {
+        let tag = match self {
+            Value::Str(_) => 0,
+            Value::Hash(_) => 1,
+            Value::Zset(_) => 2,
+        };
+        let mut b = Vec::with_capacity(9 + if let Value::Str(s) = self { s.len() } else { 64 });
+        match ttl {
+            None => b.push(tag),
+            Some(t) => {
+                b.push(tag | TTL_FLAG);
+                b.extend_from_slice(&t.to_le_bytes());
             }
+        }
+        match self {
+            Value::Str(s) => b.extend_from_slice(s),
             Value::Zset(z) => {
-                let mut b = vec![2];
                 b.extend_from_slice(&(z.len() as u32).to_le_bytes());
                 for (score, m) in z {
                     b.extend_from_slice(&score.to_le_bytes());
                     put_bytes(&mut b, m);
                 }
-                b
             }
             Value::Hash(h) => {
-                let mut b = vec![1];
                 b.extend_from_slice(&(h.len() as u32).to_le_bytes());
                 for (f, v) in h {
                     put_bytes(&mut b, f);
                     put_bytes(&mut b, v);
                 }
-                b
             }
         }
+        b
     }
 
-    /// Decode a stored value, reusing its buffer for a string (the common case: no copy).
-    fn decode_owned(mut b: Vec<u8>) -> Result<Value, String> {
-        if b.first() == Some(&0) {
-            b.remove(0);
-            return Ok(Value::Str(b));
+    /// Decode a stored value and its expiry time, reusing its buffer for a string (the common
+    /// case: no copy).
+    fn decode_owned(mut b: Vec<u8>) -> Result<(Value, Option<i64>), String> {
+        let (tag, ttl, n) = header(&b)?;
+        if tag == 0 {
+            b.drain(..n);
+            return Ok((Value::Str(b), ttl));
         }
         Value::decode(&b)
     }
 
-    fn decode(b: &[u8]) -> Result<Value, String> {
+    fn decode(b: &[u8]) -> Result<(Value, Option<i64>), String> {
         let corrupt = || "ERR a stored value is corrupt (unknown type or truncated)".to_string();
-        let Some((&tag, rest)) = b.split_first() else { return Err(corrupt()) };
+        let (tag, ttl, n) = header(b)?;
+        let rest = &b[n..];
         let mut r = Reader(rest);
         let v = match tag {
             0 => Some(Value::Str(rest.to_vec())),
@@ -455,7 +646,7 @@ impl Value {
             })(),
             _ => None,
         };
-        v.ok_or_else(corrupt)
+        v.map(|v| (v, ttl)).ok_or_else(corrupt)
     }
 }
 
@@ -527,6 +718,7 @@ pub fn resume(x: &mut Ctx<'_>, long: &mut Long) -> bool {
         Long::Flush => match x.store.clear_some(CHUNK) {
             Ok(false) => false,
             Ok(true) => {
+                x.db.expiries.clear(true);
                 reply::ok(x.out);
                 true
             }
@@ -559,10 +751,10 @@ fn info(x: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
     let c = *x.counters;
     let mut s = (x.info)();
     s.push_str(&format!(
-        "\r\n# Stats\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nrejected_commands:{}\r\n",
-        c.commands, c.keyspace_hits, c.keyspace_misses, c.rejected_commands
+        "\r\n# Stats\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nexpired_keys:{}\r\nrejected_commands:{}\r\n",
+        c.commands, c.keyspace_hits, c.keyspace_misses, c.expired_keys, c.rejected_commands
     ));
-    s.push_str("\r\n# ssdlab\r\n");
+    s.push_str(&format!("\r\n# ssdlab\r\nkeys_with_expiry:{}\r\n", x.db.expiries.len()));
     if let serde_json::Value::Object(m) = x.store.metrics() {
         for (k, v) in m {
             if !v.is_object() && !v.is_array() {
@@ -632,22 +824,68 @@ fn glob(pattern: &str, s: &str) -> bool {
     p[pi..].iter().all(|&b| b == b'*')
 }
 
+/// The front-end's state in one for the commands' unit tests: a store in memory, the keyspace
+/// state and a clock the test moves.
 #[cfg(test)]
-mod tests {
+pub(crate) mod harness {
     use super::*;
     use crate::MemoryStore;
 
-    fn store() -> MemoryStore {
-        MemoryStore { max_value_bytes: 16, ..MemoryStore::default() }
+    pub struct T {
+        pub store: MemoryStore,
+        pub db: Db,
+        pub counters: Counters,
+        /// Unix time in microseconds: 2023-11-14 22:13:20 to start with.
+        pub now_us: i64,
     }
 
-    fn run(store: &mut MemoryStore, line: &str) -> String {
-        let args = crate::proto::split_args(line.as_bytes()).unwrap();
-        let (mut s, mut c, mut out) = (Session::default(), Counters::default(), vec![]);
-        let info = || String::from("# Server\r\n");
-        let mut cursors = Cursors::default();
-        execute(&mut Ctx::new(store, &mut s, &mut c, &mut out, &info, &mut cursors), &args);
-        String::from_utf8(out).unwrap()
+    impl T {
+        pub fn new() -> T {
+            T { store: MemoryStore::default(), db: Db::default(), counters: Counters::default(), now_us: 1_700_000_000_000_000 }
+        }
+
+        pub fn now_ms(&self) -> i64 {
+            self.now_us / 1000
+        }
+
+        /// One inline command's reply.
+        pub fn run(&mut self, line: &str) -> String {
+            let args = crate::proto::split_args(line.as_bytes()).unwrap();
+            self.run_args(&args)
+        }
+
+        pub fn run_args(&mut self, args: &Args) -> String {
+            let (mut s, mut out) = (Session::default(), vec![]);
+            let info = || String::from("# Server\r\n");
+            execute(&mut Ctx::new(&mut self.store, &mut s, &mut self.counters, &mut out, &info, &mut self.db, self.now_us), args);
+            String::from_utf8_lossy(&out).into_owned()
+        }
+
+        /// The server's housekeeping now; the keys it deleted.
+        pub fn housekeeping(&mut self) -> usize {
+            housekeeping(&mut self.store, &mut self.counters, &mut self.db, self.now_us).unwrap()
+        }
+
+        pub fn advance_ms(&mut self, ms: i64) {
+            self.now_us += ms * 1000;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::harness::T;
+    use super::*;
+
+    /// A store that takes values of at most 16 stored bytes.
+    fn store() -> T {
+        let mut t = T::new();
+        t.store.max_value_bytes = 16;
+        t
+    }
+
+    fn run(t: &mut T, line: &str) -> String {
+        t.run(line)
     }
 
     #[test]
@@ -674,18 +912,14 @@ mod tests {
 
     #[test]
     fn scan_walks_every_key_once_with_cursors() {
-        let mut m = MemoryStore::default();
+        let mut m = T::new();
         for i in 0..25 {
-            m.map.insert(format!("k{i:02}").into_bytes(), vec![0, b'v']);
+            m.store.map.insert(format!("k{i:02}").into_bytes(), vec![0, b'v']);
         }
-        let (mut s, mut c, info) = (Session::default(), Counters::default(), || String::new());
-        let mut cursors = Cursors::default();
         let (mut cursor, mut seen) = (b"0".to_vec(), vec![]);
         loop {
-            let mut out = vec![];
             let args = vec![b"SCAN".to_vec(), cursor.clone(), b"COUNT".to_vec(), b"7".to_vec(), b"MATCH".to_vec(), b"k1*".to_vec()];
-            execute(&mut Ctx::new(&mut m, &mut s, &mut c, &mut out, &info, &mut cursors), &args);
-            let text = String::from_utf8(out).unwrap();
+            let text = m.run_args(&args);
             let lines: Vec<&str> = text.split("\r\n").collect();
             cursor = lines[2].as_bytes().to_vec();
             seen.extend(lines[4..].iter().filter(|l| l.starts_with('k')).map(|l| l.to_string()));
@@ -761,8 +995,12 @@ mod tests {
             Value::Hash(vec![(b"f".to_vec(), vec![]), (vec![], b"v".to_vec())]),
             Value::Zset(vec![(-1.5, b"a".to_vec()), (f64::INFINITY, vec![])]),
         ] {
-            let b = v.encode();
-            assert_eq!(Value::decode(&b).unwrap(), v);
+            for ttl in [None, Some(1_700_000_000_123)] {
+                let b = v.encode(ttl);
+                assert_eq!(Value::decode(&b).unwrap(), (v.clone(), ttl));
+                assert_eq!(Value::decode_owned(b.clone()).unwrap(), (v.clone(), ttl));
+            }
+            let b = v.encode(None);
             if !matches!(v, Value::Str(_)) {
                 assert!(Value::decode(&b[..b.len() - 1]).is_err());
             }
