@@ -103,7 +103,7 @@ pub(super) fn setex(x: &mut Ctx<'_>, a: &Args, seconds: bool, name: &str) -> Res
 }
 
 pub(super) fn setnx(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let there = x.fetch(&a[1])?.is_some();
+    let there = x.alive(&a[1])?;
     if !there {
         x.store_value(&a[1], &a[2])?;
     }
@@ -170,7 +170,7 @@ pub(super) fn msetnx(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
         return Err(wrong_arity("msetnx"));
     }
     for kv in a[1..].chunks(2) {
-        if x.fetch(&kv[0])?.is_some() {
+        if x.alive(&kv[0])? {
             reply::int(x.out, 0);
             return Ok(());
         }
