@@ -85,8 +85,9 @@ pub trait Backend: Send + 'static {
     }
     /// The largest value the store takes (SET of a larger one is refused before it is stored).
     fn max_value_bytes(&self) -> usize;
-    /// Wall-clock time since the server started, before each batch of commands: stores with a
-    /// simulated clock move it forward (background work due by then runs).
+    /// Wall-clock time since the server started, before each batch of commands (and before the
+    /// expiry timer deletes keys that are due): stores with a simulated clock move it forward
+    /// (background work due by then runs).
     fn tick(&mut self, _now_ns: u64) -> Result<(), String> {
         Ok(())
     }
