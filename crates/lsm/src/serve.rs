@@ -6,6 +6,11 @@
 //! submitted when they arrive; compactions and TTL-driven FADE compactions due by then run),
 //! so a served session is not byte-identical to another; `ssdlab kv run` is.
 //!
+//! Expiry: the RESP front-end deletes a key whose expiry time has passed with the same DEL as a
+//! client's (crates/resp/src/commands/expiry.rs), so an expired key is a tombstone tracked to
+//! its erasure; its time is stored in the value's header, so it is journaled with the SET that
+//! stored it and survives a restart.
+//!
 //! Persistence: with a journal ([`crate::journal`], `--data DIR`) every command is recorded with
 //! the simulated time it ran at, and a restarted server replays them into a fresh device; the
 //! clock then goes on from where the journal left it.
@@ -13,7 +18,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use ssdlab_resp::Backend;
+use ssdlab_resp::{Backend, Entries};
 
 use crate::format::MAX_VALUE_BYTES;
 use crate::journal::{Command, Journal};
@@ -93,7 +98,7 @@ impl KvBackend {
                     Answer::Bool(true)
                 }
             }
-            Command::KeysAfter(after, limit) => Answer::Keys(self.keys_from(after.as_deref(), *limit as usize)?),
+            Command::KeysAfter(after, limit) => Answer::Entries(self.entries_from(after.as_deref(), *limit as usize)?),
             Command::KeyCount => Answer::Count(self.keys()?.len() as u64),
             Command::Clear => {
                 for k in self.keys()? {
@@ -134,10 +139,15 @@ impl KvBackend {
 
     /// Up to `limit` live keys after `after` (from the first with None), in order.
     fn keys_from(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, String> {
+        Ok(self.entries_from(after, limit)?.into_iter().map(|(k, _)| k).collect())
+    }
+
+    /// [`KvBackend::keys_from`] with the values.
+    fn entries_from(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Entries, String> {
         // The smallest key after `after`: `after` with a zero byte appended.
         let start = after.map(|k| [k, &[0]].concat()).unwrap_or_else(|| vec![0]);
         let (pairs, _) = self.store.scan(&start, None, limit).map_err(msg)?;
-        Ok(pairs.into_iter().map(|(k, _)| k).collect())
+        Ok(pairs)
     }
 }
 
@@ -146,7 +156,7 @@ enum Answer {
     None,
     Value(Option<Vec<u8>>),
     Bool(bool),
-    Keys(Vec<Vec<u8>>),
+    Entries(Entries),
     Count(u64),
 }
 
@@ -189,8 +199,13 @@ impl Backend for KvBackend {
         }
     }
     fn keys_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, String> {
+        Ok(self.entries_after(after, limit)?.into_iter().map(|(k, _)| k).collect())
+    }
+    /// The same store scan as SCAN's (one journal record), with the values: the walk that
+    /// finds the expiry times at start.
+    fn entries_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Entries, String> {
         match self.run(Command::KeysAfter(after.map(|k| k.to_vec()), limit as u64))? {
-            Answer::Keys(k) => Ok(k),
+            Answer::Entries(e) => Ok(e),
             _ => unreachable!("SCAN answers keys"),
         }
     }

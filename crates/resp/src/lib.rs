@@ -4,11 +4,15 @@
 //!
 //! - [`proto`]: RESP2 request parsing (multibulk and inline, pipelined) and reply encoding,
 //!   with redis-server's limits and error texts;
-//! - [`commands`]: strings (GET, SET with NX/XX/GET, MGET, MSET, INCR/DECR, APPEND, ...), hashes
-//!   (HSET, HMSET, HGET, HMGET, HGETALL, HDEL, ...), sorted sets (ZADD, ZREM, ZRANGEBYSCORE, ...),
-//!   keys (DEL, EXISTS, TYPE, DBSIZE, FLUSHDB) and the connection and server commands clients
-//!   send on their own (PING, SELECT 0, CONFIG GET, COMMAND, CLIENT, INFO, QUIT), answered as
-//!   Redis 7.0 answers; values carry their type in their first stored byte;
+//! - [`commands`]: strings (GET, SET with NX/XX/GET/EX/PX/EXAT/PXAT/KEEPTTL, MGET, MSET, INCR,
+//!   INCRBYFLOAT, APPEND, GETRANGE, SETRANGE, ...), hashes (HSET, HGET, HGETALL, HINCRBY, HKEYS,
+//!   ...), sorted sets (ZADD, ZRANGE in all its forms, ZRANK, ZCOUNT, ZINCRBY, ...), keys (DEL,
+//!   EXISTS, TYPE, KEYS, SCAN, RENAME, RANDOMKEY, DBSIZE, FLUSHDB), expiry times (EXPIRE and its
+//!   kin, TTL, PERSIST: an expired key is deleted through the store) and the connection and
+//!   server commands clients send on their own (PING, TIME, SELECT 0, CONFIG GET, COMMAND,
+//!   CLIENT, INFO, QUIT), answered as Redis 7.0 answers; values carry their type (and expiry
+//!   time) in their first stored bytes; no lists, sets or streams;
+//! - [`ldouble`]: C's x87 `long double` in software, for INCRBYFLOAT's exact Redis answers;
 //! - [`server`]: the [`ssdlab_server::Protocol`] and `serve`;
 //! - [`fuzzing`]: a session of untrusted bytes on the in-memory store (fuzz targets, corpus runs).
 //!
@@ -17,10 +21,14 @@
 
 pub mod commands;
 pub mod fuzzing;
+pub mod ldouble;
 pub mod proto;
 pub mod server;
 
 pub use server::{serve, serve_on, ServeOptions, Server};
+
+/// Keys with their stored values, in key order.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// What a store offers the RESP front-end. Calls come one at a time (the server holds a lock
 /// around each command), so a command made of several calls (INCR, SETNX, SET ... GET) is
@@ -41,6 +49,18 @@ pub trait Backend: Send + 'static {
     /// what SCAN walks. Stores that cannot list their keys leave the default.
     fn keys_after(&mut self, _after: Option<&[u8]>, _limit: usize) -> Result<Vec<Vec<u8>>, String> {
         Err("ERR SCAN is not supported by this store".into())
+    }
+    /// Up to `limit` keys after `after` with their stored values, in byte order (fewer only at
+    /// the end): the walk that finds the expiry times of keys stored before the server
+    /// started. The default reads each key that [`Backend::keys_after`] lists.
+    fn entries_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Entries, String> {
+        let mut out = vec![];
+        for k in self.keys_after(after, limit)? {
+            if let Some(v) = self.get(&k)? {
+                out.push((k, v));
+            }
+        }
+        Ok(out)
     }
     /// Remove every key (FLUSHDB, FLUSHALL).
     fn clear(&mut self) -> Result<(), String>;
@@ -65,8 +85,9 @@ pub trait Backend: Send + 'static {
     }
     /// The largest value the store takes (SET of a larger one is refused before it is stored).
     fn max_value_bytes(&self) -> usize;
-    /// Wall-clock time since the server started, before each batch of commands: stores with a
-    /// simulated clock move it forward (background work due by then runs).
+    /// Wall-clock time since the server started, before each batch of commands (and before the
+    /// expiry timer deletes keys that are due): stores with a simulated clock move it forward
+    /// (background work due by then runs).
     fn tick(&mut self, _now_ns: u64) -> Result<(), String> {
         Ok(())
     }
@@ -141,5 +162,10 @@ impl Backend for MemoryStore {
         use std::ops::Bound;
         let lo = after.map_or(Bound::Unbounded, Bound::Excluded);
         Ok(self.map.range::<[u8], _>((lo, Bound::Unbounded)).take(limit).map(|(k, _)| k.clone()).collect())
+    }
+    fn entries_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Entries, String> {
+        use std::ops::Bound;
+        let lo = after.map_or(Bound::Unbounded, Bound::Excluded);
+        Ok(self.map.range::<[u8], _>((lo, Bound::Unbounded)).take(limit).map(|(k, v)| (k.clone(), v.clone())).collect())
     }
 }

@@ -2,6 +2,12 @@
 //! runs every complete one against the [`Backend`] (one lock, taken once per batch), and writes
 //! the batch's replies at once. A long command (a big MGET, FLUSHALL) gives the lock up between
 //! its chunks to the clients waiting for it.
+//!
+//! Time: before each batch the store's clock is moved to the wall-clock time since the server
+//! started ([`Backend::tick`]), then the expiry housekeeping runs ([`commands::housekeeping`]:
+//! keys past their time deleted through the store); a timer does the same every 100 ms while
+//! housekeeping has work, so keys expire with no client sending commands. Commands see the
+//! wall-clock unix time ([`unix_us`]) for expiry times and TIME.
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -12,7 +18,7 @@ use serde_json::{json, Value};
 use ssdlab_server::{secs_or_never, Conn, ConnEnd, Pace, Refused, Stats};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::commands::{execute, resume, Counters, Ctx, Cursors, Flow, Long, Session};
+use crate::commands::{self, execute, resume, Counters, Ctx, Db, Flow, Long, Session};
 use crate::proto::{self, reply, BULK_MAX_BYTES};
 use crate::Backend;
 
@@ -52,8 +58,17 @@ impl Default for ServeOptions {
 struct State {
     store: Box<dyn Backend>,
     counters: Counters,
-    cursors: Cursors,
+    db: Db,
 }
+
+/// The wall-clock unix time in microseconds.
+pub fn unix_us() -> i64 {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    d.as_micros() as i64
+}
+
+/// How often the timer runs the expiry housekeeping.
+const HOUSEKEEPING_EVERY: Duration = Duration::from_millis(100);
 
 /// State shared by the connections.
 pub struct Server {
@@ -72,7 +87,7 @@ pub struct Server {
 impl Server {
     pub fn new(store: Box<dyn Backend>, opts: ServeOptions) -> Arc<Server> {
         Arc::new(Server {
-            state: Mutex::new(State { store, counters: Counters::default(), cursors: Cursors::default() }),
+            state: Mutex::new(State { store, counters: Counters::default(), db: Db::default() }),
             waiting: AtomicUsize::new(0),
             opts,
             core: Arc::new(Stats::default()),
@@ -114,10 +129,30 @@ impl Server {
         loop {
             self.let_waiters_in();
             let mut st = self.state();
-            let State { store, counters, cursors } = &mut *st;
-            let mut ctx = Ctx::new(store.as_mut(), session, counters, out, &info, cursors);
+            let State { store, counters, db } = &mut *st;
+            let mut ctx = Ctx::new(store.as_mut(), session, counters, out, &info, db, unix_us());
             if resume(&mut ctx, &mut long) {
                 return;
+            }
+        }
+    }
+
+    /// Move the store's clock to now, then run the expiry housekeeping if it has work
+    /// (`only_if_work`: the clock too only then, as the timer does).
+    fn tick(&self, st: &mut State, only_if_work: bool) {
+        let now_us = unix_us();
+        let work = st.db.expiries.pending(now_us.div_euclid(1000));
+        if only_if_work && !work {
+            return;
+        }
+        let now = self.started.elapsed().as_nanos() as u64;
+        if let Err(e) = st.store.tick(now) {
+            eprintln!("{}: store clock: {e}", self.opts.name);
+        }
+        if work {
+            let State { store, counters, db } = st;
+            if let Err(e) = commands::housekeeping(store.as_mut(), counters, db, now_us) {
+                eprintln!("{}: expiry: {e}", self.opts.name);
             }
         }
     }
@@ -146,6 +181,7 @@ impl Server {
             "keyspace_misses": c.keyspace_misses,
             "rejected_commands": c.rejected_commands,
             "command_errors": c.errors,
+            "expired_keys": c.expired_keys,
             "protocol_errors": Stats::get(&self.core.protocol_errors),
             "bytes_read": self.bytes_read.load(Ordering::Relaxed),
             "bytes_written": self.bytes_written.load(Ordering::Relaxed),
@@ -171,14 +207,11 @@ impl Server {
                     }
                     let st: &mut MutexGuard<'_, State> = guard.get_or_insert_with(|| {
                         let mut st = self.state();
-                        let now = self.started.elapsed().as_nanos() as u64;
-                        if let Err(e) = st.store.tick(now) {
-                            eprintln!("{}: store clock: {e}", self.opts.name);
-                        }
+                        self.tick(&mut st, false);
                         st
                     });
-                    let State { store, counters, cursors } = &mut **st;
-                    let mut ctx = Ctx::new(store.as_mut(), session, counters, out, &info, cursors);
+                    let State { store, counters, db } = &mut **st;
+                    let mut ctx = Ctx::new(store.as_mut(), session, counters, out, &info, db, unix_us());
                     let flow = execute(&mut ctx, &args);
                     if let Some(long) = ctx.long.take() {
                         guard = None; // the rest runs in chunks, the lock taken for each
@@ -302,7 +335,22 @@ fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, String>
     server.log().info(format!("listening on {} (RESP), {} connections", server.local_addr(), srv.opts.max_connections));
     let flag = srv.stop.clone();
     let stop = move || flag.load(Ordering::Relaxed);
-    server.run(Some(&stop))?;
+    // The expiry housekeeping's timer, for keys that expire while no client sends commands.
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let timer = {
+        let (srv, done) = (srv.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(HOUSEKEEPING_EVERY);
+                let mut st = srv.state();
+                srv.tick(&mut st, true);
+            }
+        })
+    };
+    let ran = server.run(Some(&stop));
+    done.store(true, Ordering::Relaxed);
+    let _ = timer.join();
+    ran?;
     let mut m = srv.summary();
     m["closing"] = srv.state().store.closing()?;
     Ok(m)

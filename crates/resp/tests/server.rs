@@ -129,6 +129,24 @@ fn clients_past_the_limit_are_told_as_redis_tells_them() {
     run.finish();
 }
 
+#[test]
+fn keys_past_their_time_are_deleted_by_the_timer_with_no_client_reading_them() {
+    let run = start(8);
+    let mut s = connect(run.addr);
+    let mut req = Vec::new();
+    for i in 0..30 {
+        req.extend_from_slice(format!("*5\r\n$3\r\nSET\r\n$3\r\nk{i:02}\r\n$1\r\nv\r\n$2\r\nPX\r\n$2\r\n50\r\n").as_bytes());
+    }
+    req.extend_from_slice(b"SET keep v EX 1000\r\n");
+    s.write_all(&req).unwrap();
+    assert_eq!(read_n(&mut s, 31 * 5), b"+OK\r\n".repeat(31));
+    drop(s);
+    std::thread::sleep(Duration::from_millis(400));
+    let m = run.finish();
+    assert_eq!(m["expired_keys"], 30);
+    assert_eq!(m["store"]["keys"], 1);
+}
+
 /// A store behind a slow device: every lookup and every removal takes `per_key`.
 struct SlowStore {
     mem: MemoryStore,

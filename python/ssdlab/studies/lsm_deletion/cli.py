@@ -13,8 +13,9 @@ from ...config import read_toml
 from ...serving import add_force_argument, add_resp_arguments, resp_options_of, write_resp_metrics
 from .api import generate, run_lsm, serve
 
-KV_EPILOG = """serve: Redis clients (redis-cli, redis-benchmark, redis-py) on the store: GET, SET [NX|XX] [GET], DEL, MGET,
-  MSET, EXISTS, INCR/DECR, APPEND, DBSIZE, FLUSHDB, ...; DEL becomes a tombstone tracked to erasure.
+KV_EPILOG = """serve: Redis clients (redis-cli, redis-benchmark, redis-py) on the store: strings, hashes, sorted sets,
+  keys and expiry times (GET, SET [NX|XX] [GET] [EX|PX|EXAT|PXAT|KEEPTTL], DEL, MGET, INCRBYFLOAT, HSET, ZADD, ZRANGE,
+  KEYS, SCAN, RENAME, EXPIRE, TTL, ...; no lists or sets); DEL and an expired key become tombstones tracked to erasure.
   --data DIR keeps the store across restarts (and kill -9: a write is answered once journaled on disk).
 spec file (TOML):
   [device]                a ZNS device config, e.g. preset = "zns-ssd"

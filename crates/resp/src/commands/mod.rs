@@ -1,9 +1,26 @@
 //! The commands: a table of names and arities (Redis's: n > 0 exactly n words with the name,
 //! n < 0 at least -n), Redis 7.0's error texts for unknown commands, unknown subcommands and
-//! wrong arities, and each command's effect on the [`Backend`].
+//! wrong arities, and each command's effect on the [`Backend`]: strings ([`strings`]), hashes
+//! ([`hashes`]), sorted sets ([`zsets`]), the keyspace ([`keys`]) and expiry times
+//! ([`expiry`], whose module text tells how an expired key becomes a delete of the store).
+//! Lists, sets, streams, transactions and pub/sub are not served.
 
 use crate::proto::{reply, string2ll, Args};
-use crate::Backend;
+use crate::{ldouble, Backend};
+
+pub mod expiry;
+mod hashes;
+mod keys;
+mod strings;
+mod zsets;
+
+use expiry::*;
+pub use expiry::{housekeeping, Expiries};
+use hashes::*;
+pub use keys::glob_match;
+use keys::*;
+use strings::*;
+use zsets::*;
 
 /// What the connection does after a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +45,8 @@ pub struct Counters {
     pub keyspace_misses: u64,
     pub rejected_commands: u64,
     pub errors: u64,
+    /// Keys deleted because their expiry time passed (on access or by the active expiry).
+    pub expired_keys: u64,
 }
 
 type Handler = fn(&mut Ctx<'_>, &Args) -> Result<(), String>;
@@ -64,11 +83,39 @@ pub struct Ctx<'a> {
     pub out: &'a mut Vec<u8>,
     /// INFO's `# Server` and `# Clients` lines, filled by the server.
     pub info: &'a dyn Fn() -> String,
-    /// SCAN's cursors, shared by the connections (a cursor works on any of them, as in Redis).
-    pub cursors: &'a mut Cursors,
+    /// What the server keeps about the keyspace besides the store: SCAN's cursors, the expiry
+    /// index.
+    pub db: &'a mut Db,
+    /// Wall-clock unix time in microseconds when the command runs (injected: tests fix it).
+    pub now_us: i64,
     close: bool,
     /// Set by a command that goes on in chunks: the server calls [`resume`] with it.
     pub long: Option<Long>,
+}
+
+/// The keyspace state the server keeps beside the store, shared by the connections.
+#[derive(Debug, Default)]
+pub struct Db {
+    /// SCAN's cursors (a cursor works on any connection, as in Redis).
+    pub cursors: Cursors,
+    /// Which keys expire when (see [`expiry`]).
+    pub expiries: Expiries,
+    /// RANDOMKEY's generator state.
+    rng: u64,
+}
+
+impl Db {
+    /// A pseudo-random number (splitmix64), seeded from `seed` the first time.
+    fn random(&mut self, seed: i64) -> u64 {
+        if self.rng == 0 {
+            self.rng = seed as u64 | 1;
+        }
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
 }
 
 /// SCAN cursors. Redis's cursor is a position in its hash table; an LSM store walks keys in
@@ -148,7 +195,7 @@ const COMMANDS: &[Cmd] = &[
         reply::int(x.out, n as i64);
         Ok(())
     }),
-    c("zadd", -4, zadd),
+    c("zadd", -4, |x, a| zadd(x, a, false)),
     c("zrem", -3, zrem),
     c("zcard", 2, |x, a| {
         let n = x.zset(&a[1])?.len();
@@ -163,7 +210,42 @@ const COMMANDS: &[Cmd] = &[
         }
         Ok(())
     }),
-    c("zrangebyscore", -4, zrangebyscore),
+    c("zrangebyscore", -4, |x, a| zrange(x, a, Some(By::Score), Some(false))),
+    c("zrevrangebyscore", -4, |x, a| zrange(x, a, Some(By::Score), Some(true))),
+    c("zrangebylex", -4, |x, a| zrange(x, a, Some(By::Lex), Some(false))),
+    c("zrevrangebylex", -4, |x, a| zrange(x, a, Some(By::Lex), Some(true))),
+    c("zrange", -4, |x, a| zrange(x, a, None, None)),
+    c("zrevrange", -4, |x, a| zrange(x, a, Some(By::Rank), Some(true))),
+    c("zrank", 3, |x, a| zrank(x, a, false)),
+    c("zrevrank", 3, |x, a| zrank(x, a, true)),
+    c("zcount", 4, zcount),
+    c("zincrby", 4, |x, a| zadd(x, a, true)),
+    c("hkeys", 2, |x, a| hkeys(x, a, false)),
+    c("hvals", 2, |x, a| hkeys(x, a, true)),
+    c("hsetnx", 4, hsetnx),
+    c("hincrby", 4, hincrby),
+    c("hincrbyfloat", 4, hincrbyfloat),
+    c("getrange", 4, getrange),
+    c("setrange", 4, setrange),
+    c("incrbyfloat", 3, incrbyfloat),
+    c("msetnx", -3, msetnx),
+    c("setex", 4, |x, a| setex(x, a, true, "setex")),
+    c("psetex", 4, |x, a| setex(x, a, false, "psetex")),
+    c("keys", 2, keys),
+    c("rename", 3, |x, a| rename(x, a, false)),
+    c("renamenx", 3, |x, a| rename(x, a, true)),
+    c("randomkey", 1, randomkey),
+    c("touch", -2, exists),
+    c("time", 1, time),
+    c("expire", -3, |x, a| expire(x, a, "expire", 1000, true)),
+    c("pexpire", -3, |x, a| expire(x, a, "pexpire", 1, true)),
+    c("expireat", -3, |x, a| expire(x, a, "expireat", 1000, false)),
+    c("pexpireat", -3, |x, a| expire(x, a, "pexpireat", 1, false)),
+    c("ttl", 2, |x, a| ttl(x, a, false, false)),
+    c("pttl", 2, |x, a| ttl(x, a, true, false)),
+    c("expiretime", 2, |x, a| ttl(x, a, false, true)),
+    c("pexpiretime", 2, |x, a| ttl(x, a, true, true)),
+    c("persist", 2, persist),
     c("hexists", 3, |x, a| {
         let there = x.hash(&a[1])?.iter().any(|(f, _)| *f == a[2]);
         reply::int(x.out, there as i64);
@@ -291,14 +373,77 @@ impl<'a> Ctx<'a> {
         counters: &'a mut Counters,
         out: &'a mut Vec<u8>,
         info: &'a dyn Fn() -> String,
-        cursors: &'a mut Cursors,
+        db: &'a mut Db,
+        now_us: i64,
     ) -> Self {
-        Ctx { store, session, counters, out, info, cursors, close: false, long: None }
+        Ctx { store, session, counters, out, info, db, now_us, close: false, long: None }
     }
 
-    /// The value stored at `key`, of any type (counted as a keyspace hit or miss).
-    fn load(&mut self, key: &[u8]) -> Result<Option<Value>, String> {
-        let v = self.store.get(key).map_err(err)?.map(Value::decode_owned).transpose()?;
+    /// The command's unix time in milliseconds.
+    fn now_ms(&self) -> i64 {
+        self.now_us.div_euclid(1000)
+    }
+
+    /// The value stored at `key` and its expiry time, not counted in the keyspace statistics.
+    /// A key whose time has come is deleted here, through the store (lazy expiry), and reads
+    /// as missing.
+    fn fetch(&mut self, key: &[u8]) -> Result<Option<Timed<Value>>, String> {
+        let Some(raw) = self.store.get(key).map_err(err)? else { return Ok(None) };
+        let (v, ttl) = Value::decode_owned(raw)?;
+        if let Some(t) = ttl {
+            if t <= self.now_ms() {
+                self.expire_now(key)?;
+                return Ok(None);
+            }
+            // A key the start's walk has not reached yet joins the index when read.
+            self.db.expiries.set(key, Some(t));
+        }
+        Ok(Some((v, ttl)))
+    }
+
+    /// Delete `key`, whose expiry time has passed.
+    fn expire_now(&mut self, key: &[u8]) -> Result<(), String> {
+        self.db.expiries.set(key, None);
+        if self.store.del(key).map_err(err)? {
+            self.counters.expired_keys += 1;
+        }
+        Ok(())
+    }
+
+    /// Delete `key` (DEL and what empties or replaces a key); true if it was there.
+    fn remove(&mut self, key: &[u8]) -> Result<bool, String> {
+        self.db.expiries.set(key, None);
+        self.store.del(key).map_err(err)
+    }
+
+    /// Whether `key` is there with its time passed (from the index; before the start's walk
+    /// is done, a key the index does not know is read).
+    fn expired(&mut self, key: &[u8]) -> Result<bool, String> {
+        let now = self.now_ms();
+        if let Some(t) = self.db.expiries.get(key) {
+            return Ok(t <= now);
+        }
+        if self.db.expiries.walked() {
+            return Ok(false);
+        }
+        Ok(match self.store.get(key).map_err(err)? {
+            Some(raw) => header(&raw)?.1.is_some_and(|t| t <= now),
+            None => false,
+        })
+    }
+
+    /// Whether `key` is there (EXISTS); a key past its time is expired here.
+    fn alive(&mut self, key: &[u8]) -> Result<bool, String> {
+        if self.expired(key)? {
+            self.expire_now(key)?;
+            return Ok(false);
+        }
+        self.store.exists(key).map_err(err)
+    }
+
+    /// [`Ctx::fetch`], counted as a keyspace hit or miss.
+    fn load(&mut self, key: &[u8]) -> Result<Option<Timed<Value>>, String> {
+        let v = self.fetch(key)?;
         if v.is_some() {
             self.counters.keyspace_hits += 1;
         } else {
@@ -309,64 +454,87 @@ impl<'a> Ctx<'a> {
 
     /// The string at `key`; WRONGTYPE for another type.
     fn lookup(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        Ok(self.lookup_ttl(key)?.map(|(s, _)| s))
+    }
+
+    /// The string at `key` and its expiry time; WRONGTYPE for another type.
+    fn lookup_ttl(&mut self, key: &[u8]) -> Result<Option<Timed<Vec<u8>>>, String> {
         match self.load(key)? {
             None => Ok(None),
-            Some(Value::Str(s)) => Ok(Some(s)),
+            Some((Value::Str(s), ttl)) => Ok(Some((s, ttl))),
             Some(_) => Err(WRONGTYPE.into()),
         }
     }
 
     /// The hash at `key` (empty if there is none); WRONGTYPE for another type.
     fn hash(&mut self, key: &[u8]) -> Result<Fields, String> {
+        Ok(self.hash_ttl(key)?.0)
+    }
+
+    /// The hash at `key` and its expiry time.
+    fn hash_ttl(&mut self, key: &[u8]) -> Result<(Fields, Option<i64>), String> {
         match self.load(key)? {
-            None => Ok(vec![]),
-            Some(Value::Hash(h)) => Ok(h),
+            None => Ok((vec![], None)),
+            Some((Value::Hash(h), ttl)) => Ok((h, ttl)),
             Some(_) => Err(WRONGTYPE.into()),
         }
     }
 
     /// The sorted set at `key` (empty if there is none); WRONGTYPE for another type.
     fn zset(&mut self, key: &[u8]) -> Result<Scored, String> {
+        Ok(self.zset_ttl(key)?.0)
+    }
+
+    /// The sorted set at `key` and its expiry time.
+    fn zset_ttl(&mut self, key: &[u8]) -> Result<(Scored, Option<i64>), String> {
         match self.load(key)? {
-            None => Ok(vec![]),
-            Some(Value::Zset(z)) => Ok(z),
+            None => Ok((vec![], None)),
+            Some((Value::Zset(z), ttl)) => Ok((z, ttl)),
             Some(_) => Err(WRONGTYPE.into()),
         }
     }
 
-    /// After HDEL/ZREM took `removed` elements out of `v`: write it back, or delete the key
-    /// when nothing is left (Redis has no empty hashes or sorted sets); reply the count.
-    fn shrunk(&mut self, key: &[u8], removed: usize, empty: bool, v: Value) -> Result<(), String> {
+    /// After HDEL/ZREM took `removed` elements out of `v`: write it back (its expiry time
+    /// kept), or delete the key when nothing is left (Redis has no empty hashes or sorted
+    /// sets); reply the count.
+    fn shrunk(&mut self, key: &[u8], removed: usize, empty: bool, v: Value, ttl: Option<i64>) -> Result<(), String> {
         if removed > 0 {
             if empty {
-                self.store.del(key).map_err(err)?;
+                self.remove(key)?;
             } else {
-                self.save(key, &v)?;
+                self.save(key, &v, ttl)?;
             }
         }
         reply::int(self.out, removed as i64);
         Ok(())
     }
 
+    /// Store a string with no expiry time (SET, MSET, GETSET: a new value drops the old time).
     fn store_value(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.save(key, &Value::Str(value.to_vec()))
+        self.save(key, &Value::Str(value.to_vec()), None)
     }
 
-    fn save(&mut self, key: &[u8], v: &Value) -> Result<(), String> {
-        let bytes = v.encode();
+    /// Store `v` at `key`, expiring at `ttl` (unix ms) or never; the index follows.
+    fn save(&mut self, key: &[u8], v: &Value, ttl: Option<i64>) -> Result<(), String> {
+        let bytes = v.encode(ttl);
         let max = self.store.max_value_bytes();
         if bytes.len() > max {
-            return Err(too_big(bytes.len(), max));
+            return Err(too_big(bytes.len(), max, header_len(ttl)));
         }
-        self.store.set(key, &bytes).map_err(err)
+        self.store.set(key, &bytes).map_err(err)?;
+        self.db.expiries.set(key, ttl);
+        Ok(())
     }
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-/// A stored value: its type in the first byte (0 string, 1 hash, 2 sorted set), then its bytes.
-/// A hash keeps its fields in insertion order, as Redis's small hashes (listpacks) do; a sorted
-/// set keeps (score, member) ordered by score, then member bytes.
+/// A stored value: its type in the first byte (0 string, 1 hash, 2 sorted set), with
+/// [`TTL_FLAG`] set when the key has an expiry time, which follows as 8 bytes (unix time in
+/// milliseconds, little-endian); then its bytes. Values stored without a time (every value
+/// before expiry times were served) read as they always did. A hash keeps its fields in
+/// insertion order, as Redis's small hashes (listpacks) do; a sorted set keeps (score, member)
+/// ordered by score, then member bytes.
 #[derive(Debug, Clone, PartialEq)]
 enum Value {
     Str(Vec<u8>),
@@ -374,53 +542,87 @@ enum Value {
     Zset(Scored),
 }
 
+/// The type byte's flag for "an expiry time follows".
+const TTL_FLAG: u8 = 0x80;
+
+/// A stored value's header length: the type byte, and the expiry time if there is one.
+fn header_len(ttl: Option<i64>) -> usize {
+    if ttl.is_some() {
+        9
+    } else {
+        1
+    }
+}
+
+/// A stored value's header: its type (0, 1, 2), expiry time and length.
+fn header(b: &[u8]) -> Result<(u8, Option<i64>, usize), String> {
+    let corrupt = || "ERR a stored value is corrupt (unknown type or truncated)".to_string();
+    let &tag = b.first().ok_or_else(corrupt)?;
+    if tag & TTL_FLAG == 0 {
+        return Ok((tag, None, 1));
+    }
+    let t = b.get(1..9).ok_or_else(corrupt)?;
+    Ok((tag & !TTL_FLAG, Some(i64::from_le_bytes(t.try_into().expect("8 bytes"))), 9))
+}
+
+/// A value with its expiry time (unix ms), if it has one.
+type Timed<T> = (T, Option<i64>);
+
 /// A hash's (field, value) pairs in insertion order.
 type Fields = Vec<(Vec<u8>, Vec<u8>)>;
 /// A sorted set's (score, member) pairs, ordered.
 type Scored = Vec<(f64, Vec<u8>)>;
 
 impl Value {
-    fn encode(&self) -> Vec<u8> {
-        match self {
-            Value::Str(s) => {
-                let mut b = Vec::with_capacity(1 + s.len());
-                b.push(0);
-                b.extend_from_slice(s);
-                b
+    fn encode(&self, ttl: Option<i64>) -> Vec<u8> {
+        let tag = match self {
+            Value::Str(_) => 0,
+            Value::Hash(_) => 1,
+            Value::Zset(_) => 2,
+        };
+        let mut b = Vec::with_capacity(9 + if let Value::Str(s) = self { s.len() } else { 64 });
+        match ttl {
+            None => b.push(tag),
+            Some(t) => {
+                b.push(tag | TTL_FLAG);
+                b.extend_from_slice(&t.to_le_bytes());
             }
+        }
+        match self {
+            Value::Str(s) => b.extend_from_slice(s),
             Value::Zset(z) => {
-                let mut b = vec![2];
                 b.extend_from_slice(&(z.len() as u32).to_le_bytes());
                 for (score, m) in z {
                     b.extend_from_slice(&score.to_le_bytes());
                     put_bytes(&mut b, m);
                 }
-                b
             }
             Value::Hash(h) => {
-                let mut b = vec![1];
                 b.extend_from_slice(&(h.len() as u32).to_le_bytes());
                 for (f, v) in h {
                     put_bytes(&mut b, f);
                     put_bytes(&mut b, v);
                 }
-                b
             }
         }
+        b
     }
 
-    /// Decode a stored value, reusing its buffer for a string (the common case: no copy).
-    fn decode_owned(mut b: Vec<u8>) -> Result<Value, String> {
-        if b.first() == Some(&0) {
-            b.remove(0);
-            return Ok(Value::Str(b));
+    /// Decode a stored value and its expiry time, reusing its buffer for a string (the common
+    /// case: no copy).
+    fn decode_owned(mut b: Vec<u8>) -> Result<(Value, Option<i64>), String> {
+        let (tag, ttl, n) = header(&b)?;
+        if tag == 0 {
+            b.drain(..n);
+            return Ok((Value::Str(b), ttl));
         }
         Value::decode(&b)
     }
 
-    fn decode(b: &[u8]) -> Result<Value, String> {
+    fn decode(b: &[u8]) -> Result<(Value, Option<i64>), String> {
         let corrupt = || "ERR a stored value is corrupt (unknown type or truncated)".to_string();
-        let Some((&tag, rest)) = b.split_first() else { return Err(corrupt()) };
+        let (tag, ttl, n) = header(b)?;
+        let rest = &b[n..];
         let mut r = Reader(rest);
         let v = match tag {
             0 => Some(Value::Str(rest.to_vec())),
@@ -444,7 +646,7 @@ impl Value {
             })(),
             _ => None,
         };
-        v.ok_or_else(corrupt)
+        v.map(|v| (v, ttl)).ok_or_else(corrupt)
     }
 }
 
@@ -496,115 +698,6 @@ fn integer(b: &[u8]) -> Result<i64, String> {
     string2ll(b).ok_or_else(|| NOT_INTEGER.to_string())
 }
 
-fn get(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let v = x.lookup(&a[1])?;
-    reply::opt_bulk(x.out, v.as_deref());
-    Ok(())
-}
-
-/// SET key value [NX|XX] [GET] [KEEPTTL]; EX/PX/EXAT/PXAT are checked as Redis checks them,
-/// then refused: the stores behind this front-end keep no expiry times.
-fn set(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let (mut nx, mut xx, mut get, mut keepttl, mut expire) = (false, false, false, false, None);
-    let mut j = 3;
-    while j < a.len() {
-        let opt = lower(&a[j]);
-        let has_next = j + 1 < a.len();
-        match opt.as_str() {
-            "nx" if !xx => nx = true,
-            "xx" if !nx => xx = true,
-            "get" => get = true,
-            "keepttl" if expire.is_none() => keepttl = true,
-            "ex" | "px" | "exat" | "pxat" if !keepttl && expire.is_none() && has_next => {
-                expire = Some(a[j + 1].clone());
-                j += 1;
-            }
-            _ => return Err(SYNTAX.into()),
-        }
-        j += 1;
-    }
-    if let Some(e) = expire {
-        let t = integer(&e)?;
-        if t <= 0 {
-            return Err("ERR invalid expire time in 'set' command".into());
-        }
-        return Err("ERR expiry times (EX, PX, EXAT, PXAT) are not supported by ssdlab's stores".into());
-    }
-    // Any type counts as there for NX/XX; GET needs a string.
-    let there = if nx || xx || get { x.load(&a[1])? } else { None };
-    let old = match &there {
-        Some(Value::Str(s)) => Some(s.clone()),
-        Some(_) if get => return Err(WRONGTYPE.into()),
-        _ => None,
-    };
-    if (nx && there.is_some()) || (xx && there.is_none()) {
-        if get {
-            reply::opt_bulk(x.out, old.as_deref());
-        } else {
-            reply::null(x.out);
-        }
-        return Ok(());
-    }
-    x.store_value(&a[1], &a[2])?;
-    if get {
-        reply::opt_bulk(x.out, old.as_deref());
-    } else {
-        reply::ok(x.out);
-    }
-    Ok(())
-}
-
-fn setnx(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let there = x.store.exists(&a[1]).map_err(err)?;
-    if !there {
-        x.store_value(&a[1], &a[2])?;
-    }
-    reply::int(x.out, !there as i64);
-    Ok(())
-}
-
-fn getset(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let old = x.lookup(&a[1])?;
-    x.store_value(&a[1], &a[2])?;
-    reply::opt_bulk(x.out, old.as_deref());
-    Ok(())
-}
-
-fn getdel(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let old = x.lookup(&a[1])?;
-    if old.is_some() {
-        x.store.del(&a[1]).map_err(err)?;
-    }
-    reply::opt_bulk(x.out, old.as_deref());
-    Ok(())
-}
-
-fn mget(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    // The first chunk is looked up before replying, so that a store error there (every error of
-    // an MGET of up to CHUNK keys) is one error, not a torn array. Keys of another type read as
-    // nil, as in Redis. Past the first chunk a key the store fails on is an error element.
-    let first = &a[1..a.len().min(1 + CHUNK)];
-    let mut vals = Vec::with_capacity(first.len());
-    for k in first {
-        vals.push(mget_value(x, k)?);
-    }
-    reply::array(x.out, a.len() - 1);
-    for v in &vals {
-        reply::opt_bulk(x.out, v.as_deref());
-    }
-    if a.len() > 1 + CHUNK {
-        x.long = Some(Long::Mget { keys: a[1 + CHUNK..].to_vec(), next: 0 });
-    }
-    Ok(())
-}
-
-fn mget_value(x: &mut Ctx<'_>, k: &[u8]) -> Result<Option<Vec<u8>>, String> {
-    Ok(match x.load(k)? {
-        Some(Value::Str(s)) => Some(s),
-        _ => None,
-    })
-}
-
 /// Go on with a long command for one chunk; true when it is done (its reply complete).
 pub fn resume(x: &mut Ctx<'_>, long: &mut Long) -> bool {
     match long {
@@ -625,6 +718,7 @@ pub fn resume(x: &mut Ctx<'_>, long: &mut Long) -> bool {
         Long::Flush => match x.store.clear_some(CHUNK) {
             Ok(false) => false,
             Ok(true) => {
+                x.db.expiries.clear(true);
                 reply::ok(x.out);
                 true
             }
@@ -635,467 +729,6 @@ pub fn resume(x: &mut Ctx<'_>, long: &mut Long) -> bool {
             }
         },
     }
-}
-
-fn mset(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    if a.len().is_multiple_of(2) {
-        return Err(wrong_arity("mset"));
-    }
-    for kv in a[1..].chunks(2) {
-        x.store_value(&kv[0], &kv[1])?;
-    }
-    reply::ok(x.out);
-    Ok(())
-}
-
-fn del(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let mut n = 0;
-    for k in &a[1..] {
-        n += x.store.del(k).map_err(err)? as i64;
-    }
-    reply::int(x.out, n);
-    Ok(())
-}
-
-fn exists(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let mut n = 0;
-    for k in &a[1..] {
-        n += x.store.exists(k).map_err(err)? as i64;
-    }
-    reply::int(x.out, n);
-    Ok(())
-}
-
-/// What TYPE says of `key` ("none" when it is not there).
-fn type_name(x: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, String> {
-    Ok(match x.store.get(key).map_err(err)?.map(|b| Value::decode(&b)).transpose()? {
-        None => "none",
-        Some(Value::Str(_)) => "string",
-        Some(Value::Hash(_)) => "hash",
-        Some(Value::Zset(_)) => "zset",
-    })
-}
-
-fn type_(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let t = type_name(x, &a[1])?;
-    reply::simple(x.out, t);
-    Ok(())
-}
-
-fn incr_arg(x: &mut Ctx<'_>, a: &Args, negate: bool) -> Result<(), String> {
-    let by = integer(&a[2])?;
-    if negate && by == i64::MIN {
-        return Err("ERR decrement would overflow".into());
-    }
-    incr_by(x, &a[1], if negate { -by } else { by })
-}
-
-fn incr_by(x: &mut Ctx<'_>, key: &[u8], by: i64) -> Result<(), String> {
-    let old = match x.lookup(key)? {
-        Some(v) => integer(&v)?,
-        None => 0,
-    };
-    let new = old.checked_add(by).ok_or_else(|| "ERR increment or decrement would overflow".to_string())?;
-    x.store_value(key, new.to_string().as_bytes())?;
-    reply::int(x.out, new);
-    Ok(())
-}
-
-fn append(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    // In place: the stored bytes (type tag first) grow by the argument, with no copy of the
-    // value beyond what the store itself needs.
-    let max = x.store.max_value_bytes();
-    let (tail, mut len, mut found, mut refused) = (&a[2], 0, false, None);
-    let r = x.store.update(&a[1], &mut |v| {
-        found = !v.is_empty();
-        if v.first().is_some_and(|&tag| tag != 0) {
-            refused = Some(WRONGTYPE.to_string());
-            return Err(String::new());
-        }
-        let n = v.len().max(1) + tail.len();
-        if n > max {
-            refused = Some(too_big(n, max));
-            return Err(String::new());
-        }
-        if !found {
-            v.push(0);
-        }
-        v.extend_from_slice(tail);
-        len = v.len() - 1;
-        Ok(())
-    });
-    if let Some(e) = refused {
-        return Err(e);
-    }
-    r.map_err(err)?;
-    if found {
-        x.counters.keyspace_hits += 1;
-    } else {
-        x.counters.keyspace_misses += 1;
-    }
-    reply::int(x.out, len as i64);
-    Ok(())
-}
-
-/// A stored value of `n` bytes (type tag included) is more than the store's `max`.
-fn too_big(n: usize, max: usize) -> String {
-    format!("ERR value of {} bytes: this store takes values of at most {} bytes", n - 1, max - 1)
-}
-
-fn strlen(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let n = x.lookup(&a[1])?.map_or(0, |v| v.len());
-    reply::int(x.out, n as i64);
-    Ok(())
-}
-
-/// HSET / HMSET key field value [field value ...]: set fields in place, new ones at the end.
-fn hset(x: &mut Ctx<'_>, a: &Args, hmset: bool) -> Result<(), String> {
-    if !a.len().is_multiple_of(2) {
-        return Err(wrong_arity(if hmset { "hmset" } else { "hset" }));
-    }
-    let mut h = x.hash(&a[1])?;
-    let mut added = 0;
-    for fv in a[2..].chunks(2) {
-        match h.iter_mut().find(|(f, _)| *f == fv[0]) {
-            Some(e) => e.1 = fv[1].clone(),
-            None => {
-                h.push((fv[0].clone(), fv[1].clone()));
-                added += 1;
-            }
-        }
-    }
-    x.save(&a[1], &Value::Hash(h))?;
-    if hmset {
-        reply::ok(x.out);
-    } else {
-        reply::int(x.out, added);
-    }
-    Ok(())
-}
-
-fn hget(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let h = x.hash(&a[1])?;
-    reply::opt_bulk(x.out, h.iter().find(|(f, _)| *f == a[2]).map(|(_, v)| v.as_slice()));
-    Ok(())
-}
-
-fn hmget(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let h = x.hash(&a[1])?;
-    reply::array(x.out, a.len() - 2);
-    for f in &a[2..] {
-        reply::opt_bulk(x.out, h.iter().find(|(g, _)| g == f).map(|(_, v)| v.as_slice()));
-    }
-    Ok(())
-}
-
-fn hgetall(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let h = x.hash(&a[1])?;
-    reply::array(x.out, 2 * h.len());
-    for (f, v) in &h {
-        reply::bulk(x.out, f);
-        reply::bulk(x.out, v);
-    }
-    Ok(())
-}
-
-/// HDEL key field [field ...]: the hash goes when its last field does.
-fn hdel(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let mut h = x.hash(&a[1])?;
-    let before = h.len();
-    h.retain(|(f, _)| !a[2..].contains(f));
-    let removed = before - h.len();
-    x.shrunk(&a[1], removed, h.is_empty(), Value::Hash(h))
-}
-
-/// Redis's score text in RESP2 (7.0: printf's %.17g; inf and -inf as such).
-fn fmt_score(v: f64) -> String {
-    if v.is_infinite() {
-        return if v > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if v == 0.0 {
-        return if v.is_sign_negative() { "-0".into() } else { "0".into() };
-    }
-    // %.17g: 17 significant digits, scientific when the exponent is < -4 or >= 17, trailing
-    // zeros (and a trailing point) removed.
-    let sci = format!("{v:.16e}");
-    let (mant, exp) = sci.split_once('e').expect("exponent");
-    let exp: i32 = exp.parse().expect("exponent digits");
-    if !(-4..17).contains(&exp) {
-        let mant = mant.trim_end_matches('0').trim_end_matches('.');
-        format!("{mant}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
-    } else {
-        let s = format!("{v:.*}", (16 - exp).max(0) as usize);
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s
-        }
-    }
-}
-
-/// A score as Redis reads one (strtod of the whole text, no NaN).
-fn parse_score(b: &[u8]) -> Option<f64> {
-    let t = std::str::from_utf8(b).ok()?;
-    if t.is_empty() || t.starts_with(char::is_whitespace) || t.ends_with(char::is_whitespace) {
-        return None;
-    }
-    t.parse::<f64>().ok().filter(|v| !v.is_nan())
-}
-
-/// ZADD key [NX|XX] [GT|LT] [CH] score member [score member ...].
-fn zadd(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let (mut nx, mut xx, mut gt, mut lt, mut ch) = (false, false, false, false, false);
-    let mut j = 2;
-    while j < a.len() {
-        match lower(&a[j]).as_str() {
-            "nx" => nx = true,
-            "xx" => xx = true,
-            "gt" => gt = true,
-            "lt" => lt = true,
-            "ch" => ch = true,
-            "incr" => return Err("ERR ZADD INCR is not supported by ssdlab (use ZSCORE and ZADD)".into()),
-            _ => break,
-        }
-        j += 1;
-    }
-    let pairs = &a[j..];
-    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
-        return Err(SYNTAX.into());
-    }
-    if nx && xx {
-        return Err("ERR XX and NX options at the same time are not compatible".into());
-    }
-    if (gt || lt) && (nx || (gt && lt)) {
-        return Err("ERR GT, LT, and/or NX options at the same time are not compatible".into());
-    }
-    let mut scores = Vec::with_capacity(pairs.len() / 2);
-    for p in pairs.chunks(2) {
-        scores.push((parse_score(&p[0]).ok_or_else(|| "ERR value is not a valid float".to_string())?, p[1].clone()));
-    }
-    let mut z = x.zset(&a[1])?;
-    let (mut added, mut changed) = (0, 0);
-    for (score, m) in scores {
-        match z.iter().position(|(_, e)| *e == m) {
-            Some(i) => {
-                let old = z[i].0;
-                if nx || (gt && score <= old) || (lt && score >= old) {
-                    continue;
-                }
-                if score != old {
-                    z[i].0 = score;
-                    changed += 1;
-                }
-            }
-            None if xx => {}
-            None => {
-                z.push((score, m));
-                added += 1;
-            }
-        }
-    }
-    z.sort_by(|p, q| p.0.total_cmp(&q.0).then_with(|| p.1.cmp(&q.1)));
-    if added + changed > 0 {
-        x.save(&a[1], &Value::Zset(z))?;
-    }
-    reply::int(x.out, if ch { added + changed } else { added });
-    Ok(())
-}
-
-fn zrem(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let mut z = x.zset(&a[1])?;
-    let before = z.len();
-    z.retain(|(_, m)| !a[2..].contains(m));
-    let removed = before - z.len();
-    x.shrunk(&a[1], removed, z.is_empty(), Value::Zset(z))
-}
-
-/// A ZRANGEBYSCORE bound: `(` makes it exclusive; -inf/+inf.
-fn score_bound(b: &[u8]) -> Option<(f64, bool)> {
-    match b.split_first() {
-        Some((b'(', rest)) => parse_score(rest).map(|v| (v, true)),
-        _ => parse_score(b).map(|v| (v, false)),
-    }
-}
-
-/// ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count].
-fn zrangebyscore(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let (Some(min), Some(max)) = (score_bound(&a[2]), score_bound(&a[3])) else {
-        return Err("ERR min or max is not a float".into());
-    };
-    let (mut withscores, mut limit) = (false, None);
-    let mut j = 4;
-    while j < a.len() {
-        match lower(&a[j]).as_str() {
-            "withscores" => withscores = true,
-            "limit" if j + 2 < a.len() => {
-                limit = Some((integer(&a[j + 1])?, integer(&a[j + 2])?));
-                j += 2;
-            }
-            _ => return Err(SYNTAX.into()),
-        }
-        j += 1;
-    }
-    let z = x.zset(&a[1])?;
-    let inside = |v: f64| (if min.1 { v > min.0 } else { v >= min.0 }) && (if max.1 { v < max.0 } else { v <= max.0 });
-    let hits: Vec<&(f64, Vec<u8>)> = z.iter().filter(|(v, _)| inside(*v)).collect();
-    let picked: Vec<&(f64, Vec<u8>)> = match limit {
-        None => hits,
-        Some((off, _)) if off < 0 => vec![],
-        Some((off, cnt)) => {
-            let it = hits.into_iter().skip(off as usize);
-            if cnt < 0 {
-                it.collect()
-            } else {
-                it.take(cnt as usize).collect()
-            }
-        }
-    };
-    reply::array(x.out, picked.len() * if withscores { 2 } else { 1 });
-    for (v, m) in picked {
-        reply::bulk(x.out, m);
-        if withscores {
-            reply::bulk(x.out, fmt_score(*v).as_bytes());
-        }
-    }
-    Ok(())
-}
-
-/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]: up to COUNT keys after the cursor's
-/// (filtered by MATCH and TYPE after they are read, as Redis filters), and the next cursor,
-/// "0" at the end.
-fn scan(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    const INVALID: &str = "ERR invalid cursor";
-    let cursor: u64 = std::str::from_utf8(&a[1]).ok().and_then(|t| t.parse().ok()).ok_or(INVALID)?;
-    let (mut pattern, mut count, mut kind): (Option<&[u8]>, usize, Option<String>) = (None, 10, None);
-    let mut i = 2;
-    while i < a.len() {
-        let opt = lower(&a[i]);
-        let val = a.get(i + 1).ok_or(SYNTAX)?;
-        match opt.as_str() {
-            "match" => pattern = Some(val),
-            "count" => {
-                let n = integer(val)?;
-                if n < 1 {
-                    return Err(SYNTAX.into());
-                }
-                count = n.min(1 << 20) as usize;
-            }
-            "type" => kind = Some(lower(val)),
-            _ => return Err(SYNTAX.into()),
-        }
-        i += 2;
-    }
-    let after = match cursor {
-        0 => None,
-        c => Some(x.cursors.last_key.get(&c).cloned().ok_or(INVALID)?),
-    };
-    let keys = x.store.keys_after(after.as_deref(), count).map_err(err)?;
-    let next = if keys.len() < count { 0 } else { x.cursors.issue(keys.last().cloned().unwrap_or_default()) };
-    let mut picked = Vec::with_capacity(keys.len());
-    for k in keys {
-        if pattern.is_some_and(|p| !glob_match(p, &k)) {
-            continue;
-        }
-        if let Some(t) = &kind {
-            let name = type_name(x, &k)?;
-            if name == "none" || name != t {
-                continue;
-            }
-        }
-        picked.push(k);
-    }
-    reply::array(x.out, 2);
-    reply::bulk(x.out, next.to_string().as_bytes());
-    reply::array(x.out, picked.len());
-    for k in &picked {
-        reply::bulk(x.out, k);
-    }
-    Ok(())
-}
-
-/// Redis's glob (stringmatchlen, case-sensitive): `*`, `?`, `[abc]`, `[^a]`, `[a-z]` and `\x`
-/// escapes, over bytes.
-pub fn glob_match(p: &[u8], s: &[u8]) -> bool {
-    let (mut pi, mut si) = (0, 0);
-    // Where to resume after the last `*`: (pattern index after it, string index it has eaten to).
-    let mut star: Option<(usize, usize)> = None;
-    while si < s.len() {
-        let step = if pi < p.len() {
-            match p[pi] {
-                b'*' => {
-                    star = Some((pi + 1, si));
-                    pi += 1;
-                    continue;
-                }
-                b'?' => Some(pi + 1),
-                b'[' => class(p, pi, s[si]),
-                b'\\' if pi + 1 < p.len() => (p[pi + 1] == s[si]).then_some(pi + 2),
-                c => (c == s[si]).then_some(pi + 1),
-            }
-        } else {
-            None
-        };
-        match (step, star) {
-            (Some(next), _) => {
-                pi = next;
-                si += 1;
-            }
-            (None, Some((sp, ss))) => {
-                pi = sp;
-                si = ss + 1;
-                star = Some((sp, ss + 1));
-            }
-            (None, None) => return false,
-        }
-    }
-    p[pi..].iter().all(|&c| c == b'*')
-}
-
-/// A `[...]` class at `p[at]` against byte `c`: the pattern index after it if `c` matches.
-fn class(p: &[u8], at: usize, c: u8) -> Option<usize> {
-    let mut i = at + 1;
-    let not = p.get(i) == Some(&b'^');
-    if not {
-        i += 1;
-    }
-    let mut hit = false;
-    while i < p.len() && p[i] != b']' {
-        if p[i] == b'\\' && i + 1 < p.len() {
-            hit |= p[i + 1] == c;
-            i += 2;
-        } else if i + 2 < p.len() && p[i + 1] == b'-' && p[i + 2] != b']' {
-            let (lo, hi) = if p[i] <= p[i + 2] { (p[i], p[i + 2]) } else { (p[i + 2], p[i]) };
-            hit |= (lo..=hi).contains(&c);
-            i += 3;
-        } else {
-            hit |= p[i] == c;
-            i += 1;
-        }
-    }
-    // An unterminated class ends the pattern (Redis treats the rest as the class).
-    let end = if i < p.len() { i + 1 } else { i };
-    (hit != not).then_some(end)
-}
-
-fn dbsize(x: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
-    let n = x.store.key_count().map_err(err)?;
-    reply::int(x.out, n as i64);
-    Ok(())
-}
-
-fn flush(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    match a.len() {
-        1 => {}
-        2 if matches!(lower(&a[1]).as_str(), "async" | "sync") => {}
-        _ => return Err(SYNTAX.into()),
-    }
-    // In chunks: other clients' commands run between them (see `Long::Flush`).
-    if x.store.clear_some(CHUNK).map_err(err)? {
-        reply::ok(x.out);
-    } else {
-        x.long = Some(Long::Flush);
-    }
-    Ok(())
 }
 
 fn select(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
@@ -1118,10 +751,10 @@ fn info(x: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
     let c = *x.counters;
     let mut s = (x.info)();
     s.push_str(&format!(
-        "\r\n# Stats\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nrejected_commands:{}\r\n",
-        c.commands, c.keyspace_hits, c.keyspace_misses, c.rejected_commands
+        "\r\n# Stats\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nexpired_keys:{}\r\nrejected_commands:{}\r\n",
+        c.commands, c.keyspace_hits, c.keyspace_misses, c.expired_keys, c.rejected_commands
     ));
-    s.push_str("\r\n# ssdlab\r\n");
+    s.push_str(&format!("\r\n# ssdlab\r\nkeys_with_expiry:{}\r\n", x.db.expiries.len()));
     if let serde_json::Value::Object(m) = x.store.metrics() {
         for (k, v) in m {
             if !v.is_object() && !v.is_array() {
@@ -1191,22 +824,68 @@ fn glob(pattern: &str, s: &str) -> bool {
     p[pi..].iter().all(|&b| b == b'*')
 }
 
+/// The front-end's state in one for the commands' unit tests: a store in memory, the keyspace
+/// state and a clock the test moves.
 #[cfg(test)]
-mod tests {
+pub(crate) mod harness {
     use super::*;
     use crate::MemoryStore;
 
-    fn store() -> MemoryStore {
-        MemoryStore { max_value_bytes: 16, ..MemoryStore::default() }
+    pub struct T {
+        pub store: MemoryStore,
+        pub db: Db,
+        pub counters: Counters,
+        /// Unix time in microseconds: 2023-11-14 22:13:20 to start with.
+        pub now_us: i64,
     }
 
-    fn run(store: &mut MemoryStore, line: &str) -> String {
-        let args = crate::proto::split_args(line.as_bytes()).unwrap();
-        let (mut s, mut c, mut out) = (Session::default(), Counters::default(), vec![]);
-        let info = || String::from("# Server\r\n");
-        let mut cursors = Cursors::default();
-        execute(&mut Ctx::new(store, &mut s, &mut c, &mut out, &info, &mut cursors), &args);
-        String::from_utf8(out).unwrap()
+    impl T {
+        pub fn new() -> T {
+            T { store: MemoryStore::default(), db: Db::default(), counters: Counters::default(), now_us: 1_700_000_000_000_000 }
+        }
+
+        pub fn now_ms(&self) -> i64 {
+            self.now_us / 1000
+        }
+
+        /// One inline command's reply.
+        pub fn run(&mut self, line: &str) -> String {
+            let args = crate::proto::split_args(line.as_bytes()).unwrap();
+            self.run_args(&args)
+        }
+
+        pub fn run_args(&mut self, args: &Args) -> String {
+            let (mut s, mut out) = (Session::default(), vec![]);
+            let info = || String::from("# Server\r\n");
+            execute(&mut Ctx::new(&mut self.store, &mut s, &mut self.counters, &mut out, &info, &mut self.db, self.now_us), args);
+            String::from_utf8_lossy(&out).into_owned()
+        }
+
+        /// The server's housekeeping now; the keys it deleted.
+        pub fn housekeeping(&mut self) -> usize {
+            housekeeping(&mut self.store, &mut self.counters, &mut self.db, self.now_us).unwrap()
+        }
+
+        pub fn advance_ms(&mut self, ms: i64) {
+            self.now_us += ms * 1000;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::harness::T;
+    use super::*;
+
+    /// A store that takes values of at most 16 stored bytes.
+    fn store() -> T {
+        let mut t = T::new();
+        t.store.max_value_bytes = 16;
+        t
+    }
+
+    fn run(t: &mut T, line: &str) -> String {
+        t.run(line)
     }
 
     #[test]
@@ -1233,18 +912,14 @@ mod tests {
 
     #[test]
     fn scan_walks_every_key_once_with_cursors() {
-        let mut m = MemoryStore::default();
+        let mut m = T::new();
         for i in 0..25 {
-            m.map.insert(format!("k{i:02}").into_bytes(), vec![0, b'v']);
+            m.store.map.insert(format!("k{i:02}").into_bytes(), vec![0, b'v']);
         }
-        let (mut s, mut c, info) = (Session::default(), Counters::default(), || String::new());
-        let mut cursors = Cursors::default();
         let (mut cursor, mut seen) = (b"0".to_vec(), vec![]);
         loop {
-            let mut out = vec![];
             let args = vec![b"SCAN".to_vec(), cursor.clone(), b"COUNT".to_vec(), b"7".to_vec(), b"MATCH".to_vec(), b"k1*".to_vec()];
-            execute(&mut Ctx::new(&mut m, &mut s, &mut c, &mut out, &info, &mut cursors), &args);
-            let text = String::from_utf8(out).unwrap();
+            let text = m.run_args(&args);
             let lines: Vec<&str> = text.split("\r\n").collect();
             cursor = lines[2].as_bytes().to_vec();
             seen.extend(lines[4..].iter().filter(|l| l.starts_with('k')).map(|l| l.to_string()));
@@ -1320,8 +995,12 @@ mod tests {
             Value::Hash(vec![(b"f".to_vec(), vec![]), (vec![], b"v".to_vec())]),
             Value::Zset(vec![(-1.5, b"a".to_vec()), (f64::INFINITY, vec![])]),
         ] {
-            let b = v.encode();
-            assert_eq!(Value::decode(&b).unwrap(), v);
+            for ttl in [None, Some(1_700_000_000_123)] {
+                let b = v.encode(ttl);
+                assert_eq!(Value::decode(&b).unwrap(), (v.clone(), ttl));
+                assert_eq!(Value::decode_owned(b.clone()).unwrap(), (v.clone(), ttl));
+            }
+            let b = v.encode(None);
             if !matches!(v, Value::Str(_)) {
                 assert!(Value::decode(&b[..b.len() - 1]).is_err());
             }
