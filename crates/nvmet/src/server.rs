@@ -292,7 +292,13 @@ impl Target {
         let mut buf: Vec<u8> = Vec::new();
         let res = loop {
             pace.end();
-            if r.buffer().is_empty() {
+            // Replies go out (journal first) unless the next PDU is already here whole: a host
+            // that keeps many commands in flight sends the next capsule before this one's
+            // completion, and waiting for its last bytes with completions held back would
+            // stall both sides.
+            let b = r.buffer();
+            let whole = b.len() >= 8 && b.len() >= u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize;
+            if !whole {
                 out.send(&self.sub).await?;
             }
             if r.fill_buf().await?.is_empty() {

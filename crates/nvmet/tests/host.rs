@@ -450,3 +450,21 @@ fn the_live_metrics_come_from_a_vendor_log_page() {
     stop.trigger();
     j.join().unwrap();
 }
+
+#[test]
+#[ignore = "a timing probe, not a test: prints microseconds per 4 KiB write and read over loopback"]
+fn probe_latency() {
+    let (_t, addr, j, stop) = target();
+    let (_a, mut io) = io_queue(addr);
+    for (name, op) in [("write", 0x01u8), ("read", 0x02)] {
+        let t0 = std::time::Instant::now();
+        for i in 0..2000u64 {
+            let s = rw(op, i % 1000, 1);
+            let r = if op == 1 { io.run(s, &[1u8; 4096], true) } else { io.run(s, &[], false) };
+            assert!(r.ok());
+        }
+        println!("{name}: {:.1} us", t0.elapsed().as_secs_f64() * 1e6 / 2000.0);
+    }
+    stop.trigger();
+    j.join().unwrap();
+}
