@@ -146,7 +146,7 @@ def cmd_report(args) -> int:
 PILOT_SECTORS_AUTO = 16 << 20
 
 
-def _pilot(args, cfg: dict, size: dict) -> None:
+def _pilot(args, cfg: dict, size: _native.Sizing) -> None:
     """Measure the reserve the FTL holds by running it: the config's device with timing off and
     no data kept, filled sequentially, then 2 device writes of uniform random 4 KiB overwrites
     (the steady state), then 0.5 more measured. The reserve moves with the GC's pacing (free
