@@ -2,8 +2,9 @@
 # Build the guest `ssdlab vm` boots (docs/vm.md, "How the guest is built"), from Debian packages
 # only: the kernel of linux-image-cloud-amd64 (fetched with apt-get download, unpacked with
 # dpkg-deb -x; NVMe, ext4 and the serial console are built in) and an initramfs of busybox-static
-# plus host binaries (fio, e2fsprogs, xfsprogs, nvme-cli, util-linux's blkzone and blkdiscard) with
-# the libraries ldd lists, the kernel modules for virtio disks, XFS, the network (virtio-net) and
+# plus host binaries (fio, e2fsprogs, xfsprogs, btrfs-progs, nvme-cli, util-linux's blkzone and
+# blkdiscard) with the libraries ldd lists, the kernel modules for virtio disks, XFS, btrfs (zoned
+# mode on a zoned namespace), the network (virtio-net) and
 # NVMe over TCP (host: nvme-tcp; target: nvmet-tcp, with null_blk for its namespaces), and
 # scripts/guest-init.sh as /init.
 #
@@ -21,7 +22,7 @@ FORCE=0
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 # Host packages: QEMU to boot the guest, and what goes into it. No recommends: QEMU's GUI and
 # firmware extras are not needed for a serial-console guest.
-GUEST_PACKAGES=(qemu-system-x86 busybox-static fio e2fsprogs xfsprogs nvme-cli util-linux cpio)
+GUEST_PACKAGES=(qemu-system-x86 busybox-static fio e2fsprogs xfsprogs btrfs-progs nvme-cli util-linux cpio)
 missing=()
 for p in "${GUEST_PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -43,13 +44,13 @@ meta_version=$(apt-cache policy "$META" | awk '/Candidate:/ {print $2}')
 # Host tools copied into the guest (full paths: the guest calls them by path, see guest-init.sh).
 TOOLS=(/usr/bin/fio /usr/sbin/mke2fs /usr/sbin/mkfs.ext4 /usr/sbin/e2fsck /usr/sbin/fsck.ext4 /usr/sbin/tune2fs
        /usr/sbin/dumpe2fs /usr/sbin/mkfs.xfs /usr/sbin/xfs_repair /usr/sbin/xfs_db
-       /usr/sbin/nvme /usr/sbin/blkzone /usr/sbin/blkdiscard)
+       /usr/sbin/mkfs.btrfs /usr/bin/btrfs /usr/sbin/nvme /usr/sbin/blkzone /usr/sbin/blkdiscard)
 BUSYBOX=/bin/busybox
 # Kernel modules (with the modules they depend on): virtio-blk disks and XFS; virtio-net (with
 # net_failover, failover) for QEMU's user network; the NVMe/TCP host (nvme-tcp, nvme-fabrics;
 # nvme-core is built in); the kernel's own NVMe target, nvmet and nvmet-tcp (with configfs), a
 # reference to compare ssdlab's target with; null_blk, a RAM (or zoned) disk for its namespaces.
-MODULES=(virtio_pci virtio_blk xfs virtio_net nvme-tcp nvmet-tcp null_blk)
+MODULES=(virtio_pci virtio_blk xfs btrfs virtio_net nvme-tcp nvmet-tcp null_blk)
 
 libs_of() { ldd "$@" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\/.*ld-linux/ {print $1}' | sort -u; }
 mapfile -t LIBS < <(libs_of "${TOOLS[@]}")
