@@ -48,6 +48,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from ssdlab import vm  # noqa: E402
+from test_vm import EXT4_VERIFY  # noqa: E402
 
 MiB = 1 << 20
 NQN = "nqn.2026-11.dev.ssdlab:ssd"
@@ -73,17 +74,9 @@ def boot(tmp: Path, port: int, script: str, name: str = "guest", **kw):
 def test_linux_formats_ext4_and_verifies_files_on_a_conventional_namespace(tmp_path):
     srv = serve(tmp_path, 'preset = "tiny"\n', "--metrics-out", str(tmp_path / "m"))
     try:
-        info, out = boot(tmp_path, srv.port, """set -e
-nvme id-ctrl /dev/nvme0 > "$SSDLAB_OUT/id-ctrl.txt"
-mkfs.ext4 -q -F "$SSDLAB_DISK"
-mkdir -p /mnt/fs
-mount -t ext4 "$SSDLAB_DISK" /mnt/fs
-fio --name=verify --directory=/mnt/fs --nrfiles=2 --size=16m --bs=4k --rw=randwrite --ioengine=libaio \\
-    --iodepth=8 --direct=1 --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=1 \\
-    --output-format=json --output="$SSDLAB_OUT/fio.json"
-umount /mnt/fs
-e2fsck -fn "$SSDLAB_DISK"
-""")
+        # test_vm.py's ext4 + fio verify script, with the controller's Identify data kept too.
+        script = EXT4_VERIFY.replace("set -e\n", 'set -e\nnvme id-ctrl /dev/nvme0 > "$SSDLAB_OUT/id-ctrl.txt"\n', 1)
+        info, out = boot(tmp_path, srv.port, script)
     finally:
         assert srv.stop() == 0, srv.log.read_text()[-2000:]
     assert info["status"] == 0
@@ -93,6 +86,7 @@ e2fsck -fn "$SSDLAB_DISK"
     assert "ssdlab emulated SSD" in idc and NQN in idc
     job = json.loads((out / "fio.json").read_text())["jobs"][0]
     assert job["error"] == 0 and job["write"]["io_bytes"] == 16 * MiB and job["read"]["io_bytes"] == 16 * MiB
+    assert (out / "guest" / "fsck.txt").read_text() == "checked\n"  # e2fsck -fn found it clean
     m = json.loads((tmp_path / "m" / "metrics.json").read_text())
     assert m["host_write_bytes"] >= 16 * MiB and m["host_trim_bytes"] > 0  # mkfs discards the disk
     assert m["nvme"]["counters"]["errors"] == 0
