@@ -649,14 +649,6 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Replies<W> {
     }
 }
 
-/// Run `f` (which may fsync) without stalling the other connections of this worker thread.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => f(),
-    }
-}
-
 impl Server {
     /// A whole session on a stream without TLS: handshake, then transmission (tests and
     /// embedders; the network path is [`ssdlab_server::Protocol::serve`]).
@@ -731,7 +723,7 @@ impl Server {
             let outcome = if oversize {
                 Err((EINVAL, format!("write of {} bytes exceeds the {max}-byte limit", req.len)))
             } else if req.kind == CMD_FLUSH || req.flags & CMD_FLAG_FUA != 0 {
-                blocking(|| self.execute(&req, sess, &mut buf))
+                ssdlab_server::blocking(|| self.execute(&req, sess, &mut buf))
             } else {
                 self.execute(&req, sess, &mut buf)
             };

@@ -130,7 +130,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Out<W> {
         if self.now.is_empty() && self.due.is_empty() {
             return Ok(());
         }
-        blocking(|| sub.ns().commit_journal()).map_err(|e| ConnEnd::Io(io::Error::other(format!("journal: {e}"))))?;
+        ssdlab_server::blocking(|| sub.ns().commit_journal()).map_err(|e| ConnEnd::Io(io::Error::other(format!("journal: {e}"))))?;
         if let Some(tx) = &self.tx {
             for (t, b) in self.due.drain(..) {
                 self.seq += 1;
@@ -154,14 +154,6 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Out<W> {
             t.await.map_err(|_| io::Error::other("reply writer panicked"))??;
         }
         Ok(())
-    }
-}
-
-/// Run `f` (which may fsync) without stalling the other connections of this worker thread.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => f(),
     }
 }
 

@@ -778,6 +778,16 @@ async fn watchdog(m: &Meter, sh: &Shared, limits: Limits) -> Cut {
     }
 }
 
+/// Run `f` (which may fsync, or hold a device lock for long) from a connection's task without
+/// stalling the other connections of its worker thread: `block_in_place` on the core's
+/// multi-threaded runtime, a plain call elsewhere (tests and fuzzing run on one thread).
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 /// A duration from a command line's seconds, where 0 (or less) means never.
 pub fn secs_or_never(s: f64) -> Option<Duration> {
     (s > 0.0 && s.is_finite()).then(|| Duration::from_secs_f64(s))
