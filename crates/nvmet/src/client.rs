@@ -168,26 +168,41 @@ impl Host {
     /// `inline`, else after the target's R2T; gather data and the completion.
     pub fn cmd(&mut self, mut sqe: Sqe, out: &[u8], inline: bool) -> io::Result<Reply> {
         self.cid = self.cid.wrapping_add(1);
-        let cid = self.cid;
-        sqe.0[2..4].copy_from_slice(&cid.to_le_bytes());
-        sqe.0[1] = 1 << 6;
-        let len = if out.is_empty() { u32::from_le_bytes(sqe.0[32..36].try_into().expect("4 bytes")) } else { out.len() as u32 };
-        sqe.0[32..36].copy_from_slice(&len.to_le_bytes());
-        sqe.0[39] = if inline && !out.is_empty() { SGL_DATA_BLOCK_OFFSET } else { SGL_TRANSPORT_DATA_BLOCK };
-        self.pdu(CAPSULE_CMD, 72, &sqe.0, if inline { out } else { &[] }, 0)?;
-        let mut data = vec![];
-        loop {
+        sqe.0[2..4].copy_from_slice(&self.cid.to_le_bytes());
+        let mut r = self.cmds(&[(sqe, out, inline)])?;
+        Ok(r.pop().expect("one reply"))
+    }
+
+    /// Submit all of `batch` at once (each entry with its command id set by the caller, unique
+    /// in the batch), then serve the target's R2Ts in whatever order they come: the completions,
+    /// in the batch's order.
+    pub fn cmds(&mut self, batch: &[(Sqe, &[u8], bool)]) -> io::Result<Vec<Reply>> {
+        let cids: Vec<u16> = batch.iter().map(|(s, _, _)| s.cid()).collect();
+        for &(mut sqe, out, inline) in batch {
+            sqe.0[1] = 1 << 6;
+            let len = if out.is_empty() { u32::from_le_bytes(sqe.0[32..36].try_into().expect("4 bytes")) } else { out.len() as u32 };
+            sqe.0[32..36].copy_from_slice(&len.to_le_bytes());
+            sqe.0[39] = if inline && !out.is_empty() { SGL_DATA_BLOCK_OFFSET } else { SGL_TRANSPORT_DATA_BLOCK };
+            self.pdu(CAPSULE_CMD, 72, &sqe.0, if inline { out } else { &[] }, 0)?;
+        }
+        let mut data: Vec<Vec<u8>> = vec![vec![]; batch.len()];
+        let mut done: Vec<Option<[u8; 16]>> = vec![None; batch.len()];
+        let mut left = batch.len();
+        let which = |cid: u16| cids.iter().position(|&c| c == cid).ok_or_else(|| bad(format!("a PDU for command id {cid}, not submitted")));
+        while left > 0 {
             let (h, f, d) = self.read_pdu()?;
             match h.pdu_type {
                 R2T => {
                     let r = DataHeader::parse(&f);
-                    let end = (r.offset as usize).checked_add(r.length as usize).filter(|&e| e <= out.len() && r.cccid == cid);
+                    let i = which(r.cccid)?;
+                    let out = batch[i].1;
+                    let end = (r.offset as usize).checked_add(r.length as usize).filter(|&e| e <= out.len());
                     let Some(end) = end else { return Err(bad("an R2T outside the command's data")) };
                     let mut at = r.offset as usize;
                     while at < end {
                         let n = (end - at).min(self.h2c_piece);
                         let mut fl = [0u8; 16];
-                        fl[0..2].copy_from_slice(&cid.to_le_bytes());
+                        fl[0..2].copy_from_slice(&r.cccid.to_le_bytes());
                         fl[2..4].copy_from_slice(&r.ttag.to_le_bytes());
                         fl[4..8].copy_from_slice(&(at as u32).to_le_bytes());
                         fl[8..12].copy_from_slice(&(n as u32).to_le_bytes());
@@ -198,22 +213,25 @@ impl Host {
                 }
                 C2H_DATA => {
                     let dh = DataHeader::parse(&f);
-                    if dh.offset as usize != data.len() {
+                    let i = which(dh.cccid)?;
+                    if dh.offset as usize != data[i].len() {
                         return Err(bad("C2HData out of order"));
                     }
-                    data.extend_from_slice(&d);
+                    data[i].extend_from_slice(&d);
                 }
                 CAPSULE_RESP => {
                     let cqe: [u8; 16] = f[..16].try_into().map_err(|_| bad("short response"))?;
-                    if u16::from_le_bytes([cqe[12], cqe[13]]) != cid {
-                        return Err(bad("a completion for another command"));
+                    let i = which(u16::from_le_bytes([cqe[12], cqe[13]]))?;
+                    if done[i].replace(cqe).is_some() {
+                        return Err(bad("two completions for one command"));
                     }
-                    return Ok(Reply { cqe, data });
+                    left -= 1;
                 }
                 C2H_TERM => return Err(bad("the target ended the connection (C2HTermReq)")),
                 t => return Err(bad(format!("unexpected PDU type {t:#x}"))),
             }
         }
+        Ok(done.into_iter().zip(data).map(|(c, data)| Reply { cqe: c.expect("all done"), data }).collect())
     }
 
     /// Get Log Page `lid` (NSID all), `len` bytes from byte `offset`.

@@ -166,11 +166,13 @@ struct Session {
     q: Queue,
     enc: Encoder,
     lim: Limits,
+    /// Commands whose data was asked for, by transfer tag. The tag is the command id: command
+    /// ids are unique among a queue's commands in flight, so tags are too, and a new capsule
+    /// reusing a busy id is found by one lookup.
     transfers: HashMap<u16, Transfer>,
     /// Commands whose data is not asked for yet (the connection's R2T budget was spent).
     waiting: std::collections::VecDeque<(Sqe, usize)>,
     r2t_bytes: u64,
-    next_ttag: u16,
     /// Asynchronous event requests held (command ids).
     aers: Vec<u16>,
 }
@@ -278,7 +280,6 @@ impl Target {
             transfers: HashMap::new(),
             waiting: Default::default(),
             r2t_bytes: 0,
-            next_ttag: 0,
             aers: vec![],
         };
         let mut buf: Vec<u8> = Vec::new();
@@ -425,12 +426,7 @@ impl Target {
                 return;
             }
             s.waiting.pop_front();
-            // Transfer tags: free ones, counting up.
-            let mut tag = s.next_ttag;
-            while s.transfers.contains_key(&tag) {
-                tag = tag.wrapping_add(1);
-            }
-            s.next_ttag = tag.wrapping_add(1);
+            let tag = sqe.cid();
             s.r2t_bytes += len as u64;
             s.transfers.insert(tag, Transfer { sqe, buf: Vec::with_capacity(len.min(MAX_H2C_DATA as usize)), want: len });
             let mut v = vec![];

@@ -223,6 +223,44 @@ fn rw(op: u8, lba: u64, blocks: u32) -> Sqe {
     s
 }
 
+/// Many writes in flight on one queue, as Linux keeps them: the target asks for each one's
+/// data (some only after others finished, past its R2T budget), whatever command ids the host
+/// picked, including ids equal to the transfer tags of other commands in flight.
+#[test]
+fn many_writes_in_flight_on_one_queue_each_land_where_it_was_sent() {
+    let (t, addr, j, stop) = target();
+    let (_a, mut io) = io_queue(addr);
+    let cids = [5u16, 0, 1, 2, 3, 7, 6, 4, 11, 10, 9, 8, 15, 14, 13, 12];
+    let blocks = |i: usize| if i % 2 == 0 { 128u32 } else { 2 };
+    let data: Vec<Vec<u8>> =
+        (0..cids.len()).map(|i| (0..blocks(i) * 4096).map(|b| (b as usize * 31 + i * 7 + b as usize / 4096) as u8).collect()).collect();
+    let lba = |i: usize| 256 * i as u64;
+    let writes: Vec<(Sqe, &[u8], bool)> = (0..cids.len())
+        .map(|i| {
+            let mut w = rw(0x01, lba(i), blocks(i));
+            w.0[2..4].copy_from_slice(&cids[i].to_le_bytes());
+            (w, data[i].as_slice(), false)
+        })
+        .collect();
+    assert!(data.iter().map(|d| d.len() as u64).sum::<u64>() > ssdlab_nvmet::server::R2T_BYTES_AT_ONCE, "some wait for the budget");
+    let done = io.cmds(&writes).expect("every write completes");
+    assert!(done.iter().all(|r| r.ok()), "{:?}", done.iter().map(|r| r.status()).collect::<Vec<_>>());
+    let reads: Vec<(Sqe, &[u8], bool)> = (0..cids.len())
+        .map(|i| {
+            let mut r = rw(0x02, lba(i), blocks(i));
+            r.0[2..4].copy_from_slice(&cids[i].to_le_bytes());
+            (r, &[][..], false)
+        })
+        .collect();
+    let got = io.cmds(&reads).expect("every read completes");
+    for (i, r) in got.iter().enumerate() {
+        assert!(r.ok() && r.data == data[i], "write {i} (command id {}) reads back", cids[i]);
+    }
+    assert_eq!(t.metrics()["nvme"]["protocol_errors"], 0);
+    stop.trigger();
+    j.join().unwrap();
+}
+
 #[test]
 fn a_zns_device_is_a_zoned_namespace() {
     let mut c = preset("tiny").unwrap();
