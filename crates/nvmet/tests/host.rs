@@ -231,7 +231,7 @@ fn many_writes_in_flight_on_one_queue_each_land_where_it_was_sent() {
     let (t, addr, j, stop) = target();
     let (_a, mut io) = io_queue(addr);
     let cids = [5u16, 0, 1, 2, 3, 7, 6, 4, 11, 10, 9, 8, 15, 14, 13, 12];
-    let blocks = |i: usize| if i % 2 == 0 { 128u32 } else { 2 };
+    let blocks = |i: usize| if i.is_multiple_of(2) { 128u32 } else { 2 };
     let data: Vec<Vec<u8>> =
         (0..cids.len()).map(|i| (0..blocks(i) * 4096).map(|b| (b as usize * 31 + i * 7 + b as usize / 4096) as u8).collect()).collect();
     let lba = |i: usize| 256 * i as u64;
