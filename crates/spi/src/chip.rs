@@ -18,6 +18,10 @@ use crate::parts::{Part, Registers, TimingMode, BLOCK32_BYTES, BLOCK64_BYTES, SE
 use crate::sfdp;
 use crate::Error;
 
+mod power;
+use power::OpKind;
+pub use power::{CutAt, CutReport, WearOut};
+
 /// A bit that reads back a fixed value whatever is programmed or erased (fault injection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StuckBit {
@@ -37,11 +41,26 @@ pub struct Options {
     pub erase_fail_after: Option<u32>,
     /// 4Bh unique ID; default derived from the part name (deterministic).
     pub unique_id: Option<[u8; 8]>,
+    /// Seed of the power model's random choices (what an interrupted operation leaves, where
+    /// worn cells stick).
+    pub power_seed: u64,
+    /// What erases past the endurance rating do, and the rating (None: the part's cycles).
+    pub wear_out: WearOut,
+    pub endurance_cycles: Option<u32>,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { timing: TimingMode::Typical, clock_hz: DEFAULT_CLOCK_HZ, stuck_bits: Vec::new(), erase_fail_after: None, unique_id: None }
+        Options {
+            timing: TimingMode::Typical,
+            clock_hz: DEFAULT_CLOCK_HZ,
+            stuck_bits: Vec::new(),
+            erase_fail_after: None,
+            unique_id: None,
+            power_seed: 0,
+            wear_out: WearOut::Counted,
+            endurance_cycles: None,
+        }
     }
 }
 
@@ -70,6 +89,15 @@ pub struct Stats {
     pub busy_ns_datasheet: u64,
     /// Busy time the chip actually spent in simulated time (less with `instant` or `scale=X`).
     pub busy_ns: u64,
+    pub power_cuts: u64,
+    pub power_ups: u64,
+    /// Frames begun without power (nothing answered them).
+    pub frames_unpowered: u64,
+    pub interrupted_programs: u64,
+    pub interrupted_erases: u64,
+    pub interrupted_status_writes: u64,
+    /// Bits stuck at 0 by wear-out (`WearOut::BitsStick`).
+    pub worn_bits: u64,
 }
 
 /// What the running self-timed operation is (suspend needs to know).
@@ -134,6 +162,7 @@ pub struct Flash {
     /// Write-through deferred until [`Flash::write_back`] (serprog answers first).
     defer_write_through: bool,
     pending_writes: Vec<Range<u32>>,
+    power: power::Power,
 }
 
 const WIP: u8 = 0x01;
@@ -205,6 +234,7 @@ impl Flash {
                 sr_nv = [b[0] & !(WIP | WEL), b[1], b[2]];
             }
         }
+        let opts_seed = opts.power_seed;
         let mut f = Flash {
             sfdp: sfdp::image(&part),
             sr: sr_nv,
@@ -233,6 +263,7 @@ impl Flash {
             source: "host".into(),
             defer_write_through: false,
             pending_writes: Vec::new(),
+            power: power::Power::new(opts_seed),
         };
         // Stuck bits are a property of the cells: apply them to the loaded contents too.
         let addrs: Vec<u32> = f.stuck.keys().copied().collect();
@@ -263,9 +294,14 @@ impl Flash {
     pub fn erase_counts(&self) -> &[u32] {
         &self.erase_counts
     }
-    /// Sectors erased more often than the part's endurance rating.
+    /// Sectors erased more often than the endurance rating.
     pub fn sectors_beyond_endurance(&self) -> usize {
-        self.erase_counts.iter().filter(|&&c| c > self.part.endurance_cycles).count()
+        let limit = self.endurance();
+        self.erase_counts.iter().filter(|&&c| c > limit).count()
+    }
+    /// Erases each sector is rated for (the part's, or the override in [`Options`]).
+    pub fn endurance(&self) -> u32 {
+        self.opts.endurance_cycles.unwrap_or(self.part.endurance_cycles)
     }
     /// The array as it is (a debugger's view; not a SPI transaction, takes no time).
     pub fn contents(&self) -> &[u8] {
@@ -313,6 +349,9 @@ impl Flash {
     /// Let simulated time pass (a host's delay between frames).
     pub fn advance(&mut self, ns: u64) {
         self.now_ns = self.now_ns.saturating_add(ns);
+        if let Some(t) = self.power.cut_ns.filter(|&t| t <= self.now_ns) {
+            self.cut(t);
+        }
         if let Some(t) = self.trace.as_mut() {
             let _ = writeln!(t, "{}", serde_json::json!({"t_ns": self.now_ns - ns, "src": self.source, "advance_ns": ns}));
         }
@@ -395,12 +434,16 @@ impl Flash {
             self.end();
         }
         self.frame = Frame { active: true, start_ns: self.now_ns, page: Vec::new(), ..Frame::default() };
+        self.power_frame_begins();
     }
 
     fn tick(&mut self, clocks: u64) {
         let num = clocks.saturating_mul(1_000_000_000).saturating_add(self.clock_rem);
         self.now_ns = self.now_ns.saturating_add(num / self.opts.clock_hz as u64);
         self.clock_rem = num % self.opts.clock_hz as u64;
+        if let Some(t) = self.power.cut_ns.filter(|&t| t <= self.now_ns) {
+            self.cut(t);
+        }
     }
 
     fn supported(&self, op: u8) -> bool {
@@ -441,8 +484,14 @@ impl Flash {
         let mut clocks = 8u64;
         let out = if pos == 0 {
             self.frame.op = mosi;
-            let why = if self.now_ns < self.ready_at_ns {
+            let why = if self.frame.ignored.is_some() {
+                self.frame.ignored
+            } else if !self.power.on {
+                Some("no power")
+            } else if self.now_ns < self.ready_at_ns {
                 Some("not ready (power-up or reset recovery)")
+            } else if self.now_ns < self.power.writes_at_ns && power::is_write_op(mosi) {
+                Some("write command before tPUW (power-up)")
             } else if self.powered_down && mosi != 0xAB {
                 Some("deep power-down")
             } else if self.busy() && !self.allowed_while_busy(mosi) {
@@ -704,6 +753,7 @@ impl Flash {
                     }
                 }
                 let data = std::mem::take(&mut self.frame.page);
+                let before = self.mem[base as usize..(base + page) as usize].to_vec();
                 for (i, d) in data.iter().enumerate() {
                     self.mem[base as usize + i] &= d;
                 }
@@ -714,6 +764,7 @@ impl Flash {
                 let ns =
                     if n >= page as u64 { t.page_program_ns } else { (t.byte_first_ns + (n - 1) * t.byte_next_ns).min(t.page_program_ns) };
                 let ns = self.start_op(ns, Busy::Program(base..base + page));
+                self.power_op_starts(OpKind::Program, base..base + page, before, ns);
                 self.stats.programs += 1;
                 self.stats.program_bytes += n;
                 format!("program {n} B at {addr:#x}, busy {ns} ns")
@@ -742,9 +793,11 @@ impl Flash {
                     self.stats.ignored_protected += 1;
                     return format!("ignored: {range:#x?} protected");
                 }
+                let before = self.mem[range.start as usize..range.end as usize].to_vec();
                 let failed = self.erase(range.clone());
                 self.write_through(range.clone());
                 let ns = self.start_op(ns, if len == self.part.size_bytes { Busy::Other } else { Busy::Erase(range.clone()) });
+                self.power_op_starts(OpKind::Erase, range.clone(), before, ns);
                 match op {
                     0x20 => self.stats.sector_erases += 1,
                     0x52 => self.stats.block32_erases += 1,
@@ -752,7 +805,7 @@ impl Flash {
                     _ => self.stats.chip_erases += 1,
                 }
                 let fail = if failed > 0 { format!(", {failed} sectors FAILED (fault injection)") } else { String::new() };
-                let limit = self.part.endurance_cycles;
+                let limit = self.endurance();
                 let worn = self.erase_counts[(range.start / SECTOR_BYTES) as usize..(range.end / SECTOR_BYTES) as usize]
                     .iter()
                     .filter(|&&c| c > limit)
@@ -783,6 +836,7 @@ impl Flash {
                 let tsus = self.part.suspend_ns.unwrap_or(0);
                 let left = self.busy_until_ns - self.now_ns;
                 self.suspended = Some((kind, left));
+                self.power_op_suspended();
                 // The operation stops within tSUS; then WIP = 0 and SUS = 1.
                 self.busy_until_ns = self.now_ns.saturating_add(tsus.min(left));
                 self.busy_kind = Busy::Other;
@@ -801,6 +855,7 @@ impl Flash {
                 }
                 self.sr[1] &= !0x80;
                 self.start_busy(left, kind);
+                self.power_op_resumed();
                 format!("resumed, busy {left} ns")
             }
             0x66 => {
@@ -815,7 +870,9 @@ impl Flash {
                 self.sr = self.sr_nv;
                 self.sr[0] &= !WEL;
                 self.wel_clears_when_ready = false;
-                self.suspended = None;
+                if self.suspended.take().is_some() {
+                    self.power_op_abandoned();
+                }
                 self.volatile_armed = false;
                 self.ready_at_ns = self.now_ns.saturating_add(self.opts.timing.apply(self.part.reset_ns));
                 "software reset".into()
@@ -875,25 +932,37 @@ impl Flash {
             // Volatile write (after 50h): the power-up copy is untouched and there is no tW.
             return format!("status (volatile) = {:02x} {:02x} {:02x}", new[0], new[1], new[2]);
         }
+        let before = self.sr_nv.to_vec();
         self.sr_nv = new;
         self.sr_nv[0] &= !WEL;
+        self.persist_status();
+        let tw_ns = self.start_op(tw_ns, Busy::Other);
+        self.power_op_starts(OpKind::Status, 0..3, before, tw_ns);
+        format!("status = {:02x} {:02x} {:02x}, busy {tw_ns} ns", new[0], new[1], new[2])
+    }
+
+    /// The non-volatile status registers to the image's side file.
+    fn persist_status(&self) {
         if let Some((_, p)) = self.image.as_ref() {
             let sp = status_path(p);
             if let Err(e) = std::fs::write(&sp, self.sr_nv) {
                 eprintln!("ssdlab-spi: cannot write {}: {e}", sp.display());
             }
         }
-        let tw_ns = self.start_op(tw_ns, Busy::Other);
-        format!("status = {:02x} {:02x} {:02x}, busy {tw_ns} ns", new[0], new[1], new[2])
     }
 
     /// Erase a range (whole sectors); returns how many sectors failed to erase.
     fn erase(&mut self, r: Range<u32>) -> u32 {
         let mut failed = 0;
+        let limit = self.endurance();
         for s in (r.start / SECTOR_BYTES)..(r.end / SECTOR_BYTES) {
-            let count = &mut self.erase_counts[s as usize];
-            let fails = self.opts.erase_fail_after.is_some_and(|n| *count >= n);
-            *count = count.saturating_add(1);
+            let before = self.erase_counts[s as usize];
+            let count = before.saturating_add(1);
+            self.erase_counts[s as usize] = count;
+            let mut fails = self.opts.erase_fail_after.is_some_and(|n| before >= n);
+            if count > limit && self.wear_out(s, count) {
+                fails = true;
+            }
             if fails {
                 failed += 1;
                 self.stats.failed_erases += 1;

@@ -13,7 +13,7 @@ pub mod parts;
 pub mod serprog;
 pub mod sfdp;
 
-pub use chip::{Flash, Options, StuckBit};
+pub use chip::{CutAt, CutReport, Flash, Options, StuckBit, WearOut};
 pub use parts::{part, Part, TimingMode};
 
 #[derive(Debug, thiserror::Error)]

@@ -120,6 +120,10 @@ pub struct Part {
     pub power_down_ns: u64,
     pub release_ns: u64,
     pub reset_ns: u64,
+    /// Power-up: commands are ignored until tVSL after power returns, write commands until
+    /// tPUW.
+    pub power_up_ns: u64,
+    pub power_up_write_ns: u64,
     pub registers: Registers,
     pub protection: Protection,
     /// Status register values at power-on (SR1/SR2/SR3 or SR/CR/unused).
@@ -184,6 +188,8 @@ pub fn w25q128jv() -> Part {
         power_down_ns: 3 * US,
         release_ns: 3 * US,
         reset_ns: 30 * US,
+        power_up_ns: 20 * US,
+        power_up_write_ns: 5 * MS,
         registers: Registers::Winbond,
         protection: Protection::Winbond { unit_bytes: 256 * 1024 },
         // IQ/JQ ordering codes ship with QE = 1 (datasheet, Quad Enable bit).
@@ -259,6 +265,8 @@ pub fn mx25l6436f() -> Part {
         power_down_ns: 10 * US,
         release_ns: 8800,
         reset_ns: 100 * US,
+        power_up_ns: 300 * US,
+        power_up_write_ns: 10 * MS,
         registers: Registers::Macronix,
         protection: Protection::Macronix,
         sr_default: [0x00, 0x00, 0x00],
