@@ -44,7 +44,7 @@ impl SpiFlash {
             parts::part(chip).ok_or_else(|| PyValueError::new_err(format!("unknown chip {chip:?}; valid: {}", parts::NAMES.join(", "))))?;
         let timing = TimingMode::parse(timing).map_err(PyValueError::new_err)?;
         let stuck_bits = stuck_bits.into_iter().map(|(addr, bit, value)| StuckBit { addr, bit, value }).collect();
-        let opts = Options { timing, clock_hz, stuck_bits, erase_fail_after, unique_id };
+        let opts = Options { timing, clock_hz, stuck_bits, erase_fail_after, unique_id, ..Options::default() };
         let mut flash = Flash::new(part, image.as_deref(), opts).map_err(spi_err)?;
         if let Some(t) = trace {
             flash.trace_to(&t).map_err(spi_err)?;
