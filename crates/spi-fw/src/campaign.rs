@@ -383,7 +383,7 @@ struct Pass {
 
 fn pass<const B: usize>(c: &Config, ops: &[Op], cuts: Vec<u64>, on_fork: &mut dyn FnMut(usize, u64, Flash)) -> Result<Pass, String> {
     let chip = hal::shared(c.chip()?);
-    let forks = Rc::new(RefCell::new(Forks::default()));
+    let forks = Rc::new(RefCell::new(Forks { commands: cuts.is_empty().then(Vec::new), ..Forks::default() }));
     let mut dev = Dev::<B> { drv: driver::open(c.driver, &chip, forks.clone()), verify_as_corrupt: c.verify_as_corrupt, err: None };
     Filesystem::format(&mut dev).map_err(|e| format!("littlefs format: {}: {}", fs_err(e), dev.err.take().unwrap_or_default()))?;
     let formatted_at = chip.borrow().frames_begun();
@@ -421,11 +421,26 @@ fn run_on<const B: usize>(c: &Config, progress: &mut dyn FnMut(u64, u64)) -> Res
     let cuts: Vec<u64> = match c.only_frame {
         Some(f) => vec![f],
         None => {
+            // Half the cut points uniform over all frames (so over time while the driver polls a
+            // busy chip), half over the frames that carry a command (the moments between
+            // commands: after WREN, before a program's CS# rises, between operations).
+            let commands: Vec<u64> =
+                dry.forks.borrow_mut().commands.take().unwrap_or_default().into_iter().filter(|&f| f >= first).collect();
             let mut rng = Pcg64Mcg::seed_from_u64(c.seed ^ 0x6375_7473);
-            let mut v: Vec<u64> = (0..c.cuts).map(|_| rng.gen_range(first..=total.max(first))).collect();
-            v.sort_unstable();
-            v.dedup();
-            v
+            let mut set = std::collections::BTreeSet::new();
+            let span = total.saturating_sub(first) + 1;
+            let want = (c.cuts as u64).min(span) as usize;
+            let mut tries = 0u64;
+            while set.len() < want && tries < 20 * want as u64 + 100 {
+                let f = if tries % 2 == 1 && !commands.is_empty() {
+                    commands[rng.gen_range(0..commands.len())]
+                } else {
+                    rng.gen_range(first..=total.max(first))
+                };
+                set.insert(f);
+                tries += 1;
+            }
+            set.into_iter().collect()
         }
     };
     let n_cuts = cuts.len() as u64;
@@ -441,7 +456,7 @@ fn run_on<const B: usize>(c: &Config, progress: &mut dyn FnMut(u64, u64)) -> Res
     let mut done = 0u64;
     let real = pass::<B>(c, &ops, cuts, &mut |i, frame, fork| {
         let cut = fork.last_power_cut().cloned();
-        let kind = cut.as_ref().map(|r| if r.interrupted.is_empty() { "between operations" } else { r.interrupted }).unwrap_or("?");
+        let kind = cut.as_ref().map(|r| if r.interrupted.is_empty() { "idle chip" } else { r.interrupted }).unwrap_or("?");
         *interrupted.entry(kind.to_string()).or_default() += 1;
         if let Err(what) = check::<B>(c, fork, &ops[i], &trees[i], &trees[i + 1]) {
             violations.push(Violation {
@@ -459,7 +474,6 @@ fn run_on<const B: usize>(c: &Config, progress: &mut dyn FnMut(u64, u64)) -> Res
         }
     })?;
     progress(done, n_cuts);
-    let _ = &real.forks;
     let chip = real.chip.borrow();
     let sectors = &chip.erase_counts()[..B];
     let s = chip.stats();

@@ -52,6 +52,9 @@ pub struct Forks {
     /// Frames still to fork at, last first.
     pub pending: Vec<u64>,
     pub taken: Vec<(u64, Flash)>,
+    /// When set, the frames that carry a command other than a status read are listed here (a
+    /// dry run finds the moments between commands this way).
+    pub commands: Option<Vec<u64>>,
 }
 
 /// The chip as an `SpiDevice` that forks it at the frames in [`Forks::pending`].
@@ -84,6 +87,17 @@ impl SpiDevice for Tap {
                     let mut copy = self.spi.chip.borrow().snapshot();
                     copy.power_cut();
                     forks.taken.push((k, copy));
+                }
+            }
+            if let Some(list) = forks.commands.as_mut() {
+                let first = operations.iter().find_map(|op| match op {
+                    Operation::Write(b) => b.first().copied(),
+                    Operation::TransferInPlace(b) => b.first().copied(),
+                    Operation::Transfer(_, w) => w.first().copied(),
+                    _ => None,
+                });
+                if first != Some(0x05) {
+                    list.push(next);
                 }
             }
         }
