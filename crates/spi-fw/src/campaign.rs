@@ -194,14 +194,14 @@ fn apply(tree: &mut Tree, op: &Op) {
 }
 
 /// littlefs's view of the chip: `B` blocks of 4 KiB from address 0, through a driver.
-struct Dev<const B: usize> {
-    drv: Box<dyn NorDriver>,
+struct Dev<'a, const B: usize> {
+    drv: Box<dyn NorDriver + 'a>,
     verify_as_corrupt: bool,
     /// The first driver error since the last look (littlefs only sees a code).
     err: Option<String>,
 }
 
-impl<const B: usize> Dev<B> {
+impl<const B: usize> Dev<'_, B> {
     /// A failed read-back is LFS_ERR_CORRUPT, littlefs's "this block is bad" (it relocates the
     /// data, as after a cut that left a page half programmed); anything else is LFS_ERR_IO.
     fn io<T>(&mut self, r: Result<T, DrvError>) -> FsResult<T> {
@@ -226,7 +226,7 @@ fn fs_err(e: FsError) -> String {
     format!("{name} ({})", e.code())
 }
 
-impl<const B: usize> Storage for Dev<B> {
+impl<const B: usize> Storage for Dev<'_, B> {
     const READ_SIZE: usize = 16;
     const WRITE_SIZE: usize = 256;
     const BLOCK_SIZE: usize = 4096;
@@ -371,19 +371,29 @@ pub fn run(c: &Config, progress: &mut dyn FnMut(u64, u64)) -> Result<Report, Str
     }
 }
 
-/// One pass of the workload: fork the chip at `cuts` (frames) and hand each fork to `check`
-/// with the index of the operation it interrupted.
-struct Pass {
+/// One pass of the workload: fork the chip at `cuts` (frames) and hand each fork, as it is
+/// taken, to `on_fork` with the index of the operation it interrupted.
+struct Pass<'a> {
     chip: Shared,
-    forks: Rc<RefCell<Forks>>,
+    forks: Rc<RefCell<Forks<'a>>>,
     /// Frame count when the file system was formatted and mounted (cuts start after).
     formatted_at: u64,
     errors: Vec<String>,
 }
 
-fn pass<const B: usize>(c: &Config, ops: &[Op], cuts: Vec<u64>, on_fork: &mut dyn FnMut(usize, u64, Flash)) -> Result<Pass, String> {
+fn pass<'a, const B: usize>(
+    c: &Config,
+    ops: &[Op],
+    cuts: Vec<u64>,
+    on_fork: Option<&'a mut dyn FnMut(usize, u64, Flash)>,
+) -> Result<Pass<'a>, String> {
     let chip = hal::shared(c.chip()?);
-    let forks = Rc::new(RefCell::new(Forks { commands: cuts.is_empty().then(Vec::new), ..Forks::default() }));
+    let op_now = Rc::new(std::cell::Cell::new(0usize));
+    let hook: Option<driver::ForkHook<'a>> = on_fork.map(|f| {
+        let op_now = op_now.clone();
+        Box::new(move |frame: u64, fork: Flash| f(op_now.get(), frame, fork)) as driver::ForkHook<'a>
+    });
+    let forks = Rc::new(RefCell::new(Forks { commands: cuts.is_empty().then(Vec::new), hook, ..Forks::default() }));
     let mut dev = Dev::<B> { drv: driver::open(c.driver, &chip, forks.clone()), verify_as_corrupt: c.verify_as_corrupt, err: None };
     Filesystem::format(&mut dev).map_err(|e| format!("littlefs format: {}: {}", fs_err(e), dev.err.take().unwrap_or_default()))?;
     let formatted_at = chip.borrow().frames_begun();
@@ -395,12 +405,9 @@ fn pass<const B: usize>(c: &Config, ops: &[Op], cuts: Vec<u64>, on_fork: &mut dy
     {
         let fs = Filesystem::mount(&mut alloc, &mut dev).map_err(|e| format!("littlefs mount after format: {}", fs_err(e)))?;
         for (i, op) in ops.iter().enumerate() {
+            op_now.set(i);
             if let Err(e) = run_op(&fs, op) {
                 errors.push(format!("op {i} ({}): {}", op.describe(), fs_err(e)));
-            }
-            let taken = std::mem::take(&mut forks.borrow_mut().taken);
-            for (frame, f) in taken {
-                on_fork(i, frame, f);
             }
         }
     }
@@ -412,7 +419,7 @@ fn run_on<const B: usize>(c: &Config, progress: &mut dyn FnMut(u64, u64)) -> Res
     let ops = workload(c);
     // Dry run: how many frames the workload takes. A driver that cannot even format and mount
     // is reported as such (no cut points).
-    let dry = match pass::<B>(c, &ops, Vec::new(), &mut |_, _, _| {}) {
+    let dry = match pass::<B>(c, &ops, Vec::new(), None) {
         Ok(p) => p,
         Err(e) => return Ok(Report::unusable(c, e, t0)),
     };
@@ -454,7 +461,7 @@ fn run_on<const B: usize>(c: &Config, progress: &mut dyn FnMut(u64, u64)) -> Res
     let mut violations = Vec::new();
     let mut interrupted: BTreeMap<String, u64> = BTreeMap::new();
     let mut done = 0u64;
-    let real = pass::<B>(c, &ops, cuts, &mut |i, frame, fork| {
+    let mut on_fork = |i: usize, frame: u64, fork: Flash| {
         let cut = fork.last_power_cut().cloned();
         let kind = cut.as_ref().map(|r| if r.interrupted.is_empty() { "idle chip" } else { r.interrupted }).unwrap_or("?");
         *interrupted.entry(kind.to_string()).or_default() += 1;
@@ -472,9 +479,12 @@ fn run_on<const B: usize>(c: &Config, progress: &mut dyn FnMut(u64, u64)) -> Res
         if done.is_multiple_of(50) {
             progress(done, n_cuts);
         }
-    })?;
+    };
+    let real = pass::<B>(c, &ops, cuts, Some(&mut on_fork))?;
+    let (chip, errors) = (real.chip.clone(), real.errors.clone());
+    drop(real);
     progress(done, n_cuts);
-    let chip = real.chip.borrow();
+    let chip = chip.borrow();
     let sectors = &chip.erase_counts()[..B];
     let s = chip.stats();
     Ok(Report {
@@ -483,7 +493,7 @@ fn run_on<const B: usize>(c: &Config, progress: &mut dyn FnMut(u64, u64)) -> Res
         cut_points: n_cuts,
         interrupted,
         violations,
-        workload_errors: real.errors.clone(),
+        workload_errors: errors,
         simulated_ns: chip.now_ns(),
         wall_s: t0.elapsed().as_secs_f64(),
         max_erase_count: sectors.iter().copied().max().unwrap_or(0),

@@ -46,35 +46,41 @@ impl DriverKind {
     }
 }
 
+/// What to do with a fork: (frame, the chip as that frame began, its power cut). It runs inside
+/// the driver's SPI transaction, on its own copy of the chip, so a campaign holds one fork at a
+/// time whatever the number of cut points.
+pub type ForkHook<'a> = Box<dyn FnMut(u64, Flash) + 'a>;
+
 /// Chip forks taken at chosen frames, each with its power cut as that frame begins.
 #[derive(Default)]
-pub struct Forks {
+pub struct Forks<'a> {
     /// Frames still to fork at, last first.
     pub pending: Vec<u64>,
-    pub taken: Vec<(u64, Flash)>,
+    pub hook: Option<ForkHook<'a>>,
     /// When set, the frames that carry a command other than a status read are listed here (a
     /// dry run finds the moments between commands this way).
     pub commands: Option<Vec<u64>>,
 }
 
 /// The chip as an `SpiDevice` that forks it at the frames in [`Forks::pending`].
-pub struct Tap {
+pub struct Tap<'a> {
     spi: SpiFlash,
-    forks: Rc<RefCell<Forks>>,
+    forks: Rc<RefCell<Forks<'a>>>,
 }
 
-impl Tap {
-    pub fn new(chip: Shared, forks: Rc<RefCell<Forks>>) -> Tap {
+impl<'a> Tap<'a> {
+    pub fn new(chip: Shared, forks: Rc<RefCell<Forks<'a>>>) -> Tap<'a> {
         Tap { spi: SpiFlash::new(chip), forks }
     }
 }
 
-impl embedded_hal::spi::ErrorType for Tap {
+impl embedded_hal::spi::ErrorType for Tap<'_> {
     type Error = PowerLost;
 }
 
-impl SpiDevice for Tap {
+impl SpiDevice for Tap<'_> {
     fn transaction(&mut self, operations: &mut [Operation<'_, u8>]) -> Result<(), PowerLost> {
+        let mut fork = None;
         {
             let mut forks = self.forks.borrow_mut();
             let next = self.spi.chip.borrow().frames_begun() + 1;
@@ -83,10 +89,10 @@ impl SpiDevice for Tap {
                     break;
                 }
                 forks.pending.pop();
-                if k == next {
+                if k == next && forks.hook.is_some() {
                     let mut copy = self.spi.chip.borrow().snapshot();
                     copy.power_cut();
-                    forks.taken.push((k, copy));
+                    fork = Some((k, copy));
                 }
             }
             if let Some(list) = forks.commands.as_mut() {
@@ -99,6 +105,13 @@ impl SpiDevice for Tap {
                 if first != Some(0x05) {
                     list.push(next);
                 }
+            }
+        }
+        if let Some((k, copy)) = fork {
+            let hook = self.forks.borrow_mut().hook.take();
+            if let Some(mut h) = hook {
+                h(k, copy);
+                self.forks.borrow_mut().hook = Some(h);
             }
         }
         self.spi.transaction(operations)
@@ -140,9 +153,9 @@ fn crate_err<S: std::fmt::Debug, P: std::fmt::Debug>(e: w25q32jv::Error<S, P>) -
 
 /// The crates.io driver. Its `erase_range` unwraps SPI errors (a panic on a dead bus), so
 /// sectors are erased one by one with `erase_sector`, which returns them.
-pub struct Crate(W25q32jv<Tap, UnusedPin, WriteProtect>);
+pub struct Crate<'a>(W25q32jv<Tap<'a>, UnusedPin, WriteProtect>);
 
-impl NorDriver for Crate {
+impl NorDriver for Crate<'_> {
     fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<(), DrvError> {
         self.0.read(addr, buf).map_err(crate_err)
     }
@@ -155,13 +168,13 @@ impl NorDriver for Crate {
 }
 
 /// ssdlab's minimal W25Q driver (with `poll` false: the broken variant).
-pub struct Minimal {
-    spi: Tap,
+pub struct Minimal<'a> {
+    spi: Tap<'a>,
     poll: bool,
     page: u32,
 }
 
-impl Minimal {
+impl Minimal<'_> {
     fn cmd(&mut self, bytes: &[u8]) -> Result<(), DrvError> {
         self.spi.transaction(&mut [Operation::Write(bytes)]).map_err(bus)
     }
@@ -212,7 +225,7 @@ fn addr_cmd(op: u8, a: u32) -> [u8; 4] {
     [op, (a >> 16) as u8, (a >> 8) as u8, a as u8]
 }
 
-impl NorDriver for Minimal {
+impl NorDriver for Minimal<'_> {
     fn read(&mut self, addr: u32, buf: &mut [u8]) -> Result<(), DrvError> {
         self.spi.transaction(&mut [Operation::Write(&addr_cmd(0x03, addr)), Operation::Read(buf)]).map_err(bus)
     }
@@ -237,7 +250,7 @@ impl NorDriver for Minimal {
 }
 
 /// A driver of `kind` on `chip`, forking it as `forks` says.
-pub fn open(kind: DriverKind, chip: &Shared, forks: Rc<RefCell<Forks>>) -> Box<dyn NorDriver> {
+pub fn open<'a>(kind: DriverKind, chip: &Shared, forks: Rc<RefCell<Forks<'a>>>) -> Box<dyn NorDriver + 'a> {
     let tap = Tap::new(chip.clone(), forks);
     match kind {
         DriverKind::W25q32jv => {
