@@ -15,6 +15,7 @@ demo: setup
 	.venv/bin/ssdlab reproduce lsm-deletion --quick
 	.venv/bin/ssdlab reproduce dpuswap --quick
 	.venv/bin/ssdlab reproduce uio-kv --quick
+	.venv/bin/ssdlab spi campaign experiments/spi-nor/campaign.toml --cuts 5000 --out reports/spi-nor/campaign
 	.venv/bin/ssdlab reproduce --headline | tee reports/headline.md
 
 test: setup lint test-rust test-python

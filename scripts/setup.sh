@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 # nbdkit as the reference server), flashrom (serprog), openssl for throwaway TLS certificates,
 # libmemcached's memccp/memccat/memcstat and netcat (`ssdlab cache serve`), redis-server (the reference
 # for `ssdlab kv serve`'s RESP front-end) with redis-cli and redis-benchmark, lz4 and zstd (the C
-# libraries' own benchmarks beside the RMML codecs in `ssdlab-bench --only rmml`).
-APT_PACKAGES=(build-essential pkg-config qemu-utils libnbd-bin nbdkit fio flashrom openssl libmemcached-tools netcat-openbsd memcached redis-server redis-tools lz4 zstd)
+# libraries' own benchmarks beside the RMML codecs in `ssdlab-bench --only rmml`), libclang-dev
+# (bindgen, for the littlefs C library under crates/spi-fw's power-cut campaigns).
+APT_PACKAGES=(build-essential pkg-config qemu-utils libnbd-bin nbdkit fio flashrom openssl libmemcached-tools netcat-openbsd memcached redis-server redis-tools lz4 zstd libclang-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

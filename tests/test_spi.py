@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import ssdlab.spi as spi_module
+import ssdlab.spi_campaign as spi_campaign_module
 from clitools import SSDLAB, ssdlab
 from ssdlab.spi import Flash, chips
 
@@ -324,6 +325,7 @@ def test_a_driver_that_skips_busy_polling_loses_its_writes():
 
 def test_module_doctest():
     assert doctest.testmod(spi_module).failed == 0
+    assert doctest.testmod(spi_campaign_module).failed == 0
 
 
 def test_a_second_flashrom_is_refused_with_a_message_while_the_first_is_connected(tmp_path):
@@ -398,3 +400,61 @@ def test_instant_timing_keeps_datasheet_busy_time_in_the_stats(tmp_path):
     assert d.busy_until_ns - d.now_ns == 45_000_000 and d.stats["busy_ns"] == 45_000_000
     with pytest.raises(ValueError, match="scale=X"):
         Flash(chip="W25Q16JV", timing="scale=x")
+
+
+# --- power cuts and firmware in the loop (crates/spi-fw) -------------------------------------
+
+def test_python_power_cut_mid_erase_partial_state_and_power_up_timing():
+    f = Flash("W25Q16JV", power_seed=5)
+    f.transfer(b"\x06")
+    f.transfer(b"\x02\x00\x10\x00" + bytes(256))           # zeros into page 0x1000
+    f.wait_ready()
+    f.transfer(b"\x06")
+    f.transfer(b"\x20\x00\x10\x00")                         # sector erase: busy for tSE (45 ms)
+    f.power_cut(at_ns=f.now_ns + 9_000_000)                 # 20% of the way through
+    f.advance(10_000_000)
+    assert not f.powered and f.transfer(b"\x9f\x00\x00\x00") == b"\xff" * 4
+    cut = f.last_power_cut()
+    assert cut["interrupted"] == "erase" and abs(cut["fraction"] - 0.2) < 0.01
+    sector = f.contents()[0x1000:0x2000]
+    assert sector not in (b"\xff" * 4096, bytes(256) + b"\xff" * (4096 - 256))   # neither erased nor intact
+    f.power_up()
+    assert f.read_status() == 0xFF                          # ignored for tVSL (MISO floats high)
+    f.advance(20_000)
+    f.transfer(b"\x06")
+    assert f.read_status() & 0x02 == 0                      # WREN ignored until tPUW
+    f.advance(5_000_000)
+    f.transfer(b"\x06")
+    assert f.read_status() & 0x03 == 0x02
+    with pytest.raises(ValueError, match="wear-out"):
+        Flash("W25Q16JV", wear_out="melts")
+
+
+def test_campaign_cli_reports_a_clean_run_and_catches_the_broken_driver(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('ops = 40\ncuts = 80\nseed = 3\n')
+    ssdlab("spi", "campaign", cfg, "--out", tmp_path / "good")
+    r = json.loads((tmp_path / "good" / "report.json").read_text())
+    assert r["cut_points"] >= 70 and not r["violations"] and not r["workload_errors"]
+    assert r["config"]["driver"] == "w25q32jv" and r["simulated_ns"] > 0 and r["sector_erases"] > 0
+    page = (tmp_path / "good" / "report.md").read_text()
+    assert "littlefs kept its promise at every cut point" in page
+    # The driver without status polling: caught (exit 1), with what broke in the report.
+    bad = ssdlab("spi", "campaign", cfg, "--driver", "no-poll", "--out", tmp_path / "bad", check=False)
+    assert bad.returncode == 1, bad.stderr
+    rb = json.loads((tmp_path / "bad" / "report.json").read_text())
+    assert rb["violations"] or rb["workload_errors"]
+    # A replay of one cut point runs that cut alone.
+    one = ssdlab("spi", "campaign", cfg, "--only-frame", str(r["frames_total"] // 2), "--out", tmp_path / "one")
+    assert json.loads((tmp_path / "one" / "report.json").read_text())["cut_points"] == 1, one.stderr
+
+
+def test_campaign_settings_are_checked_in_one_line(tmp_path):
+    for text, want in (('chip = "W25Q999"\n', "known chips"), ("fs_blocks = 7\n", "64, 128 or 256"),
+                       ("cutz = 5\n", "cutz"), ("ops = [\n", "c.toml")):
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(text)
+        p = ssdlab("spi", "campaign", cfg, "--out", tmp_path / "o", check=False)
+        assert p.returncode != 0 and want in p.stderr and "Traceback" not in p.stderr, (text, p.stderr)
+    p = ssdlab("spi", "chips", "extra.toml", check=False)
+    assert p.returncode != 0 and "only campaign takes a config" in p.stderr

@@ -49,12 +49,47 @@ class Flash:
     def __init__(self, chip: str = "W25Q128JV", image: Optional[PathLike] = None, *, timing: str = "datasheet",
                  clock_hz: int = 8_000_000, stuck_bits: Iterable[Tuple[int, int, int]] = (),
                  erase_fail_after: Optional[int] = None, unique_id: Optional[bytes] = None,
-                 trace: Optional[PathLike] = None):
+                 trace: Optional[PathLike] = None, power_seed: int = 0, wear_out: str = "counted",
+                 endurance_cycles: Optional[int] = None):
         self.chip = chip
         uid = list(unique_id) if unique_id is not None else None
         self._f = _native.SpiFlash(chip, str(image) if image is not None else None, timing, clock_hz,
                                    [(a, b, bool(v)) for a, b, v in stuck_bits], erase_fail_after, uid,
-                                   str(trace) if trace is not None else None)
+                                   str(trace) if trace is not None else None, power_seed, wear_out, endurance_cycles)
+
+    # Power (docs/case-studies/spi-nor.md, "Power cuts"): a cut stops whatever program, erase or
+    # status write runs and leaves the partial state the model describes (seeded by
+    # ``power_seed``); without power frames are not seen and MISO reads FFh.
+
+    def power_cut(self, *, frame: Optional[int] = None, at_ns: Optional[int] = None) -> None:
+        """Cut power now, or plan it: as the ``frame``-th frame from now begins (1 = the next),
+        or when simulated time reaches ``at_ns``."""
+        if frame is None and at_ns is None:
+            self._f.power_cut()
+        else:
+            self._f.schedule_power_cut(frame, at_ns)
+
+    def cancel_power_cut(self) -> None:
+        self._f.cancel_power_cut()
+
+    def power_up(self) -> None:
+        """Power back: status registers from their non-volatile copy, WEL and WIP clear; the chip
+        ignores commands for tVSL and write commands until tPUW (advance() past them)."""
+        self._f.power_up()
+
+    @property
+    def powered(self) -> bool:
+        return self._f.powered
+
+    @property
+    def frames_begun(self) -> int:
+        """Chip-select frames begun so far (what ``power_cut(frame=N)`` counts from)."""
+        return self._f.frames_begun
+
+    def last_power_cut(self) -> Optional[dict]:
+        """What the last cut interrupted: t_ns, frame, interrupted ("program", "erase", "status
+        write" or ""), range, fraction of its busy time done, bits short of the finished state."""
+        return self._f.last_power_cut()
 
     def transfer(self, data: bytes) -> bytes:
         """One chip-select frame: clock ``data`` in, return what the chip drove out."""
@@ -197,7 +232,13 @@ def _on_sigterm(signum, frame):
 
 
 def cmd_spi(args) -> int:
-    """`ssdlab spi chips | serve`."""
+    """`ssdlab spi chips | serve | campaign`."""
+    if args.spi_action == "campaign":
+        from .spi_campaign import cmd_campaign
+        return cmd_campaign(args)
+    if args.config is not None:
+        raise ValueError(f"ssdlab spi {args.spi_action}: unexpected argument {args.config!r} (only campaign takes a "
+                         "config file)")
     if args.spi_action == "chips":
         for c in chips():
             print(f"{c['name']:<12} {c['vendor']:<9} {c['size_bytes'] // 1024:>6} KiB  RDID {c['jedec_id']}  "
@@ -244,11 +285,14 @@ def cmd_spi(args) -> int:
 
 def add_cli(sub) -> None:
     """The `ssdlab spi` subcommand (kept here so cli.py stays small)."""
-    p = sub.add_parser("spi", help="SPI NOR flash emulator: serve flashrom's serprog, list chip presets",
+    p = sub.add_parser("spi", help="SPI NOR flash emulator: serve flashrom's serprog, list chip presets, power-cut "
+                                   "campaigns",
                        description="Emulated SPI NOR chips (docs/case-studies/spi-nor.md). Example: ssdlab spi "
                                    "serve --chip W25Q128JV --image flash.bin --listen 127.0.0.1:2222, then "
                                    "flashrom -p serprog:ip=127.0.0.1:2222 -r out.bin")
-    p.add_argument("spi_action", choices=["serve", "chips"])
+    p.add_argument("spi_action", choices=["serve", "chips", "campaign"],
+                   help="serve: serprog for flashrom; chips: the presets; campaign: littlefs power-cut campaign")
+    p.add_argument("config", nargs="?", help="campaign: settings (TOML; experiments/spi-nor/campaign.toml)")
     p.add_argument("--chip", default="W25Q128JV", help="preset (ssdlab spi chips)")
     p.add_argument("--image", help="image file (created erased if missing)")
     p.add_argument("--timing", default="datasheet", type=_timing, metavar="datasheet|max|instant|scale=X",
@@ -268,4 +312,6 @@ def add_cli(sub) -> None:
                    help="fault: erases fail once a sector has this many (0..4294967295)")
     p.add_argument("--wp", default="high", choices=["high", "low"],
                    help="/WP pin level (low + SRP/SRWD = 1 locks the status registers)")
+    from .spi_campaign import add_arguments
+    add_arguments(p)
     p.set_defaults(func=cmd_spi)

@@ -9,9 +9,9 @@ use pyo3::types::PyBytes;
 
 use ssdlab_spi::parts::{self, TimingMode};
 use ssdlab_spi::serprog::{ServeOptions, Server};
-use ssdlab_spi::{Flash, Options, StuckBit};
+use ssdlab_spi::{CutAt, Flash, Options, StuckBit, WearOut};
 
-use crate::convert::to_py;
+use crate::convert::{from_py, to_py};
 
 fn spi_err(e: ssdlab_spi::Error) -> PyErr {
     match e {
@@ -28,7 +28,7 @@ struct SpiFlash {
 #[pymethods]
 impl SpiFlash {
     #[new]
-    #[pyo3(signature = (chip, image=None, timing="typical", clock_hz=8_000_000, stuck_bits=Vec::new(), erase_fail_after=None, unique_id=None, trace=None))]
+    #[pyo3(signature = (chip, image=None, timing="typical", clock_hz=8_000_000, stuck_bits=Vec::new(), erase_fail_after=None, unique_id=None, trace=None, power_seed=0, wear_out="counted", endurance_cycles=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         chip: &str,
@@ -39,12 +39,16 @@ impl SpiFlash {
         erase_fail_after: Option<u32>,
         unique_id: Option<[u8; 8]>,
         trace: Option<PathBuf>,
+        power_seed: u64,
+        wear_out: &str,
+        endurance_cycles: Option<u32>,
     ) -> PyResult<SpiFlash> {
         let part =
             parts::part(chip).ok_or_else(|| PyValueError::new_err(format!("unknown chip {chip:?}; valid: {}", parts::NAMES.join(", "))))?;
         let timing = TimingMode::parse(timing).map_err(PyValueError::new_err)?;
         let stuck_bits = stuck_bits.into_iter().map(|(addr, bit, value)| StuckBit { addr, bit, value }).collect();
-        let opts = Options { timing, clock_hz, stuck_bits, erase_fail_after, unique_id, ..Options::default() };
+        let wear_out = WearOut::parse(wear_out).map_err(PyValueError::new_err)?;
+        let opts = Options { timing, clock_hz, stuck_bits, erase_fail_after, unique_id, power_seed, wear_out, endurance_cycles };
         let mut flash = Flash::new(part, image.as_deref(), opts).map_err(spi_err)?;
         if let Some(t) = trace {
             flash.trace_to(&t).map_err(spi_err)?;
@@ -55,6 +59,44 @@ impl SpiFlash {
 
     fn transfer<'py>(&mut self, py: Python<'py>, data: &[u8]) -> Bound<'py, PyBytes> {
         PyBytes::new(py, &self.flash.transfer(data))
+    }
+
+    fn power_cut(&mut self) {
+        self.flash.power_cut();
+    }
+
+    /// Plan a cut at the `frame`-th frame from now or at simulated time `at_ns` (one of them).
+    #[pyo3(signature = (frame=None, at_ns=None))]
+    fn schedule_power_cut(&mut self, frame: Option<u64>, at_ns: Option<u64>) -> PyResult<()> {
+        let at = match (frame, at_ns) {
+            (Some(n), None) if n >= 1 => CutAt::Frame(n),
+            (None, Some(t)) => CutAt::TimeNs(t),
+            _ => return Err(PyValueError::new_err("give frame (>= 1) or at_ns, not both")),
+        };
+        self.flash.schedule_power_cut(at);
+        Ok(())
+    }
+
+    fn cancel_power_cut(&mut self) {
+        self.flash.cancel_power_cut();
+    }
+
+    fn power_up(&mut self) {
+        self.flash.power_up();
+    }
+
+    #[getter]
+    fn powered(&self) -> bool {
+        self.flash.powered()
+    }
+
+    #[getter]
+    fn frames_begun(&self) -> u64 {
+        self.flash.frames_begun()
+    }
+
+    fn last_power_cut<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.flash.last_power_cut())
     }
 
     fn advance(&mut self, ns: u64) {
@@ -187,8 +229,31 @@ fn spi_chips(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     to_py(py, &list)
 }
 
+/// A littlefs power-cut campaign (crates/spi-fw) with the settings in `config` (a dict, keys as
+/// in experiments/spi-nor/campaign.toml); `progress(done, total)` is called now and then.
+/// Returns the report.
+#[pyfunction]
+#[pyo3(signature = (config, progress=None))]
+fn spi_campaign<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, progress: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    let c: ssdlab_spi_fw::Config = from_py(config, "spi campaign")?;
+    let mut err: Option<PyErr> = None;
+    let r = ssdlab_spi_fw::run(&c, &mut |done, total| {
+        if let (Some(p), None) = (&progress, &err) {
+            if let Err(e) = p.call1((done, total)) {
+                err = Some(e);
+            }
+        }
+    })
+    .map_err(PyValueError::new_err)?;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    to_py(py, &r)
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SpiFlash>()?;
+    m.add_function(wrap_pyfunction!(spi_campaign, m)?)?;
     m.add_function(wrap_pyfunction!(spi_chips, m)?)?;
     Ok(())
 }

@@ -108,7 +108,7 @@ enum Busy {
     Other,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Frame {
     active: bool,
     start_ns: u64,
@@ -396,6 +396,59 @@ impl Flash {
         Ok(())
     }
 
+    /// A copy of the chip as it is now (array, registers, time, what runs, power), without its
+    /// image file or trace: a power-cut campaign forks the chip at each cut point.
+    pub fn snapshot(&self) -> Flash {
+        Flash {
+            part: self.part.clone(),
+            opts: self.opts.clone(),
+            mem: self.mem.clone(),
+            sfdp: self.sfdp,
+            image: None,
+            sr: self.sr,
+            sr_nv: self.sr_nv,
+            wp_high: self.wp_high,
+            now_ns: self.now_ns,
+            clock_rem: self.clock_rem,
+            busy_until_ns: self.busy_until_ns,
+            wel_clears_when_ready: self.wel_clears_when_ready,
+            busy_kind: self.busy_kind.clone(),
+            suspended: self.suspended.clone(),
+            ready_at_ns: self.ready_at_ns,
+            powered_down: self.powered_down,
+            volatile_armed: self.volatile_armed,
+            reset_enabled: self.reset_enabled,
+            erase_counts: self.erase_counts.clone(),
+            stuck: self.stuck.clone(),
+            unique_id: self.unique_id,
+            stats: self.stats.clone(),
+            frame: self.frame.clone(),
+            trace: None,
+            source: self.source.clone(),
+            defer_write_through: false,
+            pending_writes: Vec::new(),
+            power: self.power.clone(),
+        }
+    }
+
+    /// Clock `out.len()` bytes in the current frame (MOSI = FFh), filling `out` with what the
+    /// chip drives: a read's data phase at memory speed.
+    pub fn clock_read(&mut self, out: &mut [u8]) {
+        let mut at = 0;
+        let mut chunk = Vec::new();
+        while at < out.len() {
+            chunk.clear();
+            let n = self.bulk_read(out.len() - at, &mut chunk);
+            if n == 0 {
+                out[at] = self.clock(0xFF);
+                at += 1;
+            } else {
+                out[at..at + n].copy_from_slice(&chunk);
+                at += n;
+            }
+        }
+    }
+
     /// One whole frame: CS# low, clock `mosi` (full duplex), CS# high. Returns MISO, one byte per
     /// byte sent.
     pub fn transfer(&mut self, mosi: &[u8]) -> Vec<u8> {
@@ -636,7 +689,7 @@ impl Flash {
             0x6B => (1, 2),
             _ => return 0,
         };
-        if fr.ignored.is_some() || fr.pos < 4 + dummy || fr.mosi_head.len() < TRACE_BYTES_MAX {
+        if !fr.active || fr.ignored.is_some() || fr.pos < 4 + dummy || fr.mosi_head.len() < TRACE_BYTES_MAX {
             return 0;
         }
         let size = self.part.size_bytes as u64;

@@ -4,7 +4,8 @@
 //!
 //! The table advertises only what the emulator implements: 1-1-1, 1-1-2 (3Bh) and 1-1-4 (6Bh)
 //! reads, the 4 KiB / 32 KiB / 64 KiB erase types, 3-byte addressing. A real chip's table also
-//! lists 1-2-2 and 1-4-4 reads and suspend/resume, which we do not model.
+//! lists 1-2-2 and 1-4-4 reads, which we do not model. Suspend/resume (DWORDs 12-13) is
+//! advertised exactly when the part models it.
 
 use crate::parts::{Part, Registers, BLOCK32_BYTES, BLOCK64_BYTES, SECTOR_BYTES};
 
@@ -23,6 +24,21 @@ fn encode_time(t_ns: u64, units_ns: &[u64], count_bits: u32) -> (u32, u32) {
         }
     }
     (max_count as u32, (units_ns.len() - 1) as u32)
+}
+
+/// BFPT DWORDs 12 and 13 (JESD216B): suspend/resume. When the part suspends (75h/7Ah): bit 31
+/// = 0, the suspend latency of erases (bits 30:24) and programs (bits 19:13) from the part's tSUS,
+/// the shortest resume-to-suspend interval the field can say (64 us, count 0: the model has no
+/// minimum), bit 8 reserved = 1, and the prohibited-operation nibbles at 0000b, the most
+/// restrictive reading (a host honouring them stays within what the model allows: no new erase,
+/// no status write and no program into the suspended erase); DWORD 13 = erase suspend, erase
+/// resume, program suspend, program resume opcodes (75h, 7Ah, 75h, 7Ah).
+fn suspend_dwords(p: &Part) -> (u32, u32) {
+    let Some(tsus) = p.suspend_ns else { return (0xFFFF_FFFF, 0xFFFF_FFFF) };
+    let (c, u) = encode_time(tsus, &[128, 1_000, 8_000, 64_000], 5);
+    let latency = c | (u << 5); // 2 unit bits above 5 count bits
+    let dw12 = (latency << 24) | (latency << 13) | (1 << 8);
+    (dw12, 0x75 << 24 | 0x7A << 16 | 0x75 << 8 | 0x7A)
 }
 
 /// Max/typ multiplier field: the smallest m with 2 * (m + 1) * typ >= max (4 bits).
@@ -90,9 +106,9 @@ pub fn bfpt(p: &Part) -> Vec<u32> {
             | ((nc | (nu << 4)) << 19)
             | ((cc | (cu << 5)) << 24)
             | (1 << 31);
-        // DWORD 12-13: suspend/resume not supported (bit 31 = 1); the rest is then unused.
-        d[11] = 0xFFFF_FFFF;
-        d[12] = 0xFFFF_FFFF;
+        // DWORD 12-13: suspend/resume as the model runs it (bit 31 = 0: supported), or not
+        // supported (bit 31 = 1, the rest unused).
+        (d[11], d[12]) = suspend_dwords(p);
         // DWORD 14: deep power-down supported (bit 31 = 0), enter B9h, exit ABh, exit delay,
         // busy polled through the status register's WIP bit (bit 2), reserved bits 1:0 = 11.
         let (xc, xu) = encode_time(p.release_ns, &[128, 1_000, 8_000, 64_000], 5);

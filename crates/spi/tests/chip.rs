@@ -531,6 +531,17 @@ fn sfdp_tables_parse_back_to_the_part() {
             assert_eq!((bits(d(14), 31, 31), bits(d(14), 30, 23), bits(d(14), 22, 15), bits(d(14), 2, 2)), (0, 0xB9, 0xAB, 1));
             // DWORD 16: 66h + 99h soft reset.
             assert_eq!(bits(d(16), 12, 12), 1);
+            // DWORDs 12-13: suspend/resume advertised exactly when modelled (bit 31 inverted),
+            // with the part's tSUS (units 128 ns / 1 us / 8 us / 64 us) and 75h / 7Ah.
+            assert_eq!(bits(d(12), 31, 31) == 0, p.suspend_ns.is_some(), "{name} suspend bit");
+            if let Some(tsus) = p.suspend_ns {
+                let unit = [128u64, 1_000, 8_000, 64_000];
+                for (c, u) in [(bits(d(12), 28, 24), bits(d(12), 30, 29)), (bits(d(12), 17, 13), bits(d(12), 19, 18))] {
+                    let t = (c as u64 + 1) * unit[u as usize];
+                    assert!(t >= tsus && t < tsus + unit[u as usize], "{name} tSUS {t}");
+                }
+                assert_eq!((bits(d(13), 31, 24), bits(d(13), 23, 16), bits(d(13), 15, 8), bits(d(13), 7, 0)), (0x75, 0x7A, 0x75, 0x7A));
+            }
         }
         // Beyond the table: FFh.
         assert_eq!(f.transfer(&cmd_addr(0x5A, 0xFFF0, &[0, 0]))[5], 0xFF);

@@ -89,7 +89,7 @@ pub struct CutReport {
 }
 
 /// A program, erase or status write that has not finished: what it started from.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct InFlight {
     kind: OpKind,
     range: Range<u32>,
@@ -109,7 +109,7 @@ pub(super) enum OpKind {
 }
 
 /// The power side of a chip.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Power {
     pub(super) on: bool,
     plan: Option<CutAt>,
