@@ -8,7 +8,7 @@ from typing import Any, Literal, TypedDict, final, type_check_only
 __all__ = [
     "SsdlabError", "ConfigError", "TraceError", "DeviceError", "SnapshotError", "NvmeError", "__version__", "NativeDevice", "Fdp", "Zns",
     "Ocssd", "config_from_toml", "config_resolve", "config_sizing", "available_memory", "config_show", "config_markdown", "preset_names", "trace_formats",
-    "workload_defaults", "waf_fifo", "waf_greedy", "nbd_serve", "nvme_serve", "nvme_stats", "nbd_stats", "SpiFlash", "spi_chips", "cache_serve",
+    "workload_defaults", "waf_fifo", "waf_greedy", "nbd_serve", "nvme_serve", "nvme_stats", "nbd_stats", "SpiFlash", "spi_chips", "spi_campaign", "cache_serve",
     "cache_run", "cache_sizing", "cache_defaults", "cache_workload", "cache_workloads", "cache_convert_trace", "cache_theorem1",
     "NativeFlashBlox", "vssd_device", "vssd_defaults", "vssd_run", "vssd_lifetime", "vssd_swap_plan", "vssd_layer_cost",
     "FlacFs", "FlacBuf", "flac_run", "flac_defaults",
