@@ -14,12 +14,12 @@ use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::parts::{Part, Registers, TimingMode, BLOCK32_BYTES, BLOCK64_BYTES, SECTOR_BYTES};
+use crate::parts::{Part, Registers, TimingMode, SECTOR_BYTES};
 use crate::sfdp;
 use crate::Error;
 
+mod exec;
 mod power;
-use power::OpKind;
 pub use power::{CutAt, CutReport, WearOut};
 
 /// A bit that reads back a fixed value whatever is programmed or erased (fault injection).
@@ -536,138 +536,12 @@ impl Flash {
         let pos = self.frame.pos;
         let mut clocks = 8u64;
         let out = if pos == 0 {
-            self.frame.op = mosi;
-            let why = if self.frame.ignored.is_some() {
-                self.frame.ignored
-            } else if !self.power.on {
-                Some("no power")
-            } else if self.now_ns < self.ready_at_ns {
-                Some("not ready (power-up or reset recovery)")
-            } else if self.now_ns < self.power.writes_at_ns && power::is_write_op(mosi) {
-                Some("write command before tPUW (power-up)")
-            } else if self.powered_down && mosi != 0xAB {
-                Some("deep power-down")
-            } else if self.busy() && !self.allowed_while_busy(mosi) {
-                Some("busy")
-            } else if !self.supported(mosi) {
-                Some("unknown opcode")
-            } else if mosi == 0x6B && !self.qe() {
-                Some("quad read with QE = 0")
-            } else if self.suspended.as_ref().is_some_and(|(kind, _)| match mosi {
-                // While suspended: no erase, no status write, no second suspend, and no program
-                // during a program suspend.
-                0x20 | 0x52 | 0xD8 | 0x60 | 0xC7 | 0x01 | 0x31 | 0x11 | 0x50 | 0x75 => true,
-                0x02 => matches!(kind, Busy::Program(_)),
-                _ => false,
-            }) {
-                Some("not allowed while suspended")
-            } else {
-                None
-            };
-            if why == Some("busy") {
-                self.stats.ignored_busy += 1;
-            } else if why.is_some() {
-                self.stats.ignored_other += 1;
-            }
-            self.frame.ignored = why;
+            self.opcode(mosi);
             0xFF
         } else if self.frame.ignored.is_some() {
             0xFF
         } else {
-            let op = self.frame.op;
-            match op {
-                0x05 => self.registers()[0] | if self.busy() { WIP } else { 0 },
-                0x35 => self.sr[1],
-                0x15 => match self.part.registers {
-                    Registers::Winbond => self.sr[2],
-                    Registers::Macronix => self.sr[1],
-                },
-                0x9F => self.part.jedec_id.get(pos as usize - 1).copied().unwrap_or(0x00),
-                0x03 | 0x0B | 0x3B | 0x6B | 0x5A => {
-                    let dummy = if op == 0x03 { 0 } else { 1 };
-                    if pos <= 3 {
-                        self.frame.addr = (self.frame.addr << 8) | mosi as u32;
-                        0xFF
-                    } else if pos < 4 + dummy {
-                        0xFF
-                    } else {
-                        let i = self.frame.addr as u64 + (pos - 4 - dummy) as u64;
-                        clocks = match op {
-                            0x3B => 4,
-                            0x6B => 2,
-                            _ => 8,
-                        };
-                        if op == 0x5A {
-                            self.sfdp.get(i as usize).copied().unwrap_or(0xFF)
-                        } else {
-                            self.mem[(i % self.part.size_bytes as u64) as usize]
-                        }
-                    }
-                }
-                0x4B => {
-                    if pos <= 4 {
-                        0xFF
-                    } else {
-                        self.unique_id.get(pos as usize - 5).copied().unwrap_or(0xFF)
-                    }
-                }
-                0xAB => {
-                    if pos <= 3 {
-                        0xFF
-                    } else {
-                        self.part.device_id
-                    }
-                }
-                0x90 => {
-                    if pos <= 3 {
-                        self.frame.addr = (self.frame.addr << 8) | mosi as u32;
-                        0xFF
-                    } else {
-                        self.part.rems_id[((pos - 4 + (self.frame.addr & 1)) % 2) as usize]
-                    }
-                }
-                0x02 => {
-                    if pos <= 3 {
-                        self.frame.addr = (self.frame.addr << 8) | mosi as u32;
-                    } else {
-                        let page = self.part.page_bytes;
-                        if self.frame.page.is_empty() {
-                            self.frame.page = vec![0xFF; page as usize];
-                        }
-                        // Past the page end the column wraps to the page start; later bytes
-                        // replace earlier ones for the same column.
-                        let col = (self.frame.addr + (pos - 4)) % page;
-                        self.frame.page[col as usize] = mosi;
-                        self.frame.page_bytes_in += 1;
-                    }
-                    0xFF
-                }
-                0x20 | 0x52 | 0xD8 => {
-                    if pos <= 3 {
-                        self.frame.addr = (self.frame.addr << 8) | mosi as u32;
-                    } else {
-                        self.frame.ignored = Some("CS# not raised after the address");
-                        self.stats.ignored_other += 1;
-                    }
-                    0xFF
-                }
-                0x01 | 0x31 | 0x11 => {
-                    let max = if op == 0x01 { 2 } else { 1 };
-                    if self.frame.args.len() < max {
-                        self.frame.args.push(mosi);
-                    } else {
-                        self.frame.ignored = Some("too many status bytes");
-                        self.stats.ignored_other += 1;
-                    }
-                    0xFF
-                }
-                // Single-byte commands: any further byte means CS# was not raised in time.
-                _ => {
-                    self.frame.ignored = Some("CS# not raised after the opcode");
-                    self.stats.ignored_other += 1;
-                    0xFF
-                }
-            }
+            self.data_byte(pos, mosi, &mut clocks)
         };
         if self.frame.mosi_head.len() < TRACE_BYTES_MAX {
             self.frame.mosi_head.push(mosi);
@@ -676,6 +550,142 @@ impl Flash {
         self.frame.pos = self.frame.pos.saturating_add(1);
         self.tick(clocks);
         out
+    }
+
+    /// A frame's first byte: take the opcode, or say why the frame is ignored.
+    fn opcode(&mut self, mosi: u8) {
+        self.frame.op = mosi;
+        let why = if self.frame.ignored.is_some() {
+            self.frame.ignored
+        } else if !self.power.on {
+            Some("no power")
+        } else if self.now_ns < self.ready_at_ns {
+            Some("not ready (power-up or reset recovery)")
+        } else if self.now_ns < self.power.writes_at_ns && power::is_write_op(mosi) {
+            Some("write command before tPUW (power-up)")
+        } else if self.powered_down && mosi != 0xAB {
+            Some("deep power-down")
+        } else if self.busy() && !self.allowed_while_busy(mosi) {
+            Some("busy")
+        } else if !self.supported(mosi) {
+            Some("unknown opcode")
+        } else if mosi == 0x6B && !self.qe() {
+            Some("quad read with QE = 0")
+        } else if self.suspended.as_ref().is_some_and(|(kind, _)| match mosi {
+            // While suspended: no erase, no status write, no second suspend, and no program
+            // during a program suspend.
+            0x20 | 0x52 | 0xD8 | 0x60 | 0xC7 | 0x01 | 0x31 | 0x11 | 0x50 | 0x75 => true,
+            0x02 => matches!(kind, Busy::Program(_)),
+            _ => false,
+        }) {
+            Some("not allowed while suspended")
+        } else {
+            None
+        };
+        if why == Some("busy") {
+            self.stats.ignored_busy += 1;
+        } else if why.is_some() {
+            self.stats.ignored_other += 1;
+        }
+        self.frame.ignored = why;
+    }
+
+    /// A byte after the opcode: what the chip drives on MISO (`clocks`: clocks the byte takes).
+    fn data_byte(&mut self, pos: u32, mosi: u8, clocks: &mut u64) -> u8 {
+        let op = self.frame.op;
+        match op {
+            0x05 => self.registers()[0] | if self.busy() { WIP } else { 0 },
+            0x35 => self.sr[1],
+            0x15 => match self.part.registers {
+                Registers::Winbond => self.sr[2],
+                Registers::Macronix => self.sr[1],
+            },
+            0x9F => self.part.jedec_id.get(pos as usize - 1).copied().unwrap_or(0x00),
+            0x03 | 0x0B | 0x3B | 0x6B | 0x5A => {
+                let dummy = if op == 0x03 { 0 } else { 1 };
+                if pos <= 3 {
+                    self.frame.addr = (self.frame.addr << 8) | mosi as u32;
+                    0xFF
+                } else if pos < 4 + dummy {
+                    0xFF
+                } else {
+                    let i = self.frame.addr as u64 + (pos - 4 - dummy) as u64;
+                    *clocks = match op {
+                        0x3B => 4,
+                        0x6B => 2,
+                        _ => 8,
+                    };
+                    if op == 0x5A {
+                        self.sfdp.get(i as usize).copied().unwrap_or(0xFF)
+                    } else {
+                        self.mem[(i % self.part.size_bytes as u64) as usize]
+                    }
+                }
+            }
+            0x4B => {
+                if pos <= 4 {
+                    0xFF
+                } else {
+                    self.unique_id.get(pos as usize - 5).copied().unwrap_or(0xFF)
+                }
+            }
+            0xAB => {
+                if pos <= 3 {
+                    0xFF
+                } else {
+                    self.part.device_id
+                }
+            }
+            0x90 => {
+                if pos <= 3 {
+                    self.frame.addr = (self.frame.addr << 8) | mosi as u32;
+                    0xFF
+                } else {
+                    self.part.rems_id[((pos - 4 + (self.frame.addr & 1)) % 2) as usize]
+                }
+            }
+            0x02 => {
+                if pos <= 3 {
+                    self.frame.addr = (self.frame.addr << 8) | mosi as u32;
+                } else {
+                    let page = self.part.page_bytes;
+                    if self.frame.page.is_empty() {
+                        self.frame.page = vec![0xFF; page as usize];
+                    }
+                    // Past the page end the column wraps to the page start; later bytes
+                    // replace earlier ones for the same column.
+                    let col = (self.frame.addr + (pos - 4)) % page;
+                    self.frame.page[col as usize] = mosi;
+                    self.frame.page_bytes_in += 1;
+                }
+                0xFF
+            }
+            0x20 | 0x52 | 0xD8 => {
+                if pos <= 3 {
+                    self.frame.addr = (self.frame.addr << 8) | mosi as u32;
+                } else {
+                    self.frame.ignored = Some("CS# not raised after the address");
+                    self.stats.ignored_other += 1;
+                }
+                0xFF
+            }
+            0x01 | 0x31 | 0x11 => {
+                let max = if op == 0x01 { 2 } else { 1 };
+                if self.frame.args.len() < max {
+                    self.frame.args.push(mosi);
+                } else {
+                    self.frame.ignored = Some("too many status bytes");
+                    self.stats.ignored_other += 1;
+                }
+                0xFF
+            }
+            // Single-byte commands: any further byte means CS# was not raised in time.
+            _ => {
+                self.frame.ignored = Some("CS# not raised after the opcode");
+                self.stats.ignored_other += 1;
+                0xFF
+            }
+        }
     }
 
     /// Fast path for the data phase of a memory read: copy up to `n` bytes at once. Returns how
@@ -744,307 +754,6 @@ impl Flash {
         });
         if let Some(t) = self.trace.as_mut() {
             let _ = writeln!(t, "{line}");
-        }
-    }
-
-    /// A self-timed operation whose datasheet time is `ns` starts: busy for the timing mode's
-    /// share of it (counted in the statistics either way). Returns the busy time.
-    fn start_op(&mut self, ns: u64, kind: Busy) -> u64 {
-        let applied = self.opts.timing.apply(ns);
-        self.stats.busy_ns_datasheet += ns;
-        self.stats.busy_ns += applied;
-        self.start_busy(applied, kind);
-        applied
-    }
-
-    /// WIP for `ns`, WEL cleared when it ends.
-    fn start_busy(&mut self, ns: u64, kind: Busy) {
-        self.busy_until_ns = self.now_ns.saturating_add(ns);
-        self.wel_clears_when_ready = true;
-        self.busy_kind = kind;
-    }
-
-    fn execute(&mut self, op: u8, pos: u32, was_reset_enable: bool) -> String {
-        self.settle();
-        let t = *self.part.times(self.opts.timing);
-        let wel = self.sr[0] & WEL != 0;
-        match op {
-            0x06 => {
-                self.sr[0] |= WEL;
-                "WEL = 1".into()
-            }
-            0x04 => {
-                self.sr[0] &= !WEL;
-                self.volatile_armed = false;
-                "WEL = 0".into()
-            }
-            0x50 => {
-                self.volatile_armed = true;
-                "volatile status write enabled".into()
-            }
-            0x01 | 0x31 | 0x11 => self.write_status(op, wel, t.write_status_ns),
-            0x02 => {
-                if pos < 5 {
-                    self.stats.ignored_other += 1;
-                    return "ignored: no data bytes".into();
-                }
-                if !wel {
-                    self.stats.ignored_no_wel += 1;
-                    return "ignored: WEL = 0".into();
-                }
-                let page = self.part.page_bytes;
-                let addr = self.frame.addr % self.part.size_bytes;
-                let base = addr - addr % page;
-                if overlaps(&self.protected_range(), base..base + page) {
-                    self.stats.ignored_protected += 1;
-                    return format!("ignored: page {base:#x} protected");
-                }
-                if let Some((Busy::Erase(r), _)) = &self.suspended {
-                    if overlaps(r, base..base + page) {
-                        self.stats.ignored_other += 1;
-                        return format!("ignored: page {base:#x} is in the suspended erase");
-                    }
-                }
-                let data = std::mem::take(&mut self.frame.page);
-                let before = self.mem[base as usize..(base + page) as usize].to_vec();
-                for (i, d) in data.iter().enumerate() {
-                    self.mem[base as usize + i] &= d;
-                }
-                self.apply_stuck(base..base + page);
-                self.write_through(base..base + page);
-                let n = self.frame.page_bytes_in.min(page) as u64;
-                // A full page takes tPP; a partial one tBP1 + (n - 1) * tBP2, at most tPP.
-                let ns =
-                    if n >= page as u64 { t.page_program_ns } else { (t.byte_first_ns + (n - 1) * t.byte_next_ns).min(t.page_program_ns) };
-                let ns = self.start_op(ns, Busy::Program(base..base + page));
-                self.power_op_starts(OpKind::Program, base..base + page, before, ns);
-                self.stats.programs += 1;
-                self.stats.program_bytes += n;
-                format!("program {n} B at {addr:#x}, busy {ns} ns")
-            }
-            0x20 | 0x52 | 0xD8 | 0x60 | 0xC7 => {
-                if matches!(op, 0x20 | 0x52 | 0xD8) && pos < 4 {
-                    self.stats.ignored_other += 1;
-                    return "ignored: short address".into();
-                }
-                if !wel {
-                    self.stats.ignored_no_wel += 1;
-                    return "ignored: WEL = 0".into();
-                }
-                let (len, ns) = match op {
-                    0x20 => (SECTOR_BYTES, t.sector_erase_ns),
-                    0x52 => (BLOCK32_BYTES, t.block32_erase_ns),
-                    0xD8 => (BLOCK64_BYTES, t.block64_erase_ns),
-                    _ => (self.part.size_bytes, t.chip_erase_ns),
-                };
-                let addr = self.frame.addr % self.part.size_bytes;
-                let base = addr - addr % len;
-                let range = base..base + len;
-                let prot = self.protected_range();
-                // Chip erase is refused if any region is protected; the others if theirs is.
-                if (len == self.part.size_bytes && !prot.is_empty()) || overlaps(&prot, range.clone()) {
-                    self.stats.ignored_protected += 1;
-                    return format!("ignored: {range:#x?} protected");
-                }
-                let before = self.mem[range.start as usize..range.end as usize].to_vec();
-                let failed = self.erase(range.clone());
-                self.write_through(range.clone());
-                let ns = self.start_op(ns, if len == self.part.size_bytes { Busy::Other } else { Busy::Erase(range.clone()) });
-                self.power_op_starts(OpKind::Erase, range.clone(), before, ns);
-                match op {
-                    0x20 => self.stats.sector_erases += 1,
-                    0x52 => self.stats.block32_erases += 1,
-                    0xD8 => self.stats.block64_erases += 1,
-                    _ => self.stats.chip_erases += 1,
-                }
-                let fail = if failed > 0 { format!(", {failed} sectors FAILED (fault injection)") } else { String::new() };
-                let limit = self.endurance();
-                let worn = self.erase_counts[(range.start / SECTOR_BYTES) as usize..(range.end / SECTOR_BYTES) as usize]
-                    .iter()
-                    .filter(|&&c| c > limit)
-                    .count();
-                let worn = if worn > 0 { format!(", {worn} sectors beyond the {limit}-cycle endurance") } else { String::new() };
-                format!("erase {:#x}..{:#x}, busy {ns} ns{fail}{worn}", range.start, range.end)
-            }
-            0xB9 => {
-                self.powered_down = true;
-                self.ready_at_ns = self.now_ns.saturating_add(self.opts.timing.apply(self.part.power_down_ns));
-                "deep power-down".into()
-            }
-            0xAB => {
-                if self.powered_down {
-                    self.powered_down = false;
-                    self.ready_at_ns = self.now_ns.saturating_add(self.opts.timing.apply(self.part.release_ns));
-                    "released from deep power-down".into()
-                } else {
-                    "device ID".into()
-                }
-            }
-            0x75 => {
-                let kind = self.busy_kind.clone();
-                if !self.busy() || kind == Busy::Other {
-                    self.stats.ignored_other += 1;
-                    return "ignored: no program or sector/block erase to suspend".into();
-                }
-                let tsus = self.part.suspend_ns.unwrap_or(0);
-                let left = self.busy_until_ns - self.now_ns;
-                self.suspended = Some((kind, left));
-                self.power_op_suspended();
-                // The operation stops within tSUS; then WIP = 0 and SUS = 1.
-                self.busy_until_ns = self.now_ns.saturating_add(tsus.min(left));
-                self.busy_kind = Busy::Other;
-                self.sr[1] |= 0x80;
-                format!("suspended with {left} ns to go")
-            }
-            0x7A => {
-                let Some((kind, left)) = self.suspended.take() else {
-                    self.stats.ignored_other += 1;
-                    return "ignored: nothing suspended".into();
-                };
-                if self.busy() {
-                    self.suspended = Some((kind, left));
-                    self.stats.ignored_other += 1;
-                    return "ignored: busy".into();
-                }
-                self.sr[1] &= !0x80;
-                self.start_busy(left, kind);
-                self.power_op_resumed();
-                format!("resumed, busy {left} ns")
-            }
-            0x66 => {
-                self.reset_enabled = true;
-                "reset enabled".into()
-            }
-            0x99 => {
-                if !was_reset_enable {
-                    self.stats.ignored_other += 1;
-                    return "ignored: 99h without 66h just before".into();
-                }
-                self.sr = self.sr_nv;
-                self.sr[0] &= !WEL;
-                self.wel_clears_when_ready = false;
-                if self.suspended.take().is_some() {
-                    self.power_op_abandoned();
-                }
-                self.volatile_armed = false;
-                self.ready_at_ns = self.now_ns.saturating_add(self.opts.timing.apply(self.part.reset_ns));
-                "software reset".into()
-            }
-            _ => "read".into(),
-        }
-    }
-
-    fn write_status(&mut self, op: u8, wel: bool, tw_ns: u64) -> String {
-        let args = std::mem::take(&mut self.frame.args);
-        if args.is_empty() {
-            self.stats.ignored_other += 1;
-            return "ignored: no status byte".into();
-        }
-        let volatile = self.volatile_armed;
-        self.volatile_armed = false;
-        if !wel && !volatile {
-            self.stats.ignored_no_wel += 1;
-            return "ignored: WEL = 0".into();
-        }
-        // Status-register protection.
-        let locked = match self.part.registers {
-            Registers::Winbond => self.sr[1] & 0x01 != 0 || (self.sr[0] & 0x80 != 0 && !self.wp_high),
-            Registers::Macronix => self.sr[0] & 0x80 != 0 && !self.wp_high,
-        };
-        if locked {
-            self.stats.ignored_protected += 1;
-            return "ignored: status register protected (SRP/SRWD with /WP low, or SRL)".into();
-        }
-        let mut new = self.sr;
-        // (register index, writable mask, one-time-programmable mask: can only be set)
-        let mut set = |idx: usize, v: u8, mask: u8, otp: u8| {
-            let cur = new[idx];
-            new[idx] = (cur & !mask) | (v & mask) | (cur & otp) | (v & otp);
-        };
-        match (self.part.registers, op) {
-            (Registers::Winbond, 0x01) => {
-                set(0, args[0], 0xFC, 0);
-                if let Some(&b) = args.get(1) {
-                    set(1, b, 0x43, 0x38);
-                }
-            }
-            (Registers::Winbond, 0x31) => set(1, args[0], 0x43, 0x38),
-            (Registers::Winbond, 0x11) => set(2, args[0], 0x64, 0),
-            (Registers::Macronix, _) => {
-                set(0, args[0], 0xFC, 0);
-                if let Some(&b) = args.get(1) {
-                    set(1, b, 0xC7, 0x08);
-                }
-            }
-            _ => return "ignored".into(),
-        }
-        new[0] = (new[0] & !WEL) | (self.sr[0] & WEL);
-        self.sr = new;
-        self.stats.status_writes += 1;
-        if volatile {
-            // Volatile write (after 50h): the power-up copy is untouched and there is no tW.
-            return format!("status (volatile) = {:02x} {:02x} {:02x}", new[0], new[1], new[2]);
-        }
-        let before = self.sr_nv.to_vec();
-        self.sr_nv = new;
-        self.sr_nv[0] &= !WEL;
-        self.persist_status();
-        let tw_ns = self.start_op(tw_ns, Busy::Other);
-        self.power_op_starts(OpKind::Status, 0..3, before, tw_ns);
-        format!("status = {:02x} {:02x} {:02x}, busy {tw_ns} ns", new[0], new[1], new[2])
-    }
-
-    /// The non-volatile status registers to the image's side file.
-    fn persist_status(&self) {
-        if let Some((_, p)) = self.image.as_ref() {
-            let sp = status_path(p);
-            if let Err(e) = std::fs::write(&sp, self.sr_nv) {
-                eprintln!("ssdlab-spi: cannot write {}: {e}", sp.display());
-            }
-        }
-    }
-
-    /// Erase a range (whole sectors); returns how many sectors failed to erase.
-    fn erase(&mut self, r: Range<u32>) -> u32 {
-        let mut failed = 0;
-        let limit = self.endurance();
-        for s in (r.start / SECTOR_BYTES)..(r.end / SECTOR_BYTES) {
-            let before = self.erase_counts[s as usize];
-            let count = before.saturating_add(1);
-            self.erase_counts[s as usize] = count;
-            let mut fails = self.opts.erase_fail_after.is_some_and(|n| before >= n);
-            if count > limit && self.wear_out(s, count) {
-                fails = true;
-            }
-            if fails {
-                failed += 1;
-                self.stats.failed_erases += 1;
-                continue;
-            }
-            let a = (s * SECTOR_BYTES) as usize;
-            self.mem[a..a + SECTOR_BYTES as usize].fill(0xFF);
-        }
-        self.apply_stuck(r);
-        failed
-    }
-
-    fn apply_stuck(&mut self, r: Range<u32>) {
-        for (&a, &(and, or)) in self.stuck.range(r) {
-            let m = &mut self.mem[a as usize];
-            *m = (*m & and) | or;
-        }
-    }
-
-    fn write_through(&mut self, r: Range<u32>) {
-        if self.defer_write_through && self.image.is_some() {
-            self.pending_writes.push(r);
-            return;
-        }
-        if let Some((f, p)) = self.image.as_ref() {
-            if let Err(e) = f.write_all_at(&self.mem[r.start as usize..r.end as usize], r.start as u64) {
-                // The chip keeps working from memory; a lost write-through is reported, not fatal.
-                eprintln!("ssdlab-spi: cannot write {}: {e}", p.display());
-            }
         }
     }
 }
