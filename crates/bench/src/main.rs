@@ -310,106 +310,19 @@ fn main() {
         }
     }
     if want("desnoyers") {
-        let gib = a.gib.min(64);
-        match std::env::var("SSSL_GREEDY") {
-            Err(_) => {
-                let (f, h, w) = single_die(gib, a.device_writes);
-                println!(
-                    "{gib} GiB raw, 4 KiB mapping units, 1 MiB blocks, one die, greedy, 7% spare: ssdlab {:.2} M host writes/s ({:.2} M flash, WAF {w:.3}); beside Desnoyers' C simulator: skipped (set SSSL_GREEDY to its greedy binary; /work/shared/bench/README.md)",
-                    h / 1e6,
-                    f / 1e6
-                );
-            }
-            Ok(path) => {
-                // Three interleaved rounds; medians.
-                let (mut ours, mut theirs) = (vec![], vec![]);
-                let mut wafs = (0.0, 0.0);
-                for _ in 0..3 {
-                    let (f, h, w) = sssl(&path, gib, a.device_writes).expect("the C simulator runs and prints its figures");
-                    theirs.push((f, h));
-                    wafs.1 = w;
-                    let (f, h, w) = single_die(gib, a.device_writes);
-                    ours.push((f, h));
-                    wafs.0 = w;
-                }
-                let m = |v: &[(f64, f64)], i: usize| median(v.iter().map(|x| if i == 0 { x.0 } else { x.1 }).collect());
-                let (of, oh, tf, th) = (m(&ours, 0), m(&ours, 1), m(&theirs, 0), m(&theirs, 1));
-                println!(
-                    "side by side, {gib} GiB raw, 4 KiB mapping units, 1 MiB blocks, one die, greedy, 7% spare (medians of 3 interleaved rounds): ssdlab {:.2} M host writes/s ({:.2} M flash, WAF {:.3}), Desnoyers' C simulator {:.2} M host writes/s ({:.2} M flash, WAF {:.3}): {:.2}x per host write, {:.2}x per flash write; goal 2x per host write",
-                    oh / 1e6, of / 1e6, wafs.0, th / 1e6, tf / 1e6, wafs.1, oh / th, of / tf
-                );
-            }
-        }
+        bench_desnoyers(&a);
     }
     if want("personalities") {
-        let res = personalities(a.gib.min(64));
-        let (conv_f, conv_h) = (res[0].1, res[0].2);
-        for (name, f, h, waf) in &res {
-            println!(
-                "personality {name:<16} {:.2} M flash writes/s ({:.2}x conventional), {:.2} M host writes/s ({:.2}x), WAF {:.3}",
-                f / 1e6,
-                f / conv_f,
-                h / 1e6,
-                h / conv_h,
-                waf
-            );
-        }
-        println!("goals: FDP within 10% of conventional per flash write (>= 0.90x); ZNS faster than conventional on the same host writes (> 1.0x host writes/s)");
+        bench_personalities(&a);
     }
     if want("cache") {
-        for timing in [false, true].into_iter().filter(|t| a.cache_timing.is_none_or(|w| w == *t)) {
-            let (rps, reqs, dlwa, secs) = cache_requests(timing, a.cache_gib);
-            println!(
-                "fdp-cache, kvcache preset, {} GiB raw FDP device at 50% utilisation, metadata-only, timing {}: {:.2} M simulated cache requests/s ({} requests in {:.1} s, DLWA {:.3}); goal 2 M/s -> {:.2}x",
-                a.cache_gib,
-                if timing { "on" } else { "off" },
-                rps / 1e6,
-                reqs,
-                secs,
-                dlwa,
-                rps / 2e6
-            );
-        }
+        bench_cache(&a);
     }
     if want("memory") {
-        let tib = a.memory_tib;
-        let mut c = preset("bench-256g").unwrap();
-        c.geometry.blocks_per_plane = ((tib * (1u64 << 40) as f64) as u64 / (64 * (8 << 20))) as u32;
-        c.timing.enabled = false;
-        c.ftl.spare_factor = 0.07;
-        c.precondition.sequential_fill = true;
-        c.precondition.random_device_writes = 0.0;
-        let t = Instant::now();
-        let mut dev = Device::new(c).expect("memory config");
-        dev.precondition(&mut no_progress).unwrap();
-        let w = WorkloadConfig { pattern: Pattern::Uniform, queue_depth: 1, stop_device_writes: 0.05, ..Default::default() };
-        let rep = dev.run(&w, &mut no_progress).unwrap();
-        let logical = dev.ftl().logical_sectors();
-        let rss = rss_bytes();
-        let meta = dev.ftl().metadata_bytes();
-        println!(
-            "memory, {tib} TiB raw device ({} logical sectors), filled + 5% random overwrites in {:.0} s (WAF {:.2}): peak RSS {:.2} GiB = {:.2} B per logical sector (maps + OOB {:.2} B); goal <= 10 B -> {:.2}x headroom",
-            logical,
-            t.elapsed().as_secs_f64(),
-            rep.dlwa(),
-            rss as f64 / (1u64 << 30) as f64,
-            rss as f64 / logical as f64,
-            meta as f64 / logical as f64,
-            10.0 / (rss as f64 / logical as f64)
-        );
+        bench_memory(&a);
     }
     if want("vssd") {
-        // The flashblox case study's 1 TiB open-channel device (16 channels x 4 dies, 8 MiB
-        // chunks): the same whole-chunk writes and resets, raw and through 16 channel vSSDs.
-        let dev = ssdlab_vssd::device_config("paper").expect("paper device");
-        let c = ssdlab_vssd::cost::measure(&dev, 3).expect("vssd cost");
-        println!(
-            "vssd layer, 1 TiB open-channel device, whole blocks written and freed: {:.1} ns per sector vs {:.1} ns on the raw device ({} sectors a pass, best of 3): {:+.1}%; goal <= +10%",
-            c.vssd_ns_per_sector,
-            c.raw_ns_per_sector,
-            c.sectors,
-            (c.ratio - 1.0) * 100.0
-        );
+        bench_vssd();
     }
     if want("spi") {
         spi::run();
@@ -426,4 +339,117 @@ fn main() {
     if want("uio") {
         uio::run();
     }
+}
+
+/// Beside Desnoyers' C simulator (SSSL_GREEDY names its greedy binary): host and flash writes
+/// per second on one die, medians of 3 interleaved rounds; ssdlab alone without it.
+fn bench_desnoyers(a: &Args) {
+    let gib = a.gib.min(64);
+    match std::env::var("SSSL_GREEDY") {
+        Err(_) => {
+            let (f, h, w) = single_die(gib, a.device_writes);
+            println!(
+                "{gib} GiB raw, 4 KiB mapping units, 1 MiB blocks, one die, greedy, 7% spare: ssdlab {:.2} M host writes/s ({:.2} M flash, WAF {w:.3}); beside Desnoyers' C simulator: skipped (set SSSL_GREEDY to its greedy binary; /work/shared/bench/README.md)",
+                h / 1e6,
+                f / 1e6
+            );
+        }
+        Ok(path) => {
+            // Three interleaved rounds; medians.
+            let (mut ours, mut theirs) = (vec![], vec![]);
+            let mut wafs = (0.0, 0.0);
+            for _ in 0..3 {
+                let (f, h, w) = sssl(&path, gib, a.device_writes).expect("the C simulator runs and prints its figures");
+                theirs.push((f, h));
+                wafs.1 = w;
+                let (f, h, w) = single_die(gib, a.device_writes);
+                ours.push((f, h));
+                wafs.0 = w;
+            }
+            let m = |v: &[(f64, f64)], i: usize| median(v.iter().map(|x| if i == 0 { x.0 } else { x.1 }).collect());
+            let (of, oh, tf, th) = (m(&ours, 0), m(&ours, 1), m(&theirs, 0), m(&theirs, 1));
+            println!(
+                "side by side, {gib} GiB raw, 4 KiB mapping units, 1 MiB blocks, one die, greedy, 7% spare (medians of 3 interleaved rounds): ssdlab {:.2} M host writes/s ({:.2} M flash, WAF {:.3}), Desnoyers' C simulator {:.2} M host writes/s ({:.2} M flash, WAF {:.3}): {:.2}x per host write, {:.2}x per flash write; goal 2x per host write",
+                oh / 1e6, of / 1e6, wafs.0, th / 1e6, tf / 1e6, wafs.1, oh / th, of / tf
+            );
+        }
+    }
+}
+
+/// Each personality against the conventional one: flash and host writes per second.
+fn bench_personalities(a: &Args) {
+    let res = personalities(a.gib.min(64));
+    let (conv_f, conv_h) = (res[0].1, res[0].2);
+    for (name, f, h, waf) in &res {
+        println!(
+            "personality {name:<16} {:.2} M flash writes/s ({:.2}x conventional), {:.2} M host writes/s ({:.2}x), WAF {:.3}",
+            f / 1e6,
+            f / conv_f,
+            h / 1e6,
+            h / conv_h,
+            waf
+        );
+    }
+    println!("goals: FDP within 10% of conventional per flash write (>= 0.90x); ZNS faster than conventional on the same host writes (> 1.0x host writes/s)");
+}
+
+/// fdp-cache: simulated cache requests per second, timing off and on.
+fn bench_cache(a: &Args) {
+    for timing in [false, true].into_iter().filter(|t| a.cache_timing.is_none_or(|w| w == *t)) {
+        let (rps, reqs, dlwa, secs) = cache_requests(timing, a.cache_gib);
+        println!(
+            "fdp-cache, kvcache preset, {} GiB raw FDP device at 50% utilisation, metadata-only, timing {}: {:.2} M simulated cache requests/s ({} requests in {:.1} s, DLWA {:.3}); goal 2 M/s -> {:.2}x",
+            a.cache_gib,
+            if timing { "on" } else { "off" },
+            rps / 1e6,
+            reqs,
+            secs,
+            dlwa,
+            rps / 2e6
+        );
+    }
+}
+
+/// Peak memory per logical sector of a large device, filled and overwritten.
+fn bench_memory(a: &Args) {
+    let tib = a.memory_tib;
+    let mut c = preset("bench-256g").unwrap();
+    c.geometry.blocks_per_plane = ((tib * (1u64 << 40) as f64) as u64 / (64 * (8 << 20))) as u32;
+    c.timing.enabled = false;
+    c.ftl.spare_factor = 0.07;
+    c.precondition.sequential_fill = true;
+    c.precondition.random_device_writes = 0.0;
+    let t = Instant::now();
+    let mut dev = Device::new(c).expect("memory config");
+    dev.precondition(&mut no_progress).unwrap();
+    let w = WorkloadConfig { pattern: Pattern::Uniform, queue_depth: 1, stop_device_writes: 0.05, ..Default::default() };
+    let rep = dev.run(&w, &mut no_progress).unwrap();
+    let logical = dev.ftl().logical_sectors();
+    let rss = rss_bytes();
+    let meta = dev.ftl().metadata_bytes();
+    println!(
+        "memory, {tib} TiB raw device ({} logical sectors), filled + 5% random overwrites in {:.0} s (WAF {:.2}): peak RSS {:.2} GiB = {:.2} B per logical sector (maps + OOB {:.2} B); goal <= 10 B -> {:.2}x headroom",
+        logical,
+        t.elapsed().as_secs_f64(),
+        rep.dlwa(),
+        rss as f64 / (1u64 << 30) as f64,
+        rss as f64 / logical as f64,
+        meta as f64 / logical as f64,
+        10.0 / (rss as f64 / logical as f64)
+    );
+}
+
+/// The vssd layer's cost per sector against the raw device.
+fn bench_vssd() {
+    // The flashblox case study's 1 TiB open-channel device (16 channels x 4 dies, 8 MiB
+    // chunks): the same whole-chunk writes and resets, raw and through 16 channel vSSDs.
+    let dev = ssdlab_vssd::device_config("paper").expect("paper device");
+    let c = ssdlab_vssd::cost::measure(&dev, 3).expect("vssd cost");
+    println!(
+        "vssd layer, 1 TiB open-channel device, whole blocks written and freed: {:.1} ns per sector vs {:.1} ns on the raw device ({} sectors a pass, best of 3): {:+.1}%; goal <= +10%",
+        c.vssd_ns_per_sector,
+        c.raw_ns_per_sector,
+        c.sectors,
+        (c.ratio - 1.0) * 100.0
+    );
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use ssdlab_core::config::StopRule;
+use ssdlab_core::config::{Geometry, StopRule, Timing};
 use ssdlab_core::ftl::conventional::StreamStats;
 use ssdlab_core::ftl::Counters;
 use ssdlab_core::metrics::Steady;
@@ -485,7 +485,6 @@ fn drive<S: RequestSource + ?Sized>(
     let stop_reqs = spec.stop_requests;
     let warm = spec.warmup_fraction.clamp(0.0, 0.99);
     let host0 = st.start.c.host_write_bytes;
-    let nand0 = st.start.c.nand_write_bytes;
     // Progress along whichever limit is set (bytes first).
     let frac = |c: &HybridCache, reqs: u64| -> f64 {
         let b =
@@ -509,47 +508,7 @@ fn drive<S: RequestSource + ?Sized>(
             st.window = Some(WindowStart::of(cache, host, st.reqs, st.last_t));
         }
         if f >= st.next_row {
-            let m = mark(cache, st.reqs, st.last_t);
-            let prev = &st.prev;
-            let (dh, dn) = (m.c.host_write_bytes - prev.c.host_write_bytes, m.c.nand_write_bytes - prev.c.nand_write_bytes);
-            let gets = m.stats.gets - prev.stats.gets;
-            let dram = m.stats.dram_hits - prev.stats.dram_hits;
-            let nvm = m.stats.nvm_hits - prev.stats.nvm_hits;
-            let p99_us = |now: &Histogram<u64>, before: &mut Histogram<u64>| -> f64 {
-                let d = since(now, before);
-                *before = now.clone();
-                if d.is_empty() {
-                    0.0
-                } else {
-                    d.value_at_quantile(0.99) as f64 / 1e3
-                }
-            };
-            let rp99 = p99_us(&cache.flash.read_ns, &mut st.prev_read);
-            let wp99 = p99_us(&cache.flash.write_ns, &mut st.prev_write);
-            st.csv.push_str(&format!(
-                "{},{:.3},{:.4},{},{},{:.5},{:.5},{:.5},{:.5},{},{},{:.1},{:.1},{},{},{},{}\n",
-                st.reqs,
-                st.last_t as f64 / 1e9,
-                (m.c.host_write_bytes - host0) as f64 / logical as f64,
-                m.c.host_write_bytes - host0,
-                m.c.nand_write_bytes - nand0,
-                ratio(dn, dh),
-                ratio(m.c.nand_write_bytes - nand0, m.c.host_write_bytes - host0),
-                ratio(dram, gets),
-                ratio(nvm, gets - dram),
-                m.c.gc_events - start.c.gc_events,
-                m.c.nand_erase_count - start.c.nand_erase_count,
-                rp99,
-                wp99,
-                m.stats.gets - start.stats.gets,
-                m.stats.dram_hits - start.stats.dram_hits,
-                m.stats.nvm_hits - start.stats.nvm_hits,
-                m.stats.flash_item_bytes - start.stats.flash_item_bytes,
-            ));
-            st.prev = m;
-            while st.next_row <= f {
-                st.next_row += 1.0 / points;
-            }
+            push_row(cache, st, &start, logical, f, points);
         }
         if st.reqs >= st.next_poll {
             st.next_poll = st.reqs + 65_536;
@@ -558,54 +517,123 @@ fn drive<S: RequestSource + ?Sized>(
             }
             save(cache, src, st)?;
         }
-        if let Some(k) = src.upcoming(LOOKAHEAD) {
-            cache.prefetch(k);
-        }
-        if let Some(k) = src.upcoming(LOOKAHEAD_SECOND) {
-            cache.prefetch_second(k);
-        }
-        cache.prefetch_victim();
+        prefetch(cache, src);
         let Some(r) = src.next_request() else { break };
         let r = r?;
         st.last_t = st.last_t.max(r.time_ns);
         st.reqs += 1;
-        match r.op {
-            Op::Get => {
-                if cache.get(r.key, r.key_bytes, r.time_ns)? == Outcome::Miss {
-                    src.miss(&r);
-                }
-            }
-            Op::Set => cache.set(r.key, r.key_bytes, r.value_bytes, r.ttl_s, r.time_ns)?,
-            Op::Delete => {
-                cache.delete(r.key, r.time_ns)?;
-            }
-        }
-        if let Some(s) = st.steady.as_mut() {
-            let c = cache.flash.dev.block_device().counters();
-            let (host, nand) = (c.host_write_bytes - host0, c.nand_write_bytes - nand0);
-            match st.steady_base {
-                None if host >= steady_start => {
-                    st.steady_base = Some((host, nand));
-                    st.windows.push_back(WindowStart::of(cache, host, st.reqs, st.last_t));
-                }
-                None => {}
-                Some((h0, n0)) => {
-                    let closed = s.windows_measured();
-                    let settled = s.observe(host - h0, nand - n0);
-                    if s.windows_measured() != closed {
-                        st.windows.push_back(WindowStart::of(cache, host, st.reqs, st.last_t));
-                        if st.windows.len() > keep_windows {
-                            st.windows.pop_front();
-                        }
-                    }
-                    if settled {
-                        break;
-                    }
-                }
-            }
+        serve(cache, src, &r)?;
+        if st.steady.is_some() && steady_step(cache, st, &start, steady_start, keep_windows) {
+            break;
         }
     }
     Ok(false)
+}
+
+/// Start loading what the requests ahead will touch: the first stage [`LOOKAHEAD`] ahead,
+/// the second [`LOOKAHEAD_SECOND`] ahead, and the next DRAM victim.
+fn prefetch<S: RequestSource + ?Sized>(cache: &mut HybridCache, src: &mut S) {
+    if let Some(k) = src.upcoming(LOOKAHEAD) {
+        cache.prefetch(k);
+    }
+    if let Some(k) = src.upcoming(LOOKAHEAD_SECOND) {
+        cache.prefetch_second(k);
+    }
+    cache.prefetch_victim();
+}
+
+/// One request on the cache (a GET that misses is told to the source).
+fn serve<S: RequestSource + ?Sized>(cache: &mut HybridCache, src: &mut S, r: &Request) -> Result<()> {
+    match r.op {
+        Op::Get => {
+            if cache.get(r.key, r.key_bytes, r.time_ns)? == Outcome::Miss {
+                src.miss(r);
+            }
+        }
+        Op::Set => cache.set(r.key, r.key_bytes, r.value_bytes, r.ttl_s, r.time_ns)?,
+        Op::Delete => {
+            cache.delete(r.key, r.time_ns)?;
+        }
+    }
+    Ok(())
+}
+
+/// The time series' row at progress `f`: the interval since the previous row and the run so
+/// far (from `start`); then the next row's progress.
+fn push_row(cache: &HybridCache, st: &mut LoopState, start: &Mark, logical: u64, f: f64, points: f64) {
+    let (host0, nand0) = (start.c.host_write_bytes, start.c.nand_write_bytes);
+    let m = mark(cache, st.reqs, st.last_t);
+    let prev = &st.prev;
+    let (dh, dn) = (m.c.host_write_bytes - prev.c.host_write_bytes, m.c.nand_write_bytes - prev.c.nand_write_bytes);
+    let gets = m.stats.gets - prev.stats.gets;
+    let dram = m.stats.dram_hits - prev.stats.dram_hits;
+    let nvm = m.stats.nvm_hits - prev.stats.nvm_hits;
+    let p99_us = |now: &Histogram<u64>, before: &mut Histogram<u64>| -> f64 {
+        let d = since(now, before);
+        *before = now.clone();
+        if d.is_empty() {
+            0.0
+        } else {
+            d.value_at_quantile(0.99) as f64 / 1e3
+        }
+    };
+    let rp99 = p99_us(&cache.flash.read_ns, &mut st.prev_read);
+    let wp99 = p99_us(&cache.flash.write_ns, &mut st.prev_write);
+    st.csv.push_str(&format!(
+        "{},{:.3},{:.4},{},{},{:.5},{:.5},{:.5},{:.5},{},{},{:.1},{:.1},{},{},{},{}\n",
+        st.reqs,
+        st.last_t as f64 / 1e9,
+        (m.c.host_write_bytes - host0) as f64 / logical as f64,
+        m.c.host_write_bytes - host0,
+        m.c.nand_write_bytes - nand0,
+        ratio(dn, dh),
+        ratio(m.c.nand_write_bytes - nand0, m.c.host_write_bytes - host0),
+        ratio(dram, gets),
+        ratio(nvm, gets - dram),
+        m.c.gc_events - start.c.gc_events,
+        m.c.nand_erase_count - start.c.nand_erase_count,
+        rp99,
+        wp99,
+        m.stats.gets - start.stats.gets,
+        m.stats.dram_hits - start.stats.dram_hits,
+        m.stats.nvm_hits - start.stats.nvm_hits,
+        m.stats.flash_item_bytes - start.stats.flash_item_bytes,
+    ));
+    st.prev = m;
+    while st.next_row <= f {
+        st.next_row += 1.0 / points;
+    }
+}
+
+/// The steady rule after a request (a run with a steady stop): it starts looking once the
+/// run's host bytes reach `steady_start`, then keeps the latest windows' starts. True when
+/// DLWA has settled.
+fn steady_step(cache: &HybridCache, st: &mut LoopState, start: &Mark, steady_start: u64, keep_windows: usize) -> bool {
+    let (host0, nand0) = (start.c.host_write_bytes, start.c.nand_write_bytes);
+    let Some(s) = st.steady.as_mut() else { return false };
+    let c = cache.flash.dev.block_device().counters();
+    let (host, nand) = (c.host_write_bytes - host0, c.nand_write_bytes - nand0);
+    match st.steady_base {
+        None if host >= steady_start => {
+            st.steady_base = Some((host, nand));
+            st.windows.push_back(WindowStart::of(cache, host, st.reqs, st.last_t));
+        }
+        None => {}
+        Some((h0, n0)) => {
+            let closed = s.windows_measured();
+            let settled = s.observe(host - h0, nand - n0);
+            if s.windows_measured() != closed {
+                st.windows.push_back(WindowStart::of(cache, host, st.reqs, st.last_t));
+                if st.windows.len() > keep_windows {
+                    st.windows.pop_front();
+                }
+            }
+            if settled {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// The run's result from its final state.
@@ -632,17 +660,14 @@ fn finish(cache: &HybridCache, spec: &RunSpec, st: LoopState, interrupted: bool,
     RunResult { summary, series_csv: st.csv, wall_seconds: st.wall_before_s + wall_s, interrupted, checkpoint: String::new() }
 }
 
+/// The summary: the measurement window's figures (since `window`), the run's (since `start`),
+/// the paper's models, the cache's and the device's counters.
 fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, window: &WindowStart, reqs: u64, last_t: u64) -> Value {
     let w = &window.mark;
     let dev = &cache.flash.dev;
     let cfg = dev.config();
     let g = &cfg.geometry;
-    let raw = g.channels as u64
-        * g.dies_per_channel as u64
-        * g.planes_per_die as u64
-        * g.blocks_per_plane as u64
-        * g.pages_per_block as u64
-        * g.page_bytes as u64;
+    let raw = raw_bytes(g);
     let logical = dev.logical_bytes();
     let c = dev.block_device().counters();
     let s = cache.stats;
@@ -661,49 +686,12 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, window: &WindowS
     // the moves out of that stream too. Those can include LOC data moved a second time, so
     // the LOC handle's DLWA is reported beside it; the SOC handle's own-blocks figure as well.
     let fdp = if cfg.personality == ssdlab_core::config::Personality::Conventional { dev.ftl().fdp_metrics(&w.streams) } else { None };
-    let (mut soc_dlwa, mut soc_own, mut loc_dlwa) = (Value::Null, Value::Null, Value::Null);
-    if let Some(f) = &fdp {
-        let find = |h: u16| f["handles"].as_array().and_then(|a| a.iter().find(|x| x["handle"].as_u64() == Some(h as u64)).cloned());
-        if let (Some(sh), Some(_)) = (find(cache.soc.handle.ruh()), cache.soc.handle.pid) {
-            let shared_moves: u64 = f["shared_gc_streams"]
-                .as_array()
-                .map(|a| a.iter().map(|x| x["gc_relocated_out_bytes"].as_u64().unwrap_or(0)).sum())
-                .unwrap_or(0);
-            let host_b = sh["host_write_bytes"].as_u64().unwrap_or(0);
-            let media = sh["media_write_bytes"].as_u64().unwrap_or(0);
-            if host_b > 0 {
-                soc_dlwa = json!(r6((media + shared_moves) as f64 / host_b as f64));
-                soc_own = json!(r6(media as f64 / host_b as f64));
-            }
-        }
-        if let (Some(lh), Some(_)) = (find(cache.loc.handle.ruh()), cache.loc.handle.pid) {
-            loc_dlwa = lh["dlwa"].clone();
-        }
-    }
+    let (soc_dlwa, soc_own, loc_dlwa) = handle_dlwa(cache, fdp.as_ref());
     let soc_bytes = cache.soc.bytes();
     let loc_bytes = cache.loc.bytes();
     let p_soc = model::soc_physical_bytes(raw, loc_bytes);
-    let t1 = model::theorem1_dlwa(soc_bytes as f64, p_soc as f64);
-    let spb = g.pages_per_block as u64 * g.page_bytes as u64 / g.sector_bytes as u64;
-    // Desnoyers' greedy approximation dips just below 1 when spare is plentiful: clamp.
-    let t1_greedy = (soc_bytes > 0 && p_soc > soc_bytes)
-        .then(|| ssdlab_core::analytic::waf_greedy(p_soc as f64 / soc_bytes as f64, spb as u32).max(1.0));
     let device_gb = if spec.carbon.device_gb > 0.0 { spec.carbon.device_gb } else { raw as f64 / 1e9 };
     let t = &cfg.timing;
-    let busy = |cc: &Counters| -> f64 {
-        (cc.nand_page_reads as f64 * t.page_read_ns as f64
-            + cc.nand_page_programs as f64 * t.page_program_ns as f64
-            + cc.nand_erase_count as f64 * t.block_erase_ns as f64)
-            * 1e-9
-    };
-    let gc_pages = c.gc_relocated_pages - w.c.gc_relocated_pages;
-    let wc = Counters {
-        nand_page_reads: c.nand_page_reads - w.c.nand_page_reads,
-        nand_page_programs: c.nand_page_programs - w.c.nand_page_programs,
-        nand_erase_count: c.nand_erase_count - w.c.nand_erase_count,
-        ..Default::default()
-    };
-    let migration_busy = gc_pages as f64 * (t.page_read_ns + t.page_program_ns) as f64 * 1e-9;
     let erases: Vec<u32> = dev.block_device().blocks().iter().map(|b| b.erase_count).collect();
     let erase_max = erases.iter().copied().max().unwrap_or(0);
     let erase_mean = erases.iter().map(|&e| e as f64).sum::<f64>() / erases.len().max(1) as f64;
@@ -732,21 +720,12 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, window: &WindowS
         "soc_dlwa": soc_dlwa,
         "soc_dlwa_own_blocks": soc_own,
         "loc_dlwa": loc_dlwa,
-        "theorem1": {
-            "s_soc_bytes": soc_bytes, "s_p_soc_bytes": p_soc,
-            "alpha": if soc_bytes > 0 { r6(p_soc as f64 / soc_bytes as f64) } else { 0.0 },
-            "dlwa_fifo": t1.map(r6), "dlwa_greedy_approx": t1_greedy.map(r6),
-        },
+        "theorem1": theorem1(g, soc_bytes, p_soc),
         "theorem2": {
             "params": spec.carbon, "device_gb": r6(device_gb),
             "embodied_kg_co2e": r6(model::theorem2_embodied_kg(dlwa.max(1.0), device_gb, &spec.carbon)),
         },
-        "theorem3": {
-            "host_ops": (c.host_read_cmds - w.c.host_read_cmds) + (c.host_write_cmds - w.c.host_write_cmds),
-            "device_migrations_pages": gc_pages,
-            "media_busy_die_seconds": r6(busy(&wc)),
-            "migration_busy_die_seconds": r6(migration_busy),
-        },
+        "theorem3": theorem3(t, c, &w.c),
         "throughput_rps_simulated": r6((reqs - w.requests) as f64 / (span_ns as f64 * 1e-9)),
         // Mean share of the window the dies were busy (host and GC work): how close the
         // offered load is to what the device sustains.
@@ -757,28 +736,111 @@ fn summarize(cache: &HybridCache, spec: &RunSpec, start: &Mark, window: &WindowS
         "erases": c.nand_erase_count - w.c.nand_erase_count,
         "erase_count_max": erase_max,
         "erase_count_mean": r6(erase_mean),
-        "cache": {
-            "window": {
-                "gets": gets, "dram_hits": dram, "nvm_hits": nvm, "sets": s.sets - ws.sets, "deletes": s.deletes - ws.deletes,
-                "flash_items": s.flash_items - ws.flash_items, "flash_item_bytes": item_bytes,
-                "soc_items": s.soc_items - ws.soc_items, "loc_items": s.loc_items - ws.loc_items,
-            },
-            "total": s,
-            "soc": {
-                "lookups": cache.soc.stats.lookups, "bloom_rejects": cache.soc.stats.bloom_rejects, "hits": cache.soc.stats.hits,
-                "inserts": cache.soc.stats.inserts, "evictions": cache.soc.stats.evictions, "removes": cache.soc.stats.removes,
-                "bucket_reads": cache.soc.stats.bucket_reads, "bucket_writes": cache.soc.stats.bucket_writes,
-            },
-            "loc": {
-                "lookups": cache.loc.stats.lookups, "hits": cache.loc.stats.hits, "buffer_hits": cache.loc.stats.buffer_hits,
-                "inserts": cache.loc.stats.inserts, "regions_flushed": cache.loc.stats.regions_flushed, "regions_evicted": cache.loc.stats.regions_evicted,
-                "items_evicted": cache.loc.stats.items_evicted, "reinserted": cache.loc.stats.reinserted, "items": cache.loc.items(),
-            },
-            "dram_items": cache.dram.len(),
-        },
+        "cache": cache_json(cache, ws),
         "fdp": fdp,
     });
     // Where the measurement window opened (the steady windows' start, or the warm-up's).
     doc["window_from_device_writes"] = json!(r6(window.host as f64 / logical as f64));
     doc
+}
+
+/// The device's raw capacity: every page of every block.
+fn raw_bytes(g: &Geometry) -> u64 {
+    g.channels as u64
+        * g.dies_per_channel as u64
+        * g.planes_per_die as u64
+        * g.blocks_per_plane as u64
+        * g.pages_per_block as u64
+        * g.page_bytes as u64
+}
+
+/// The SOC's and LOC's DLWA per handle (FDP), since the window opened (null without FDP or
+/// a handle): the SOC's with and without the moves out of the shared GC streams, the LOC's.
+fn handle_dlwa(cache: &HybridCache, fdp: Option<&Value>) -> (Value, Value, Value) {
+    let (mut soc_dlwa, mut soc_own, mut loc_dlwa) = (Value::Null, Value::Null, Value::Null);
+    if let Some(f) = fdp {
+        let find = |h: u16| f["handles"].as_array().and_then(|a| a.iter().find(|x| x["handle"].as_u64() == Some(h as u64)).cloned());
+        if let (Some(sh), Some(_)) = (find(cache.soc.handle.ruh()), cache.soc.handle.pid) {
+            let shared_moves: u64 = f["shared_gc_streams"]
+                .as_array()
+                .map(|a| a.iter().map(|x| x["gc_relocated_out_bytes"].as_u64().unwrap_or(0)).sum())
+                .unwrap_or(0);
+            let host_b = sh["host_write_bytes"].as_u64().unwrap_or(0);
+            let media = sh["media_write_bytes"].as_u64().unwrap_or(0);
+            if host_b > 0 {
+                soc_dlwa = json!(r6((media + shared_moves) as f64 / host_b as f64));
+                soc_own = json!(r6(media as f64 / host_b as f64));
+            }
+        }
+        if let (Some(lh), Some(_)) = (find(cache.loc.handle.ruh()), cache.loc.handle.pid) {
+            loc_dlwa = lh["dlwa"].clone();
+        }
+    }
+    (soc_dlwa, soc_own, loc_dlwa)
+}
+
+/// Theorem 1: the SOC's DLWA under FIFO from its share `p_soc` of the physical space, and
+/// Desnoyers' greedy approximation.
+fn theorem1(g: &Geometry, soc_bytes: u64, p_soc: u64) -> Value {
+    let t1 = model::theorem1_dlwa(soc_bytes as f64, p_soc as f64);
+    let spb = g.pages_per_block as u64 * g.page_bytes as u64 / g.sector_bytes as u64;
+    // Desnoyers' greedy approximation dips just below 1 when spare is plentiful: clamp.
+    let t1_greedy = (soc_bytes > 0 && p_soc > soc_bytes)
+        .then(|| ssdlab_core::analytic::waf_greedy(p_soc as f64 / soc_bytes as f64, spb as u32).max(1.0));
+    json!({
+        "s_soc_bytes": soc_bytes, "s_p_soc_bytes": p_soc,
+        "alpha": if soc_bytes > 0 { r6(p_soc as f64 / soc_bytes as f64) } else { 0.0 },
+        "dlwa_fifo": t1.map(r6), "dlwa_greedy_approx": t1_greedy.map(r6),
+    })
+}
+
+/// Theorem 3: host operations against device migrations in the window (counters `c` now,
+/// `w` when it opened), and the dies' busy time for each.
+fn theorem3(t: &Timing, c: &Counters, w: &Counters) -> Value {
+    let busy = |cc: &Counters| -> f64 {
+        (cc.nand_page_reads as f64 * t.page_read_ns as f64
+            + cc.nand_page_programs as f64 * t.page_program_ns as f64
+            + cc.nand_erase_count as f64 * t.block_erase_ns as f64)
+            * 1e-9
+    };
+    let gc_pages = c.gc_relocated_pages - w.gc_relocated_pages;
+    let wc = Counters {
+        nand_page_reads: c.nand_page_reads - w.nand_page_reads,
+        nand_page_programs: c.nand_page_programs - w.nand_page_programs,
+        nand_erase_count: c.nand_erase_count - w.nand_erase_count,
+        ..Default::default()
+    };
+    let migration_busy = gc_pages as f64 * (t.page_read_ns + t.page_program_ns) as f64 * 1e-9;
+    json!({
+        "host_ops": (c.host_read_cmds - w.host_read_cmds) + (c.host_write_cmds - w.host_write_cmds),
+        "device_migrations_pages": gc_pages,
+        "media_busy_die_seconds": r6(busy(&wc)),
+        "migration_busy_die_seconds": r6(migration_busy),
+    })
+}
+
+/// The cache's figures: the window's (since stats `ws`), the totals, the SOC's, the LOC's.
+fn cache_json(cache: &HybridCache, ws: &CacheStats) -> Value {
+    let s = cache.stats;
+    let (gets, dram, nvm) = (s.gets - ws.gets, s.dram_hits - ws.dram_hits, s.nvm_hits - ws.nvm_hits);
+    let item_bytes = s.flash_item_bytes - ws.flash_item_bytes;
+    json!({
+        "window": {
+            "gets": gets, "dram_hits": dram, "nvm_hits": nvm, "sets": s.sets - ws.sets, "deletes": s.deletes - ws.deletes,
+            "flash_items": s.flash_items - ws.flash_items, "flash_item_bytes": item_bytes,
+            "soc_items": s.soc_items - ws.soc_items, "loc_items": s.loc_items - ws.loc_items,
+        },
+        "total": s,
+        "soc": {
+            "lookups": cache.soc.stats.lookups, "bloom_rejects": cache.soc.stats.bloom_rejects, "hits": cache.soc.stats.hits,
+            "inserts": cache.soc.stats.inserts, "evictions": cache.soc.stats.evictions, "removes": cache.soc.stats.removes,
+            "bucket_reads": cache.soc.stats.bucket_reads, "bucket_writes": cache.soc.stats.bucket_writes,
+        },
+        "loc": {
+            "lookups": cache.loc.stats.lookups, "hits": cache.loc.stats.hits, "buffer_hits": cache.loc.stats.buffer_hits,
+            "inserts": cache.loc.stats.inserts, "regions_flushed": cache.loc.stats.regions_flushed, "regions_evicted": cache.loc.stats.regions_evicted,
+            "items_evicted": cache.loc.stats.items_evicted, "reinserted": cache.loc.stats.reinserted, "items": cache.loc.items(),
+        },
+        "dram_items": cache.dram.len(),
+    })
 }

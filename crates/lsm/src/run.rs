@@ -130,8 +130,6 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-/// Run `spec` on a ZNS device of `device`. With `files`, phase i replays files[i] (the
-/// spec's phases then only name them); otherwise the phases are generated.
 /// Check `spec` as a run of `planned_ops` operations would, and return the store's config with
 /// D_th resolved (a share of the run when `delete_threshold_fraction` > 0).
 pub fn resolve(spec: &RunSpec, planned_ops: u64) -> Result<LsmConfig> {
@@ -175,11 +173,10 @@ pub fn sizing(device: &ssdlab_core::Config, spec: &RunSpec) -> Result<u64> {
     Ok(s.memory_bytes + s.physical_bytes + store)
 }
 
-pub fn run(device: ssdlab_core::Config, spec: &RunSpec, files: Option<&[PathBuf]>, stop: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
-    let wall = Instant::now();
-    let erase_ns = if device.timing.enabled { device.timing.block_erase_ns } else { 0 };
-    // The planned length of the run (D_th may be a share of it).
-    let planned_ops: u64 = match files {
+/// The planned length of the run (D_th may be a share of it): the operations in `files`, or
+/// those of the spec's phases.
+fn planned_ops(spec: &RunSpec, files: Option<&[PathBuf]>) -> Result<u64> {
+    Ok(match files {
         Some(fs) => {
             let mut n = 0u64;
             for f in fs {
@@ -191,14 +188,81 @@ pub fn run(device: ssdlab_core::Config, spec: &RunSpec, files: Option<&[PathBuf]
             n
         }
         None => spec.phases.iter().map(|p| p.ops()).sum(),
-    };
+    })
+}
+
+/// Apply one operation to the store, keeping the live key set (key -> key and value bytes)
+/// and its bytes; returns when the device completed it.
+fn apply(store: &mut Store, op: Op, live: &mut HashMap<Vec<u8>, u32>, live_bytes: &mut u64) -> Result<u64> {
+    Ok(match op {
+        Op::Insert(k, v) | Op::Update(k, v) => {
+            let d = store.put(&k, &v)?;
+            let n = (k.len() + v.len()) as u32;
+            *live_bytes += n as u64;
+            if let Some(old) = live.insert(k, n) {
+                *live_bytes -= old as u64;
+            }
+            d
+        }
+        Op::Delete(k) => {
+            let d = store.delete(&k)?;
+            if let Some(old) = live.remove(&k) {
+                *live_bytes -= old as u64;
+            }
+            d
+        }
+        Op::RangeDelete(a, b) => {
+            // No range tombstones: the keys found are deleted one by one.
+            let (keys, mut d) = store.scan(&a, Some(&b), usize::MAX)?;
+            store.advance_to(d)?;
+            for (k, _) in keys {
+                d = d.max(store.delete(&k)?);
+                if let Some(old) = live.remove(&k) {
+                    *live_bytes -= old as u64;
+                }
+            }
+            d
+        }
+        Op::Get(k) => store.get(&k)?.done_ns,
+        Op::Scan(a, b) => store.scan(&a, Some(&b), usize::MAX)?.1,
+    })
+}
+
+/// The time series' header line.
+const SERIES_HEADER: &str =
+    "ops,time_s,sst_bytes,live_user_bytes,wal_lsm_write_bytes,compaction_write_bytes,gc_migrated_bytes,nand_write_bytes,free_zones,tombstones_in_ssts,deletes_pending_lsm\n";
+
+/// One line of the time series, after `done_ops` operations.
+fn series_row(store: &Store, done_ops: u64, live_bytes: u64) -> String {
+    let st = store.stats();
+    let fs = store.fs();
+    format!(
+        "{},{:.6},{},{},{},{},{},{},{},{},{}\n",
+        done_ops,
+        store.now_ns() as f64 / 1e9,
+        store.sst_bytes(),
+        live_bytes,
+        st.wal_write_bytes + st.flush_write_bytes + st.compaction_write_bytes,
+        st.compaction_write_bytes,
+        fs.stats.gc_migrated_bytes,
+        fs.device_counters().nand_write_bytes,
+        fs.free_zones(),
+        store.sst_tombstones(),
+        store.deletes_pending_lsm(),
+    )
+}
+
+/// Run `spec` on a ZNS device of `device`. With `files`, phase i replays files[i] (the
+/// spec's phases then only name them); otherwise the phases are generated.
+pub fn run(device: ssdlab_core::Config, spec: &RunSpec, files: Option<&[PathBuf]>, stop: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
+    let wall = Instant::now();
+    let erase_ns = if device.timing.enabled { device.timing.block_erase_ns } else { 0 };
+    let planned_ops = planned_ops(spec, files)?;
     let lsm = resolve(spec, planned_ops)?;
     let mut store = Store::new(device, lsm.clone())?;
     let gap_ns = if spec.ops_per_s > 0.0 { 1e9 / spec.ops_per_s } else { 0.0 };
     let series_every = (planned_ops / spec.series_points.max(1) as u64).max(1);
-    let mut series = String::from(
-        "ops,time_s,sst_bytes,live_user_bytes,wal_lsm_write_bytes,compaction_write_bytes,gc_migrated_bytes,nand_write_bytes,free_zones,tombstones_in_ssts,deletes_pending_lsm\n",
-    );
+    let mut series = String::from(SERIES_HEADER);
     let mut live: HashMap<Vec<u8>, u32> = HashMap::new();
     let mut live_bytes: u64 = 0;
     let mut phases: Vec<PhaseStats> = vec![];
@@ -227,38 +291,7 @@ pub fn run(device: ssdlab_core::Config, spec: &RunSpec, files: Option<&[PathBuf]
             let t = t_next.round() as u64;
             store.advance_to(t)?;
             let class = op.class();
-            let done = match op {
-                Op::Insert(k, v) | Op::Update(k, v) => {
-                    let d = store.put(&k, &v)?;
-                    let n = (k.len() + v.len()) as u32;
-                    live_bytes += n as u64;
-                    if let Some(old) = live.insert(k, n) {
-                        live_bytes -= old as u64;
-                    }
-                    d
-                }
-                Op::Delete(k) => {
-                    let d = store.delete(&k)?;
-                    if let Some(old) = live.remove(&k) {
-                        live_bytes -= old as u64;
-                    }
-                    d
-                }
-                Op::RangeDelete(a, b) => {
-                    // No range tombstones: the keys found are deleted one by one.
-                    let (keys, mut d) = store.scan(&a, Some(&b), usize::MAX)?;
-                    store.advance_to(d)?;
-                    for (k, _) in keys {
-                        d = d.max(store.delete(&k)?);
-                        if let Some(old) = live.remove(&k) {
-                            live_bytes -= old as u64;
-                        }
-                    }
-                    d
-                }
-                Op::Get(k) => store.get(&k)?.done_ns,
-                Op::Scan(a, b) => store.scan(&a, Some(&b), usize::MAX)?.1,
-            };
+            let done = apply(&mut store, op, &mut live, &mut live_bytes)?;
             let ph = phases.last_mut().unwrap();
             let ci = CLASSES.iter().position(|c| *c == class).unwrap();
             ph.lat[ci].saturating_record(done.saturating_sub(t).max(1));
@@ -266,22 +299,7 @@ pub fn run(device: ssdlab_core::Config, spec: &RunSpec, files: Option<&[PathBuf]
             done_ops += 1;
             t_next = if gap_ns > 0.0 { t_next + gap_ns } else { done.max(t) as f64 };
             if done_ops.is_multiple_of(series_every) {
-                let st = store.stats();
-                let fs = store.fs();
-                series.push_str(&format!(
-                    "{},{:.6},{},{},{},{},{},{},{},{},{}\n",
-                    done_ops,
-                    store.now_ns() as f64 / 1e9,
-                    store.sst_bytes(),
-                    live_bytes,
-                    st.wal_write_bytes + st.flush_write_bytes + st.compaction_write_bytes,
-                    st.compaction_write_bytes,
-                    fs.stats.gc_migrated_bytes,
-                    fs.device_counters().nand_write_bytes,
-                    fs.free_zones(),
-                    store.sst_tombstones(),
-                    store.deletes_pending_lsm(),
-                ));
+                series.push_str(&series_row(&store, done_ops, live_bytes));
                 if !stop(done_ops as f64 / planned_ops as f64) {
                     interrupted = true;
                 }

@@ -5,16 +5,23 @@
 //! clock (`advance_to`), its device commands are timed by the ZNS device, and the flushes and
 //! compactions it triggers are issued at the same moment and occupy the device in the
 //! background (their completion is not the operation's). Write stalls are not modelled.
+//!
+//! Beside this file (the store's state, writes, reads, flushes, table placement):
+//! `compact.rs` running compactions, `cursor.rs` the cursor scans and compactions read with.
+
+mod compact;
+mod cursor;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::compaction::{Pick, Trigger, View};
+use self::cursor::Cursor;
+use crate::compaction::View;
 use crate::config::{LsmConfig, Policy};
 use crate::error::{Error, Result};
-use crate::format::{cmp_internal, decode_entry, open_block, put_entry, EntryPos, Kind, MAX_KEY_BYTES, MAX_SEQ, MAX_VALUE_BYTES};
+use crate::format::{open_block, put_entry, Kind, MAX_KEY_BYTES, MAX_SEQ, MAX_VALUE_BYTES};
 use crate::memtable::Memtable;
 use crate::persist::{Audit, DeleteRecord, Tracker};
 use crate::sst::{search_block, FileId, Table, TableBuilder};
@@ -301,32 +308,6 @@ impl Store {
             tolerate(self.compact(pick))?;
         }
         Ok(self.fs.free_zones() > reserve)
-    }
-
-    /// A compaction that gives room back: above the last level, the file with the most
-    /// tombstones, else the file of the shallowest level overlapping least with the next (its
-    /// overwritten versions are dropped); files in `tried` are skipped.
-    fn room_pick(&self, tried: &std::collections::HashSet<FileId>) -> Option<Pick> {
-        let last = self.levels.iter().rposition(|l| !l.is_empty())?;
-        let fresh = |t: &&Arc<Table>| !tried.contains(&t.id);
-        let tomb = (0..last)
-            .flat_map(|i| self.levels[i].iter().filter(fresh).map(move |t| (t.tombstones, std::cmp::Reverse(i), t)))
-            .filter(|(n, _, _)| *n > 0)
-            .max_by_key(|(n, i, t)| (*n, *i, std::cmp::Reverse(t.id)));
-        let (level, table) = match tomb {
-            Some((_, std::cmp::Reverse(i), t)) => (i, t.clone()),
-            None => {
-                let share = |_: &Table| 0.0;
-                let view = View { cfg: &self.cfg, levels: &self.levels, now_ns: self.now_ns, zone_share: &share };
-                (0..last).find_map(|i| {
-                    let t = view.min_overlap(i)?;
-                    (!tried.contains(&t.id)).then_some((i, t))
-                })?
-            }
-        };
-        // L0's files overlap one another: they go down together, as a saturated L0 does.
-        let inputs = if level == 0 { self.levels[0].clone() } else { vec![table] };
-        Some(Pick { level, inputs, trigger: Trigger::Room, expired: false })
     }
 
     /// Register a snapshot: reads at it see the store as it is now, and compactions keep
@@ -707,40 +688,6 @@ impl Store {
         (default, death)
     }
 
-    fn compact_until_settled(&mut self) -> Result<()> {
-        let mut settled = false;
-        for _ in 0..256 {
-            let pick = {
-                let fs = &self.fs;
-                let share = |t: &Table| {
-                    let zs = fs.file_zones(t.id);
-                    let mine: u64 = zs.iter().map(|(_, b)| b).sum();
-                    let all: u64 = zs.iter().map(|(z, _)| fs.zone_live_bytes(*z)).sum();
-                    if all == 0 {
-                        0.0
-                    } else {
-                        mine as f64 / all as f64
-                    }
-                };
-                View { cfg: &self.cfg, levels: &self.levels, now_ns: self.now_ns, zone_share: &share }.pick()
-            };
-            match pick {
-                Some(p) => self.compact(p)?,
-                None => {
-                    settled = true;
-                    break;
-                }
-            }
-        }
-        let share = |_: &Table| 0.0;
-        self.next_expiry_ns = View { cfg: &self.cfg, levels: &self.levels, now_ns: self.now_ns, zone_share: &share }.next_expiry_ns();
-        self.dirty = !settled;
-        let now = self.now_ns;
-        self.fs.gc(now)?;
-        self.drain_events();
-        Ok(())
-    }
-
     fn drain_events(&mut self) {
         for ev in self.fs.take_events() {
             match ev {
@@ -752,192 +699,6 @@ impl Store {
                 }
             }
         }
-    }
-
-    fn compact(&mut self, pick: Pick) -> Result<()> {
-        let now = self.now_ns;
-        let i = pick.level;
-        let out = i + 1;
-        assert!(out < self.levels.len(), "compaction out of the last level");
-        let lo = pick.inputs.iter().map(|t| t.smallest.clone()).min().expect("inputs");
-        let hi = pick.inputs.iter().map(|t| t.largest.clone()).max().expect("inputs");
-        let next: Vec<Arc<Table>> = self.levels[out].iter().filter(|t| t.overlaps(&lo, &hi)).cloned().collect();
-        match pick.trigger {
-            Trigger::Saturation => self.stats.compactions_saturation += 1,
-            Trigger::Ttl => self.stats.compactions_ttl += 1,
-            Trigger::Room => self.stats.compactions_room += 1,
-        }
-        if pick.expired && pick.trigger == Trigger::Saturation {
-            self.stats.compactions_expired_first += 1;
-        }
-        let last = self.levels[out + 1..].iter().all(|l| l.is_empty());
-        if next.is_empty() && pick.inputs.len() == 1 {
-            // Trivial move: the file changes level, nothing is rewritten.
-            let t = pick.inputs[0].clone();
-            self.levels[i].retain(|x| x.id != t.id);
-            let pos = self.levels[out].partition_point(|x| x.smallest < t.smallest);
-            self.levels[out].insert(pos, t.clone());
-            self.stats.trivial_moves += 1;
-            if last {
-                if let Some(tr) = self.tracker.as_mut() {
-                    tr.on_moved_to_last(t.id, now);
-                }
-            }
-            return Ok(());
-        }
-        // Read the inputs (whole files, as compaction readahead does).
-        let mut t_read = now;
-        let mut cursors: Vec<Cursor> = pick.inputs.iter().map(|t| Cursor::new(vec![t.clone()], true)).collect();
-        if !next.is_empty() {
-            cursors.push(Cursor::new(next.clone(), true));
-        }
-        for c in cursors.iter_mut() {
-            c.seek_first(&mut self.fs, &mut self.stats, &mut t_read)?;
-        }
-        let snaps: Vec<u64> = self.snapshots.keys().copied().collect();
-        let mut outputs: Vec<Arc<Table>> = vec![];
-        let mut b = self.builder();
-        let mut tracked: Vec<(Vec<u8>, u64, Kind)> = vec![];
-        let mut cur_key: Vec<u8> = vec![];
-        let mut prev_stripe: Option<usize> = None;
-        let mut first = true;
-        loop {
-            // The smallest entry in internal-key order.
-            let mut m: Option<usize> = None;
-            for (j, c) in cursors.iter().enumerate() {
-                if let Some((k, s, _, _)) = c.entry() {
-                    let better = match m {
-                        None => true,
-                        Some(mj) => {
-                            let (mk, ms, _, _) = cursors[mj].entry().unwrap();
-                            cmp_internal(k, s, mk, ms).is_lt()
-                        }
-                    };
-                    if better {
-                        m = Some(j);
-                    }
-                }
-            }
-            let Some(m) = m else { break };
-            {
-                let (k, seq, kind, v) = cursors[m].entry().unwrap();
-                let new_key = first || k != cur_key.as_slice();
-                if new_key {
-                    if !b.is_empty() && b.estimated_bytes() >= self.cfg.sst_target_bytes {
-                        let full = std::mem::replace(&mut b, self.builder());
-                        let o = self.finish_output(full, out, last, &mut tracked, t_read);
-                        outputs.push(self.or_drop_outputs(o, &outputs)?);
-                    }
-                    cur_key.clear();
-                    cur_key.extend_from_slice(k);
-                    prev_stripe = None;
-                    first = false;
-                }
-                let stripe = snaps.partition_point(|&s| s < seq);
-                if prev_stripe == Some(stripe) && kind == Kind::Delete {
-                    if let Some(tr) = self.tracker.as_mut() {
-                        tr.on_tomb_dropped(k, seq, true, now);
-                    }
-                }
-                if prev_stripe != Some(stripe) {
-                    prev_stripe = Some(stripe);
-                    if kind == Kind::Delete && stripe == 0 && !self.may_exist_from(k, out + 1) {
-                        self.stats.tombstones_dropped += 1;
-                        if let Some(tr) = self.tracker.as_mut() {
-                            tr.on_tomb_dropped(k, seq, false, now);
-                        }
-                    } else {
-                        if self.tracker.as_ref().is_some_and(|tr| tr.watches(k)) {
-                            tracked.push((k.to_vec(), seq, kind));
-                        }
-                        b.add(k, seq, kind, v);
-                    }
-                }
-            }
-            cursors[m].advance(&mut self.fs, &mut self.stats, &mut t_read)?;
-        }
-        if !b.is_empty() {
-            let o = self.finish_output(b, out, last, &mut tracked, t_read);
-            outputs.push(self.or_drop_outputs(o, &outputs)?);
-        }
-        // Install: inputs and overlapped files leave, outputs join the output level.
-        let gone: Vec<Arc<Table>> = pick.inputs.iter().chain(next.iter()).cloned().collect();
-        for t in &gone {
-            let lvl = if pick.inputs.iter().any(|x| x.id == t.id) { i } else { out };
-            self.levels[lvl].retain(|x| x.id != t.id);
-        }
-        for t in outputs {
-            let pos = self.levels[out].partition_point(|x| x.smallest < t.smallest);
-            self.levels[out].insert(pos, t);
-        }
-        debug_assert!(self.levels[out].windows(2).all(|w| w[0].largest < w[1].smallest), "level {out} overlaps after compaction");
-        let issued = self.tracker.as_ref().map_or(self.stats.deletes, |tr| tr.deletes);
-        for t in gone {
-            let lvl = if pick.inputs.iter().any(|x| x.id == t.id) { i } else { out };
-            let life = now.saturating_sub(t.created_ns);
-            let w = &mut self.lifetimes[lvl];
-            if w.len() == LIFETIME_WINDOW {
-                w.pop_front();
-            }
-            w.push_back(life);
-            if t.tombstones > 0 {
-                self.tomb_lives.push(TombFileLife {
-                    died_ns: now,
-                    lifetime_ns: life,
-                    level: lvl as u32,
-                    tombstones: t.tombstones,
-                    deletes_issued: issued,
-                });
-            }
-            self.fs.delete(t.id, now)?;
-            if let Some(tr) = self.tracker.as_mut() {
-                tr.on_file_dead(t.id, now);
-                if self.fs.knows(t.id) {
-                    self.dead_tables.insert(t.id, t.clone());
-                }
-            }
-        }
-        self.drain_events();
-        Ok(())
-    }
-
-    /// A compaction output, or, when it could not be written (no room), the error after the
-    /// outputs written before it are deleted: the inputs stay, the tree as it was.
-    fn or_drop_outputs(&mut self, o: Result<Arc<Table>>, written: &[Arc<Table>]) -> Result<Arc<Table>> {
-        if o.is_err() {
-            let now = self.now_ns;
-            for t in written {
-                self.fs.delete(t.id, now)?;
-                if let Some(tr) = self.tracker.as_mut() {
-                    tr.on_file_dead(t.id, now);
-                }
-            }
-        }
-        o
-    }
-
-    fn finish_output(
-        &mut self,
-        b: TableBuilder,
-        level: usize,
-        last: bool,
-        tracked: &mut Vec<(Vec<u8>, u64, Kind)>,
-        t: u64,
-    ) -> Result<Arc<Table>> {
-        let now = self.now_ns;
-        let (bytes, mut table) = b.finish(0, now);
-        let (placement, death) = self.placement_for(&table, level);
-        let (id, _) = self.fs.write_file(FileKind::Sst, placement, death, &bytes, t)?;
-        self.table_buf = bytes;
-        table.id = id;
-        self.stats.compaction_write_bytes += table.size_bytes;
-        self.stats.tombstones_written += table.tombstones;
-        if let Some(tr) = self.tracker.as_mut() {
-            for (k, s, kind) in tracked.drain(..) {
-                tr.on_output(id, &k, s, kind, last, now);
-            }
-        }
-        Ok(Arc::new(table))
     }
 
     /// Per-delete persistence records (tracking on).
@@ -969,130 +730,5 @@ impl Store {
             assert_eq!(self.fs.file_size(t.id), t.size_bytes.div_ceil(self.fs.sector_bytes()) * self.fs.sector_bytes());
         }
         self.fs.check_invariants();
-    }
-}
-
-/// A cursor over the entries of a run of tables (one L0 table, or a level's tables in key
-/// order), reading blocks through the device as it goes (or the whole file at once for a
-/// compaction).
-struct Cursor {
-    tables: Vec<Arc<Table>>,
-    ti: usize,
-    prefetch: bool,
-    /// The current table's data region (prefetch mode).
-    data: Vec<u8>,
-    block: usize,
-    /// The current block's entries when they had to be copied (compressed or read alone).
-    buf: Vec<u8>,
-    /// The current block's entries as a range of `data` (prefetch mode, raw block).
-    in_data: Option<(usize, usize)>,
-    cur: Option<EntryPos>,
-}
-
-impl Cursor {
-    fn new(tables: Vec<Arc<Table>>, prefetch: bool) -> Cursor {
-        Cursor { tables, ti: 0, prefetch, data: vec![], block: 0, buf: vec![], in_data: None, cur: None }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        match self.in_data {
-            Some((a, b)) => &self.data[a..b],
-            None => &self.buf,
-        }
-    }
-
-    fn entry(&self) -> Option<(&[u8], u64, Kind, &[u8])> {
-        let e = self.cur?;
-        let b = self.bytes();
-        Some((e.key(b), e.seq, e.kind, e.value(b)))
-    }
-
-    fn load_table(&mut self, fs: &mut ZoneFs, stats: &mut LsmStats, t: &mut u64) -> Result<()> {
-        if self.prefetch {
-            let table = &self.tables[self.ti];
-            self.data.resize(table.data_bytes() as usize, 0);
-            let issued = *t;
-            *t = (*t).max(fs.read(table.id, 0, &mut self.data, issued)?);
-            stats.compaction_read_bytes += table.data_bytes();
-        }
-        Ok(())
-    }
-
-    fn load_block(&mut self, fs: &mut ZoneFs, stats: &mut LsmStats, t: &mut u64) -> Result<()> {
-        let table = self.tables[self.ti].clone();
-        let e = &table.index[self.block];
-        let (off, len) = (e.offset as usize, e.len as usize);
-        if self.prefetch {
-            match open_block(&self.data[off..off + len])? {
-                std::borrow::Cow::Borrowed(b) => {
-                    let start = b.as_ptr() as usize - self.data.as_ptr() as usize;
-                    self.in_data = Some((start, start + b.len()));
-                }
-                std::borrow::Cow::Owned(v) => {
-                    self.buf = v;
-                    self.in_data = None;
-                }
-            }
-        } else {
-            let mut raw = vec![0u8; len];
-            *t = fs.read(table.id, off as u64, &mut raw, *t)?;
-            stats.block_reads += 1;
-            self.buf = open_block(&raw)?.into_owned();
-            self.in_data = None;
-        }
-        Ok(())
-    }
-
-    fn decode_at(&mut self, pos: usize) -> Result<()> {
-        self.cur = if pos < self.bytes().len() { Some(decode_entry(self.bytes(), pos)?) } else { None };
-        Ok(())
-    }
-
-    fn seek_first(&mut self, fs: &mut ZoneFs, stats: &mut LsmStats, t: &mut u64) -> Result<()> {
-        self.ti = 0;
-        self.block = 0;
-        self.load_table(fs, stats, t)?;
-        self.load_block(fs, stats, t)?;
-        self.decode_at(0)
-    }
-
-    /// Position at the first entry with key >= `key`.
-    fn seek(&mut self, fs: &mut ZoneFs, stats: &mut LsmStats, key: &[u8], t: &mut u64) -> Result<()> {
-        self.ti = self.tables.partition_point(|x| x.largest.as_slice() < key);
-        if self.ti >= self.tables.len() {
-            self.cur = None;
-            return Ok(());
-        }
-        self.load_table(fs, stats, t)?;
-        self.block = self.tables[self.ti].block_for(key).unwrap_or(0);
-        self.load_block(fs, stats, t)?;
-        self.decode_at(0)?;
-        while let Some((k, _, _, _)) = self.entry() {
-            if k >= key {
-                break;
-            }
-            self.advance(fs, stats, t)?;
-        }
-        Ok(())
-    }
-
-    fn advance(&mut self, fs: &mut ZoneFs, stats: &mut LsmStats, t: &mut u64) -> Result<()> {
-        let Some(e) = self.cur else { return Ok(()) };
-        let next = e.next as usize;
-        if next < self.bytes().len() {
-            return self.decode_at(next);
-        }
-        self.block += 1;
-        if self.block >= self.tables[self.ti].index.len() {
-            self.ti += 1;
-            self.block = 0;
-            if self.ti >= self.tables.len() {
-                self.cur = None;
-                return Ok(());
-            }
-            self.load_table(fs, stats, t)?;
-        }
-        self.load_block(fs, stats, t)?;
-        self.decode_at(0)
     }
 }

@@ -198,125 +198,14 @@ pub fn parse(line: &[u8], max_value_bytes: u64) -> Result<Command<'_>, Refusal> 
     let n = args.len();
     // memcached's set_noreply_maybe: the last token, for the commands that call it.
     let noreply = n > 0 && args[n - 1] == b"noreply";
-    let bad = |reply: &str| Err(Refusal::new(reply, noreply));
     match name {
-        b"get" | b"gets" | b"gat" | b"gats" | b"bget" => {
-            if n == 0 {
-                return Err(Refusal::new(ERROR, false));
-            }
-            let touch = name.starts_with(b"gat");
-            let (touch, keys) = if touch {
-                match safe_strtol(args[0]) {
-                    Some(e) => (Some(e), &args[1..]),
-                    None => return Err(Refusal::new(BAD_EXPTIME, false)),
-                }
-            } else {
-                (None, args)
-            };
-            let good = keys.iter().take_while(|k| k.len() <= KEY_BYTES_MAX).count();
-            Ok(Command::Get { keys: keys[..good].to_vec(), cas: name.ends_with(b"s"), touch, bad_key: good < keys.len() })
-        }
-        b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => {
-            let kind = match name {
-                b"set" => StoreKind::Set,
-                b"add" => StoreKind::Add,
-                b"replace" => StoreKind::Replace,
-                b"append" => StoreKind::Append,
-                b"prepend" => StoreKind::Prepend,
-                _ => StoreKind::Cas,
-            };
-            let want = if kind == StoreKind::Cas { 5 } else { 4 };
-            if n != want && n != want + 1 {
-                return Err(Refusal::new(ERROR, false));
-            }
-            let key = args[0];
-            if key.len() > KEY_BYTES_MAX {
-                return bad(BAD_FORMAT);
-            }
-            let (Some(flags), Some(exptime), Some(vlen)) = (safe_strtoul(args[1]), safe_strtol(args[2]), safe_strtol(args[3])) else {
-                return bad(BAD_FORMAT);
-            };
-            let cas_unique = if kind == StoreKind::Cas {
-                match safe_strtoull(args[4]) {
-                    Some(c) => c,
-                    None => return bad(BAD_FORMAT),
-                }
-            } else {
-                0
-            };
-            if vlen < 0 {
-                return bad(BAD_FORMAT);
-            }
-            let bytes = vlen as u64;
-            if bytes > max_value_bytes {
-                return Err(Refusal {
-                    reply: "SERVER_ERROR object too large for cache".into(),
-                    skip_bytes: bytes + 2,
-                    close: false,
-                    noreply,
-                    delete_key: (kind == StoreKind::Set).then(|| key.to_vec()),
-                });
-            }
-            Ok(Command::Store { kind, key, flags, exptime, bytes: bytes as u32, cas_unique, noreply })
-        }
-        b"incr" | b"decr" => {
-            if n != 2 && n != 3 {
-                return Err(Refusal::new(ERROR, false));
-            }
-            if args[0].len() > KEY_BYTES_MAX {
-                return bad(BAD_FORMAT);
-            }
-            let Some(delta) = safe_strtoull(args[1]) else { return bad("CLIENT_ERROR invalid numeric delta argument") };
-            Ok(Command::Arith { incr: name == b"incr", key: args[0], delta, noreply })
-        }
-        b"delete" => {
-            if !(1..=3).contains(&n) {
-                return Err(Refusal::new(ERROR, false));
-            }
-            if n > 1 {
-                let zero = args[1] == b"0";
-                if !((n == 2 && (zero || noreply)) || (n == 3 && zero && noreply)) {
-                    return bad("CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
-                }
-            }
-            if args[0].len() > KEY_BYTES_MAX {
-                return bad(BAD_FORMAT);
-            }
-            Ok(Command::Delete { key: args[0], noreply: n > 1 && noreply })
-        }
-        b"touch" => {
-            if n != 2 && n != 3 {
-                return Err(Refusal::new(ERROR, false));
-            }
-            if args[0].len() > KEY_BYTES_MAX {
-                return bad(BAD_FORMAT);
-            }
-            let Some(exptime) = safe_strtol(args[1]) else { return bad(BAD_EXPTIME) };
-            Ok(Command::Touch { key: args[0], exptime, noreply })
-        }
-        b"flush_all" => {
-            if n > 2 {
-                return Err(Refusal::new(ERROR, false));
-            }
-            let delay = if n != noreply as usize {
-                match safe_strtol(args[0]) {
-                    Some(d) => d,
-                    None => return bad(BAD_EXPTIME),
-                }
-            } else {
-                0
-            };
-            Ok(Command::FlushAll { delay, noreply })
-        }
-        b"verbosity" => {
-            if n != 1 && n != 2 {
-                return Err(Refusal::new(ERROR, false));
-            }
-            if safe_strtoul(args[0]).is_none() {
-                return bad(BAD_FORMAT);
-            }
-            Ok(Command::Verbosity { noreply })
-        }
+        b"get" | b"gets" | b"gat" | b"gats" | b"bget" => parse_get(name, args),
+        b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => parse_store(name, args, noreply, max_value_bytes),
+        b"incr" | b"decr" => parse_arith(name, args, noreply),
+        b"delete" => parse_delete(args, noreply),
+        b"touch" => parse_touch(args, noreply),
+        b"flush_all" => parse_flush_all(args, noreply),
+        b"verbosity" => parse_verbosity(args, noreply),
         b"stats" => Ok(Command::Stats { group: args.first().copied(), arg: args.get(1).copied() }),
         b"version" => Ok(Command::Version),
         b"quit" => Ok(Command::Quit),
@@ -328,6 +217,150 @@ pub fn parse(line: &[u8], max_value_bytes: u64) -> Result<Command<'_>, Refusal> 
         }
         _ => Err(Refusal::new(ERROR, false)),
     }
+}
+
+/// A refusal with `reply`, silenced by the line's `noreply`.
+fn bad<'a>(reply: &str, noreply: bool) -> Result<Command<'a>, Refusal> {
+    Err(Refusal::new(reply, noreply))
+}
+
+/// `get|gets <key>*`, `gat|gats <exptime> <key>*` (and memcached's `bget`).
+fn parse_get<'a>(name: &[u8], args: &[&'a [u8]]) -> Result<Command<'a>, Refusal> {
+    let n = args.len();
+    if n == 0 {
+        return Err(Refusal::new(ERROR, false));
+    }
+    let touch = name.starts_with(b"gat");
+    let (touch, keys) = if touch {
+        match safe_strtol(args[0]) {
+            Some(e) => (Some(e), &args[1..]),
+            None => return Err(Refusal::new(BAD_EXPTIME, false)),
+        }
+    } else {
+        (None, args)
+    };
+    let good = keys.iter().take_while(|k| k.len() <= KEY_BYTES_MAX).count();
+    Ok(Command::Get { keys: keys[..good].to_vec(), cas: name.ends_with(b"s"), touch, bad_key: good < keys.len() })
+}
+
+/// `set|add|replace|append|prepend <key> <flags> <exptime> <bytes> [noreply]`, `cas ... <cas
+/// unique> [noreply]`: one refused for its size skips its data block.
+fn parse_store<'a>(name: &[u8], args: &[&'a [u8]], noreply: bool, max_value_bytes: u64) -> Result<Command<'a>, Refusal> {
+    let n = args.len();
+    let kind = match name {
+        b"set" => StoreKind::Set,
+        b"add" => StoreKind::Add,
+        b"replace" => StoreKind::Replace,
+        b"append" => StoreKind::Append,
+        b"prepend" => StoreKind::Prepend,
+        _ => StoreKind::Cas,
+    };
+    let want = if kind == StoreKind::Cas { 5 } else { 4 };
+    if n != want && n != want + 1 {
+        return Err(Refusal::new(ERROR, false));
+    }
+    let key = args[0];
+    if key.len() > KEY_BYTES_MAX {
+        return bad(BAD_FORMAT, noreply);
+    }
+    let (Some(flags), Some(exptime), Some(vlen)) = (safe_strtoul(args[1]), safe_strtol(args[2]), safe_strtol(args[3])) else {
+        return bad(BAD_FORMAT, noreply);
+    };
+    let cas_unique = if kind == StoreKind::Cas {
+        match safe_strtoull(args[4]) {
+            Some(c) => c,
+            None => return bad(BAD_FORMAT, noreply),
+        }
+    } else {
+        0
+    };
+    if vlen < 0 {
+        return bad(BAD_FORMAT, noreply);
+    }
+    let bytes = vlen as u64;
+    if bytes > max_value_bytes {
+        return Err(Refusal {
+            reply: "SERVER_ERROR object too large for cache".into(),
+            skip_bytes: bytes + 2,
+            close: false,
+            noreply,
+            delete_key: (kind == StoreKind::Set).then(|| key.to_vec()),
+        });
+    }
+    Ok(Command::Store { kind, key, flags, exptime, bytes: bytes as u32, cas_unique, noreply })
+}
+
+/// `incr|decr <key> <delta> [noreply]`
+fn parse_arith<'a>(name: &[u8], args: &[&'a [u8]], noreply: bool) -> Result<Command<'a>, Refusal> {
+    let n = args.len();
+    if n != 2 && n != 3 {
+        return Err(Refusal::new(ERROR, false));
+    }
+    if args[0].len() > KEY_BYTES_MAX {
+        return bad(BAD_FORMAT, noreply);
+    }
+    let Some(delta) = safe_strtoull(args[1]) else { return bad("CLIENT_ERROR invalid numeric delta argument", noreply) };
+    Ok(Command::Arith { incr: name == b"incr", key: args[0], delta, noreply })
+}
+
+/// `delete <key> [0] [noreply]`
+fn parse_delete<'a>(args: &[&'a [u8]], noreply: bool) -> Result<Command<'a>, Refusal> {
+    let n = args.len();
+    if !(1..=3).contains(&n) {
+        return Err(Refusal::new(ERROR, false));
+    }
+    if n > 1 {
+        let zero = args[1] == b"0";
+        if !((n == 2 && (zero || noreply)) || (n == 3 && zero && noreply)) {
+            return bad("CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]", noreply);
+        }
+    }
+    if args[0].len() > KEY_BYTES_MAX {
+        return bad(BAD_FORMAT, noreply);
+    }
+    Ok(Command::Delete { key: args[0], noreply: n > 1 && noreply })
+}
+
+/// `touch <key> <exptime> [noreply]`
+fn parse_touch<'a>(args: &[&'a [u8]], noreply: bool) -> Result<Command<'a>, Refusal> {
+    let n = args.len();
+    if n != 2 && n != 3 {
+        return Err(Refusal::new(ERROR, false));
+    }
+    if args[0].len() > KEY_BYTES_MAX {
+        return bad(BAD_FORMAT, noreply);
+    }
+    let Some(exptime) = safe_strtol(args[1]) else { return bad(BAD_EXPTIME, noreply) };
+    Ok(Command::Touch { key: args[0], exptime, noreply })
+}
+
+/// `flush_all [delay] [noreply]`
+fn parse_flush_all<'a>(args: &[&'a [u8]], noreply: bool) -> Result<Command<'a>, Refusal> {
+    let n = args.len();
+    if n > 2 {
+        return Err(Refusal::new(ERROR, false));
+    }
+    let delay = if n != noreply as usize {
+        match safe_strtol(args[0]) {
+            Some(d) => d,
+            None => return bad(BAD_EXPTIME, noreply),
+        }
+    } else {
+        0
+    };
+    Ok(Command::FlushAll { delay, noreply })
+}
+
+/// `verbosity <level> [noreply]`
+fn parse_verbosity<'a>(args: &[&'a [u8]], noreply: bool) -> Result<Command<'a>, Refusal> {
+    let n = args.len();
+    if n != 1 && n != 2 {
+        return Err(Refusal::new(ERROR, false));
+    }
+    if safe_strtoul(args[0]).is_none() {
+        return bad(BAD_FORMAT, noreply);
+    }
+    Ok(Command::Verbosity { noreply })
 }
 
 /// A meta command's line (`name` and its arguments), with memcached's error texts.

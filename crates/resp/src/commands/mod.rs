@@ -4,22 +4,31 @@
 //! ([`hashes`]), sorted sets ([`zsets`]), the keyspace ([`keys`]) and expiry times
 //! ([`expiry`], whose module text tells how an expired key becomes a delete of the store).
 //! Lists, sets, streams, transactions and pub/sub are not served.
+//!
+//! This file holds the table and the dispatch; beside it: the connection and server
+//! commands ([`conn`]), what handlers read and write through ([`ctx`]) and a stored value's
+//! encoding ([`value`]).
 
 use crate::proto::{reply, string2ll, Args};
 use crate::{ldouble, Backend};
 
+mod conn;
+mod ctx;
 pub mod expiry;
 mod hashes;
 mod keys;
 mod strings;
+mod value;
 mod zsets;
 
+use conn::*;
 use expiry::*;
 pub use expiry::{housekeeping, Expiries};
 use hashes::*;
 pub use keys::glob_match;
 use keys::*;
 use strings::*;
+use value::*;
 use zsets::*;
 
 /// What the connection does after a command.
@@ -366,317 +375,6 @@ fn unknown_command(args: &Args) -> String {
     format!("ERR unknown command '{}', with args beginning with: {list}", c_str(&args[0], 128))
 }
 
-impl<'a> Ctx<'a> {
-    pub fn new(
-        store: &'a mut dyn Backend,
-        session: &'a mut Session,
-        counters: &'a mut Counters,
-        out: &'a mut Vec<u8>,
-        info: &'a dyn Fn() -> String,
-        db: &'a mut Db,
-        now_us: i64,
-    ) -> Self {
-        Ctx { store, session, counters, out, info, db, now_us, close: false, long: None }
-    }
-
-    /// The command's unix time in milliseconds.
-    fn now_ms(&self) -> i64 {
-        self.now_us.div_euclid(1000)
-    }
-
-    /// The value stored at `key` and its expiry time, not counted in the keyspace statistics.
-    /// A key whose time has come is deleted here, through the store (lazy expiry), and reads
-    /// as missing.
-    fn fetch(&mut self, key: &[u8]) -> Result<Option<Timed<Value>>, String> {
-        let Some(raw) = self.store.get(key).map_err(err)? else { return Ok(None) };
-        let (v, ttl) = Value::decode_owned(raw)?;
-        if let Some(t) = ttl {
-            if t <= self.now_ms() {
-                self.expire_now(key)?;
-                return Ok(None);
-            }
-            // A key the start's walk has not reached yet joins the index when read.
-            self.db.expiries.set(key, Some(t));
-        }
-        Ok(Some((v, ttl)))
-    }
-
-    /// Delete `key`, whose expiry time has passed.
-    fn expire_now(&mut self, key: &[u8]) -> Result<(), String> {
-        self.db.expiries.set(key, None);
-        if self.store.del(key).map_err(err)? {
-            self.counters.expired_keys += 1;
-        }
-        Ok(())
-    }
-
-    /// Delete `key` (DEL and what empties or replaces a key); true if it was there.
-    fn remove(&mut self, key: &[u8]) -> Result<bool, String> {
-        self.db.expiries.set(key, None);
-        self.store.del(key).map_err(err)
-    }
-
-    /// Whether `key` is there with its time passed (from the index; before the start's walk
-    /// is done, a key the index does not know is read).
-    fn expired(&mut self, key: &[u8]) -> Result<bool, String> {
-        let now = self.now_ms();
-        if let Some(t) = self.db.expiries.get(key) {
-            return Ok(t <= now);
-        }
-        if self.db.expiries.walked() {
-            return Ok(false);
-        }
-        Ok(match self.store.get(key).map_err(err)? {
-            Some(raw) => header(&raw)?.1.is_some_and(|t| t <= now),
-            None => false,
-        })
-    }
-
-    /// Whether `key` is there (EXISTS); a key past its time is expired here.
-    fn alive(&mut self, key: &[u8]) -> Result<bool, String> {
-        if self.expired(key)? {
-            self.expire_now(key)?;
-            return Ok(false);
-        }
-        self.store.exists(key).map_err(err)
-    }
-
-    /// [`Ctx::fetch`], counted as a keyspace hit or miss.
-    fn load(&mut self, key: &[u8]) -> Result<Option<Timed<Value>>, String> {
-        let v = self.fetch(key)?;
-        if v.is_some() {
-            self.counters.keyspace_hits += 1;
-        } else {
-            self.counters.keyspace_misses += 1;
-        }
-        Ok(v)
-    }
-
-    /// The string at `key`; WRONGTYPE for another type.
-    fn lookup(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        Ok(self.lookup_ttl(key)?.map(|(s, _)| s))
-    }
-
-    /// The string at `key` and its expiry time; WRONGTYPE for another type.
-    fn lookup_ttl(&mut self, key: &[u8]) -> Result<Option<Timed<Vec<u8>>>, String> {
-        match self.load(key)? {
-            None => Ok(None),
-            Some((Value::Str(s), ttl)) => Ok(Some((s, ttl))),
-            Some(_) => Err(WRONGTYPE.into()),
-        }
-    }
-
-    /// The hash at `key` (empty if there is none); WRONGTYPE for another type.
-    fn hash(&mut self, key: &[u8]) -> Result<Fields, String> {
-        Ok(self.hash_ttl(key)?.0)
-    }
-
-    /// The hash at `key` and its expiry time.
-    fn hash_ttl(&mut self, key: &[u8]) -> Result<(Fields, Option<i64>), String> {
-        match self.load(key)? {
-            None => Ok((vec![], None)),
-            Some((Value::Hash(h), ttl)) => Ok((h, ttl)),
-            Some(_) => Err(WRONGTYPE.into()),
-        }
-    }
-
-    /// The sorted set at `key` (empty if there is none); WRONGTYPE for another type.
-    fn zset(&mut self, key: &[u8]) -> Result<Scored, String> {
-        Ok(self.zset_ttl(key)?.0)
-    }
-
-    /// The sorted set at `key` and its expiry time.
-    fn zset_ttl(&mut self, key: &[u8]) -> Result<(Scored, Option<i64>), String> {
-        match self.load(key)? {
-            None => Ok((vec![], None)),
-            Some((Value::Zset(z), ttl)) => Ok((z, ttl)),
-            Some(_) => Err(WRONGTYPE.into()),
-        }
-    }
-
-    /// After HDEL/ZREM took `removed` elements out of `v`: write it back (its expiry time
-    /// kept), or delete the key when nothing is left (Redis has no empty hashes or sorted
-    /// sets); reply the count.
-    fn shrunk(&mut self, key: &[u8], removed: usize, empty: bool, v: Value, ttl: Option<i64>) -> Result<(), String> {
-        if removed > 0 {
-            if empty {
-                self.remove(key)?;
-            } else {
-                self.save(key, &v, ttl)?;
-            }
-        }
-        reply::int(self.out, removed as i64);
-        Ok(())
-    }
-
-    /// Store a string with no expiry time (SET, MSET, GETSET: a new value drops the old time).
-    fn store_value(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.save(key, &Value::Str(value.to_vec()), None)
-    }
-
-    /// Store `v` at `key`, expiring at `ttl` (unix ms) or never; the index follows.
-    fn save(&mut self, key: &[u8], v: &Value, ttl: Option<i64>) -> Result<(), String> {
-        let bytes = v.encode(ttl);
-        let max = self.store.max_value_bytes();
-        if bytes.len() > max {
-            return Err(too_big(bytes.len(), max, header_len(ttl)));
-        }
-        self.store.set(key, &bytes).map_err(err)?;
-        self.db.expiries.set(key, ttl);
-        Ok(())
-    }
-}
-
-const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-
-/// A stored value: its type in the first byte (0 string, 1 hash, 2 sorted set), with
-/// [`TTL_FLAG`] set when the key has an expiry time, which follows as 8 bytes (unix time in
-/// milliseconds, little-endian); then its bytes. Values stored without a time (every value
-/// before expiry times were served) read as they always did. A hash keeps its fields in
-/// insertion order, as Redis's small hashes (listpacks) do; a sorted set keeps (score, member)
-/// ordered by score, then member bytes.
-#[derive(Debug, Clone, PartialEq)]
-enum Value {
-    Str(Vec<u8>),
-    Hash(Fields),
-    Zset(Scored),
-}
-
-/// The type byte's flag for "an expiry time follows".
-const TTL_FLAG: u8 = 0x80;
-
-/// A stored value's header length: the type byte, and the expiry time if there is one.
-fn header_len(ttl: Option<i64>) -> usize {
-    if ttl.is_some() {
-        9
-    } else {
-        1
-    }
-}
-
-/// A stored value's header: its type (0, 1, 2), expiry time and length.
-fn header(b: &[u8]) -> Result<(u8, Option<i64>, usize), String> {
-    let corrupt = || "ERR a stored value is corrupt (unknown type or truncated)".to_string();
-    let &tag = b.first().ok_or_else(corrupt)?;
-    if tag & TTL_FLAG == 0 {
-        return Ok((tag, None, 1));
-    }
-    let t = b.get(1..9).ok_or_else(corrupt)?;
-    Ok((tag & !TTL_FLAG, Some(i64::from_le_bytes(t.try_into().expect("8 bytes"))), 9))
-}
-
-/// A value with its expiry time (unix ms), if it has one.
-type Timed<T> = (T, Option<i64>);
-
-/// A hash's (field, value) pairs in insertion order.
-type Fields = Vec<(Vec<u8>, Vec<u8>)>;
-/// A sorted set's (score, member) pairs, ordered.
-type Scored = Vec<(f64, Vec<u8>)>;
-
-impl Value {
-    fn encode(&self, ttl: Option<i64>) -> Vec<u8> {
-        let tag = match self {
-            Value::Str(_) => 0,
-            Value::Hash(_) => 1,
-            Value::Zset(_) => 2,
-        };
-        let mut b = Vec::with_capacity(9 + if let Value::Str(s) = self { s.len() } else { 64 });
-        match ttl {
-            None => b.push(tag),
-            Some(t) => {
-                b.push(tag | TTL_FLAG);
-                b.extend_from_slice(&t.to_le_bytes());
-            }
-        }
-        match self {
-            Value::Str(s) => b.extend_from_slice(s),
-            Value::Zset(z) => {
-                b.extend_from_slice(&(z.len() as u32).to_le_bytes());
-                for (score, m) in z {
-                    b.extend_from_slice(&score.to_le_bytes());
-                    put_bytes(&mut b, m);
-                }
-            }
-            Value::Hash(h) => {
-                b.extend_from_slice(&(h.len() as u32).to_le_bytes());
-                for (f, v) in h {
-                    put_bytes(&mut b, f);
-                    put_bytes(&mut b, v);
-                }
-            }
-        }
-        b
-    }
-
-    /// Decode a stored value and its expiry time, reusing its buffer for a string (the common
-    /// case: no copy).
-    fn decode_owned(mut b: Vec<u8>) -> Result<(Value, Option<i64>), String> {
-        let (tag, ttl, n) = header(&b)?;
-        if tag == 0 {
-            b.drain(..n);
-            return Ok((Value::Str(b), ttl));
-        }
-        Value::decode(&b)
-    }
-
-    fn decode(b: &[u8]) -> Result<(Value, Option<i64>), String> {
-        let corrupt = || "ERR a stored value is corrupt (unknown type or truncated)".to_string();
-        let (tag, ttl, n) = header(b)?;
-        let rest = &b[n..];
-        let mut r = Reader(rest);
-        let v = match tag {
-            0 => Some(Value::Str(rest.to_vec())),
-            1 => (|| {
-                let n = r.u32()? as usize;
-                let mut h = Vec::with_capacity(n.min(1 << 16));
-                for _ in 0..n {
-                    let f = r.bytes()?;
-                    h.push((f, r.bytes()?));
-                }
-                Some(Value::Hash(h))
-            })(),
-            2 => (|| {
-                let n = r.u32()? as usize;
-                let mut z = Vec::with_capacity(n.min(1 << 16));
-                for _ in 0..n {
-                    let score = f64::from_le_bytes(r.take(8)?.try_into().ok()?);
-                    z.push((score, r.bytes()?));
-                }
-                Some(Value::Zset(z))
-            })(),
-            _ => None,
-        };
-        v.map(|v| (v, ttl)).ok_or_else(corrupt)
-    }
-}
-
-fn put_bytes(b: &mut Vec<u8>, x: &[u8]) {
-    b.extend_from_slice(&(x.len() as u32).to_le_bytes());
-    b.extend_from_slice(x);
-}
-
-/// Reads a stored value's fields front to back; None when it runs short.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (a, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(a)
-    }
-    fn u32(&mut self) -> Option<u32> {
-        self.take(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
-    }
-    /// A length-prefixed byte string (as `put_bytes` writes it).
-    fn bytes(&mut self) -> Option<Vec<u8>> {
-        let n = self.u32()? as usize;
-        self.take(n).map(<[u8]>::to_vec)
-    }
-}
-
 fn err(e: String) -> String {
     // A store out of room answers with Redis's own error class for a write past maxmemory.
     if e.starts_with("OOM ") {
@@ -729,99 +427,6 @@ pub fn resume(x: &mut Ctx<'_>, long: &mut Long) -> bool {
             }
         },
     }
-}
-
-fn select(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    match integer(&a[1])? {
-        0 => ok(x),
-        _ => Err("ERR DB index is out of range".into()),
-    }
-}
-
-fn ping(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    match a.len() {
-        1 => reply::simple(x.out, "PONG"),
-        2 => reply::bulk(x.out, &a[1]),
-        _ => return Err(wrong_arity("ping")),
-    }
-    Ok(())
-}
-
-fn info(x: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
-    let c = *x.counters;
-    let mut s = (x.info)();
-    s.push_str(&format!(
-        "\r\n# Stats\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nexpired_keys:{}\r\nrejected_commands:{}\r\n",
-        c.commands, c.keyspace_hits, c.keyspace_misses, c.expired_keys, c.rejected_commands
-    ));
-    s.push_str(&format!("\r\n# ssdlab\r\nkeys_with_expiry:{}\r\n", x.db.expiries.len()));
-    if let serde_json::Value::Object(m) = x.store.metrics() {
-        for (k, v) in m {
-            if !v.is_object() && !v.is_array() {
-                s.push_str(&format!("{k}:{}\r\n", v.to_string().trim_matches('"')));
-            }
-        }
-    }
-    reply::bulk(x.out, s.as_bytes());
-    Ok(())
-}
-
-/// The parameters CONFIG GET knows: enough for clients that ask at start (redis-benchmark asks
-/// for `save` and `appendonly`).
-const PARAMS: &[(&str, &str)] = &[("appendonly", "no"), ("databases", "1"), ("maxmemory", "0"), ("save", "")];
-
-fn config_get(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let mut hits: Vec<(&str, String)> = vec![];
-    for (name, value) in PARAMS {
-        if a[2..].iter().any(|p| glob(&lower(p), name)) {
-            hits.push((name, value.to_string()));
-        }
-    }
-    if a[2..].iter().any(|p| glob(&lower(p), "proto-max-bulk-len")) {
-        hits.push(("proto-max-bulk-len", x.store.max_value_bytes().to_string()));
-    }
-    reply::array(x.out, hits.len() * 2);
-    for (k, v) in hits {
-        reply::bulk(x.out, k.as_bytes());
-        reply::bulk(x.out, v.as_bytes());
-    }
-    Ok(())
-}
-
-fn config_set(_: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
-    Err("ERR CONFIG SET is not supported by ssdlab (settings come from the server's command line)".into())
-}
-
-fn client_setname(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
-    let n = &a[2];
-    if n.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-        return Err("ERR Client names cannot contain spaces, newlines or special characters.".into());
-    }
-    x.session.name = (!n.is_empty()).then(|| n.clone());
-    ok(x)
-}
-
-/// Glob matching with `*` and `?` (CONFIG GET patterns).
-fn glob(pattern: &str, s: &str) -> bool {
-    let (p, s) = (pattern.as_bytes(), s.as_bytes());
-    let (mut pi, mut si, mut star, mut mark) = (0, 0, None, 0);
-    while si < s.len() {
-        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
-            pi += 1;
-            si += 1;
-        } else if pi < p.len() && p[pi] == b'*' {
-            star = Some(pi);
-            mark = si;
-            pi += 1;
-        } else if let Some(st) = star {
-            pi = st + 1;
-            mark += 1;
-            si = mark;
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&b| b == b'*')
 }
 
 /// The front-end's state in one for the commands' unit tests: a store in memory, the keyspace
