@@ -148,44 +148,66 @@ pub fn run(device: Config, spec: &LifetimeSpec, stop: &mut dyn FnMut(f64) -> boo
     let budget = erase_budget_bytes(&fb, pe);
     let ideal_weeks_at_m = spec.ideal_years * WEEKS_PER_YEAR;
     let m_bytes_per_week = budget / ideal_weeks_at_m;
-    let g = *fb.geo();
     let mut tenants = vec![];
     for t in &spec.tenants {
-        let id = fb.alloc_virtual_ssd(t.level, t.tput_level, t.capacity_bytes.max(1), &t.placement)?;
-        let v = fb.vssd(id)?;
-        let block_bytes = v.block_sectors(&g) as u64 * g.sector_bytes as u64;
-        let blocks = v.blocks;
-        let work = match &t.trace {
-            None => {
-                if !(0.0..=1.0).contains(&t.fill) {
-                    return Err(VssdError::Config(format!("tenant {}: fill {} is out of range 0 to 1", t.name, t.fill)));
-                }
-                let keep = ((blocks as f64 * t.fill).round() as u32).clamp(1, blocks.saturating_sub(1).max(1));
-                let rate = t.write_share * m_bytes_per_week / block_bytes as f64; // blocks a week
-                let interval_ns = if rate > 0.0 { WEEK_NS as f64 / rate } else { f64::INFINITY };
-                // Fill with (cold) data first.
-                let mut live = VecDeque::new();
-                for _ in 0..keep {
-                    let b = fb.alloc_block(id)?;
-                    fb.write_data(id, b, 0, v_sectors(&fb, id), None, 0)?;
-                    live.push_back(b);
-                }
-                Work::Log { live, keep, interval_ns, next: interval_ns }
-            }
-            Some(ts) => {
-                let fmt = TraceFormat::parse(&ts.format)
-                    .ok_or_else(|| VssdError::Config(format!("tenant {}: unknown trace format {:?}", t.name, ts.format)))?;
-                let io = VssdIo { fb: &mut fb, id };
-                let total = blocks as u64 * io_sectors(&io);
-                let disk = LogDisk::new(&io, ((total as f64 * ts.disk_fraction) as u64).max(1), 2, 8)?;
-                let mut reader = TraceReader::open(&ts.path, fmt, g.sector_bytes, disk.sectors())?;
-                let mut base_ns = 0;
-                let first = next_cmd(&mut reader, ts, &mut base_ns, g.sector_bytes, disk.sectors(), 0)?;
-                Work::Trace { disk, reader, spec: ts.clone(), base_ns, pending: Some(first) }
-            }
-        };
-        tenants.push(Tenant { id, work, written_bytes: 0 });
+        tenants.push(setup_tenant(&mut fb, t, m_bytes_per_week)?);
     }
+    let end = simulate(&mut fb, &mut tenants, spec, stop)?;
+    Ok(summary(&fb, spec, &tenants, m_bytes_per_week, budget, end, wall))
+}
+
+/// Allocate tenant `t`'s vSSD and set up its work: fill it with cold data and write a block
+/// every so often, or open its trace on a log-structured disk.
+fn setup_tenant(fb: &mut FlashBlox, t: &LifetimeTenant, m_bytes_per_week: f64) -> Result<Tenant> {
+    let g = *fb.geo();
+    let id = fb.alloc_virtual_ssd(t.level, t.tput_level, t.capacity_bytes.max(1), &t.placement)?;
+    let v = fb.vssd(id)?;
+    let block_bytes = v.block_sectors(&g) as u64 * g.sector_bytes as u64;
+    let blocks = v.blocks;
+    let work = match &t.trace {
+        None => {
+            if !(0.0..=1.0).contains(&t.fill) {
+                return Err(VssdError::Config(format!("tenant {}: fill {} is out of range 0 to 1", t.name, t.fill)));
+            }
+            let keep = ((blocks as f64 * t.fill).round() as u32).clamp(1, blocks.saturating_sub(1).max(1));
+            let rate = t.write_share * m_bytes_per_week / block_bytes as f64; // blocks a week
+            let interval_ns = if rate > 0.0 { WEEK_NS as f64 / rate } else { f64::INFINITY };
+            // Fill with (cold) data first.
+            let mut live = VecDeque::new();
+            for _ in 0..keep {
+                let b = fb.alloc_block(id)?;
+                fb.write_data(id, b, 0, v_sectors(fb, id), None, 0)?;
+                live.push_back(b);
+            }
+            Work::Log { live, keep, interval_ns, next: interval_ns }
+        }
+        Some(ts) => {
+            let fmt = TraceFormat::parse(&ts.format)
+                .ok_or_else(|| VssdError::Config(format!("tenant {}: unknown trace format {:?}", t.name, ts.format)))?;
+            let io = VssdIo { fb: &mut *fb, id };
+            let total = blocks as u64 * io_sectors(&io);
+            let disk = LogDisk::new(&io, ((total as f64 * ts.disk_fraction) as u64).max(1), 2, 8)?;
+            let mut reader = TraceReader::open(&ts.path, fmt, g.sector_bytes, disk.sectors())?;
+            let mut base_ns = 0;
+            let first = next_cmd(&mut reader, ts, &mut base_ns, g.sector_bytes, disk.sectors(), 0)?;
+            Work::Trace { disk, reader, spec: ts.clone(), base_ns, pending: Some(first) }
+        }
+    };
+    Ok(Tenant { id, work, written_bytes: 0 })
+}
+
+/// How a study ended: when, why the device died (if it did), the time series, and the wall
+/// seconds spent in swaps.
+struct Ending {
+    now: u64,
+    death: Option<(u64, String)>,
+    series: Vec<Value>,
+    mig_wall: f64,
+}
+
+/// Run the tenants' writes in time order until a die runs out of reserve (a worn-out error)
+/// or `max_weeks`, sampling every `sample_weeks`; `stop` false interrupts (an error).
+fn simulate(fb: &mut FlashBlox, tenants: &mut [Tenant], spec: &LifetimeSpec, stop: &mut dyn FnMut(f64) -> bool) -> Result<Ending> {
     let week = WEEK_NS as f64;
     let max_ns = (spec.max_weeks * week) as u64;
     let sample_ns = (spec.sample_weeks * week) as u64;
@@ -207,7 +229,7 @@ pub fn run(device: Config, spec: &LifetimeSpec, stop: &mut dyn FnMut(f64) -> boo
         }
         now = at;
         while next_sample <= now {
-            series.push(sample(&fb, next_sample, &tenants));
+            series.push(sample(fb, next_sample, tenants));
             next_sample += sample_ns;
             if !stop(next_sample as f64 / max_ns as f64) {
                 return Err(VssdError::Api("interrupted".into()));
@@ -215,7 +237,7 @@ pub fn run(device: Config, spec: &LifetimeSpec, stop: &mut dyn FnMut(f64) -> boo
         }
         let swaps_before = fb.migration().swaps;
         let t0 = Instant::now();
-        let r = step(&mut fb, &mut tenants[i], now);
+        let r = step(fb, &mut tenants[i], now);
         if fb.migration().swaps != swaps_before {
             mig_wall += t0.elapsed().as_secs_f64();
         }
@@ -231,7 +253,23 @@ pub fn run(device: Config, spec: &LifetimeSpec, stop: &mut dyn FnMut(f64) -> boo
             heap.push(Reverse((at, i)));
         }
     }
-    series.push(sample(&fb, now, &tenants));
+    series.push(sample(fb, now, tenants));
+    Ok(Ending { now, death, series, mig_wall })
+}
+
+/// The study's summary (lifetime against the ideal, amplification by swaps, wear) and the
+/// wall seconds.
+fn summary(
+    fb: &FlashBlox,
+    spec: &LifetimeSpec,
+    tenants: &[Tenant],
+    m_bytes_per_week: f64,
+    budget: f64,
+    end: Ending,
+    wall: Instant,
+) -> (Value, f64) {
+    let Ending { now, death, series, mig_wall } = end;
+    let week = WEEK_NS as f64;
     let host: u64 = tenants.iter().map(|t| t.written_bytes).sum();
     let lifetime_weeks = now as f64 / week;
     // The ideal life spends the whole erase budget at the tenants' write rate with no amplification:
@@ -267,7 +305,7 @@ pub fn run(device: Config, spec: &LifetimeSpec, stop: &mut dyn FnMut(f64) -> boo
         "series": series,
         "swap_log": fb.summary()["swaps"].clone(),
     });
-    Ok((json!({"summary": summary, "migration_wall_fraction": if total_wall > 0.0 { mig_wall / total_wall } else { 0.0 }}), total_wall))
+    (json!({"summary": summary, "migration_wall_fraction": if total_wall > 0.0 { mig_wall / total_wall } else { 0.0 }}), total_wall)
 }
 
 fn v_sectors(fb: &FlashBlox, id: u32) -> u32 {

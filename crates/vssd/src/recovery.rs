@@ -33,13 +33,54 @@ pub struct RecoveryReport {
     pub scan_ns: u64,
 }
 
+/// A chunk that names a logical block a live vSSD owns: (logical die, block, timestamp,
+/// chunk, sectors written).
+type Candidate = (u32, u32, u64, u32, u64);
+
+/// Which vSSD (and which of its blocks) each logical block of each logical die belongs to
+/// (`NIL`: none).
+type Cover = Vec<Vec<(u32, u32)>>;
+
+/// What the OOB scan found: the chunks naming a live block, the orphans to erase (chunk,
+/// logical die), and when the scan ended.
+struct Scan {
+    cands: Vec<Candidate>,
+    orphans: Vec<(u32, u32)>,
+    done: u64,
+}
+
 impl FlashBlox {
     /// Rebuild the layer on `dev` (the device as the crash left it) from `table` (the last
     /// layout table the host persisted), at simulated time `now`.
     pub fn recover(dev: Ocssd, table: &crate::flashblox::LayoutTable, now: u64) -> Result<(FlashBlox, RecoveryReport)> {
         let mut fb = FlashBlox::empty(dev, table.config.clone());
-        let g = *fb.geo();
         let mut rep = RecoveryReport::default();
+        fb.restore_homes(table)?;
+        let cover = fb.reinstall_vssds(table)?;
+        let Scan { cands, mut orphans, done: scan_done } = fb.scan_chunks(&cover, now, &mut rep)?;
+        rep.scan_ns = scan_done - now;
+        fb.map_winners(cands, &mut orphans, &mut rep);
+        // Allocated blocks: those with any piece mapped; their other pieces get erased chunks
+        // again; stripes must be prefixes of the round-robin unit order.
+        for id in table.vssds.iter().map(|v| v.id).collect::<Vec<u32>>() {
+            fb.rebuild_blocks(id, &mut rep)?;
+        }
+        rep.chunks_erased = orphans.len() as u64;
+        let erased = fb.erase_chunks(&orphans, scan_done, EraseKind::Recovery)?;
+        fb.resume_swap(table, erased, &mut rep);
+        fb.check_homes()?;
+        fb.layout_version += 1;
+        if !fb.timing() {
+            while fb.swapping() {
+                fb.migration_step(erased)?;
+            }
+        }
+        Ok((fb, rep))
+    }
+
+    /// Each logical die's home from the table (a permutation of the physical dies).
+    fn restore_homes(&mut self, table: &crate::flashblox::LayoutTable) -> Result<()> {
+        let g = self.geo;
         if table.homes.len() != g.dies as usize {
             return Err(VssdError::Recovery(format!("the table has {} homes for {} dies", table.homes.len(), g.dies)));
         }
@@ -48,30 +89,42 @@ impl FlashBlox {
             if h >= g.dies || std::mem::replace(&mut seen[h as usize], true) {
                 return Err(VssdError::Recovery(format!("homes are not a permutation of the dies (logical die {ld} -> {h})")));
             }
-            fb.ldies[ld].home = h;
-            fb.pdies[h as usize].ldie = ld as u32;
+            self.ldies[ld].home = h;
+            self.pdies[h as usize].ldie = ld as u32;
         }
-        // Which vSSD (and which of its blocks) each logical block belongs to.
+        Ok(())
+    }
+
+    /// The table's vSSDs installed again; returns which vSSD block each logical block belongs
+    /// to.
+    fn reinstall_vssds(&mut self, table: &crate::flashblox::LayoutTable) -> Result<Cover> {
+        let g = self.geo;
         let mut cover = vec![vec![(NIL, 0u32); g.ldie_blocks as usize]; g.dies as usize];
         for v in &table.vssds {
-            fb.res.assign(v.id, &v.slots)?;
-            fb.install(v.id, v.level, v.tput_level, v.capacity_bytes, v.slots.clone());
-            let vs = fb.vssd(v.id)?;
+            self.res.assign(v.id, &v.slots)?;
+            self.install(v.id, v.level, v.tput_level, v.capacity_bytes, v.slots.clone());
+            let vs = self.vssd(v.id)?;
             for (s, &base) in vs.slots.iter().zip(&vs.bases) {
                 for b in 0..vs.blocks {
                     cover[s.ldie as usize][(base + b) as usize] = (v.id, b);
                 }
             }
         }
-        // Scan: one read of each written chunk's first sector (its OOB record).
-        let mut cands: Vec<(u32, u32, u64, u32, u64)> = vec![]; // (ldie, block, timestamp, chunk, written)
+        Ok(cover)
+    }
+
+    /// Scan: one read of each written chunk's first sector (its OOB record). Counts good
+    /// chunks and erases per die, puts erased chunks on the free heaps.
+    fn scan_chunks(&mut self, cover: &Cover, now: u64, rep: &mut RecoveryReport) -> Result<Scan> {
+        let g = self.geo;
+        let mut cands: Vec<Candidate> = vec![];
         let mut orphans: Vec<(u32, u32)> = vec![];
         let mut scan_done = now;
-        for c in 0..fb.dev.chunks() {
+        for c in 0..self.dev.chunks() {
             rep.chunks_scanned += 1;
-            let info = fb.dev.chunk(c);
+            let info = self.dev.chunk(c);
             let die = c as u32 / g.chunks_per_die;
-            let p = &mut fb.pdies[die as usize];
+            let p = &mut self.pdies[die as usize];
             p.erases += info.erase_count as u64;
             if info.state == ChunkState::Offline {
                 continue;
@@ -82,9 +135,9 @@ impl FlashBlox {
                 p.free.push(Reverse((info.erase_count, c as u32)));
                 continue;
             }
-            scan_done = scan_done.max(fb.dev.vector_read(&[info.slba], None, now)?);
+            scan_done = scan_done.max(self.dev.vector_read(&[info.slba], None, now)?);
             rep.records_read += 1;
-            match fb.dev.chunk_oob(info.slba)? {
+            match self.dev.chunk_oob(info.slba)? {
                 Some(raw) => {
                     let r = OobRecord::decode(&raw);
                     if r.erase_count != info.erase_count as u16 {
@@ -93,7 +146,7 @@ impl FlashBlox {
                             r.erase_count, info.erase_count
                         )));
                     }
-                    fb.clock = fb.clock.max(r.timestamp + 1);
+                    self.clock = self.clock.max(r.timestamp + 1);
                     let known = r.ldie < g.dies && r.block < g.ldie_blocks && cover[r.ldie as usize][r.block as usize].0 != NIL;
                     if known {
                         cands.push((r.ldie, r.block, r.timestamp, c as u32, written));
@@ -101,11 +154,15 @@ impl FlashBlox {
                         orphans.push((c as u32, r.ldie.min(g.dies - 1)));
                     }
                 }
-                None => orphans.push((c as u32, fb.pdies[die as usize].ldie)),
+                None => orphans.push((c as u32, self.pdies[die as usize].ldie)),
             }
         }
-        rep.scan_ns = scan_done - now;
-        // One winner per logical block: newest first, unless an older copy is longer.
+        Ok(Scan { cands, orphans, done: scan_done })
+    }
+
+    /// One winner per logical block: newest first, unless an older copy is longer. The
+    /// losers join the orphans.
+    fn map_winners(&mut self, mut cands: Vec<Candidate>, orphans: &mut Vec<(u32, u32)>, rep: &mut RecoveryReport) {
         cands.sort_by_key(|&(ld, lb, ts, _, _)| (ld, lb, Reverse(ts)));
         let mut i = 0;
         while i < cands.len() {
@@ -119,102 +176,104 @@ impl FlashBlox {
             }
             for (k, x) in group.iter().enumerate() {
                 if k == win {
-                    fb.map_piece(ld, lb, x.3);
+                    self.map_piece(ld, lb, x.3);
                 } else {
                     orphans.push((x.3, ld));
                 }
             }
             i = j;
         }
-        // Allocated blocks: those with any piece mapped; their other pieces get erased chunks
-        // again; stripes must be prefixes of the round-robin unit order.
-        let ids: Vec<u32> = table.vssds.iter().map(|v| v.id).collect();
-        for id in ids {
-            let v = fb.vssd(id)?.clone();
-            let n = v.slots.len() as u32;
-            let mut free = vec![];
-            let mut wp = vec![u32::MAX; v.blocks as usize];
-            for b in 0..v.blocks {
-                let pieces: Vec<(u32, u32)> = v.slots.iter().zip(&v.bases).map(|(s, &base)| (s.ldie, base + b)).collect();
-                let written: Vec<Option<u64>> = pieces
-                    .iter()
-                    .map(|&(ld, lb)| {
-                        let c = fb.ldies[ld as usize].map[lb as usize];
-                        (c != NIL).then(|| fb.dev.chunk(c as usize).wp - c as u64 * g.clba as u64)
-                    })
-                    .collect();
-                if written.iter().all(|w| w.is_none()) {
-                    free.push(b);
-                    continue;
-                }
-                let total: u64 = written.iter().map(|w| w.unwrap_or(0)).sum();
-                let units = (total / g.ws_min as u64) as u32;
-                for (k, w) in written.iter().enumerate() {
-                    let want = (units / n + u32::from((k as u32) < units % n)) as u64 * g.ws_min as u64;
-                    if w.unwrap_or(0) != want {
-                        return Err(VssdError::Recovery(format!(
-                            "vSSD {id} block {b}: member {k} holds {} sectors, the stripe of {total} needs {want}",
-                            w.unwrap_or(0)
-                        )));
-                    }
-                }
-                for (k, w) in written.iter().enumerate() {
-                    if w.is_none() {
-                        let (ld, lb) = pieces[k];
-                        let home = fb.ldies[ld as usize].home;
-                        let Some(Reverse((_, c))) = fb.pdies[home as usize].free.pop() else {
-                            return Err(VssdError::WornOut(format!("recovery: die {home} has no erased block for vSSD {id} block {b}")));
-                        };
-                        fb.map_piece(ld, lb, c);
-                    }
-                }
-                wp[b as usize] = total as u32;
-                rep.blocks_recovered += 1;
+    }
+
+    /// vSSD `id`'s blocks: a block with any piece mapped is allocated, its stripe checked and
+    /// its unwritten pieces given erased chunks again; the others are free.
+    fn rebuild_blocks(&mut self, id: u32, rep: &mut RecoveryReport) -> Result<()> {
+        let g = self.geo;
+        let v = self.vssd(id)?.clone();
+        let n = v.slots.len() as u32;
+        let mut free = vec![];
+        let mut wp = vec![u32::MAX; v.blocks as usize];
+        for b in 0..v.blocks {
+            let pieces: Vec<(u32, u32)> = v.slots.iter().zip(&v.bases).map(|(s, &base)| (s.ldie, base + b)).collect();
+            let written: Vec<Option<u64>> = pieces
+                .iter()
+                .map(|&(ld, lb)| {
+                    let c = self.ldies[ld as usize].map[lb as usize];
+                    (c != NIL).then(|| self.dev.chunk(c as usize).wp - c as u64 * g.clba as u64)
+                })
+                .collect();
+            if written.iter().all(|w| w.is_none()) {
+                free.push(b);
+                continue;
             }
-            // A block allocated but never written left nothing on the media: it is free again.
-            let vs = fb.vssds[id as usize].as_mut().expect("installed");
-            vs.wp = wp;
-            free.reverse();
-            vs.free = free;
+            let total: u64 = written.iter().map(|w| w.unwrap_or(0)).sum();
+            let units = (total / g.ws_min as u64) as u32;
+            for (k, w) in written.iter().enumerate() {
+                let want = (units / n + u32::from((k as u32) < units % n)) as u64 * g.ws_min as u64;
+                if w.unwrap_or(0) != want {
+                    return Err(VssdError::Recovery(format!(
+                        "vSSD {id} block {b}: member {k} holds {} sectors, the stripe of {total} needs {want}",
+                        w.unwrap_or(0)
+                    )));
+                }
+            }
+            for (k, w) in written.iter().enumerate() {
+                if w.is_none() {
+                    let (ld, lb) = pieces[k];
+                    let home = self.ldies[ld as usize].home;
+                    let Some(Reverse((_, c))) = self.pdies[home as usize].free.pop() else {
+                        return Err(VssdError::WornOut(format!("recovery: die {home} has no erased block for vSSD {id} block {b}")));
+                    };
+                    self.map_piece(ld, lb, c);
+                }
+            }
+            wp[b as usize] = total as u32;
+            rep.blocks_recovered += 1;
         }
-        rep.chunks_erased = orphans.len() as u64;
-        let erased = fb.erase_chunks(&orphans, scan_done, EraseKind::Recovery)?;
-        // A swap in progress carries on with what is left on the old dies.
-        if let Some(sw) = &table.swap {
-            let mut movers = vec![];
-            for &(ld, from, to) in &sw.moves {
-                let pending: Vec<u32> = (0..g.ldie_blocks)
-                    .filter(|&lb| {
-                        let c = fb.ldies[ld as usize].map[lb as usize];
-                        c != NIL && c / g.chunks_per_die == from
-                    })
-                    .rev()
-                    .collect();
-                movers.push(Mover { ldie: ld, from, to, pending, cur: None::<Move>, next_ns: erased });
-            }
-            if movers.iter().any(|m| !m.pending.is_empty()) {
-                fb.swap = Some(Swap { channels: sw.channels, movers, started_ns: erased, last_ns: erased });
-                rep.swap_resumed = true;
-            }
+        // A block allocated but never written left nothing on the media: it is free again.
+        let vs = self.vssds[id as usize].as_mut().expect("installed");
+        vs.wp = wp;
+        free.reverse();
+        vs.free = free;
+        Ok(())
+    }
+
+    /// A swap in progress carries on with what is left on the old dies.
+    fn resume_swap(&mut self, table: &crate::flashblox::LayoutTable, erased: u64, rep: &mut RecoveryReport) {
+        let g = self.geo;
+        let Some(sw) = &table.swap else { return };
+        let mut movers = vec![];
+        for &(ld, from, to) in &sw.moves {
+            let pending: Vec<u32> = (0..g.ldie_blocks)
+                .filter(|&lb| {
+                    let c = self.ldies[ld as usize].map[lb as usize];
+                    c != NIL && c / g.chunks_per_die == from
+                })
+                .rev()
+                .collect();
+            movers.push(Mover { ldie: ld, from, to, pending, cur: None::<Move>, next_ns: erased });
         }
-        for (ld, l) in fb.ldies.iter().enumerate() {
+        if movers.iter().any(|m| !m.pending.is_empty()) {
+            self.swap = Some(Swap { channels: sw.channels, movers, started_ns: erased, last_ns: erased });
+            rep.swap_resumed = true;
+        }
+    }
+
+    /// Every mapped block is on its logical die's home, or on the die a swap moves it from.
+    fn check_homes(&self) -> Result<()> {
+        let g = self.geo;
+        for (ld, l) in self.ldies.iter().enumerate() {
             for (lb, &c) in l.map.iter().enumerate() {
                 if c == NIL {
                     continue;
                 }
                 let on = c / g.chunks_per_die;
-                let moving = fb.swap.as_ref().is_some_and(|s| s.movers.iter().any(|m| m.ldie == ld as u32 && m.from == on));
+                let moving = self.swap.as_ref().is_some_and(|s| s.movers.iter().any(|m| m.ldie == ld as u32 && m.from == on));
                 if on != l.home && !moving {
                     return Err(VssdError::Recovery(format!("logical die {ld} block {lb} is on die {on}, not its home {}", l.home)));
                 }
             }
         }
-        fb.layout_version += 1;
-        if !fb.timing() {
-            while fb.swapping() {
-                fb.migration_step(erased)?;
-            }
-        }
-        Ok((fb, rep))
+        Ok(())
     }
 }

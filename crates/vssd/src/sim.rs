@@ -303,6 +303,20 @@ fn interrupted_in_setup(wall: Instant) -> RunResult {
 /// `Progress`) every few thousand operations; false stops it (`interrupted` in the result).
 pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -> Result<RunResult> {
     let wall = Instant::now();
+    check_spec(device, spec)?;
+    let mut fb = FlashBlox::new(device, spec.flashblox.clone())?;
+    let Some((tenants, t_ready)) = setup_tenants(&mut fb, device, spec, stop)? else {
+        return Ok(interrupted_in_setup(wall));
+    };
+    let mut sim = Sim::new(spec, fb, tenants, t_ready);
+    sim.first_events();
+    let interrupted = sim.events(stop)?;
+    let summary = sim.summary(interrupted);
+    Ok(RunResult { summary, wall_seconds: wall.elapsed().as_secs_f64(), interrupted })
+}
+
+/// What a timed run needs of its spec and device.
+fn check_spec(device: &Config, spec: &RunSpec) -> Result<()> {
     if spec.tenants.is_empty() {
         return Err(VssdError::Config("run: no tenants".into()));
     }
@@ -312,196 +326,289 @@ pub fn run(device: &Config, spec: &RunSpec, stop: &mut dyn FnMut(f64) -> bool) -
     if !device.timing.enabled {
         return Err(VssdError::Config("run: timed runs need timing.enabled = true".into()));
     }
-    let mut fb = FlashBlox::new(device, spec.flashblox.clone())?;
+    Ok(())
+}
+
+/// Set up every tenant, one after the other; returns them and when the last one's loading
+/// finished (None: `stop` stopped the set-up).
+fn setup_tenants(
+    fb: &mut FlashBlox,
+    device: &Config,
+    spec: &RunSpec,
+    stop: &mut dyn FnMut(f64) -> bool,
+) -> Result<Option<(Vec<Tenant>, u64)>> {
     let mut tenants = Vec::with_capacity(spec.tenants.len());
     let mut t_ready = 0u64;
     let mut progress =
         Progress { stop: &mut *stop, run_ns: (spec.warmup_ms + spec.duration_ms) * MS, tenants: spec.tenants.len(), tenant: 0, writes: 0 };
     for (i, ts) in spec.tenants.iter().enumerate() {
         progress.tenant = i;
-        let Some((t, ready)) = setup(&mut fb, device, ts, spec.seed.wrapping_add(i as u64 * 0x9e37_79b9), t_ready, &mut progress)? else {
-            return Ok(interrupted_in_setup(wall));
+        let Some((t, ready)) = setup(fb, device, ts, spec.seed.wrapping_add(i as u64 * 0x9e37_79b9), t_ready, &mut progress)? else {
+            return Ok(None);
         };
         t_ready = t_ready.max(ready);
         tenants.push(t);
     }
-    let mut limiter = Limiter::new(
-        spec.tenants.iter().map(|t| (t.weight > 0.0).then(|| TokenBucket::new(t.weight, t.burst_ms * MS))).collect(),
-        spec.limiter_borrow,
-    );
-    let start = t_ready.max(fb.device().timelines().horizon_ns());
-    let measure = start + (spec.warmup_ms * MS) as u64;
-    let end = measure + (spec.duration_ms * MS) as u64;
-    let mut heap: BinaryHeap<Reverse<(u64, u64, Ev)>> = BinaryHeap::new();
-    let mut seq = 0u64;
-    let mut push = |heap: &mut BinaryHeap<Reverse<(u64, u64, Ev)>>, t: u64, e: Ev| {
-        seq += 1;
-        heap.push(Reverse((t, seq, e)));
-    };
-    for (i, t) in tenants.iter_mut().enumerate() {
-        match &mut t.app {
-            App::Trace { next, base_ns, speed, .. } => {
-                *base_ns = start;
-                let at = start + (next.expect("first command").at_ns.unwrap_or(0) as f64 / *speed) as u64;
-                push(&mut heap, at, Ev::Arrive(i));
+    Ok(Some((tenants, t_ready)))
+}
+
+/// The event queue in simulated-time order; events at the same time in the order queued.
+struct Events {
+    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
+}
+
+impl Events {
+    fn push(&mut self, t: u64, e: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, e)));
+    }
+}
+
+/// A run after set-up: the layer, the tenants, their token buckets, the event queue and the
+/// measured window.
+struct Sim<'s> {
+    spec: &'s RunSpec,
+    fb: FlashBlox,
+    tenants: Vec<Tenant>,
+    limiter: Limiter,
+    queue: Events,
+    start: u64,
+    measure: u64,
+    end: u64,
+    series_ns: u64,
+    /// Each physical die's busy time when the measured window opens (booked at submission).
+    busy_at_measure: Option<Vec<u64>>,
+    migrate_pending: bool,
+    swap_window: Option<(u64, u64)>,
+}
+
+impl<'s> Sim<'s> {
+    /// The run starts when the tenants are set up and the device is idle.
+    fn new(spec: &'s RunSpec, fb: FlashBlox, tenants: Vec<Tenant>, t_ready: u64) -> Sim<'s> {
+        let limiter = Limiter::new(
+            spec.tenants.iter().map(|t| (t.weight > 0.0).then(|| TokenBucket::new(t.weight, t.burst_ms * MS))).collect(),
+            spec.limiter_borrow,
+        );
+        let start = t_ready.max(fb.device().timelines().horizon_ns());
+        let measure = start + (spec.warmup_ms * MS) as u64;
+        let end = measure + (spec.duration_ms * MS) as u64;
+        Sim {
+            spec,
+            fb,
+            tenants,
+            limiter,
+            queue: Events { heap: BinaryHeap::new(), seq: 0 },
+            start,
+            measure,
+            end,
+            series_ns: 0,
+            busy_at_measure: None,
+            migrate_pending: false,
+            swap_window: None,
+        }
+    }
+
+    /// Queue each tenant's first arrivals or threads (and background work), the forced swap
+    /// and the first time-series sample.
+    fn first_events(&mut self) {
+        let start = self.start;
+        for (i, t) in self.tenants.iter_mut().enumerate() {
+            match &mut t.app {
+                App::Trace { next, base_ns, speed, .. } => {
+                    *base_ns = start;
+                    let at = start + (next.expect("first command").at_ns.unwrap_or(0) as f64 / *speed) as u64;
+                    self.queue.push(at, Ev::Arrive(i));
+                }
+                _ if t.spec.rate_ops > 0.0 => self.queue.push(start, Ev::Arrive(i)),
+                _ => {
+                    for _ in 0..t.spec.threads.max(1) {
+                        self.queue.push(start, Ev::Op(i, start, None));
+                    }
+                }
             }
-            _ if t.spec.rate_ops > 0.0 => push(&mut heap, start, Ev::Arrive(i)),
+            if let Some(at) = t.background_due(start) {
+                self.queue.push(at, Ev::Background(i));
+            }
+        }
+        if let Some(sw) = &self.spec.swap {
+            self.queue.push(self.measure + (sw.at_ms * MS) as u64, Ev::SwapStart);
+        }
+        self.series_ns = (self.spec.series_ms * MS) as u64;
+        if self.series_ns > 0 {
+            self.queue.push(self.measure + self.series_ns, Ev::Sample);
+        }
+    }
+
+    /// Run events in time order until the end of the measured window; returns whether `stop`
+    /// interrupted the run.
+    fn events(&mut self, stop: &mut dyn FnMut(f64) -> bool) -> Result<bool> {
+        let mut events = 0u64;
+        while let Some(Reverse((t, _, ev))) = self.queue.heap.pop() {
+            if t >= self.end {
+                break;
+            }
+            events += 1;
+            if events.is_multiple_of(4096) && !stop(t as f64 / self.end as f64) {
+                return Ok(true);
+            }
+            if self.busy_at_measure.is_none() && t >= self.measure {
+                self.busy_at_measure = Some(self.fb.device().timelines().die_busy_ns().to_vec());
+            }
+            self.fb.device_mut().set_now(t);
+            let ran = match ev {
+                Ev::Op(i, arrival, pending) => self.op(t, i, arrival, pending)?,
+                Ev::Background(i) => self.background(t, i)?,
+                Ev::Arrive(i) => self.arrive(t, i)?,
+                Ev::Migrate => {
+                    self.migrate_pending = false;
+                    self.fb.migration_step(t)?;
+                    if !self.fb.swapping() {
+                        if let Some(w) = self.swap_window.as_mut() {
+                            w.1 = t;
+                        }
+                    }
+                    true
+                }
+                Ev::SwapStart => {
+                    let sw = self.spec.swap.as_ref().expect("forced swap");
+                    self.fb.start_swap(sw.channels.0, sw.channels.1, t)?;
+                    self.swap_window = Some((t, u64::MAX));
+                    true
+                }
+                Ev::Sample => self.sample(t),
+            };
+            if !ran {
+                continue;
+            }
+            if self.fb.swapping() && !self.migrate_pending {
+                let at = self.fb.migration_next_ns().unwrap_or(t).max(t);
+                self.queue.push(at, Ev::Migrate);
+                self.migrate_pending = true;
+            }
+        }
+        Ok(false)
+    }
+
+    /// One operation of tenant `i` (arrived at `arrival`), once its token bucket lets it go;
+    /// false: it waits for the bucket (nothing else happens at this event).
+    fn op(&mut self, t: u64, i: usize, arrival: u64, pending: Option<Pending>) -> Result<bool> {
+        let tn = &mut self.tenants[i];
+        let ready = self.limiter.ready(i, t);
+        if ready > t {
+            tn.limiter_wait_ns += ready - t;
+            self.queue.push(ready, Ev::Op(i, arrival, pending));
+            return Ok(false);
+        }
+        let outcome = charged(&mut self.fb, &mut self.limiter, i, tn, t, |fb, tn| do_op(fb, tn, t, pending))?;
+        match outcome {
+            Outcome::Again(at, p) => self.queue.push(at.max(t), Ev::Op(i, arrival, Some(p))),
+            Outcome::Done(kind, done) => {
+                if arrival >= self.measure {
+                    let lat = (done - arrival).max(1);
+                    tn.hists[kind].record(lat).expect("latency in range");
+                    tn.all.record(lat).expect("latency in range");
+                    tn.interval.record(lat).expect("latency in range");
+                    tn.ops += 1;
+                    tn.interval_ops += 1;
+                }
+                if tn.spec.rate_ops <= 0.0 && !matches!(tn.app, App::Trace { .. }) {
+                    self.queue.push(done.max(t), Ev::Op(i, done.max(t), None));
+                }
+            }
+        }
+        if let Some(at) = tn.background_due(t) {
+            self.queue.push(at, Ev::Background(i));
+        }
+        Ok(true)
+    }
+
+    /// Tenant `i`'s store runs its background work; false: the event was superseded by an
+    /// earlier one.
+    fn background(&mut self, t: u64, i: usize) -> Result<bool> {
+        let tn = &mut self.tenants[i];
+        if tn.bg_at != Some(t) {
+            return Ok(false); // superseded by an earlier one
+        }
+        tn.bg_at = None;
+        charged(&mut self.fb, &mut self.limiter, i, tn, t, |fb, tn| match &mut tn.app {
+            App::Kv { kv, .. } => kv.run_background(&mut VssdIo { fb, id: tn.id }, t),
+            _ => Ok(()),
+        })?;
+        if let Some(at) = tn.background_due(t) {
+            self.queue.push(at, Ev::Background(i));
+        }
+        Ok(true)
+    }
+
+    /// An open-loop arrival of tenant `i`: its operation now, and the next arrival (the
+    /// trace's next command, starting the trace over at its end, or a Poisson gap).
+    fn arrive(&mut self, t: u64, i: usize) -> Result<bool> {
+        let tn = &mut self.tenants[i];
+        self.queue.push(t, Ev::Op(i, t, None));
+        let next_at = match &mut tn.app {
+            App::Trace { reader, speed, next, queue, base_ns, disk } => {
+                queue.push_back(next.take().expect("an arrived command"));
+                let sectors = disk.sectors();
+                let mut c = reader.next_cmd().transpose()?;
+                if c.is_none() {
+                    // The trace starts over.
+                    *base_ns = t + 1;
+                    *reader = TraceReader::open(reader_path(&tn.spec), reader.format(), self.fb.geo().sector_bytes, sectors)?;
+                    c = reader.next_cmd().transpose()?;
+                }
+                *next = c;
+                c.map(|c| (*base_ns + (c.at_ns.unwrap_or(0) as f64 / *speed) as u64).max(t))
+            }
             _ => {
-                for _ in 0..t.spec.threads.max(1) {
-                    push(&mut heap, start, Ev::Op(i, start, None));
-                }
+                let gap = -(1.0 - tn.rng.gen::<f64>()).ln() / tn.spec.rate_ops * 1e9;
+                Some(t + gap.max(1.0) as u64)
             }
+        };
+        if let Some(n) = next_at {
+            self.queue.push(n, Ev::Arrive(i));
         }
-        if let Some(at) = t.background_due(start) {
-            push(&mut heap, at, Ev::Background(i));
-        }
+        Ok(true)
     }
-    if let Some(sw) = &spec.swap {
-        push(&mut heap, measure + (sw.at_ms * MS) as u64, Ev::SwapStart);
+
+    /// A row of every tenant's time series (interval throughput and p99), and the next sample.
+    fn sample(&mut self, t: u64) -> bool {
+        for tn in self.tenants.iter_mut() {
+            let p99 = if tn.interval.is_empty() { 0 } else { tn.interval.value_at_quantile(0.99) };
+            tn.series.push(((t - self.measure) as f64 / MS, tn.interval_ops, p99));
+            tn.interval.reset();
+            tn.interval_ops = 0;
+        }
+        self.queue.push(t + self.series_ns, Ev::Sample);
+        true
     }
-    let series_ns = (spec.series_ms * MS) as u64;
-    if series_ns > 0 {
-        push(&mut heap, measure + series_ns, Ev::Sample);
+
+    /// The run's summary: window, tenants, the layer, the swap window, the device's work and
+    /// its dies' utilisation over the measured window.
+    fn summary(&self, interrupted: bool) -> Value {
+        let (start, measure, end) = (self.start, self.measure, self.end);
+        let fb = &self.fb;
+        let secs = self.spec.duration_ms / 1e3;
+        let busy = fb.device().timelines().die_busy_ns();
+        let from = self.busy_at_measure.clone().unwrap_or_else(|| busy.to_vec());
+        let die_utilization: Vec<f64> = busy.iter().zip(&from).map(|(b, a)| (b - a) as f64 / (end - measure) as f64).collect();
+        let tenants_json: Vec<Value> =
+            self.tenants.iter().enumerate().map(|(i, t)| tenant_json(fb, t, secs, self.limiter.bucket(i))).collect();
+        let c = fb.device().counters().clone();
+        json!({
+            "start_ns": start,
+            "measure_ns": measure,
+            "end_ns": end,
+            "duration_s": secs,
+            "tenants": tenants_json,
+            "flashblox": fb.summary(),
+            "swap_window_ms": self.swap_window.map(|(a, b)| [(a as f64 - measure as f64) / MS, if b == u64::MAX { f64::NAN } else { (b as f64 - measure as f64) / MS }]),
+            "device": {"nand_write_bytes": c.nand_write_bytes, "nand_read_bytes": c.nand_read_bytes, "nand_erase_count": c.nand_erase_count,
+                       "die_busy_fraction": fb.device().timelines().die_busy_ns().iter().sum::<u64>() as f64 / (end as f64 * fb.geo().dies as f64),
+                       "die_utilization": die_utilization},
+            "interrupted": interrupted,
+        })
     }
-    // Each physical die's busy time when the measured window opens (booked at submission).
-    let mut busy_at_measure: Option<Vec<u64>> = None;
-    let mut migrate_pending = false;
-    let mut swap_window: Option<(u64, u64)> = None;
-    let mut interrupted = false;
-    let mut events = 0u64;
-    while let Some(Reverse((t, _, ev))) = heap.pop() {
-        if t >= end {
-            break;
-        }
-        events += 1;
-        if events.is_multiple_of(4096) && !stop(t as f64 / end as f64) {
-            interrupted = true;
-            break;
-        }
-        if busy_at_measure.is_none() && t >= measure {
-            busy_at_measure = Some(fb.device().timelines().die_busy_ns().to_vec());
-        }
-        fb.device_mut().set_now(t);
-        match ev {
-            Ev::Op(i, arrival, pending) => {
-                let tn = &mut tenants[i];
-                let ready = limiter.ready(i, t);
-                if ready > t {
-                    tn.limiter_wait_ns += ready - t;
-                    push(&mut heap, ready, Ev::Op(i, arrival, pending));
-                    continue;
-                }
-                let outcome = charged(&mut fb, &mut limiter, i, tn, t, |fb, tn| do_op(fb, tn, t, pending))?;
-                match outcome {
-                    Outcome::Again(at, p) => push(&mut heap, at.max(t), Ev::Op(i, arrival, Some(p))),
-                    Outcome::Done(kind, done) => {
-                        if arrival >= measure {
-                            let lat = (done - arrival).max(1);
-                            tn.hists[kind].record(lat).expect("latency in range");
-                            tn.all.record(lat).expect("latency in range");
-                            tn.interval.record(lat).expect("latency in range");
-                            tn.ops += 1;
-                            tn.interval_ops += 1;
-                        }
-                        if tn.spec.rate_ops <= 0.0 && !matches!(tn.app, App::Trace { .. }) {
-                            push(&mut heap, done.max(t), Ev::Op(i, done.max(t), None));
-                        }
-                    }
-                }
-                if let Some(at) = tn.background_due(t) {
-                    push(&mut heap, at, Ev::Background(i));
-                }
-            }
-            Ev::Background(i) => {
-                let tn = &mut tenants[i];
-                if tn.bg_at != Some(t) {
-                    continue; // superseded by an earlier one
-                }
-                tn.bg_at = None;
-                charged(&mut fb, &mut limiter, i, tn, t, |fb, tn| match &mut tn.app {
-                    App::Kv { kv, .. } => kv.run_background(&mut VssdIo { fb, id: tn.id }, t),
-                    _ => Ok(()),
-                })?;
-                if let Some(at) = tn.background_due(t) {
-                    push(&mut heap, at, Ev::Background(i));
-                }
-            }
-            Ev::Arrive(i) => {
-                let tn = &mut tenants[i];
-                push(&mut heap, t, Ev::Op(i, t, None));
-                let next_at = match &mut tn.app {
-                    App::Trace { reader, speed, next, queue, base_ns, disk } => {
-                        queue.push_back(next.take().expect("an arrived command"));
-                        let sectors = disk.sectors();
-                        let mut c = reader.next_cmd().transpose()?;
-                        if c.is_none() {
-                            // The trace starts over.
-                            *base_ns = t + 1;
-                            *reader = TraceReader::open(reader_path(&tn.spec), reader.format(), fb.geo().sector_bytes, sectors)?;
-                            c = reader.next_cmd().transpose()?;
-                        }
-                        *next = c;
-                        c.map(|c| (*base_ns + (c.at_ns.unwrap_or(0) as f64 / *speed) as u64).max(t))
-                    }
-                    _ => {
-                        let gap = -(1.0 - tn.rng.gen::<f64>()).ln() / tn.spec.rate_ops * 1e9;
-                        Some(t + gap.max(1.0) as u64)
-                    }
-                };
-                if let Some(n) = next_at {
-                    push(&mut heap, n, Ev::Arrive(i));
-                }
-            }
-            Ev::Migrate => {
-                migrate_pending = false;
-                fb.migration_step(t)?;
-                if !fb.swapping() {
-                    if let Some(w) = swap_window.as_mut() {
-                        w.1 = t;
-                    }
-                }
-            }
-            Ev::SwapStart => {
-                let sw = spec.swap.as_ref().expect("forced swap");
-                fb.start_swap(sw.channels.0, sw.channels.1, t)?;
-                swap_window = Some((t, u64::MAX));
-            }
-            Ev::Sample => {
-                for tn in tenants.iter_mut() {
-                    let p99 = if tn.interval.is_empty() { 0 } else { tn.interval.value_at_quantile(0.99) };
-                    tn.series.push(((t - measure) as f64 / MS, tn.interval_ops, p99));
-                    tn.interval.reset();
-                    tn.interval_ops = 0;
-                }
-                push(&mut heap, t + series_ns, Ev::Sample);
-            }
-        }
-        if fb.swapping() && !migrate_pending {
-            let at = fb.migration_next_ns().unwrap_or(t).max(t);
-            push(&mut heap, at, Ev::Migrate);
-            migrate_pending = true;
-        }
-    }
-    let secs = spec.duration_ms / 1e3;
-    let busy = fb.device().timelines().die_busy_ns();
-    let from = busy_at_measure.unwrap_or_else(|| busy.to_vec());
-    let die_utilization: Vec<f64> = busy.iter().zip(&from).map(|(b, a)| (b - a) as f64 / (end - measure) as f64).collect();
-    let tenants_json: Vec<Value> = tenants.iter().enumerate().map(|(i, t)| tenant_json(&fb, t, secs, limiter.bucket(i))).collect();
-    let c = fb.device().counters().clone();
-    let summary = json!({
-        "start_ns": start,
-        "measure_ns": measure,
-        "end_ns": end,
-        "duration_s": secs,
-        "tenants": tenants_json,
-        "flashblox": fb.summary(),
-        "swap_window_ms": swap_window.map(|(a, b)| [(a as f64 - measure as f64) / MS, if b == u64::MAX { f64::NAN } else { (b as f64 - measure as f64) / MS }]),
-        "device": {"nand_write_bytes": c.nand_write_bytes, "nand_read_bytes": c.nand_read_bytes, "nand_erase_count": c.nand_erase_count,
-                   "die_busy_fraction": fb.device().timelines().die_busy_ns().iter().sum::<u64>() as f64 / (end as f64 * fb.geo().dies as f64),
-                   "die_utilization": die_utilization},
-        "interrupted": interrupted,
-    });
-    Ok(RunResult { summary, wall_seconds: wall.elapsed().as_secs_f64(), interrupted })
 }
 
 /// Run `f` (tenant `i`'s work at `t`) and charge the tenant's token bucket for the device
