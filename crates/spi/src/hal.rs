@@ -126,31 +126,28 @@ impl spi::ErrorType for Bus {
 
 impl SpiBus for Bus {
     fn read(&mut self, words: &mut [u8]) -> Result<(), PowerLost> {
-        let mut c = self.chip.borrow_mut();
-        c.clock_read(words);
-        powered(&c)
+        self.clock_op(&mut Operation::Read(words))
     }
     fn write(&mut self, words: &[u8]) -> Result<(), PowerLost> {
-        let mut c = self.chip.borrow_mut();
-        for &b in words {
-            c.clock(b);
-        }
-        powered(&c)
+        self.clock_op(&mut Operation::Write(words))
     }
     fn transfer(&mut self, read: &mut [u8], write: &[u8]) -> Result<(), PowerLost> {
-        let mut c = self.chip.borrow_mut();
-        full_duplex(&mut c, read, write);
-        powered(&c)
+        self.clock_op(&mut Operation::Transfer(read, write))
     }
     fn transfer_in_place(&mut self, words: &mut [u8]) -> Result<(), PowerLost> {
-        let mut c = self.chip.borrow_mut();
-        for b in words.iter_mut() {
-            *b = c.clock(*b);
-        }
-        powered(&c)
+        self.clock_op(&mut Operation::TransferInPlace(words))
     }
     fn flush(&mut self) -> Result<(), PowerLost> {
         powered(&self.chip.borrow())
+    }
+}
+
+impl Bus {
+    /// One operation into the frame CS# opened (the same clocking as [`SpiFlash`]'s).
+    fn clock_op(&mut self, op: &mut Operation<'_, u8>) -> Result<(), PowerLost> {
+        let mut c = self.chip.borrow_mut();
+        run_op(&mut c, op);
+        powered(&c)
     }
 }
 
