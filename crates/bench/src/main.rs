@@ -8,6 +8,8 @@
 //! environment variable SSSL_GREEDY gives the path of its binary; without it, that line is
 //! skipped.
 
+#![forbid(unsafe_code)]
+
 use std::time::Instant;
 
 mod lsm;

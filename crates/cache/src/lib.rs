@@ -12,6 +12,8 @@
 //! - [`workload`]: generator and presets ([`zipf`]: table-driven Zipf ranks); [`trace`]: trace replay and converters;
 //! - [`run`]: measured runs; [`model`]: Theorems 1-3 of the paper.
 
+#![forbid(unsafe_code)]
+
 pub mod admission;
 pub mod buckets;
 pub mod cache;

@@ -6,7 +6,8 @@
  * FlacFS: a library file system on FLAC.
  *
  * Every call returning int returns 0 (or a count) on success and -1 on failure with errno
- * set; flac_last_error() describes the last failure of the calling thread. */
+ * set; flac_last_error() describes the last failure of the calling thread. A NULL handle fails
+ * with EINVAL; an internal error of ssdlab fails with EIO (it never unwinds into the caller). */
 #ifndef SSDLAB_FLAC_H
 #define SSDLAB_FLAC_H
 

@@ -14,6 +14,8 @@
 //! - [`workload`]: the K-V workload generator's format (Lethe's workloads);
 //! - [`run`]: measured runs in phases.
 
+#![forbid(unsafe_code)]
+
 pub mod compaction;
 pub mod config;
 pub mod error;

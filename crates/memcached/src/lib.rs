@@ -9,6 +9,8 @@
 //!   one lock, stats;
 //! - [`fuzzing`]: a session of untrusted bytes on a small cache (fuzz targets, corpus runs).
 
+#![forbid(unsafe_code)]
+
 pub mod fuzzing;
 pub mod proto;
 pub mod server;

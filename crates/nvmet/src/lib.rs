@@ -10,6 +10,8 @@
 //! - [`client`]: a small blocking host (`ssdlab nvme stats`, the tests);
 //! - [`fuzzing`]: a connection on untrusted bytes (fuzz target, corpus run).
 
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod cmd;
 pub mod ctrl;

@@ -19,6 +19,8 @@
 //! Users: `ssdlab kv serve` (the LSM store of crates/lsm on an emulated ZNS SSD) and `ssdlab uio
 //! kv-serve` (a UIO device's host, crates/uio/src/serve.rs).
 
+#![forbid(unsafe_code)]
+
 pub mod commands;
 pub mod fuzzing;
 pub mod ldouble;

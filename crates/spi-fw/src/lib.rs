@@ -7,6 +7,8 @@
 //!   workload, and a power cut at each of many SPI transactions, each followed by power-up,
 //!   remount and a check of littlefs's promise.
 
+#![forbid(unsafe_code)]
+
 pub mod campaign;
 pub mod driver;
 

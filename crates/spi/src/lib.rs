@@ -10,6 +10,8 @@
 //! - [`serprog`]: flashrom's serprog protocol over TCP, so flashrom (and anything else that
 //!   speaks serprog) programs the emulated chip.
 
+#![forbid(unsafe_code)]
+
 pub mod chip;
 pub mod hal;
 pub mod parts;

@@ -14,6 +14,8 @@
 //!   block store (for fio-like jobs and trace replay);
 //! - [`sim`]: timed multi-tenant runs; [`lifetime`]: block-level wear studies to end of life.
 
+#![forbid(unsafe_code)]
+
 pub mod analysis;
 pub mod apps;
 pub mod config;

@@ -11,6 +11,8 @@
 int main(int argc, char **argv) {
     if (argc != 3) { fprintf(stderr, "usage: smoke FLAC_IMAGE FS_IMAGE\n"); return 2; }
     const size_t n = 16 * 4096;
+    CHECK(flac_space_base(NULL) == NULL && errno == EINVAL);
+    CHECK(flacfs_open(NULL, "/x", O_RDONLY, 0) == -1 && errno == EINVAL);
     flac_t *f = flac_init(argv[1], 64 << 20, 8 << 20, 0);
     CHECK(f != NULL);
     unsigned char *buf = flac_buffer_alloc(f, n);
