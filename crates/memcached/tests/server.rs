@@ -252,6 +252,8 @@ fn device_bytes_that_disagree_with_the_index_stop_the_server_loudly() {
     c.send(b"get a\r\n");
     assert!(c.closed(), "the request that hit the corruption gets no answer");
     let err = h.join().unwrap().unwrap_err();
+    assert!(matches!(err, ServeError::Failed(_)), "{err:?}");
+    let err = err.to_string();
     assert!(err.contains("internal error") && err.contains("SOC bucket"), "{err}");
 }
 
