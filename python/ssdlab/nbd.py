@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import _native
-from .serving import add_force_argument, add_listener_arguments, foreground
-from .args import int_in, seconds
+from .serving import add_force_argument, add_listener_arguments, foreground, listener_options
+from .args import int_in
 from .units import parse_size
 
 def parse_export(text: str) -> Dict[str, Any]:
@@ -64,16 +64,11 @@ def cmd_serve(args) -> int:
                          "read and write a sector)")
     if args.image and Path(args.image).is_dir():
         raise ValueError(f"--image {args.image}: is a directory; give an image file (created if missing)")
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise ValueError("--tls-cert and --tls-key go together")
+    listener = listener_options(args)
     cfg = resolve(config=args.config)
     exports = [parse_export(e) for e in args.export] if args.export else None
-    m = serve(cfg, listen=args.listen, image=args.image, latency=args.latency, exports=exports,
-              per_handle=args.per_handle_exports, max_connections=args.max_connections,
-              max_request=max_request, metrics_out=args.metrics_out,
-              snapshot_every=args.snapshot_every, quiet=args.quiet, tls_cert=args.tls_cert, tls_key=args.tls_key,
-              handshake_timeout_s=args.handshake_timeout, idle_timeout_s=args.idle_timeout,
-              evict_idle_after_s=args.evict_idle_after, allow_remote=args.allow_remote)
+    m = serve(cfg, image=args.image, latency=args.latency, exports=exports, per_handle=args.per_handle_exports,
+              max_request=max_request, metrics_out=args.metrics_out, snapshot_every=args.snapshot_every, **listener)
     if not args.quiet:
         print(f"served {m['nbd']['requests']} requests on {m['nbd']['connections_total']} connections; "
               f"DLWA {m['dlwa']:.4f}, host writes {m['host_write_bytes'] / 2**30:.2f} GiB", file=sys.stderr)
@@ -118,14 +113,11 @@ def add_cli(sub) -> None:
     s.add_argument("--per-handle-exports", action="store_true",
                    help="FDP: also one export per placement handle (handle0, handle1, ...), each a slice")
     s.add_argument("--max-request", default="32M", help="largest read/write payload, 512 to 2G-1 (default %(default)s)")
-    s.add_argument("--handshake-timeout", type=seconds(positive=True), default=10.0, metavar="S",
-                   help="seconds a client has for its whole handshake (default %(default)s)")
     s.add_argument("--snapshot-every", type=int_in(0, 2**62), default=0,
                    help="journal records between device-state snapshots (default 1048576)")
-    s.add_argument("--tls-cert", help="PEM certificate (chain): clients must then use TLS (NBD STARTTLS)")
-    s.add_argument("--tls-key", help="PEM private key of --tls-cert")
     add_force_argument(s)
-    add_listener_arguments(s, "127.0.0.1:10809",
+    add_listener_arguments(s, "127.0.0.1:10809", handshake_timeout=10.0,
+                           tls="PEM certificate (chain): clients must then use TLS (NBD STARTTLS)",
                            remote="without TLS anyone who reaches the port reads and writes the disk unencrypted "
                                   "(docs/nbd.md); with --tls-cert it is allowed",
                            metrics_out="metrics.json and timeseries.csv (also on SIGUSR1)")

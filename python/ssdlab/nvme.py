@@ -65,9 +65,8 @@ def cmd_serve(args) -> int:
     if args.image and Path(args.image).is_dir():
         raise ValueError(f"--image {args.image}: is a directory; give an image file (created if missing)")
     cfg = resolve(config=args.config)
-    o = listener_options(args)
     m = serve(cfg, image=args.image, latency=args.latency, nqn=args.nqn, metrics_out=args.metrics_out,
-              snapshot_every=args.snapshot_every, **o)
+              snapshot_every=args.snapshot_every, **listener_options(args))
     if not args.quiet:
         c = m["nvme"]["counters"]
         print(f"served {c['commands']} commands ({c['io_commands']} I/O) on {m['nvme']['connections_total']} "

@@ -1,7 +1,9 @@
-"""What ssdlab's servers (NBD, memcached, RESP, serprog, the dpuswap NBD disk) share on the
-Python side: running one in the foreground, one set of listener options with one spelling on
-every command (--listen, --allow-remote, --max-connections, --idle-timeout, --evict-idle-after,
---metrics-out, --quiet), and a free port for tests and helpers."""
+"""What ssdlab's servers (NBD, NVMe/TCP, memcached, RESP, serprog, the rmml node and the dpuswap
+NBD disk) share on the Python side: running one in the foreground, one set of listener options
+with one spelling and one check on every command (--listen, --allow-remote, --max-connections,
+--handshake-timeout, --idle-timeout, --evict-idle-after, --tls-cert/--tls-key, --metrics-out,
+--quiet; :func:`add_listener_arguments` adds them, :func:`listener_options` turns them into the
+native servers' keyword arguments), and a free port for tests and helpers."""
 
 from __future__ import annotations
 
@@ -73,29 +75,48 @@ def address_in_use(err: BaseException) -> bool:
 EVICT_IDLE_AFTER = 1.0
 
 
-def add_listener_arguments(p: argparse.ArgumentParser, listen: str, *, what: str = "", max_connections: Optional[int] = 16,
-                           evict_idle_after: Optional[float] = EVICT_IDLE_AFTER, remote: str = "it has no authentication here",
-                           metrics_out: Optional[str] = "metrics.json") -> None:
-    """A server's listener options, spelled the same on every command. ``listen``: the default
-    address; ``what``: a prefix for the help lines of a command with several actions ("serve");
-    ``max_connections`` / ``evict_idle_after``: their defaults, None for a server without the
-    setting; ``remote``: why a non-loopback address needs --allow-remote; ``metrics_out``: the
-    files written to --metrics-out at exit (None: the server writes none)."""
+def add_listener_arguments(p: argparse.ArgumentParser, listen: Optional[str], *, what: str = "",
+                           max_connections: Optional[int] = 16, evict_idle_after: Optional[float] = EVICT_IDLE_AFTER,
+                           handshake_timeout: Optional[float] = None, tls: Optional[str] = None,
+                           remote: str = "it has no authentication here", metrics_out: Optional[str] = "metrics.json",
+                           listen_help: Optional[str] = None, max_connections_help: Optional[str] = None) -> None:
+    """A server's listener options, spelled and checked the same on every serving command:
+    --listen, --allow-remote, --max-connections, --handshake-timeout, --idle-timeout,
+    --evict-idle-after (old spelling --idle-evict, still accepted), --tls-cert/--tls-key,
+    --metrics-out, -q. :func:`listener_options` turns them into the native servers' keyword
+    arguments.
+
+    ``listen``: the default address (None: the command picks one per action, and says so in
+    ``listen_help``); ``what``: a prefix for the help lines of a command with several actions
+    ("serve"); ``max_connections`` / ``evict_idle_after`` / ``handshake_timeout``: their
+    defaults, None for a server without the setting (``max_connections_help`` for a default
+    that depends on the action: then the default is None); ``tls``: the help of --tls-cert for a
+    server with TLS (None: no TLS flags); ``remote``: why a non-loopback address needs
+    --allow-remote; ``metrics_out``: the files written to --metrics-out at exit (None: the
+    server writes none)."""
     from .args import int_in, seconds
 
     pre = f"{what}: " if what else ""
-    p.add_argument("--listen", default=listen, help=f"{pre}HOST:PORT (default %(default)s; port 0: a free one; loopback "
-                                                    "unless --allow-remote)")
+    p.add_argument("--listen", default=listen,
+                   help=listen_help or f"{pre}HOST:PORT (default %(default)s; port 0: a free one; loopback unless "
+                                       "--allow-remote)")
     p.add_argument("--allow-remote", action="store_true", help=f"{pre}allow a non-loopback --listen: {remote}")
-    if max_connections is not None:
+    if max_connections is not None or max_connections_help:
         p.add_argument("--max-connections", type=int_in(1, 65536), default=max_connections,
-                       help=f"{pre}clients served at once, 1..65536 (default %(default)s)")
+                       help=max_connections_help or f"{pre}clients served at once, 1..65536 (default %(default)s)")
+    if handshake_timeout is not None:
+        p.add_argument("--handshake-timeout", type=seconds(positive=True), default=handshake_timeout, metavar="S",
+                       help=f"{pre}seconds a client has for its whole handshake (default %(default)s)")
     p.add_argument("--idle-timeout", type=seconds(positive=False), default=0.0, metavar="S",
                    help=f"{pre}close a connection idle this many seconds (default 0: never)")
     if evict_idle_after is not None:
         p.add_argument("--evict-idle-after", type=seconds(positive=False), default=evict_idle_after, metavar="S",
                        help=f"{pre}when every slot is taken, a client idle this many seconds gives its slot to a new "
                             "client (default %(default)s; 0: never)")
+        deprecated_alias(p, "--idle-evict", "--evict-idle-after", type=seconds(positive=False))
+    if tls is not None:
+        p.add_argument("--tls-cert", help=f"{pre}{tls}")
+        p.add_argument("--tls-key", help=f"{pre}PEM private key of --tls-cert")
     if metrics_out is not None:
         p.add_argument("--metrics-out", metavar="DIR", help=f"{pre}write {metrics_out} to this directory at shutdown")
     p.add_argument("-q", "--quiet", action="store_true", help=f"{pre}no log lines")
@@ -117,13 +138,19 @@ def deprecated_alias(p: argparse.ArgumentParser, old: str, new: str, **kw: Any) 
 
 
 def listener_options(args: argparse.Namespace) -> Dict[str, Any]:
-    """The native servers' listener options from :func:`add_listener_arguments`'s arguments."""
-    o = {"listen": args.listen, "allow_remote": args.allow_remote, "idle_timeout_s": args.idle_timeout,
-         "quiet": args.quiet}
-    if hasattr(args, "max_connections"):
-        o["max_connections"] = args.max_connections
-    if hasattr(args, "evict_idle_after"):
-        o["evict_idle_after_s"] = args.evict_idle_after
+    """The keyword arguments of the serving functions (``ssdlab.nbd.serve``, ``ssdlab.nvme.serve``,
+    ``Flash.serve``, the cache, kv and rmml servers) from :func:`add_listener_arguments`'s
+    flags: ``listen``, ``allow_remote``, ``idle_timeout_s``, ``quiet``, and those the command has
+    of ``max_connections``, ``handshake_timeout_s``, ``evict_idle_after_s``, ``tls_cert`` and
+    ``tls_key``. --tls-cert without --tls-key (or the other way round) is refused here."""
+    o: Dict[str, Any] = {"listen": args.listen, "allow_remote": args.allow_remote, "idle_timeout_s": args.idle_timeout,
+                         "quiet": args.quiet}
+    for flag, key in (("max_connections", "max_connections"), ("handshake_timeout", "handshake_timeout_s"),
+                      ("evict_idle_after", "evict_idle_after_s"), ("tls_cert", "tls_cert"), ("tls_key", "tls_key")):
+        if hasattr(args, flag):
+            o[key] = getattr(args, flag)
+    if bool(o.get("tls_cert")) != bool(o.get("tls_key")):
+        raise ValueError("--tls-cert and --tls-key go together")
     return o
 
 
@@ -154,7 +181,7 @@ def add_resp_arguments(p: argparse.ArgumentParser, what: str = "serve") -> None:
 
 def resp_options_of(args: argparse.Namespace) -> Dict[str, Any]:
     """resp_options from the arguments of :func:`add_resp_arguments`."""
-    return resp_options(args.listen, args.max_connections, args.idle_timeout, args.evict_idle_after, args.allow_remote, args.quiet)
+    return resp_options(**listener_options(args))
 
 
 def write_resp_metrics(args: argparse.Namespace, metrics: Mapping[str, Any]) -> Optional[Path]:

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Tuple, Union
 
 from . import _native
-from .args import int_in, seconds
-from .serving import add_listener_arguments, deprecated_alias, write_metrics
+from .args import int_in
+from .serving import add_listener_arguments, listener_options, write_metrics
 
 PathLike = Union[str, Path]
 
@@ -170,16 +170,19 @@ class Flash:
         self._f.flush()
 
     def serve(self, listen: str = "127.0.0.1:0", on_listening=None, *, allow_remote: bool = False,
-              evict_idle_s: float = 5.0, idle_timeout_s: float = 0.0, quiet: bool = False) -> dict:
+              evict_idle_after_s: float = 5.0, idle_timeout_s: float = 0.0, quiet: bool = False,
+              evict_idle_s: Optional[float] = None) -> dict:
         """Serve flashrom's serprog protocol on ``listen`` until Ctrl-C (KeyboardInterrupt from
         a signal handler: a clean stop that returns the counts; any other exception a handler
         raises goes to the caller). One client has the chip at a time; another is
-        refused at once, unless the first has been idle for ``evict_idle_s`` (then it takes
-        over). ``idle_timeout_s`` > 0 closes idle clients even when nobody waits. A non-loopback
+        refused at once, unless the first has been idle for ``evict_idle_after_s`` (then it takes
+        over; 0: never; ``evict_idle_s`` is its old name, still accepted). ``idle_timeout_s`` > 0 closes idle clients even when nobody waits. A non-loopback
         ``listen`` needs ``allow_remote`` (serprog has no authentication). Returns counts of
         clients, commands, NAKs, refused, evicted and abandoned clients (those that hung up
         before they were served)."""
-        return self._f.serve(listen, on_listening, allow_remote, evict_idle_s, idle_timeout_s, quiet)
+        if evict_idle_s is not None:
+            evict_idle_after_s = evict_idle_s
+        return self._f.serve(listen, on_listening, allow_remote, evict_idle_after_s, idle_timeout_s, quiet)
 
 
 def parse_stuck_bit(text: str, size_bytes: int) -> Tuple[int, int, int]:
@@ -263,8 +266,7 @@ def cmd_spi(args) -> int:
             print(f"ssdlab spi: {args.chip} on serprog {addr} (image {args.image})", flush=True)
 
     try:
-        summary = flash.serve(args.listen, listening, allow_remote=args.allow_remote, evict_idle_s=args.evict_idle_after,
-                              idle_timeout_s=args.idle_timeout)
+        summary = flash.serve(on_listening=listening, **listener_options(args))
     except KeyboardInterrupt:
         summary = None
     finally:
@@ -305,7 +307,6 @@ def add_cli(sub) -> None:
                            remote="serprog has no authentication or encryption, anyone who reaches the port can "
                                   "rewrite the image",
                            metrics_out="metrics.json (the chip's counters and the clients served)")
-    deprecated_alias(p, "--idle-evict", "--evict-idle-after", type=seconds(positive=False))
     p.add_argument("--trace", help="write every SPI frame (JSON lines, simulated time) here")
     p.add_argument("--stuck-bit", action="append", metavar="ADDR:BIT:VALUE", help="fault: a stuck cell (repeatable)")
     p.add_argument("--erase-fail-after", type=int_in(0, 2**32 - 1),

@@ -10,7 +10,7 @@ use ssdlab_core::config::StorageMode;
 use ssdlab_core::media::presets::preset;
 use ssdlab_core::Device;
 
-use crate::{ServeOptions, Server};
+use crate::{MemcachedOptions, Server};
 
 /// A small data-backed cache (32 KiB of DRAM, a few SOC buckets and LOC regions on a 2x2-die
 /// FDP device) that the tests and the fuzz target serve.
@@ -38,7 +38,7 @@ pub fn small_cache() -> HybridCache {
 
 /// A server on [`small_cache`] (values up to 100 000 bytes).
 pub fn server() -> Arc<Server> {
-    Server::new(small_cache(), ServeOptions { max_value_bytes: 100_000, quiet: true, ..ServeOptions::default() }).expect("server")
+    Server::new(small_cache(), MemcachedOptions { max_value_bytes: 100_000, quiet: true, ..MemcachedOptions::default() }).expect("server")
 }
 
 /// A whole client session made of `data`; returns what the server sent. Then checks that no

@@ -15,4 +15,4 @@ pub mod fuzzing;
 pub mod proto;
 pub mod server;
 
-pub use server::{serve, serve_on, ServeOptions, Server};
+pub use server::{serve, serve_on, MemcachedOptions, Server};

@@ -25,7 +25,7 @@ use ssdlab_cache::cache::cache_seconds;
 use ssdlab_cache::item::ITEM_HEADER_BYTES;
 use ssdlab_cache::{CacheError, HybridCache};
 use ssdlab_core::ftl::conventional::StreamStats;
-use ssdlab_server::{secs_or_never, Conn, ConnEnd, Pace, Refused, Stats};
+use ssdlab_server::{Conn, ConnEnd, ListenOptions, Pace, Refused, ServeError, Stats};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::proto::{self, Command, MetaKind, BINARY_REQUEST_MAGIC, KEY_BYTES_MAX, RELATIVE_EXPTIME_MAX};
@@ -37,37 +37,31 @@ pub const VERSION: &str = concat!("1.6.0-ssdlab-", env!("CARGO_PKG_VERSION"));
 /// buffered without a newline; a legal line is under 300).
 pub const SHORT_LINE_MAX: usize = 8 << 10;
 
-/// Server settings.
+/// Server settings: the listener's (shared by every ssdlab server) and memcached's own.
 #[derive(Debug, Clone)]
-pub struct ServeOptions {
-    pub listen: String,
-    pub max_connections: usize,
+pub struct MemcachedOptions {
+    /// Address, loopback opt-in (the protocol has no authentication: anyone who reaches the
+    /// port reads and writes the cache), connection limit and deadlines. By default no idle
+    /// timeout, as memcached.
+    pub listen: ListenOptions,
     /// Largest value a client may store (0: the default, 1 MiB or what a LOC region holds).
     pub max_value_bytes: u64,
     /// Longest multi-get line (`get`/`gets`/`gat`/`gats` of many keys); memcached has no
     /// limit, ssdlab bounds a connection's buffer with this.
     pub max_line_bytes: usize,
-    /// Cut a connection idle this long (seconds; 0: never, as memcached by default).
-    pub idle_timeout_s: f64,
-    /// When every slot is taken, a connection idle at least this long (seconds) gives its
-    /// slot to a new client (0: never; then new clients are refused).
-    pub evict_idle_after_s: f64,
-    /// Listen on a non-loopback address (the protocol has no authentication: anyone who
-    /// reaches the port reads and writes the cache).
-    pub allow_remote: bool,
     pub quiet: bool,
 }
 
-impl Default for ServeOptions {
+/// memcached's port and a connection limit for a lab's clients.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:11211";
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+
+impl Default for MemcachedOptions {
     fn default() -> Self {
-        ServeOptions {
-            listen: "127.0.0.1:11211".into(),
-            max_connections: 64,
+        MemcachedOptions {
+            listen: ListenOptions::on(DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS),
             max_value_bytes: 0,
             max_line_bytes: 8 << 20,
-            idle_timeout_s: 0.0,
-            evict_idle_after_s: ssdlab_server::DEFAULT_EVICT_IDLE_AFTER.as_secs_f64(),
-            allow_remote: false,
             quiet: false,
         }
     }
@@ -112,7 +106,7 @@ struct State {
 /// State shared by the connections.
 pub struct Server {
     state: Mutex<State>,
-    opts: ServeOptions,
+    opts: MemcachedOptions,
     max_value_bytes: u64,
     shutdown: Arc<AtomicBool>,
     core: Arc<Stats>,
@@ -170,33 +164,26 @@ fn reply(out: &mut Vec<u8>, s: &str, noreply: bool) {
 
 impl Server {
     /// A server for `cache` (built with `HybridCache::data_backed`). Checks the limits.
-    pub fn new(cache: HybridCache, opts: ServeOptions) -> Result<Arc<Server>, String> {
+    pub fn new(cache: HybridCache, opts: MemcachedOptions) -> Result<Arc<Server>, ServeError> {
+        let bad = |m: String| Err(ServeError::BadOption(m));
         if !cache.is_data_backed() {
-            return Err("the memcached server needs a data-backed cache (HybridCache::data_backed)".into());
+            return bad("the memcached server needs a data-backed cache (HybridCache::data_backed)".into());
         }
-        if opts.max_connections == 0 || opts.max_connections > ssdlab_server::MAX_CONNECTIONS_LIMIT {
-            return Err(format!("--max-connections {}: must be in 1..={}", opts.max_connections, ssdlab_server::MAX_CONNECTIONS_LIMIT));
-        }
+        opts.listen.check()?;
         if opts.max_line_bytes < SHORT_LINE_MAX {
-            return Err(format!("max_line_bytes {}: at least {SHORT_LINE_MAX}", opts.max_line_bytes));
-        }
-        if !(opts.idle_timeout_s >= 0.0 && opts.idle_timeout_s.is_finite()) {
-            return Err(format!("--idle-timeout {}: seconds >= 0 (0: never)", opts.idle_timeout_s));
-        }
-        if !(opts.evict_idle_after_s >= 0.0 && opts.evict_idle_after_s.is_finite()) {
-            return Err(format!("--evict-idle-after {}: seconds >= 0 (0: never)", opts.evict_idle_after_s));
+            return bad(format!("max_line_bytes {}: at least {SHORT_LINE_MAX}", opts.max_line_bytes));
         }
         // A value must fit a LOC region with the longest key and the item header.
         let region = cache.loc.region_bytes;
         let room = region.saturating_sub(KEY_BYTES_MAX as u64 + ITEM_HEADER_BYTES as u64);
         let max_value_bytes = if opts.max_value_bytes == 0 { DEFAULT_MAX_VALUE_BYTES.min(room) } else { opts.max_value_bytes };
         if max_value_bytes > room {
-            return Err(format!(
+            return bad(format!(
                 "--max-value-bytes {max_value_bytes}: an item (value + key of up to {KEY_BYTES_MAX} bytes + {ITEM_HEADER_BYTES}-byte header) must fit a LOC region of {region} bytes, so at most {room}; lower it or raise cache.region_bytes"
             ));
         }
         if max_value_bytes == 0 {
-            return Err(format!("cache.region_bytes {region} leaves no room for values"));
+            return bad(format!("cache.region_bytes {region} leaves no room for values"));
         }
         let dev = &cache.flash.dev;
         let streams0 =
@@ -444,37 +431,32 @@ impl ssdlab_server::Protocol for Server {
     }
 
     fn refusal(&self, _why: Refused) -> Vec<u8> {
-        format!("SERVER_ERROR too many open connections (--max-connections {})\r\n", self.opts.max_connections).into_bytes()
+        format!("SERVER_ERROR too many open connections (--max-connections {})\r\n", self.opts.listen.max_connections).into_bytes()
     }
 }
 
 fn core_options(srv: &Server) -> ssdlab_server::Options {
-    ssdlab_server::Options {
+    srv.opts.listen.apply(ssdlab_server::Options {
         name: "ssdlab cache serve".into(),
-        listen: srv.opts.listen.clone(),
-        max_connections: srv.opts.max_connections,
-        idle_timeout: secs_or_never(srv.opts.idle_timeout_s),
-        evict_idle_after: secs_or_never(srv.opts.evict_idle_after_s),
         tls_supported: false,
-        allow_remote: srv.opts.allow_remote,
         quiet: srv.opts.quiet,
         stats: srv.core.clone(),
         ..ssdlab_server::Options::default()
-    }
+    })
 }
 
 /// Serve on `opts.listen` (loopback unless `allow_remote`: the protocol has no authentication) until
 /// SIGINT/SIGTERM or the shutdown flag; returns the final stats.
-pub fn serve(srv: Arc<Server>) -> Result<Value, String> {
+pub fn serve(srv: Arc<Server>) -> Result<Value, ServeError> {
     run(srv, None)
 }
 
 /// Serve on `listener` until the server's shutdown flag is set; returns the final stats.
-pub fn serve_on(srv: Arc<Server>, listener: TcpListener) -> Result<Value, String> {
+pub fn serve_on(srv: Arc<Server>, listener: TcpListener) -> Result<Value, ServeError> {
     run(srv, Some(listener))
 }
 
-fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, String> {
+fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, ServeError> {
     let server = ssdlab_server::Server::start(core_options(&srv), listener, srv.clone())?;
     {
         let st = srv.state();
@@ -482,19 +464,19 @@ fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, String>
         server.log().info(format!(
             "listening on {}: DRAM {} B, SOC {} buckets of {} B (handle {}), LOC {} regions of {} B (handle {}), FDP {}; values up to {} B, {} connections",
             server.local_addr(), c.cfg.dram_bytes, c.soc.buckets, c.soc.bucket_bytes, c.soc.handle.ruh(), c.loc.regions, c.loc.region_bytes, c.loc.handle.ruh(),
-            if c.soc.handle.pid.is_some() { "on" } else { "off" }, srv.max_value_bytes, srv.opts.max_connections
+            if c.soc.handle.pid.is_some() { "on" } else { "off" }, srv.max_value_bytes, srv.opts.listen.max_connections
         ));
     }
     let flag = srv.shutdown.clone();
     let stop = move || flag.load(Ordering::Relaxed);
     server.run(Some(&stop))?;
     if let Some(f) = srv.failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        return Err(format!("internal error (a bug in ssdlab; the cache stopped): {f}"));
+        return Err(ServeError::Failed(format!("internal error (a bug in ssdlab; the cache stopped): {f}")));
     }
     // A clean shutdown writes the device's write buffer to NAND, as a drive does on a flush:
     // the final DLWA counts what the buffer held (it would read below 1 otherwise).
     if let Err(e) = srv.state().cache.flash.dev.flush() {
-        return Err(format!("flushing the device's write buffer at shutdown failed: {e}"));
+        return Err(ServeError::Failed(format!("flushing the device's write buffer at shutdown failed: {e}")));
     }
     let m = srv.summary();
     if !srv.opts.quiet {

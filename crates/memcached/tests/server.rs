@@ -10,13 +10,19 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ssdlab_memcached::fuzzing::small_cache;
-use ssdlab_memcached::{serve_on, ServeOptions, Server};
+use ssdlab_memcached::{serve_on, MemcachedOptions, Server};
+use ssdlab_server::{ListenOptions, ServeError};
 
-fn start_result(max_connections: usize) -> (Arc<Server>, String, JoinHandle<Result<serde_json::Value, String>>) {
-    start_opts(ServeOptions { max_connections, max_value_bytes: 100_000, quiet: true, ..ServeOptions::default() })
+fn start_result(max_connections: usize) -> (Arc<Server>, String, JoinHandle<Result<serde_json::Value, ServeError>>) {
+    start_opts(MemcachedOptions { listen: listen(max_connections), max_value_bytes: 100_000, quiet: true, ..MemcachedOptions::default() })
 }
 
-fn start_opts(opts: ServeOptions) -> (Arc<Server>, String, JoinHandle<Result<serde_json::Value, String>>) {
+/// The default listener with `max_connections` (the tests bind their own port).
+fn listen(max_connections: usize) -> ListenOptions {
+    ListenOptions { max_connections, ..MemcachedOptions::default().listen }
+}
+
+fn start_opts(opts: MemcachedOptions) -> (Arc<Server>, String, JoinHandle<Result<serde_json::Value, ServeError>>) {
     let srv = Server::new(small_cache(), opts).unwrap();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
@@ -246,6 +252,8 @@ fn device_bytes_that_disagree_with_the_index_stop_the_server_loudly() {
     c.send(b"get a\r\n");
     assert!(c.closed(), "the request that hit the corruption gets no answer");
     let err = h.join().unwrap().unwrap_err();
+    assert!(matches!(err, ServeError::Failed(_)), "{err:?}");
+    let err = err.to_string();
     assert!(err.contains("internal error") && err.contains("SOC bucket"), "{err}");
 }
 
@@ -342,7 +350,11 @@ fn closed_within(c: &mut Client, secs: u64) -> bool {
 
 #[test]
 fn idle_clients_give_their_slots_to_new_ones_and_floods_do_not_lock_out() {
-    let opts = ServeOptions { max_connections: 8, evict_idle_after_s: 0.5, quiet: true, ..ServeOptions::default() };
+    let opts = MemcachedOptions {
+        listen: ListenOptions { evict_idle_after: Some(Duration::from_millis(500)), ..listen(8) },
+        quiet: true,
+        ..MemcachedOptions::default()
+    };
     let (srv, addr, h) = start_opts(opts);
     let h = std::thread::spawn(move || h.join().unwrap().unwrap());
     // Every slot taken by clients that then go idle.
@@ -396,7 +408,11 @@ fn idle_clients_give_their_slots_to_new_ones_and_floods_do_not_lock_out() {
 
 #[test]
 fn idle_timeout_cuts_idle_clients() {
-    let opts = ServeOptions { max_connections: 4, idle_timeout_s: 0.5, quiet: true, ..ServeOptions::default() };
+    let opts = MemcachedOptions {
+        listen: ListenOptions { idle_timeout: Some(Duration::from_millis(500)), ..listen(4) },
+        quiet: true,
+        ..MemcachedOptions::default()
+    };
     let (srv, addr, h) = start_opts(opts);
     let mut c = Client::new(&addr);
     assert!(ask(&mut c, "version\r\n", 1)[0].starts_with("VERSION"));

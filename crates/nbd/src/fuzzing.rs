@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ssdlab_core::media::presets::preset;
 
 use crate::proto::*;
-use crate::{default_exports, Backend, BackendOptions, ServeOptions, Server};
+use crate::{default_exports, Backend, BackendOptions, NbdOptions, Server};
 
 /// A small in-memory server (the tiny preset without timing, 1 MiB requests at most).
 pub fn server() -> Arc<Server> {
@@ -14,7 +14,7 @@ pub fn server() -> Arc<Server> {
     c.timing.enabled = false;
     let b = Backend::open(c, &BackendOptions::default()).expect("in-memory backend");
     let exports = default_exports(b.config(), b.logical_bytes(), false);
-    Server::new(b, ServeOptions { max_request: 1 << 20, ..ServeOptions::new(exports) }).expect("server")
+    Server::new(b, NbdOptions { max_request: 1 << 20, ..NbdOptions::new(exports) }).expect("server")
 }
 
 /// A whole client session made of `data` (from the first byte after the greeting): returns

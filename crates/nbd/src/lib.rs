@@ -11,7 +11,7 @@ pub mod server;
 
 pub use backend::{Backend, BackendError, BackendOptions};
 pub use disk::{Disk, DiskResult};
-pub use server::{serve, Export, Latency, ServeOptions, Server};
+pub use server::{serve, Export, Latency, NbdOptions, Server};
 
 use ssdlab_core::config::Config;
 

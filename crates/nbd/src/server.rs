@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use ssdlab_server::{secs_or_never, Conn, Pace, Stats};
+use ssdlab_server::{Conn, ListenOptions, Pace, ServeError, Stats};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::disk::Disk;
@@ -53,35 +53,22 @@ pub enum Latency {
     Emulated,
 }
 
-/// Server settings.
+/// Server settings: the listener's (shared by every ssdlab server; with TLS every client must
+/// STARTTLS, the protocol's FORCEDTLS mode, and non-loopback addresses are allowed) and NBD's
+/// own.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ServeOptions {
-    pub listen: String,
+pub struct NbdOptions {
+    /// Address, loopback opt-in, TLS files, connection limit and deadlines (no idle timeout by
+    /// default: an idle guest keeps its disk).
+    #[serde(flatten)]
+    pub listen: ListenOptions,
     pub exports: Vec<Export>,
     pub latency: Latency,
-    pub max_connections: usize,
     /// Largest read or write payload accepted (bytes).
     pub max_request: u32,
     /// Where metrics.json goes at exit and on SIGUSR1 (None: only on request).
     pub metrics_out: Option<PathBuf>,
     pub quiet: bool,
-    /// PEM certificate chain and private key: TLS is then required of every client
-    /// (NBD_OPT_STARTTLS, the protocol's FORCEDTLS mode), and non-loopback addresses allowed.
-    pub tls: Option<(PathBuf, PathBuf)>,
-    /// Seconds a client has for the whole handshake (0: the core's default, 10 s).
-    #[serde(default)]
-    pub handshake_timeout_s: f64,
-    /// Seconds without a byte after which a connection in transmission is closed (0: never;
-    /// an idle guest keeps its disk).
-    #[serde(default)]
-    pub idle_timeout_s: f64,
-    /// When every slot is taken, a connection idle this long (seconds) gives its slot to a new
-    /// client (0: never; then idle clients can keep everyone out).
-    #[serde(default = "default_evict_idle_after")]
-    pub evict_idle_after_s: f64,
-    /// Listen on a non-loopback address without TLS (documented opt-in).
-    #[serde(default)]
-    pub allow_remote: bool,
     /// The command's name in log lines ("ssdlab serve").
     #[serde(default = "default_name")]
     pub name: String,
@@ -91,34 +78,22 @@ fn default_name() -> String {
     "ssdlab serve".into()
 }
 
-fn default_evict_idle_after() -> f64 {
-    ssdlab_server::DEFAULT_EVICT_IDLE_AFTER.as_secs_f64()
-}
+/// NBD's port.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:10809";
 
-impl ServeOptions {
+impl NbdOptions {
     /// Options for tests and embedders: loopback, port 0, default limits, quiet.
-    pub fn new(exports: Vec<Export>) -> ServeOptions {
-        ServeOptions {
-            listen: "127.0.0.1:0".into(),
+    pub fn new(exports: Vec<Export>) -> NbdOptions {
+        NbdOptions {
+            listen: ListenOptions::default(),
             exports,
             latency: Latency::None,
-            max_connections: 16,
             max_request: 32 << 20,
             metrics_out: None,
             quiet: true,
-            tls: None,
-            handshake_timeout_s: 0.0,
-            idle_timeout_s: 0.0,
-            evict_idle_after_s: default_evict_idle_after(),
-            allow_remote: false,
             name: default_name(),
         }
     }
-}
-
-/// Build the TLS server configuration from PEM files (the core's loader).
-pub fn tls_config(cert: &std::path::Path, key: &std::path::Path) -> Result<Arc<rustls::ServerConfig>, String> {
-    ssdlab_server::tls::server_config(cert, key)
 }
 
 /// Smallest and largest accepted `--max-request`: one sector, and 2^31 - 1 bytes (the length
@@ -138,7 +113,7 @@ struct Counters {
 /// The NBD protocol and the disk it serves, shared by all connections.
 pub struct Server {
     backend: Mutex<Box<dyn Disk>>,
-    opts: ServeOptions,
+    opts: NbdOptions,
     /// TLS configured: every client must STARTTLS (the core holds the certificate).
     tls: bool,
     shutdown: Arc<AtomicBool>,
@@ -195,14 +170,15 @@ async fn discard<R: AsyncRead + Unpin>(r: &mut R, mut n: u64) -> Result<(), Conn
 }
 
 impl Server {
-    pub fn new(backend: impl Disk + 'static, opts: ServeOptions) -> Result<Arc<Server>, String> {
+    pub fn new(backend: impl Disk + 'static, opts: NbdOptions) -> Result<Arc<Server>, ServeError> {
+        let bad = |m: String| Err(ServeError::BadOption(m));
         let size = backend.logical_bytes();
         for e in &opts.exports {
             if e.name == METRICS_EXPORT {
-                return Err(format!("export name {METRICS_EXPORT:?} is reserved for the live metrics"));
+                return bad(format!("export name {METRICS_EXPORT:?} is reserved for the live metrics"));
             }
             if e.size == 0 || e.offset.checked_add(e.size).is_none_or(|end| end > size) {
-                return Err(format!(
+                return bad(format!(
                     "export {:?}: bytes {}..{} are not inside the device's {size} bytes",
                     e.name,
                     e.offset,
@@ -210,38 +186,27 @@ impl Server {
                 ));
             }
             if e.name.len() > 4096 {
-                return Err("export names are at most 4096 bytes".into());
+                return bad("export names are at most 4096 bytes".into());
             }
         }
         if opts.exports.is_empty() {
-            return Err("no exports".into());
+            return bad("no exports".into());
         }
         let mut names: Vec<&str> = opts.exports.iter().map(|e| e.name.as_str()).collect();
         names.sort();
         if names.windows(2).any(|w| w[0] == w[1]) {
-            return Err("export names must be unique".into());
+            return bad("export names must be unique".into());
         }
         if !(MAX_REQUEST_MIN..=MAX_REQUEST_MAX).contains(&opts.max_request) {
-            return Err(format!(
+            return bad(format!(
                 "--max-request {}: must be in {MAX_REQUEST_MIN}..={MAX_REQUEST_MAX} bytes (no client could read or write a sector otherwise)",
                 opts.max_request
             ));
         }
-        if opts.max_connections == 0 || opts.max_connections > ssdlab_server::MAX_CONNECTIONS_LIMIT {
-            return Err(format!("--max-connections {}: must be in 1..={}", opts.max_connections, ssdlab_server::MAX_CONNECTIONS_LIMIT));
-        }
-        for (name, v) in [
-            ("--handshake-timeout", opts.handshake_timeout_s),
-            ("--idle-timeout", opts.idle_timeout_s),
-            ("--evict-idle-after", opts.evict_idle_after_s),
-        ] {
-            if !(0.0..=1e9).contains(&v) {
-                return Err(format!("{name} {v}: seconds, 0 or more"));
-            }
-        }
+        opts.listen.check()?;
         Ok(Arc::new(Server {
             backend: Mutex::new(Box::new(backend)),
-            tls: opts.tls.is_some(),
+            tls: opts.listen.tls.is_some(),
             opts,
             shutdown: Arc::new(AtomicBool::new(false)),
             counters: Counters::default(),
@@ -705,25 +670,19 @@ impl ssdlab_server::Protocol for Server {
 
 /// Serve until SIGINT/SIGTERM (or `stop` returns true, polled every 100 ms). SIGUSR1 writes
 /// metrics.json. Returns the final metrics.
-pub fn serve(srv: Arc<Server>, stop: Option<&dyn Fn() -> bool>) -> Result<Value, String> {
-    let core_opts = ssdlab_server::Options {
+pub fn serve(srv: Arc<Server>, stop: Option<&dyn Fn() -> bool>) -> Result<Value, ServeError> {
+    let core_opts = srv.opts.listen.apply(ssdlab_server::Options {
         name: srv.opts.name.clone(),
-        listen: srv.opts.listen.clone(),
-        max_connections: srv.opts.max_connections,
-        handshake_timeout: secs_or_never(srv.opts.handshake_timeout_s).unwrap_or(ssdlab_server::DEFAULT_HANDSHAKE_TIMEOUT),
-        idle_timeout: secs_or_never(srv.opts.idle_timeout_s),
-        evict_idle_after: secs_or_never(srv.opts.evict_idle_after_s),
         request_timeout: Some(ssdlab_server::DEFAULT_REQUEST_TIMEOUT),
-        tls: srv.opts.tls.clone(),
         tls_mode: ssdlab_server::TlsMode::StartTls,
         tls_supported: true,
-        allow_remote: srv.opts.allow_remote,
         quiet: srv.opts.quiet,
         signals: true,
         worker_threads: 0,
         log_interval: Duration::from_secs(5),
         stats: srv.core.clone(),
-    };
+        ..ssdlab_server::Options::default()
+    });
     let server = ssdlab_server::Server::bind(core_opts, srv.clone())?;
     {
         let b = srv.backend();

@@ -9,14 +9,20 @@ use proptest::prelude::*;
 use ssdlab_core::media::presets::preset;
 use ssdlab_nbd::proto::*;
 use ssdlab_nbd::server::ConnEnd;
-use ssdlab_nbd::{default_exports, Backend, BackendOptions, Latency, ServeOptions, Server};
+use ssdlab_nbd::{default_exports, Backend, BackendOptions, Latency, NbdOptions, Server};
+use ssdlab_server::ListenOptions;
 
 fn server() -> Arc<Server> {
     let mut c = preset("tiny").unwrap();
     c.timing.enabled = false;
     let b = Backend::open(c, &BackendOptions::default()).unwrap();
     let exports = default_exports(b.config(), b.logical_bytes(), false);
-    let opts = ServeOptions { max_connections: 4, max_request: 1 << 20, latency: Latency::None, ..ServeOptions::new(exports) };
+    let opts = NbdOptions {
+        listen: ListenOptions { max_connections: 4, ..ListenOptions::default() },
+        max_request: 1 << 20,
+        latency: Latency::None,
+        ..NbdOptions::new(exports)
+    };
     Server::new(b, opts).unwrap()
 }
 

@@ -8,13 +8,13 @@ use ssdlab_nbd::BackendOptions;
 use ssdlab_server::Pace;
 
 use crate::pdu::{CommonHeader, ICRESP};
-use crate::{ServeOptions, Target};
+use crate::{NvmetOptions, Target};
 
 /// A small in-memory target (the tiny preset without timing).
 pub fn target() -> Arc<Target> {
     let mut c = preset("tiny").expect("tiny preset");
     c.timing.enabled = false;
-    crate::open(c, &BackendOptions::default(), ServeOptions::new()).expect("in-memory target")
+    crate::open(c, &BackendOptions::default(), NvmetOptions::new()).expect("in-memory target")
 }
 
 /// One connection made of `data` (from its first byte, the ICReq): returns what the target

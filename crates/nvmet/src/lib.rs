@@ -20,7 +20,7 @@ pub mod pdu;
 pub mod server;
 
 pub use ctrl::Subsystem;
-pub use server::{serve, Latency, ServeOptions, Target, DEFAULT_NQN};
+pub use server::{serve, Latency, NvmetOptions, Target, DEFAULT_NQN};
 
 use ctrl::Ns;
 use ssdlab_core::config::{Config, Personality};
@@ -39,7 +39,7 @@ pub struct ZoneInfo {
 /// A target for device config `cfg`: a conventional or FDP device as an NVM namespace, a ZNS
 /// device as a zoned namespace; the contents in `backend.image` (or in memory) with the NBD
 /// server's image, journal and snapshots.
-pub fn open(cfg: Config, backend: &BackendOptions, opts: ServeOptions) -> Result<std::sync::Arc<Target>, String> {
+pub fn open(cfg: Config, backend: &BackendOptions, opts: NvmetOptions) -> Result<std::sync::Arc<Target>, String> {
     let sector = cfg.geometry.sector_bytes;
     let seed = cfg.seed;
     let serial = format!("SSDLAB{:014X}", seed & 0xFF_FFFF_FFFF_FFFF);
@@ -58,5 +58,5 @@ pub fn open(cfg: Config, backend: &BackendOptions, opts: ServeOptions) -> Result
         p => return Err(format!("personality {p:?}: NVMe/TCP serves conventional, FDP and ZNS devices")),
     };
     let sub = Subsystem::new(ns, sector, opts.nqn.clone(), serial);
-    Target::new(sub, opts)
+    Target::new(sub, opts).map_err(|e| e.to_string())
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use ssdlab_server::{ConnEnd, Pace, Stats};
+use ssdlab_server::{ConnEnd, ListenOptions, Pace, ServeError, Stats};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::cmd::{self, controller_to_host, host_to_controller, Sqe, Status, SGL_DATA_BLOCK_OFFSET, SGL_TRANSPORT_DATA_BLOCK};
@@ -36,42 +36,41 @@ pub const MAX_H2C_DATA: u32 = 128 << 10;
 /// commands wait for earlier transfers to finish.
 pub const R2T_BYTES_AT_ONCE: u64 = 4 << 20;
 
+/// Target settings: the listener's (shared by every ssdlab server; NVMe/TCP here has no TLS)
+/// and the target's own.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ServeOptions {
-    pub listen: String,
+pub struct NvmetOptions {
+    /// Address, loopback opt-in, connection limit and deadlines.
+    #[serde(flatten)]
+    pub listen: ListenOptions,
     pub latency: Latency,
-    pub max_connections: usize,
     pub metrics_out: Option<std::path::PathBuf>,
     pub quiet: bool,
-    pub handshake_timeout_s: f64,
-    pub idle_timeout_s: f64,
-    pub evict_idle_after_s: f64,
-    pub allow_remote: bool,
     pub nqn: String,
     pub name: String,
 }
 
-impl ServeOptions {
-    pub fn new() -> ServeOptions {
-        ServeOptions {
-            listen: "127.0.0.1:0".into(),
+/// NVMe/TCP's port.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:4420";
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+
+impl NvmetOptions {
+    /// Options for tests and embedders: loopback, port 0, 64 connections, quiet.
+    pub fn new() -> NvmetOptions {
+        NvmetOptions {
+            listen: ListenOptions::on("127.0.0.1:0", DEFAULT_MAX_CONNECTIONS),
             latency: Latency::None,
-            max_connections: 64,
             metrics_out: None,
             quiet: true,
-            handshake_timeout_s: 0.0,
-            idle_timeout_s: 0.0,
-            evict_idle_after_s: ssdlab_server::DEFAULT_EVICT_IDLE_AFTER.as_secs_f64(),
-            allow_remote: false,
             nqn: DEFAULT_NQN.into(),
             name: "ssdlab nvme serve".into(),
         }
     }
 }
 
-impl Default for ServeOptions {
+impl Default for NvmetOptions {
     fn default() -> Self {
-        ServeOptions::new()
+        NvmetOptions::new()
     }
 }
 
@@ -79,7 +78,7 @@ pub const DEFAULT_NQN: &str = "nqn.2026-11.dev.ssdlab:ssd";
 
 pub struct Target {
     pub sub: Subsystem,
-    pub opts: ServeOptions,
+    pub opts: NvmetOptions,
     core: Arc<Stats>,
     shutdown: Arc<AtomicBool>,
 }
@@ -178,11 +177,9 @@ struct Session {
 }
 
 impl Target {
-    pub fn new(sub: Subsystem, opts: ServeOptions) -> Result<Arc<Target>, String> {
-        if opts.max_connections == 0 || opts.max_connections > ssdlab_server::MAX_CONNECTIONS_LIMIT {
-            return Err(format!("--max-connections {}: must be in 1..={}", opts.max_connections, ssdlab_server::MAX_CONNECTIONS_LIMIT));
-        }
-        check_nqn(&opts.nqn)?;
+    pub fn new(sub: Subsystem, opts: NvmetOptions) -> Result<Arc<Target>, ServeError> {
+        opts.listen.check()?;
+        check_nqn(&opts.nqn).map_err(ServeError::BadOption)?;
         Ok(Arc::new(Target { sub, opts, core: Arc::new(Stats::default()), shutdown: Arc::new(AtomicBool::new(false)) }))
     }
 
@@ -550,33 +547,27 @@ impl ssdlab_server::Protocol for Target {
 }
 
 /// Serve until SIGINT/SIGTERM (or `stop` returns true). Returns the final metrics.
-pub fn serve(t: Arc<Target>, stop: Option<&dyn Fn() -> bool>) -> Result<Value, String> {
+pub fn serve(t: Arc<Target>, stop: Option<&dyn Fn() -> bool>) -> Result<Value, ServeError> {
     let server = bind(&t, None)?;
     server.run(stop)?;
     Ok(t.metrics())
 }
 
 /// Bind the listener (or take `listener`) and log the subsystem; the caller runs it.
-pub fn bind(t: &Arc<Target>, listener: Option<std::net::TcpListener>) -> Result<ssdlab_server::Server<Target>, String> {
+pub fn bind(t: &Arc<Target>, listener: Option<std::net::TcpListener>) -> Result<ssdlab_server::Server<Target>, ServeError> {
     let o = &t.opts;
-    let core_opts = ssdlab_server::Options {
+    let core_opts = o.listen.apply(ssdlab_server::Options {
         name: o.name.clone(),
-        listen: o.listen.clone(),
-        max_connections: o.max_connections,
-        handshake_timeout: ssdlab_server::secs_or_never(o.handshake_timeout_s).unwrap_or(ssdlab_server::DEFAULT_HANDSHAKE_TIMEOUT),
-        idle_timeout: ssdlab_server::secs_or_never(o.idle_timeout_s),
-        evict_idle_after: ssdlab_server::secs_or_never(o.evict_idle_after_s),
         request_timeout: Some(ssdlab_server::DEFAULT_REQUEST_TIMEOUT),
-        tls: None,
         tls_mode: ssdlab_server::TlsMode::Implicit,
         tls_supported: false,
-        allow_remote: o.allow_remote,
         quiet: o.quiet,
         signals: true,
         worker_threads: 0,
         log_interval: Duration::from_secs(5),
         stats: t.core.clone(),
-    };
+        ..ssdlab_server::Options::default()
+    });
     let server = ssdlab_server::Server::start(core_opts, listener, t.clone())?;
     let blocks = t.sub.ns().logical_bytes() / t.sub.lba_bytes() as u64;
     let zones = t.sub.zone_info().map(|z| format!(", {} zones of {} blocks (capacity {})", z.zones, z.zone_size, z.zone_capacity));

@@ -11,7 +11,7 @@ use ssdlab_core::media::presets::preset;
 use ssdlab_nbd::BackendOptions;
 use ssdlab_nvmet::cmd::Sqe;
 use ssdlab_nvmet::pdu::*;
-use ssdlab_nvmet::{ServeOptions, Target, DEFAULT_NQN};
+use ssdlab_nvmet::{NvmetOptions, Target, DEFAULT_NQN};
 
 use ssdlab_nvmet::client::{self, set_dw, sqe, Host, Reply};
 
@@ -48,7 +48,7 @@ fn target() -> (Arc<Target>, std::net::SocketAddr, std::thread::JoinHandle<()>, 
 }
 
 fn target_of(c: ssdlab_core::config::Config) -> (Arc<Target>, std::net::SocketAddr, std::thread::JoinHandle<()>, ssdlab_server::Shutdown) {
-    let t = ssdlab_nvmet::open(c, &BackendOptions::default(), ServeOptions::new()).unwrap();
+    let t = ssdlab_nvmet::open(c, &BackendOptions::default(), NvmetOptions::new()).unwrap();
     let server = ssdlab_nvmet::server::bind(&t, None).unwrap();
     let addr = server.local_addr();
     let stop = server.shutdown_handle();
@@ -427,7 +427,7 @@ fn a_zoned_namespace_on_an_image_comes_back_as_it_was() {
     c.personality = ssdlab_core::config::Personality::Zns;
     c.timing.enabled = false;
     let start = |c: ssdlab_core::config::Config| {
-        let t = ssdlab_nvmet::open(c, &BackendOptions { image: Some(image.clone()), ..Default::default() }, ServeOptions::new()).unwrap();
+        let t = ssdlab_nvmet::open(c, &BackendOptions { image: Some(image.clone()), ..Default::default() }, NvmetOptions::new()).unwrap();
         let server = ssdlab_nvmet::server::bind(&t, None).unwrap();
         let addr = server.local_addr();
         let stop = server.shutdown_handle();

@@ -2,6 +2,7 @@
 //! runs, workload presets, trace conversion, Theorem 1, and `ssdlab cache serve` (crate
 //! ssdlab-memcached). Specs and results cross as dicts.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use ssdlab_core::Device;
 use crate::convert::{config_from_py, from_py, to_py};
 use crate::errors::{core_err, ConfigError, TraceError};
 use crate::progress::Watch;
+use crate::serving::{deny_unknown, ListenArgs};
 
 fn cache_err(e: CacheError) -> PyErr {
     match e {
@@ -119,22 +121,15 @@ fn cache_theorem1(soc_bytes: f64, soc_physical_bytes: f64) -> Option<f64> {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct ServeOpts {
-    listen: String,
-    max_connections: usize,
+    #[serde(flatten)]
+    listen: ListenArgs,
     /// 0: the default (1 MiB, or what a LOC region holds).
     max_value_bytes: u64,
     quiet: bool,
-    /// Seconds (0: never).
-    #[serde(default)]
-    idle_timeout_s: f64,
-    /// Seconds (0: never); None: the server's default.
-    #[serde(default)]
-    evict_idle_after_s: Option<f64>,
-    /// A non-loopback `listen` is allowed (the server core's loopback rule).
-    #[serde(default)]
-    allow_remote: bool,
+    /// Keys no field took: refused (a typo would otherwise be ignored).
+    #[serde(flatten)]
+    unknown: BTreeMap<String, serde_json::Value>,
 }
 
 /// `ssdlab cache serve`: the cache `cache` (a CacheConfig dict), data-backed on the device
@@ -151,21 +146,15 @@ fn cache_serve<'py>(
     dev.storage = StorageMode::Data;
     let cfg: CacheConfig = from_py(cache, "[cache]")?;
     let o: ServeOpts = from_py::<ServeOpts>(options, "cache serve options").map_err(|e| PyValueError::new_err(e.to_string()))?;
+    deny_unknown("cache serve options", &o.unknown).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let defaults = ssdlab_memcached::MemcachedOptions::default();
+    let listen = o.listen.over(defaults.listen.clone())?;
     let m = py.detach(move || {
         let dev = Device::new(dev).map_err(core_err)?;
         let cache = HybridCache::data_backed(dev, cfg).map_err(cache_err)?;
-        let opts = ssdlab_memcached::ServeOptions {
-            listen: o.listen,
-            max_connections: o.max_connections,
-            max_value_bytes: o.max_value_bytes,
-            quiet: o.quiet,
-            idle_timeout_s: o.idle_timeout_s,
-            evict_idle_after_s: o.evict_idle_after_s.unwrap_or(ssdlab_memcached::ServeOptions::default().evict_idle_after_s),
-            allow_remote: o.allow_remote,
-            ..Default::default()
-        };
-        let srv = ssdlab_memcached::Server::new(cache, opts).map_err(ConfigError::new_err)?;
-        ssdlab_memcached::serve(srv).map_err(PyOSError::new_err)
+        let opts = ssdlab_memcached::MemcachedOptions { listen, max_value_bytes: o.max_value_bytes, quiet: o.quiet, ..defaults };
+        let srv = ssdlab_memcached::Server::new(cache, opts).map_err(|e| ConfigError::new_err(e.to_string()))?;
+        ssdlab_memcached::serve(srv).map_err(|e| PyOSError::new_err(e.to_string()))
     })?;
     to_py(py, &m)
 }

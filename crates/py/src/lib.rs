@@ -26,6 +26,7 @@ mod nvme;
 mod ocssd;
 mod progress;
 mod rmml;
+mod serving;
 mod spi;
 mod uio;
 mod vssd;

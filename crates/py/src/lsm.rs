@@ -14,6 +14,7 @@ use ssdlab_lsm::{Error, LsmConfig, RunSpec, Store};
 use crate::convert::{config_from_py, from_py, to_py};
 use crate::errors::{core_err, ConfigError, TraceError};
 use crate::progress::Watch;
+use crate::serving::{deny_unknown, ListenArgs};
 
 fn lsm_err(e: Error) -> PyErr {
     match e {
@@ -178,32 +179,27 @@ impl LsmStore {
 
 /// The RESP server's options as Python gives them (`ssdlab.serving.resp_options`).
 #[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct RespOpts {
-    listen: String,
-    max_connections: usize,
-    /// Seconds (0: never).
-    idle_timeout_s: f64,
-    /// Seconds (0: never).
-    evict_idle_after_s: f64,
-    allow_remote: bool,
-    quiet: bool,
+    #[serde(flatten)]
+    listen: ListenArgs,
+    pub(crate) quiet: bool,
+    /// Keys no field took: refused (a typo would otherwise be ignored).
+    #[serde(flatten)]
+    unknown: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 impl RespOpts {
+    /// Refuse keys of the options dict that no field took.
+    pub(crate) fn check(&self, what: &str) -> PyResult<()> {
+        deny_unknown(what, &self.unknown)
+    }
+
     /// Serve `backend` with these options until SIGINT/SIGTERM (`name`: who the server is in
     /// its log lines); the final figures.
     pub(crate) fn serve(self, name: &str, backend: Box<dyn ssdlab_resp::Backend>) -> PyResult<serde_json::Value> {
-        let opts = ssdlab_resp::ServeOptions {
-            name: name.into(),
-            listen: self.listen,
-            max_connections: self.max_connections,
-            idle_timeout_s: self.idle_timeout_s,
-            evict_idle_after_s: self.evict_idle_after_s,
-            allow_remote: self.allow_remote,
-            quiet: self.quiet,
-        };
-        ssdlab_resp::serve(ssdlab_resp::Server::new(backend, opts)).map_err(PyOSError::new_err)
+        let defaults = ssdlab_resp::RespOptions::default();
+        let opts = ssdlab_resp::RespOptions { name: name.into(), listen: self.listen.over(defaults.listen)?, quiet: self.quiet };
+        ssdlab_resp::serve(ssdlab_resp::Server::new(backend, opts)).map_err(|e| PyOSError::new_err(e.to_string()))
     }
 }
 
@@ -224,6 +220,7 @@ fn kv_serve<'py>(
     let dev = config_from_py(device, "[device]")?;
     let cfg: LsmConfig = from_py(lsm, "[lsm]")?;
     let o: RespOpts = from_py(options, "kv serve options")?;
+    o.check("kv serve options")?;
     let backend = py.detach(|| -> ssdlab_lsm::Result<ssdlab_lsm::KvBackend> {
         let made_with = serde_json::to_string(&serde_json::json!({ "device": &dev, "lsm": &cfg }))
             .map_err(|e| ssdlab_lsm::Error::Config(e.to_string()))?;

@@ -6,29 +6,23 @@ use serde::Deserialize;
 
 use crate::convert::{config_from_py, from_py, to_py};
 
-use ssdlab_nbd::{default_exports, Backend, BackendOptions, Export, Latency, ServeOptions, Server};
+use ssdlab_nbd::{default_exports, Backend, BackendOptions, Export, Latency, NbdOptions, Server};
+use ssdlab_server::ListenOptions;
+
+use crate::serving::ListenArgs;
 
 #[derive(Deserialize)]
 struct Opts {
-    listen: String,
+    #[serde(flatten)]
+    listen: ListenArgs,
     image: Option<std::path::PathBuf>,
     latency: Latency,
     exports: Option<Vec<Export>>,
     per_handle: bool,
-    max_connections: usize,
     max_request: u32,
     metrics_out: Option<std::path::PathBuf>,
     snapshot_every: u64,
     quiet: bool,
-    tls_cert: Option<std::path::PathBuf>,
-    tls_key: Option<std::path::PathBuf>,
-    #[serde(default)]
-    handshake_timeout_s: f64,
-    #[serde(default)]
-    idle_timeout_s: f64,
-    evict_idle_after_s: Option<f64>,
-    #[serde(default)]
-    allow_remote: bool,
 }
 
 /// Serve the device of `config` (a config dict) over NBD until SIGINT/SIGTERM; returns the
@@ -40,6 +34,7 @@ fn nbd_serve<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, options: &Bound<'
     if o.latency == Latency::Emulated && !cfg.timing.enabled {
         return Err(PyValueError::new_err("--latency emulated needs a device with timing (timing.enabled = true)"));
     }
+    let listen = o.listen.over(ListenOptions::on(ssdlab_nbd::server::DEFAULT_LISTEN, 16))?;
     py.detach(move || {
         let backend =
             Backend::open(cfg.clone(), &BackendOptions { image: o.image.clone(), snapshot_every: o.snapshot_every, zoned: false })
@@ -48,27 +43,17 @@ fn nbd_serve<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, options: &Bound<'
             Some(e) if !e.is_empty() => e,
             _ => default_exports(backend.config(), backend.logical_bytes(), o.per_handle),
         };
-        let opts = ServeOptions {
-            listen: o.listen,
+        let opts = NbdOptions {
+            listen,
             exports,
             latency: o.latency,
-            max_connections: o.max_connections,
             max_request: o.max_request,
             metrics_out: o.metrics_out,
             quiet: o.quiet,
-            tls: match (o.tls_cert, o.tls_key) {
-                (Some(c), Some(k)) => Some((c, k)),
-                (None, None) => None,
-                _ => return Err(PyValueError::new_err("TLS needs both --tls-cert and --tls-key")),
-            },
-            handshake_timeout_s: o.handshake_timeout_s,
-            idle_timeout_s: o.idle_timeout_s,
-            evict_idle_after_s: o.evict_idle_after_s.unwrap_or(ssdlab_server::DEFAULT_EVICT_IDLE_AFTER.as_secs_f64()),
-            allow_remote: o.allow_remote,
             name: "ssdlab serve".into(),
         };
-        let srv = Server::new(backend, opts).map_err(PyValueError::new_err)?;
-        ssdlab_nbd::serve(srv, None).map_err(PyOSError::new_err)
+        let srv = Server::new(backend, opts).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        ssdlab_nbd::serve(srv, None).map_err(|e| PyOSError::new_err(e.to_string()))
     })
     .and_then(|m| to_py(py, &m))
 }

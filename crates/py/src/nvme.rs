@@ -7,23 +7,20 @@ use serde::Deserialize;
 use crate::convert::{config_from_py, from_py, to_py};
 
 use ssdlab_nbd::BackendOptions;
-use ssdlab_nvmet::{Latency, ServeOptions};
+use ssdlab_nvmet::{Latency, NvmetOptions};
+
+use crate::serving::ListenArgs;
 
 #[derive(Deserialize)]
 struct Opts {
-    listen: String,
+    #[serde(flatten)]
+    listen: ListenArgs,
     image: Option<std::path::PathBuf>,
     latency: Latency,
     nqn: String,
-    max_connections: usize,
     metrics_out: Option<std::path::PathBuf>,
     snapshot_every: u64,
     quiet: bool,
-    #[serde(default)]
-    idle_timeout_s: f64,
-    evict_idle_after_s: Option<f64>,
-    #[serde(default)]
-    allow_remote: bool,
 }
 
 /// Serve the device of `config` as an NVMe/TCP subsystem until SIGINT/SIGTERM; returns the
@@ -35,23 +32,20 @@ fn nvme_serve<'py>(py: Python<'py>, config: &Bound<'py, PyAny>, options: &Bound<
     if o.latency == Latency::Emulated && !cfg.timing.enabled {
         return Err(PyValueError::new_err("--latency emulated needs a device with timing (timing.enabled = true)"));
     }
+    use ssdlab_nvmet::server::{DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS};
+    let listen = o.listen.over(ssdlab_server::ListenOptions::on(DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS))?;
     py.detach(move || {
-        let opts = ServeOptions {
-            listen: o.listen,
+        let opts = NvmetOptions {
+            listen,
             latency: o.latency,
-            max_connections: o.max_connections,
             metrics_out: o.metrics_out,
             quiet: o.quiet,
-            handshake_timeout_s: 0.0,
-            idle_timeout_s: o.idle_timeout_s,
-            evict_idle_after_s: o.evict_idle_after_s.unwrap_or(ssdlab_server::DEFAULT_EVICT_IDLE_AFTER.as_secs_f64()),
-            allow_remote: o.allow_remote,
             nqn: o.nqn,
             name: "ssdlab nvme serve".into(),
         };
         let t = ssdlab_nvmet::open(cfg, &BackendOptions { image: o.image, snapshot_every: o.snapshot_every, zoned: true }, opts)
             .map_err(PyOSError::new_err)?;
-        ssdlab_nvmet::serve(t, None).map_err(PyOSError::new_err)
+        ssdlab_nvmet::serve(t, None).map_err(|e| PyOSError::new_err(e.to_string()))
     })
     .and_then(|m| to_py(py, &m))
 }

@@ -11,6 +11,8 @@ use ssdlab_rmml::Error;
 use crate::convert::{config_from_py, from_py, to_py};
 use crate::errors::{ConfigError, DeviceError};
 use crate::progress::Watch;
+use crate::serving::ListenArgs;
+use ssdlab_server::{never_if_zero, ListenOptions};
 
 fn rmml_err(e: Error) -> PyErr {
     match e {
@@ -58,9 +60,9 @@ fn rmml_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, progress: bool) -> P
 
 #[derive(serde::Deserialize)]
 struct ServeOpts {
-    listen: String,
+    #[serde(flatten)]
+    listen: ListenArgs,
     latency: ssdlab_nbd::Latency,
-    max_connections: usize,
     max_request: u32,
     metrics_out: Option<std::path::PathBuf>,
     quiet: bool,
@@ -79,6 +81,7 @@ fn rmml_serve<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, size_bytes: u64, o
     if size_bytes < ssdlab_rmml::PAGE_BYTES {
         return Err(PyValueError::new_err("--size: expected at least one 4 KiB page"));
     }
+    let listen = o.listen.over(ListenOptions::on(ssdlab_nbd::server::DEFAULT_LISTEN, 16))?;
     let m = py.detach(|| -> PyResult<serde_json::Value> {
         let dev = ssdlab_rmml::experiment::backend(&s, size_bytes).map_err(rmml_err)?;
         let disk = ssdlab_rmml::export::SwapDisk::new(dev);
@@ -92,18 +95,17 @@ fn rmml_serve<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, size_bytes: u64, o
             read_only: false,
             description: format!("ssdlab {kind} swap backend ({size} bytes)"),
         };
-        let opts = ssdlab_nbd::ServeOptions {
-            listen: o.listen,
+        let opts = ssdlab_nbd::NbdOptions {
+            listen,
             latency: o.latency,
-            max_connections: o.max_connections,
             max_request: o.max_request,
             metrics_out: o.metrics_out,
             quiet: o.quiet,
             name: "ssdlab rmml serve".into(),
-            ..ssdlab_nbd::ServeOptions::new(vec![export])
+            ..ssdlab_nbd::NbdOptions::new(vec![export])
         };
-        let srv = ssdlab_nbd::Server::new(disk, opts).map_err(PyValueError::new_err)?;
-        ssdlab_nbd::serve(srv, None).map_err(PyOSError::new_err)
+        let srv = ssdlab_nbd::Server::new(disk, opts).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        ssdlab_nbd::serve(srv, None).map_err(|e| PyOSError::new_err(e.to_string()))
     })?;
     to_py(py, &m)
 }
@@ -144,13 +146,17 @@ fn rmml_node_serve<'py>(
     if capacity_bytes == 0 {
         return Err(PyValueError::new_err("--capacity: expected a positive size"));
     }
+    let secs = |flag: &str, s: f64| never_if_zero(flag, s).map_err(|e| PyValueError::new_err(e.to_string()));
     let opts = ssdlab_rmml::node::server::NodeOptions {
-        listen: listen.to_string(),
+        listen: ListenOptions {
+            address: listen.to_string(),
+            allow_remote,
+            max_connections,
+            idle_timeout: secs("--idle-timeout", idle_timeout_s)?,
+            evict_idle_after: secs("--evict-idle-after", evict_idle_after_s)?,
+            ..ssdlab_rmml::node::server::NodeOptions::default().listen
+        },
         capacity_bytes,
-        allow_remote,
-        max_connections,
-        idle_timeout: ssdlab_server::secs_or_never(idle_timeout_s),
-        evict_idle_after: ssdlab_server::secs_or_never(evict_idle_after_s),
         quiet,
     };
     let st = py
@@ -165,7 +171,7 @@ fn rmml_node_serve<'py>(
                 let _ = std::io::stdout().flush();
             })
         })
-        .map_err(PyOSError::new_err)?;
+        .map_err(|e| PyOSError::new_err(e.to_string()))?;
     to_py(py, &st)
 }
 

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use ssdlab_spi::parts::{self, TimingMode};
-use ssdlab_spi::serprog::{ServeOptions, Server};
+use ssdlab_spi::serprog::{SerprogOptions, Server};
 use ssdlab_spi::{CutAt, Flash, Options, StuckBit, WearOut};
 
 use crate::convert::{from_py, to_py};
@@ -17,6 +17,7 @@ fn spi_err(e: ssdlab_spi::Error) -> PyErr {
     match e {
         ssdlab_spi::Error::Invalid(m) => PyValueError::new_err(m),
         ssdlab_spi::Error::Io(m) => PyOSError::new_err(m),
+        ssdlab_spi::Error::Serve(e) => PyOSError::new_err(e.to_string()),
     }
 }
 
@@ -154,7 +155,7 @@ impl SpiFlash {
     /// Serve flashrom's serprog on `listen` until a signal handler raises (Ctrl-C, or SIGTERM
     /// when the caller installed a handler). `on_listening(addr)` is called once bound. The GIL is
     /// released while serving; signals are checked every 100 ms. Returns a summary.
-    #[pyo3(signature = (listen, on_listening=None, allow_remote=false, evict_idle_s=5.0, idle_timeout_s=0.0, quiet=false))]
+    #[pyo3(signature = (listen, on_listening=None, allow_remote=false, evict_idle_after_s=5.0, idle_timeout_s=0.0, quiet=false))]
     #[allow(clippy::too_many_arguments)] // the Python keyword arguments, one each
     fn serve<'py>(
         &mut self,
@@ -162,16 +163,21 @@ impl SpiFlash {
         listen: &str,
         on_listening: Option<Bound<'py, PyAny>>,
         allow_remote: bool,
-        evict_idle_s: f64,
+        evict_idle_after_s: f64,
         idle_timeout_s: f64,
         quiet: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let opts = ServeOptions {
-            allow_remote,
-            evict_idle_after: ssdlab_server::secs_or_never(evict_idle_s),
-            idle_timeout: ssdlab_server::secs_or_never(idle_timeout_s),
+        let secs = |flag: &str, s: f64| ssdlab_server::never_if_zero(flag, s).map_err(|e| PyValueError::new_err(e.to_string()));
+        let defaults = SerprogOptions::new(listen);
+        let opts = SerprogOptions {
+            listen: ssdlab_server::ListenOptions {
+                allow_remote,
+                evict_idle_after: secs("--evict-idle-after", evict_idle_after_s)?,
+                idle_timeout: secs("--idle-timeout", idle_timeout_s)?,
+                ..defaults.listen
+            },
             quiet,
-            ..ServeOptions::new(listen)
+            ..defaults
         };
         let server = Server::bind_with(opts).map_err(spi_err)?;
         let addr = server.local_addr().map_err(spi_err)?.to_string();

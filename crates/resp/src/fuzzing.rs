@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use crate::{MemoryStore, ServeOptions, Server};
+use crate::{MemoryStore, RespOptions, Server};
 
 /// A server on an empty [`MemoryStore`].
 pub fn server() -> Arc<Server> {
-    Server::new(Box::new(MemoryStore::default()), ServeOptions { quiet: true, ..ServeOptions::default() })
+    Server::new(Box::new(MemoryStore::default()), RespOptions { quiet: true, ..RespOptions::default() })
 }
 
 /// A whole client session made of `data`; returns what the server sent. A request the parser

@@ -27,7 +27,7 @@ pub mod ldouble;
 pub mod proto;
 pub mod server;
 
-pub use server::{serve, serve_on, ServeOptions, Server};
+pub use server::{serve, serve_on, RespOptions, Server};
 
 /// Keys with their stored values, in key order.
 pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use ssdlab_server::{secs_or_never, Conn, ConnEnd, Pace, Refused, Stats};
+use ssdlab_server::{Conn, ConnEnd, ListenOptions, Pace, Refused, ServeError, Stats};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::commands::{self, execute, resume, Counters, Ctx, Db, Flow, Long, Session};
@@ -25,33 +25,24 @@ use crate::Backend;
 /// Reported as `redis_version` by INFO: the Redis protocol level answered, then ssdlab's.
 pub const VERSION: &str = concat!("7.0.0-ssdlab-", env!("CARGO_PKG_VERSION"));
 
-/// Server settings.
+/// Server settings: the listener's (shared by every ssdlab server) and the RESP server's own.
 #[derive(Debug, Clone)]
-pub struct ServeOptions {
+pub struct RespOptions {
     /// Who the server is in logs: "ssdlab kv serve".
     pub name: String,
-    pub listen: String,
-    pub max_connections: usize,
-    /// Cut a connection idle this long (seconds; 0: never, as redis-server's default).
-    pub idle_timeout_s: f64,
-    /// When every slot is taken, a connection idle at least this long (seconds) gives its
-    /// slot to a new client (0: never; then new clients are refused).
-    pub evict_idle_after_s: f64,
-    pub allow_remote: bool,
+    /// Address, loopback opt-in, connection limit and deadlines. By default no idle timeout,
+    /// as redis-server.
+    pub listen: ListenOptions,
     pub quiet: bool,
 }
 
-impl Default for ServeOptions {
+/// redis-server's port and its connection limit for a lab's clients.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:6379";
+pub const DEFAULT_MAX_CONNECTIONS: usize = 128;
+
+impl Default for RespOptions {
     fn default() -> Self {
-        ServeOptions {
-            name: "ssdlab kv serve".into(),
-            listen: "127.0.0.1:6379".into(),
-            max_connections: 128,
-            idle_timeout_s: 0.0,
-            evict_idle_after_s: ssdlab_server::DEFAULT_EVICT_IDLE_AFTER.as_secs_f64(),
-            allow_remote: false,
-            quiet: false,
-        }
+        RespOptions { name: "ssdlab kv serve".into(), listen: ListenOptions::on(DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS), quiet: false }
     }
 }
 
@@ -75,7 +66,7 @@ pub struct Server {
     state: Mutex<State>,
     /// Threads blocked on `state` right now: a long command lets them in between its chunks.
     waiting: AtomicUsize,
-    opts: ServeOptions,
+    opts: RespOptions,
     core: Arc<Stats>,
     started: Instant,
     next_client: AtomicU64,
@@ -85,7 +76,7 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(store: Box<dyn Backend>, opts: ServeOptions) -> Arc<Server> {
+    pub fn new(store: Box<dyn Backend>, opts: RespOptions) -> Arc<Server> {
         Arc::new(Server {
             state: Mutex::new(State { store, counters: Counters::default(), db: Db::default() }),
             waiting: AtomicUsize::new(0),
@@ -306,33 +297,28 @@ impl ssdlab_server::Protocol for Server {
 }
 
 fn core_options(srv: &Server) -> ssdlab_server::Options {
-    ssdlab_server::Options {
+    srv.opts.listen.apply(ssdlab_server::Options {
         name: srv.opts.name.clone(),
-        listen: srv.opts.listen.clone(),
-        max_connections: srv.opts.max_connections,
-        idle_timeout: secs_or_never(srv.opts.idle_timeout_s),
-        evict_idle_after: secs_or_never(srv.opts.evict_idle_after_s),
         tls_supported: false,
-        allow_remote: srv.opts.allow_remote,
         quiet: srv.opts.quiet,
         stats: srv.core.clone(),
         ..ssdlab_server::Options::default()
-    }
+    })
 }
 
 /// Serve on `opts.listen` until SIGINT/SIGTERM or [`Server::stop`]; returns the final figures.
-pub fn serve(srv: Arc<Server>) -> Result<Value, String> {
+pub fn serve(srv: Arc<Server>) -> Result<Value, ServeError> {
     run(srv, None)
 }
 
 /// Serve on `listener` (tests: a port picked by the OS) until [`Server::stop`].
-pub fn serve_on(srv: Arc<Server>, listener: TcpListener) -> Result<Value, String> {
+pub fn serve_on(srv: Arc<Server>, listener: TcpListener) -> Result<Value, ServeError> {
     run(srv, Some(listener))
 }
 
-fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, String> {
+fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, ServeError> {
     let server = ssdlab_server::Server::start(core_options(&srv), listener, srv.clone())?;
-    server.log().info(format!("listening on {} (RESP), {} connections", server.local_addr(), srv.opts.max_connections));
+    server.log().info(format!("listening on {} (RESP), {} connections", server.local_addr(), srv.opts.listen.max_connections));
     let flag = srv.stop.clone();
     let stop = move || flag.load(Ordering::Relaxed);
     // The expiry housekeeping's timer, for keys that expire while no client sends commands.
@@ -352,6 +338,6 @@ fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, String>
     let _ = timer.join();
     ran?;
     let mut m = srv.summary();
-    m["closing"] = srv.state().store.closing()?;
+    m["closing"] = srv.state().store.closing().map_err(ServeError::Failed)?;
     Ok(m)
 }

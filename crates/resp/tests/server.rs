@@ -6,18 +6,22 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ssdlab_resp::{serve_on, Backend, MemoryStore, ServeOptions, Server};
+use ssdlab_resp::{serve_on, Backend, MemoryStore, RespOptions, Server};
+use ssdlab_server::{ListenOptions, ServeError};
 
 struct Running {
     addr: std::net::SocketAddr,
     srv: Arc<Server>,
-    thread: Option<std::thread::JoinHandle<Result<serde_json::Value, String>>>,
+    thread: Option<std::thread::JoinHandle<Result<serde_json::Value, ServeError>>>,
 }
 
 fn start(max_connections: usize) -> Running {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let srv = Server::new(Box::new(MemoryStore::default()), ServeOptions { max_connections, quiet: true, ..ServeOptions::default() });
+    let srv = Server::new(
+        Box::new(MemoryStore::default()),
+        RespOptions { listen: ListenOptions { max_connections, ..RespOptions::default().listen }, quiet: true, ..RespOptions::default() },
+    );
     let s = srv.clone();
     let thread = Some(std::thread::spawn(move || serve_on(s, listener)));
     Running { addr, srv, thread }
@@ -203,7 +207,7 @@ impl Backend for SlowStore {
 fn start_with(store: Box<dyn Backend>) -> Running {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let srv = Server::new(store, ServeOptions { quiet: true, ..ServeOptions::default() });
+    let srv = Server::new(store, RespOptions { quiet: true, ..RespOptions::default() });
     let s = srv.clone();
     let thread = Some(std::thread::spawn(move || serve_on(s, listener)));
     Running { addr, srv, thread }

@@ -239,7 +239,9 @@ fn load_is_balanced_over_nodes() {
 }
 
 fn start_node(addr: &str, cap: u64) -> (String, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
-    let srv = NodeServer::bind(&NodeOptions { listen: addr.into(), capacity_bytes: cap, quiet: true, ..NodeOptions::default() }).unwrap();
+    let mut opts = NodeOptions { capacity_bytes: cap, quiet: true, ..NodeOptions::default() };
+    opts.listen.address = addr.into();
+    let srv = NodeServer::bind(&opts).unwrap();
     let a = srv.local_addr().to_string();
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();

@@ -28,12 +28,18 @@
 //! - logs refusals, timeouts and dropped connections at most once per kind and interval
 //!   ([`log::RateLog`]), with counts of what it held back.
 //!
+//! Every front-end's options hold the listener settings as one [`ListenOptions`] (address,
+//! loopback opt-in, TLS files, connection limit, deadlines), checked in one place and turned
+//! into the core's [`Options`] by [`ListenOptions::apply`]; setting up or running a server
+//! fails with a [`ServeError`].
+//!
 //! Connections are tasks on a small multi-threaded runtime (at most 4 worker threads): ten
 //! thousand idle connections cost memory for their buffers, not threads.
 
 pub mod conn;
 pub mod delayed;
 pub mod fuzzing;
+mod listen;
 pub mod log;
 pub mod tls;
 
@@ -52,6 +58,7 @@ use tokio::task::JoinSet;
 
 use conn::Meter;
 pub use conn::{BlockingConn, Conn, Cut, Pace};
+pub use listen::{never_if_zero, ListenOptions, ServeError, MAX_TIMEOUT};
 pub use log::RateLog;
 
 /// How a connection ended, as the protocol reports it.
@@ -245,20 +252,21 @@ impl Default for Options {
 
 /// Parse `listen` and apply the loopback rule: loopback addresses always; others only with
 /// TLS or the explicit `allow_remote` opt-in. "localhost:PORT" means 127.0.0.1.
-pub fn check_listen(listen: &str, tls: bool, tls_supported: bool, allow_remote: bool) -> Result<SocketAddr, String> {
+pub fn check_listen(listen: &str, tls: bool, tls_supported: bool, allow_remote: bool) -> Result<SocketAddr, ServeError> {
     let text = match listen.strip_prefix("localhost:") {
         Some(port) => format!("127.0.0.1:{port}"),
         None => listen.to_string(),
     };
-    let addr: SocketAddr =
-        text.parse().map_err(|_| format!("--listen {listen:?}: expected HOST:PORT with a numeric address, e.g. 127.0.0.1:10809"))?;
+    let addr: SocketAddr = text.parse().map_err(|_| {
+        ServeError::Address(format!("--listen {listen:?}: expected HOST:PORT with a numeric address, e.g. 127.0.0.1:10809"))
+    })?;
     if addr.ip().is_loopback() || tls || allow_remote {
         return Ok(addr);
     }
     let how = if tls_supported { "TLS (--tls-cert and --tls-key) or --allow-remote" } else { "--allow-remote (this protocol has no TLS)" };
-    Err(format!(
+    Err(ServeError::Address(format!(
         "--listen {addr}: a non-loopback address needs {how}; without TLS the traffic is unencrypted and unauthenticated, so anyone who can reach the port can use the device"
-    ))
+    )))
 }
 
 /// A handle that stops a running server from any thread.
@@ -311,14 +319,14 @@ pub struct Server<P: Protocol> {
 impl<P: Protocol> Server<P> {
     /// Check the options (limits that leave the server unusable are refused), apply the
     /// loopback rule, load TLS and bind.
-    pub fn bind(opts: Options, proto: Arc<P>) -> Result<Server<P>, String> {
+    pub fn bind(opts: Options, proto: Arc<P>) -> Result<Server<P>, ServeError> {
         Self::with_listener(opts, None, proto)
     }
 
     /// A command's server (`listener` None: bind `opts.listen` and stop on SIGINT/SIGTERM), or
     /// one on a listener the caller bound (tests, embedding: no signal handlers; it stops when
     /// the stop function given to [`Server::run`] says so).
-    pub fn start(opts: Options, listener: Option<std::net::TcpListener>, proto: Arc<P>) -> Result<Server<P>, String> {
+    pub fn start(opts: Options, listener: Option<std::net::TcpListener>, proto: Arc<P>) -> Result<Server<P>, ServeError> {
         match listener {
             None => Self::bind(Options { signals: true, ..opts }, proto),
             Some(l) => Self::on_listener(Options { signals: false, ..opts }, l, proto),
@@ -327,37 +335,32 @@ impl<P: Protocol> Server<P> {
 
     /// On `listener`, bound by the caller (tests: a port the OS picked): made non-blocking,
     /// and `opts.listen` set to its address.
-    pub fn on_listener(mut opts: Options, listener: std::net::TcpListener, proto: Arc<P>) -> Result<Server<P>, String> {
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        opts.listen = listener.local_addr().map_err(|e| e.to_string())?.to_string();
+    pub fn on_listener(mut opts: Options, listener: std::net::TcpListener, proto: Arc<P>) -> Result<Server<P>, ServeError> {
+        listener.set_nonblocking(true)?;
+        opts.listen = listener.local_addr()?.to_string();
         Self::with_listener(opts, Some(listener), proto)
     }
 
     /// As [`Server::bind`], on a listener bound earlier with [`bind_listener`] (a front-end
     /// that reports its address before it builds its protocol state).
-    pub fn with_listener(opts: Options, listener: Option<std::net::TcpListener>, proto: Arc<P>) -> Result<Server<P>, String> {
-        if opts.max_connections == 0 || opts.max_connections > MAX_CONNECTIONS_LIMIT {
-            return Err(format!("--max-connections {}: must be in 1..={MAX_CONNECTIONS_LIMIT}", opts.max_connections));
-        }
-        if opts.handshake_timeout.is_zero() {
-            return Err("--handshake-timeout must be more than 0 seconds".into());
-        }
-        if opts.idle_timeout.is_some_and(|d| d.is_zero()) {
-            return Err("--idle-timeout must be more than 0 seconds (or off)".into());
-        }
-        if opts.request_timeout.is_some_and(|d| d.is_zero()) {
-            return Err("--request-timeout must be more than 0 seconds (or off)".into());
+    pub fn with_listener(opts: Options, listener: Option<std::net::TcpListener>, proto: Arc<P>) -> Result<Server<P>, ServeError> {
+        listen::check_limits(opts.max_connections, opts.handshake_timeout, opts.request_timeout, opts.idle_timeout, opts.evict_idle_after)?;
+        if opts.tls.is_some() && !opts.tls_supported {
+            return Err(ServeError::BadOption(format!(
+                "{}: this protocol has no TLS (--tls-cert and --tls-key are not for it)",
+                opts.name
+            )));
         }
         let tls = match &opts.tls {
-            Some((cert, key)) => Some(tls::server_config(cert, key)?),
+            Some((cert, key)) => Some(tls::server_config(cert, key).map_err(ServeError::Tls)?),
             None => None,
         };
         let addr = check_listen(&opts.listen, tls.is_some(), opts.tls_supported, opts.allow_remote)?;
         let listener = match listener {
             Some(l) => l,
-            None => listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?,
+            None => listen(addr).map_err(|source| ServeError::Bind { addr, source })?,
         };
-        let addr = listener.local_addr().map_err(|e| format!("{addr}: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| ServeError::Failed(format!("{addr}: {e}")))?;
         let shared = Arc::new(Shared {
             epoch: Instant::now(),
             tls,
@@ -390,7 +393,7 @@ impl<P: Protocol> Server<P> {
     /// Serve until SIGINT/SIGTERM (with `signals`), [`Shutdown::trigger`], or `stop()`
     /// returning true (polled every 100 ms on this thread: e.g. Python's signal check). Then
     /// cut the connections, wait for them, and call [`Protocol::on_shutdown`].
-    pub fn run(self, stop: Option<&dyn Fn() -> bool>) -> Result<(), String> {
+    pub fn run(self, stop: Option<&dyn Fn() -> bool>) -> Result<(), ServeError> {
         raise_fd_limit(self.opts.max_connections);
         let workers = if self.opts.worker_threads > 0 {
             self.opts.worker_threads
@@ -408,15 +411,15 @@ impl<P: Protocol> Server<P> {
             .thread_name(format!("{}-io", self.opts.name.replace(' ', "-")))
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the server runtime: {e}"))?;
+            .map_err(|e| ServeError::Failed(format!("cannot start the server runtime: {e}")))?;
         let proto = self.proto.clone();
         let shared = self.shared.clone();
         let res = rt.block_on(self.accept_loop(stop));
         // Tasks stuck in a blocking call must not hold the process.
         rt.shutdown_timeout(Duration::from_secs(2));
         shared.log.flush();
-        res?;
-        proto.on_shutdown()
+        res.map_err(ServeError::Failed)?;
+        proto.on_shutdown().map_err(ServeError::Failed)
     }
 
     async fn accept_loop(self, stop: Option<&dyn Fn() -> bool>) -> Result<(), String> {
@@ -788,15 +791,10 @@ pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// A duration from a command line's seconds, where 0 (or less) means never.
-pub fn secs_or_never(s: f64) -> Option<Duration> {
-    (s > 0.0 && s.is_finite()).then(|| Duration::from_secs_f64(s))
-}
-
-/// Bind `listen` after the loopback rule (see [`check_listen`]); for [`Server::with_listener`].
-pub fn bind_listener(listen_on: &str, tls: bool, tls_supported: bool, allow_remote: bool) -> Result<std::net::TcpListener, String> {
+/// Bind `listen_on` after the loopback rule (see [`check_listen`]); for [`Server::with_listener`].
+pub fn bind_listener(listen_on: &str, tls: bool, tls_supported: bool, allow_remote: bool) -> Result<std::net::TcpListener, ServeError> {
     let addr = check_listen(listen_on, tls, tls_supported, allow_remote)?;
-    listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))
+    listen(addr).map_err(|source| ServeError::Bind { addr, source })
 }
 
 /// A listening socket with a backlog for bursts of clients (std's 128 makes a burst of
@@ -848,11 +846,13 @@ mod tests {
         assert!(check_listen("[::1]:0", false, true, false).is_ok());
         assert!(check_listen("localhost:80", false, true, false).unwrap().ip().is_loopback());
         let e = check_listen("0.0.0.0:2222", false, false, false).unwrap_err();
+        assert!(matches!(e, ServeError::Address(_)), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("--allow-remote") && e.contains("no TLS"), "{e}");
-        let e = check_listen("0.0.0.0:2222", false, true, false).unwrap_err();
+        let e = check_listen("0.0.0.0:2222", false, true, false).unwrap_err().to_string();
         assert!(e.contains("--tls-cert"), "{e}");
         assert!(check_listen("0.0.0.0:2222", true, true, false).is_ok());
         assert!(check_listen("0.0.0.0:2222", false, false, true).is_ok());
-        assert!(check_listen("nonsense", false, true, false).unwrap_err().contains("HOST:PORT"));
+        assert!(check_listen("nonsense", false, true, false).unwrap_err().to_string().contains("HOST:PORT"));
     }
 }

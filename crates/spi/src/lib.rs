@@ -28,4 +28,8 @@ pub enum Error {
     Invalid(String),
     #[error("{0}")]
     Io(String),
+    /// The serprog server could not listen (address, loopback rule, bind, a bad limit) or
+    /// failed while serving.
+    #[error(transparent)]
+    Serve(#[from] ssdlab_server::ServeError),
 }

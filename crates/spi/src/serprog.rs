@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ssdlab_server::{BlockingConn, Conn, ConnEnd};
+use ssdlab_server::{BlockingConn, Conn, ConnEnd, ListenOptions};
 
 use crate::chip::Flash;
 use crate::Error;
@@ -292,18 +292,15 @@ pub struct ServeSummary {
     pub timeouts: u64,
 }
 
-/// Settings of the serprog server.
+/// Settings of the serprog server: the listener's (shared by every ssdlab server; serprog has
+/// no TLS, and one client has the chip at a time) and serprog's own.
 #[derive(Debug, Clone)]
-pub struct ServeOptions {
-    /// HOST:PORT (loopback unless `allow_remote`; serprog has no TLS).
-    pub listen: String,
-    pub allow_remote: bool,
-    /// A client idle this long gives the chip to a new client that wants it (None: never).
-    pub evict_idle_after: Option<Duration>,
-    /// Close a client idle this long even if nobody waits (None: never).
-    pub idle_timeout: Option<Duration>,
-    /// A new client must send its first command within this time.
-    pub handshake_timeout: Duration,
+pub struct SerprogOptions {
+    /// Address (loopback unless `allow_remote`) and deadlines: a new client must send its
+    /// first command within the handshake timeout; one idle for `evict_idle_after` gives the
+    /// chip to a new client that wants it; `idle_timeout` closes an idle client even if
+    /// nobody waits. `max_connections` is 1 whatever it says (a chip has one bus).
+    pub listen: ListenOptions,
     pub quiet: bool,
     /// Handle SIGINT/SIGTERM itself (Python callers poll their own signals instead).
     pub signals: bool,
@@ -312,14 +309,10 @@ pub struct ServeOptions {
 /// Defaults: a client idle for 5 s yields the chip to a newcomer; nobody else is cut.
 pub const DEFAULT_EVICT_IDLE: Duration = Duration::from_secs(5);
 
-impl ServeOptions {
-    pub fn new(listen: &str) -> ServeOptions {
-        ServeOptions {
-            listen: listen.to_string(),
-            allow_remote: false,
-            evict_idle_after: Some(DEFAULT_EVICT_IDLE),
-            idle_timeout: None,
-            handshake_timeout: ssdlab_server::DEFAULT_HANDSHAKE_TIMEOUT,
+impl SerprogOptions {
+    pub fn new(listen: &str) -> SerprogOptions {
+        SerprogOptions {
+            listen: ListenOptions { evict_idle_after: Some(DEFAULT_EVICT_IDLE), ..ListenOptions::on(listen, 1) },
             quiet: true,
             signals: false,
         }
@@ -481,18 +474,18 @@ pub fn busy_answer(frame: &[u8], out: &mut Vec<u8>) {
 /// A serprog TCP server: bind first (to learn the port), then [`Server::run`] with a chip.
 pub struct Server {
     listener: std::net::TcpListener,
-    opts: ServeOptions,
+    opts: SerprogOptions,
 }
 
 impl Server {
     /// Bind `addr` (loopback only) with the default limits.
     pub fn bind(addr: &str) -> Result<Server, Error> {
-        Server::bind_with(ServeOptions::new(addr))
+        Server::bind_with(SerprogOptions::new(addr))
     }
 
     /// Bind with `opts` (the loopback rule: non-loopback only with `allow_remote`).
-    pub fn bind_with(opts: ServeOptions) -> Result<Server, Error> {
-        let listener = ssdlab_server::bind_listener(&opts.listen, false, false, opts.allow_remote).map_err(Error::Io)?;
+    pub fn bind_with(opts: SerprogOptions) -> Result<Server, Error> {
+        let listener = ssdlab_server::bind_listener(&opts.listen.address, false, false, opts.listen.allow_remote)?;
         Ok(Server { listener, opts })
     }
 
@@ -518,29 +511,27 @@ impl Server {
         });
         let stats = Arc::new(ssdlab_server::Stats::default());
         let core = ssdlab_server::Options {
-            name: "ssdlab spi".into(),
-            listen: self.opts.listen.clone(),
+            // One client at a time: a chip has one bus.
             max_connections: 1,
-            handshake_timeout: self.opts.handshake_timeout,
-            request_timeout: Some(ssdlab_server::DEFAULT_REQUEST_TIMEOUT),
-            idle_timeout: self.opts.idle_timeout,
-            evict_idle_after: self.opts.evict_idle_after,
-            tls: None,
-            tls_mode: ssdlab_server::TlsMode::StartTls,
-            tls_supported: false,
-            allow_remote: self.opts.allow_remote,
-            quiet: self.opts.quiet,
-            signals: self.opts.signals,
-            worker_threads: 1,
-            log_interval: Duration::from_secs(5),
-            stats: stats.clone(),
+            ..self.opts.listen.apply(ssdlab_server::Options {
+                name: "ssdlab spi".into(),
+                request_timeout: Some(ssdlab_server::DEFAULT_REQUEST_TIMEOUT),
+                tls_mode: ssdlab_server::TlsMode::StartTls,
+                tls_supported: false,
+                quiet: self.opts.quiet,
+                signals: self.opts.signals,
+                worker_threads: 1,
+                log_interval: Duration::from_secs(5),
+                stats: stats.clone(),
+                ..ssdlab_server::Options::default()
+            })
         };
         let res = ssdlab_server::Server::with_listener(core, Some(self.listener), proto.clone()).and_then(|srv| srv.run(Some(stop)));
         // Take the chip back whatever happened.
         let standin = Flash::new(crate::parts::w25q16jv(), None, Default::default())?;
         *flash = std::mem::replace(&mut *proto.flash(), standin);
         flash.set_deferred_write_through(false);
-        res.map_err(Error::Io)?;
+        res?;
         flash.flush()?;
         if let Some(e) = proto.flush_error.lock().unwrap_or_else(|e| e.into_inner()).take() {
             return Err(Error::Io(e));

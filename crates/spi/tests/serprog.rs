@@ -250,7 +250,8 @@ fn frame_len_needs_the_length_field_of_variable_commands() {
 
 mod over_tcp {
     use super::*;
-    use ssdlab_spi::serprog::{ServeOptions, Server};
+    use ssdlab_server::ListenOptions;
+    use ssdlab_spi::serprog::{SerprogOptions, Server};
     use std::io::{Read, Write};
     use std::net::TcpStream;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -263,7 +264,7 @@ mod over_tcp {
         thread: Option<std::thread::JoinHandle<ssdlab_spi::serprog::ServeSummary>>,
     }
 
-    fn start(opts: ServeOptions) -> Running {
+    fn start(opts: SerprogOptions) -> Running {
         let server = Server::bind_with(opts).unwrap();
         let port = server.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
@@ -297,7 +298,7 @@ mod over_tcp {
 
     #[test]
     fn a_second_client_is_refused_with_a_busy_name_while_the_first_is_served() {
-        let srv = start(ServeOptions::new("127.0.0.1:0"));
+        let srv = start(SerprogOptions::new("127.0.0.1:0"));
         let mut first = connect(srv.port);
         assert_eq!(ask(&mut first, &spiop(&[0x9F], 3), 4), vec![ACK, 0xEF, 0x40, 0x15]);
         let mut second = connect(srv.port);
@@ -314,10 +315,14 @@ mod over_tcp {
 
     #[test]
     fn an_idle_client_gives_the_chip_to_a_new_one_and_slow_loris_is_cut() {
-        let srv = start(ServeOptions {
-            evict_idle_after: Some(Duration::from_millis(300)),
-            handshake_timeout: Duration::from_millis(700),
-            ..ServeOptions::new("127.0.0.1:0")
+        let opts = SerprogOptions::new("127.0.0.1:0");
+        let srv = start(SerprogOptions {
+            listen: ListenOptions {
+                evict_idle_after: Some(Duration::from_millis(300)),
+                handshake_timeout: Duration::from_millis(700),
+                ..opts.listen.clone()
+            },
+            ..opts
         });
         let mut idle = connect(srv.port);
         assert_eq!(ask(&mut idle, &[0x00], 1), vec![ACK]);
@@ -352,7 +357,7 @@ mod over_tcp {
         let dir = std::env::temp_dir().join(format!("ssdlab-serprog-wt-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let image = dir.join("f.bin");
-        let server = Server::bind_with(ServeOptions::new("127.0.0.1:0")).unwrap();
+        let server = Server::bind_with(SerprogOptions::new("127.0.0.1:0")).unwrap();
         let port = server.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
         let (stop2, image2) = (stop.clone(), image.clone());
@@ -376,7 +381,7 @@ mod over_tcp {
 
     #[test]
     fn a_connection_flood_does_not_disturb_the_client_that_has_the_chip() {
-        let srv = start(ServeOptions::new("127.0.0.1:0"));
+        let srv = start(SerprogOptions::new("127.0.0.1:0"));
         let mut first = connect(srv.port);
         assert_eq!(ask(&mut first, &spiop(&[0x9F], 3), 4), vec![ACK, 0xEF, 0x40, 0x15]);
         let flood: Vec<TcpStream> = (0..500).map(|_| TcpStream::connect(("127.0.0.1", srv.port)).unwrap()).collect();
@@ -407,8 +412,12 @@ mod over_tcp {
 
     #[test]
     fn non_loopback_needs_the_explicit_opt_in() {
-        let e = Server::bind_with(ServeOptions::new("0.0.0.0:0")).err().unwrap().to_string();
+        let e = Server::bind_with(SerprogOptions::new("0.0.0.0:0")).err().unwrap().to_string();
         assert!(e.contains("--allow-remote") && e.contains("no TLS"), "{e}");
-        assert!(Server::bind_with(ServeOptions { allow_remote: true, ..ServeOptions::new("0.0.0.0:0") }).is_ok());
+        assert!(Server::bind_with(SerprogOptions {
+            listen: ListenOptions { allow_remote: true, ..ListenOptions::on("0.0.0.0:0", 1) },
+            ..SerprogOptions::new("0.0.0.0:0")
+        })
+        .is_ok());
     }
 }

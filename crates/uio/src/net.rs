@@ -67,7 +67,7 @@ pub fn read_msg(r: &mut impl Read, body: &mut Vec<u8>) -> io::Result<(u8, u16)> 
 /// `allow_remote` (NET has no authentication or encryption).
 pub fn bind(addr: SocketAddr, allow_remote: bool) -> io::Result<TcpListener> {
     ssdlab_server::check_listen(&addr.to_string(), false, false, allow_remote)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.replace("--listen", "--net")))?;
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string().replace("--listen", "--net")))?;
     TcpListener::bind(addr)
 }
 

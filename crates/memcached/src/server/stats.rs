@@ -2,6 +2,7 @@
 //! general fields, then ssdlab's cache and device figures; the final summary as JSON.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 use ssdlab_server::Stats;
@@ -27,7 +28,7 @@ impl Server {
         put("abandoned_connections", Stats::get(&core.abandoned).to_string());
         put("idle_kicks", Stats::get(&core.idle_timeouts).to_string());
         put("request_timeouts", Stats::get(&core.request_timeouts).to_string());
-        put("max_connections", self.opts.max_connections.to_string());
+        put("max_connections", self.opts.listen.max_connections.to_string());
         let st = self.state();
         let c = &st.cache;
         let s = c.stats;
@@ -113,11 +114,11 @@ impl Server {
 
     /// `stats settings`: the limits.
     fn settings(&self) -> Vec<(String, String)> {
-        let secs = |s: f64| if s > 0.0 { s.to_string() } else { "0".into() };
+        let secs = |d: Option<Duration>| d.map_or("0".into(), |d| d.as_secs_f64().to_string());
         vec![
             ("maxbytes".into(), self.with_cache(|c| c.cfg.dram_bytes + c.soc.bytes() + c.loc.bytes()).to_string()),
-            ("maxconns".into(), self.opts.max_connections.to_string()),
-            ("tcpport".into(), self.opts.listen.rsplit(':').next().unwrap_or("").to_string()),
+            ("maxconns".into(), self.opts.listen.max_connections.to_string()),
+            ("tcpport".into(), self.opts.listen.port().to_string()),
             ("evictions".into(), "on".into()),
             ("cas_enabled".into(), "yes".into()),
             ("flush_enabled".into(), "yes".into()),
@@ -125,9 +126,9 @@ impl Server {
             ("item_size_max".into(), self.max_value_bytes.to_string()),
             ("key_max_length".into(), KEY_BYTES_MAX.to_string()),
             ("max_line_bytes".into(), self.opts.max_line_bytes.to_string()),
-            ("idle_timeout".into(), secs(self.opts.idle_timeout_s)),
-            ("evict_idle_after".into(), secs(self.opts.evict_idle_after_s)),
-            ("listen".into(), self.opts.listen.clone()),
+            ("idle_timeout".into(), secs(self.opts.listen.idle_timeout)),
+            ("evict_idle_after".into(), secs(self.opts.listen.evict_idle_after)),
+            ("listen".into(), self.opts.listen.address.clone()),
         ]
     }
 

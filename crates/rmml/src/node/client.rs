@@ -177,6 +177,7 @@ impl MemoryNode for TcpNode {
 mod tests {
     use super::super::server::{NodeOptions, NodeServer};
     use super::*;
+    use ssdlab_server::ListenOptions;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
@@ -196,11 +197,11 @@ mod tests {
     fn a_client_whose_connection_was_taken_reconnects_transparently() {
         // One slot, taken from whoever has been idle for 100 ms: two clients take it from each
         // other in turn, and each request still succeeds.
+        let defaults = NodeOptions::default();
         let opts = NodeOptions {
             capacity_bytes: 1 << 20,
-            max_connections: 1,
-            evict_idle_after: Some(Duration::from_millis(100)),
-            ..NodeOptions::default()
+            listen: ListenOptions { max_connections: 1, evict_idle_after: Some(Duration::from_millis(100)), ..defaults.listen.clone() },
+            ..defaults
         };
         let (addr, stop, h) = start_with(opts);
         let mut a = TcpNode::connect(&addr, 0).unwrap();
@@ -253,10 +254,13 @@ mod tests {
 
     #[test]
     fn a_non_loopback_listener_needs_the_explicit_flag() {
-        let o = NodeOptions { listen: "0.0.0.0:0".into(), quiet: true, ..NodeOptions::default() };
+        let mut o = NodeOptions { quiet: true, ..NodeOptions::default() };
+        o.listen.address = "0.0.0.0:0".into();
         let e = NodeServer::bind(&o).err().expect("refused");
-        assert!(e.contains("--allow-remote"), "{e}");
-        assert!(NodeServer::bind(&NodeOptions { allow_remote: true, ..o }).is_ok());
+        assert!(matches!(e, ssdlab_server::ServeError::Address(_)), "{e:?}");
+        assert!(e.to_string().contains("--allow-remote"), "{e}");
+        o.listen.allow_remote = true;
+        assert!(NodeServer::bind(&o).is_ok());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use ssdlab_server::{Conn, ConnEnd, Stats};
+use ssdlab_server::{Conn, ConnEnd, ListenOptions, ServeError, Stats};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::proto::*;
@@ -37,16 +37,10 @@ const KEEP_BUFFER_BYTES: usize = 4 * PIECE_BYTES;
 /// How a node serves: where, for how many, with which deadlines.
 #[derive(Debug, Clone)]
 pub struct NodeOptions {
-    /// HOST:PORT (port 0 picks a free one).
-    pub listen: String,
+    /// Address (port 0 picks a free one; loopback unless `allow_remote`: the node protocol
+    /// has no authentication), connection limit and deadlines.
+    pub listen: ListenOptions,
     pub capacity_bytes: u64,
-    /// A non-loopback `listen` (the node protocol has no authentication).
-    pub allow_remote: bool,
-    pub max_connections: usize,
-    /// Cut a connection with no byte read or written for this long (None: never).
-    pub idle_timeout: Option<Duration>,
-    /// When full, a connection idle this long yields its slot (None: newcomers are refused).
-    pub evict_idle_after: Option<Duration>,
     /// No log lines (refusals, dropped peers).
     pub quiet: bool,
 }
@@ -54,12 +48,8 @@ pub struct NodeOptions {
 impl Default for NodeOptions {
     fn default() -> Self {
         NodeOptions {
-            listen: "127.0.0.1:0".into(),
+            listen: ListenOptions { evict_idle_after: Some(EVICT_IDLE_AFTER), ..ListenOptions::on("127.0.0.1:0", MAX_CONNECTIONS) },
             capacity_bytes: 1 << 30,
-            allow_remote: false,
-            max_connections: MAX_CONNECTIONS,
-            idle_timeout: None,
-            evict_idle_after: Some(EVICT_IDLE_AFTER),
             quiet: false,
         }
     }
@@ -216,31 +206,26 @@ pub struct NodeServer {
 impl NodeServer {
     /// Bind `opts.listen` (the loopback rule applies) for a server stopped by the `stop` flag
     /// given to [`NodeServer::run`] (no signal handlers: tests, embedding).
-    pub fn bind(opts: &NodeOptions) -> Result<NodeServer, String> {
+    pub fn bind(opts: &NodeOptions) -> Result<NodeServer, ServeError> {
         Self::bind_with(opts, false)
     }
 
-    fn bind_with(opts: &NodeOptions, signals: bool) -> Result<NodeServer, String> {
+    fn bind_with(opts: &NodeOptions, signals: bool) -> Result<NodeServer, ServeError> {
         if opts.capacity_bytes == 0 {
-            return Err("--capacity: expected a positive size".into());
+            return Err(ServeError::BadOption("--capacity: expected a positive size".into()));
         }
         // The instance number only has to differ between lives of a node: time and pid do.
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let instance = ((t as u64 ^ (t >> 64) as u64 ^ ((std::process::id() as u64) << 16)) as u32).max(1);
         let node = Node::new(opts.capacity_bytes, instance);
-        let core = ssdlab_server::Options {
+        let core = opts.listen.apply(ssdlab_server::Options {
             name: "ssdlab rmml node".into(),
-            listen: opts.listen.clone(),
-            max_connections: opts.max_connections,
-            idle_timeout: opts.idle_timeout,
-            evict_idle_after: opts.evict_idle_after,
             tls_supported: false,
-            allow_remote: opts.allow_remote,
             quiet: opts.quiet,
             signals,
             stats: node.core.clone(),
             ..ssdlab_server::Options::default()
-        };
+        });
         let server = ssdlab_server::Server::bind(core, node.clone())?;
         Ok(NodeServer { server, node })
     }
@@ -255,14 +240,14 @@ impl NodeServer {
     }
 
     /// Serve until `stop` is set; open connections are cut on the way out.
-    pub fn run(self, stop: &AtomicBool) -> Result<(), String> {
+    pub fn run(self, stop: &AtomicBool) -> Result<(), ServeError> {
         self.server.run(Some(&|| stop.load(Ordering::Relaxed)))
     }
 }
 
 /// `ssdlab rmml node`: serve until SIGINT/SIGTERM; `ready` is told the bound address first.
 /// Returns the node's final stat.
-pub fn serve_until_signal(opts: &NodeOptions, ready: impl FnOnce(SocketAddr)) -> Result<NodeStat, String> {
+pub fn serve_until_signal(opts: &NodeOptions, ready: impl FnOnce(SocketAddr)) -> Result<NodeStat, ServeError> {
     let srv = NodeServer::bind_with(opts, true)?;
     let node = srv.node();
     ready(srv.local_addr());

@@ -47,12 +47,16 @@ def run(spec: Dict[str, Any], progress: bool = False) -> Dict[str, Any]:
 
 def serve(spec: Dict[str, Any], size_bytes: int, listen: str = "127.0.0.1:10809", latency: str = "none",
           max_connections: int = 16, max_request: int = 32 << 20, metrics_out: Optional[str] = None,
-          quiet: bool = False) -> Dict[str, Any]:
+          quiet: bool = False, allow_remote: bool = False, idle_timeout_s: float = 0.0,
+          evict_idle_after_s: Optional[float] = None) -> Dict[str, Any]:
     """Serve the swap backend of ``spec`` (``backend`` and its tables as in :func:`run`; a
     workload is ignored) with ``size_bytes`` of room over NBD until SIGINT/SIGTERM: the export
     is named after the backend (``nbd://127.0.0.1:10809/dpuswap``). ``latency="emulated"``
     replies at the modelled completion time. A ZNSwap-like backend without a ``znswap`` table
-    gets the reproduction's (experiments/dpuswap/experiment.toml). Returns the final metrics."""
+    gets the reproduction's (experiments/dpuswap/experiment.toml). The listener options are the
+    NBD server's (``allow_remote``: a non-loopback ``listen``, unencrypted and unauthenticated;
+    ``idle_timeout_s`` 0: never; ``evict_idle_after_s`` None: 1 s, 0: never). Returns the final
+    metrics."""
     from ...config import resolve
     from ...serving import foreground
     from ..reproduce import load_spec
@@ -66,7 +70,8 @@ def serve(spec: Dict[str, Any], size_bytes: int, listen: str = "127.0.0.1:10809"
         z.setdefault("capacity_bytes", 0)
         s["znswap"] = z
     opts = {"listen": listen, "latency": latency, "max_connections": max_connections, "max_request": max_request,
-            "metrics_out": metrics_out, "quiet": quiet}
+            "metrics_out": metrics_out, "quiet": quiet, "allow_remote": allow_remote, "idle_timeout_s": idle_timeout_s,
+            "evict_idle_after_s": evict_idle_after_s}
     return foreground(_native.rmml_serve, s, size_bytes, opts)
 
 

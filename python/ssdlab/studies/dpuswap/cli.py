@@ -1,10 +1,10 @@
 """`ssdlab rmml node|run|serve|guest`: a remote memory node, one run of a spec file, a backend
 as an NBD disk, one guest swapping onto a backend.
 
-The server flags are spelled as every ssdlab server spells them (--listen, --allow-remote,
---max-connections, --idle-timeout, --evict-idle-after, --metrics-out, -q); `rmml serve` has no
---allow-remote, --idle-timeout or --evict-idle-after because its native server does not take
-them (loopback only, no idle limit)."""
+The server flags are every ssdlab server's (``ssdlab.serving.add_listener_arguments``: --listen,
+--allow-remote, --max-connections, --idle-timeout, --evict-idle-after, --metrics-out, -q), for
+`rmml node` and `rmml serve` alike; their defaults differ by action (the address, the
+connection limit)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any, Dict
 
 from ... import _native
 from ...config import read_toml
-from ...serving import foreground
+from ...serving import add_listener_arguments, foreground, listener_options
 from ...units import parse_size
 from .api import BACKENDS, guest_run, run, serve
 
@@ -24,8 +24,9 @@ from .api import BACKENDS, guest_run, run, serve
 def _cmd_rmml(args: argparse.Namespace) -> int:
     if args.action == "node":
         cap = parse_size(args.capacity, "--capacity")
-        st = foreground(_native.rmml_node_serve, args.listen or "127.0.0.1:0", cap, args.quiet, args.allow_remote,
-                        args.max_connections or 64, args.idle_timeout, args.evict_idle_after)
+        o = listener_options(args)
+        st = foreground(_native.rmml_node_serve, o["listen"] or "127.0.0.1:0", cap, o["quiet"], o["allow_remote"],
+                        o["max_connections"] or 64, o["idle_timeout_s"], o["evict_idle_after_s"])
         if not args.quiet:
             print(f"rmml node stopped: {st['regions']} regions, {st['used_bytes']} bytes in use")
         return 0
@@ -38,9 +39,11 @@ def _cmd_rmml(args: argparse.Namespace) -> int:
         max_request = parse_size(args.max_request, "--max-request")
         if not 512 <= max_request <= 2**31 - 1:
             raise ValueError(f"--max-request {args.max_request}: must be 512 bytes to 2G - 1")
-        m = serve(s, parse_size(args.size, "--size"), listen=args.listen or "127.0.0.1:10809", latency=args.latency or "none",
-                  max_connections=args.max_connections or 16, max_request=max_request, metrics_out=args.metrics_out,
-                  quiet=args.quiet)
+        o = listener_options(args)
+        o["listen"] = o["listen"] or "127.0.0.1:10809"
+        o["max_connections"] = o["max_connections"] or 16
+        m = serve(s, parse_size(args.size, "--size"), latency=args.latency or "none", max_request=max_request,
+                  metrics_out=args.metrics_out, **o)
         if not args.quiet:
             lat = m["latency_ns"]
             print(f"rmml serve: {m['backend']}: {m['nbd']['requests']} requests; modelled read p99 "
@@ -103,7 +106,7 @@ def _cmd_guest(args: argparse.Namespace) -> int:
 
 def add_cli(sub: Any) -> None:
     """Register `ssdlab rmml` on the CLI's subparsers."""
-    from ...args import int_in, seconds
+    from ...args import int_in
 
     r = sub.add_parser("rmml", help="dpuswap: serve a remote memory node, run one swap experiment, or serve a backend over NBD",
                        epilog="node: lend --capacity bytes of memory to RMMLs over TCP until Ctrl-C/SIGTERM (prints its address)\n"
@@ -115,11 +118,6 @@ def add_cli(sub: Any) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("action", choices=["node", "run", "serve", "guest"])
     r.add_argument("spec", nargs="?", help="run: spec file; serve: spec file for the backend and its tables (optional)")
-    r.add_argument("--listen", help="node: HOST:PORT (port 0: a free one; default 127.0.0.1:0); "
-                                    "serve: the NBD address, loopback (default 127.0.0.1:10809)")
-    r.add_argument("--allow-remote", action="store_true",
-                   help="node: allow a non-loopback --listen (the node protocol has no authentication: anyone who can reach "
-                        "the port can read and write the memory it lends)")
     r.add_argument("--capacity", default="1G", help="node: memory to lend, e.g. 512M, 4G (default %(default)s)")
     r.add_argument("--out", help="run: directory for summary.json; guest: for guest.json and the guest's logs")
     r.add_argument("--backend", choices=BACKENDS, help="serve, guest: the backend (overrides the spec's; default dpuswap)")
@@ -132,14 +130,11 @@ def add_cli(sub: Any) -> None:
     r.add_argument("--latency", choices=["none", "emulated"],
                    help="serve (default none), guest (default emulated): none: reply when done; emulated: reply at the "
                         "modelled completion time")
-    r.add_argument("--max-connections", type=int_in(1, 65536),
-                   help="node: clients at once (default 64); serve: clients at once (default 16)")
-    r.add_argument("--idle-timeout", type=seconds(positive=False), default=0.0, metavar="S",
-                   help="node: close a connection idle this many seconds (default 0: never)")
-    r.add_argument("--evict-idle-after", type=seconds(positive=False), default=1.0, metavar="S",
-                   help="node: when every slot is taken, a client idle this many seconds gives its slot to a new client "
-                        "(which reconnects when it next needs the node; default %(default)s; 0: never)")
     r.add_argument("--max-request", default="32M", help="serve: largest read/write payload (default %(default)s)")
-    r.add_argument("--metrics-out", metavar="DIR", help="serve: directory for metrics.json at exit and on SIGUSR1")
-    r.add_argument("-q", "--quiet", action="store_true")
+    add_listener_arguments(r, None, listen_help="node: HOST:PORT (port 0: a free one; default 127.0.0.1:0); serve: the NBD "
+                                                "address (default 127.0.0.1:10809); loopback unless --allow-remote",
+                           max_connections_help="node: clients at once (default 64); serve: clients at once (default 16)",
+                           remote="node: the node protocol has no authentication, anyone who can reach the port can read "
+                                  "and write the memory it lends; serve: NBD here is unencrypted and unauthenticated",
+                           metrics_out="metrics.json (serve; also on SIGUSR1)")
     r.set_defaults(func=_cmd_rmml)

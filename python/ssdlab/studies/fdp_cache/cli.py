@@ -12,7 +12,7 @@ from typing import Any, Dict
 from ... import _native
 from ...args import number
 from ...runners import CHECKPOINT_EVERY_S
-from ...serving import add_force_argument, add_listener_arguments, write_metrics
+from ...serving import add_force_argument, add_listener_arguments, listener_options, write_metrics
 from ...units import parse_size
 from .api import load_cache_spec, mean_value_bytes, run_cache_noted, serve
 
@@ -46,9 +46,7 @@ def cmd_serve(args: argparse.Namespace, device: Dict[str, Any], spec: Dict[str, 
     if not args.quiet and set(spec) - {"cache"}:
         print("ssdlab cache serve: the spec's [workload] and run keys are for `cache run`; serving uses [device] and [cache]",
               file=sys.stderr)
-    m = serve(device, cache, listen=args.listen, max_connections=args.max_connections, max_value_bytes=max_value,
-              quiet=args.quiet, idle_timeout_s=args.idle_timeout, evict_idle_after_s=args.evict_idle_after,
-              allow_remote=args.allow_remote)
+    m = serve(device, cache, max_value_bytes=max_value, **listener_options(args))
     written = write_metrics(args.metrics_out, m)
     if not args.quiet:
         print(f"served {m['total_connections']} connections: {m['cmd_get']} gets (hit ratio DRAM {m['dram_hit_ratio']:.3f}, "

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, Tuple
 
 from ...config import read_toml
-from ...serving import add_force_argument, add_resp_arguments, resp_options_of, write_resp_metrics
+from ...serving import add_force_argument, add_resp_arguments, listener_options, write_resp_metrics
 from .api import generate, run_lsm, serve
 
 KV_EPILOG = """serve: Redis clients (redis-cli, redis-benchmark, redis-py) on the store: strings, hashes, sorted sets,
@@ -42,10 +42,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.path}: [lsm] must be a table")
     if args.audit:
         lsm = dict(lsm, track_deletes=True)
-    o = resp_options_of(args)
-    m = serve(device, lsm, listen=o["listen"], max_connections=o["max_connections"], idle_timeout_s=o["idle_timeout_s"],
-              evict_idle_after_s=o["evict_idle_after_s"], allow_remote=o["allow_remote"], quiet=o["quiet"], audit=args.audit,
-              data=args.data)
+    m = serve(device, lsm, audit=args.audit, data=args.data, **listener_options(args))
     written = write_resp_metrics(args, m)
     if not args.quiet:
         st = m["store"]
