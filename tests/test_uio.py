@@ -87,24 +87,31 @@ def report(tmp_path_factory):
     r = subprocess.run([str(BIN / "ssdlab"), "reproduce", "uio-kv", "--quick", "--jobs", "1", "--out", str(out)],
                        capture_output=True, text=True, timeout=600, env=dict(os.environ, SSDLAB_EXPERIMENTS=str(exp)))
     assert r.returncode == 0, r.stderr + r.stdout
-    assert "6 points (2 seeds)" in r.stdout
+    assert "8 points (2 seeds)" in r.stdout
     return out / "uio-kv"
 
 
 def test_reproduce_quick_writes_report_figure_and_tables(report):
     md = (report / "report.md").read_text()
     assert "## Wall clock, processes" in md and "model u' (by count)" in md and "2 seeds (42, 43)" in md
+    # Every leg of both paths with its source, both profiles' values, the measured hop.
+    assert "## The legs of both data paths" in md and "host A send software" in md and "host B reply software" in md
+    assert "a message queue hop (msgsnd, a blocked thread's wake-up, msgrcv" in md
+    # Media in RAM is not called the document's setting.
+    assert "as the document's functional simulator" not in md
     assert (report / "latency_vs_value.png").stat().st_size > 10_000
     with open(report / "latency.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    # seeds x (wall clock, simulated with NAND timing off, on) x value sizes x put/get x local/remote x paths
-    assert len(rows) == 2 * 3 * 2 * 2 * 2 * 2
+    # seeds x (document simulator, wall clock, hardware links with NAND timing off, on) x value sizes x put/get x
+    # local/remote x paths
+    assert len(rows) == 2 * 4 * 2 * 2 * 2 * 2
+    assert {r["setting"] for r in rows} == {"docsim", "wall", "nand_off", "nand_on"}
     assert {r["clock"] for r in rows} == {"wall", "simulated"} and {r["seed"] for r in rows} == {"42", "43"}
     with open(report / "mix.csv", newline="") as f:
         mixes = list(csv.DictReader(f))
-    assert [int(m["devices"]) for m in mixes] == [2, 4] * 4  # NAND timing off, on; two seeds each
+    assert [int(m["devices"]) for m in mixes] == [2, 4] * 6  # document simulator, NAND timing off, on; two seeds each
     # More devices, more remote operations: the mix moves toward the remote ratio.
-    off = [float(m["measured_ratio"]) for m in mixes if m["nand_timing"] == "False" and m["seed"] == "42"]
+    off = [float(m["measured_ratio"]) for m in mixes if m["setting"] == "nand_off" and m["seed"] == "42"]
     assert off[0] > off[1]
 
 
@@ -118,16 +125,21 @@ def test_reproduce_verdicts_come_from_the_judge(report):
 
     assert all(line in md.splitlines() for line in table(judged))
     # Per setting: remote put/get (body and abstract), local put/get; u' at each N where mixes ran.
-    assert len(judged) == 3 * 6 + 2 * 2
+    assert len(judged) == 4 * 6 + 3 * 2
     assert all(j.ours is not None and j.ours.n == 2 for j in judged)
-    # The headline: the body's remote reductions in the wall-clock setting.
+    # The headline: the body's remote reductions on the document simulator's measured links.
+    docsim = "simulated, document-simulator links (measured message queue hops), NAND timing off"
     assert [j.claim.what for j in judged if j.claim.headline] == [
-        f"remote {op} latency, UIO vs traditional, mean over value sizes [wall clock, processes]" for op in ("put", "get")]
+        f"remote {op} latency, UIO vs traditional, mean over value sizes [{docsim}]" for op in ("put", "get")]
     by = {j.claim.what: j for j in judged}
-    # The modelled links make a simulated remote put far cheaper than the document's -8.2%.
-    assert by["remote put latency, UIO vs traditional, mean over value sizes [simulated, NAND timing off]"].verdict == "larger"
-    # The simulated model makes no random choice: its seeds agree exactly.
-    j = by["local get latency, UIO vs GME bypass, mean over value sizes [simulated, NAND timing on]"]
+    # Both of the document's sets of numbers are judged on both link profiles.
+    for setting in (docsim, "simulated, hardware links, NAND timing off"):
+        for what in ("mean over value sizes", "at 4 KiB values"):
+            assert by[f"remote get latency, UIO vs traditional, {what} [{setting}]"].verdict != "not measured"
+    # The hardware links make a simulated remote put far cheaper than the document's -8.2%.
+    assert by["remote put latency, UIO vs traditional, mean over value sizes [simulated, hardware links, NAND timing off]"].verdict == "larger"
+    # The hardware-link model makes no random choice: its seeds agree exactly.
+    j = by["local get latency, UIO vs GME bypass, mean over value sizes [simulated, hardware links, NAND timing on]"]
     assert j.ours.lo == j.ours.hi == j.ours.mean
 
 

@@ -6,16 +6,21 @@
 //! the device's DRAM (DMA), the record is appended to the target device's UTL on its flash; on
 //! the traditional path the record also goes through a buffer standing for the remote host's
 //! memory. The simulated time of an operation is the sum of its legs' modelled costs plus the
-//! UTL's flash time (NAND timing on) or nothing (media in RAM, no NAND timing, as the document's functional simulator).
+//! UTL's flash time (NAND timing on) or nothing (NAND timing off: media in RAM, the flash
+//! untimed).
 //!
-//! The paths (the document's sections 3.5 and 4.1.2; legs in order):
+//! The paths (the document's sections 3.5 and 4.1.2; legs in order; "hop": one module handing
+//! the request to the next, [`Links::hop_ns`]):
 //!
 //! | operation | UIO | traditional |
 //! |---|---|---|
-//! | local put | DMA k+v, GME, UTL put | DMA k+v, UTL put (GME bypass) |
-//! | local get | DMA k, GME, UTL get, DMA v | DMA k, UTL get, DMA v |
-//! | remote put | DMA k+v, GME, NET record, remote UTL put, NET status | DMA k+v (NIC reads host A), NET record, DMA k+v (NIC B writes host B), host B software + copy, DMA k+v (host B to its SSD), UTL put, NET status |
-//! | remote get | DMA k, GME, NET key, remote UTL get, NET value, DMA v | DMA k, NET key, DMA k, host B software, DMA k, UTL get, DMA v (SSD to host B), DMA v (host B to NIC), NET value, DMA v |
+//! | local put | DMA k+v, GME, hop, UTL put | DMA k+v, hop, UTL put (GME bypass) |
+//! | local get | DMA k, GME, hop, UTL get, DMA v | DMA k, hop, UTL get, DMA v |
+//! | remote put | DMA k+v, GME, hop, NET record, hop, remote UTL put, hop, NET status | host A send, DMA k+v (NIC reads host A), hop, NET record, DMA k+v (NIC B writes host B), host B software + copy, DMA k+v (host B to its SSD), hop, UTL put, host B reply, NET status |
+//! | remote get | DMA k, GME, hop, NET key, hop, remote UTL get, hop, NET value, DMA v | host A send, DMA k, hop, NET key, DMA k, host B software, DMA k, hop, UTL get, DMA v (SSD to host B), host B reply, DMA v (host B to NIC), NET value, DMA v |
+//!
+//! Two sets of leg costs ([`Profile`]): hardware-like ([`Links::default`]) and the document's
+//! simulator, measured on this machine ([`Links::document_simulator`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +48,15 @@ pub struct Links {
     /// network stack, NVMe submission) and its memory copy rate.
     pub host_stack_ns: u64,
     pub host_copy_bytes_per_s: f64,
+    /// Traditional path: host A's software sending a remote request to its NIC, and host B's
+    /// software sending the reply back once its SSD completes.
+    pub host_send_ns: u64,
+    pub host_reply_ns: u64,
+    /// One module handing a request to the next inside a device (to UTL, to NET, NET to UTL,
+    /// UTL to NET); 0 where modules are wired and their fixed costs sit in the legs above.
+    pub hop_ns: u64,
+    /// Fixed cost of each NET packet beyond `net_ns`.
+    pub packet_ns: u64,
 }
 
 impl Default for Links {
@@ -58,8 +72,25 @@ impl Default for Links {
             packet_header_bytes: 66,
             host_stack_ns: 3_000,
             host_copy_bytes_per_s: 10e9,
+            host_send_ns: 3_000,
+            host_reply_ns: 3_000,
+            hop_ns: 0,
+            packet_ns: 0,
         }
     }
+}
+
+/// The two link profiles the reproduction runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// Hardware-like legs: a PCIe device, RDMA-class NICs, a host's kernel software
+    /// ([`Links::default`], or the plan's `links`).
+    Hardware,
+    /// The document's simulator: every module a thread, every hop a System V message queue
+    /// send and receive with the receiving thread's wake-up, measured on this machine
+    /// ([`Links::document_simulator`]).
+    DocumentSimulator,
 }
 
 #[inline]
@@ -68,6 +99,37 @@ fn at_rate(bytes: usize, per_s: f64) -> u64 {
 }
 
 impl Links {
+    /// The document's simulator's legs from costs measured on this machine (see
+    /// [`crate::msgq`]); docs/case-studies/uio-kv.md lists each leg with its source.
+    /// - DMA: the interpreter's request to the DMA thread (a hop), then a memory copy;
+    /// - GME: DMA's request to the GME thread (a hop), then the key's hash;
+    /// - module to module (to UTL, to NET, NET to UTL, UTL to NET): a hop;
+    /// - NET: the programs exchange packets through message queues: a hop per packet, the
+    ///   queue's copy rate for the bytes, no further wire latency;
+    /// - traditional path: the NET thread hands the record to its host thread (a hop), whose
+    ///   copy is a memory copy; the host thread hands its reply to NET (a hop); host A writes the
+    ///   same command on both paths (the document's traditional mode is the same simulator,
+    ///   §4.1.2), so its send side costs nothing extra.
+    pub fn document_simulator(m: &crate::msgq::MsgqCosts) -> Links {
+        let d = Links::default();
+        Links {
+            dma_ns: m.hop_ns,
+            dma_bytes_per_s: m.memcpy_bytes_per_s,
+            gme_ns: m.hop_ns,
+            gme_bytes_per_s: m.hash_bytes_per_s,
+            net_ns: 0,
+            net_bytes_per_s: m.msgq_bytes_per_s,
+            packet_payload_bytes: m.packet_bytes,
+            packet_header_bytes: d.packet_header_bytes,
+            host_stack_ns: m.hop_ns,
+            host_copy_bytes_per_s: m.memcpy_bytes_per_s,
+            host_send_ns: 0,
+            host_reply_ns: m.hop_ns,
+            hop_ns: m.hop_ns,
+            packet_ns: m.hop_ns,
+        }
+    }
+
     pub fn dma(&self, bytes: usize) -> u64 {
         self.dma_ns + at_rate(bytes, self.dma_bytes_per_s)
     }
@@ -78,7 +140,7 @@ impl Links {
     pub fn net(&self, bytes: usize) -> u64 {
         let bytes = bytes + HEADER_BYTES;
         let packets = bytes.div_ceil(self.packet_payload_bytes as usize).max(1);
-        self.net_ns + at_rate(bytes + packets * self.packet_header_bytes as usize, self.net_bytes_per_s)
+        self.net_ns + packets as u64 * self.packet_ns + at_rate(bytes + packets * self.packet_header_bytes as usize, self.net_bytes_per_s)
     }
     pub fn host(&self, bytes: usize) -> u64 {
         self.host_stack_ns + at_rate(bytes, self.host_copy_bytes_per_s)
@@ -176,13 +238,20 @@ impl Cluster {
         // DMA: the host's key and value become a record in device DRAM.
         self.record.clear();
         encode(key, value, &mut self.record);
-        let mut t = now + l.dma(kv);
-        if self.path == Path::Uio {
+        let trad = self.path == Path::Traditional;
+        let mut t = now;
+        if trad && remote {
+            // Host A's software sends the request to its NIC.
+            t += l.host_send_ns;
+        }
+        t += l.dma(kv);
+        if !trad {
             t += l.gme(key.len());
         }
         if remote {
-            t += l.net(self.record.len());
-            if self.path == Path::Traditional {
+            // To NET, the record over, and (UIO) NET B to its UTL.
+            t += l.hop_ns + l.net(self.record.len());
+            if trad {
                 // NIC B writes the record into host B's memory; host B's software copies it
                 // and submits it to its SSD, whose DMA reads it back.
                 t += l.dma(kv);
@@ -191,6 +260,8 @@ impl Cluster {
                 t += l.host(kv) + l.dma(kv);
             }
         }
+        // To UTL.
+        t += l.hop_ns;
         let done = {
             let rec = if self.path == Path::Traditional && remote { &self.host_mem } else { &self.record };
             let (k, v) = (&rec[HEADER_BYTES..HEADER_BYTES + key.len()], &rec[HEADER_BYTES + key.len()..]);
@@ -198,6 +269,8 @@ impl Cluster {
         };
         let mut end = done;
         if remote {
+            // UTL B's status to NET B (UIO), or host B's software sending the reply.
+            end += if trad { l.host_reply_ns } else { l.hop_ns };
             end += l.net(0);
         }
         Ok(Done { target, remote, latency_ns: end - now })
@@ -209,26 +282,36 @@ impl Cluster {
         let l = self.links;
         let target = self.gme.route(key);
         let remote = target != origin;
-        let mut t = now + l.dma(key.len());
-        if self.path == Path::Uio {
+        let trad = self.path == Path::Traditional;
+        let mut t = now;
+        if trad && remote {
+            t += l.host_send_ns;
+        }
+        t += l.dma(key.len());
+        if !trad {
             t += l.gme(key.len());
         }
         if remote {
-            t += l.net(key.len());
-            if self.path == Path::Traditional {
+            t += l.hop_ns + l.net(key.len());
+            if trad {
                 t += l.dma(key.len()) + l.host(key.len()) + l.dma(key.len());
             }
         }
+        // To UTL.
+        t += l.hop_ns;
         let (value, done) = self.devs[target as usize].get(key, t)?;
         let vlen = value.as_ref().map_or(0, |v| v.len());
         let mut end = done;
         if remote {
-            if self.path == Path::Traditional {
-                // SSD B to host B's memory, then host B to its NIC.
-                end += l.dma(vlen);
+            if trad {
+                // SSD B to host B's memory, host B's software sends the reply, host B to its NIC.
+                end += l.dma(vlen) + l.host_reply_ns;
                 self.host_mem.clear();
                 self.host_mem.extend_from_slice(value.as_deref().unwrap_or_default());
                 end += l.dma(vlen);
+            } else {
+                // UTL B to NET B.
+                end += l.hop_ns;
             }
             end += l.net(vlen);
         }
