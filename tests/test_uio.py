@@ -351,6 +351,30 @@ def test_a_restarted_peer_costs_a_clear_error_then_serves_again(tmp_path):
     assert "peer device 1" in (tmp_path / "device0.log").read_text()
 
 
+def test_devices_killed_and_restarted_with_data_serve_every_acknowledged_put(tmp_path):
+    rng = random.Random(5)
+    with Devices(2, dir=str(tmp_path), data=str(tmp_path / "data")) as d:
+        h = Host(d.sockets[0])
+        pairs = {}
+        for _ in range(400):
+            k = f"key{rng.randrange(250)}".encode()
+            pairs[k] = rng.randbytes(rng.randrange(1, 6000))
+            h.put(k, pairs[k])  # returns once acknowledged
+        assert {_gme_route(k, 2) for k in pairs} == {0, 1}
+        del h
+        # SIGKILL: no shutdown, nothing flushed by the device.
+        d.kill_one(0)
+        d.kill_one(1)
+        d.start_one(0)
+        d.start_one(1)
+        h = Host(d.sockets[0])
+        for k, v in pairs.items():
+            assert h.get(k) == v
+        h.put(b"after", b"restart")
+        assert h.get(b"after") == b"restart"
+    assert "recovered" in (tmp_path / "device1.log").read_text()
+
+
 def test_console_puts_and_gets_through_a_device(tmp_path):
     with Devices(2, dir=str(tmp_path)) as d:
         script = "put apple red fruit\nget apple\nget pear\nfrob x\nhelp\nquit\nget never-reached\n"

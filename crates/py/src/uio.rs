@@ -55,11 +55,11 @@ fn uio_latency<'py>(py: Python<'py>, plan: &Bound<'py, PyAny>, progress: bool) -
 
 /// Run device `id` of a UIO system until SIGINT/SIGTERM: NET on `net[id]` (every device's
 /// address, by id), hosts attaching on `socket`, its UTL on a fresh `device` flash (`quick` or
-/// `paper`, media in RAM; `relay`: the traditional path's device, relaying
-/// peers' requests to its host's daemon at that address). Prints its NET address and socket when ready.
-/// Returns its counters.
+/// `paper`, NAND timing off; `relay`: the traditional path's device, relaying peers' requests to
+/// its host's daemon at that address; `data`: keep the flash in `data/flash.img` and recover it
+/// at start). Prints its NET address and socket when ready. Returns its counters.
 #[pyfunction]
-#[pyo3(signature = (id, net, socket, device="quick", quiet=false, relay=None, allow_remote=false))]
+#[pyo3(signature = (id, net, socket, device="quick", quiet=false, relay=None, allow_remote=false, data=None))]
 #[allow(clippy::too_many_arguments)] // the CLI's options, one by one as Python passes them
 fn uio_device_serve<'py>(
     py: Python<'py>,
@@ -70,6 +70,7 @@ fn uio_device_serve<'py>(
     quiet: bool,
     relay: Option<String>,
     allow_remote: bool,
+    data: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let relay = relay
         .map(|a| a.parse::<SocketAddr>().map_err(|_| PyValueError::new_err(format!("--relay: {a:?} is not HOST:PORT"))))
@@ -90,7 +91,7 @@ fn uio_device_serve<'py>(
     // Device processes run in wall-clock time: their media is in RAM (simulated time inside
     // them is not modelled yet).
     cfg.timing.enabled = false;
-    let opts = DeviceOptions { id, net, socket, burst: 16, peer_timeout: Duration::from_secs(2), relay, allow_remote };
+    let opts = DeviceOptions { id, net, socket, burst: 16, peer_timeout: Duration::from_secs(2), relay, allow_remote, data };
     let stats = py
         .detach(|| {
             ssdlab_uio::device::run_until_signal(&opts, &cfg, UtlConfig::default(), |addr, sock| {

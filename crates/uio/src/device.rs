@@ -185,6 +185,9 @@ pub struct DeviceOptions {
     pub relay: Option<SocketAddr>,
     /// Listen for NET on a non-loopback address (NET has no authentication).
     pub allow_remote: bool,
+    /// Keep the flash in `DIR/flash.img` and recover it at start (see [`crate::image`]); None:
+    /// the flash lives in the process and a restarted device starts empty.
+    pub data: Option<PathBuf>,
 }
 
 /// Empty polls before the loop dozes (about a tenth of a millisecond): a host running commands
@@ -211,7 +214,24 @@ pub fn run(
     if n == 0 || opts.id as usize >= n {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("device id {} with {n} NET addresses", opts.id)));
     }
-    let utl = Utl::new(dev_cfg, utl_cfg).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let bad = |e: crate::utl::UtlError| io::Error::new(io::ErrorKind::InvalidInput, e.to_string());
+    let utl = match &opts.data {
+        None => Utl::new(dev_cfg, utl_cfg).map_err(bad)?,
+        Some(dir) => {
+            let (u, r) = Utl::open(dev_cfg, utl_cfg, dir).map_err(bad)?;
+            if r.blocks > 0 {
+                eprintln!(
+                    "uio device {}: recovered {} keys from {} records in {} blocks of {}",
+                    opts.id,
+                    r.keys,
+                    r.records,
+                    r.blocks,
+                    dir.join("flash.img").display()
+                );
+            }
+            u
+        }
+    };
     let utl = Arc::new(Mutex::new(utl));
     let listener = net::bind(opts.net[opts.id as usize], opts.allow_remote)?;
     let addr = listener.local_addr()?;

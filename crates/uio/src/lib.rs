@@ -11,11 +11,12 @@
 //!   profiles ([`cluster`]; the document simulator's message queue hop measured by [`msgq`]),
 //!   and the reproduction's measurements ([`repro`]).
 //! - Devices as processes: a device serving its host's queues and its peers' requests over
-//!   TCP, and the host library that attaches to it ([`device`], [`net`]); a RESP front-end on
-//!   the host library ([`serve`]).
+//!   TCP, and the host library that attaches to it ([`device`], [`net`]); the flash kept in a
+//!   file and recovered at start ([`image`]); a RESP front-end on the host library ([`serve`]).
 
 pub mod cluster;
 pub mod device;
+pub mod image;
 pub mod layout;
 pub mod msgq;
 pub mod net;

@@ -38,6 +38,7 @@ fn start_as(id: u16, net: &[SocketAddr], dir: &std::path::Path, relay: Option<So
         peer_timeout: Duration::from_secs(2),
         relay,
         allow_remote: false,
+        data: None,
     };
     let mut cfg = device_config("quick").unwrap();
     cfg.geometry.blocks_per_plane = 16;
