@@ -94,6 +94,7 @@ def report(tmp_path_factory):
 def test_reproduce_quick_writes_report_figure_and_tables(report):
     md = (report / "report.md").read_text()
     assert "## Wall clock, processes" in md and "model u' (by count)" in md and "2 seeds (42, 43)" in md
+    assert "The same commands in simulated time, as the device processes accounted them" in md
     # Every leg of both paths with its source, both profiles' values, the measured hop.
     assert "## The legs of both data paths" in md and "host A send software" in md and "host B reply software" in md
     assert "a message queue hop (msgsnd, a blocked thread's wake-up, msgrcv" in md
@@ -157,6 +158,13 @@ def test_wall_clock_latency_through_processes_on_both_paths():
     # ratios of medians. No timing is asserted: wall time on a shared machine is the scheduler's.
     (_, a, b), = r["fits"]
     assert math.isfinite(a) and math.isfinite(b) and a < 1 and b > -1
+    # The same commands in the devices' simulated time (their completions) are the in-process
+    # model's on the same links, NAND timing off: identical means, row by row.
+    model = latency({"ops": 30, "value_bytes": [16, 4096], "mix_devices": [], "timings": [False]})
+    want = {(x["value_bytes"], x["op"], x["remote"], x["path"]): x["mean_ns"] for x in model["rows"]}
+    got = {(x["value_bytes"], x["op"], x["remote"], x["path"]): x["mean_ns"] for x in r["sim_rows"]}
+    assert got.keys() == want.keys()
+    assert all(abs(got[k] - want[k]) <= 0.002 * want[k] for k in want), (got, want)
 
 
 def test_devices_start_again_on_fresh_ports_when_a_port_is_taken(tmp_path, monkeypatch):

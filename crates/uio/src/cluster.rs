@@ -145,6 +145,74 @@ impl Links {
     pub fn host(&self, bytes: usize) -> u64 {
         self.host_stack_ns + at_rate(bytes, self.host_copy_bytes_per_s)
     }
+
+    /// A put's legs on `path` around the key's UTL (the table in the module docs): the time
+    /// before the UTL starts it and after the UTL is done, for a `key`/`value` pair.
+    pub fn put_legs(&self, path: Path, remote: bool, key: usize, value: usize) -> (u64, u64) {
+        let trad = path == Path::Traditional;
+        let kv = key + value;
+        let mut before = 0;
+        if trad && remote {
+            // Host A's software sends the request to its NIC.
+            before += self.host_send_ns;
+        }
+        before += self.dma(kv);
+        if !trad {
+            before += self.gme(key);
+        }
+        if remote {
+            // To NET and the record over.
+            before += self.hop_ns + self.net(encoded_len(key, value));
+            if trad {
+                // NIC B writes the record into host B's memory; host B's software copies it
+                // and submits it to its SSD, whose DMA reads it back.
+                before += self.dma(kv) + self.host(kv) + self.dma(kv);
+            }
+        }
+        // To UTL (on UIO's remote path: NET B to its UTL).
+        before += self.hop_ns;
+        let mut after = 0;
+        if remote {
+            // UTL B's status to NET B (UIO), or host B's software sending the reply; then over.
+            after += if trad { self.host_reply_ns } else { self.hop_ns };
+            after += self.net(0);
+        }
+        (before, after)
+    }
+
+    /// A get's legs on `path` before the key's UTL starts it.
+    pub fn get_legs_before(&self, path: Path, remote: bool, key: usize) -> u64 {
+        let trad = path == Path::Traditional;
+        let mut t = if trad && remote { self.host_send_ns } else { 0 };
+        t += self.dma(key);
+        if !trad {
+            t += self.gme(key);
+        }
+        if remote {
+            t += self.hop_ns + self.net(key);
+            if trad {
+                t += self.dma(key) + self.host(key) + self.dma(key);
+            }
+        }
+        t + self.hop_ns
+    }
+
+    /// A get's legs on `path` after the key's UTL read `value` bytes.
+    pub fn get_legs_after(&self, path: Path, remote: bool, value: usize) -> u64 {
+        let mut t = 0;
+        if remote {
+            if path == Path::Traditional {
+                // SSD B to host B's memory, host B's software sends the reply, host B to its NIC.
+                t += self.dma(value) + self.host_reply_ns + self.dma(value);
+            } else {
+                // UTL B to NET B.
+                t += self.hop_ns;
+            }
+            t += self.net(value);
+        }
+        // The value to the requesting host's buffer.
+        t + self.dma(value)
+    }
 }
 
 /// Which data path the devices take.
@@ -231,96 +299,45 @@ impl Cluster {
 
     /// Put from the host of device `origin` at simulated time `now`.
     pub fn put(&mut self, origin: u16, key: &[u8], value: &[u8], now: u64) -> Result<Done> {
-        let l = self.links;
         let target = self.gme.route(key);
         let remote = target != origin;
-        let kv = key.len() + value.len();
-        // DMA: the host's key and value become a record in device DRAM.
+        // DMA: the host's key and value become a record in device DRAM; on the traditional
+        // path a remote record also lands in host B's memory, from which its SSD reads it.
         self.record.clear();
         encode(key, value, &mut self.record);
         let trad = self.path == Path::Traditional;
-        let mut t = now;
         if trad && remote {
-            // Host A's software sends the request to its NIC.
-            t += l.host_send_ns;
+            self.host_mem.clear();
+            self.host_mem.extend_from_slice(&self.record);
         }
-        t += l.dma(kv);
-        if !trad {
-            t += l.gme(key.len());
-        }
-        if remote {
-            // To NET, the record over, and (UIO) NET B to its UTL.
-            t += l.hop_ns + l.net(self.record.len());
-            if trad {
-                // NIC B writes the record into host B's memory; host B's software copies it
-                // and submits it to its SSD, whose DMA reads it back.
-                t += l.dma(kv);
-                self.host_mem.clear();
-                self.host_mem.extend_from_slice(&self.record);
-                t += l.host(kv) + l.dma(kv);
-            }
-        }
-        // To UTL.
-        t += l.hop_ns;
+        let (before, after) = self.links.put_legs(self.path, remote, key.len(), value.len());
         let done = {
-            let rec = if self.path == Path::Traditional && remote { &self.host_mem } else { &self.record };
+            let rec = if trad && remote { &self.host_mem } else { &self.record };
             let (k, v) = (&rec[HEADER_BYTES..HEADER_BYTES + key.len()], &rec[HEADER_BYTES + key.len()..]);
-            self.devs[target as usize].put(k, v, t)?
+            self.devs[target as usize].put(k, v, now + before)?
         };
-        let mut end = done;
-        if remote {
-            // UTL B's status to NET B (UIO), or host B's software sending the reply.
-            end += if trad { l.host_reply_ns } else { l.hop_ns };
-            end += l.net(0);
-        }
-        Ok(Done { target, remote, latency_ns: end - now })
+        Ok(Done { target, remote, latency_ns: done + after - now })
     }
 
     /// Get from the host of device `origin` at simulated time `now`; the value lands in `out`
     /// (cleared; None: not stored).
     pub fn get(&mut self, origin: u16, key: &[u8], out: &mut Vec<u8>, now: u64) -> Result<(bool, Done)> {
-        let l = self.links;
         let target = self.gme.route(key);
         let remote = target != origin;
         let trad = self.path == Path::Traditional;
-        let mut t = now;
-        if trad && remote {
-            t += l.host_send_ns;
-        }
-        t += l.dma(key.len());
-        if !trad {
-            t += l.gme(key.len());
-        }
-        if remote {
-            t += l.hop_ns + l.net(key.len());
-            if trad {
-                t += l.dma(key.len()) + l.host(key.len()) + l.dma(key.len());
-            }
-        }
-        // To UTL.
-        t += l.hop_ns;
-        let (value, done) = self.devs[target as usize].get(key, t)?;
+        let before = self.links.get_legs_before(self.path, remote, key.len());
+        let (value, done) = self.devs[target as usize].get(key, now + before)?;
         let vlen = value.as_ref().map_or(0, |v| v.len());
-        let mut end = done;
-        if remote {
-            if trad {
-                // SSD B to host B's memory, host B's software sends the reply, host B to its NIC.
-                end += l.dma(vlen) + l.host_reply_ns;
-                self.host_mem.clear();
-                self.host_mem.extend_from_slice(value.as_deref().unwrap_or_default());
-                end += l.dma(vlen);
-            } else {
-                // UTL B to NET B.
-                end += l.hop_ns;
-            }
-            end += l.net(vlen);
+        if trad && remote {
+            // SSD B to host B's memory, from which its NIC sends it.
+            self.host_mem.clear();
+            self.host_mem.extend_from_slice(value.as_deref().unwrap_or_default());
         }
-        // The value to the requesting host's buffer.
-        end += l.dma(vlen);
         out.clear();
         if let Some(v) = value.as_deref() {
-            out.extend_from_slice(if self.path == Path::Traditional && remote { &self.host_mem } else { v });
+            out.extend_from_slice(if trad && remote { &self.host_mem } else { v });
         }
+        let end = done + self.links.get_legs_after(self.path, remote, vlen);
         Ok((value.is_some(), Done { target, remote, latency_ns: end - now }))
     }
 

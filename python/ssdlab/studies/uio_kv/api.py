@@ -227,7 +227,9 @@ def cores() -> int:
 def wall_latency(plan: Dict[str, Any]) -> Dict[str, Any]:
     """Wall-clock latency through processes: a UIO system and a traditional one (devices in
     traditional mode with host daemons) of ``plan["devices"]`` devices each, started and
-    stopped here. Besides the rows: ``fits`` (a and b from medians), ``cores`` (the cores the
+    stopped here. Besides the rows: ``sim_rows`` (the same commands' simulated latency as the
+    devices accounted it, from their completions: hardware links, NAND timing off), ``fits`` (a
+    and b from medians), ``cores`` (the cores the
     processes shared) and ``processes`` (how many ran: the measuring host, every device and
     every host daemon)."""
     p = _native.uio_resolve(merge(defaults(), plan))

@@ -493,6 +493,32 @@ def _legs(ctx: Context) -> List[str]:
     return lines
 
 
+def _sim_view(ctx: Context, s: Setting) -> List[str]:
+    """The wall-clock run's commands in the devices' own simulated time (each completion carries
+    its command's latency), beside the in-process model's hardware-link setting without NAND
+    timing: the same legs, so the two views of UIO against the other path can be compared."""
+    if not all(m.get("sim_rows") for m in s.ms):
+        return []
+    sim = [{_key(op, remote): Op([p[0] for p in pts], [p[1] / 1e3 for p in pts], [p[2] / 1e3 for p in pts])
+            for (op, remote), pts in pairs(m["sim_rows"], "mean_ns").items()} for m in s.ms]
+    model = ctx.settings.get("nand_off")
+    lines = ["The same commands in simulated time, as the device processes accounted them (hardware links, NAND timing "
+             "off; each completion carries its command's latency), beside their wall-clock medians and the in-process "
+             "model's setting with the same links:", "",
+             "| operation | simulated, UIO (us) | simulated, other path (us) | UIO vs other, simulated | wall clock (medians) | "
+             "in-process model |", "|---|---|---|---|---|---|"]
+    for op, remote in OPS:
+        key = _key(op, remote)
+        u = [_mean(c) for c in zip(*[o[key].uio_us for o in sim], strict=True)]
+        t = [_mean(c) for c in zip(*[o[key].other_us for o in sim], strict=True)]
+        rel = _mean([_mean(o[key].rel) for o in sim])
+        wall = _mean(s.samples(key, "mean"))
+        mod = f"{pct(_mean(model.samples(key, 'mean')))}" if model is not None else "-"
+        lines.append(f"| {'remote' if remote else 'local'} {op} | {min(u):.2f} .. {max(u):.2f} | {min(t):.2f} .. {max(t):.2f} | "
+                     f"{pct(rel)} | {pct(wall)} | {mod} |")
+    return lines + [""]
+
+
 def _setup(ctx: Context, all_seeds: List[int]) -> List[str]:
     st = ctx.settings
     sim = st.get("nand_off") or st.get("nand_on")
@@ -581,7 +607,7 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
                   f"UIO's {'median' if name == 'wall' else 'mean'} latency beside the traditional path's (remote) and GME "
                   f"bypass's (local); ranges over value sizes, means over {len(all_seeds)} seed{'s' if len(all_seeds) != 1 else ''}; "
                   "the other path's extra is its latency minus UIO's (negative: UIO is slower):",
-                  "", *_data_table(s), "",
+                  "", *_data_table(s), "", *(_sim_view(ctx, s) if name == "wall" else []),
                   f"Fitted: a = {a:.1%} (remote reduction, mean over sizes and put/get), b = {b:+.1%} (local overhead).", ""]
         mixes = s.mixes()
         if not mixes:
