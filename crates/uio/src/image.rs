@@ -40,6 +40,13 @@ impl Image {
         let len = HEADER_BYTES + 8 * blocks + blocks * block_bytes;
         let existed = path.exists();
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        // One device per image: a second process (or a second open) is refused while the first
+        // holds it; the kernel releases the lock when its holder dies, however it dies.
+        // SAFETY: flock on an open descriptor.
+        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(e.kind(), format!("{}: in use by another device ({e})", path.display())));
+        }
         let have = file.metadata()?.len() as usize;
         if existed && have != 0 && have != len {
             return Err(io::Error::new(

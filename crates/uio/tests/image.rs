@@ -92,6 +92,17 @@ fn a_torn_record_is_dropped_and_overwritten() {
 }
 
 #[test]
+fn an_image_in_use_is_refused_until_its_device_goes() {
+    let d = dir("in-use");
+    let (first, _) = Utl::open(&small(), UtlConfig::default(), &d).unwrap();
+    let e = Utl::open(&small(), UtlConfig::default(), &d).err().expect("refused");
+    assert!(e.to_string().contains("in use by another device"), "{e}");
+    drop(first);
+    drop(Utl::open(&small(), UtlConfig::default(), &d).unwrap());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
 fn an_image_of_another_geometry_is_refused() {
     let d = dir("geometry");
     drop(Utl::open(&small(), UtlConfig::default(), &d).unwrap());
