@@ -55,11 +55,12 @@ fn uio_latency<'py>(py: Python<'py>, plan: &Bound<'py, PyAny>, progress: bool) -
 
 /// Run device `id` of a UIO system until SIGINT/SIGTERM: NET on `net[id]` (every device's
 /// address, by id), hosts attaching on `socket`, its UTL on a fresh `device` flash (`quick` or
-/// `paper`, media in RAM; `relay`: the traditional path's device, relaying
-/// peers' requests to its host's daemon at that address). Prints its NET address and socket when ready.
-/// Returns its counters.
+/// `paper`, NAND timing off; `relay`: the traditional path's device, relaying peers' requests to
+/// its host's daemon at that address; `data`: keep the flash in `data/flash.img` and recover it
+/// at start; `nand_timing`: the flash's time in each command's simulated latency). Prints its NET
+/// address and socket when ready. Returns its counters.
 #[pyfunction]
-#[pyo3(signature = (id, net, socket, device="quick", quiet=false, relay=None, allow_remote=false))]
+#[pyo3(signature = (id, net, socket, device="quick", quiet=false, relay=None, allow_remote=false, data=None, nand_timing=false))]
 #[allow(clippy::too_many_arguments)] // the CLI's options, one by one as Python passes them
 fn uio_device_serve<'py>(
     py: Python<'py>,
@@ -70,6 +71,8 @@ fn uio_device_serve<'py>(
     quiet: bool,
     relay: Option<String>,
     allow_remote: bool,
+    data: Option<PathBuf>,
+    nand_timing: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let relay = relay
         .map(|a| a.parse::<SocketAddr>().map_err(|_| PyValueError::new_err(format!("--relay: {a:?} is not HOST:PORT"))))
@@ -87,10 +90,20 @@ fn uio_device_serve<'py>(
     }
     let mut cfg = device_config(device)
         .ok_or_else(|| ConfigError::new_err(format!("--device {device:?}: expected one of {}", DEVICES.join(", "))))?;
-    // Device processes run in wall-clock time: their media is in RAM (simulated time inside
-    // them is not modelled yet).
-    cfg.timing.enabled = false;
-    let opts = DeviceOptions { id, net, socket, burst: 16, peer_timeout: Duration::from_secs(2), relay, allow_remote };
+    // Device processes run in wall-clock time; beside it each accounts every command's
+    // simulated time (the hardware links' legs, and its flash's time with NAND timing on).
+    cfg.timing.enabled = nand_timing;
+    let opts = DeviceOptions {
+        id,
+        net,
+        socket,
+        burst: 16,
+        peer_timeout: Duration::from_secs(2),
+        relay,
+        allow_remote,
+        data,
+        links: ssdlab_uio::Links::default(),
+    };
     let stats = py
         .detach(|| {
             ssdlab_uio::device::run_until_signal(&opts, &cfg, UtlConfig::default(), |addr, sock| {
@@ -138,9 +151,9 @@ fn uio_wall_latency<'py>(
     let p: LatencyPlan = from_py(plan, "uio plan")?;
     p.validate().map_err(uio_err)?;
     let t = ssdlab_uio::wall::WallTargets { uio_socket: &uio_socket, traditional_socket: &traditional_socket, devices: p.devices };
-    let rows = py.detach(|| ssdlab_uio::wall::wall_latency(&p, &t)).map_err(PyOSError::new_err)?;
-    let (a, b) = ssdlab_uio::repro::fit(&rows);
-    to_py(py, &serde_json::json!({"rows": rows, "fits": [[false, a, b]]}))
+    let w = py.detach(|| ssdlab_uio::wall::wall_latency(&p, &t)).map_err(PyOSError::new_err)?;
+    let (a, b) = ssdlab_uio::repro::fit(&w.rows);
+    to_py(py, &serde_json::json!({"rows": w.rows, "sim_rows": w.sim_rows, "fits": [[false, a, b]]}))
 }
 
 /// Attach to the device process at `attach` as its host and serve RESP clients (SET, GET, ...)

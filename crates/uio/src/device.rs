@@ -29,7 +29,7 @@ use sendfd::{RecvWithFd, SendWithFd};
 use serde::{Deserialize, Serialize};
 use ssdlab_core::Config;
 
-use crate::cluster::Gme;
+use crate::cluster::{Gme, Links, Path as DataPath};
 use crate::layout::{bar, Command, Completion, Status};
 use crate::net::{self, Peers, OP_GET, OP_PUT};
 use crate::queues::{Controller, Host, Perm, Store, KEY_MAX_BYTES};
@@ -49,6 +49,52 @@ pub struct DeviceStats {
     pub remote_errors: u64,
 }
 
+/// A device's UTL with its simulated clock: each operation starts once the previous one has
+/// finished on the flash (commands reach the UTL one at a time) plus the legs before it, and
+/// takes the flash's time (none with NAND timing off). What NET serves peers from.
+pub struct SimUtl {
+    pub utl: Utl,
+    clock_ns: u64,
+    /// The last operation's time in the UTL.
+    last_ns: u64,
+}
+
+impl SimUtl {
+    pub fn new(utl: Utl) -> SimUtl {
+        SimUtl { utl, clock_ns: 0, last_ns: 0 }
+    }
+
+    /// Put after `before` ns of legs; returns the UTL's time.
+    fn put_after(&mut self, key: &[u8], value: &[u8], before: u64) -> Result<u64, Status> {
+        let start = self.clock_ns + before;
+        let done = self.utl.put(key, value, start).map_err(|_| Status::InternalError)?;
+        self.clock_ns = done;
+        self.last_ns = done - start;
+        Ok(self.last_ns)
+    }
+
+    fn get_after(&mut self, key: &[u8], before: u64) -> Result<(Option<Vec<u8>>, u64), Status> {
+        let start = self.clock_ns + before;
+        let (v, done) = self.utl.get(key, start).map_err(|_| Status::InternalError)?;
+        self.clock_ns = done;
+        self.last_ns = done - start;
+        Ok((v, self.last_ns))
+    }
+}
+
+/// A peer's request reaches the UTL from NET (the legs around it are the requester's to add).
+impl Store for SimUtl {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status> {
+        self.put_after(key, value, 0).map(|_| ())
+    }
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
+        self.get_after(key, 0).map(|(v, _)| v)
+    }
+    fn sim_ns(&self) -> u64 {
+        self.last_ns
+    }
+}
+
 /// The device's modules behind its queues: GME, the UTL, NET.
 pub struct DeviceStore {
     id: u16,
@@ -56,10 +102,14 @@ pub struct DeviceStore {
     /// is local), and peers' requests are relayed to this device's host.
     traditional: bool,
     gme: Gme,
-    utl: Arc<Mutex<Utl>>,
+    utl: Arc<Mutex<SimUtl>>,
     peers: Peers,
+    links: Links,
     rec: Vec<u8>,
     out: Vec<u8>,
+    /// The last command's simulated latency: its legs (`links`, the same formulas as
+    /// [`crate::cluster`]) plus the UTL's time, its own or the remote device's.
+    last_ns: u64,
     pub stats: DeviceStats,
 }
 
@@ -68,22 +118,40 @@ impl DeviceStore {
         Status::from_bits(st).unwrap_or(Status::InternalError)
     }
 
+    fn path(&self) -> DataPath {
+        if self.traditional {
+            DataPath::Traditional
+        } else {
+            DataPath::Uio
+        }
+    }
+
     fn local_put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status> {
         self.stats.local_puts += 1;
-        self.utl.lock().expect("utl").put(key, value, 0).map(|_| ()).map_err(|_| Status::InternalError)
+        let (before, after) = self.links.put_legs(self.path(), false, key.len(), value.len());
+        let utl = self.utl.lock().expect("utl").put_after(key, value, before)?;
+        self.last_ns = before + utl + after;
+        Ok(())
     }
 
     fn local_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
         self.stats.local_gets += 1;
-        self.utl.lock().expect("utl").get(key, 0).map(|(v, _)| v).map_err(|_| Status::InternalError)
+        let before = self.links.get_legs_before(self.path(), false, key.len());
+        let (v, utl) = self.utl.lock().expect("utl").get_after(key, before)?;
+        self.last_ns = before + utl + self.links.get_legs_after(self.path(), false, v.as_ref().map_or(0, |v| v.len()));
+        Ok(v)
     }
 
+    /// The remote device answers with its UTL's time (on the traditional path, the time of
+    /// the command its host submitted back, legs excluded); the legs are added here.
     fn remote_put(&mut self, to: u16, key: &[u8], value: &[u8]) -> Result<(), Status> {
         self.stats.remote_puts += 1;
         self.rec.clear();
         encode(key, value, &mut self.rec);
         let r = self.peers.request(to, OP_PUT, &self.rec, &mut self.out);
         self.stats.remote_errors = self.peers.errors;
+        let (before, after) = self.links.put_legs(self.path(), true, key.len(), value.len());
+        self.last_ns = before + self.peers.last_service_ns + after;
         match r? {
             0 => Ok(()),
             st => Err(Self::status(st)),
@@ -94,6 +162,10 @@ impl DeviceStore {
         self.stats.remote_gets += 1;
         let r = self.peers.request(to, OP_GET, key, &mut self.out);
         self.stats.remote_errors = self.peers.errors;
+        let found = matches!(r, Ok(0));
+        self.last_ns = self.links.get_legs_before(self.path(), true, key.len())
+            + self.peers.last_service_ns
+            + self.links.get_legs_after(self.path(), true, if found { self.out.len() } else { 0 });
         match r? {
             0 => Ok(Some(self.out.clone())),
             st if st == Status::KeyNotFound as u16 => Ok(None),
@@ -131,6 +203,9 @@ impl Store for DeviceStore {
             to => self.remote_get(to, key),
         }
     }
+    fn sim_ns(&self) -> u64 {
+        self.last_ns
+    }
 }
 
 /// The traditional device's NET side: a peer's request goes to this device's host (its
@@ -139,6 +214,13 @@ struct Relay {
     daemon: Peers,
     rec: Vec<u8>,
     out: Vec<u8>,
+}
+
+/// What the daemon answered: its command's UTL time (the daemon removes the legs).
+impl Relay {
+    fn service_ns(&self) -> u64 {
+        self.daemon.last_service_ns
+    }
 }
 
 impl Relay {
@@ -164,6 +246,9 @@ impl Store for Relay {
             st => Err(DeviceStore::status(st)),
         }
     }
+    fn sim_ns(&self) -> u64 {
+        self.service_ns()
+    }
 }
 
 /// Where a device process listens and who its peers are.
@@ -185,6 +270,12 @@ pub struct DeviceOptions {
     pub relay: Option<SocketAddr>,
     /// Listen for NET on a non-loopback address (NET has no authentication).
     pub allow_remote: bool,
+    /// Keep the flash in `DIR/flash.img` and recover it at start (see [`crate::image`]); None:
+    /// the flash lives in the process and a restarted device starts empty.
+    pub data: Option<PathBuf>,
+    /// The legs the device accounts in simulated time per command (with its flash's time when
+    /// its configuration has NAND timing on); each completion carries the command's total.
+    pub links: Links,
 }
 
 /// Empty polls before the loop dozes (about a tenth of a millisecond): a host running commands
@@ -211,8 +302,25 @@ pub fn run(
     if n == 0 || opts.id as usize >= n {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("device id {} with {n} NET addresses", opts.id)));
     }
-    let utl = Utl::new(dev_cfg, utl_cfg).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-    let utl = Arc::new(Mutex::new(utl));
+    let bad = |e: crate::utl::UtlError| io::Error::new(io::ErrorKind::InvalidInput, e.to_string());
+    let utl = match &opts.data {
+        None => Utl::new(dev_cfg, utl_cfg).map_err(bad)?,
+        Some(dir) => {
+            let (u, r) = Utl::open(dev_cfg, utl_cfg, dir).map_err(bad)?;
+            if r.blocks > 0 {
+                eprintln!(
+                    "uio device {}: recovered {} keys from {} records in {} blocks of {}",
+                    opts.id,
+                    r.keys,
+                    r.records,
+                    r.blocks,
+                    dir.join("flash.img").display()
+                );
+            }
+            u
+        }
+    };
+    let utl = Arc::new(Mutex::new(SimUtl::new(utl)));
     let listener = net::bind(opts.net[opts.id as usize], opts.allow_remote)?;
     let addr = listener.local_addr()?;
     let net_thread = match opts.relay {
@@ -231,8 +339,10 @@ pub fn run(
         gme: Gme::uniform(n as u16, 1024),
         utl,
         peers: Peers::new(opts.id, opts.net.clone(), opts.peer_timeout),
+        links: opts.links,
         rec: Vec::new(),
         out: Vec::new(),
+        last_ns: 0,
         stats: DeviceStats::default(),
     }));
     let mut hosts: Vec<Attached> = vec![];
@@ -327,6 +437,9 @@ impl Store for Shared {
     fn get_from(&mut self, dest: Option<u16>, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
         self.0.lock().expect("device").get_from(dest, key)
     }
+    fn sim_ns(&self) -> u64 {
+        self.0.lock().expect("device").sim_ns()
+    }
 }
 
 /// A host attached: its socket (closed when it goes away) and the controller on its memory.
@@ -416,6 +529,12 @@ pub struct HostDevice {
     timeout: Duration,
     pub puts: u64,
     pub gets: u64,
+    /// The last command's simulated latency, from its completion (0: the device models none).
+    pub last_sim_ns: u64,
+    /// The legs a traditional daemon removes from its commands' simulated latency, so what it
+    /// answers a relaying device is the UTL's time alone (see [`Store::sim_ns`] below).
+    pub links: Links,
+    last_utl_ns: u64,
 }
 
 impl HostDevice {
@@ -440,7 +559,19 @@ impl HostDevice {
             .map_err(|s| io::Error::other(format!("creating the I/O queues: status {s:?}")))?;
         let key_at = host.alloc(KEY_MAX_BYTES);
         let val_at = host.alloc(HOST_VALUE_BYTES);
-        Ok(HostDevice { host, sock, mem, key_at, val_at, timeout, puts: 0, gets: 0 })
+        Ok(HostDevice {
+            host,
+            sock,
+            mem,
+            key_at,
+            val_at,
+            timeout,
+            puts: 0,
+            gets: 0,
+            last_sim_ns: 0,
+            links: Links::default(),
+            last_utl_ns: 0,
+        })
     }
 
     fn run_status(&mut self, cmd: Command) -> Result<Completion, Status> {
@@ -497,6 +628,7 @@ impl HostDevice {
         let cid = self.host.cid();
         let c = self.run(Self::routed(Command::put(cid, (self.key_at, key.len() as u64), (self.val_at, value.len() as u64)), dest))?;
         self.puts += 1;
+        self.last_sim_ns = c.sim_ns as u64;
         match Status::from_bits(c.status) {
             Some(Status::Success) => Ok(()),
             _ => Err(format!("put failed: {}", status_text(c.status))),
@@ -510,6 +642,7 @@ impl HostDevice {
         let cid = self.host.cid();
         let c = self.run(Self::routed(Command::get(cid, (self.key_at, key.len() as u64), (self.val_at, HOST_VALUE_BYTES)), dest))?;
         self.gets += 1;
+        self.last_sim_ns = c.sim_ns as u64;
         match Status::from_bits(c.status) {
             Some(Status::Success) => {
                 let mut v = vec![0u8; c.specific as usize];
@@ -551,6 +684,10 @@ impl Store for HostDevice {
         let cid = self.host.cid();
         let c = self.run_status(Command::put(cid, (self.key_at, key.len() as u64), (self.val_at, value.len() as u64)))?;
         self.puts += 1;
+        self.last_sim_ns = c.sim_ns as u64;
+        // A local command on its (traditional) device: its legs are the relaying device's to add.
+        let (before, after) = self.links.put_legs(DataPath::Traditional, false, key.len(), value.len());
+        self.last_utl_ns = self.last_sim_ns.saturating_sub(before + after);
         match Self::status_of(&c) {
             Status::Success => Ok(()),
             st => Err(st),
@@ -562,6 +699,11 @@ impl Store for HostDevice {
         let cid = self.host.cid();
         let c = self.run_status(Command::get(cid, (self.key_at, key.len() as u64), (self.val_at, HOST_VALUE_BYTES)))?;
         self.gets += 1;
+        self.last_sim_ns = c.sim_ns as u64;
+        let vlen = if Self::status_of(&c) == Status::Success { c.specific as usize } else { 0 };
+        let legs = self.links.get_legs_before(DataPath::Traditional, false, key.len())
+            + self.links.get_legs_after(DataPath::Traditional, false, vlen);
+        self.last_utl_ns = self.last_sim_ns.saturating_sub(legs);
         match Self::status_of(&c) {
             Status::Success => {
                 let mut v = vec![0u8; c.specific as usize];
@@ -571,6 +713,10 @@ impl Store for HostDevice {
             Status::KeyNotFound => Ok(None),
             st => Err(st),
         }
+    }
+    /// The UTL's time of the last command (its total less a local command's legs).
+    fn sim_ns(&self) -> u64 {
+        self.last_utl_ns
     }
 }
 
@@ -631,6 +777,11 @@ impl TraditionalHost {
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
         let d = self.dest(key);
         self.dev.get_routed(d, key)
+    }
+
+    /// The last command's simulated latency (see [`HostDevice::last_sim_ns`]).
+    pub fn last_sim_ns(&self) -> u64 {
+        self.dev.last_sim_ns
     }
 }
 

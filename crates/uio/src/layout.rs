@@ -187,6 +187,9 @@ impl Status {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {
     pub specific: u32,
+    /// Bytes 07:04 (Reserved in the document's Table 2): the command's simulated latency in ns
+    /// as the device accounts it (saturating; 0: not modelled). ssdlab's use.
+    pub sim_ns: u32,
     pub sq_head: u16,
     pub sq_id: u16,
     pub cid: u16,
@@ -199,6 +202,7 @@ impl Completion {
         assert!(self.status < 1 << 15, "the status field is 15 bits");
         let mut b = [0u8; CQE_BYTES];
         b[0..4].copy_from_slice(&self.specific.to_le_bytes());
+        b[4..8].copy_from_slice(&self.sim_ns.to_le_bytes());
         b[8..10].copy_from_slice(&self.sq_head.to_le_bytes());
         b[10..12].copy_from_slice(&self.sq_id.to_le_bytes());
         let dw3 = (self.status as u32) << 17 | (self.phase as u32) << 16 | self.cid as u32;
@@ -210,6 +214,7 @@ impl Completion {
         let dw3 = u32::from_le_bytes(b[12..16].try_into().unwrap());
         Completion {
             specific: u32::from_le_bytes(b[0..4].try_into().unwrap()),
+            sim_ns: u32::from_le_bytes(b[4..8].try_into().unwrap()),
             sq_head: u16::from_le_bytes([b[8], b[9]]),
             sq_id: u16::from_le_bytes([b[10], b[11]]),
             cid: (dw3 & 0xffff) as u16,
@@ -280,7 +285,7 @@ mod tests {
 
     #[test]
     fn a_completion_lays_out_as_table_2() {
-        let c = Completion { specific: 0xa1b2_c3d4, sq_head: 0x0102, sq_id: 0x0304, cid: 0x0506, phase: true, status: 0x187 };
+        let c = Completion { specific: 0xa1b2_c3d4, sim_ns: 0, sq_head: 0x0102, sq_id: 0x0304, cid: 0x0506, phase: true, status: 0x187 };
         let b = c.encode();
         assert_eq!(&b[0..4], &0xa1b2_c3d4u32.to_le_bytes());
         assert_eq!(&b[4..8], &[0; 4]);

@@ -7,15 +7,18 @@
 //!   permission check ([`layout`], [`queues`], [`shm`]).
 //! - The device's modules: DMA's record ([`record`]), the UTL storing records log-structured
 //!   on the open-channel flash with a scanning GC ([`utl`]), GME routing and the data path
-//!   between devices with each leg's modelled cost, UIO's and the traditional one
-//!   ([`cluster`]), and the reproduction's measurements ([`repro`]).
+//!   between devices with each leg's modelled cost, UIO's and the traditional one, on two link
+//!   profiles ([`cluster`]; the document simulator's message queue hop measured by [`msgq`]),
+//!   and the reproduction's measurements ([`repro`]).
 //! - Devices as processes: a device serving its host's queues and its peers' requests over
-//!   TCP, and the host library that attaches to it ([`device`], [`net`]); a RESP front-end on
-//!   the host library ([`serve`]).
+//!   TCP, and the host library that attaches to it ([`device`], [`net`]); the flash kept in a
+//!   file and recovered at start ([`image`]); a RESP front-end on the host library ([`serve`]).
 
 pub mod cluster;
 pub mod device;
+pub mod image;
 pub mod layout;
+pub mod msgq;
 pub mod net;
 pub mod queues;
 pub mod record;
@@ -25,7 +28,7 @@ pub mod shm;
 pub mod utl;
 pub mod wall;
 
-pub use cluster::{Cluster, Gme, Links, Path};
+pub use cluster::{Cluster, Gme, Links, Path, Profile};
 pub use layout::{Command, Completion, Status};
 pub use queues::{Controller, Host, Perm, Store};
 pub use shm::Region;

@@ -27,27 +27,46 @@ const HEADER: usize = 8;
 /// Largest body a peer accepts (a 16 MiB value and its header).
 pub const MAX_BODY: usize = (16 << 20) + 4096;
 
+/// Header byte 1, bit 0: an 8-byte trailer after the body holds the answering side's
+/// simulated service time (ns, little-endian; answers only).
+const TIMED: u8 = 1;
+
 /// Write one message.
 pub fn write_msg(w: &mut impl Write, op: u8, status: u16, body: &[u8]) -> io::Result<()> {
+    write_msg_timed(w, op, status, body, None)
+}
+
+/// Write one message, with `service_ns` in a trailer when given (see [`TIMED`]).
+pub fn write_msg_timed(w: &mut impl Write, op: u8, status: u16, body: &[u8], service_ns: Option<u64>) -> io::Result<()> {
     let mut h = [0u8; HEADER];
     h[0] = op;
+    h[1] = if service_ns.is_some() { TIMED } else { 0 };
     h[2..4].copy_from_slice(&status.to_le_bytes());
     h[4..8].copy_from_slice(&(body.len() as u32).to_le_bytes());
+    let trailer = service_ns.map(u64::to_le_bytes);
+    let trailer: &[u8] = trailer.as_ref().map_or(&[], |t| &t[..]);
     // One write for small messages (one segment on the wire).
     if body.len() <= 4096 {
-        let mut m = Vec::with_capacity(HEADER + body.len());
+        let mut m = Vec::with_capacity(HEADER + body.len() + trailer.len());
         m.extend_from_slice(&h);
         m.extend_from_slice(body);
+        m.extend_from_slice(trailer);
         w.write_all(&m)
     } else {
         w.write_all(&h)?;
-        w.write_all(body)
+        w.write_all(body)?;
+        w.write_all(trailer)
     }
 }
 
 /// Read one message into `body`; returns (opcode, status). The body grows as its bytes arrive:
 /// a header declaring 16 MiB costs nothing until they do.
 pub fn read_msg(r: &mut impl Read, body: &mut Vec<u8>) -> io::Result<(u8, u16)> {
+    read_msg_timed(r, body).map(|(op, st, _)| (op, st))
+}
+
+/// [`read_msg`], also returning the service time of a timed answer.
+pub fn read_msg_timed(r: &mut impl Read, body: &mut Vec<u8>) -> io::Result<(u8, u16, Option<u64>)> {
     let mut h = [0u8; HEADER];
     r.read_exact(&mut h)?;
     let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
@@ -60,7 +79,14 @@ pub fn read_msg(r: &mut impl Read, body: &mut Vec<u8>) -> io::Result<(u8, u16)> 
     if body.len() != len {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("a message cut at {} of {len} bytes", body.len())));
     }
-    Ok((h[0], u16::from_le_bytes([h[2], h[3]])))
+    let service = if h[1] & TIMED != 0 {
+        let mut t = [0u8; 8];
+        r.read_exact(&mut t)?;
+        Some(u64::from_le_bytes(t))
+    } else {
+        None
+    };
+    Ok((h[0], u16::from_le_bytes([h[2], h[3]]), service))
 }
 
 /// Bind a NET listener on `addr` after ssdlab's loopback rule: another address only with
@@ -78,13 +104,15 @@ pub struct Peers {
     conns: Vec<Option<TcpStream>>,
     timeout: Duration,
     pub errors: u64,
+    /// The simulated service time the last answer carried (0: none).
+    pub last_service_ns: u64,
 }
 
 impl Peers {
     /// `addrs[i]`: device i's NET address (this device's own is not used).
     pub fn new(me: u16, addrs: Vec<SocketAddr>, timeout: Duration) -> Peers {
         let conns = addrs.iter().map(|_| None).collect();
-        Peers { me, addrs, conns, timeout, errors: 0 }
+        Peers { me, addrs, conns, timeout, errors: 0, last_service_ns: 0 }
     }
 
     fn connect_to(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
@@ -101,7 +129,8 @@ impl Peers {
             slot => slot.insert(Self::connect_to(self.addrs[to as usize], self.timeout)?),
         };
         write_msg(s, op, 0, body)?;
-        let (rop, status) = read_msg(s, out)?;
+        let (rop, status, service) = read_msg_timed(s, out)?;
+        self.last_service_ns = service.unwrap_or(0);
         if rop != op {
             return Err(io::Error::new(io::ErrorKind::InvalidData, format!("answer to opcode {op} has opcode {rop}")));
         }
@@ -276,23 +305,35 @@ fn serve_peer<S: Store>(mut s: TcpStream, store: &Mutex<S>, stop: &AtomicBool, m
         mark(true);
         let (op, _) = read_msg(&mut Deadline::new(&mut s, MESSAGE_DEADLINE), &mut body)?;
         s.set_read_timeout(Some(Duration::from_millis(100)))?;
+        // The store's simulated time for this request, answered in the reply's trailer.
+        let mut service = 0u64;
         match op {
             OP_PUT => {
                 let status = match decode(&body) {
-                    Decoded::Record(r) if r.len() == body.len() => match store.lock().expect("store").put(r.key, r.value) {
-                        Ok(()) => Status::Success,
-                        Err(st) => st,
-                    },
+                    Decoded::Record(r) if r.len() == body.len() => {
+                        let mut st = store.lock().expect("store");
+                        let r = st.put(r.key, r.value);
+                        service = st.sim_ns();
+                        match r {
+                            Ok(()) => Status::Success,
+                            Err(st) => st,
+                        }
+                    }
                     _ => Status::DataTransferError,
                 };
-                write_msg(&mut s, op, status as u16, &[])?;
+                write_msg_timed(&mut s, op, status as u16, &[], Some(service))?;
             }
             OP_GET => {
-                let got = store.lock().expect("store").get(&body);
+                let got = {
+                    let mut st = store.lock().expect("store");
+                    let got = st.get(&body);
+                    service = st.sim_ns();
+                    got
+                };
                 match got {
-                    Ok(Some(v)) => write_msg(&mut s, op, Status::Success as u16, &v)?,
-                    Ok(None) => write_msg(&mut s, op, Status::KeyNotFound as u16, &[])?,
-                    Err(st) => write_msg(&mut s, op, st as u16, &[])?,
+                    Ok(Some(v)) => write_msg_timed(&mut s, op, Status::Success as u16, &v, Some(service))?,
+                    Ok(None) => write_msg_timed(&mut s, op, Status::KeyNotFound as u16, &[], Some(service))?,
+                    Err(st) => write_msg_timed(&mut s, op, st as u16, &[], Some(service))?,
                 }
             }
             _ => write_msg(&mut s, op, Status::InvalidOpcode as u16, &[])?,

@@ -62,6 +62,11 @@ pub trait Store {
         let _ = dest;
         self.get(key)
     }
+    /// The simulated latency (ns) of the last put or get as this store accounts it (0: it
+    /// models no time); the controller puts it in the command's completion.
+    fn sim_ns(&self) -> u64 {
+        0
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -168,8 +173,16 @@ impl<S: Store> Controller<S> {
         let sq = self.sqs.get_mut(&qid).expect("queue");
         sq.head = (sq.head + 1) % sq.entries;
         let (head, cqid) = (sq.head, sq.cqid);
-        let (status, specific) = if qid == 0 { self.admin(&cmd) } else { self.io(qid, &cmd) };
-        self.post(cqid, Completion { specific, sq_head: head as u16, sq_id: qid, cid: cmd.cid, phase: false, status: status as u16 });
+        let (status, specific, sim_ns) = if qid == 0 {
+            let (st, sp) = self.admin(&cmd);
+            (st, sp, 0)
+        } else {
+            self.io(qid, &cmd)
+        };
+        self.post(
+            cqid,
+            Completion { specific, sim_ns, sq_head: head as u16, sq_id: qid, cid: cmd.cid, phase: false, status: status as u16 },
+        );
         self.processed += 1;
         true
     }
@@ -242,7 +255,15 @@ impl<S: Store> Controller<S> {
         (st, 0)
     }
 
-    fn io(&mut self, qid: u16, c: &Command) -> (Status, u32) {
+    /// (status, command-specific word, simulated latency in ns saturated to 32 bits).
+    fn io(&mut self, qid: u16, c: &Command) -> (Status, u32, u32) {
+        let (st, specific) = self.io_untimed(qid, c);
+        let reached = matches!(c.opcode, io::PUT | io::GET)
+            && !matches!(st, Status::InvalidField | Status::AccessDenied | Status::InvalidNamespace | Status::DataTransferError);
+        (st, specific, if reached { self.store.sim_ns().min(u32::MAX as u64) as u32 } else { 0 })
+    }
+
+    fn io_untimed(&mut self, qid: u16, c: &Command) -> (Status, u32) {
         let perm = self.sqs[&qid].perm;
         if c.nsid != 0 {
             return (Status::InvalidNamespace, 0);

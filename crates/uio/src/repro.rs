@@ -9,7 +9,8 @@ use ssdlab_core::config::{Personality, StorageMode};
 use ssdlab_core::media::presets::preset;
 use ssdlab_core::Config;
 
-use crate::cluster::{Cluster, Links, Path};
+use crate::cluster::{Cluster, Links, Path, Profile};
+use crate::msgq::MsgqCosts;
 use crate::utl::{Result, UtlConfig, UtlError};
 
 /// Names accepted by [`device_config`].
@@ -54,9 +55,15 @@ pub struct LatencyPlan {
     pub mix_devices: Vec<u16>,
     /// Put/get pairs per mixed run.
     pub mix_ops: usize,
-    /// NAND timing settings to measure: off (media in RAM, no NAND timing, as the document's functional simulator), on.
+    /// NAND timing settings to measure: off (media in RAM, the flash untimed), on.
     pub timings: Vec<bool>,
     pub seed: u64,
+    /// `hardware`: the legs are `links`; `document-simulator`: every leg from a System V
+    /// message queue hop and the copy rates measured on this machine when the plan runs
+    /// ([`crate::msgq`], [`Links::document_simulator`]); `links` is then not used.
+    pub profile: Profile,
+    /// Round trips of each message queue ping-pong (document-simulator profile).
+    pub msgq_rounds: u32,
     pub links: Links,
     pub utl: UtlConfig,
 }
@@ -73,6 +80,8 @@ impl Default for LatencyPlan {
             mix_ops: 2000,
             timings: vec![false, true],
             seed: 1,
+            profile: Profile::Hardware,
+            msgq_rounds: 10_000,
             links: Links::default(),
             utl: UtlConfig::default(),
         }
@@ -82,7 +91,7 @@ impl Default for LatencyPlan {
 /// Latency of one (timing, value size, operation, locality, path) point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencyRow {
-    /// NAND timing modelled (false: media in RAM, no NAND timing, as the document's functional simulator).
+    /// NAND timing modelled (false: media in RAM, the flash untimed).
     pub nand_timing: bool,
     pub value_bytes: usize,
     /// "put" or "get".
@@ -152,6 +161,10 @@ pub struct LatencyReport {
     /// local ones.
     pub fits: Vec<(bool, f64, f64)>,
     pub mixes: Vec<MixRow>,
+    /// The legs this run used (the plan's, or the document-simulator profile's measured ones).
+    pub links: Links,
+    /// The document-simulator profile's measured constants (None: hardware profile).
+    pub msgq: Option<MsgqCosts>,
 }
 
 /// Key number `i` as letters ('a'..'z', base 26), padded with 'a' to `len` bytes.
@@ -181,6 +194,19 @@ impl LatencyPlan {
         Cluster::new(n, &self.device(timing)?, self.utl, self.links, path)
     }
 
+    /// The plan with its profile's legs in `links`: for the document-simulator profile,
+    /// measured now; returns the measured constants too.
+    pub fn with_profile_links(&self) -> Result<(LatencyPlan, Option<MsgqCosts>)> {
+        match self.profile {
+            Profile::Hardware => Ok((self.clone(), None)),
+            Profile::DocumentSimulator => {
+                let m = crate::msgq::measure(self.msgq_rounds, self.links.packet_payload_bytes)
+                    .map_err(|e| UtlError::Config(format!("profile = \"document-simulator\": measuring System V message queues: {e}")))?;
+                Ok((LatencyPlan { links: Links::document_simulator(&m), ..self.clone() }, Some(m)))
+            }
+        }
+    }
+
     /// Refuse a plan that cannot run, saying which key is wrong.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(UtlError::Config(m));
@@ -196,6 +222,15 @@ impl LatencyPlan {
         if self.value_bytes.is_empty() || self.ops == 0 || self.timings.is_empty() {
             return bad("value_bytes, ops and timings must not be empty or zero".into());
         }
+        if self.msgq_rounds == 0 || self.msgq_rounds > 1_000_000 {
+            return bad(format!("msgq_rounds = {}: expected 1 to 1000000", self.msgq_rounds));
+        }
+        if self.links.packet_payload_bytes == 0 || self.links.packet_payload_bytes > 8192 {
+            return bad(format!(
+                "links.packet_payload_bytes = {}: expected 1 to 8192 (a message queue's default msgmax)",
+                self.links.packet_payload_bytes
+            ));
+        }
         if self.mix_devices.iter().any(|&n| n == 0 || n > 64) {
             return bad(format!("mix_devices = {:?}: expected 1 to 64 devices each", self.mix_devices));
         }
@@ -205,6 +240,17 @@ impl LatencyPlan {
     /// Run every measurement; `progress` gets a line per finished part.
     pub fn run(&self, progress: &mut dyn FnMut(&str)) -> Result<LatencyReport> {
         self.validate()?;
+        let (plan, msgq) = self.with_profile_links()?;
+        if let Some(m) = &msgq {
+            progress(&format!("document-simulator profile: a message queue hop takes {} ns on this machine", m.hop_ns));
+        }
+        let mut r = plan.run_links(progress)?;
+        r.plan = self.clone();
+        r.msgq = msgq;
+        Ok(r)
+    }
+
+    fn run_links(&self, progress: &mut dyn FnMut(&str)) -> Result<LatencyReport> {
         let mut rows = vec![];
         let mut fits = vec![];
         let mut mixes = vec![];
@@ -223,7 +269,7 @@ impl LatencyPlan {
                 progress(&format!("mix: nand timing {}, {n} devices", if timing { "on" } else { "off" }));
             }
         }
-        Ok(LatencyReport { plan: self.clone(), rows, fits, mixes })
+        Ok(LatencyReport { plan: self.clone(), rows, fits, mixes, links: self.links, msgq: None })
     }
 
     /// Keys from device 0's host: `ops` that GME sends to device 0 and `ops` it sends

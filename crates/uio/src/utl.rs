@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use ssdlab_core::ftl::ocssd::{ChunkState, Ocssd, MAX_VECTOR};
 use ssdlab_core::Config;
 
+use crate::image::Image;
 use crate::layout::Status;
 use crate::queues::Store;
 use crate::record::{decode, encode, encoded_len, Decoded};
@@ -147,6 +148,19 @@ pub struct Utl {
     prog_done: u64,
     record: Vec<u8>,
     stats: UtlStats,
+    /// The flash kept in a file (`--data`), and the sequence number of the last block opened.
+    image: Option<Image>,
+    seq: u64,
+}
+
+/// What [`Utl::open`] found in an existing image.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recovered {
+    /// Blocks holding records (the open one included) and the records scanned in them.
+    pub blocks: u64,
+    pub records: u64,
+    /// Keys in the rebuilt index.
+    pub keys: u64,
 }
 
 impl Utl {
@@ -203,7 +217,91 @@ impl Utl {
             prog_done: 0,
             record: Vec::new(),
             stats: UtlStats::default(),
+            image: None,
+            seq: 0,
         })
+    }
+
+    /// A UTL whose flash lives in `dir/flash.img` (see [`crate::image`]): an image left by an
+    /// earlier run (killed or stopped) is recovered: its blocks are programmed again onto this
+    /// run's flash in the order they were opened, the open block's unprogrammed tail goes back
+    /// into the page buffer, and the index is rebuilt from the records themselves, the last
+    /// record of a key being its newest.
+    pub fn open(dev_cfg: &Config, cfg: UtlConfig, dir: &std::path::Path) -> Result<(Utl, Recovered)> {
+        let mut u = Utl::new(dev_cfg, cfg)?;
+        let (img, existed) = Image::open(dir, u.state.len(), u.block_bytes as usize).map_err(|e| UtlError::Media(e.to_string()))?;
+        let rec = if existed {
+            u.recover(img)?
+        } else {
+            u.image = Some(img);
+            Recovered::default()
+        };
+        Ok((u, rec))
+    }
+
+    fn recover(&mut self, mut img: Image) -> Result<Recovered> {
+        let mut blocks: Vec<(u64, usize)> = (0..img.blocks()).filter(|&b| img.seq(b) > 0).map(|b| (img.seq(b), b)).collect();
+        blocks.sort_unstable();
+        let last = blocks.last().map(|&(_, b)| b);
+        let mut found = Recovered::default();
+        let unit = self.unit;
+        for &(seq, b) in &blocks {
+            if self.state[b] != Use::Free {
+                return Err(UtlError::Corrupt { block: b as u32, offset: 0, what: "the image holds records in a bad block" });
+            }
+            let data = img.block(b);
+            let mut recs: Vec<(Box<[u8]>, Loc)> = vec![];
+            let mut off = 0usize;
+            while off < data.len() {
+                match decode(&data[off..]) {
+                    Decoded::Record(r) => {
+                        recs.push((r.key.into(), Loc { block: b as u32, offset: off as u32, len: r.len() as u32 }));
+                        off += r.len();
+                    }
+                    // Padding, or a record torn by the kill: never acknowledged.
+                    Decoded::End | Decoded::Corrupt(_) => break,
+                }
+            }
+            let open = Some(b) == last;
+            if off == 0 && !open {
+                // Opened and erased again before its number was cleared: free.
+                img.erase(b);
+                continue;
+            }
+            if open && off < data.len() {
+                // Whatever a torn record left after the last whole one goes.
+                let rest = data.len() - off;
+                img.write(b, off, &vec![0u8; rest]);
+            }
+            let data = img.block(b);
+            let units = if open { off / unit } else { off.div_ceil(unit) };
+            for i in 0..units {
+                let first = self.slba(b as u32) + i as u64 * self.ws_min;
+                let lbas: Vec<u64> = (first..first + self.ws_min).collect();
+                self.dev.vector_write(&lbas, Some(&data[i * unit..(i + 1) * unit]), 0)?;
+            }
+            self.free.retain(|&x| x as usize != b);
+            self.used[b] = off as u32;
+            if open {
+                self.state[b] = Use::Open;
+                self.open = Some(b as u32);
+                self.buf.clear();
+                self.buf.extend_from_slice(&data[units * unit..off]);
+            } else {
+                self.state[b] = Use::Closed;
+            }
+            found.blocks += 1;
+            found.records += recs.len() as u64;
+            for (k, loc) in recs {
+                let old = self.index.get(&k).copied();
+                self.repoint(&k, old, loc);
+            }
+            self.seq = seq;
+        }
+        found.keys = self.index.len() as u64;
+        assert!(self.live_bytes <= self.used.iter().map(|&x| x as u64).sum::<u64>());
+        self.image = Some(img);
+        Ok(found)
     }
 
     pub fn stats(&self) -> &UtlStats {
@@ -300,10 +398,18 @@ impl Utl {
                 let b = self.free.pop_front().ok_or_else(|| UtlError::Full("no free flash block".into()))?;
                 self.state[b as usize] = Use::Open;
                 self.open = Some(b);
+                if let Some(img) = &mut self.image {
+                    self.seq += 1;
+                    img.set_seq(b as usize, self.seq);
+                }
                 b
             }
         };
         let loc = Loc { block, offset: self.used[block as usize], len };
+        if let Some(img) = &mut self.image {
+            // In the image before the put is acknowledged.
+            img.write(block as usize, loc.offset as usize, rec);
+        }
         let mut done = now;
         let mut rest = rec;
         while !rest.is_empty() {
@@ -413,6 +519,9 @@ impl Utl {
             off += len;
         }
         debug_assert_eq!(self.live[v as usize], 0, "block {v} still holds live records after its scan");
+        if let Some(img) = &mut self.image {
+            img.erase(v as usize);
+        }
         let t = self.dev.vector_reset(&[self.slba(v)], done)?;
         self.stats.gc_victims += 1;
         self.stats.blocks_erased += 1;

@@ -8,7 +8,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ssdlab_uio::cluster::Gme;
+use ssdlab_uio::cluster::{Cluster, Gme, Links, Path};
 use ssdlab_uio::device::{self, DeviceOptions, DeviceStats, HostDevice, TraditionalHost};
 use ssdlab_uio::repro::{device_config, letter_key, letter_value};
 use ssdlab_uio::UtlConfig;
@@ -27,6 +27,14 @@ fn start(id: u16, net: &[SocketAddr], dir: &std::path::Path) -> Dev {
     start_as(id, net, dir, None)
 }
 
+/// The devices' flash (as `start_as` configures it).
+fn flash() -> ssdlab_core::Config {
+    let mut cfg = device_config("quick").unwrap();
+    cfg.geometry.blocks_per_plane = 16;
+    cfg.timing.enabled = false;
+    cfg
+}
+
 fn start_as(id: u16, net: &[SocketAddr], dir: &std::path::Path, relay: Option<SocketAddr>) -> Dev {
     let stop = Arc::new(AtomicBool::new(false));
     let socket = dir.join(format!("dev{id}.sock"));
@@ -38,10 +46,10 @@ fn start_as(id: u16, net: &[SocketAddr], dir: &std::path::Path, relay: Option<So
         peer_timeout: Duration::from_secs(2),
         relay,
         allow_remote: false,
+        data: None,
+        links: ssdlab_uio::Links::default(),
     };
-    let mut cfg = device_config("quick").unwrap();
-    cfg.geometry.blocks_per_plane = 16;
-    cfg.timing.enabled = false;
+    let cfg = flash();
     let (tx, rx) = mpsc::channel();
     let s = stop.clone();
     let thread = std::thread::spawn(move || device::run(&opts, &cfg, UtlConfig::default(), s, |_, _| tx.send(()).unwrap()));
@@ -78,10 +86,20 @@ fn hosts_on_two_devices_see_one_key_space_across_net() {
     let mut h0 = HostDevice::attach(&d0.socket, t).unwrap();
     let mut h1 = HostDevice::attach(&d1.socket, t).unwrap();
     let gme = Gme::uniform(2, 1024);
+    // The same commands in the in-process model: each completion's simulated latency is the
+    // model's, leg for leg (NAND timing off: no flash time on either side).
+    let mut model = Cluster::new(2, &flash(), UtlConfig::default(), Links::default(), Path::Uio).unwrap();
+    let mut out = vec![];
+    // Model time runs on from command to command, as a device's clock does.
+    let mut now = 0;
     let mut remote = 0;
     for i in 0..400u64 {
         let k = letter_key(i, 16);
-        h0.put(&k, &letter_value(1 + (i as usize * 37) % 9000, i)).unwrap();
+        let v = letter_value(1 + (i as usize * 37) % 9000, i);
+        h0.put(&k, &v).unwrap();
+        let m = model.put(0, &k, &v, now).unwrap();
+        assert_eq!(h0.last_sim_ns, m.latency_ns, "put {i}: {} bytes, remote {}", v.len(), m.remote);
+        now += m.latency_ns;
         remote += (gme.route(&k) != 0) as u64;
     }
     for i in 0..400u64 {
@@ -89,7 +107,13 @@ fn hosts_on_two_devices_see_one_key_space_across_net() {
         let v = letter_value(1 + (i as usize * 37) % 9000, i);
         // Whichever host asks, the key lives on the device GME names.
         assert_eq!(h1.get(&k).unwrap().as_deref(), Some(&v[..]));
+        let g = model.get(1, &k, &mut out, now).unwrap().1.latency_ns;
+        assert_eq!(h1.last_sim_ns, g);
+        now += g;
         assert_eq!(h0.get(&k).unwrap().as_deref(), Some(&v[..]));
+        let g = model.get(0, &k, &mut out, now).unwrap().1.latency_ns;
+        assert_eq!(h0.last_sim_ns, g);
+        now += g;
     }
     assert_eq!(h1.get(b"never stored").unwrap(), None);
     assert!(h0.put(b"", b"x").unwrap_err().contains("key of 0 bytes"));
@@ -163,15 +187,25 @@ fn the_traditional_path_lands_remote_keys_in_the_remote_hosts_memory_first() {
     let t = Duration::from_secs(5);
     let mut h0 = TraditionalHost::new(0, 2, HostDevice::attach(&d0.socket, t).unwrap());
     let gme = Gme::uniform(2, 1024);
-    let mut remote = 0;
+    // Each command's simulated latency, accounted across the two devices and host 1's daemon,
+    // is the in-process model's traditional path, leg for leg.
+    let mut model = Cluster::new(2, &flash(), UtlConfig::default(), Links::default(), Path::Traditional).unwrap();
+    let (mut remote, mut now) = (0, 0);
     for i in 0..300u64 {
         let k = letter_key(i, 16);
-        h0.put(&k, &letter_value(1 + i as usize * 13, i)).unwrap();
+        let v = letter_value(1 + i as usize * 13, i);
+        h0.put(&k, &v).unwrap();
+        let m = model.put(0, &k, &v, now).unwrap().latency_ns;
+        assert_eq!(h0.last_sim_ns(), m);
+        now += m;
         remote += (gme.route(&k) == 1) as u64;
     }
     for i in 0..300u64 {
         let k = letter_key(i, 16);
         assert_eq!(h0.get(&k).unwrap().unwrap(), letter_value(1 + i as usize * 13, i));
+        let g = model.get(0, &k, &mut vec![], now).unwrap().1.latency_ns;
+        assert_eq!(h0.last_sim_ns(), g);
+        now += g;
     }
     drop(h0);
     stop.store(true, Ordering::Relaxed);

@@ -6,6 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use ssdlab_core::ftl::BlockDevice;
 use ssdlab_uio::cluster::{Cluster, Links, Path};
+use ssdlab_uio::msgq::MsgqCosts;
 use ssdlab_uio::repro::{device_config, letter_key, letter_value, model_ratio};
 use ssdlab_uio::utl::{Utl, UtlConfig, UtlError};
 
@@ -157,6 +158,48 @@ fn both_paths_store_the_same_data_and_uio_is_faster_remotely_slower_locally() {
     // Locally UIO pays exactly GME's route on the way in.
     assert_eq!(up - tp, links.gme(16));
     assert_eq!(ug - tg, links.gme(16));
+}
+
+#[test]
+fn each_profile_adds_exactly_its_listed_legs() {
+    // A document-simulator profile from made-up measurements (a 5 us hop), and the hardware one.
+    let m = MsgqCosts {
+        rounds: 1,
+        hop_ns: 5_000,
+        packet_hop_ns: 6_000,
+        packet_bytes: 4096,
+        msgq_bytes_per_s: 4096e9 / 1000.0,
+        memcpy_bytes_per_s: 5e9,
+        hash_bytes_per_s: 1e9,
+    };
+    for links in [Links::default(), Links::document_simulator(&m)] {
+        let lat = |path, remote: bool| {
+            let mut c = Cluster::new(2, &small(false), UtlConfig::default(), links, path).unwrap();
+            let k = (0..).map(|i| letter_key(i, 16)).find(|k| (c.gme().route(k) != 0) == remote).unwrap();
+            let v = letter_value(4096, 0);
+            let p = c.put(0, &k, &v, 0).unwrap().latency_ns;
+            let g = c.get(0, &k, &mut vec![], 0).unwrap().1.latency_ns;
+            (p, g)
+        };
+        let (kv, k, v) = (16 + 4096, 16, 4096);
+        let (up, ug) = lat(Path::Uio, true);
+        let (tp, tg) = lat(Path::Traditional, true);
+        // The traditional path's extra legs, as listed in cluster.rs's table, no more, no less.
+        let l = links;
+        assert_eq!(tp - up, l.host_send_ns + 2 * l.dma(kv) + l.host(kv) + l.host_reply_ns - l.gme(16) - l.hop_ns);
+        assert_eq!(tg - ug, l.host_send_ns + 2 * l.dma(k) + l.host(k) + 2 * l.dma(v) + l.host_reply_ns - l.gme(16) - l.hop_ns);
+        let (up, ug) = lat(Path::Uio, false);
+        let (tp, tg) = lat(Path::Traditional, false);
+        assert_eq!((up - tp, ug - tg), (l.gme(16), l.gme(16)));
+    }
+    let d = Links::document_simulator(&m);
+    // Every hop of the document's simulator is the measured one; a 4 KiB packet costs one hop
+    // plus its bytes at the queue's copy rate.
+    assert_eq!(
+        (d.dma_ns, d.gme_ns, d.hop_ns, d.packet_ns, d.host_stack_ns, d.host_reply_ns, d.host_send_ns),
+        (5_000, 5_000, 5_000, 5_000, 5_000, 5_000, 0)
+    );
+    assert_eq!(d.net(0), 5_000 + ((10 + 66) as f64 * 1e9 / d.net_bytes_per_s).round() as u64);
 }
 
 #[test]

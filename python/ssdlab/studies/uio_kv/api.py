@@ -59,14 +59,16 @@ class Devices:
     """
 
     def __init__(self, count: int, device: str = "quick", dir: Optional[str] = None,
-                 host: str = "127.0.0.1", traditional: bool = False):
-        """``traditional``: the baseline system: devices in traditional mode (hosts name remote
+                 host: str = "127.0.0.1", traditional: bool = False, data: Optional[str] = None):
+        """``data``: keep device I's flash in ``data/deviceI`` (``--data``): a device stopped or killed
+        and started again (:meth:`start_one`) recovers what it acknowledged. ``traditional``: the baseline system: devices in traditional mode (hosts name remote
         keys' devices, local keys bypass GME) and a host daemon per device (``ssdlab uio
         host``, its address in ``daemons[i]``) to which the device relays its peers' requests,
         to be submitted back through the host's queues."""
         if count < 1:
             raise ValueError("devices: count must be at least 1")
         self.count, self.device, self.host, self.traditional = count, device, host, traditional
+        self.data = None if data is None else Path(data)
         self._tmp: Optional[tempfile.TemporaryDirectory[str]] = None
         if dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="ssdlab-uio-")
@@ -102,9 +104,12 @@ class Devices:
         return self
 
     def start_one(self, i: int) -> None:
-        """Start device ``i`` (again, after :meth:`stop_one`: its flash starts empty)."""
+        """Start device ``i`` (again, after :meth:`stop_one` or :meth:`kill_one`: its flash starts empty,
+        or with ``data`` as it was)."""
         cmd = [sys.executable, "-m", "ssdlab.cli", "uio", "device", "--id", str(i), "--net", ",".join(self.net),
                "--socket", self.sockets[i], "--device", self.device] + (["--relay", self.daemons[i]] if self.traditional else [])
+        if self.data is not None:
+            cmd += ["--data", str(self.data / f"device{i}")]
         with open(self.dir / f"device{i}.log", "a") as log:
             p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
         self.procs[i] = p
@@ -138,6 +143,14 @@ class Devices:
             out, _ = p.communicate()
         lines = [x for x in (out or "").splitlines() if x.startswith("{")]
         return json.loads(lines[-1]) if lines else {}
+
+    def kill_one(self, i: int) -> None:
+        """Kill device ``i`` (SIGKILL: no shutdown of any kind)."""
+        p = self.procs[i]
+        self.procs[i] = None
+        if p is not None:
+            p.kill()
+            p.communicate()
 
     def stop(self) -> List[Dict[str, Any]]:
         """Stop every process and remove the temporary directory; returns the devices' counters."""
@@ -214,7 +227,9 @@ def cores() -> int:
 def wall_latency(plan: Dict[str, Any]) -> Dict[str, Any]:
     """Wall-clock latency through processes: a UIO system and a traditional one (devices in
     traditional mode with host daemons) of ``plan["devices"]`` devices each, started and
-    stopped here. Besides the rows: ``fits`` (a and b from medians), ``cores`` (the cores the
+    stopped here. Besides the rows: ``sim_rows`` (the same commands' simulated latency as the
+    devices accounted it, from their completions: hardware links, NAND timing off), ``fits`` (a
+    and b from medians), ``cores`` (the cores the
     processes shared) and ``processes`` (how many ran: the measuring host, every device and
     every host daemon)."""
     p = _native.uio_resolve(merge(defaults(), plan))

@@ -21,7 +21,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     stop = []
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     try:
-        with Devices(args.count, device=args.device, dir=args.dir, traditional=args.traditional) as d:
+        with Devices(args.count, device=args.device, dir=args.dir, traditional=args.traditional, data=args.data) as d:
             for i, sock in enumerate(d.sockets):
                 print(f"device {i}: NET {d.net[i]}, host socket {sock}" + (f", host daemon {d.daemons[i]}" if d.daemons else ""),
                       flush=True)
@@ -49,7 +49,7 @@ def _cmd_uio(args: argparse.Namespace) -> int:
         if args.id is None or not args.net or not args.socket:
             raise ValueError("ssdlab uio device --id I --net HOST:PORT,HOST:PORT,... --socket PATH")
         st = foreground(_native.uio_device_serve, args.id, args.net.split(","), args.socket, args.device, args.quiet,
-                        args.relay, args.allow_remote)
+                        args.relay, args.allow_remote, args.data, args.nand_timing)
         print(json.dumps(st, sort_keys=True), flush=True)
         return 0
     if args.action == "host":
@@ -95,5 +95,10 @@ def add_cli(sub: Any) -> None:
     u.add_argument("--relay", help="device: the traditional path's device: hosts route, peers' requests go to the host daemon at "
                                    "this HOST:PORT")
     u.add_argument("--attach", help="kv-serve, host, console: the device's socket")
+    u.add_argument("--nand-timing", action="store_true",
+                   help="device: add the flash's time (FEMU's black-box SSD timings) to each command's simulated latency, "
+                        "which the device accounts beside wall-clock time and returns in the command's completion")
+    u.add_argument("--data", help="device: keep the flash in DATA/flash.img and recover it at start (a device killed and "
+                                  "restarted serves every acknowledged put); up: DATA/deviceI for device I")
     add_resp_arguments(u, "kv-serve")
     u.set_defaults(func=_cmd_uio)

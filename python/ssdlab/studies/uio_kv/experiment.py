@@ -1,6 +1,8 @@
-"""uio-kv's points: per seed, the put/get latency sweep in three settings: wall clock through
-device processes, and simulated time with NAND timing off and on (the latter two also run the
-mixes that check the document's equation 1)."""
+"""uio-kv's points: per seed, the put/get latency sweep in four settings: simulated time on the
+document-simulator link profile (every module hop a System V message queue hop measured on this
+machine when the point runs, NAND timing off), wall clock through device processes, and
+simulated time on the hardware-like link profile with NAND timing off and on (the simulated
+settings also run the mixes that check the document's equation 1)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ from ..base import Experiment, ExperimentPoint, seeded, seeds
 from .runner import RUN
 
 # The settings, in the report's order, and how the report names them.
-SETTINGS = ("wall", "nand_off", "nand_on")
-LABELS = {"wall": "wall clock, processes", "nand_off": "simulated, NAND timing off", "nand_on": "simulated, NAND timing on"}
+SETTINGS = ("docsim", "wall", "nand_off", "nand_on")
+LABELS = {"docsim": "simulated, document-simulator links (measured message queue hops), NAND timing off",
+          "wall": "wall clock, processes",
+          "nand_off": "simulated, hardware links, NAND timing off",
+          "nand_on": "simulated, hardware links, NAND timing on"}
 
 
 def plan(spec: Dict[str, Any], mode: str, seed: int) -> List[Tuple[str, Dict[str, Any], Dict[str, Any]]]:
@@ -23,10 +28,13 @@ def plan(spec: Dict[str, Any], mode: str, seed: int) -> List[Tuple[str, Dict[str
     base["seed"] = seed
     # Wall-clock points run through processes: fewer operations (wall_ops) keep them short.
     wall_ops = base.pop("wall_ops", base.get("ops", 500))
-    pts = [(f"nand_{'on' if t else 'off'}", {"nand_timing": t, "clock": "simulated", "seed": seed},
-            {"plan": dict(base, timings=[t])}) for t in (False, True)]
+    pts = [(f"nand_{'on' if t else 'off'}", {"nand_timing": t, "clock": "simulated", "profile": "hardware", "seed": seed},
+            {"plan": dict(base, timings=[t], profile="hardware")}) for t in (False, True)]
+    # The document's simulator: its message queue hops measured when the point runs, its medium in memory.
+    docsim = ("docsim", {"nand_timing": False, "clock": "simulated", "profile": "document-simulator", "seed": seed},
+              {"plan": dict(base, timings=[False], profile="document-simulator")})
     wall = {"plan": dict(base, timings=[False], ops=wall_ops), "wall": True}
-    return [("wall", {"nand_timing": False, "clock": "wall", "seed": seed}, wall), *pts]
+    return [docsim, ("wall", {"nand_timing": False, "clock": "wall", "seed": seed}, wall), *pts]
 
 
 def points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:

@@ -1,5 +1,5 @@
 """uio-kv's report: UIO's latency against the traditional data path (remote) and GME bypass
-(local) in three settings, the document's claims judged by ``ssdlab.studies.verdict`` in each,
+(local) in four settings (two link profiles, one of them measured on this machine), the document's claims judged by ``ssdlab.studies.verdict`` in each,
 the document's equation 1 checked against measured mixes, tables and a figure.
 
 Every number in the prose comes from the points' resolved plans or their measurements; every
@@ -25,8 +25,9 @@ DOC = {"remote_put": -0.082, "remote_get": -0.11, "remote_put_4k": -0.31, "remot
        "local_put": 0.009, "local_get": 0.027}
 # §4.2.1: the traditional path's commands take 10-30 us longer, depending on their length.
 DOC_GAP_US = (10.0, 30.0)
-# The setting whose body claims are the headline (see SETUP_HEADLINE).
-HEADLINE = "wall"
+# The setting whose body claims are the headline: the document's own set-up (module threads
+# passing requests by message queue, medium in memory), its hops measured on this machine.
+HEADLINE = "docsim"
 OPS = (("put", True), ("get", True), ("put", False), ("get", False))
 KIB4 = 4096
 
@@ -92,7 +93,14 @@ class Setting:
 
     @property
     def links(self) -> Dict[str, Any]:
-        return self.plan["links"]
+        """The legs the points ran with (the document-simulator profile's are measured per point:
+        each field the mean over seeds)."""
+        each = [m.get("links") or m["plan"]["links"] for m in self.ms]
+        return {k: (_mean([e[k] for e in each]) if isinstance(v, (int, float)) else v) for k, v in each[0].items()}
+
+    def msgq(self) -> List[Dict[str, Any]]:
+        """The measured message queue constants of each seed's point (empty: hardware profile)."""
+        return [m["msgq"] for m in self.ms if m.get("msgq")]
 
     def samples(self, key: str, what: str) -> List[float]:
         """Per seed: "mean" (UIO's relative difference, mean over value sizes) or "4k" (at 4 KiB;
@@ -139,11 +147,26 @@ def _rng(xs: Sequence[float], digits: int = 1) -> str:
     return f"{lo:+.{digits}f} .. {hi:+.{digits}f} us" if f"{lo:.{digits}f}" != f"{hi:.{digits}f}" else f"{lo:+.{digits}f} us"
 
 
+def _msgq_text(s: Setting) -> str:
+    """The document-simulator profile's measured constants, mean and range over seeds."""
+    ms = s.msgq()
+    hop = [m["hop_ns"] / 1e3 for m in ms]
+    rng = f" ({min(hop):.2f} .. {max(hop):.2f} us over {len(ms)} measurements)" if len(ms) > 1 else ""
+    return (f"a message queue hop (msgsnd, a blocked thread's wake-up, msgrcv; median of {ms[0]['rounds']} round trips) "
+            f"{_mean(hop):.2f} us{rng}, a {ms[0]['packet_bytes']}-byte packet's hop {_mean([m['packet_hop_ns'] for m in ms]) / 1e3:.2f} us "
+            f"(queue copies at {_mean([m['msgq_bytes_per_s'] for m in ms]) / 1e9:.2f} GB/s), memcpy "
+            f"{_mean([m['memcpy_bytes_per_s'] for m in ms]) / 1e9:.1f} GB/s, CRC-32 {_mean([m['hash_bytes_per_s'] for m in ms]) / 1e9:.1f} GB/s, "
+            "measured on this machine when the points ran")
+
+
 def _links_text(s: Setting) -> str:
+    if s.msgq():
+        return "document-simulator links: " + _msgq_text(s)
     lk = s.links
     return (f"modelled legs (this run's config): NET {lk['net_ns'] / 1e3:g} us one way at {lk['net_bytes_per_s'] / 1e9:g} GB/s, "
             f"DMA {lk['dma_ns'] / 1e3:g} us at {lk['dma_bytes_per_s'] / 1e9:g} GB/s, host software {lk['host_stack_ns'] / 1e3:g} us "
-            f"with copies at {lk['host_copy_bytes_per_s'] / 1e9:g} GB/s")
+            f"with copies at {lk['host_copy_bytes_per_s'] / 1e9:g} GB/s (host A send {lk['host_send_ns'] / 1e3:g} us, host B "
+            f"reply {lk['host_reply_ns'] / 1e3:g} us)")
 
 
 def _gme_us(s: Setting) -> float:
@@ -214,6 +237,20 @@ def _why_remote(ctx: Context, s: Setting, key: str, ours: float, at4k: bool) -> 
     implied = (DOC_GAP_US[0] / abs(doc), DOC_GAP_US[1] / abs(doc))
     measured += (f"; the document's 10-30 us at {pct(doc)} implies {'4 kB ' if at4k else ''}operations of "
                  f"~{implied[0]:.0f}-{implied[1]:.0f} us")
+    if s.msgq():
+        # Every leg is a hop (plus copies far shorter at these sizes): the ratio is the paths' hop counts.
+        hop = _mean([m["hop_ns"] for m in s.msgq()]) / 1e3
+        uio = trad - gap
+        hops = f"; UIO {uio / hop:.1f} hops' worth, traditional {trad / hop:.1f} (a hop {hop:.2f} us)"
+        spread = [m["hop_ns"] / 1e3 for m in s.msgq()]
+        if len(spread) > 1:
+            hops += f"; the hop ranged {min(spread):.2f} .. {max(spread):.2f} us over the seeds, the change by {_rng_pct(_ours_all(s, key, at4k))}"
+        if trad < implied[0]:
+            return Why("every leg is a message queue hop, so UIO against traditional is the ratio of the paths' hop counts "
+                       "whatever a hop costs; the document's operations took longer than their hops add up to here",
+                       measured + hops + f"; the document's operations were {implied[0] / hop:.0f}-{implied[1] / hop:.0f} of these hops")
+        return Why("every leg is a message queue hop, so UIO against traditional is the ratio of the paths' hop counts "
+                   "whatever a hop costs", measured + hops)
     if abs(ours) > abs(doc):
         if trad < implied[0]:
             return Why("operations are shorter than the document's, so the traditional path's extra legs weigh more", measured)
@@ -232,6 +269,15 @@ def _why_remote(ctx: Context, s: Setting, key: str, ours: float, at4k: bool) -> 
         return Why("the mean over value sizes mixes sizes on either side of the document's figure",
                    measured + f"; {pct(rel[0])} at {sizes[0]} B, {pct(rel[-1])} at {sizes[-1]} B")
     return Why("the traditional path's extra legs are a different share of its latency than the document's", measured)
+
+
+def _ours_all(s: Setting, key: str, at4k: bool) -> List[float]:
+    """UIO's relative change per seed (mean over sizes, or at 4 KiB)."""
+    return s.samples(key, "4k" if at4k else "mean")
+
+
+def _rng_pct(xs: Sequence[float]) -> str:
+    return f"{pct(min(xs))} .. {pct(max(xs))}"
 
 
 def _why_local(ctx: Context, s: Setting, key: str) -> Why:
@@ -255,7 +301,7 @@ def _why_local(ctx: Context, s: Setting, key: str) -> Why:
             return Why("UIO's extra changes sign across value sizes: GME's route is below this run's timing noise", measured)
         return Why("UIO's extra locally is GME's route and whatever else differs between the two systems' processes", measured)
     gme = _gme_us(s)
-    measured += (f"; GME modelled at {gme:.3f} us for a {s.plan['key_bytes']}-byte key (this run's config); "
+    measured += (f"; GME modelled at {gme:.3f} us for a {s.plan['key_bytes']}-byte key (this run's links); "
                  f"{pct(rel[0])} at {sizes[0]} B, {pct(rel[-1])} at {sizes[-1]} B")
     if max(extra) <= 1.2 * gme + 0.005:
         return Why("UIO's local extra is about GME's modelled route, so the overhead is that over a local operation's "
@@ -377,6 +423,102 @@ def _data_table(s: Setting) -> List[str]:
     return lines
 
 
+# Every leg of both data paths: (leg, where it is taken, formula from the links, hardware
+# profile's source, document-simulator profile's source). The order of crates/uio/src/cluster.rs.
+LEGS = (
+    ("DMA (host <-> device, each direction)", "both paths", "dma_ns + bytes / dma_bytes_per_s",
+     "ssdlab's choice: a PCIe 3.0 x4 device's bandwidth after protocol overhead, a doorbell-to-fetch round trip under 1 us",
+     "the interpreter thread hands the request to the DMA thread (one hop, §3.4: modules pass requests by message queue), "
+     "which copies the data (memcpy, §3.4.1)"),
+    ("GME route", "UIO", "gme_ns + key / gme_bytes_per_s",
+     "ssdlab's choice: a hash and a table lookup in device firmware (the document: small, no copy, §4.3)",
+     "DMA hands the request to the GME thread (one hop, §3.5.1), which hashes the key (CRC-32)"),
+    ("module hop (to UTL, to NET, NET to UTL, UTL to NET)", "both paths", "hop_ns",
+     "0: wired modules; their fixed costs sit in the legs above",
+     "a message queue send and the receiving thread's wake-up and receive (§3.4)"),
+    ("NET message (record, key, status or value)", "remote", "net_ns + packets x packet_ns + (bytes + packets x header) / net_bytes_per_s",
+     "ssdlab's choice: RDMA-class NICs at 25 GbE, Ethernet/IP/TCP headers per packet (the document quotes NVMe over Fabrics "
+     "adding < 8 us, §1.2.3)",
+     "the simulator programs exchange Linux message queues (§4.1.1): a hop per packet, the bytes at the queue's copy rate "
+     "(the record split into packets, §3.5.1; the kernel's msgmax is 8192 bytes)"),
+    ("host A send software", "traditional, remote", "host_send_ns",
+     "host A's network stack and NIC submission, taken as host B's receive side (the document gives no split)",
+     "0: the traditional mode is the same simulator, host A writes the same command on both paths (§4.1.2)"),
+    ("host B software + copy", "traditional, remote", "host_stack_ns + bytes / host_copy_bytes_per_s",
+     "ssdlab's choice: interrupt, network stack and NVMe submission, one memory copy (the document's NoR example: the host "
+     "detour costs ~5 us, 12 -> 7 us, §0)",
+     "NET hands the record to the host thread (one hop), which copies it into host memory (§4.1.2: received data copied to "
+     "host memory, read back into the device)"),
+    ("host B reply software", "traditional, remote", "host_reply_ns",
+     "host B's network stack sending the reply, taken as its receive side",
+     "the host thread hands its reply to NET (one hop)"),
+    ("flash", "both paths", "the UTL's NAND time",
+     "NAND timing off: none; on: FEMU's black-box SSD timings (read 40 us, program 200 us, erase 2 ms)",
+     "none: the document's medium was memory (§4.1.1)"),
+)
+
+# Link fields printed in the legs table, and how.
+LINK_FIELDS = (("dma_ns", "us"), ("dma_bytes_per_s", "GB/s"), ("gme_ns", "us"), ("gme_bytes_per_s", "GB/s"), ("hop_ns", "us"),
+               ("net_ns", "us"), ("packet_ns", "us"), ("net_bytes_per_s", "GB/s"), ("packet_payload_bytes", "B"),
+               ("host_send_ns", "us"), ("host_stack_ns", "us"), ("host_copy_bytes_per_s", "GB/s"), ("host_reply_ns", "us"))
+
+
+def _field(v: float, unit: str) -> str:
+    if unit == "us":
+        return f"{v / 1e3:.2f} us"
+    if unit == "GB/s":
+        return f"{v / 1e9:.2f} GB/s"
+    return f"{v:.0f} B"
+
+
+def _legs(ctx: Context) -> List[str]:
+    """Every leg of both paths with its source, and both profiles' values of each link field."""
+    hw = ctx.settings.get("nand_off") or ctx.settings.get("nand_on")
+    ds = ctx.settings.get("docsim")
+    lines = ["## The legs of both data paths", "",
+             "In order along each path (crates/uio/src/cluster.rs): UIO remote put = DMA k+v, GME, hop, NET record, hop, UTL, "
+             "hop, NET status; traditional remote put = host A send, DMA k+v, hop, NET record, DMA k+v (into host B), host B "
+             "software + copy, DMA k+v (to its SSD), hop, UTL, host B reply, NET status; gets alike with the key out and the "
+             "value back (DMA v into the requesting host).", "",
+             "| leg | taken on | cost | hardware profile: source | document-simulator profile: source |", "|---|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in LEGS]
+    if hw is None and ds is None:
+        return lines
+    cols = [(n, x) for n, x in (("hardware", hw), ("document simulator (measured)", ds)) if x is not None]
+    lines += ["", "| link field | " + " | ".join(n for n, _ in cols) + " |", "|---|" + "---|" * len(cols)]
+    for f, unit in LINK_FIELDS:
+        lines.append(f"| {f} | " + " | ".join(_field(x.links[f], unit) for _, x in cols) + " |")
+    if ds is not None and ds.msgq():
+        lines += ["", "Document-simulator profile: " + _msgq_text(ds) + " (crates/uio/src/msgq.rs)."]
+    return lines
+
+
+def _sim_view(ctx: Context, s: Setting) -> List[str]:
+    """The wall-clock run's commands in the devices' own simulated time (each completion carries
+    its command's latency), beside the in-process model's hardware-link setting without NAND
+    timing: the same legs, so the two views of UIO against the other path can be compared."""
+    if not all(m.get("sim_rows") for m in s.ms):
+        return []
+    sim = [{_key(op, remote): Op([p[0] for p in pts], [p[1] / 1e3 for p in pts], [p[2] / 1e3 for p in pts])
+            for (op, remote), pts in pairs(m["sim_rows"], "mean_ns").items()} for m in s.ms]
+    model = ctx.settings.get("nand_off")
+    lines = ["The same commands in simulated time, as the device processes accounted them (hardware links, NAND timing "
+             "off; each completion carries its command's latency), beside their wall-clock medians and the in-process "
+             "model's setting with the same links:", "",
+             "| operation | simulated, UIO (us) | simulated, other path (us) | UIO vs other, simulated | wall clock (medians) | "
+             "in-process model |", "|---|---|---|---|---|---|"]
+    for op, remote in OPS:
+        key = _key(op, remote)
+        u = [_mean(c) for c in zip(*[o[key].uio_us for o in sim], strict=True)]
+        t = [_mean(c) for c in zip(*[o[key].other_us for o in sim], strict=True)]
+        rel = _mean([_mean(o[key].rel) for o in sim])
+        wall = _mean(s.samples(key, "mean"))
+        mod = f"{pct(_mean(model.samples(key, 'mean')))}" if model is not None else "-"
+        lines.append(f"| {'remote' if remote else 'local'} {op} | {min(u):.2f} .. {max(u):.2f} | {min(t):.2f} .. {max(t):.2f} | "
+                     f"{pct(rel)} | {pct(wall)} | {mod} |")
+    return lines + [""]
+
+
 def _setup(ctx: Context, all_seeds: List[int]) -> List[str]:
     st = ctx.settings
     sim = st.get("nand_off") or st.get("nand_on")
@@ -386,8 +528,15 @@ def _setup(ctx: Context, all_seeds: List[int]) -> List[str]:
         f"UIO (seed 002) against the traditional data path: put and get latency from device 0's host, {p['devices']} devices, "
         f"{p['key_bytes']}-byte letter keys, letter-filled values of {', '.join(str(v) for v in p['value_bytes'])} bytes, each "
         f"device's UTL on the `{p['device']}` flash; every get checks the value it reads. Remote keys are those GME sends "
-        "to another device; UIO's local operations are compared with the same operations bypassing GME. Three settings:", "",
+        "to another device; UIO's local operations are compared with the same operations bypassing GME. Four settings, "
+        "each judged on its own:", "",
     ]
+    if "docsim" in st:
+        d = st["docsim"]
+        lines.append(f"- **{d.label}** ({d.plan['ops']} operations per point): the document's own set-up (§3.4, §4.1.1): every "
+                     "module a thread handing requests to the next by a Linux message queue, the simulator programs exchanging "
+                     "packets by message queues, the medium in memory. Each leg's cost is built from constants measured on this "
+                     f"machine when the point runs, not fitted: {_msgq_text(d)}. The headline claims are this setting's.")
     if "wall" in st:
         w = st["wall"]
         procs, cores = ctx.crowding()
@@ -397,28 +546,27 @@ def _setup(ctx: Context, all_seeds: List[int]) -> List[str]:
                      "the request to its host's daemon (host memory), which submits it back through its queues. The device "
                      f"processes run their flash with NAND timing off. {procs} processes shared {cores} cores.")
     if sim is not None:
-        lines.append(f"- **simulated** ({sim.plan['ops']} operations per point; mixes of {', '.join(str(n) for n in sim.plan['mix_devices'])} "
-                     f"devices, {sim.plan['mix_ops']} put/get pairs each): every leg's modelled cost, {_links_text(sim)}, "
-                     f"GME {_gme_us(sim):.3f} us per key; the data really moves. **NAND timing off** adds no flash time; "
-                     "**NAND timing on** adds the flash's (the `femu-bbssd` preset's timings).")
+        lines.append(f"- **simulated, hardware links** ({sim.plan['ops']} operations per point; mixes of "
+                     f"{', '.join(str(n) for n in sim.plan['mix_devices'])} devices, {sim.plan['mix_ops']} put/get pairs each): "
+                     f"every leg's modelled cost on hardware-like links, {_links_text(sim)}, GME {_gme_us(sim):.3f} us per key; "
+                     "the data really moves. **NAND timing off** adds no flash time (media in RAM: not the document's setting, "
+                     "whose hops cost message queue round trips); **NAND timing on** adds the flash's (the `femu-bbssd` "
+                     "preset's timings).")
     lines += [
         "",
-        "The document's simulator (§4.1.1) ran as programs on one server that exchanged Linux message queues, with its "
-        "storage medium in memory; none of the three settings is that, so each setting's numbers are judged as separate "
-        "claims. The headline claims are the wall-clock setting's: it is the one in which, as in the document, latency is "
-        "elapsed time through separate programs on one machine with the medium untimed; the simulated settings replace the "
-        "programs' messages by modelled hardware links. The document's body (§1, §4.2.1, §5: remote put -8.2%, get -11%, "
-        "mean results) and abstract (-31% / -20% at 4 kB values) disagree: the body's are judged as the claims (headline), "
-        "the abstract's beside them as claims of their own.",
+        "The document's body (§1, §4.2.1, §5: remote put -8.2%, get -11%, mean results) and abstract (-31% / -20% at 4 kB "
+        "values) disagree: both are judged in every setting, the body's as the claims (headline in the document-simulator "
+        "setting), the abstract's beside them as claims of their own.",
     ]
     # Seeds: whether they changed anything is measured.
     n = len(all_seeds)
     lines += ["", f"{n} seed{'s' if n != 1 else ''} ({', '.join(map(str, all_seeds))}): the wall-clock points are repeats "
-                  "(device processes take no seed); the simulated points carry the seed into each device's configuration."]
+                  "(device processes take no seed); the document-simulator points measure their message queue constants "
+                  "anew each; the hardware-link points carry the seed into each device's configuration."]
     sims = [st[k] for k in ("nand_off", "nand_on") if k in st]
     if n > 1 and sims:
         same = all(m["rows"] == x.ms[0]["rows"] and m["mixes"] == x.ms[0]["mixes"] for x in sims for m in x.ms)
-        lines[-1] += (" The simulated settings' seeds gave " +
+        lines[-1] += (" The hardware-link settings' seeds gave " +
                       ("identical rows and mixes (the model makes no random choice: keys and values are letter fills), so "
                        "their intervals have zero width." if same else "different rows or mixes."))
     return lines
@@ -431,34 +579,35 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
     ctx = Context(settings)
     with open(out / "latency.csv", "w", newline="") as f:
         cols = ["nand_timing", "value_bytes", "op", "remote", "path", "ops", "mean_ns", "p50_ns", "p99_ns"]
-        w = csv.DictWriter(f, fieldnames=["clock", "seed", *cols])
+        w = csv.DictWriter(f, fieldnames=["setting", "clock", "seed", *cols])
         w.writeheader()
         for name, s in settings.items():
             for seed, m in zip(all_seeds, s.ms, strict=True):
                 for r in m["rows"]:
-                    w.writerow({"clock": "wall" if name == "wall" else "simulated", "seed": seed, **{k: r[k] for k in cols}})
+                    w.writerow({"setting": name, "clock": "wall" if name == "wall" else "simulated", "seed": seed,
+                                **{k: r[k] for k in cols}})
     with open(out / "mix.csv", "w", newline="") as f:
         cols = ["nand_timing", "devices", "ops", "remote_fraction", "uio_mean_ns", "traditional_mean_ns", "measured_ratio",
                 "model_ratio", "weighted_model_ratio"]
-        w = csv.DictWriter(f, fieldnames=["seed", *cols])
+        w = csv.DictWriter(f, fieldnames=["setting", "seed", *cols])
         w.writeheader()
-        for s in settings.values():
+        for name, s in settings.items():
             for seed, m in zip(all_seeds, s.ms, strict=True):
                 for r in m["mixes"]:
-                    w.writerow({"seed": seed, **{k: r[k] for k in cols}})
+                    w.writerow({"setting": name, "seed": seed, **{k: r[k] for k in cols}})
     _figure(out, settings)
     verdicts = Verdicts("uio-kv", mode)
     _claims(ctx, verdicts)
     lines = [f"# uio-kv ({mode})", "", *_setup(ctx, all_seeds), "",
              "## Claims", "", *verdicts.table(), "", legend(), "",
-             "![latency against value size](latency_vs_value.png)", ""]
+             "![latency against value size](latency_vs_value.png)", "", *_legs(ctx), ""]
     for name, s in settings.items():
         a, b = s.fits()
         lines += [f"## {s.label[0].upper()}{s.label[1:]}", "",
                   f"UIO's {'median' if name == 'wall' else 'mean'} latency beside the traditional path's (remote) and GME "
                   f"bypass's (local); ranges over value sizes, means over {len(all_seeds)} seed{'s' if len(all_seeds) != 1 else ''}; "
                   "the other path's extra is its latency minus UIO's (negative: UIO is slower):",
-                  "", *_data_table(s), "",
+                  "", *_data_table(s), "", *(_sim_view(ctx, s) if name == "wall" else []),
                   f"Fitted: a = {a:.1%} (remote reduction, mean over sizes and put/get), b = {b:+.1%} (local overhead).", ""]
         mixes = s.mixes()
         if not mixes:
