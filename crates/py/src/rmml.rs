@@ -81,7 +81,7 @@ fn rmml_serve<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, size_bytes: u64, o
     }
     let m = py.detach(|| -> PyResult<serde_json::Value> {
         let dev = ssdlab_rmml::experiment::backend(&s, size_bytes).map_err(rmml_err)?;
-        let disk = ssdlab_rmml::export::SwapDisk::new(dev);
+        let disk = ssdlab_serve::SwapDisk::new(dev);
         let size = ssdlab_nbd::Disk::logical_bytes(&disk);
         let kind = disk.kind();
         let export = ssdlab_nbd::Export {
@@ -144,7 +144,7 @@ fn rmml_node_serve<'py>(
     if capacity_bytes == 0 {
         return Err(PyValueError::new_err("--capacity: expected a positive size"));
     }
-    let opts = ssdlab_rmml::node::server::NodeOptions {
+    let opts = ssdlab_serve::rmml::node::NodeOptions {
         listen: listen.to_string(),
         capacity_bytes,
         allow_remote,
@@ -155,7 +155,7 @@ fn rmml_node_serve<'py>(
     };
     let st = py
         .detach(|| {
-            ssdlab_rmml::node::server::serve_until_signal(&opts, |a| {
+            ssdlab_serve::rmml::node::serve_until_signal(&opts, |a| {
                 use std::io::Write;
                 if !quiet {
                     println!("rmml node listening on {a} ({capacity_bytes} bytes to lend)");

@@ -10,8 +10,8 @@
 //!   between devices with each leg's modelled cost, UIO's and the traditional one
 //!   ([`cluster`]), and the reproduction's measurements ([`repro`]).
 //! - Devices as processes: a device serving its host's queues and its peers' requests over
-//!   TCP, and the host library that attaches to it ([`device`], [`net`]); a RESP front-end on
-//!   the host library ([`serve`]).
+//!   TCP, and the host library that attaches to it ([`device`], [`net`]); the RESP front-end on
+//!   the host library is crates/serve's `uio`.
 
 pub mod cluster;
 pub mod device;
@@ -20,7 +20,6 @@ pub mod net;
 pub mod queues;
 pub mod record;
 pub mod repro;
-pub mod serve;
 pub mod shm;
 pub mod utl;
 pub mod wall;
