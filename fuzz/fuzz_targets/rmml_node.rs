@@ -2,7 +2,7 @@
 //! bytes against a fresh node.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use ssdlab_rmml::node::fuzzing;
+use ssdlab_serve::rmml::node::fuzzing;
 
 fuzz_target!(|data: &[u8]| {
     fuzzing::session(data);

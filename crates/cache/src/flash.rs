@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+use ssdlab_core::metrics::latency_histogram;
 use ssdlab_core::Device;
 
 use crate::error::{CacheError, Result};
@@ -20,11 +21,6 @@ use crate::placement::PlacementHandle;
 
 fn trace_err(path: &Path, e: std::io::Error) -> CacheError {
     CacheError::Input(format!("device trace {}: {e}", path.display()))
-}
-
-fn hist() -> Histogram<u64> {
-    // 1 ns .. 1 h, 3 significant digits (the core's metrics use the same bounds).
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
 }
 
 #[derive(Serialize, Deserialize)]
@@ -64,7 +60,7 @@ pub(crate) mod hist_serde {
 
 impl Flash {
     pub fn new(dev: Device) -> Flash {
-        Flash { dev, now_ns: 0, read_ns: hist(), write_ns: hist(), last_done_ns: 0, trace: None }
+        Flash { dev, now_ns: 0, read_ns: latency_histogram(), write_ns: latency_histogram(), last_done_ns: 0, trace: None }
     }
 
     /// From now on, write every device command to `path` as a line of an MSR Cambridge trace

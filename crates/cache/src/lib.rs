@@ -9,7 +9,7 @@
 //!   engines; [`cache`]: the whole; [`sizing`]: a run's memory, estimated before it starts;
 //! - [`item`], [`values`]: a data-backed cache's items (on-device formats, DRAM bytes), for
 //!   the memcached front-end (crate ssdlab-memcached);
-//! - [`workload`]: generator and presets ([`zipf`]: table-driven Zipf ranks); [`trace`]: trace replay and converters;
+//! - [`workload`]: generator and presets (Zipf ranks from the core's table, `ssdlab_core::workload::zipf`); [`trace`]: trace replay and converters;
 //! - [`run`]: measured runs; [`model`]: Theorems 1-3 of the paper.
 
 #![forbid(unsafe_code)]
@@ -32,7 +32,6 @@ pub mod soc;
 pub mod trace;
 pub mod values;
 pub mod workload;
-pub mod zipf;
 
 pub use cache::{HybridCache, Outcome, Tier};
 pub use config::CacheConfig;

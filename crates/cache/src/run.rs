@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use ssdlab_core::config::{Geometry, StopRule, Timing};
 use ssdlab_core::ftl::conventional::StreamStats;
 use ssdlab_core::ftl::Counters;
-use ssdlab_core::metrics::Steady;
+use ssdlab_core::metrics::{latency_summary, ratio, round6 as r6, LatencyShape, MeanRounding, Steady};
 use ssdlab_core::{Config, Device};
 
 use crate::cache::{CacheStats, HybridCache, Outcome};
@@ -207,23 +207,11 @@ fn since(now: &Histogram<u64>, before: &Histogram<u64>) -> Histogram<u64> {
     d
 }
 
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
-}
-
-fn r6(x: f64) -> f64 {
-    (x * 1e6).round() / 1e6
-}
-
+/// The flash read and write latencies of a run's summary.
 fn lat(h: &Histogram<u64>) -> Value {
-    if h.is_empty() {
-        return json!({"count": 0});
-    }
-    json!({"count": h.len(), "mean": r6(h.mean()), "p50": h.value_at_quantile(0.5), "p99": h.value_at_quantile(0.99), "p999": h.value_at_quantile(0.999), "max": h.max()})
+    const SHAPE: LatencyShape =
+        LatencyShape { quantiles: &[0.5, 0.99, 0.999], unit: "", mean: MeanRounding::Six, min: false, empty_is_count: true };
+    Value::Object(latency_summary(h, &SHAPE))
 }
 
 /// Build the device and cache and run `spec.workload` (or `source`) to the stop limit.

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{CacheError, Result};
 use crate::hash::mix64;
-use crate::zipf::ZipfTable;
+use ssdlab_core::workload::zipf::ZipfTable;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

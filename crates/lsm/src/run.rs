@@ -12,6 +12,7 @@ use std::time::Instant;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use ssdlab_core::metrics::{latency_histogram, latency_summary, ratio, LatencyShape, MeanRounding};
 
 use crate::config::LsmConfig;
 use crate::error::{Error, Result};
@@ -58,28 +59,18 @@ pub struct RunResult {
     pub interrupted: bool,
 }
 
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
-}
-
 /// A latency histogram's figures. `erase_ns`: the device's block erase time; the share of
 /// operations that took at least that long (for reads on a die without erase suspend: the
 /// reads that waited for an erase in progress) says how many of them the tail is made of.
 fn hist_json(h: &Histogram<u64>, erase_ns: u64) -> Value {
-    if h.is_empty() {
-        return json!({"count": 0});
+    const SHAPE: LatencyShape =
+        LatencyShape { quantiles: &[0.5, 0.9, 0.99, 0.999], unit: "", mean: MeanRounding::Whole, min: false, empty_is_count: true };
+    let mut figures = latency_summary(h, &SHAPE);
+    if !h.is_empty() {
+        let slow = if erase_ns > 0 { h.count_between(erase_ns, h.max().max(erase_ns)) } else { 0 };
+        figures.insert("at_least_erase".into(), json!(slow as f64 / h.len() as f64));
     }
-    let slow = if erase_ns > 0 { h.count_between(erase_ns, h.max().max(erase_ns)) } else { 0 };
-    json!({
-        "at_least_erase": slow as f64 / h.len() as f64,
-        "count": h.len(),
-        "mean": h.mean().round(),
-        "p50": h.value_at_quantile(0.5),
-        "p90": h.value_at_quantile(0.9),
-        "p99": h.value_at_quantile(0.99),
-        "p999": h.value_at_quantile(0.999),
-        "max": h.max(),
-    })
+    Value::Object(figures)
 }
 
 const CLASSES: [&str; 4] = ["put", "delete", "get", "scan"];
@@ -120,14 +111,6 @@ fn delta(a: &Value, b: &Value) -> Value {
         o.insert(k.clone(), json!(v.as_u64().unwrap_or(0) - a[k].as_u64().unwrap_or(0)));
     }
     Value::Object(o)
-}
-
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
 }
 
 /// Check `spec` as a run of `planned_ops` operations would, and return the store's config with
@@ -281,7 +264,7 @@ pub fn run(device: ssdlab_core::Config, spec: &RunSpec, files: Option<&[PathBuf]
             ops: 0,
             start_ns: store.now_ns(),
             end_ns: 0,
-            lat: [histogram(), histogram(), histogram(), histogram()],
+            lat: [latency_histogram(), latency_histogram(), latency_histogram(), latency_histogram()],
             counters_start: counters(&store),
         });
         let mut exec = |op: Op| -> Result<()> {

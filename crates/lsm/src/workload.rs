@@ -19,9 +19,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{BufRead, Write};
 
 use rand::{Rng, SeedableRng};
-use rand_distr::{Distribution, Normal, Zipf};
+use rand_distr::{Distribution, Normal};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
+use ssdlab_core::workload::zipf::Zipf;
 
 use crate::error::{Error, Result};
 
@@ -235,7 +236,7 @@ impl Generator {
                 let x: f64 = Normal::new(mean * n as f64, stddev * n as f64).unwrap().sample(&mut self.rng);
                 (x.max(0.0) as usize).min(n - 1)
             }
-            KeyDist::Zipf { alpha } => (Zipf::new(n as u64, *alpha).unwrap().sample(&mut self.rng) as usize - 1).min(n - 1),
+            KeyDist::Zipf { alpha } => (Zipf::new(n as u64, *alpha).unwrap().rank(&mut self.rng) as usize - 1).min(n - 1),
         };
         self.pool[i]
     }

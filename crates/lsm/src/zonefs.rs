@@ -17,6 +17,7 @@
 //! and the layer reports that moment.
 
 use ssdlab_core::config::{Personality, StorageMode};
+use ssdlab_core::ftl::victim::greedy;
 use ssdlab_core::ftl::zns::{ZoneAction, ZoneState};
 use ssdlab_core::ftl::BlockDevice;
 use ssdlab_core::{Config, Device};
@@ -613,9 +614,9 @@ impl ZoneFs {
                 z.full && z.writer.is_none() && z.live < z.written && z.live > 0
             })
             .collect();
-        let greedy = |c: &[u32]| c.iter().copied().min_by_key(|&i| (self.zones[i as usize].live, i));
+        let least_live = |c: &[u32]| greedy(c.iter().copied(), |i| self.zones[i as usize].live);
         match self.gc_method {
-            GcMethod::Greedy => greedy(&candidates),
+            GcMethod::Greedy => least_live(&candidates),
             GcMethod::LifetimeAware => {
                 let horizon = now.saturating_add(self.gc_horizon_ns);
                 let patient: Vec<u32> = candidates
@@ -633,7 +634,7 @@ impl ZoneFs {
                         dying * 2 <= z.live
                     })
                     .collect();
-                greedy(&patient).or_else(|| greedy(&candidates))
+                least_live(&patient).or_else(|| least_live(&candidates))
             }
         }
     }

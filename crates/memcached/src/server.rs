@@ -138,16 +138,9 @@ fn unix_now_s() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-fn r6(x: f64) -> f64 {
-    (x * 1e6).round() / 1e6
-}
-
+/// A ratio to 6 decimals, 0 when nothing was asked (the stats' hit ratios and DLWA).
 fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        r6(a as f64 / b as f64)
-    }
+    ssdlab_core::metrics::round6(ssdlab_core::metrics::ratio(a, b))
 }
 
 fn line(out: &mut Vec<u8>, s: &str) {

@@ -1,6 +1,6 @@
 //! What the NBD server serves: any [`Disk`]. The emulated SSD ([`crate::Backend`]) is one;
 //! case studies export their own block devices through the same server (the dpuswap RMML and
-//! its baselines, crates/rmml/src/export.rs), so every NBD client works with them unchanged.
+//! its baselines, crates/serve/src/rmml/export.rs), so every NBD client works with them unchanged.
 //!
 //! Offsets and lengths are bytes of the whole disk, any alignment (the server has checked the
 //! range against the export). Each command returns its completion time in the disk's modelled

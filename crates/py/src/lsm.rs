@@ -221,13 +221,13 @@ fn kv_serve<'py>(
     let cfg: LsmConfig = from_py(lsm, "[lsm]")?;
     let o: RespOpts = from_py(options, "kv serve options")?;
     o.check("kv serve options")?;
-    let backend = py.detach(|| -> ssdlab_lsm::Result<ssdlab_lsm::KvBackend> {
+    let backend = py.detach(|| -> ssdlab_lsm::Result<ssdlab_serve::KvBackend> {
         let made_with = serde_json::to_string(&serde_json::json!({ "device": &dev, "lsm": &cfg }))
             .map_err(|e| ssdlab_lsm::Error::Config(e.to_string()))?;
         let store = Store::new(dev, cfg)?;
-        let Some(dir) = data else { return ssdlab_lsm::KvBackend::new(store, audit) };
+        let Some(dir) = data else { return ssdlab_serve::KvBackend::new(store, audit) };
         let t0 = std::time::Instant::now();
-        let (b, n) = ssdlab_lsm::KvBackend::persistent(store, audit, &dir, &made_with)?;
+        let (b, n) = ssdlab_serve::KvBackend::persistent(store, audit, &dir, &made_with)?;
         if !o.quiet {
             eprintln!(
                 "ssdlab kv serve: {} commands replayed from {} in {:.1} s",

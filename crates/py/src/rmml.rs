@@ -84,7 +84,7 @@ fn rmml_serve<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, size_bytes: u64, o
     let listen = o.listen.over(ListenOptions::on(ssdlab_nbd::server::DEFAULT_LISTEN, 16))?;
     let m = py.detach(|| -> PyResult<serde_json::Value> {
         let dev = ssdlab_rmml::experiment::backend(&s, size_bytes).map_err(rmml_err)?;
-        let disk = ssdlab_rmml::export::SwapDisk::new(dev);
+        let disk = ssdlab_serve::SwapDisk::new(dev);
         let size = ssdlab_nbd::Disk::logical_bytes(&disk);
         let kind = disk.kind();
         let export = ssdlab_nbd::Export {
@@ -147,21 +147,21 @@ fn rmml_node_serve<'py>(
         return Err(PyValueError::new_err("--capacity: expected a positive size"));
     }
     let secs = |flag: &str, s: f64| never_if_zero(flag, s).map_err(|e| PyValueError::new_err(e.to_string()));
-    let opts = ssdlab_rmml::node::server::NodeOptions {
+    let opts = ssdlab_serve::rmml::node::NodeOptions {
         listen: ListenOptions {
             address: listen.to_string(),
             allow_remote,
             max_connections,
             idle_timeout: secs("--idle-timeout", idle_timeout_s)?,
             evict_idle_after: secs("--evict-idle-after", evict_idle_after_s)?,
-            ..ssdlab_rmml::node::server::NodeOptions::default().listen
+            ..ssdlab_serve::rmml::node::NodeOptions::default().listen
         },
         capacity_bytes,
         quiet,
     };
     let st = py
         .detach(|| {
-            ssdlab_rmml::node::server::serve_until_signal(&opts, |a| {
+            ssdlab_serve::rmml::node::serve_until_signal(&opts, |a| {
                 use std::io::Write;
                 if !quiet {
                     println!("rmml node listening on {a} ({capacity_bytes} bytes to lend)");

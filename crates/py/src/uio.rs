@@ -165,7 +165,7 @@ fn uio_kv_serve<'py>(py: Python<'py>, attach: PathBuf, options: &Bound<'py, PyAn
     o.check("uio kv-serve options")?;
     let dev = HostDevice::attach(Path::new(&attach), Duration::from_secs(10))
         .map_err(|e| PyOSError::new_err(format!("attaching to the device: {e}")))?;
-    let m = py.detach(move || o.serve("ssdlab uio kv-serve", Box::new(ssdlab_uio::serve::UioBackend::new(dev))))?;
+    let m = py.detach(move || o.serve("ssdlab uio kv-serve", Box::new(ssdlab_serve::UioBackend::new(dev))))?;
     to_py(py, &m)
 }
 

@@ -17,7 +17,7 @@
 //! - [`fuzzing`]: a session of untrusted bytes on the in-memory store (fuzz targets, corpus runs).
 //!
 //! Users: `ssdlab kv serve` (the LSM store of crates/lsm on an emulated ZNS SSD) and `ssdlab uio
-//! kv-serve` (a UIO device's host, crates/uio/src/serve.rs).
+//! kv-serve` (a UIO device's host); their backends are crates/serve's lsm.rs and uio.rs.
 
 #![forbid(unsafe_code)]
 

@@ -2,13 +2,13 @@
 //!
 //! - [`rmml`]: the remote memory management layer: 1 MiB block map, block groups, lz4/zstd
 //!   compression with per-block headers and packing, reclamation, load balancing, DPU cache.
-//! - [`node`]: the remote memory node service (in-process or over TCP).
+//! - [`node`]: the remote memory node service: its store, in-process, and the client of a
+//!   node over TCP (the TCP server is crates/serve's, with the NBD export of the backends).
 //! - [`link`]: the PCIe and RDMA link models and modelled time.
 //! - Baselines on the same [`device::SwapDevice`] interface: [`infiniswap`] (4 KiB pages in
 //!   remote slabs) and [`znswap`] (swap slots on the emulated ZNS SSD).
 //! - [`paging`]: a userfaultfd region whose pages swap to any backend under a memory budget;
 //!   [`workload`]: the key-value, sort and fio-style workloads; [`experiment`]: one measured run.
-//! - [`export`]: any backend as a disk of ssdlab's NBD server (`ssdlab rmml serve`).
 
 // The stats are one `json!` literal of many keys.
 #![recursion_limit = "256"]
@@ -19,7 +19,6 @@ pub mod config;
 pub mod device;
 pub mod error;
 pub mod experiment;
-pub mod export;
 pub mod header;
 pub mod infiniswap;
 pub mod link;
@@ -36,12 +35,14 @@ pub use device::{SwapDevice, PAGE_BYTES};
 pub use error::{Error, Result};
 pub use rmml::Rmml;
 
-/// A latency histogram in ns: 1 ns to an hour, 3 significant digits.
-pub(crate) fn latency_histogram() -> hdrhistogram::Histogram<u64> {
-    hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
-}
+pub use ssdlab_core::metrics::latency_histogram;
+use ssdlab_core::metrics::{latency_summary, LatencyShape, MeanRounding};
 
-/// A latency histogram's count, mean, median, p99 and maximum, as the stats report them.
-pub(crate) fn percentiles(h: &hdrhistogram::Histogram<u64>) -> serde_json::Value {
-    serde_json::json!({"count": h.len(), "mean": h.mean(), "p50": h.value_at_quantile(0.5), "p99": h.value_at_quantile(0.99), "max": h.max()})
+/// The stats' latency figures: count, mean, median, p99 and maximum, in ns.
+pub const LATENCY: LatencyShape =
+    LatencyShape { quantiles: &[0.5, 0.99], unit: "", mean: MeanRounding::Exact, min: false, empty_is_count: false };
+
+/// A latency histogram's figures as the stats report them ([`LATENCY`]).
+pub fn percentiles(h: &hdrhistogram::Histogram<u64>) -> serde_json::Value {
+    serde_json::Value::Object(latency_summary(h, &LATENCY))
 }

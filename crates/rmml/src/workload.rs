@@ -10,6 +10,8 @@ use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use ssdlab_core::metrics::{latency_summary, LatencyShape};
+use ssdlab_core::workload::zipf::YcsbZipf;
 
 use crate::device::{SwapDevice, PAGE_BYTES};
 use crate::error::{Error, Result};
@@ -72,40 +74,12 @@ pub fn fill_value(out: &mut [u8], compressibility: f64, seed: u64) {
     }
 }
 
-/// YCSB's Zipfian generator (Gray et al., "Quickly generating billion-record synthetic
-/// databases"): ranks 0..n, rank 0 the most popular.
-pub struct Zipf {
-    n: u64,
-    theta: f64,
-    zetan: f64,
-    alpha: f64,
-    eta: f64,
-}
-
-impl Zipf {
-    pub fn new(n: u64, theta: f64) -> Zipf {
-        assert!(n >= 2 && (0.0..1.0).contains(&theta), "zipf over {n} items, theta {theta}");
-        let zeta = |k: u64| (1..=k).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
-        let (zetan, zeta2) = (zeta(n), zeta(2));
-        Zipf { n, theta, zetan, alpha: 1.0 / (1.0 - theta), eta: (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan) }
-    }
-    pub fn next(&self, rng: &mut Pcg64) -> u64 {
-        let u: f64 = rng.gen();
-        let uz = u * self.zetan;
-        if uz < 1.0 {
-            return 0;
-        }
-        if uz < 1.0 + 0.5f64.powf(self.theta) {
-            return 1;
-        }
-        ((self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64).min(self.n - 1)
-    }
-}
-
 use crate::latency_histogram as hist;
 
+/// The workloads' latency figures: [`crate::LATENCY`] with `_ns` keys.
 fn lat(h: &Histogram<u64>) -> serde_json::Value {
-    json!({"count": h.len(), "mean_ns": h.mean(), "p50_ns": h.value_at_quantile(0.5), "p99_ns": h.value_at_quantile(0.99), "max_ns": h.max()})
+    const SHAPE: LatencyShape = LatencyShape { unit: "_ns", ..crate::LATENCY };
+    serde_json::Value::Object(latency_summary(h, &SHAPE))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -212,7 +186,7 @@ pub fn run_kv(mem: &mut Paged, c: &KvConfig, progress: &mut dyn FnMut(f64) -> bo
             return Err(Error::Lost(e));
         }
     }
-    let zipf = Zipf::new(n, c.zipf_theta);
+    let zipf = YcsbZipf::new(n, c.zipf_theta);
     let mut rng = Pcg64::seed_from_u64(c.seed ^ 0x5EED);
     let mut h = hist();
     let (mut reads, mut updates, mut mismatches) = (0u64, 0u64, 0u64);
@@ -422,18 +396,6 @@ pub fn run_fio(dev: &mut dyn SwapDevice, c: &FioConfig) -> Result<serde_json::Va
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn zipf_is_skewed_and_in_range() {
-        let z = Zipf::new(1000, 0.99);
-        let mut rng = Pcg64::seed_from_u64(1);
-        let mut c = vec![0u32; 1000];
-        for _ in 0..100_000 {
-            c[z.next(&mut rng) as usize] += 1;
-        }
-        assert!(c[0] > c[10] && c[10] > c[500]);
-        assert!(c[0] as f64 / 100_000.0 > 0.1);
-    }
 
     #[test]
     fn slots_are_a_permutation() {

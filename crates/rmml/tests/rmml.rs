@@ -1,9 +1,7 @@
 //! The RMML against a reference copy of what was written: round trips of random and
 //! compressible data through the map, compression and packing, with whole blocks or runs of
-//! pages as the unit; reclamation under overwrite churn; a node restart; what a miss costs.
-
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+//! pages as the unit; reclamation under overwrite churn; what a miss costs (a node restart: crates/serve's
+//! tests/rmml_node.rs).
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -11,9 +9,8 @@ use ssdlab_rmml::codec::Codec;
 use ssdlab_rmml::config::FetchUnit;
 use ssdlab_rmml::header::HEADER_BYTES;
 use ssdlab_rmml::infiniswap::{Infiniswap, InfiniswapConfig};
-use ssdlab_rmml::node::server::{NodeOptions, NodeServer};
-use ssdlab_rmml::node::{LocalNode, MemoryNode, TcpNode};
-use ssdlab_rmml::{Error, Rmml, RmmlConfig, SwapDevice, PAGE_BYTES};
+use ssdlab_rmml::node::{LocalNode, MemoryNode};
+use ssdlab_rmml::{Rmml, RmmlConfig, SwapDevice, PAGE_BYTES};
 
 const P: usize = PAGE_BYTES as usize;
 
@@ -236,87 +233,6 @@ fn load_is_balanced_over_nodes() {
     let used: Vec<f64> = (0..3).map(|i| dev.pool().used_fraction(i)).collect();
     let spread = used.iter().cloned().fold(f64::MIN, f64::max) - used.iter().cloned().fold(f64::MAX, f64::min);
     assert!(spread <= 0.15, "used fractions {used:?}");
-}
-
-fn start_node(addr: &str, cap: u64) -> (String, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
-    let mut opts = NodeOptions { capacity_bytes: cap, quiet: true, ..NodeOptions::default() };
-    opts.listen.address = addr.into();
-    let srv = NodeServer::bind(&opts).unwrap();
-    let a = srv.local_addr().to_string();
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    (a, stop, std::thread::spawn(move || srv.run(&s2).unwrap()))
-}
-
-#[test]
-fn node_restart_is_a_clear_error_never_stale_data() {
-    let (a0, stop0, h0) = start_node("127.0.0.1:0", 128 << 20);
-    let (a1, stop1, h1) = start_node("127.0.0.1:0", 128 << 20);
-    let nodes: Vec<Box<dyn MemoryNode>> = vec![Box::new(TcpNode::connect(&a0, 0).unwrap()), Box::new(TcpNode::connect(&a1, 1).unwrap())];
-    let mut c = cfg(Codec::Lz4, 1);
-    c.balance_threshold = 1.0;
-    let mut dev = Rmml::new(c, nodes).unwrap();
-    let mut rng = Pcg64::seed_from_u64(3);
-    let pages = (16 << 20) / PAGE_BYTES;
-    let mut model = Vec::new();
-    let mut now = 0;
-    for p in 0..pages {
-        let d = page(&mut rng, true);
-        now = dev.write(p * PAGE_BYTES, &d, now).unwrap();
-        model.push(d);
-    }
-    now = dev.flush(now).unwrap();
-    // Restart node 0 on the same port: it comes back empty with a new instance number.
-    stop0.store(true, Ordering::Relaxed);
-    h0.join().unwrap();
-    let (_, stop0b, h0b) = start_node(&a0, 128 << 20);
-    let (mut lost, mut ok) = (0, 0);
-    for (p, want) in model.iter().enumerate() {
-        let mut out = vec![0u8; P];
-        match dev.read(p as u64 * PAGE_BYTES, &mut out, now) {
-            Ok(t) => {
-                now = t;
-                assert_eq!(&out, want, "page {p}: a read that succeeds returns what was written");
-                ok += 1;
-            }
-            Err(Error::Lost(m)) => {
-                assert!(m.contains("page") || m.contains("restarted"), "{m}");
-                lost += 1;
-            }
-            Err(e) => panic!("page {p}: unexpected error {e}"),
-        }
-    }
-    assert!(lost > 0 && ok > 0, "lost {lost} ok {ok}: the groups were spread over both nodes");
-    dev.check_invariants();
-    // Rewriting a lost page makes it readable again; new data goes to both nodes.
-    let mut first_lost = None;
-    for p in 0..pages {
-        let mut out = vec![0u8; P];
-        if dev.read(p * PAGE_BYTES, &mut out, now).is_err() {
-            first_lost = Some(p);
-            break;
-        }
-    }
-    let p = first_lost.unwrap();
-    now = dev.write(p * PAGE_BYTES, &model[0], now).unwrap();
-    now = dev.flush(now).unwrap();
-    let mut out = vec![0u8; P];
-    dev.read(p * PAGE_BYTES, &mut out, now).unwrap();
-    assert_eq!(out, model[0]);
-    // A node that stays down: reads of its data fail with a clear error, no hang.
-    stop1.store(true, Ordering::Relaxed);
-    h1.join().unwrap();
-    let mut errs = 0;
-    for p in 0..pages {
-        let mut out = vec![0u8; P];
-        if let Err(e) = dev.read(p * PAGE_BYTES, &mut out, now) {
-            assert!(matches!(e, Error::Lost(_) | Error::Node { .. }), "{e}");
-            errs += 1;
-        }
-    }
-    assert!(errs > 0);
-    stop0b.store(true, Ordering::Relaxed);
-    h0b.join().unwrap();
 }
 
 /// fio-style random 4 KiB writes over a filled span: every write whose block is not cached

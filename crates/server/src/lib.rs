@@ -40,7 +40,6 @@ pub mod conn;
 pub mod delayed;
 pub mod fuzzing;
 mod listen;
-pub mod log;
 pub mod tls;
 
 use std::collections::HashMap;
@@ -59,7 +58,8 @@ use tokio::task::JoinSet;
 use conn::Meter;
 pub use conn::{BlockingConn, Conn, Cut, Pace};
 pub use listen::{never_if_zero, ListenOptions, ServeError, MAX_TIMEOUT};
-pub use log::RateLog;
+// The rate-limited log is shared with blocking servers (crates/netrules).
+pub use ssdlab_netrules::{log, RateLog};
 
 /// How a connection ended, as the protocol reports it.
 #[derive(Debug)]
@@ -250,23 +250,10 @@ impl Default for Options {
     }
 }
 
-/// Parse `listen` and apply the loopback rule: loopback addresses always; others only with
-/// TLS or the explicit `allow_remote` opt-in. "localhost:PORT" means 127.0.0.1.
+/// Parse `listen` and apply the loopback rule (crates/netrules' [`ssdlab_netrules::check_listen`],
+/// the one rule for async and blocking listeners) as a [`ServeError::Address`].
 pub fn check_listen(listen: &str, tls: bool, tls_supported: bool, allow_remote: bool) -> Result<SocketAddr, ServeError> {
-    let text = match listen.strip_prefix("localhost:") {
-        Some(port) => format!("127.0.0.1:{port}"),
-        None => listen.to_string(),
-    };
-    let addr: SocketAddr = text.parse().map_err(|_| {
-        ServeError::Address(format!("--listen {listen:?}: expected HOST:PORT with a numeric address, e.g. 127.0.0.1:10809"))
-    })?;
-    if addr.ip().is_loopback() || tls || allow_remote {
-        return Ok(addr);
-    }
-    let how = if tls_supported { "TLS (--tls-cert and --tls-key) or --allow-remote" } else { "--allow-remote (this protocol has no TLS)" };
-    Err(ServeError::Address(format!(
-        "--listen {addr}: a non-loopback address needs {how}; without TLS the traffic is unencrypted and unauthenticated, so anyone who can reach the port can use the device"
-    )))
+    ssdlab_netrules::check_listen(listen, tls, tls_supported, allow_remote).map_err(ServeError::Address)
 }
 
 /// A handle that stops a running server from any thread.
@@ -841,18 +828,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn loopback_rule() {
+    fn a_listen_address_the_loopback_rule_refuses_is_an_address_error() {
         assert!(check_listen("127.0.0.1:0", false, true, false).is_ok());
-        assert!(check_listen("[::1]:0", false, true, false).is_ok());
-        assert!(check_listen("localhost:80", false, true, false).unwrap().ip().is_loopback());
         let e = check_listen("0.0.0.0:2222", false, false, false).unwrap_err();
-        assert!(matches!(e, ServeError::Address(_)), "{e:?}");
-        let e = e.to_string();
-        assert!(e.contains("--allow-remote") && e.contains("no TLS"), "{e}");
-        let e = check_listen("0.0.0.0:2222", false, true, false).unwrap_err().to_string();
-        assert!(e.contains("--tls-cert"), "{e}");
-        assert!(check_listen("0.0.0.0:2222", true, true, false).is_ok());
-        assert!(check_listen("0.0.0.0:2222", false, false, true).is_ok());
-        assert!(check_listen("nonsense", false, true, false).unwrap_err().to_string().contains("HOST:PORT"));
+        assert!(matches!(e, ServeError::Address(ref m) if m.contains("--allow-remote")), "{e:?}");
     }
 }

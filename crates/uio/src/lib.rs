@@ -12,7 +12,8 @@
 //!   and the reproduction's measurements ([`repro`]).
 //! - Devices as processes: a device serving its host's queues and its peers' requests over
 //!   TCP, and the host library that attaches to it ([`device`], [`net`]); the flash kept in a
-//!   file and recovered at start ([`image`]); a RESP front-end on the host library ([`serve`]).
+//!   file and recovered at start ([`image`]); the RESP front-end on the host library is
+//!   crates/serve's `uio`.
 
 pub mod cluster;
 pub mod device;
@@ -23,7 +24,6 @@ pub mod net;
 pub mod queues;
 pub mod record;
 pub mod repro;
-pub mod serve;
 pub mod shm;
 pub mod utl;
 pub mod wall;

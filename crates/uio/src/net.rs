@@ -92,8 +92,8 @@ pub fn read_msg_timed(r: &mut impl Read, body: &mut Vec<u8>) -> io::Result<(u8, 
 /// Bind a NET listener on `addr` after ssdlab's loopback rule: another address only with
 /// `allow_remote` (NET has no authentication or encryption).
 pub fn bind(addr: SocketAddr, allow_remote: bool) -> io::Result<TcpListener> {
-    ssdlab_server::check_listen(&addr.to_string(), false, false, allow_remote)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string().replace("--listen", "--net")))?;
+    ssdlab_netrules::check_listen(&addr.to_string(), false, false, allow_remote)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.replace("--listen", "--net")))?;
     TcpListener::bind(addr)
 }
 
@@ -197,7 +197,7 @@ pub fn serve_capped<S: Store + Send + 'static>(
 ) -> std::thread::JoinHandle<()> {
     use std::sync::atomic::AtomicU64;
     listener.set_nonblocking(true).expect("non-blocking listener");
-    let log = Arc::new(ssdlab_server::RateLog::new("uio NET", false, Duration::from_secs(5)));
+    let log = Arc::new(ssdlab_netrules::RateLog::new("uio NET", false, Duration::from_secs(5)));
     let epoch = std::time::Instant::now();
     let ms = move || epoch.elapsed().as_millis() as u64;
     std::thread::spawn(move || {

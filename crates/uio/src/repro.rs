@@ -7,6 +7,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use ssdlab_core::config::{Personality, StorageMode};
 use ssdlab_core::media::presets::preset;
+pub use ssdlab_core::metrics::latency_histogram;
 use ssdlab_core::Config;
 
 use crate::cluster::{Cluster, Links, Path, Profile};
@@ -127,11 +128,6 @@ impl LatencyRow {
         };
         [row("put", put), row("get", get)]
     }
-}
-
-/// A latency histogram of 1 ns to an hour, 3 significant digits.
-pub fn latency_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
 }
 
 /// A mixed run of N devices: measured mean latency on both paths and the model's prediction.

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use ssdlab_core::config::WorkloadConfig;
 use ssdlab_core::ftl::BlockDevice;
+use ssdlab_core::metrics::{latency_histogram as hist, latency_summary, ratio, LatencyShape, MeanRounding};
 use ssdlab_core::workload::trace::{TraceFormat, TraceReader};
 use ssdlab_core::workload::{Cmd, Op, Source, Synthetic};
 use ssdlab_core::Config;
@@ -191,10 +192,6 @@ enum App {
         queue: VecDeque<Cmd>,
         base_ns: u64,
     },
-}
-
-fn hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
 }
 
 struct Tenant {
@@ -853,11 +850,9 @@ fn disk_op(disk: &mut LogDisk, io: &mut VssdIo<'_>, c: Cmd, t: u64, sb: u64, rb:
 }
 
 fn lat_json(h: &Histogram<u64>) -> Value {
-    if h.is_empty() {
-        return json!({"count": 0});
-    }
-    let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
-    json!({"count": h.len(), "mean_us": h.mean() / 1e3, "p50_us": us(0.5), "p99_us": us(0.99), "p999_us": us(0.999), "max_us": h.max() as f64 / 1e3})
+    const SHAPE: LatencyShape =
+        LatencyShape { quantiles: &[0.5, 0.99, 0.999], unit: "_us", mean: MeanRounding::Exact, min: false, empty_is_count: true };
+    Value::Object(latency_summary(h, &SHAPE))
 }
 
 fn tenant_json(fb: &FlashBlox, t: &Tenant, secs: f64, bucket: Option<&TokenBucket>) -> Value {
@@ -867,12 +862,12 @@ fn tenant_json(fb: &FlashBlox, t: &Tenant, secs: f64, bucket: Option<&TokenBucke
         App::Kv { kv, .. } => {
             let s = kv.stats();
             json!({"kind": "kv", "stats": s, "details": kv.details(),
-                   "app_write_amplification": if s.app_write_bytes > 0 { s.device_write_bytes as f64 / s.app_write_bytes as f64 } else { 0.0 }})
+                   "app_write_amplification": ratio(s.device_write_bytes, s.app_write_bytes)})
         }
         App::Disk { disk, .. } | App::Trace { disk, .. } => {
             let s = disk.stats();
             json!({"kind": "disk", "stats": s, "utilization": disk.utilization(),
-                   "app_write_amplification": if s.host_write_bytes > 0 { s.device_write_bytes as f64 / s.host_write_bytes as f64 } else { 0.0 }})
+                   "app_write_amplification": ratio(s.device_write_bytes, s.host_write_bytes)})
         }
     };
     let mut lat = serde_json::Map::new();

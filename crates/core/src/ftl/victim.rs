@@ -8,6 +8,9 @@
 //!   oldest block scores best: a pick compares one candidate per bucket (O(sectors per block),
 //!   not O(blocks)); an invalidation moves a block between buckets in O(log n);
 //! - d-choices: a dense array of full blocks (position kept in `prev`), best of d random ones.
+//!
+//! [`greedy`] is the same greedy choice by a scan, for the small logs that keep no buckets (ZNS
+//! conventional zones' segments here; the case studies' logs on open-channel and ZNS devices).
 
 use std::collections::{BTreeSet, VecDeque};
 
@@ -209,6 +212,15 @@ impl Victims {
     }
 }
 
+/// The greedy victim among `candidates` (block, zone or segment numbers): the one with the least
+/// `valid` (sectors, bytes: whatever the caller counts), ties to the lowest number. `None` when
+/// there is no candidate. A scan, O(candidates); the FTL's own greedy set is [`Victims`].
+pub fn greedy<I: Ord + Copy, K: Ord>(candidates: impl IntoIterator<Item = I>, mut valid: impl FnMut(I) -> K) -> Option<I> {
+    // The number in the key makes every key distinct: which of equal minima a scan keeps
+    // never matters.
+    candidates.into_iter().min_by_key(|&i| (valid(i), i))
+}
+
 #[inline]
 fn link(heads: &mut [u32], blocks: &mut [BlockMeta], b: u32, v: usize) {
     let h = heads[v];
@@ -238,6 +250,15 @@ fn unlink(heads: &mut [u32], blocks: &mut [BlockMeta], b: u32, v: usize) {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    #[test]
+    fn greedy_takes_the_least_valid_and_the_lowest_number_on_ties() {
+        let valid = [5u32, 2, 7, 2, 0];
+        assert_eq!(greedy([0usize, 1, 2, 3], |b| valid[b]), Some(1));
+        assert_eq!(greedy([3usize, 2, 1, 0], |b| valid[b]), Some(1), "not the first minimum met");
+        assert_eq!(greedy(0..5usize, |b| valid[b]), Some(4));
+        assert_eq!(greedy(std::iter::empty::<u32>(), |_| 0), None);
+    }
 
     fn score(m: &BlockMeta, spb: u32, now: u64) -> f64 {
         let u = m.valid as f64 / spb as f64;

@@ -14,8 +14,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 const OPS: [Op; 3] = [Op::Read, Op::Write, Op::Trim];
 
-fn new_hist() -> Histogram<u64> {
-    // 1 ns .. ~1 hour, 3 significant digits.
+/// A latency histogram in ns: 1 ns to an hour, 3 significant digits (every run's and every case
+/// study's latencies).
+pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
 }
 
@@ -148,7 +149,7 @@ impl Recorder {
     pub fn new(dev: &dyn BlockDevice, start_ns: u64, interval_ns: u64, interval_bytes: u64) -> Recorder {
         let tl = dev.timelines();
         let mut r = Recorder {
-            hist: [new_hist(), new_hist(), new_hist()],
+            hist: [latency_histogram(), latency_histogram(), latency_histogram()],
             base: dev.counters().clone(),
             base_busy_die: tl.die_busy_ns().to_vec(),
             base_busy_chan: tl.channel_busy_ns().to_vec(),
@@ -292,7 +293,7 @@ impl Recorder {
         let mut cdf = serde_json::Map::new();
         for op in OPS {
             let h = &self.hist[op as usize];
-            lat.insert(op.name().into(), hist_summary(h));
+            lat.insert(op.name().into(), Value::Object(latency_summary(h, &RUN_LATENCY)));
             cdf.insert(op.name().into(), hist_cdf(h));
         }
         let tl = dev.timelines();
@@ -377,25 +378,78 @@ pub fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-fn round6(x: f64) -> f64 {
+/// `x` to 6 decimals (ratios and means in reports).
+pub fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
-fn hist_summary(h: &Histogram<u64>) -> Value {
-    if h.is_empty() {
-        return json!({"count": 0});
+/// How a mean is rounded in a latency summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MeanRounding {
+    Exact,
+    /// To whole units.
+    Whole,
+    /// To 6 decimals ([`round6`]).
+    Six,
+}
+
+/// The shape of a latency summary: which figures, under which keys, in which unit. Each report
+/// keeps the shape its readers (and pinned outputs) know; the figures come from one place.
+#[derive(Debug, Clone, Copy)]
+pub struct LatencyShape {
+    /// Quantiles, each under `p` and its digits: 0.5 is `p50`, 0.999 `p999`.
+    pub quantiles: &'static [f64],
+    /// Suffix of every key but `count`: `""` or `"_ns"` (nanoseconds, integers but the mean) or
+    /// `"_us"` (microseconds, floats).
+    pub unit: &'static str,
+    pub mean: MeanRounding,
+    /// `min` as well as `max`.
+    pub min: bool,
+    /// An empty histogram is `{"count": 0}` alone (otherwise its figures, all zero).
+    pub empty_is_count: bool,
+}
+
+/// The summary of every run's per-operation latencies in metrics.json.
+pub const RUN_LATENCY: LatencyShape =
+    LatencyShape { quantiles: &[0.5, 0.9, 0.99, 0.999, 0.9999], unit: "", mean: MeanRounding::Six, min: true, empty_is_count: true };
+
+/// A latency histogram (in ns) summarised in `shape`: count, mean, quantiles, max (and min).
+pub fn latency_summary(h: &Histogram<u64>, shape: &LatencyShape) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("count".into(), json!(h.len()));
+    if h.is_empty() && shape.empty_is_count {
+        return m;
     }
-    json!({
-        "count": h.len(),
-        "p50": h.value_at_quantile(0.50),
-        "p90": h.value_at_quantile(0.90),
-        "p99": h.value_at_quantile(0.99),
-        "p999": h.value_at_quantile(0.999),
-        "p9999": h.value_at_quantile(0.9999),
-        "max": h.max(),
-        "min": h.min(),
-        "mean": round6(h.mean()),
-    })
+    let us = match shape.unit {
+        "" | "_ns" => false,
+        "_us" => true,
+        u => panic!("latency unit {u:?}: expected \"\", \"_ns\" or \"_us\""),
+    };
+    let value = |v: u64| if us { json!(v as f64 / 1e3) } else { json!(v) };
+    let key = |name: &str| format!("{name}{}", shape.unit);
+    let mean = if us { h.mean() / 1e3 } else { h.mean() };
+    let mean = match shape.mean {
+        MeanRounding::Exact => mean,
+        MeanRounding::Whole => mean.round(),
+        MeanRounding::Six => round6(mean),
+    };
+    m.insert(key("mean"), json!(mean));
+    for &q in shape.quantiles {
+        m.insert(key(&quantile_name(q)), value(h.value_at_quantile(q)));
+    }
+    m.insert(key("max"), value(h.max()));
+    if shape.min {
+        m.insert(key("min"), value(h.min()));
+    }
+    m
+}
+
+/// `p` and the quantile's digits, at least two: 0.5 -> p50, 0.99 -> p99, 0.9999 -> p9999.
+fn quantile_name(q: f64) -> String {
+    assert!(q > 0.0 && q < 1.0, "quantile {q}");
+    let text = q.to_string();
+    let digits = text.strip_prefix("0.").expect("a quantile below 1");
+    format!("p{digits:0<2}")
 }
 
 /// A compact CDF: latency at quantiles spaced evenly in -log10(1 - q), up to 0.99999.
@@ -433,4 +487,27 @@ fn erase_summary(e: &[u32]) -> Value {
         "min": min, "mean": round6(mean), "max": max, "stddev": round6(var.sqrt()),
         "histogram": {"bin_edges": edges, "counts": counts},
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_summaries_name_quantiles_by_their_digits_in_the_shape_asked() {
+        assert_eq!([0.5, 0.9, 0.99, 0.999, 0.9999].map(quantile_name), ["p50", "p90", "p99", "p999", "p9999"]);
+        let mut h = latency_histogram();
+        for v in [100u64, 200, 300, 400] {
+            h.record(v).unwrap();
+        }
+        let s = latency_summary(&h, &RUN_LATENCY);
+        assert_eq!(
+            (s["count"].as_u64(), s["min"].as_u64(), s["max"].as_u64(), s["p50"].as_u64()),
+            (Some(4), Some(100), Some(400), Some(200))
+        );
+        let us = LatencyShape { quantiles: &[0.99], unit: "_us", mean: MeanRounding::Exact, min: false, empty_is_count: true };
+        let s = latency_summary(&h, &us);
+        assert_eq!((s["mean_us"].as_f64(), s["p99_us"].as_f64(), s.get("min_us")), (Some(0.25), Some(0.4), None));
+        assert_eq!(Value::Object(latency_summary(&latency_histogram(), &us)), json!({"count": 0}));
+    }
 }

@@ -1,13 +1,14 @@
 //! Workloads: synthetic generators and trace replay, both producing host commands.
 
 pub mod trace;
+pub mod zipf;
 
 use rand::{Rng, SeedableRng};
-use rand_distr::{Distribution, Zipf};
 use rand_pcg::Pcg64Mcg;
 
 use crate::config::{MixOrder, Pattern, WorkloadConfig};
 use crate::error::{Error, Result};
+use zipf::Zipf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
@@ -60,7 +61,7 @@ pub struct Synthetic {
     hot_space: f64,
     hot_writes: f64,
     next_seq: u64,
-    zipf: Option<(Zipf<f64>, u64)>,
+    zipf: Option<(Zipf, u64)>,
     rng: Pcg64Mcg,
 }
 
@@ -145,7 +146,7 @@ impl Synthetic {
             Pattern::Zipf => {
                 let (z, stride) = self.zipf.as_ref().unwrap();
                 let n = self.span / *self.sizes.iter().min().unwrap() as u64;
-                let rank = z.sample(&mut self.rng) as u64 - 1;
+                let rank = z.rank(&mut self.rng) - 1;
                 // Scatter ranks over the span so hot sectors are not all adjacent.
                 let scattered = ((rank as u128 * *stride as u128) % n as u128) as u64;
                 (scattered * self.sizes.iter().min().copied().unwrap() as u64 / k as u64).min(slots - 1)

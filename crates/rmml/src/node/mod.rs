@@ -3,19 +3,17 @@
 //! A node keeps regions (contiguous byte ranges it allocated) and serves reads and writes into
 //! them; it reports its capacity and free memory. The same [`Store`] runs in-process
 //! ([`LocalNode`], for benches and unit tests) and behind TCP in a separate process
-//! ([`server`], [`TcpNode`]: `ssdlab rmml node`). Region handles carry the node's instance
+//! ([`TcpNode`] here; the server, `ssdlab rmml node`, is crates/serve's `rmml::node`). Region handles carry the node's instance
 //! number, drawn at start: a node that restarted refuses every handle of its previous life,
 //! so stale handles never alias new data.
 
 mod client;
-pub mod fuzzing;
-mod proto;
-pub mod server;
+pub mod proto;
 mod store;
 
 pub use client::TcpNode;
 pub use proto::MAX_IO_BYTES;
-pub use store::Store;
+pub use store::{Refusal, Store};
 
 use serde::{Deserialize, Serialize};
 

@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
+use ssdlab_core::ftl::victim::greedy;
 
 use crate::error::{Result, VssdError};
 use crate::flashblox::BlockApi;
@@ -327,9 +328,7 @@ impl LogKv {
 
     /// Collect the full block with the least live data. Returns when the caller may go on.
     fn compact(&mut self, io: &mut dyn BlockApi, now: u64) -> Result<u64> {
-        let victim = (0..self.state.len())
-            .filter(|&b| self.state[b] == BlockState::Full)
-            .min_by_key(|&b| (self.live[b], b))
+        let victim = greedy((0..self.state.len()).filter(|&b| self.state[b] == BlockState::Full), |b| self.live[b])
             .ok_or_else(|| VssdError::Api("kv: no full block to compact (the store is full)".into()))? as u32;
         self.compacting = true;
         self.stats.compactions += 1;

@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
+use ssdlab_core::ftl::victim::greedy;
 
 use crate::error::{Result, VssdError};
 use crate::flashblox::BlockApi;
@@ -214,9 +215,7 @@ impl LogDisk {
     /// Clean the full block with the fewest valid sectors: read its valid runs, append them,
     /// free it.
     fn clean(&mut self, io: &mut dyn BlockApi, now: u64) -> Result<u64> {
-        let victim = (0..self.state.len())
-            .filter(|&b| self.state[b] == BlockState::Full)
-            .min_by_key(|&b| (self.valid[b], b))
+        let victim = greedy((0..self.state.len()).filter(|&b| self.state[b] == BlockState::Full), |b| self.valid[b])
             .ok_or_else(|| VssdError::Api("disk: no full block to clean".into()))? as u32;
         self.cleaning = true;
         self.stats.gc_victims += 1;

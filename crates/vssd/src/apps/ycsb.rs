@@ -18,7 +18,7 @@
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
-use ssdlab_cache::zipf::ZipfTable;
+use ssdlab_core::workload::zipf::ZipfTable;
 
 use crate::error::{Result, VssdError};
 

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Zns, NIL};
 use crate::error::{Error, Result};
+use crate::ftl::victim::greedy;
 
 /// A segment of the conventional zones' pool: one zone's worth of blocks, written as a log.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -161,9 +162,7 @@ impl Zns {
             return Ok(());
         }
         let active = conv.active;
-        let victim = (0..conv.segs.len())
-            .filter(|&s| s != active && !conv.segs[s].offline)
-            .min_by_key(|&s| (conv.segs[s].valid, s))
+        let victim = greedy((0..conv.segs.len()).filter(|&s| s != active && !conv.segs[s].offline), |s| conv.segs[s].valid)
             .expect("pool has segments");
         conv.gc_segments += 1;
         let base = conv.base;

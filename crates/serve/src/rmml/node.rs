@@ -11,6 +11,8 @@
 //! [`PIECE_BYTES`]; a request that breaks the protocol (a length past [`MAX_IO_BYTES`]) is
 //! answered with a refusal and the connection dropped.
 
+pub mod fuzzing;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,9 +21,8 @@ use std::time::Duration;
 use ssdlab_server::{Conn, ConnEnd, ListenOptions, ServeError, Stats};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::proto::*;
-use super::store::{Refusal, Store};
-use super::NodeStat;
+use ssdlab_rmml::node::proto::*;
+use ssdlab_rmml::node::{NodeStat, Refusal, Store};
 
 /// Connections served at once by default (the RMML opens one per node and process).
 pub const MAX_CONNECTIONS: usize = 64;

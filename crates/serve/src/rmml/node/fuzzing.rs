@@ -3,8 +3,9 @@
 //! client session of untrusted bytes against a node's real session code; no panic, no reply
 //! longer than the request allows, and a new client is then served exactly.
 
-use super::proto::*;
-use super::server::Node;
+use ssdlab_rmml::node::proto::*;
+
+use super::Node;
 
 /// What a node fuzzed with lends: small, so regions are cheap and capacity runs out.
 pub const FUZZ_CAPACITY_BYTES: u64 = 1 << 20;

@@ -1,4 +1,16 @@
-//! Zipf-distributed ranks by table lookup: P(k) ∝ k^-alpha over 1..=n.
+//! Zipf-distributed ranks, P(k) ∝ k^-alpha over 1..=n: the one place ssdlab draws them. There
+//! are three samplers, not one, because they draw different streams from the same seed and
+//! every stream feeds pinned digests and report figures (a run is reproduced by its seed):
+//!
+//! - [`Zipf`]: rand_distr's rejection-inversion (Hörmann and Derflinger), exact for any
+//!   exponent, two or three transcendental calls per sample: the core's synthetic `zipf`
+//!   pattern and the LSM workloads' key choice;
+//! - [`ZipfTable`]: inverse transform over a tabulated CDF, one uniform variate and no `pow`
+//!   per sample, the tail within 0.1%: fdp-cache's key popularity and flashblox's YCSB;
+//! - [`YcsbZipf`]: YCSB's own generator (Gray et al.), exponent below 1, rank 0 the most
+//!   popular: dpuswap's key-value workload, as YCSB draws it.
+//!
+//! # The table
 //!
 //! Sampling is an inverse transform over the CDF tabulated at "knots": every rank up to
 //! [`EXACT_RANKS`], then ranks growing by a factor (1 + 1/[`KNOTS_PER_E`]·e-fold) up to n. A
@@ -13,7 +25,59 @@
 //! The CDF needs the generalised harmonic numbers H(k) = sum_{i<=k} i^-alpha: summed exactly
 //! up to [`EXACT_SUM`], beyond by Euler-Maclaurin from there (relative error far below 1e-12).
 
+use rand::Rng;
+use rand_distr::Distribution;
 use serde::{Deserialize, Serialize};
+
+/// Rejection-inversion sampling (rand_distr's `Zipf`): exact, for any exponent > 0.
+#[derive(Debug, Clone, Copy)]
+pub struct Zipf(rand_distr::Zipf<f64>);
+
+impl Zipf {
+    /// The distribution over 1..=n with exponent `alpha`; an error for n = 0 or alpha <= 0.
+    pub fn new(n: u64, alpha: f64) -> Result<Zipf, rand_distr::ZipfError> {
+        rand_distr::Zipf::new(n, alpha).map(Zipf)
+    }
+
+    /// A rank in 1..=n.
+    #[inline]
+    pub fn rank<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
+        self.0.sample(rng) as u64
+    }
+}
+
+/// YCSB's Zipfian generator (Gray et al., "Quickly generating billion-record synthetic
+/// databases"): ranks 0..n, rank 0 the most popular.
+#[derive(Debug, Clone)]
+pub struct YcsbZipf {
+    n: u64,
+    theta: f64,
+    zetan: f64,
+    alpha: f64,
+    eta: f64,
+}
+
+impl YcsbZipf {
+    pub fn new(n: u64, theta: f64) -> YcsbZipf {
+        assert!(n >= 2 && (0.0..1.0).contains(&theta), "zipf over {n} items, theta {theta}");
+        let zeta = |k: u64| (1..=k).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
+        let (zetan, zeta2) = (zeta(n), zeta(2));
+        YcsbZipf { n, theta, zetan, alpha: 1.0 / (1.0 - theta), eta: (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan) }
+    }
+
+    /// A rank in 0..n, from one uniform variate of `rng`.
+    pub fn next<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
+        let u: f64 = rng.gen();
+        let uz = u * self.zetan;
+        if uz < 1.0 {
+            return 0;
+        }
+        if uz < 1.0 + 0.5f64.powf(self.theta) {
+            return 1;
+        }
+        ((self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64).min(self.n - 1)
+    }
+}
 
 /// Ranks below this are knots of their own (exact probabilities).
 const EXACT_RANKS: u64 = 1024;
@@ -178,6 +242,18 @@ mod tests {
         let p_tail = 1.0 - exact_h(50_000, alpha) / h;
         let sd = (draws as f64 * p_tail).sqrt();
         assert!((tail as f64 - draws as f64 * p_tail).abs() < 5.0 * sd, "tail {tail} vs {}", draws as f64 * p_tail);
+    }
+
+    #[test]
+    fn ycsb_ranks_are_skewed_and_in_range() {
+        let z = YcsbZipf::new(1000, 0.99);
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(1);
+        let mut c = vec![0u32; 1000];
+        for _ in 0..100_000 {
+            c[z.next(&mut rng) as usize] += 1;
+        }
+        assert!(c[0] > c[10] && c[10] > c[500]);
+        assert!(c[0] as f64 / 100_000.0 > 0.1);
     }
 
     #[test]

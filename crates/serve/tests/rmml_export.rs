@@ -5,10 +5,10 @@
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use ssdlab_nbd::Disk;
-use ssdlab_rmml::export::SwapDisk;
 use ssdlab_rmml::infiniswap::{Infiniswap, InfiniswapConfig};
 use ssdlab_rmml::node::{LocalNode, MemoryNode};
 use ssdlab_rmml::{Rmml, RmmlConfig, SwapDevice};
+use ssdlab_serve::SwapDisk;
 
 const CAP: u64 = 16 << 20;
 

@@ -6,7 +6,7 @@
 use serde_json::json;
 use ssdlab_resp::Backend;
 
-use crate::device::HostDevice;
+use ssdlab_uio::device::HostDevice;
 
 /// Largest value: a record must fit one UTL block (256 KiB on the case study's devices).
 pub const MAX_VALUE_BYTES: usize = 240 << 10;

@@ -14,9 +14,10 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
+use ssdlab_core::metrics::latency_summary;
 use ssdlab_nbd::{BackendError, Disk, DiskResult};
 
-use crate::device::{SwapDevice, PAGE_BYTES};
+use ssdlab_rmml::device::{SwapDevice, PAGE_BYTES};
 
 /// Largest piece a zero-write is cut into (bytes).
 const ZERO_CHUNK: u64 = 1 << 20;
@@ -48,13 +49,13 @@ pub struct SwapDisk {
     last_error: Option<String>,
 }
 
-fn err(e: crate::Error) -> BackendError {
+fn err(e: ssdlab_rmml::Error) -> BackendError {
     BackendError::msg(e.to_string())
 }
 
 impl SwapDisk {
     pub fn new(dev: Box<dyn SwapDevice>) -> SwapDisk {
-        let hist = crate::latency_histogram;
+        let hist = ssdlab_core::metrics::latency_histogram;
         SwapDisk {
             dev,
             started: Instant::now(),
@@ -77,7 +78,7 @@ impl SwapDisk {
         self.last_ns
     }
 
-    fn account(&mut self, k: Kind, t: u64, res: crate::Result<u64>, bytes: u64) -> DiskResult<u64> {
+    fn account(&mut self, k: Kind, t: u64, res: ssdlab_rmml::Result<u64>, bytes: u64) -> DiskResult<u64> {
         match res {
             Ok(done) => {
                 self.lat[k as usize].saturating_record(done.saturating_sub(t).max(1));
@@ -107,7 +108,7 @@ impl SwapDisk {
     }
 
     /// Write `data` at `offset` from time `t`, reading the partial pages at its edges first.
-    fn write_at(&mut self, offset: u64, data: &[u8], t: u64) -> crate::Result<u64> {
+    fn write_at(&mut self, offset: u64, data: &[u8], t: u64) -> ssdlab_rmml::Result<u64> {
         let (a, n) = Self::covering(offset, data.len() as u64);
         if a == offset && n == data.len() as u64 {
             return self.dev.write(offset, data, t);
@@ -133,7 +134,7 @@ impl SwapDisk {
         self.dev.write(a, &buf, ready)
     }
 
-    fn zeroes_at(&mut self, offset: u64, len: u64, t: u64) -> crate::Result<u64> {
+    fn zeroes_at(&mut self, offset: u64, len: u64, t: u64) -> ssdlab_rmml::Result<u64> {
         let zeros = vec![0u8; ZERO_CHUNK.min(len) as usize];
         let (mut pos, end, mut done) = (offset, offset + len, t);
         while pos < end {
@@ -145,7 +146,7 @@ impl SwapDisk {
         Ok(done)
     }
 
-    fn durable(&mut self, fua: bool, done: u64) -> crate::Result<u64> {
+    fn durable(&mut self, fua: bool, done: u64) -> ssdlab_rmml::Result<u64> {
         if fua {
             Ok(done.max(self.dev.flush(done)?))
         } else {
@@ -225,12 +226,9 @@ impl Disk for SwapDisk {
         let t = self.now();
         let mut lat = serde_json::Map::new();
         for (i, (name, _)) in KINDS.iter().enumerate() {
-            let h = &self.lat[i];
-            lat.insert(
-                (*name).into(),
-                json!({"count": h.len(), "bytes": self.bytes[i], "mean": h.mean(), "p50": h.value_at_quantile(0.5),
-                       "p99": h.value_at_quantile(0.99), "max": h.max()}),
-            );
+            let mut figures = latency_summary(&self.lat[i], &ssdlab_rmml::LATENCY);
+            figures.insert("bytes".into(), json!(self.bytes[i]));
+            lat.insert((*name).into(), Value::Object(figures));
         }
         json!({
             "backend": self.dev.kind(),

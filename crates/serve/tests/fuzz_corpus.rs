@@ -1,7 +1,7 @@
 //! Fuzzing as a habit: the remote-memory node's fuzz target's entry point over its corpus
 //! (fuzz/corpus/rmml_node).
 
-use ssdlab_rmml::node::fuzzing;
+use ssdlab_serve::rmml::node::fuzzing;
 
 #[path = "../../../fuzz/corpus_run.rs"]
 mod corpus;

@@ -11,7 +11,7 @@
 //! its erasure; its time is stored in the value's header, so it is journaled with the SET that
 //! stored it and survives a restart.
 //!
-//! Persistence: with a journal ([`crate::journal`], `--data DIR`) every command is recorded with
+//! Persistence: with a journal ([`ssdlab_lsm::journal`], `--data DIR`) every command is recorded with
 //! the simulated time it ran at, and a restarted server replays them into a fresh device; the
 //! clock then goes on from where the journal left it.
 
@@ -20,9 +20,9 @@ use std::path::Path;
 use serde_json::Value;
 use ssdlab_resp::{Backend, Entries};
 
-use crate::format::MAX_VALUE_BYTES;
-use crate::journal::{Command, Journal};
-use crate::{Error, Store};
+use ssdlab_lsm::format::MAX_VALUE_BYTES;
+use ssdlab_lsm::journal::{Command, Journal};
+use ssdlab_lsm::{Error, Store};
 
 /// Keys are read this many at a time by DBSIZE and FLUSHDB.
 const SCAN_BATCH: usize = 4096;
@@ -230,7 +230,7 @@ impl Backend for KvBackend {
         Ok(())
     }
     fn metrics(&mut self) -> Value {
-        crate::run::served_summary(&self.store)
+        ssdlab_lsm::run::served_summary(&self.store)
     }
     fn closing(&mut self) -> Result<Value, String> {
         if !self.audit {
