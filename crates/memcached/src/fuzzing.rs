@@ -50,7 +50,7 @@ pub fn session(srv: &Server, data: &[u8]) -> Vec<u8> {
     let out = ssdlab_server::fuzzing::run_session(data, |s| async move {
         let _ = srv.session_on(s, &ssdlab_server::Pace::none()).await;
     });
-    if let Some(f) = srv.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+    if let Some(f) = ssdlab_server::lock(&srv.failure).as_ref() {
         panic!("the cache stopped on {:?}: {f}", String::from_utf8_lossy(data));
     }
     let check = ssdlab_server::fuzzing::run_session(b"flush_all 0\r\nset fuzz-check 7 0 2\r\nok\r\nget fuzz-check\r\n", |s| async move {

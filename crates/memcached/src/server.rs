@@ -198,7 +198,7 @@ impl Server {
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic in one connection (a broken invariant, reported there) must not stop the
         // others from being answered or the server from shutting down.
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = ssdlab_server::lock(&self.state);
         if st.flush_at_ns.is_some_and(|t| self.now_ns() >= t) {
             st.flush_at_ns = None;
             st.cache.flush_all();
@@ -245,7 +245,7 @@ impl Server {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
             let m = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
             eprintln!("ssdlab cache serve: internal error, shutting down: {m}");
-            self.failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(m.clone());
+            ssdlab_server::lock(&self.failure).get_or_insert(m.clone());
             self.shutdown.store(true, Ordering::Relaxed);
             ConnEnd::Protocol(format!("internal error: {m}"))
         })
@@ -463,7 +463,7 @@ fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, ServeEr
     let flag = srv.shutdown.clone();
     let stop = move || flag.load(Ordering::Relaxed);
     server.run(Some(&stop))?;
-    if let Some(f) = srv.failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
+    if let Some(f) = ssdlab_server::lock(&srv.failure).take() {
         return Err(ServeError::Failed(format!("internal error (a bug in ssdlab; the cache stopped): {f}")));
     }
     // A clean shutdown writes the device's write buffer to NAND, as a drive does on a flush:

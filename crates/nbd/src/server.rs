@@ -217,7 +217,7 @@ impl Server {
 
     fn backend(&self) -> MutexGuard<'_, Box<dyn Disk>> {
         // A panic elsewhere must not take every connection down with it.
-        self.backend.lock().unwrap_or_else(|e| e.into_inner())
+        ssdlab_server::lock(&self.backend)
     }
 
     pub fn shutdown_flag(&self) -> Arc<AtomicBool> {

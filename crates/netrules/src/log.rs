@@ -66,7 +66,7 @@ impl RateLog {
             return;
         }
         let now = Instant::now();
-        let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kinds = crate::lock(&self.kinds);
         let k = kinds.entry(kind).or_default();
         if k.last.is_some_and(|t| now.duration_since(t) < self.interval) {
             k.suppressed += 1;
@@ -96,7 +96,7 @@ impl RateLog {
         let now = Instant::now();
         let mut out = vec![];
         {
-            let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+            let mut kinds = crate::lock(&self.kinds);
             for (name, k) in kinds.iter_mut() {
                 let due = all || k.last.is_none_or(|t| now.duration_since(t) >= self.interval);
                 if k.suppressed > 0 && due {

@@ -99,7 +99,7 @@ impl Server {
         // A panic inside a store call poisons the lock; the store is then not to be trusted,
         // but INFO and the shutdown metrics still read it.
         self.waiting.fetch_add(1, Ordering::SeqCst);
-        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = ssdlab_server::lock(&self.state);
         self.waiting.fetch_sub(1, Ordering::SeqCst);
         st
     }

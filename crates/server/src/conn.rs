@@ -75,7 +75,7 @@ impl Meter {
     }
     /// Wake a blocking thread that serves this connection (its socket is shut down).
     pub fn shut_blocking(&self) {
-        if let Some(s) = self.blocking.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(s) = crate::lock(&self.blocking).take() {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }
@@ -230,7 +230,7 @@ impl Conn {
         };
         let std = tcp.into_std()?;
         std.set_nonblocking(false)?;
-        *self.meter.blocking.lock().unwrap_or_else(|e| e.into_inner()) = Some(std.try_clone()?);
+        *crate::lock(&self.meter.blocking) = Some(std.try_clone()?);
         // Cut while converting: the watchdog may already have fired.
         if self.meter.cut_reason().is_some() || self.shared.shutdown.is_triggered() {
             self.meter.shut_blocking();

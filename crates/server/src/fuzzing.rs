@@ -13,7 +13,7 @@ pub struct Sink(Arc<Mutex<Vec<u8>>>);
 
 impl tokio::io::AsyncWrite for Sink {
     fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, b: &[u8]) -> Poll<std::io::Result<usize>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(b);
+        crate::lock(&self.0).extend_from_slice(b);
         Poll::Ready(Ok(b.len()))
     }
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -34,6 +34,6 @@ pub fn run_session<F: Future>(data: &[u8], session: impl FnOnce(Stream) -> F) ->
     let stream = tokio::io::join(std::io::Cursor::new(data.to_vec()), out.clone());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(session(stream));
-    let v = out.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let v = crate::lock(&out.0).clone();
     v
 }

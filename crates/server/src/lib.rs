@@ -59,7 +59,7 @@ use conn::Meter;
 pub use conn::{BlockingConn, Conn, Cut, Pace};
 pub use listen::{never_if_zero, ListenOptions, ServeError, MAX_TIMEOUT};
 // The rate-limited log is shared with blocking servers (crates/netrules).
-pub use ssdlab_netrules::{log, RateLog};
+pub use ssdlab_netrules::{lock, lock_store, log, RateLog};
 
 /// How a connection ended, as the protocol reports it.
 #[derive(Debug)]
@@ -483,7 +483,7 @@ fn evict_grace(opts: &Options) -> Duration {
 
 /// A slot for a new client now, evicting if the rules allow; None if every slot is taken.
 fn take_slot(registry: &Mutex<Registry>, opts: &Options, shared: &Shared, stats: &Stats, meter: &Arc<Meter>) -> Option<u64> {
-    let mut reg = registry.lock().unwrap_or_else(|e| e.into_inner());
+    let mut reg = crate::lock(registry);
     if reg.live.len() >= opts.max_connections {
         let victim = pick_victim(&reg.live, opts, shared.epoch)?;
         let m = reg.live.remove(&victim).expect("victim is live");
@@ -646,7 +646,7 @@ async fn serve_conn<P: Protocol>(
     };
     // A session on a blocking thread (Conn::into_blocking) ends when its socket does.
     meter.shut_blocking();
-    registry.lock().unwrap_or_else(|e| e.into_inner()).live.remove(&id);
+    crate::lock(&registry).live.remove(&id);
     stats.connections_active.fetch_sub(1, Ordering::Relaxed);
     shared.slot_freed.notify_waiters();
     let log = &shared.log;

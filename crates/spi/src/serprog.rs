@@ -331,7 +331,7 @@ struct Serprog {
 
 impl Serprog {
     fn flash(&self) -> std::sync::MutexGuard<'_, Flash> {
-        self.flash.lock().unwrap_or_else(|e| e.into_inner())
+        ssdlab_server::lock(&self.flash)
     }
 }
 
@@ -399,7 +399,7 @@ impl Serprog {
         let mut flash = self.flash();
         flash.end();
         if let Err(e) = flash.flush() {
-            *self.flush_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
+            *ssdlab_server::lock(&self.flush_error) = Some(e.to_string());
         }
         end
     }
@@ -533,7 +533,7 @@ impl Server {
         flash.set_deferred_write_through(false);
         res?;
         flash.flush()?;
-        if let Some(e) = proto.flush_error.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(e) = ssdlab_server::lock(&proto.flush_error).take() {
             return Err(Error::Io(e));
         }
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use sendfd::{RecvWithFd, SendWithFd};
 use serde::{Deserialize, Serialize};
 use ssdlab_core::Config;
+use ssdlab_netrules::lock_store;
 
 use crate::cluster::{Gme, Links, Path as DataPath};
 use crate::layout::{bar, Command, Completion, Status};
@@ -129,7 +130,7 @@ impl DeviceStore {
     fn local_put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status> {
         self.stats.local_puts += 1;
         let (before, after) = self.links.put_legs(self.path(), false, key.len(), value.len());
-        let utl = self.utl.lock().expect("utl").put_after(key, value, before)?;
+        let utl = lock_store(&self.utl, "the device's UTL").put_after(key, value, before)?;
         self.last_ns = before + utl + after;
         Ok(())
     }
@@ -137,7 +138,7 @@ impl DeviceStore {
     fn local_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
         self.stats.local_gets += 1;
         let before = self.links.get_legs_before(self.path(), false, key.len());
-        let (v, utl) = self.utl.lock().expect("utl").get_after(key, before)?;
+        let (v, utl) = lock_store(&self.utl, "the device's UTL").get_after(key, before)?;
         self.last_ns = before + utl + self.links.get_legs_after(self.path(), false, v.as_ref().map_or(0, |v| v.len()));
         Ok(v)
     }
@@ -396,7 +397,7 @@ pub fn run(
                     pending.swap_remove(i);
                 }
                 Ok(Some(ctl)) => {
-                    store.lock().expect("device").stats.hosts_attached += 1;
+                    lock_store(&store, "the device store").stats.hosts_attached += 1;
                     hosts.push(Attached { sock: pending.swap_remove(i).0, ctl });
                     idle = 0;
                 }
@@ -417,7 +418,7 @@ pub fn run(
     stop.store(true, Ordering::Relaxed);
     let _ = net_thread.join();
     let _ = std::fs::remove_file(&opts.socket);
-    let stats = store.lock().expect("device").stats.clone();
+    let stats = lock_store(&store, "the device store").stats.clone();
     result.map(|_| stats)
 }
 
@@ -426,19 +427,19 @@ struct Shared(Arc<Mutex<DeviceStore>>);
 
 impl Store for Shared {
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status> {
-        self.0.lock().expect("device").put(key, value)
+        lock_store(&self.0, "the device store").put(key, value)
     }
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
-        self.0.lock().expect("device").get(key)
+        lock_store(&self.0, "the device store").get(key)
     }
     fn put_to(&mut self, dest: Option<u16>, key: &[u8], value: &[u8]) -> Result<(), Status> {
-        self.0.lock().expect("device").put_to(dest, key, value)
+        lock_store(&self.0, "the device store").put_to(dest, key, value)
     }
     fn get_from(&mut self, dest: Option<u16>, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
-        self.0.lock().expect("device").get_from(dest, key)
+        lock_store(&self.0, "the device store").get_from(dest, key)
     }
     fn sim_ns(&self) -> u64 {
-        self.0.lock().expect("device").sim_ns()
+        lock_store(&self.0, "the device store").sim_ns()
     }
 }
 
@@ -745,7 +746,7 @@ pub fn host_daemon(
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = t.join();
-    let d = dev.lock().expect("host device");
+    let d = lock_store(&dev, "the host device");
     Ok(d.puts + d.gets)
 }
 

@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ssdlab_netrules::lock_store;
+
 use crate::layout::Status;
 use crate::queues::Store;
 use crate::record::{decode, Decoded};
@@ -311,7 +313,7 @@ fn serve_peer<S: Store>(mut s: TcpStream, store: &Mutex<S>, stop: &AtomicBool, m
             OP_PUT => {
                 let status = match decode(&body) {
                     Decoded::Record(r) if r.len() == body.len() => {
-                        let mut st = store.lock().expect("store");
+                        let mut st = lock_store(store, "the device store");
                         let r = st.put(r.key, r.value);
                         service = st.sim_ns();
                         match r {
@@ -325,7 +327,7 @@ fn serve_peer<S: Store>(mut s: TcpStream, store: &Mutex<S>, stop: &AtomicBool, m
             }
             OP_GET => {
                 let got = {
-                    let mut st = store.lock().expect("store");
+                    let mut st = lock_store(store, "the device store");
                     let got = st.get(&body);
                     service = st.sim_ns();
                     got

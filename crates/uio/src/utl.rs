@@ -26,6 +26,7 @@ use std::collections::{HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use ssdlab_core::ftl::ocssd::{ChunkState, Ocssd, MAX_VECTOR};
+use ssdlab_core::ftl::victim::greedy;
 use ssdlab_core::Config;
 
 use crate::image::Image;
@@ -492,10 +493,9 @@ impl Utl {
     /// Collect the closed block with the fewest live bytes: scan it, keep the records the
     /// index points at, erase it. None when no block would give back space.
     fn collect_one(&mut self, now: u64) -> Result<Option<u64>> {
-        let victim = (0..self.state.len())
-            .filter(|&c| self.state[c] == Use::Closed && self.live[c] < self.used[c])
-            .min_by_key(|&c| (self.live[c], c))
-            .map(|c| c as u32);
+        let victim =
+            greedy((0..self.state.len()).filter(|&c| self.state[c] == Use::Closed && self.live[c] < self.used[c]), |c| self.live[c])
+                .map(|c| c as u32);
         let Some(v) = victim else { return Ok(None) };
         let used = self.used[v as usize];
         let (bytes, mut done) = self.read(Loc { block: v, offset: 0, len: used }, now, true)?;

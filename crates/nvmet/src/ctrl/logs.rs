@@ -32,7 +32,7 @@ impl Subsystem {
             METRICS_LOG if !c.discovery => {
                 // One snapshot per controller, taken when a read starts at offset 0, so a page
                 // read in pieces is one consistent document.
-                let mut snaps = self.metrics_snapshots.lock().unwrap_or_else(|e| e.into_inner());
+                let mut snaps = ssdlab_server::lock(&self.metrics_snapshots);
                 if offset == 0 || !snaps.contains_key(&c.cntlid) {
                     let text = serde_json::to_vec_pretty(&self.metrics()).unwrap_or_default();
                     let mut b = (text.len() as u64).to_le_bytes().to_vec();
@@ -187,7 +187,7 @@ impl Subsystem {
         let units = |bytes: u64| (bytes / 512).div_ceil(1000) as u128;
         put128(&mut b, 32, units(g(&life["host_read_bytes"])));
         put128(&mut b, 48, units(g(&life["host_write_bytes"])));
-        let cnt = self.counters.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let cnt = ssdlab_server::lock(&self.counters).clone();
         put128(&mut b, 64, cnt.reads as u128);
         put128(&mut b, 80, cnt.writes as u128);
         put128(&mut b, 112, 1); // power cycles

@@ -302,7 +302,7 @@ impl Subsystem {
     }
 
     pub fn ns(&self) -> std::sync::MutexGuard<'_, Ns> {
-        self.ns.lock().unwrap_or_else(|e| e.into_inner())
+        ssdlab_server::lock(&self.ns)
     }
 
     /// `f` on the device's FDP state and FTL, if the namespace is an FDP device.
@@ -336,11 +336,11 @@ impl Subsystem {
     }
 
     fn ctrls(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Ctrl>> {
-        self.ctrls.lock().unwrap_or_else(|e| e.into_inner())
+        ssdlab_server::lock(&self.ctrls)
     }
 
     fn count(&self, f: impl FnOnce(&mut Counters)) {
-        f(&mut self.counters.lock().unwrap_or_else(|e| e.into_inner()));
+        f(&mut ssdlab_server::lock(&self.counters));
     }
 
     pub fn lba_bytes(&self) -> u32 {
@@ -364,7 +364,7 @@ impl Subsystem {
         let mut c = self.ctrls();
         if q.qid == 0 {
             c.remove(&q.cntlid);
-            self.metrics_snapshots.lock().unwrap_or_else(|e| e.into_inner()).remove(&q.cntlid);
+            ssdlab_server::lock(&self.metrics_snapshots).remove(&q.cntlid);
         } else if let Some(ctrl) = c.get_mut(&q.cntlid) {
             ctrl.queues = ctrl.queues.saturating_sub(1);
         }
@@ -446,7 +446,7 @@ impl Subsystem {
                 return invalid(16, true);
             }
             let id = {
-                let mut n = self.next_cntlid.lock().unwrap_or_else(|e| e.into_inner());
+                let mut n = ssdlab_server::lock(&self.next_cntlid);
                 // Controller ids 1..=0xFFEF; skip ids still in use after a wrap.
                 let mut id = *n;
                 for _ in 0..0xFFEF {
@@ -555,7 +555,7 @@ impl Subsystem {
     /// metrics.json: the device's report, the target's counters under `nvme`.
     pub fn metrics(&self) -> Value {
         let mut m = self.ns().metrics();
-        let c = self.counters.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let c = ssdlab_server::lock(&self.counters).clone();
         m["nvme"] = json!({
             "subsystem_nqn": self.nqn,
             "uptime_s": self.started.elapsed().as_secs_f64(),

@@ -73,7 +73,7 @@ impl Node {
     fn store(&self) -> MutexGuard<'_, Store> {
         // The store's methods leave it consistent at every return: a poisoned lock (a panic
         // elsewhere while it was held) still guards a usable store.
-        self.store.lock().unwrap_or_else(|e| e.into_inner())
+        ssdlab_server::lock(&self.store)
     }
 
     pub fn stat(&self) -> NodeStat {
