@@ -35,10 +35,11 @@ test-rust:
 	if [ -n "$$left" ]; then echo "cargo tests left files in the temp directory: $$left" >&2; exit 1; fi; exit $$rc
 
 # Under `make test` a test skipped for a missing tool is a failure (setup installs them all).
-# Two workers (pytest-xdist, whole files per worker), then the tests marked serial, which use
-# machine-wide resources, one at a time.
+# Two workers (pytest-xdist; tests spread one by one, those sharing a file's module fixture kept
+# together: tests/conftest.py), then the tests marked serial, which use machine-wide resources,
+# one at a time.
 test-python:
-	SSDLAB_REQUIRE_TOOLS=1 .venv/bin/python -m pytest -q --durations=15 -n 2 --dist loadfile -m "not serial" tests
+	SSDLAB_REQUIRE_TOOLS=1 .venv/bin/python -m pytest -q --durations=15 -n 2 --dist loadgroup -m "not serial" tests
 	SSDLAB_REQUIRE_TOOLS=1 .venv/bin/python -m pytest -q -m serial tests
 
 bench: setup

@@ -33,6 +33,45 @@ def pytest_configure(config):
     tempfile.tempdir = str(base)
 
 
+_BUILTIN_FIXTURES = {"tmp_path_factory", "tmpdir_factory", "worker_id", "testrun_uid", "monkeypatch", "cache",
+                     "pytestconfig", "record_testsuite_property"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """`make test` spreads tests over its workers with `--dist loadgroup`: a test goes to either
+    worker on its own, except that tests of a file sharing a module-scoped fixture (a
+    reproduction run once, a server started once) stay together on one worker, so the fixture is
+    built once; tests sharing none of them may go elsewhere. Runs before xdist's own hook, which
+    reads the groups (every worker collects and orders the tests the same way)."""
+    parent: dict = {}
+
+    def find(k):
+        while parent.setdefault(k, k) != k:
+            k = parent[k]
+        return k
+
+    shared_of = {}
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group"):
+            continue
+        f = item.nodeid.split("::")[0]
+        shared = [(f, name) for name, defs in info.name2fixturedefs.items()
+                  if name not in _BUILTIN_FIXTURES and defs and defs[-1].scope in ("module", "package", "session")]
+        for a in shared[1:]:
+            parent[find(a)] = find(shared[0])
+        if shared:
+            shared_of[item] = shared[0]
+    for item, key in shared_of.items():
+        f, name = find(key)
+        item.add_marker(pytest.mark.xdist_group(f"{f}::{name}"))
+    # Those groups (whole reproductions, most of them) are the longest units of work: they go
+    # first, so that one of them is not what the other worker waits for at the end. Within a
+    # group, and among the rest, the order stays the files' own.
+    items.sort(key=lambda item: item not in shared_of)
+
+
 def _release_multiprocessing_tempdir(base: Path) -> None:
     """A process pool (sweeps, fdp-cache) leaves multiprocessing's own temp directory (pymp-*,
     the forkserver's socket) until the interpreter exits; remove it now, the way multiprocessing
