@@ -290,21 +290,10 @@ const ATTACH_WAIT: Duration = Duration::from_secs(5);
 /// Connections waiting to send their attach message at most; the oldest goes beyond that.
 const ATTACH_PENDING: usize = 64;
 
-/// Run a device until `stop`: NET for the peers, hosts one after another on the socket.
-/// `ready` gets the NET address and the socket path once both listen.
-pub fn run(
-    opts: &DeviceOptions,
-    dev_cfg: &Config,
-    utl_cfg: UtlConfig,
-    stop: Arc<AtomicBool>,
-    ready: impl FnOnce(SocketAddr, &Path),
-) -> io::Result<DeviceStats> {
-    let n = opts.net.len();
-    if n == 0 || opts.id as usize >= n {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("device id {} with {n} NET addresses", opts.id)));
-    }
+/// The device's UTL: new, or recovered from `--data`'s flash image (saying what it found).
+fn open_utl(opts: &DeviceOptions, dev_cfg: &Config, utl_cfg: UtlConfig) -> io::Result<Utl> {
     let bad = |e: crate::utl::UtlError| io::Error::new(io::ErrorKind::InvalidInput, e.to_string());
-    let utl = match &opts.data {
+    Ok(match &opts.data {
         None => Utl::new(dev_cfg, utl_cfg).map_err(bad)?,
         Some(dir) => {
             let (u, r) = Utl::open(dev_cfg, utl_cfg, dir).map_err(bad)?;
@@ -320,8 +309,23 @@ pub fn run(
             }
             u
         }
-    };
-    let utl = Arc::new(Mutex::new(SimUtl::new(utl)));
+    })
+}
+
+/// Run a device until `stop`: NET for the peers, hosts one after another on the socket.
+/// `ready` gets the NET address and the socket path once both listen.
+pub fn run(
+    opts: &DeviceOptions,
+    dev_cfg: &Config,
+    utl_cfg: UtlConfig,
+    stop: Arc<AtomicBool>,
+    ready: impl FnOnce(SocketAddr, &Path),
+) -> io::Result<DeviceStats> {
+    let n = opts.net.len();
+    if n == 0 || opts.id as usize >= n {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("device id {} with {n} NET addresses", opts.id)));
+    }
+    let utl = Arc::new(Mutex::new(SimUtl::new(open_utl(opts, dev_cfg, utl_cfg)?)));
     let listener = net::bind(opts.net[opts.id as usize], opts.allow_remote)?;
     let addr = listener.local_addr()?;
     let net_thread = match opts.relay {
