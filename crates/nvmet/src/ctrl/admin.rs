@@ -80,9 +80,9 @@ impl Subsystem {
             0x06 if csi == 2 && zones.is_some() => {}
             0x05 if csi == 0 || csi == 2 => return Outcome::err(Status::INVALID_NAMESPACE),
             0x08 if ns_ok => {
-                // I/O command set independent namespace: NSFEAT, NMIC shared, ..., NSTAT ready.
+                // I/O command set independent namespace: NSFEAT, NMIC, ..., NSTAT ready.
                 b[0] = 1 << 2;
-                b[1] = 1;
+                b[1] = self.shared_namespace() as u8;
                 b[14] = 1;
             }
             0x08 => return Outcome::err(Status::INVALID_NAMESPACE),
@@ -102,11 +102,7 @@ impl Subsystem {
         put_str(b, 24, 40, &self.model);
         put_str(b, 64, 8, &self.firmware);
         b[72] = 6; // RAB
-                   // CMIC: the subsystem may hold two or more controllers (the dynamic controller model
-                   // gives each host connection its own, all on namespace 1). Linux's host then puts the
-                   // namespace behind its multipath node, which requeues I/O that a lost connection
-                   // failed until the host has reconnected, as with Linux's own target (which sets it).
-        b[76] = 1 << 1;
+        b[76] = if self.shared_namespace() { 1 << 1 } else { 0 }; // CMIC: see `shared_namespace`
         b[77] = MDTS;
         put16(b, 78, c.cntlid);
         put32(b, 80, VS);
@@ -151,7 +147,7 @@ impl Subsystem {
         b[24] = 1 << 2; // NSFEAT: deallocated blocks read as zeros (DLFEAT holds the value)
         b[25] = 0; // NLBAF: one LBA format
         b[26] = 0; // FLBAS
-        b[30] = 1; // NMIC: shared (every controller of the subsystem sees namespace 1)
+        b[30] = self.shared_namespace() as u8; // NMIC: shared (every controller sees namespace 1)
         b[33] = 1 << 3 | 1; // DLFEAT: deallocated blocks read zeros; Write Zeroes can deallocate
         self.identify_ns_common(b);
         if self.fdp_enabled() {

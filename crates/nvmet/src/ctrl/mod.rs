@@ -321,6 +321,16 @@ impl Subsystem {
         self.with_fdp(|_, _, _| ()).is_some()
     }
 
+    /// Whether the subsystem says it may hold several controllers (CMIC) sharing namespace 1
+    /// (NMIC). True of the dynamic controller model, and what makes Linux's host put the
+    /// namespace behind its multipath node, which requeues I/O a lost connection failed until
+    /// the host has reconnected (the kernel's own target says so too). Not for a zoned
+    /// namespace: Linux 6.1's multipath node is bio-based, so the zone write ordering of the
+    /// path's mq-deadline scheduler no longer applies (zoned writes then fail out of order).
+    pub fn shared_namespace(&self) -> bool {
+        !matches!(&*self.ns(), Ns::Zoned(_))
+    }
+
     /// The zone geometry of a zoned namespace.
     pub fn zone_info(&self) -> Option<crate::ZoneInfo> {
         match &*self.ns() {
