@@ -18,8 +18,10 @@
 //! `FLACFS_ASYNC_LOAD`, `FLACFS_LOCKFREE_FLUSH`, `FLACFS_CREATE` (create the image with this
 //! size if missing), `FLACFS_WAIT_MS` (wait for another process holding the image),
 //! `FLACFS_SYNC_ON_CLOSE` (commit when a written file is closed; on), `FLACFS_PREFAULT`
-//! (allocate the whole DRAM cache at start; off), `FLACFS_STATS` (append
-//! a JSON line of statistics at exit), `FLACFS_DEBUG`.
+//! (allocate the whole DRAM cache at start; off), `FLACFS_KERNEL_COST` (per-call kernel costs
+//! charged on every call, JSON as `ssdlab_flac::fs::calls::KernelCost`: `{"read_ns": 300, ...}`),
+//! `FLACFS_STATS` (append a JSON line of statistics at exit, with the time inside file-system
+//! calls and the read/write sizes), `FLACFS_DEBUG`.
 //!
 //! Limits (docs/case-studies/flac.md): one process uses an image at a time (others wait up to
 //! `FLACFS_WAIT_MS`); FlacFS descriptors are not inherited across `exec`; a forked child does
@@ -229,6 +231,10 @@ pub fn config_from_env() -> Result<FsConfig, String> {
         zcopy_min_bytes: size("FLACFS_ZCOPY_MIN", 64 << 10)? as usize,
         lockfree_flush: flag("FLACFS_LOCKFREE_FLUSH", true)?,
         mount,
+        kernel_cost: match std::env::var("FLACFS_KERNEL_COST") {
+            Ok(v) => serde_json::from_str(&v).map_err(|e| format!("FLACFS_KERNEL_COST={v:?}: {e}"))?,
+            Err(_) => Default::default(),
+        },
         ..FsConfig::default()
     })
 }

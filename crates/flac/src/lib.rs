@@ -5,6 +5,7 @@
 //! asynchronously on a miss. This crate emulates it in user space on Linux.
 
 pub mod apps;
+pub mod attach_alt;
 pub mod bench;
 pub mod cow;
 pub mod crash;
@@ -13,6 +14,7 @@ pub mod error;
 pub mod flac;
 pub mod frames;
 pub mod fs;
+pub mod kcost;
 pub mod micro;
 pub mod pm;
 pub mod run;

@@ -54,18 +54,24 @@ fn seed() -> u64 {
 }
 
 fn app(fs: &Arc<Fs>, spec: &AppSpec) -> Result<Value> {
-    let warm_or_cold = |fs: &Fs| -> Result<()> {
+    // The counters at the start of the timed part; `program`: what changed until its end
+    // (what the program itself did: set-up and checks are not in it).
+    let warm_or_cold = |fs: &Fs| -> Result<Value> {
         if spec.cold {
-            fs.drop_caches()
+            fs.drop_caches()?;
         } else {
-            fs.sync()
+            fs.sync()?;
         }
+        Ok(fs.stats())
     };
+    let since = |before: &Value| crate::fs::calls::delta(&fs.stats(), before);
+    let program;
     let (r, check) = match spec.app.as_str() {
         "grep" => {
             let want = apps::make_tree(fs, &spec.tree)?;
-            warm_or_cold(fs)?;
+            let before = warm_or_cold(fs)?;
             let r = apps::grep(fs, &spec.tree.root, &spec.tree.pattern, spec.chunk_bytes)?;
+            program = since(&before);
             if r.result != want {
                 return Err(FlacError::Invalid(format!("grep found {} matching lines, the tree has {want}", r.result)));
             }
@@ -74,9 +80,10 @@ fn app(fs: &Arc<Fs>, spec: &AppSpec) -> Result<Value> {
         "tar" => {
             apps::make_tree(fs, &spec.tree)?;
             let src_sum = apps::tree_checksum(fs, &spec.tree.root)?;
-            warm_or_cold(fs)?;
+            let before = warm_or_cold(fs)?;
             let c = apps::tar_create(fs, &spec.tree.root, "/archive.tar", spec.chunk_bytes)?;
             let x = apps::tar_extract(fs, "/archive.tar", "/extract", spec.chunk_bytes)?;
+            program = since(&before);
             let sum = apps::tree_checksum(fs, "/extract")?;
             if sum != src_sum {
                 return Err(FlacError::Invalid("tar: the extracted tree differs from the source".into()));
@@ -95,8 +102,9 @@ fn app(fs: &Arc<Fs>, spec: &AppSpec) -> Result<Value> {
                 return Err(FlacError::Invalid("bigsort: ints must be positive".into()));
             }
             apps::make_ints(fs, "/ints.bin", spec.ints, spec.seed)?;
-            warm_or_cold(fs)?;
+            let before = warm_or_cold(fs)?;
             let r = apps::bigsort(fs, "/ints.bin", "/sorted.bin", "/sorttmp", spec.run_ints, spec.chunk_bytes)?;
+            program = since(&before);
             let (n, sum) = apps::check_sorted(fs, "/sorted.bin")?;
             if n != spec.ints || sum != r.checksum {
                 return Err(FlacError::Invalid("bigsort: the output is not the sorted input".into()));
@@ -105,7 +113,7 @@ fn app(fs: &Arc<Fs>, spec: &AppSpec) -> Result<Value> {
         }
         a => return Err(FlacError::Invalid(format!("app must be grep, tar or bigsort, got {a:?}"))),
     };
-    Ok(json!({"result": r, "check": check, "stats": fs.stats()}))
+    Ok(json!({"result": r, "check": check, "stats": fs.stats(), "program": program}))
 }
 
 /// Run the spec (JSON) and return the result (JSON).
@@ -113,7 +121,10 @@ fn app(fs: &Arc<Fs>, spec: &AppSpec) -> Result<Value> {
 /// `{"kind": "micro", "fs": FsConfig, "setup": MicroSetup, "points": [MicroPoint]}`,
 /// `{"kind": "app", "fs": FsConfig, "app": {...}}`,
 /// `{"kind": "attach", "flac": FlacConfig, "sizes": [...], "budget_bytes": n}`,
-/// `{"kind": "faults", "flac": FlacConfig, "pages": n}`.
+/// `{"kind": "faults", "flac": FlacConfig, "pages": n}`,
+/// `{"kind": "kernel_costs", "dir": path, "repeats": n}` (per-call costs on that directory's
+/// file system, [`crate::kcost`]),
+/// `{"kind": "attach_alternatives", "sizes": [...], "repeats": n}` ([`crate::attach_alt`]).
 pub fn run_json(spec: &str) -> Result<String> {
     let v: Value = serde_json::from_str(spec).map_err(|e| FlacError::Invalid(format!("run spec: {e}")))?;
     let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or("");
@@ -146,7 +157,21 @@ pub fn run_json(spec: &str) -> Result<String> {
                 serde_json::to_value(crate::bench::fault_costs(&flac, pages)?).unwrap()
             }
         }
-        k => return Err(FlacError::Invalid(format!("run spec: kind must be micro, app, attach or faults, got {k:?}"))),
+        "attach_alternatives" => {
+            let sizes: Vec<usize> = parse(v.get("sizes").unwrap_or(&json!([4096, 65536, 524288, 2097152])), "sizes")?;
+            let reps = v.get("repeats").and_then(|r| r.as_u64()).unwrap_or(21) as usize;
+            serde_json::to_value(crate::attach_alt::measure(&sizes, reps)?).unwrap()
+        }
+        "kernel_costs" => {
+            let dir = v.get("dir").and_then(|d| d.as_str()).unwrap_or("/dev/shm");
+            let repeats = v.get("repeats").and_then(|r| r.as_u64()).unwrap_or(21) as usize;
+            serde_json::to_value(crate::kcost::measure(std::path::Path::new(dir), repeats)?).unwrap()
+        }
+        k => {
+            return Err(FlacError::Invalid(format!(
+                "run spec: kind must be micro, app, attach, faults, kernel_costs or attach_alternatives, got {k:?}"
+            )))
+        }
     };
     Ok(out.to_string())
 }

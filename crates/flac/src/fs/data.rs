@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::calls::Call;
 use super::engine::Staged;
 use super::inode::{Inode, InodeCell};
 use super::range::Ranges;
@@ -60,6 +61,7 @@ impl Fs {
     /// # Safety
     /// `dst` must be writable for `len` bytes.
     pub unsafe fn pread_raw(&self, f: &File, dst: *mut u8, len: usize, off: u64) -> Result<(usize, Xfer)> {
+        let _t = self.call(Call::Read, Some(len as u64));
         if f.flags & libc::O_ACCMODE == libc::O_WRONLY {
             return posix(libc::EBADF, format!("inode {}: not open for reading", f.cell.ino));
         }
@@ -92,6 +94,7 @@ impl Fs {
     /// # Safety
     /// `src` must be readable for `len` bytes.
     pub unsafe fn pwrite_raw(&self, f: &File, src: *const u8, len: usize, off: Option<u64>) -> Result<(u64, Xfer)> {
+        let _t = self.call(Call::Write, Some(len as u64));
         if f.flags & libc::O_ACCMODE == libc::O_RDONLY {
             return posix(libc::EBADF, format!("inode {}: not open for writing", f.cell.ino));
         }
@@ -228,6 +231,7 @@ impl Fs {
 
     /// `lseek`: SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE.
     pub fn seek(&self, f: &File, off: i64, whence: i32) -> Result<u64> {
+        let _t = self.call(Call::Seek, None);
         let mut pos = lock(&f.pos);
         let size = f.cell.read().size;
         let new = match whence {
@@ -256,6 +260,7 @@ impl Fs {
     }
 
     pub fn ftruncate(&self, f: &File, len: u64) -> Result<()> {
+        let _t = self.call(Call::Other, None);
         if f.flags & libc::O_ACCMODE == libc::O_RDONLY {
             return posix(libc::EBADF, format!("inode {}: not open for writing", f.cell.ino));
         }
@@ -263,6 +268,7 @@ impl Fs {
     }
 
     pub fn truncate(&self, path: &[u8], len: u64) -> Result<()> {
+        let _t = self.call(Call::Other, None);
         let ino = self.found(path, true)?;
         let c = self.cell(&lock(&self.ns), ino)?;
         self.truncate_cell(&c, len)

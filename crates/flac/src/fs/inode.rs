@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use super::calls::Call;
 use super::{lock, File, Fs, SetAttr, Stat, Ts, NO_RANGE};
 use crate::error::Result;
 use crate::sys::PAGE;
@@ -165,22 +166,26 @@ impl Fs {
     }
 
     pub fn stat(&self, path: &[u8], follow: bool) -> Result<Stat> {
+        let _t = self.call(Call::Stat, None);
         let ino = self.found(path, follow)?;
         let c = self.cell(&lock(&self.ns), ino)?;
         Ok(self.stat_of(&c))
     }
 
     pub fn fstat(&self, f: &File) -> Stat {
+        let _t = self.call(Call::Stat, None);
         self.stat_of(&f.cell)
     }
 
     pub fn setattr_path(&self, path: &[u8], follow: bool, a: &SetAttr) -> Result<()> {
+        let _t = self.call(Call::Other, None);
         let ino = self.found(path, follow)?;
         let c = self.cell(&lock(&self.ns), ino)?;
         self.setattr_cell(&c, a)
     }
 
     pub fn setattr(&self, f: &File, a: &SetAttr) -> Result<()> {
+        let _t = self.call(Call::Other, None);
         self.setattr_cell(&f.cell, a)
     }
 

@@ -20,6 +20,7 @@
 //! `sync` (pending work and commits, the background flusher).
 
 pub mod blocks;
+pub mod calls;
 pub mod dax;
 pub mod engine;
 pub mod pagecache;
@@ -78,6 +79,9 @@ pub struct FsConfig {
     pub dirty_ratio: f64,
     /// Where the file system appears (absolute symlink targets under it stay inside).
     pub mount: String,
+    /// Per-call kernel costs charged on every call (none by default: a library file system
+    /// makes no system call); see [`calls`].
+    pub kernel_cost: calls::KernelCost,
 }
 
 impl Default for FsConfig {
@@ -91,6 +95,7 @@ impl Default for FsConfig {
             dirty_background_ratio: 0.1,
             dirty_ratio: 0.4,
             mount: "/".into(),
+            kernel_cost: calls::KernelCost::default(),
         }
     }
 }
@@ -254,6 +259,7 @@ pub struct Fs {
     pending: Mutex<Pending>,
     sync_lock: Mutex<()>,
     counters: Counters,
+    calls: calls::Calls,
     dev: u64,
     stop: Mutex<bool>,
     kick: Condvar,
@@ -315,6 +321,12 @@ impl Fs {
             "flusher_runs": r(&c.flusher_runs), "throttled": r(&c.throttled),
             "files": lock(&self.ns).inodes.len(),
             "data": self.engine.stats(),
+            "io": self.calls.json(),
         })
+    }
+
+    /// Enter a counted call (see [`calls`]).
+    fn call(&self, kind: calls::Call, size: Option<u64>) -> calls::Timed<'_> {
+        self.calls.enter(kind, size)
     }
 }

@@ -26,6 +26,7 @@ impl Fs {
         {
             return Err(FlacError::Invalid("dirty ratios must satisfy 0 < dirty_background_ratio <= dirty_ratio <= 1".into()));
         }
+        let kernel_cost = cfg.kernel_cost;
         let (store, engine): (Store, Box<dyn Engine>) = match cfg.engine {
             EngineKind::Flac => {
                 let flac = Flac::init(cfg.flac.clone())?;
@@ -58,6 +59,7 @@ impl Fs {
             pending: Mutex::new(Pending::default()),
             sync_lock: Mutex::new(()),
             counters: Counters::default(),
+            calls: super::calls::Calls::new(kernel_cost),
             dev,
             stop: Mutex::new(false),
             kick: Condvar::new(),

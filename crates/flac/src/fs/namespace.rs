@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::calls::Call;
 use super::inode::{dkey, dtype, ikey, new_cell, unsafe_id, Inode, InodeCell, NEXT_INO_KEY};
 use super::resolve::outside;
 use super::{lock, show, DirEntry, File, Fs, Ns, Pending, Resolved, Ts, NAME_MAX, NO_RANGE, ROOT};
@@ -65,6 +66,7 @@ impl Fs {
 
     /// Open (and with O_CREAT create) a file or directory.
     pub fn open(&self, path: &[u8], flags: i32, mode: u32) -> Result<Arc<File>> {
+        let _t = self.call(Call::Open, None);
         let acc = flags & libc::O_ACCMODE;
         let cell = {
             let mut ns = lock(&self.ns);
@@ -110,6 +112,7 @@ impl Fs {
 
     /// Close an open description (the last close of an unlinked file frees it).
     pub fn close(&self, f: &File) -> Result<()> {
+        let _t = self.call(Call::Close, None);
         if f.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
@@ -137,6 +140,7 @@ impl Fs {
     }
 
     pub fn mkdir(&self, path: &[u8], mode: u32) -> Result<()> {
+        let _t = self.call(Call::Other, None);
         let mut ns = lock(&self.ns);
         match self.resolve_in(&ns, path, false)? {
             Resolved::Found { .. } => posix(libc::EEXIST, show(path)),
@@ -150,6 +154,7 @@ impl Fs {
     }
 
     pub fn symlink(&self, target: &[u8], path: &[u8]) -> Result<()> {
+        let _t = self.call(Call::Other, None);
         let mut ns = lock(&self.ns);
         match self.resolve_in(&ns, path, false)? {
             Resolved::Found { .. } => posix(libc::EEXIST, show(path)),
@@ -163,6 +168,7 @@ impl Fs {
     }
 
     pub fn readlink(&self, path: &[u8]) -> Result<Vec<u8>> {
+        let _t = self.call(Call::Other, None);
         let ino = self.found(path, false)?;
         let c = self.cell(&lock(&self.ns), ino)?;
         let n = c.read();
@@ -174,6 +180,7 @@ impl Fs {
 
     /// Remove a name (`dir`: rmdir semantics).
     pub fn remove(&self, path: &[u8], dir: bool) -> Result<()> {
+        let _t = self.call(Call::Other, None);
         let mut ns = lock(&self.ns);
         let (ino, parent, name) = match self.resolve_in(&ns, path, false)? {
             Resolved::Found { ino, parent, name } => (ino, parent, name),
@@ -244,6 +251,7 @@ impl Fs {
     }
 
     pub fn link(&self, old: &[u8], new: &[u8]) -> Result<()> {
+        let _t = self.call(Call::Other, None);
         let mut ns = lock(&self.ns);
         let ino = match self.resolve_in(&ns, old, false)? {
             Resolved::Found { ino, .. } => ino,
@@ -278,6 +286,7 @@ impl Fs {
 
     /// Rename; `noreplace`: fail with EEXIST if `to` exists (RENAME_NOREPLACE).
     pub fn rename(&self, from: &[u8], to: &[u8], noreplace: bool) -> Result<()> {
+        let _t = self.call(Call::Other, None);
         let mut ns = lock(&self.ns);
         let (ino, fparent, fname) = match self.resolve_in(&ns, from, false)? {
             Resolved::Found { ino, parent, name } => (ino, parent, name),
@@ -356,6 +365,7 @@ impl Fs {
 
     /// Entries of a directory, in name order (without "." and "..").
     pub fn readdir(&self, f: &File) -> Result<Vec<DirEntry>> {
+        let _t = self.call(Call::Other, None);
         let ns = lock(&self.ns);
         let Some(d) = ns.dirs.get(&f.cell.ino) else {
             return if f.cell.read().is_dir() { Ok(Vec::new()) } else { posix(libc::ENOTDIR, format!("inode {}", f.cell.ino)) };

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLockWriteGuard};
 use std::time::Duration;
 
+use super::calls::Call;
 use super::engine::Staged;
 use super::inode::{ikey, Inode, InodeCell};
 use super::{lock, File, Fs, Pending, NO_RANGE};
@@ -122,6 +123,7 @@ impl Fs {
 
     /// `fsync`: a full commit (FlacFS commits all pending work together).
     pub fn fsync(&self, _f: &File) -> Result<()> {
+        let _t = self.call(Call::Other, None);
         self.sync()
     }
 
