@@ -34,7 +34,12 @@ def attach_table(w, title, log):
         print(f"{r['bytes'] >> 10:>6}K {r['memcpy_us']:>10.1f} {r['attach_to_buffer_touch_us']:>16.1f} {r['memcpy_over_attach_touch']:>14.2f} "
               f"{r['copy_to_pm_us']:>14.1f} {r['copy_to_pm_over_attach_touch']:>15.1f}")
     print("per page (us): " + ", ".join(f"{k.removesuffix('_us')} {v:.2f}" for k, v in faults.items()))
-    return {"attach": rows, "faults": faults}
+    alts = flac.run({"kind": "attach_alternatives", "sizes": [4096, 65536, 524288, 2097152], "repeats": 21})
+    print(f"attach paths (us per attach with a touch of every page; kernel {alts['kernel']}):")
+    for r in alts["rows"]:
+        print(f"  {r['bytes'] >> 10:>6}K mmap one call {r['mmap_batch_touch_us']:.1f}, mmap per page {r['mmap_per_page_touch_us']:.1f}, "
+              f"mremap DONTUNMAP {r['mremap_touch_us'] or 0:.1f}, UFFDIO_MOVE {r['uffd_move_touch_us'] or 0:.1f}, memcpy {r['memcpy_us']:.1f}")
+    return {"attach": rows, "faults": faults, "attach_alternatives": alts}
 
 
 def main() -> int:
@@ -49,20 +54,22 @@ def main() -> int:
     with runner.Workdir(True, 8 << 30, log) as w:
         out["huge"] = attach_table(w, f"attach vs memcpy, {'2 MiB' if w.huge else '4 KiB'} pages", log)
         m = {"pm_bytes": "2G", "app_dram": "512M", "tree": {"files": 128, "bytes": args.tree}, "bigsort_ints": args.ints,
-             "run_ints": 2 << 20, "shim_tree": {"files": 64, "bytes": args.tree}, "shim_sort_ints": 500_000, "shim_dram": "128M", "ext4": False}
+             "run_ints": 2 << 20, "shim_tree": {"files": 64, "bytes": args.tree}, "shim_sort_ints": 500_000, "shim_dram": "128M", "shim_big": "64M",
+             "ext4": False}
         print("\napplications in process (seconds; FlacFS speedup over page-cache / DAX):")
-        apps = runner.run_apps(w, m, 42, lambda s: None)
+        apps = runner.run_apps(w, m, 42, lambda s: None)["rows"]
         out["apps"] = apps
         for app, cache in sorted({(r["app"], r["cache"]) for r in apps}):
             t = {r["engine"]: r["seconds"] for r in apps if r["app"] == app and r["cache"] == cache}
             print(f"  {app:<8} {cache:<5} flac {t['flac']:.3f}  pagecache {t['pagecache']:.3f}  dax {t['dax']:.3f}  "
-                  f"-> {t['pagecache'] / t['flac']:.2f}x / {t['dax'] / t['flac']:.2f}x")
+                  f"-> {t['pagecache'] / t['flac']:.2f}x / {t['dax'] / t['flac']:.2f}x; with kernel costs "
+                  f"{t['pagecache+kernel'] / t['flac']:.2f}x / {t['dax+kernel'] / t['flac']:.2f}x")
         try:
             flac.shim_path()
             print("\nunmodified programs through the shim (seconds, medians):")
-            shim = runner.run_shim(w, m, 42, lambda s: None)
+            shim = runner.run_shim(w, m, 42, lambda s: None)["rows"]
             out["shim"] = shim
-            for app in ("grep", "tar", "sort"):
+            for app in runner.SHIM_APPS:
                 t = {r["engine"]: r["seconds"] for r in shim if r["app"] == app}
                 print(f"  {app:<6} flac {t['flac']:.3f}  pagecache {t['pagecache']:.3f}  dax {t['dax']:.3f}  "
                       f"-> {t['pagecache'] / t['flac']:.2f}x / {t['dax'] / t['flac']:.2f}x")

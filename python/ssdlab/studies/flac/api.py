@@ -51,8 +51,11 @@ def _path(p: Pathish) -> bytes:
 def fs_config(image: Pathish, *, engine: str = "flac", create: Union[None, int, str] = None, dram: Union[int, str] = "256M",
               dram_dir: Optional[Pathish] = None, pm_cost: bool = True, async_load: bool = True,
               zcopy_min: Union[int, str] = "64K", lockfree_flush: bool = True, flush_interval_ms: int = 200,
-              mount: str = "/", lock_wait_ms: int = 0, space: Union[None, int, str] = None) -> Dict[str, Any]:
-    """The JSON config of a library file system (see crates/flac/src/fs/mod.rs FsConfig)."""
+              mount: str = "/", lock_wait_ms: int = 0, space: Union[None, int, str] = None,
+              kernel_cost: Optional[Mapping[str, int]] = None) -> Dict[str, Any]:
+    """The JSON config of a library file system (see crates/flac/src/fs/mod.rs FsConfig).
+    ``kernel_cost``: per-call costs in ns charged on every call (``kernel_costs()`` measures
+    them), as a kernel file system pays its crossings and VFS work."""
     if engine not in ("flac", "pagecache", "dax"):
         raise ValueError(f"engine must be 'flac', 'pagecache' or 'dax', got {engine!r}")
     cfg = json.loads(_native.flac_defaults())
@@ -72,7 +75,16 @@ def fs_config(image: Pathish, *, engine: str = "flac", create: Union[None, int, 
     cfg["lockfree_flush"] = bool(lockfree_flush)
     cfg["flush_interval_ms"] = int(flush_interval_ms)
     cfg["mount"] = mount
+    if kernel_cost:
+        cfg["kernel_cost"] = dict(kernel_cost)
     return cfg
+
+
+def kernel_costs(directory: Pathish = "/dev/shm", repeats: int = 21) -> Dict[str, int]:
+    """Per-call costs (ns) of read, write, open, close, stat and lseek on the file system of
+    ``directory`` (a tmpfs: the kernel's page cache with no device), each the median of
+    ``repeats`` batches (crates/flac/src/kcost.rs)."""
+    return run({"kind": "kernel_costs", "dir": os.fsdecode(directory), "repeats": int(repeats)})
 
 
 class FlacFS:
@@ -391,7 +403,8 @@ def shim_path() -> Path:
 def shim_env(image: Pathish, *, mount: str = "/flac", engine: str = "flac", create: Union[None, int, str] = None,
              dram: Union[int, str] = "256M", dram_dir: Optional[Pathish] = None, pm_cost: bool = True,
              zcopy_min: Union[int, str] = "64K", async_load: bool = True, lockfree_flush: bool = True,
-             stats: Optional[Pathish] = None, wait_ms: int = 30000, base: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+             stats: Optional[Pathish] = None, wait_ms: int = 30000, base: Optional[Mapping[str, str]] = None,
+             kernel_cost: Optional[Mapping[str, int]] = None) -> Dict[str, str]:
     """Environment for running an unmodified program on FlacFS through the LD_PRELOAD shim."""
     env = dict(os.environ if base is None else base)
     if engine not in ("flac", "pagecache", "dax"):
@@ -409,4 +422,8 @@ def shim_env(image: Pathish, *, mount: str = "/flac", engine: str = "flac", crea
         env["FLACFS_DRAM_DIR"] = os.fsdecode(dram_dir)
     if stats:
         env["FLACFS_STATS"] = os.fsdecode(stats)
+    if kernel_cost:
+        env["FLACFS_KERNEL_COST"] = json.dumps(dict(kernel_cost))
+    else:
+        env.pop("FLACFS_KERNEL_COST", None)
     return env
