@@ -488,6 +488,7 @@ app_dram = "64M"
 shim_tree = { files = 8, bytes = "1M" }
 shim_sort_ints = 20000
 shim_dram = "32M"
+shim_big = "4M"
 ext4 = false
 ablation_flush = { io = 65536, data = "16M", dram = "64M", threads = 2, bytes = "8M", flush_interval_ms = 2 }
 ablation_load = { io = 2097152, data = "128M", dram = "64M", bytes = "16M" }

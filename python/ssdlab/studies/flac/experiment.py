@@ -14,7 +14,7 @@ from ..base import Experiment, ExperimentPoint, seeded, seeds
 from .runner import STEP, STEPS, UNSEEDED
 
 MODE_KEYS = ("pm_bytes", "io_sizes", "cached", "larger", "point_bytes", "small_point_bytes", "threads", "repeats", "tree",
-             "bigsort_ints", "run_ints", "app_dram", "shim_tree", "shim_sort_ints", "shim_dram", "ablation_flush", "ablation_load",
+             "bigsort_ints", "run_ints", "app_dram", "shim_tree", "shim_sort_ints", "shim_dram", "shim_big", "ablation_flush", "ablation_load",
              "checkpoint")
 
 

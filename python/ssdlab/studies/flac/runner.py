@@ -238,6 +238,8 @@ def _program_row(stats: Dict[str, Any]) -> Dict[str, Any]:
     io = stats.get("io", {})
     return {"mapped_bytes": stats.get("mapped_bytes", 0), "copied_bytes": stats.get("copied_bytes", 0),
             "io_s": io.get("call_ns_total", 0) / 1e9, "charged_s": io.get("charged_ns", 0) / 1e9,
+            # Time threads waited for the PM cost model beyond their real copies (all threads).
+            "pm_wait_s": stats.get("data", {}).get("pm_stall_ns", 0) / 1e9,
             "calls": io.get("calls", {}), "read_sizes": io.get("read_sizes", {}), "write_sizes": io.get("write_sizes", {})}
 
 
@@ -337,22 +339,24 @@ def _loader_sum(data: bytes) -> str:
     return f"{sum(words[::512]) % (1 << 64)} {len(data)}"
 
 
-def _suites() -> List[Tuple[str, str, bool, bool]]:
-    """The shim's runs: (label, engine, charged the kernel's per-call costs, PM cost on)."""
-    return ([(e, e, False, True) for e in ENGINES] + [(f"{e}+kernel", e, True, True) for e in KERNEL_COST_ENGINES]
-            + [("flac-pm-off", "flac", False, False)])
+def _suites() -> List[Tuple[str, str, bool]]:
+    """The shim's runs: (label, engine, PM cost on). The baselines charged the kernel's
+    per-call costs run in process only (the apps step): through the shim those costs came to
+    3% of tar's time and under 1% of the other programs' when measured (docs/case-studies/flac.md),
+    and the step's time is bounded by `make demo`'s."""
+    return [(e, e, True) for e in ENGINES] + [("flac-pm-off", "flac", False)]
 
 
 def _shim_stats(path: Path) -> Dict[str, Any]:
     """The summed statistics of the processes that appended a line to ``path``."""
-    out: Dict[str, Any] = {"mapped_bytes": 0, "copied_bytes": 0, "io_s": 0.0, "charged_s": 0.0, "calls": {}, "read_sizes": {},
+    out: Dict[str, Any] = {"mapped_bytes": 0, "copied_bytes": 0, "io_s": 0.0, "charged_s": 0.0, "pm_wait_s": 0.0, "calls": {}, "read_sizes": {},
                            "write_sizes": {}, "processes": 0}
     if not path.exists():
         return out
     for line in path.read_text().splitlines():
         p = _program_row(json.loads(line))
         out["processes"] += 1
-        for k in ("mapped_bytes", "copied_bytes", "io_s", "charged_s"):
+        for k in ("mapped_bytes", "copied_bytes", "io_s", "charged_s", "pm_wait_s"):
             out[k] += p[k]
         for k in ("calls", "read_sizes", "write_sizes"):
             for b, n in p[k].items():
@@ -362,16 +366,15 @@ def _shim_stats(path: Path) -> Dict[str, Any]:
 
 def run_shim(w: Workdir, m: Dict[str, Any], seed: int, log: Log) -> Dict[str, Any]:
     """grep, tar, sort and large-buffer programs (dd bs=2M, cp, a checkpoint loader) as
-    unmodified programs on FlacFS, the library baselines (also charged the kernel's per-call
-    costs), FlacFS with the PM cost off, and ext4 (cold, then warm)."""
-    kc = _kernel_costs(w, log)
+    unmodified programs on FlacFS, the library baselines, FlacFS with the PM cost off, and ext4
+    (cold, then warm)."""
     host = Path(w.path("host"))
     want = _host_tree(host / "tree", int(m["shim_tree"]["files"]), parse_size(m["shim_tree"]["bytes"]), seed)
     rng = np.random.default_rng(seed)
     ints = rng.integers(0, 2**31, int(m["shim_sort_ints"]))
     (host / "ints.txt").write_text("\n".join(map(str, ints.tolist())) + "\n")
     sorted_sha = hashlib.sha256(("\n".join(map(str, np.sort(ints).tolist())) + "\n").encode()).hexdigest()
-    big = rng.integers(0, 256, parse_size(m.get("shim_big", "256M")), dtype=np.uint8).tobytes()
+    big = rng.integers(0, 256, parse_size(m["shim_big"]), dtype=np.uint8).tobytes()
     (host / "big.bin").write_bytes(big)
     loaded = _loader_sum(big)
     del big
@@ -436,10 +439,10 @@ def run_shim(w: Workdir, m: Dict[str, Any], seed: int, log: Log) -> Dict[str, An
                          "wall_total_s": sum(x[0] for x in v), "user_s": sum(x[1] for x in v), "sys_s": sum(x[2] for x in v), **st})
         log(f"  shim {label:<16} " + " ".join(f"{a}={_median([x[0] for x in v]):.3f}s" for a, v in runs.items()))
 
-    for label, engine, charged, pm_cost in _suites():
+    for label, engine, pm_cost in _suites():
         img = w.path(f"shim-{engine}.img")
         base = {**flac.shim_env(img, mount="/flac", engine=engine, create=m["pm_bytes"], dram=m["shim_dram"], dram_dir=w.dram_dir,
-                                pm_cost=pm_cost, kernel_cost=kc if charged else None), **_quiet_env()}
+                                pm_cost=pm_cost), **_quiet_env()}
         subprocess.run(["cp", "-r", str(host / "tree"), "/flac/tree"], env=base, check=True, capture_output=True)
         subprocess.run(["cp", str(host / "ints.txt"), str(host / "big.bin"), "/flac/"], env=base, check=True, capture_output=True)
 
@@ -451,7 +454,7 @@ def run_shim(w: Workdir, m: Dict[str, Any], seed: int, log: Log) -> Dict[str, An
         os.unlink(img)
     if m.get("ext4", True):
         _ext4(w, host, suite, log)
-    return {"rows": rows, "kernel_cost": kc}
+    return {"rows": rows}
 
 
 def _ext4(w: Workdir, host: Path, suite: Callable, log: Log) -> None:
@@ -627,7 +630,7 @@ def _resources(task: Dict[str, Any]) -> Resources:
         # and every save as files.
         data = max(pm + max(4 * state, 256 << 20) + 2 * state, (1 + saves) * state)
     else:
-        data = pm + {"bench": 256 << 20, "apps": parse_size(m["app_dram"]), "shim": parse_size(m["shim_dram"]),
+        data = pm + {"bench": 256 << 20, "apps": parse_size(m["app_dram"]), "shim": parse_size(m["shim_dram"]) + 3 * parse_size(m["shim_big"]),
                      "micro": max(parse_size(m["cached"]["dram"]), parse_size(m["larger"]["dram"])),
                      "scaling": parse_size(m["cached"]["dram"]),
                      "ablations": max(parse_size(m["ablation_flush"]["dram"]), parse_size(m["ablation_load"]["dram"]))}[step]
