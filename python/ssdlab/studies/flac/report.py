@@ -513,9 +513,11 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
     lines += where_time_goes(st.shim, [{"_name": a, "app": a} for a in SHIM_APPS], SHIM_ENGINES,
                              "## Where the time goes, unmodified programs (all runs of a program, mean over seeds)")
     lines += ["", "\"in FS calls\": time inside the file system's calls (FlacFS's counters, the outermost call from entry to "
-              "return, with the kernel costs charged); for ext4 the processes' system CPU time (rusage), which also holds "
-              "exec, page faults and every other system call, so it is an upper bound. The share is of the program's time "
-              "(all runs of it through the shim, process start included). Reads and writes by the size the program asked "
+              "return, with the kernel costs charged); for ext4, whose calls no user-space counter sees, the processes' time "
+              "outside user space (wall minus user CPU time, rusage: kernel work, waiting for the loop device and for the CPU), "
+              "at least its time in file-system calls, so its ceiling is generous to FlacFS. \"modelled PM wait\": time threads "
+              "(the loader's too) waited for the PM cost model beyond their real copies. Through the shim the seconds are the median run, the "
+              "time in calls and its share are over all runs of the program (process start included). Reads and writes by the size the program asked "
               "for. \"ceiling\": the engine's time over its time outside file-system calls, the largest speedup any file "
               "system could give that run. \"FlacFS speedup\": the engine's time over FlacFS's (PM cost on).", ""]
     lines += ["## Ablations and checkpoints (mean over seeds)", "",

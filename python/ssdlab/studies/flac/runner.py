@@ -3,8 +3,12 @@ work directory of its own (:class:`Workdir`).
 
 The steps: attach vs memcpy and per-page fault costs (bench); the microbenchmark (4 KiB ..
 2 MiB I/O, a data set that fits the DRAM cache and one 4x larger); thread scaling; grep, tar
-and bigsort in process on FlacFS and both library baselines (apps); the same as unmodified
-programs through the LD_PRELOAD shim, with ext4 on a loop device as a kernel reference (shim);
+and bigsort in process on FlacFS and both library baselines, the baselines also charged the
+kernel's per-call costs measured at the step's start (apps); grep, tar, sort, dd, cp and a
+checkpoint loader as unmodified programs through the LD_PRELOAD shim, with FlacFS's PM cost off
+and ext4 on a loop device (cold and warm) as kernel references (shim). The apps and shim rows
+say where each program's time went (time inside file-system calls, bytes attached and copied,
+read/write sizes);
 the flush and load ablations; zero-copy checkpoints. The steps measure wall-clock speed, so
 each holds every CPU while it runs (the scheduler runs them one at a time) and its figures vary
 between runs; the seed of a point fixes its data sets and access orders.
