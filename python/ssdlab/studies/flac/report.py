@@ -466,9 +466,11 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
              "latency, 6.6 GB/s read, 2.3 GB/s write; docs/case-studies/flac.md). FLAC's frames are "
              f"{'2 MiB huge pages (tmpfs mounted huge=always)' if huge else '4 KiB pages (no huge-page tmpfs)'}. The baselines "
              "in process are library file systems on the same emulated PM (a DRAM page cache, or copies straight to and from "
-             "PM); they make no system calls, where the document's baselines are kernel file systems (ext4, ext4-DAX, NOVA). "
+             "PM); they make no system calls, where the document's baselines are kernel file systems (ext4, ext4-DAX, NOVA), "
+             "so they run a second time charged the kernel's per-call costs measured on this machine's tmpfs. "
              "Unmodified programs reach every engine through the LD_PRELOAD shim, each run a new process with a cold cache; "
-             "ext4 on a loop device over the same tmpfs, remounted before each run, is the kernel reference. The ablations "
+             "ext4 on a loop device over the same tmpfs is the kernel reference, cold (remounted before each run) against "
+             "FlacFS with the PM cost off, and warm. The ablations "
              "run FlacFS with the copying flush (writers wait for the flusher's copy to PM) and with synchronous load on a "
              "miss.", "",
              "## Against the document", "", *v.table(), "", legend(), "",
