@@ -408,6 +408,43 @@ def _checkpoint_claims(v: Verdicts, st: Steps) -> None:
                       f"{np.mean([c['tmpfs']['pm_frames_bytes'] for c in ck]) / 2**20:.0f} MiB); every seed below", why)
 
 
+def _apps_section(st: Steps, apps: List[Dict[str, Any]], shim: List[Dict[str, Any]]) -> List[str]:
+    """The report's applications: seconds per engine, then where each program's time goes."""
+    lines = ["## Applications (seconds, mean over seeds)", "",
+              "Which baseline is which: page-cache FS and DAX FS are the library file systems in the process (no system "
+              "calls); \"+ kernel costs\" is the same engine charged, on every read, write, open, close, stat and lseek, what "
+              "that call costs the kernel on this machine's tmpfs (measured at the start of the step; FlacFS is not charged, "
+              "the comparison most favourable to it); ext4 is the kernel file system on a loop device over the same tmpfs, "
+              "cold (remounted before each run) or warm (its page cache holding the files); \"FlacFS, PM cost off\" reads "
+              "and writes its emulated PM at DRAM speed, as ext4 on tmpfs does.", "",
+              "| program | " + " | ".join(FLABELS[e] for e in APP_ENGINES) + " |", "|---|" + "---|" * len(APP_ENGINES)]
+    for app, cache in APPS:
+        t = [_val(apps, "seconds", app=app, cache=cache, engine=e) for e in APP_ENGINES]
+        lines.append(f"| {app} ({cache}, in process) | " + " | ".join("-" if x is None else f"{x:.3f}" for x in t) + " |")
+    lines += ["", "| program (unmodified, via the shim) | " + " | ".join(FLABELS[e] for e in SHIM_ENGINES) + " |",
+              "|---|" + "---|" * len(SHIM_ENGINES)]
+    for app in SHIM_APPS:
+        t = [_val(shim, "seconds", app=app, engine=e) for e in SHIM_ENGINES]
+        lines.append(f"| {app} | " + " | ".join("-" if x is None else f"{x:.3f}" for x in t) + " |")
+    lines += ["", "Programs: grep -r -c, tar -cf then -xf (two runs), sort -n, `dd bs=2M` of a large file to /dev/null, "
+              "`cp` of that file, and a checkpoint loader (Python, the file into one page-aligned buffer 2 MiB at a time); "
+              "each the median of 3 runs (tar of 2), every run a new process.", ""]
+    programs = [{"_name": f"{a} ({c})", "app": a, "cache": c} for a, c in APPS]
+    lines += where_time_goes(st.apps, programs, APP_ENGINES, "## Where the time goes, in process (mean over seeds)")
+    lines += ["", kernel_cost_line(st.kernel_costs), ""]
+    lines += where_time_goes(st.shim, [{"_name": a, "app": a} for a in SHIM_APPS], SHIM_ENGINES,
+                             "## Where the time goes, unmodified programs (all runs of a program, mean over seeds)")
+    lines += ["", "\"in FS calls\": time inside the file system's calls (FlacFS's counters, the outermost call from entry to "
+              "return, with the kernel costs charged); for ext4, whose calls no user-space counter sees, the processes' time "
+              "outside user space (wall minus user CPU time, rusage: kernel work, waiting for the loop device and for the CPU), "
+              "at least its time in file-system calls, so its ceiling is generous to FlacFS. \"modelled PM wait\": time threads "
+              "(the loader's too) waited for the PM cost model beyond their real copies. Through the shim the seconds are the median run, the "
+              "time in calls and its share are over all runs of the program (process start included). Reads and writes by the size the program asked "
+              "for. \"ceiling\": the engine's time over its time outside file-system calls, the largest speedup any file "
+              "system could give that run. \"FlacFS speedup\": the engine's time over FlacFS's (PM cost on).", ""]
+    return lines
+
+
 # -- the report -------------------------------------------------------------------------------------
 
 def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, PointResult],
@@ -490,38 +527,7 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
                 lines.append(f"| {label} | {op} | " + " | ".join("-" if x is None else f"{x:.2f}" for x in vals)
                              + f" | {'-' if wc is None else f'{wc:.2f}'} |")
     lines += ["", "\"write\" rewrites the same buffer; \"write-new\" changes every page of the buffer before each write.", "",
-              "## Applications (seconds, mean over seeds)", "",
-              "Which baseline is which: page-cache FS and DAX FS are the library file systems in the process (no system "
-              "calls); \"+ kernel costs\" is the same engine charged, on every read, write, open, close, stat and lseek, what "
-              "that call costs the kernel on this machine's tmpfs (measured at the start of the step; FlacFS is not charged, "
-              "the comparison most favourable to it); ext4 is the kernel file system on a loop device over the same tmpfs, "
-              "cold (remounted before each run) or warm (its page cache holding the files); \"FlacFS, PM cost off\" reads "
-              "and writes its emulated PM at DRAM speed, as ext4 on tmpfs does.", "",
-              "| program | " + " | ".join(FLABELS[e] for e in APP_ENGINES) + " |", "|---|" + "---|" * len(APP_ENGINES)]
-    for app, cache in APPS:
-        t = [_val(apps, "seconds", app=app, cache=cache, engine=e) for e in APP_ENGINES]
-        lines.append(f"| {app} ({cache}, in process) | " + " | ".join("-" if x is None else f"{x:.3f}" for x in t) + " |")
-    lines += ["", "| program (unmodified, via the shim) | " + " | ".join(FLABELS[e] for e in SHIM_ENGINES) + " |",
-              "|---|" + "---|" * len(SHIM_ENGINES)]
-    for app in SHIM_APPS:
-        t = [_val(shim, "seconds", app=app, engine=e) for e in SHIM_ENGINES]
-        lines.append(f"| {app} | " + " | ".join("-" if x is None else f"{x:.3f}" for x in t) + " |")
-    lines += ["", "Programs: grep -r -c, tar -cf then -xf (two runs), sort -n, `dd bs=2M` of a large file to /dev/null, "
-              "`cp` of that file, and a checkpoint loader (Python, the file into one page-aligned buffer 2 MiB at a time); "
-              "each the median of 3 runs (tar of 2), every run a new process.", ""]
-    programs = [{"_name": f"{a} ({c})", "app": a, "cache": c} for a, c in APPS]
-    lines += where_time_goes(st.apps, programs, APP_ENGINES, "## Where the time goes, in process (mean over seeds)")
-    lines += ["", kernel_cost_line(st.kernel_costs), ""]
-    lines += where_time_goes(st.shim, [{"_name": a, "app": a} for a in SHIM_APPS], SHIM_ENGINES,
-                             "## Where the time goes, unmodified programs (all runs of a program, mean over seeds)")
-    lines += ["", "\"in FS calls\": time inside the file system's calls (FlacFS's counters, the outermost call from entry to "
-              "return, with the kernel costs charged); for ext4, whose calls no user-space counter sees, the processes' time "
-              "outside user space (wall minus user CPU time, rusage: kernel work, waiting for the loop device and for the CPU), "
-              "at least its time in file-system calls, so its ceiling is generous to FlacFS. \"modelled PM wait\": time threads "
-              "(the loader's too) waited for the PM cost model beyond their real copies. Through the shim the seconds are the median run, the "
-              "time in calls and its share are over all runs of the program (process start included). Reads and writes by the size the program asked "
-              "for. \"ceiling\": the engine's time over its time outside file-system calls, the largest speedup any file "
-              "system could give that run. \"FlacFS speedup\": the engine's time over FlacFS's (PM cost on).", ""]
+              *_apps_section(st, apps, shim)]
     lines += ["## Ablations and checkpoints (mean over seeds)", "",
               "| run | GB/s |", "|---|---|"]
     for k in ("flush_lockfree", "flush_copying", "load_async", "load_sync"):
