@@ -374,7 +374,8 @@ struct Sim<'s> {
     measure: u64,
     end: u64,
     series_ns: u64,
-    /// Each physical die's busy time when the measured window opens (booked at submission).
+    /// Each physical die's busy time before the measured window opens (what was booked then
+    /// but lies later counts in the window, as it should).
     busy_at_measure: Option<Vec<u64>>,
     migrate_pending: bool,
     swap_window: Option<(u64, u64)>,
@@ -450,7 +451,7 @@ impl<'s> Sim<'s> {
                 return Ok(true);
             }
             if self.busy_at_measure.is_none() && t >= self.measure {
-                self.busy_at_measure = Some(self.fb.device().timelines().die_busy_ns().to_vec());
+                self.busy_at_measure = Some(self.fb.device().timelines().die_busy_before_ns(self.measure));
             }
             self.fb.device_mut().set_now(t);
             let ran = match ev {
@@ -586,8 +587,8 @@ impl<'s> Sim<'s> {
         let (start, measure, end) = (self.start, self.measure, self.end);
         let fb = &self.fb;
         let secs = self.spec.duration_ms / 1e3;
-        let busy = fb.device().timelines().die_busy_ns();
-        let from = self.busy_at_measure.clone().unwrap_or_else(|| busy.to_vec());
+        let busy = fb.device().timelines().die_busy_before_ns(end);
+        let from = self.busy_at_measure.clone().unwrap_or_else(|| busy.clone());
         let die_utilization: Vec<f64> = busy.iter().zip(&from).map(|(b, a)| (b - a) as f64 / (end - measure) as f64).collect();
         let tenants_json: Vec<Value> =
             self.tenants.iter().enumerate().map(|(i, t)| tenant_json(fb, t, secs, self.limiter.bucket(i))).collect();
@@ -601,7 +602,7 @@ impl<'s> Sim<'s> {
             "flashblox": fb.summary(),
             "swap_window_ms": self.swap_window.map(|(a, b)| [(a as f64 - measure as f64) / MS, if b == u64::MAX { f64::NAN } else { (b as f64 - measure as f64) / MS }]),
             "device": {"nand_write_bytes": c.nand_write_bytes, "nand_read_bytes": c.nand_read_bytes, "nand_erase_count": c.nand_erase_count,
-                       "die_busy_fraction": fb.device().timelines().die_busy_ns().iter().sum::<u64>() as f64 / (end as f64 * fb.geo().dies as f64),
+                       "die_busy_fraction": busy.iter().sum::<u64>() as f64 / (end as f64 * fb.geo().dies as f64),
                        "die_utilization": die_utilization},
             "interrupted": interrupted,
         })

@@ -173,6 +173,17 @@ impl Lane {
         }
     }
 
+    /// Time reserved at or after `t`: booked, but not yet worked off by then. Exact for
+    /// `t` at or after the present (gaps before it are forgotten).
+    fn booked_after(&self, t: u64) -> u64 {
+        if t >= self.free_ns {
+            return 0;
+        }
+        let idle: u64 = self.gaps[..self.n as usize].iter().map(|&(a, b)| b.saturating_sub(a.max(t))).sum();
+        debug_assert!(idle <= self.free_ns - t, "gaps lie before free_ns");
+        self.free_ns - t - idle
+    }
+
     /// End of the busy stretch that contains `t` (`t` itself if the resource is idle then).
     #[inline]
     fn busy_end(&self, t: u64) -> u64 {
@@ -412,8 +423,17 @@ impl Timelines {
         self.die.iter().chain(self.chan.iter()).map(|l| l.free_ns).max().unwrap_or(0)
     }
 
+    /// Each die's busy time booked so far (at submission, so it may lie in the future).
     pub fn die_busy_ns(&self) -> &[u64] {
         &self.die_busy_ns
+    }
+
+    /// Each die's busy time that lies before `t`: [`die_busy_ns`](Self::die_busy_ns) less
+    /// what is booked at or after `t`. The difference of two calls is the busy time inside a
+    /// window, which is at most the window (booked totals are not: a backlogged die's queue
+    /// reaches past its end). Exact for `t` at or after the last [`set_now`](Self::set_now).
+    pub fn die_busy_before_ns(&self, t: u64) -> Vec<u64> {
+        self.die_busy_ns.iter().zip(&self.die).map(|(&b, l)| b.saturating_sub(l.booked_after(t))).collect()
     }
     pub fn channel_busy_ns(&self) -> &[u64] {
         &self.chan_busy_ns
@@ -630,6 +650,26 @@ mod tests {
         assert_eq!(t.erase(0, 0), t.t.block_erase_ns);
         // Its channel neighbour is not dragged along either.
         assert!(t.program(1, 16384, 0) < 10_000_000);
+    }
+
+    #[test]
+    fn busy_before_a_time_leaves_out_the_backlog_booked_past_it() {
+        let mut l = Lane::default();
+        l.reserve(100, 10, 0);
+        l.reserve(200, 50, 0); // busy 100..110 and 200..250, idle between
+        assert_eq!(l.booked_after(0), 60);
+        assert_eq!(l.booked_after(105), 55);
+        assert_eq!(l.booked_after(150), 50);
+        assert_eq!(l.booked_after(240), 10);
+        assert_eq!(l.booked_after(250), 0);
+        // A die with a queue of programs booked at time 0 was busy at most the window by then.
+        let mut t = tl(|_| ());
+        let done = queue_programs(&mut t, 20);
+        let mid = done / 2;
+        let (before, total) = (t.die_busy_before_ns(mid)[0], t.die_busy_ns()[0]);
+        assert!(before <= mid && total > mid, "{before} {total} {mid}");
+        assert_eq!(t.die_busy_before_ns(done)[0], total);
+        assert_eq!(t.die_busy_before_ns(0)[0], 0);
     }
 
     fn queue_programs(t: &mut Timelines, n: u64) -> u64 {

@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional, Tuple
 from ... import _native
 from ...config import merge, read_toml
 from ...runners import CHECKPOINT_EVERY_S
-from ...serving import foreground
+from ...serving import EVICT_IDLE_AFTER, foreground
 
 
 def run_cache(device: Dict[str, Any], spec: Dict[str, Any], trace: Optional[str] = None,
@@ -73,7 +73,7 @@ def mean_value_bytes(workload: Dict[str, Any]) -> float:
 
 def serve(device: Dict[str, Any], cache: Optional[Dict[str, Any]] = None, listen: str = "127.0.0.1:11211",
           max_connections: int = 64, max_value_bytes: int = 0, quiet: bool = False, idle_timeout_s: float = 0.0,
-          evict_idle_after_s: float = 5.0, allow_remote: bool = False) -> Dict[str, Any]:
+          evict_idle_after_s: float = EVICT_IDLE_AFTER, allow_remote: bool = False) -> Dict[str, Any]:
     """Serve the cache ``cache`` (the ``[cache]`` keys of a cache spec) on the device ``device``
     (a device config: preset + tables; its storage is switched to data-backed) behind the
     memcached text protocol until SIGINT or SIGTERM (`ssdlab cache serve`). ``max_value_bytes``

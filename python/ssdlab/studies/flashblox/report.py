@@ -59,7 +59,7 @@ def kv_summary(r: Metrics) -> Dict[str, float]:
     return {"ops": sum(t["ops_per_s"] for t in ts), "mean_us": sum(lat(t) for t in ts) / n,
             "p99_us": max(lat(t, "p99_us") for t in ts), "wa": sum(t["app"]["app_write_amplification"] for t in ts) / n,
             "limiter_wait_ms": sum((t.get("limiter") or {}).get("wait_ms", 0.0) for t in ts),
-            "die_util": mean([min(1.0, util[d]) for d in used]) if util else float("nan")}
+            "die_util": mean([util[d] for d in used]) if util else float("nan")}
 
 
 def at_knee(sweep: List[Dict[str, float]], threads: Sequence[int], knee: float) -> Dict[str, float]:

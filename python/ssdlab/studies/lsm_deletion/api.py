@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ... import _native
 from ...config import merge
-from ...serving import foreground, resp_options
+from ...serving import EVICT_IDLE_AFTER, foreground, resp_options
 
 POLICIES = ("baseline", "fade", "zone-aware")
 
@@ -118,7 +118,7 @@ def generate(spec: Dict[str, Any], out_dir: str) -> List[Tuple[str, int]]:
 
 
 def serve(device: Optional[Dict[str, Any]] = None, lsm: Optional[Dict[str, Any]] = None, listen: str = "127.0.0.1:6379",
-          max_connections: int = 128, idle_timeout_s: float = 0.0, evict_idle_after_s: float = 5.0,
+          max_connections: int = 128, idle_timeout_s: float = 0.0, evict_idle_after_s: float = EVICT_IDLE_AFTER,
           allow_remote: bool = False, quiet: bool = False, audit: bool = False,
           data: Optional[str] = None) -> Dict[str, Any]:
     """Serve the LSM store (``lsm``: store keys) on a fresh ZNS device (``device``: a device
