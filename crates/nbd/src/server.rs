@@ -558,7 +558,7 @@ impl Server {
             return Ok((None, 0)); // a zero-length request touches nothing
         }
         let at = e.offset + req.offset;
-        let io = |x: crate::backend::BackendError| (EIO, x.0);
+        let io = |x: crate::disk::BackendError| (EIO, x.0);
         match req.kind {
             CMD_READ => {
                 if req.len > max {
