@@ -107,7 +107,7 @@ impl Expiries {
 /// The server's housekeeping at `now_us` (unix µs), under the store's lock, before a batch of
 /// commands and on a timer: one step of the start's walk (up to [`CHUNK`] keys), then the
 /// deletion of up to [`CHUNK`] keys whose time has come. Returns how many it deleted.
-pub fn housekeeping(store: &mut dyn Backend, counters: &mut Counters, db: &mut Db, now_us: i64) -> Result<usize, String> {
+pub fn housekeeping(store: &mut dyn Backend, counters: &mut Counters, db: &mut Db, now_us: i64) -> Result<usize, ReplyError> {
     let now_ms = now_us.div_euclid(1000);
     let ex = &mut db.expiries;
     if ex.walk != Walk::Done {
@@ -145,7 +145,7 @@ pub fn housekeeping(store: &mut dyn Backend, counters: &mut Counters, db: &mut D
 
 /// EXPIRE / PEXPIRE / EXPIREAT / PEXPIREAT key time [NX|XX|GT|LT]: `unit_ms` 1000 for seconds,
 /// `relative` from now (else a unix time). Checks in Redis 7.0's order.
-pub(super) fn expire(x: &mut Ctx<'_>, a: &Args, name: &str, unit_ms: i64, relative: bool) -> Result<(), String> {
+pub(super) fn expire(x: &mut Ctx<'_>, a: &Args, name: &str, unit_ms: i64, relative: bool) -> Result<(), ReplyError> {
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for opt in &a[3..] {
         match lower(opt).as_str() {
@@ -153,7 +153,7 @@ pub(super) fn expire(x: &mut Ctx<'_>, a: &Args, name: &str, unit_ms: i64, relati
             "xx" => xx = true,
             "gt" => gt = true,
             "lt" => lt = true,
-            _ => return Err(format!("ERR Unsupported option {}", c_str(opt, usize::MAX))),
+            _ => return Err(format!("ERR Unsupported option {}", c_str(opt, usize::MAX)).into()),
         }
     }
     if nx && (xx || gt || lt) {
@@ -190,7 +190,7 @@ pub(super) fn expire(x: &mut Ctx<'_>, a: &Args, name: &str, unit_ms: i64, relati
 
 /// TTL / PTTL / EXPIRETIME / PEXPIRETIME key: -2 without the key, -1 without a time; else the
 /// time left (`abs`: the unix time), in ms or rounded to seconds.
-pub(super) fn ttl(x: &mut Ctx<'_>, a: &Args, ms: bool, abs: bool) -> Result<(), String> {
+pub(super) fn ttl(x: &mut Ctx<'_>, a: &Args, ms: bool, abs: bool) -> Result<(), ReplyError> {
     let n = match x.fetch(&a[1])? {
         None => -2,
         Some((_, None)) => -1,
@@ -209,7 +209,7 @@ pub(super) fn ttl(x: &mut Ctx<'_>, a: &Args, ms: bool, abs: bool) -> Result<(), 
 }
 
 /// PERSIST key: 1 if it had a time (now dropped), else 0.
-pub(super) fn persist(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn persist(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let dropped = match x.fetch(&a[1])? {
         Some((v, Some(_))) => {
             x.save(&a[1], &v, None)?;
@@ -222,7 +222,7 @@ pub(super) fn persist(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 }
 
 /// TIME: the unix time's seconds and microseconds.
-pub(super) fn time(x: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
+pub(super) fn time(x: &mut Ctx<'_>, _: &Args) -> Result<(), ReplyError> {
     reply::array(x.out, 2);
     reply::bulk(x.out, x.now_us.div_euclid(1_000_000).to_string().as_bytes());
     reply::bulk(x.out, x.now_us.rem_euclid(1_000_000).to_string().as_bytes());
