@@ -40,17 +40,20 @@ impl<'a> Ctx<'a> {
 
     /// Delete `key`, whose expiry time has passed.
     pub(super) fn expire_now(&mut self, key: &[u8]) -> Result<(), ReplyError> {
-        self.db.expiries.set(key, None);
+        // The index follows the store: a delete the store refused leaves the key's time known.
         if self.store.del(key).map_err(ReplyError::from)? {
             self.counters.expired_keys += 1;
         }
+        self.db.expiries.set(key, None);
         Ok(())
     }
 
     /// Delete `key` (DEL and what empties or replaces a key); true if it was there.
     pub(super) fn remove(&mut self, key: &[u8]) -> Result<bool, ReplyError> {
+        // The index follows the store: a delete the store refused leaves the key's time known.
+        let there = self.store.del(key)?;
         self.db.expiries.set(key, None);
-        self.store.del(key).map_err(ReplyError::from)
+        Ok(there)
     }
 
     /// Whether `key` is there with its time passed (from the index; before the start's walk

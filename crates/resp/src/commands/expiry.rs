@@ -410,6 +410,69 @@ mod tests {
         assert_eq!(r.store.map.len(), CHUNK + 5 - 6 + 1);
     }
 
+    /// A store whose deletes fail while `refuse_del` is set (a device refusing the write).
+    #[derive(Default)]
+    struct Refusing {
+        mem: crate::MemoryStore,
+        refuse_del: bool,
+    }
+
+    impl Backend for Refusing {
+        fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+            self.mem.get(k)
+        }
+        fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
+            self.mem.set(k, v)
+        }
+        fn del(&mut self, k: &[u8]) -> Result<bool, StoreError> {
+            if self.refuse_del {
+                return Err("the device refused the delete".into());
+            }
+            self.mem.del(k)
+        }
+        fn key_count(&mut self) -> Result<u64, StoreError> {
+            self.mem.key_count()
+        }
+        fn keys_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+            self.mem.keys_after(after, limit)
+        }
+        fn clear(&mut self) -> Result<(), StoreError> {
+            self.mem.clear()
+        }
+        fn max_value_bytes(&self) -> usize {
+            self.mem.max_value_bytes()
+        }
+        fn metrics(&mut self) -> serde_json::Value {
+            self.mem.metrics()
+        }
+    }
+
+    fn run_on(store: &mut Refusing, db: &mut Db, counters: &mut Counters, now_us: i64, line: &str) -> String {
+        let args = crate::proto::split_args(line.as_bytes()).unwrap();
+        let (mut s, mut out) = (Session::default(), vec![]);
+        let info = || String::from("# Server\r\n");
+        execute(&mut Ctx::new(store, &mut s, counters, &mut out, &info, db, now_us), &args);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// The expiry index follows the store: a DEL the store refuses is an error reply, and the
+    /// key, still stored, still expires at its time.
+    #[test]
+    fn a_refused_delete_leaves_the_key_and_its_expiry_time_whole() {
+        let (mut st, mut db, mut c) = (Refusing::default(), Db::default(), Counters::default());
+        let now = 1_700_000_000_000_000;
+        assert_eq!(housekeeping(&mut st, &mut c, &mut db, now).unwrap(), 0);
+        assert!(db.expiries.walked());
+        assert_eq!(run_on(&mut st, &mut db, &mut c, now, "SET k v EX 10"), "+OK\r\n");
+        st.refuse_del = true;
+        assert_eq!(run_on(&mut st, &mut db, &mut c, now, "DEL k"), "-ERR the device refused the delete\r\n");
+        assert!(st.mem.map.contains_key(&b"k"[..]));
+        assert_eq!(db.expiries.get(b"k"), Some(now / 1000 + 10_000));
+        st.refuse_del = false;
+        assert_eq!(housekeeping(&mut st, &mut c, &mut db, now + 11_000_000).unwrap(), 1);
+        assert!(st.mem.map.is_empty() && db.expiries.is_empty());
+    }
+
     #[test]
     fn time_is_the_unix_time_in_seconds_and_microseconds() {
         let mut t = T::new();
