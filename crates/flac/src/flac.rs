@@ -346,8 +346,8 @@ impl Flac {
             buf_lo: AtomicUsize::new(usize::MAX),
             buf_hi: AtomicUsize::new(0),
         });
-        let slot = crate::cow::register(Arc::as_ptr(&inner) as *const Inner)
-            .ok_or_else(|| FlacError::NoSpace("too many FLAC instances in this process (64)".into()))?;
+        let owner: *const Inner = Arc::as_ptr(&inner);
+        let slot = crate::cow::register(owner).ok_or_else(|| FlacError::NoSpace("too many FLAC instances in this process (64)".into()))?;
         inner.slot.store(slot as i32, Ordering::SeqCst);
         let loader = {
             let inner = inner.clone();
