@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ssdlab_spi::serprog::Server;
+use ssdlab_serve::serprog::Server;
 use ssdlab_spi::{parts, Flash, Options, TimingMode};
 
 struct Run {

@@ -6,7 +6,7 @@ mod common;
 
 use ssdlab_cache::run::run_on;
 use ssdlab_cache::{run, Generator, HybridCache, RunSpec};
-use ssdlab_core::engine::driver::{Limits, Loop};
+use ssdlab_core::driver::{Limits, Loop};
 use ssdlab_core::workload::trace::{self, TraceFormat};
 use ssdlab_core::Device;
 

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::config::Personality;
 use crate::config::{Arrival, Config, Pattern, StopRule, WorkloadConfig};
-use crate::engine::driver::{self, Ending, Limits, Loop};
+use crate::driver::{self, Ending, Limits, Loop};
 use crate::error::{Error, Result};
 use crate::ftl::conventional::Conventional;
 use crate::ftl::hostlog::HostLog;

@@ -1,7 +1,8 @@
 //! ssdlab core: an emulated flash device, layer by layer.
 //!
 //! - [`media`]: NAND geometry, per-block wear and bad blocks, OOB, data store;
-//! - [`engine`]: simulated time (per-die and per-channel timelines) and host drivers;
+//! - [`engine`]: simulated time (per-die and per-channel timelines);
+//! - [`driver`]: host drivers, which run a workload on a device in simulated-time order;
 //! - [`ftl`]: personalities (the conventional page-mapped FTL; FDP, ZNS and open-channel build
 //!   on the same media and engine);
 //! - [`metrics`]: one measurement schema for every run;
@@ -12,6 +13,7 @@
 pub mod analytic;
 pub mod config;
 pub mod device;
+pub mod driver;
 pub mod engine;
 pub mod error;
 pub mod ftl;

@@ -305,7 +305,7 @@ fn steady_stop_reports_the_settled_dlwa_beside_the_whole_run() {
     let rep = dev.run(&w, &mut no_progress).unwrap();
     let s = &rep.metrics["steady"];
     assert_eq!(s["reached"], true, "{s}");
-    assert_eq!(rep.ending, ssdlab_core::engine::driver::Ending::Steady);
+    assert_eq!(rep.ending, ssdlab_core::driver::Ending::Steady);
     let host = rep.metrics["host_write_bytes"].as_u64().unwrap() as f64;
     assert!(host < 40.0 * dev.logical_bytes() as f64, "stopped before the cap");
     let (steady, whole) = (s["dlwa"].as_f64().unwrap(), s["dlwa_whole_run"].as_f64().unwrap());

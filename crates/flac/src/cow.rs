@@ -5,38 +5,57 @@
 //! write-protection would split them into 4 KiB entries, which costs ~1 us each on this
 //! machine, see docs/case-studies/flac.md).
 //!
-//! The handler runs on the faulting thread: it finds the FLAC instance owning the address,
-//! resolves the fault under that instance's lock (FLAC never touches protected memory while
-//! holding the lock, which the handler asserts) and returns, and the faulting instruction is
-//! retried. Faults on other addresses go to the handler installed before FLAC's.
+//! The handler runs on the faulting thread: it finds the [`FaultOwner`] (a FLAC instance)
+//! owning the address, which resolves the fault under its lock (FLAC never touches protected
+//! memory while holding the lock, which the handler asserts) and returns, and the faulting
+//! instruction is retried. Faults on other addresses go to the handler installed before FLAC's.
 
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::Once;
 
-use crate::flac::Inner;
+/// What owns a range of protected memory and resolves the faults in it (a FLAC instance).
+pub(crate) trait FaultOwner: Sync {
+    /// Whether `addr` lies in memory this owner protects or maps on demand.
+    fn owns(&self, addr: usize) -> bool;
+    /// Resolve a fault at `addr` (`write`: whether the access was a write, when known); false
+    /// when it is not one this owner resolves.
+    fn on_fault(&self, addr: usize, write: Option<bool>) -> bool;
+}
+
+/// A registered owner, boxed: a slot holds a thin pointer, an owner's is a `dyn` one.
+struct Registered(*const dyn FaultOwner);
 
 const SLOTS: usize = 64;
-static INSTANCES: [AtomicPtr<Inner>; SLOTS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
+static INSTANCES: [AtomicPtr<Registered>; SLOTS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
 static ACTIVE: [AtomicU32; SLOTS] = [const { AtomicU32::new(0) }; SLOTS];
 static INSTALL: Once = Once::new();
 static mut PREVIOUS: Option<libc::sigaction> = None;
 
-/// Register a FLAC instance with the handler; returns its slot.
-pub(crate) fn register(inner: *const Inner) -> Option<usize> {
+/// Register an owner with the handler; returns its slot. The owner must stay alive until
+/// [`unregister`] of that slot returns.
+pub(crate) fn register(owner: *const dyn FaultOwner) -> Option<usize> {
     INSTALL.call_once(install);
+    let entry = Box::into_raw(Box::new(Registered(owner)));
     for (i, s) in INSTANCES.iter().enumerate() {
-        if s.compare_exchange(std::ptr::null_mut(), inner as *mut Inner, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+        if s.compare_exchange(std::ptr::null_mut(), entry, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
             return Some(i);
         }
     }
+    // SAFETY: `entry` came from Box::into_raw above and no slot took it.
+    drop(unsafe { Box::from_raw(entry) });
     None
 }
 
-/// Unregister; returns once no handler is using the instance.
+/// Unregister; returns once no handler is using the owner.
 pub(crate) fn unregister(slot: usize) {
-    INSTANCES[slot].store(std::ptr::null_mut(), Ordering::SeqCst);
+    let entry = INSTANCES[slot].swap(std::ptr::null_mut(), Ordering::SeqCst);
     while ACTIVE[slot].load(Ordering::SeqCst) != 0 {
         std::hint::spin_loop();
+    }
+    if !entry.is_null() {
+        // SAFETY: `entry` came from `register`'s Box::into_raw; the slot no longer holds it
+        // and no handler is reading it (ACTIVE is 0, and a handler that starts now sees null).
+        drop(unsafe { Box::from_raw(entry) });
     }
 }
 
@@ -83,8 +102,12 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         }
         ACTIVE[i].fetch_add(1, Ordering::SeqCst);
         let p = s.load(Ordering::SeqCst);
-        // SAFETY: a registered instance stays alive while ACTIVE[i] > 0 (see `unregister`).
-        let handled = !p.is_null() && unsafe { (*p).owns(addr) } && unsafe { (*p).on_fault(addr, write) };
+        // SAFETY: a registered entry and its owner stay alive while ACTIVE[i] > 0 (see
+        // `unregister`).
+        let handled = !p.is_null() && {
+            let owner = unsafe { &*(*p).0 };
+            owner.owns(addr) && owner.on_fault(addr, write)
+        };
         ACTIVE[i].fetch_sub(1, Ordering::SeqCst);
         if handled {
             return;

@@ -232,6 +232,16 @@ impl Drop for Flac {
     }
 }
 
+/// The fault handler's view of an instance (see [`crate::cow`]).
+impl crate::cow::FaultOwner for Inner {
+    fn owns(&self, addr: usize) -> bool {
+        Inner::owns(self, addr)
+    }
+    fn on_fault(&self, addr: usize, write: Option<bool>) -> bool {
+        Inner::on_fault(self, addr, write)
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         // SAFETY: the space reservation made in `init`.
@@ -336,8 +346,8 @@ impl Flac {
             buf_lo: AtomicUsize::new(usize::MAX),
             buf_hi: AtomicUsize::new(0),
         });
-        let slot = crate::cow::register(Arc::as_ptr(&inner))
-            .ok_or_else(|| FlacError::NoSpace("too many FLAC instances in this process (64)".into()))?;
+        let owner: *const Inner = Arc::as_ptr(&inner);
+        let slot = crate::cow::register(owner).ok_or_else(|| FlacError::NoSpace("too many FLAC instances in this process (64)".into()))?;
         inner.slot.store(slot as i32, Ordering::SeqCst);
         let loader = {
             let inner = inner.clone();

@@ -34,7 +34,6 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::{json, Value};
 use ssdlab_core::config::{Config, Personality, StorageMode};
-use ssdlab_core::error::Status;
 use ssdlab_core::ftl::zns::{ZoneAction, ZoneState};
 use ssdlab_core::metrics::Recorder;
 use ssdlab_core::workload::Op;
@@ -44,47 +43,10 @@ use self::image::{anonymous_image, import, punch_hole, write_image, zero_range};
 use self::journal::{replay_journal, Journal};
 pub use self::journal::{zone_action_code, JOp};
 use self::state::{config_difference, read_state, write_state};
+use crate::disk::BackendError;
 
 /// The version of the state and journal file formats.
 const FORMAT_VERSION: u32 = 1;
-
-/// A failure of the backend, with a message for the user.
-#[derive(Debug)]
-pub struct BackendError(pub String, pub Option<Status>);
-
-impl BackendError {
-    /// A failure with a message and no NVMe status.
-    pub fn msg(m: impl Into<String>) -> BackendError {
-        BackendError(m.into(), None)
-    }
-    /// The NVMe status the device answered with, if the failure is a command the device
-    /// refused (zone and FDP rules).
-    pub fn status(&self) -> Option<Status> {
-        self.1
-    }
-}
-
-impl std::fmt::Display for BackendError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<std::io::Error> for BackendError {
-    fn from(e: std::io::Error) -> Self {
-        BackendError::msg(e.to_string())
-    }
-}
-
-impl From<ssdlab_core::Error> for BackendError {
-    fn from(e: ssdlab_core::Error) -> Self {
-        let status = match &e {
-            ssdlab_core::Error::Nvme(s, _) => Some(*s),
-            _ => None,
-        };
-        BackendError(e.to_string(), status)
-    }
-}
 
 type Result<T> = std::result::Result<T, BackendError>;
 
@@ -640,6 +602,7 @@ impl crate::disk::Disk for Backend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ssdlab_core::error::Status;
 
     /// A zoned device's writes, appends and resets come back from the journal alone (the
     /// process died: no snapshot at exit), and a reset zone's bytes are gone from the image.

@@ -10,8 +10,45 @@
 use std::time::Instant;
 
 use serde_json::Value;
+use ssdlab_core::error::Status;
 
-use crate::backend::BackendError;
+/// A failure of a disk (the emulated SSD's backend or any other), with a message for the user.
+#[derive(Debug)]
+pub struct BackendError(pub String, pub Option<Status>);
+
+impl BackendError {
+    /// A failure with a message and no NVMe status.
+    pub fn msg(m: impl Into<String>) -> BackendError {
+        BackendError(m.into(), None)
+    }
+    /// The NVMe status the device answered with, if the failure is a command the device
+    /// refused (zone and FDP rules).
+    pub fn status(&self) -> Option<Status> {
+        self.1
+    }
+}
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<std::io::Error> for BackendError {
+    fn from(e: std::io::Error) -> Self {
+        BackendError::msg(e.to_string())
+    }
+}
+
+impl From<ssdlab_core::Error> for BackendError {
+    fn from(e: ssdlab_core::Error) -> Self {
+        let status = match &e {
+            ssdlab_core::Error::Nvme(s, _) => Some(*s),
+            _ => None,
+        };
+        BackendError(e.to_string(), status)
+    }
+}
 
 pub type DiskResult<T> = std::result::Result<T, BackendError>;
 

@@ -9,8 +9,8 @@ pub mod fuzzing;
 pub mod proto;
 pub mod server;
 
-pub use backend::{Backend, BackendError, BackendOptions};
-pub use disk::{Disk, DiskResult};
+pub use backend::{Backend, BackendOptions};
+pub use disk::{BackendError, Disk, DiskResult};
 pub use server::{serve, Export, Latency, NbdOptions, Server};
 
 use ssdlab_core::config::Config;

@@ -558,7 +558,7 @@ impl Server {
             return Ok((None, 0)); // a zero-length request touches nothing
         }
         let at = e.offset + req.offset;
-        let io = |x: crate::backend::BackendError| (EIO, x.0);
+        let io = |x: crate::disk::BackendError| (EIO, x.0);
         match req.kind {
             CMD_READ => {
                 if req.len > max {
@@ -656,13 +656,13 @@ impl ssdlab_server::Protocol for Server {
         }
     }
 
-    fn on_shutdown(&self) -> Result<(), String> {
+    fn on_shutdown(&self) -> Result<(), ServeError> {
         self.shutdown.store(true, Ordering::Relaxed);
-        self.backend().snapshot().map_err(|e| format!("saving the device state failed: {e}"))?;
+        self.backend().snapshot().map_err(|e| ServeError::Failed(format!("saving the device state failed: {e}")))?;
         match self.dump_metrics() {
             Ok(Some(p)) if !self.opts.quiet => eprintln!("{}: wrote {}", self.opts.name, p.display()),
             Ok(_) => {}
-            Err(e) => return Err(format!("writing metrics to {:?} failed: {e}", self.opts.metrics_out)),
+            Err(e) => return Err(ServeError::Failed(format!("writing metrics to {:?} failed: {e}", self.opts.metrics_out))),
         }
         Ok(())
     }

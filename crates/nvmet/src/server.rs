@@ -179,7 +179,7 @@ struct Session {
 impl Target {
     pub fn new(sub: Subsystem, opts: NvmetOptions) -> Result<Arc<Target>, ServeError> {
         opts.listen.check()?;
-        check_nqn(&opts.nqn).map_err(ServeError::BadOption)?;
+        check_nqn(&opts.nqn)?;
         Ok(Arc::new(Target { sub, opts, core: Arc::new(Stats::default()), shutdown: Arc::new(AtomicBool::new(false)) }))
     }
 
@@ -505,9 +505,11 @@ impl Target {
 }
 
 /// NQNs: "nqn." and at most 223 bytes (NVMe Base 2.0, 4.5), no NUL.
-pub fn check_nqn(n: &str) -> Result<(), String> {
+pub fn check_nqn(n: &str) -> Result<(), ServeError> {
     if !n.starts_with("nqn.") || n.len() > 223 || n.contains('\0') || n == crate::ctrl::DISCOVERY_NQN {
-        return Err(format!("--nqn {n:?}: an NVMe qualified name starts with \"nqn.\", is at most 223 bytes and is not the discovery NQN"));
+        return Err(ServeError::BadOption(format!(
+            "--nqn {n:?}: an NVMe qualified name starts with \"nqn.\", is at most 223 bytes and is not the discovery NQN"
+        )));
     }
     Ok(())
 }
@@ -534,13 +536,13 @@ impl ssdlab_server::Protocol for Target {
         }
     }
 
-    fn on_shutdown(&self) -> Result<(), String> {
+    fn on_shutdown(&self) -> Result<(), ServeError> {
         self.shutdown.store(true, Ordering::Relaxed);
-        self.sub.ns().snapshot().map_err(|e| format!("saving the device state failed: {e}"))?;
+        self.sub.ns().snapshot().map_err(|e| ServeError::Failed(format!("saving the device state failed: {e}")))?;
         match self.dump_metrics() {
             Ok(Some(p)) if !self.opts.quiet => eprintln!("{}: wrote {}", self.opts.name, p.display()),
             Ok(_) => {}
-            Err(e) => return Err(format!("writing metrics to {:?} failed: {e}", self.opts.metrics_out)),
+            Err(e) => return Err(ServeError::Failed(format!("writing metrics to {:?} failed: {e}", self.opts.metrics_out))),
         }
         Ok(())
     }

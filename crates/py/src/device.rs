@@ -9,51 +9,16 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use ssdlab_core::config::{Personality, WorkloadConfig};
-use ssdlab_core::engine::driver::{Ending, Limits, Loop};
-use ssdlab_core::ftl::conventional::Conventional;
+use ssdlab_core::driver::{Ending, Limits, Loop};
 use ssdlab_core::workload::trace::{self, TraceFormat};
 
 use crate::convert::{config_from_py, to_py, workload_from_py};
-use crate::errors::{core_err, NvmeError};
+use crate::errors::core_err;
 use crate::fdp::Fdp;
+use crate::native::{personality_name, NativeDevice};
 use crate::ocssd::Ocssd;
 use crate::progress::{run_out, RunOut, Watch};
 use crate::zns::Zns;
-
-/// An emulated device (see ssdlab.Device for the documented API).
-#[pyclass(module = "ssdlab._native")]
-pub struct NativeDevice {
-    pub(crate) dev: ssdlab_core::Device,
-}
-
-/// The name of a personality as configs spell it.
-pub(crate) fn personality_name(p: Personality) -> String {
-    match serde_json::to_value(p) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => format!("{p:?}"),
-    }
-}
-
-impl NativeDevice {
-    /// The device's personality, or an NvmeError naming it when `want` is another one.
-    pub(crate) fn require(&self, want: Personality, what: &str) -> PyResult<()> {
-        let have = self.dev.config().personality;
-        if have == want {
-            return Ok(());
-        }
-        Err(NvmeError::new_err(format!(
-            "{what}: this device's personality is {:?} (set personality = {:?} in the config)",
-            personality_name(have),
-            personality_name(want)
-        )))
-    }
-
-    /// The conventional FTL (FDP lives there), or an NvmeError naming the personality.
-    pub(crate) fn conventional(&self) -> PyResult<&Conventional> {
-        self.require(Personality::Conventional, "FDP and FTL commands need a conventional device")?;
-        Ok(self.dev.ftl())
-    }
-}
 
 #[pymethods]
 impl NativeDevice {

@@ -5,8 +5,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::convert::to_py;
-use crate::device::NativeDevice;
 use crate::errors::{core_err, NvmeError};
+use crate::native::NativeDevice;
 
 /// FDP commands of a conventional device (`dev.fdp`). With FDP off (`fdp.enabled = false`)
 /// every command fails with the NVMe status FDP Disabled.

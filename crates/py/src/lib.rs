@@ -4,7 +4,8 @@
 //!
 //! One file per concern: errors (exception classes), convert (typed conversions: dicts in,
 //! dicts out), config (validation, presets, defaults), progress (bars, Ctrl-C, run results),
-//! device (the common host interface) with its personality sub-objects fdp, zns and ocssd,
+//! native (the NativeDevice class's state and personality checks), device (its common host
+//! interface) with its personality sub-objects fdp, zns and ocssd,
 //! analytic (GC models), the front-ends nbd, spi and cache, and the case studies vssd, flac,
 //! lsm (the lsm-deletion store and `ssdlab kv serve`), rmml (dpuswap) and uio (uio-kv).
 
@@ -21,6 +22,7 @@ mod errors;
 mod fdp;
 mod flac;
 mod lsm;
+mod native;
 mod nbd;
 mod nvme;
 mod ocssd;
@@ -38,7 +40,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add_class::<device::NativeDevice>()?;
+    m.add_class::<native::NativeDevice>()?;
     m.add_class::<fdp::Fdp>()?;
     m.add_class::<zns::Zns>()?;
     m.add_class::<ocssd::Ocssd>()?;

@@ -6,8 +6,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::convert::to_py;
-use crate::device::NativeDevice;
 use crate::errors::{core_err, NvmeError};
+use crate::native::NativeDevice;
 
 /// Erase counts per group (channel) and per parallel unit (die).
 #[derive(IntoPyObject)]

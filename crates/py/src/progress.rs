@@ -5,7 +5,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use pyo3::prelude::*;
 
-use ssdlab_core::engine::driver::Ending;
+use ssdlab_core::driver::Ending;
 use ssdlab_core::RunReport;
 
 use crate::convert::to_py;

@@ -7,8 +7,8 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use ssdlab_serve::serprog::{self, SerprogOptions, Server};
 use ssdlab_spi::parts::{self, TimingMode};
-use ssdlab_spi::serprog::{SerprogOptions, Server};
 use ssdlab_spi::{CutAt, Flash, Options, StuckBit, WearOut};
 
 use crate::convert::{from_py, to_py};
@@ -17,7 +17,14 @@ fn spi_err(e: ssdlab_spi::Error) -> PyErr {
     match e {
         ssdlab_spi::Error::Invalid(m) => PyValueError::new_err(m),
         ssdlab_spi::Error::Io(m) => PyOSError::new_err(m),
-        ssdlab_spi::Error::Serve(e) => PyOSError::new_err(e.to_string()),
+    }
+}
+
+fn serprog_err(e: serprog::Error) -> PyErr {
+    match e {
+        serprog::Error::Chip(e) => spi_err(e),
+        serprog::Error::Serve(e) => PyOSError::new_err(e.to_string()),
+        serprog::Error::Io(m) => PyOSError::new_err(m),
     }
 }
 
@@ -179,8 +186,8 @@ impl SpiFlash {
             quiet,
             ..defaults
         };
-        let server = Server::bind_with(opts).map_err(spi_err)?;
-        let addr = server.local_addr().map_err(spi_err)?.to_string();
+        let server = Server::bind_with(opts).map_err(serprog_err)?;
+        let addr = server.local_addr().map_err(serprog_err)?.to_string();
         if let Some(cb) = on_listening {
             cb.call1((addr,))?;
         }
@@ -200,7 +207,7 @@ impl SpiFlash {
             };
             server.run(flash, &stop)
         });
-        let sum = res.map_err(spi_err)?;
+        let sum = res.map_err(serprog_err)?;
         // Ctrl-C (or SIGTERM turned into KeyboardInterrupt) is a clean stop; other errors a
         // signal handler raised go to the caller.
         if let Some(e) = pending.into_inner().ok().flatten() {

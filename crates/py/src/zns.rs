@@ -7,8 +7,8 @@ use pyo3::prelude::*;
 use ssdlab_core::ftl::zns::{ZoneAction, ZoneState};
 
 use crate::convert::to_py;
-use crate::device::NativeDevice;
 use crate::errors::{core_err, NvmeError};
+use crate::native::NativeDevice;
 
 /// Zone layout and resources (Identify Namespace, zoned command set).
 #[derive(IntoPyObject)]

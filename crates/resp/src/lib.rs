@@ -22,11 +22,13 @@
 #![forbid(unsafe_code)]
 
 pub mod commands;
+pub mod error;
 pub mod fuzzing;
 pub mod ldouble;
 pub mod proto;
 pub mod server;
 
+pub use error::{ReplyError, StoreError};
 pub use server::{serve, serve_on, RespOptions, Server};
 
 /// Keys with their stored values, in key order.
@@ -36,26 +38,26 @@ pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 /// around each command), so a command made of several calls (INCR, SETNX, SET ... GET) is
 /// atomic, as in Redis. Long commands are the exception: an MGET of more than
 /// [`commands::CHUNK`] keys and FLUSHALL/FLUSHDB let other clients' commands run between
-/// chunks of that many keys (as Redis's lazy free lets clients on while a flush frees memory). Errors are one line of text, sent to the client as `-ERR <text>`.
+/// chunks of that many keys (as Redis's lazy free lets clients on while a flush frees memory). Errors are one line of text ([`StoreError`]), sent to the client as `-ERR <text>`.
 pub trait Backend: Send + 'static {
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
-    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), String>;
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError>;
     /// Remove `key`; true if it was there.
-    fn del(&mut self, key: &[u8]) -> Result<bool, String>;
-    fn exists(&mut self, key: &[u8]) -> Result<bool, String> {
+    fn del(&mut self, key: &[u8]) -> Result<bool, StoreError>;
+    fn exists(&mut self, key: &[u8]) -> Result<bool, StoreError> {
         Ok(self.get(key)?.is_some())
     }
     /// How many keys are stored (DBSIZE).
-    fn key_count(&mut self) -> Result<u64, String>;
+    fn key_count(&mut self) -> Result<u64, StoreError>;
     /// Up to `limit` keys in byte order, strictly after `after` (from the first with None):
     /// what SCAN walks. Stores that cannot list their keys leave the default.
-    fn keys_after(&mut self, _after: Option<&[u8]>, _limit: usize) -> Result<Vec<Vec<u8>>, String> {
-        Err("ERR SCAN is not supported by this store".into())
+    fn keys_after(&mut self, _after: Option<&[u8]>, _limit: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+        Err(StoreError::new("ERR SCAN is not supported by this store"))
     }
     /// Up to `limit` keys after `after` with their stored values, in byte order (fewer only at
     /// the end): the walk that finds the expiry times of keys stored before the server
     /// started. The default reads each key that [`Backend::keys_after`] lists.
-    fn entries_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Entries, String> {
+    fn entries_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Entries, StoreError> {
         let mut out = vec![];
         for k in self.keys_after(after, limit)? {
             if let Some(v) = self.get(&k)? {
@@ -65,11 +67,11 @@ pub trait Backend: Send + 'static {
         Ok(out)
     }
     /// Remove every key (FLUSHDB, FLUSHALL).
-    fn clear(&mut self) -> Result<(), String>;
+    fn clear(&mut self) -> Result<(), StoreError>;
     /// Remove up to `limit` keys; true once no key is left. FLUSHALL calls it again and again,
     /// letting other clients' commands run in between, so a big store does not stop everyone
     /// while it empties. Stores that cannot clear in parts keep the default: all at once.
-    fn clear_some(&mut self, _limit: usize) -> Result<bool, String> {
+    fn clear_some(&mut self, _limit: usize) -> Result<bool, StoreError> {
         self.clear().map(|()| true)
     }
     /// Change the stored bytes of `key` in place (an empty vector when it is not there; `f`
@@ -77,7 +79,7 @@ pub trait Backend: Send + 'static {
     /// default reads the value, changes it and writes it back; a store that can change a value
     /// where it lies saves those copies (APPEND to a long value is then as cheap as to a
     /// short one).
-    fn update(&mut self, key: &[u8], f: &mut dyn FnMut(&mut Vec<u8>) -> Result<(), String>) -> Result<(), String> {
+    fn update(&mut self, key: &[u8], f: &mut dyn FnMut(&mut Vec<u8>) -> Result<(), StoreError>) -> Result<(), StoreError> {
         let mut v = self.get(key)?.unwrap_or_default();
         f(&mut v)?;
         if v.is_empty() {
@@ -90,14 +92,14 @@ pub trait Backend: Send + 'static {
     /// Wall-clock time since the server started, before each batch of commands (and before the
     /// expiry timer deletes keys that are due): stores with a simulated clock move it forward
     /// (background work due by then runs).
-    fn tick(&mut self, _now_ns: u64) -> Result<(), String> {
+    fn tick(&mut self, _now_ns: u64) -> Result<(), StoreError> {
         Ok(())
     }
     /// The store's figures: INFO's `# ssdlab` section and the metrics written at shutdown.
     fn metrics(&mut self) -> serde_json::Value;
     /// Checks too slow for INFO that the store runs once, when the server has stopped (e.g. a
     /// search of the NAND for deleted values); they go into the final figures as `closing`.
-    fn closing(&mut self) -> Result<serde_json::Value, String> {
+    fn closing(&mut self) -> Result<serde_json::Value, StoreError> {
         Ok(serde_json::Value::Null)
     }
 }
@@ -112,24 +114,24 @@ pub struct MemoryStore {
 }
 
 impl Backend for MemoryStore {
-    fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.map.get(k).cloned())
     }
-    fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), String> {
+    fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
         self.map.insert(k.to_vec(), v.to_vec());
         Ok(())
     }
-    fn del(&mut self, k: &[u8]) -> Result<bool, String> {
+    fn del(&mut self, k: &[u8]) -> Result<bool, StoreError> {
         Ok(self.map.remove(k).is_some())
     }
-    fn key_count(&mut self) -> Result<u64, String> {
+    fn key_count(&mut self) -> Result<u64, StoreError> {
         Ok(self.map.len() as u64)
     }
-    fn clear(&mut self) -> Result<(), String> {
+    fn clear(&mut self) -> Result<(), StoreError> {
         self.map.clear();
         Ok(())
     }
-    fn clear_some(&mut self, limit: usize) -> Result<bool, String> {
+    fn clear_some(&mut self, limit: usize) -> Result<bool, StoreError> {
         for _ in 0..limit {
             if self.map.pop_first().is_none() {
                 break;
@@ -137,7 +139,7 @@ impl Backend for MemoryStore {
         }
         Ok(self.map.is_empty())
     }
-    fn update(&mut self, k: &[u8], f: &mut dyn FnMut(&mut Vec<u8>) -> Result<(), String>) -> Result<(), String> {
+    fn update(&mut self, k: &[u8], f: &mut dyn FnMut(&mut Vec<u8>) -> Result<(), StoreError>) -> Result<(), StoreError> {
         match self.map.get_mut(k) {
             Some(v) => f(v),
             None => {
@@ -160,12 +162,12 @@ impl Backend for MemoryStore {
     fn metrics(&mut self) -> serde_json::Value {
         serde_json::json!({ "keys": self.map.len() })
     }
-    fn keys_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, String> {
+    fn keys_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError> {
         use std::ops::Bound;
         let lo = after.map_or(Bound::Unbounded, Bound::Excluded);
         Ok(self.map.range::<[u8], _>((lo, Bound::Unbounded)).take(limit).map(|(k, _)| k.clone()).collect())
     }
-    fn entries_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Entries, String> {
+    fn entries_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Entries, StoreError> {
         use std::ops::Bound;
         let lo = after.map_or(Bound::Unbounded, Bound::Excluded);
         Ok(self.map.range::<[u8], _>((lo, Bound::Unbounded)).take(limit).map(|(k, v)| (k.clone(), v.clone())).collect())

@@ -338,6 +338,6 @@ fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, ServeEr
     let _ = timer.join();
     ran?;
     let mut m = srv.summary();
-    m["closing"] = srv.state().store.closing().map_err(ServeError::Failed)?;
+    m["closing"] = srv.state().store.closing().map_err(|e| ServeError::Failed(e.to_string()))?;
     Ok(m)
 }

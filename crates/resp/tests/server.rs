@@ -6,7 +6,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ssdlab_resp::{serve_on, Backend, MemoryStore, RespOptions, Server};
+use ssdlab_resp::{serve_on, Backend, MemoryStore, RespOptions, Server, StoreError};
 use ssdlab_server::{ListenOptions, ServeError};
 
 struct Running {
@@ -174,25 +174,25 @@ impl SlowStore {
 }
 
 impl Backend for SlowStore {
-    fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         self.work(1);
         self.mem.get(k)
     }
-    fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), String> {
+    fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
         self.mem.set(k, v)
     }
-    fn del(&mut self, k: &[u8]) -> Result<bool, String> {
+    fn del(&mut self, k: &[u8]) -> Result<bool, StoreError> {
         self.work(1);
         self.mem.del(k)
     }
-    fn key_count(&mut self) -> Result<u64, String> {
+    fn key_count(&mut self) -> Result<u64, StoreError> {
         self.mem.key_count()
     }
-    fn clear(&mut self) -> Result<(), String> {
+    fn clear(&mut self) -> Result<(), StoreError> {
         self.work(self.mem.map.len());
         self.mem.clear()
     }
-    fn clear_some(&mut self, limit: usize) -> Result<bool, String> {
+    fn clear_some(&mut self, limit: usize) -> Result<bool, StoreError> {
         self.work(limit.min(self.mem.map.len()));
         self.mem.clear_some(limit)
     }

@@ -18,7 +18,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use ssdlab_resp::{Backend, Entries};
+use ssdlab_resp::{Backend, Entries, StoreError};
 
 use ssdlab_lsm::format::MAX_VALUE_BYTES;
 use ssdlab_lsm::journal::{Command, Journal};
@@ -69,7 +69,7 @@ impl KvBackend {
     }
 
     /// Run one command on the store (no journal).
-    fn apply(&mut self, cmd: &Command) -> Result<Answer, String> {
+    fn apply(&mut self, cmd: &Command) -> Result<Answer, StoreError> {
         Ok(match cmd {
             Command::Tick(t) => {
                 let t = (*t).max(self.store.now_ns());
@@ -116,7 +116,7 @@ impl KvBackend {
     }
 
     /// Run a command and journal it once it succeeded; a write is on disk before it returns.
-    fn run(&mut self, cmd: Command) -> Result<Answer, String> {
+    fn run(&mut self, cmd: Command) -> Result<Answer, StoreError> {
         let a = self.apply(&cmd)?;
         if let Some(j) = self.journal.as_mut() {
             j.record(&cmd).map_err(msg)?;
@@ -125,7 +125,7 @@ impl KvBackend {
     }
 
     /// Every live key, in order.
-    fn keys(&mut self) -> Result<Vec<Vec<u8>>, String> {
+    fn keys(&mut self) -> Result<Vec<Vec<u8>>, StoreError> {
         let mut keys: Vec<Vec<u8>> = vec![];
         loop {
             let batch = self.keys_from(keys.last().map(|k| k.as_slice()), SCAN_BATCH)?;
@@ -138,12 +138,12 @@ impl KvBackend {
     }
 
     /// Up to `limit` live keys after `after` (from the first with None), in order.
-    fn keys_from(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, String> {
+    fn keys_from(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError> {
         Ok(self.entries_from(after, limit)?.into_iter().map(|(k, _)| k).collect())
     }
 
     /// [`KvBackend::keys_from`] with the values.
-    fn entries_from(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Entries, String> {
+    fn entries_from(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Entries, StoreError> {
         // The smallest key after `after`: `after` with a zero byte appended.
         let start = after.map(|k| [k, &[0]].concat()).unwrap_or_else(|| vec![0]);
         let (pairs, _) = self.store.scan(&start, None, limit).map_err(msg)?;
@@ -161,59 +161,59 @@ enum Answer {
 }
 
 /// Redis's answer to a write past `maxmemory` (its `-OOM` error class), with the device's state.
-fn full(store: &Store) -> String {
+fn full(store: &Store) -> StoreError {
     let fs = store.fs();
-    format!(
+    StoreError(format!(
         "OOM command not allowed when the device is full ({} of {} zones empty, {} kept for compactions and deletes; {} MiB live); DEL or FLUSHALL gives room back",
         fs.free_zones(),
         fs.zone_count(),
         store.reserve_zones(),
         fs.live_bytes() >> 20
-    )
+    ))
 }
 
-fn msg(e: Error) -> String {
-    e.to_string().replace(['\r', '\n'], " ")
+fn msg(e: Error) -> StoreError {
+    StoreError(e.to_string().replace(['\r', '\n'], " "))
 }
 
 impl Backend for KvBackend {
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         match self.run(Command::Get(key.to_vec()))? {
             Answer::Value(v) => Ok(v),
             _ => unreachable!("GET answers a value"),
         }
     }
-    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
+    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
         self.run(Command::Set(key.to_vec(), value.to_vec())).map(|_| ())
     }
-    fn del(&mut self, key: &[u8]) -> Result<bool, String> {
+    fn del(&mut self, key: &[u8]) -> Result<bool, StoreError> {
         match self.run(Command::Del(key.to_vec()))? {
             Answer::Bool(b) => Ok(b),
             _ => unreachable!("DEL answers whether the key was there"),
         }
     }
-    fn key_count(&mut self) -> Result<u64, String> {
+    fn key_count(&mut self) -> Result<u64, StoreError> {
         match self.run(Command::KeyCount)? {
             Answer::Count(n) => Ok(n),
             _ => unreachable!("DBSIZE answers a count"),
         }
     }
-    fn keys_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, String> {
+    fn keys_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError> {
         Ok(self.entries_after(after, limit)?.into_iter().map(|(k, _)| k).collect())
     }
     /// The same store scan as SCAN's (one journal record), with the values: the walk that
     /// finds the expiry times at start.
-    fn entries_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Entries, String> {
+    fn entries_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Entries, StoreError> {
         match self.run(Command::KeysAfter(after.map(|k| k.to_vec()), limit as u64))? {
             Answer::Entries(e) => Ok(e),
             _ => unreachable!("SCAN answers keys"),
         }
     }
-    fn clear(&mut self) -> Result<(), String> {
+    fn clear(&mut self) -> Result<(), StoreError> {
         self.run(Command::Clear).map(|_| ())
     }
     /// FLUSHALL in parts: `limit` deletes (tombstones) at a time, one journal record each.
-    fn clear_some(&mut self, limit: usize) -> Result<bool, String> {
+    fn clear_some(&mut self, limit: usize) -> Result<bool, StoreError> {
         match self.run(Command::ClearSome(limit as u64))? {
             Answer::Bool(empty) => Ok(empty),
             _ => unreachable!("a partial clear answers whether the store is empty"),
@@ -222,7 +222,7 @@ impl Backend for KvBackend {
     fn max_value_bytes(&self) -> usize {
         MAX_VALUE_BYTES
     }
-    fn tick(&mut self, now_ns: u64) -> Result<(), String> {
+    fn tick(&mut self, now_ns: u64) -> Result<(), StoreError> {
         let t = self.start_ns.saturating_add(now_ns);
         if t > self.store.now_ns() {
             self.run(Command::Tick(t))?;
@@ -232,7 +232,7 @@ impl Backend for KvBackend {
     fn metrics(&mut self) -> Value {
         ssdlab_lsm::run::served_summary(&self.store)
     }
-    fn closing(&mut self) -> Result<Value, String> {
+    fn closing(&mut self) -> Result<Value, StoreError> {
         if !self.audit {
             return Ok(Value::Null);
         }

@@ -4,7 +4,7 @@
 //! more (DEL, DBSIZE, FLUSHDB) answer an error saying so.
 
 use serde_json::json;
-use ssdlab_resp::Backend;
+use ssdlab_resp::{Backend, StoreError};
 
 use ssdlab_uio::device::HostDevice;
 
@@ -24,19 +24,19 @@ impl UioBackend {
 const ONLY: &str = "the UIO device has put and get only";
 
 impl Backend for UioBackend {
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        self.dev.get(key)
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.dev.get(key).map_err(StoreError)
     }
-    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.dev.put(key, value)
+    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.dev.put(key, value).map_err(StoreError)
     }
-    fn del(&mut self, _key: &[u8]) -> Result<bool, String> {
+    fn del(&mut self, _key: &[u8]) -> Result<bool, StoreError> {
         Err(ONLY.into())
     }
-    fn key_count(&mut self) -> Result<u64, String> {
+    fn key_count(&mut self) -> Result<u64, StoreError> {
         Err(ONLY.into())
     }
-    fn clear(&mut self) -> Result<(), String> {
+    fn clear(&mut self) -> Result<(), StoreError> {
         Err(ONLY.into())
     }
     fn max_value_bytes(&self) -> usize {

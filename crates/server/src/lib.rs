@@ -121,7 +121,7 @@ pub trait Protocol: Send + Sync + 'static {
     fn on_usr1(&self) {}
 
     /// Every connection has ended and the server is stopping: write metrics, save state.
-    fn on_shutdown(&self) -> Result<(), String> {
+    fn on_shutdown(&self) -> Result<(), ServeError> {
         Ok(())
     }
 }
@@ -405,20 +405,20 @@ impl<P: Protocol> Server<P> {
         // Tasks stuck in a blocking call must not hold the process.
         rt.shutdown_timeout(Duration::from_secs(2));
         shared.log.flush();
-        res.map_err(ServeError::Failed)?;
-        proto.on_shutdown().map_err(ServeError::Failed)
+        res?;
+        proto.on_shutdown()
     }
 
-    async fn accept_loop(self, stop: Option<&dyn Fn() -> bool>) -> Result<(), String> {
+    async fn accept_loop(self, stop: Option<&dyn Fn() -> bool>) -> Result<(), ServeError> {
         let Server { proto, opts, listener, shared, .. } = self;
-        let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+        let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| ServeError::Failed(e.to_string()))?;
         let stats = opts.stats.clone();
         let registry = Arc::new(Mutex::new(Registry { next_id: 0, live: HashMap::new() }));
         let mut tasks: JoinSet<()> = JoinSet::new();
         let mut shutdown = shared.shutdown.subscribe();
         use tokio::signal::unix::{signal, SignalKind};
         let mut sigs = if opts.signals {
-            let mk = |k| signal(k).map_err(|e| format!("cannot handle signals: {e}"));
+            let mk = |k| signal(k).map_err(|e| ServeError::Failed(format!("cannot handle signals: {e}")));
             Some((mk(SignalKind::interrupt())?, mk(SignalKind::terminate())?, mk(SignalKind::user_defined1())?))
         } else {
             None

@@ -55,7 +55,7 @@ impl Protocol for Echo {
     fn refusal(&self, _: Refused) -> Vec<u8> {
         b"BUSY\n".to_vec()
     }
-    fn on_shutdown(&self) -> Result<(), String> {
+    fn on_shutdown(&self) -> Result<(), ServeError> {
         self.shutdowns.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

@@ -7,15 +7,15 @@
 //!   unmodified Rust flash drivers run against it.
 //! - [`parts`]: presets of real parts (W25Q128JV, MX25L6436F, W25Q16JV) with their sources.
 //! - [`sfdp`]: the JESD216 tables the presets report.
-//! - [`serprog`]: flashrom's serprog protocol over TCP, so flashrom (and anything else that
-//!   speaks serprog) programs the emulated chip.
+//!
+//! The chip knows no protocol: flashrom's serprog server, which puts it on TCP, is
+//! crates/serve's (`ssdlab_serve::serprog`).
 
 #![forbid(unsafe_code)]
 
 pub mod chip;
 pub mod hal;
 pub mod parts;
-pub mod serprog;
 pub mod sfdp;
 
 pub use chip::{CutAt, CutReport, Flash, Options, StuckBit, WearOut};
@@ -28,8 +28,4 @@ pub enum Error {
     Invalid(String),
     #[error("{0}")]
     Io(String),
-    /// The serprog server could not listen (address, loopback rule, bind, a bad limit) or
-    /// failed while serving.
-    #[error(transparent)]
-    Serve(#[from] ssdlab_server::ServeError),
 }

@@ -13,56 +13,21 @@ says how to add one.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..config import read_toml
 from ..runners import CHECKPOINT_EVERY_S
 from ..units import human_bytes
-from . import get, registry
-from .base import Experiment, PointResult, seeds
+from . import registry
+from .base import PointResult, seeds
+from .experiments import available, experiment_of, experiments_root, load_spec
 from .verdict import REPRODUCED, Judged, check_saved, load, table
 
 
 class ReproductionError(RuntimeError):
     """Some points of a reproduction failed (the others finished and were kept)."""
-
-
-def experiments_root() -> Path:
-    """The experiments/ folder of the checkout (or SSDLAB_EXPERIMENTS)."""
-    env = os.environ.get("SSDLAB_EXPERIMENTS")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve()
-    for p in [Path.cwd(), *here.parents]:
-        if (p / "experiments").is_dir():
-            return p / "experiments"
-    raise FileNotFoundError("cannot find the experiments/ folder; set SSDLAB_EXPERIMENTS")
-
-
-def available() -> List[str]:
-    return sorted(p.parent.name for p in experiments_root().glob("*/experiment.toml"))
-
-
-def load_spec(name: str) -> Dict[str, Any]:
-    """experiments/NAME/experiment.toml."""
-    path = experiments_root() / name / "experiment.toml"
-    if not path.exists():
-        raise FileNotFoundError(f"unknown experiment {name!r}; available: {', '.join(available())}")
-    return read_toml(path, "experiment file")
-
-
-def experiment_of(spec: Dict[str, Any], name: str) -> Experiment:
-    """The Experiment that runs experiment file ``name`` (its ``kind``, default its name)."""
-    kind = spec.get("kind", name)
-    try:
-        study = get(kind)
-    except ValueError:
-        raise ValueError(f"experiment {name!r} has unknown kind {kind!r}; kinds: {', '.join(sorted(registry()))}") from None
-    return study.load_experiment()
 
 
 def listing() -> List[str]:

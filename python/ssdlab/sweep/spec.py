@@ -198,7 +198,7 @@ def _load_experiment_sweep(path: Path, doc: Dict[str, Any]) -> Spec:
 
 def experiment_spec(name: str, mode: str, names: Optional[Sequence[str]] = None, where: str = "") -> Spec:
     """A sweep of experiment `name`'s points in `mode` (those in `names`, or all), no axes."""
-    from ..studies.reproduce import experiment_of, load_spec
+    from ..studies.experiments import experiment_of, load_spec
 
     where = where or f"experiment {name}"
     try:

@@ -1,8 +1,9 @@
 //! Config validation: each key's type and range from [`KEYS`] (`check_tree`), unknown keys,
 //! and [`Config::validate`]'s relations between keys, one helper per section.
 
-use super::Range::{Num, OneOf};
-use super::{fmt_num, lookup, Config, Personality, WorkloadConfig, KEYS};
+use super::keys::Range::{Num, OneOf};
+use super::keys::{fmt_num, lookup, KEYS};
+use super::{Config, Personality, WorkloadConfig};
 use crate::error::{Error, Result};
 
 impl Config {

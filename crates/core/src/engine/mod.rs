@@ -5,8 +5,6 @@
 //! FEMU and NVMeVirt). Garbage collection reserves the same timelines, so it delays host
 //! commands exactly where it competes with them.
 
-pub mod driver;
-
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 

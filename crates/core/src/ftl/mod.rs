@@ -8,6 +8,7 @@ pub mod conventional;
 pub mod fdp;
 pub mod hostlog;
 pub mod ocssd;
+pub mod sizing;
 pub mod victim;
 pub mod zns;
 

@@ -23,8 +23,8 @@ use super::hostlog::{Container, Containers};
 use super::{BlockDevice, WriteOpts};
 use crate::config::Config;
 use crate::error::{Error, Result, Status};
+use crate::ftl::sizing::Sizing;
 use crate::media::{BlockState, Layout, Media};
-use crate::sizing::Sizing;
 
 /// Most addresses one vector command may carry.
 pub const MAX_VECTOR: usize = 64;

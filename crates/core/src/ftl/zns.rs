@@ -22,8 +22,8 @@ use super::{BlockDevice, WriteOpts};
 use crate::config::Config;
 use crate::engine::WriteBuffer;
 use crate::error::{Error, Result, Status};
+use crate::ftl::sizing::Sizing;
 use crate::media::{BlockState, Layout, Media};
-use crate::sizing::Sizing;
 use conv::ConvArea;
 
 /// Zone states with their ZNS state codes.

@@ -9,7 +9,9 @@
 
 pub mod mem;
 mod nand;
-pub mod presets;
+/// The presets live with the config they build ([`crate::config::presets`]); this path stays
+/// for the crates that name it.
+pub use crate::config::presets;
 pub mod store;
 
 use serde::{Deserialize, Serialize};

@@ -23,7 +23,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 use ssdlab_core::ftl::conventional::Conventional;
 use ssdlab_core::ftl::fdp::Fdp;
-use ssdlab_nbd::Disk;
+use ssdlab_nbd::{BackendError, Disk};
 
 use crate::cmd::{self, cqe, fabrics, Sqe, Status};
 use crate::pdu::CQE_BYTES;
@@ -49,16 +49,16 @@ impl Ns {
             Ns::Zoned(z) => z.wall_of(t),
         }
     }
-    pub fn commit_journal(&mut self) -> Result<(), String> {
+    pub fn commit_journal(&mut self) -> Result<(), BackendError> {
         match self {
-            Ns::Block(d) => d.commit_journal().map_err(|e| e.0),
-            Ns::Zoned(z) => z.commit_journal().map_err(|e| e.0),
+            Ns::Block(d) => d.commit_journal(),
+            Ns::Zoned(z) => z.commit_journal(),
         }
     }
-    pub fn snapshot(&mut self) -> Result<(), String> {
+    pub fn snapshot(&mut self) -> Result<(), BackendError> {
         match self {
-            Ns::Block(d) => d.snapshot().map_err(|e| e.0),
-            Ns::Zoned(z) => z.snapshot().map_err(|e| e.0),
+            Ns::Block(d) => d.snapshot(),
+            Ns::Zoned(z) => z.snapshot(),
         }
     }
     pub fn metrics(&mut self) -> Value {

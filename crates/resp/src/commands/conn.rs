@@ -3,23 +3,23 @@
 
 use super::*;
 
-pub(super) fn select(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn select(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     match integer(&a[1])? {
         0 => ok(x),
         _ => Err("ERR DB index is out of range".into()),
     }
 }
 
-pub(super) fn ping(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn ping(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     match a.len() {
         1 => reply::simple(x.out, "PONG"),
         2 => reply::bulk(x.out, &a[1]),
-        _ => return Err(wrong_arity("ping")),
+        _ => return Err(wrong_arity("ping").into()),
     }
     Ok(())
 }
 
-pub(super) fn info(x: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
+pub(super) fn info(x: &mut Ctx<'_>, _: &Args) -> Result<(), ReplyError> {
     let c = *x.counters;
     let mut s = (x.info)();
     s.push_str(&format!(
@@ -42,7 +42,7 @@ pub(super) fn info(x: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
 /// for `save` and `appendonly`).
 const PARAMS: &[(&str, &str)] = &[("appendonly", "no"), ("databases", "1"), ("maxmemory", "0"), ("save", "")];
 
-pub(super) fn config_get(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn config_get(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let mut hits: Vec<(&str, String)> = vec![];
     for (name, value) in PARAMS {
         if a[2..].iter().any(|p| glob(&lower(p), name)) {
@@ -60,11 +60,11 @@ pub(super) fn config_get(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn config_set(_: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
+pub(super) fn config_set(_: &mut Ctx<'_>, _: &Args) -> Result<(), ReplyError> {
     Err("ERR CONFIG SET is not supported by ssdlab (settings come from the server's command line)".into())
 }
 
-pub(super) fn client_setname(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn client_setname(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let n = &a[2];
     if n.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
         return Err("ERR Client names cannot contain spaces, newlines or special characters.".into());

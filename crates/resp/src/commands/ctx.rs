@@ -24,8 +24,8 @@ impl<'a> Ctx<'a> {
     /// The value stored at `key` and its expiry time, not counted in the keyspace statistics.
     /// A key whose time has come is deleted here, through the store (lazy expiry), and reads
     /// as missing.
-    pub(super) fn fetch(&mut self, key: &[u8]) -> Result<Option<Timed<Value>>, String> {
-        let Some(raw) = self.store.get(key).map_err(err)? else { return Ok(None) };
+    pub(super) fn fetch(&mut self, key: &[u8]) -> Result<Option<Timed<Value>>, ReplyError> {
+        let Some(raw) = self.store.get(key).map_err(ReplyError::from)? else { return Ok(None) };
         let (v, ttl) = Value::decode_owned(raw)?;
         if let Some(t) = ttl {
             if t <= self.now_ms() {
@@ -39,23 +39,26 @@ impl<'a> Ctx<'a> {
     }
 
     /// Delete `key`, whose expiry time has passed.
-    pub(super) fn expire_now(&mut self, key: &[u8]) -> Result<(), String> {
-        self.db.expiries.set(key, None);
-        if self.store.del(key).map_err(err)? {
+    pub(super) fn expire_now(&mut self, key: &[u8]) -> Result<(), ReplyError> {
+        // The index follows the store: a delete the store refused leaves the key's time known.
+        if self.store.del(key).map_err(ReplyError::from)? {
             self.counters.expired_keys += 1;
         }
+        self.db.expiries.set(key, None);
         Ok(())
     }
 
     /// Delete `key` (DEL and what empties or replaces a key); true if it was there.
-    pub(super) fn remove(&mut self, key: &[u8]) -> Result<bool, String> {
+    pub(super) fn remove(&mut self, key: &[u8]) -> Result<bool, ReplyError> {
+        // The index follows the store: a delete the store refused leaves the key's time known.
+        let there = self.store.del(key)?;
         self.db.expiries.set(key, None);
-        self.store.del(key).map_err(err)
+        Ok(there)
     }
 
     /// Whether `key` is there with its time passed (from the index; before the start's walk
     /// is done, a key the index does not know is read).
-    pub(super) fn expired(&mut self, key: &[u8]) -> Result<bool, String> {
+    pub(super) fn expired(&mut self, key: &[u8]) -> Result<bool, ReplyError> {
         let now = self.now_ms();
         if let Some(t) = self.db.expiries.get(key) {
             return Ok(t <= now);
@@ -63,23 +66,23 @@ impl<'a> Ctx<'a> {
         if self.db.expiries.walked() {
             return Ok(false);
         }
-        Ok(match self.store.get(key).map_err(err)? {
+        Ok(match self.store.get(key).map_err(ReplyError::from)? {
             Some(raw) => header(&raw)?.1.is_some_and(|t| t <= now),
             None => false,
         })
     }
 
     /// Whether `key` is there (EXISTS); a key past its time is expired here.
-    pub(super) fn alive(&mut self, key: &[u8]) -> Result<bool, String> {
+    pub(super) fn alive(&mut self, key: &[u8]) -> Result<bool, ReplyError> {
         if self.expired(key)? {
             self.expire_now(key)?;
             return Ok(false);
         }
-        self.store.exists(key).map_err(err)
+        self.store.exists(key).map_err(ReplyError::from)
     }
 
     /// [`Ctx::fetch`], counted as a keyspace hit or miss.
-    pub(super) fn load(&mut self, key: &[u8]) -> Result<Option<Timed<Value>>, String> {
+    pub(super) fn load(&mut self, key: &[u8]) -> Result<Option<Timed<Value>>, ReplyError> {
         let v = self.fetch(key)?;
         if v.is_some() {
             self.counters.keyspace_hits += 1;
@@ -90,12 +93,12 @@ impl<'a> Ctx<'a> {
     }
 
     /// The string at `key`; WRONGTYPE for another type.
-    pub(super) fn lookup(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    pub(super) fn lookup(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, ReplyError> {
         Ok(self.lookup_ttl(key)?.map(|(s, _)| s))
     }
 
     /// The string at `key` and its expiry time; WRONGTYPE for another type.
-    pub(super) fn lookup_ttl(&mut self, key: &[u8]) -> Result<Option<Timed<Vec<u8>>>, String> {
+    pub(super) fn lookup_ttl(&mut self, key: &[u8]) -> Result<Option<Timed<Vec<u8>>>, ReplyError> {
         match self.load(key)? {
             None => Ok(None),
             Some((Value::Str(s), ttl)) => Ok(Some((s, ttl))),
@@ -104,12 +107,12 @@ impl<'a> Ctx<'a> {
     }
 
     /// The hash at `key` (empty if there is none); WRONGTYPE for another type.
-    pub(super) fn hash(&mut self, key: &[u8]) -> Result<Fields, String> {
+    pub(super) fn hash(&mut self, key: &[u8]) -> Result<Fields, ReplyError> {
         Ok(self.hash_ttl(key)?.0)
     }
 
     /// The hash at `key` and its expiry time.
-    pub(super) fn hash_ttl(&mut self, key: &[u8]) -> Result<(Fields, Option<i64>), String> {
+    pub(super) fn hash_ttl(&mut self, key: &[u8]) -> Result<(Fields, Option<i64>), ReplyError> {
         match self.load(key)? {
             None => Ok((vec![], None)),
             Some((Value::Hash(h), ttl)) => Ok((h, ttl)),
@@ -118,12 +121,12 @@ impl<'a> Ctx<'a> {
     }
 
     /// The sorted set at `key` (empty if there is none); WRONGTYPE for another type.
-    pub(super) fn zset(&mut self, key: &[u8]) -> Result<Scored, String> {
+    pub(super) fn zset(&mut self, key: &[u8]) -> Result<Scored, ReplyError> {
         Ok(self.zset_ttl(key)?.0)
     }
 
     /// The sorted set at `key` and its expiry time.
-    pub(super) fn zset_ttl(&mut self, key: &[u8]) -> Result<(Scored, Option<i64>), String> {
+    pub(super) fn zset_ttl(&mut self, key: &[u8]) -> Result<(Scored, Option<i64>), ReplyError> {
         match self.load(key)? {
             None => Ok((vec![], None)),
             Some((Value::Zset(z), ttl)) => Ok((z, ttl)),
@@ -134,7 +137,7 @@ impl<'a> Ctx<'a> {
     /// After HDEL/ZREM took `removed` elements out of `v`: write it back (its expiry time
     /// kept), or delete the key when nothing is left (Redis has no empty hashes or sorted
     /// sets); reply the count.
-    pub(super) fn shrunk(&mut self, key: &[u8], removed: usize, empty: bool, v: Value, ttl: Option<i64>) -> Result<(), String> {
+    pub(super) fn shrunk(&mut self, key: &[u8], removed: usize, empty: bool, v: Value, ttl: Option<i64>) -> Result<(), ReplyError> {
         if removed > 0 {
             if empty {
                 self.remove(key)?;
@@ -147,18 +150,18 @@ impl<'a> Ctx<'a> {
     }
 
     /// Store a string with no expiry time (SET, MSET, GETSET: a new value drops the old time).
-    pub(super) fn store_value(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
+    pub(super) fn store_value(&mut self, key: &[u8], value: &[u8]) -> Result<(), ReplyError> {
         self.save(key, &Value::Str(value.to_vec()), None)
     }
 
     /// Store `v` at `key`, expiring at `ttl` (unix ms) or never; the index follows.
-    pub(super) fn save(&mut self, key: &[u8], v: &Value, ttl: Option<i64>) -> Result<(), String> {
+    pub(super) fn save(&mut self, key: &[u8], v: &Value, ttl: Option<i64>) -> Result<(), ReplyError> {
         let bytes = v.encode(ttl);
         let max = self.store.max_value_bytes();
         if bytes.len() > max {
             return Err(too_big(bytes.len(), max, header_len(ttl)));
         }
-        self.store.set(key, &bytes).map_err(err)?;
+        self.store.set(key, &bytes).map_err(ReplyError::from)?;
         self.db.expiries.set(key, ttl);
         Ok(())
     }

@@ -107,7 +107,7 @@ impl Expiries {
 /// The server's housekeeping at `now_us` (unix µs), under the store's lock, before a batch of
 /// commands and on a timer: one step of the start's walk (up to [`CHUNK`] keys), then the
 /// deletion of up to [`CHUNK`] keys whose time has come. Returns how many it deleted.
-pub fn housekeeping(store: &mut dyn Backend, counters: &mut Counters, db: &mut Db, now_us: i64) -> Result<usize, String> {
+pub fn housekeeping(store: &mut dyn Backend, counters: &mut Counters, db: &mut Db, now_us: i64) -> Result<usize, ReplyError> {
     let now_ms = now_us.div_euclid(1000);
     let ex = &mut db.expiries;
     if ex.walk != Walk::Done {
@@ -145,7 +145,7 @@ pub fn housekeeping(store: &mut dyn Backend, counters: &mut Counters, db: &mut D
 
 /// EXPIRE / PEXPIRE / EXPIREAT / PEXPIREAT key time [NX|XX|GT|LT]: `unit_ms` 1000 for seconds,
 /// `relative` from now (else a unix time). Checks in Redis 7.0's order.
-pub(super) fn expire(x: &mut Ctx<'_>, a: &Args, name: &str, unit_ms: i64, relative: bool) -> Result<(), String> {
+pub(super) fn expire(x: &mut Ctx<'_>, a: &Args, name: &str, unit_ms: i64, relative: bool) -> Result<(), ReplyError> {
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for opt in &a[3..] {
         match lower(opt).as_str() {
@@ -153,7 +153,7 @@ pub(super) fn expire(x: &mut Ctx<'_>, a: &Args, name: &str, unit_ms: i64, relati
             "xx" => xx = true,
             "gt" => gt = true,
             "lt" => lt = true,
-            _ => return Err(format!("ERR Unsupported option {}", c_str(opt, usize::MAX))),
+            _ => return Err(format!("ERR Unsupported option {}", c_str(opt, usize::MAX)).into()),
         }
     }
     if nx && (xx || gt || lt) {
@@ -190,7 +190,7 @@ pub(super) fn expire(x: &mut Ctx<'_>, a: &Args, name: &str, unit_ms: i64, relati
 
 /// TTL / PTTL / EXPIRETIME / PEXPIRETIME key: -2 without the key, -1 without a time; else the
 /// time left (`abs`: the unix time), in ms or rounded to seconds.
-pub(super) fn ttl(x: &mut Ctx<'_>, a: &Args, ms: bool, abs: bool) -> Result<(), String> {
+pub(super) fn ttl(x: &mut Ctx<'_>, a: &Args, ms: bool, abs: bool) -> Result<(), ReplyError> {
     let n = match x.fetch(&a[1])? {
         None => -2,
         Some((_, None)) => -1,
@@ -209,7 +209,7 @@ pub(super) fn ttl(x: &mut Ctx<'_>, a: &Args, ms: bool, abs: bool) -> Result<(), 
 }
 
 /// PERSIST key: 1 if it had a time (now dropped), else 0.
-pub(super) fn persist(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn persist(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let dropped = match x.fetch(&a[1])? {
         Some((v, Some(_))) => {
             x.save(&a[1], &v, None)?;
@@ -222,7 +222,7 @@ pub(super) fn persist(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 }
 
 /// TIME: the unix time's seconds and microseconds.
-pub(super) fn time(x: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
+pub(super) fn time(x: &mut Ctx<'_>, _: &Args) -> Result<(), ReplyError> {
     reply::array(x.out, 2);
     reply::bulk(x.out, x.now_us.div_euclid(1_000_000).to_string().as_bytes());
     reply::bulk(x.out, x.now_us.rem_euclid(1_000_000).to_string().as_bytes());
@@ -408,6 +408,69 @@ mod tests {
         r.advance_ms(15_000);
         assert_eq!(r.housekeeping(), 6);
         assert_eq!(r.store.map.len(), CHUNK + 5 - 6 + 1);
+    }
+
+    /// A store whose deletes fail while `refuse_del` is set (a device refusing the write).
+    #[derive(Default)]
+    struct Refusing {
+        mem: crate::MemoryStore,
+        refuse_del: bool,
+    }
+
+    impl Backend for Refusing {
+        fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+            self.mem.get(k)
+        }
+        fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
+            self.mem.set(k, v)
+        }
+        fn del(&mut self, k: &[u8]) -> Result<bool, StoreError> {
+            if self.refuse_del {
+                return Err("the device refused the delete".into());
+            }
+            self.mem.del(k)
+        }
+        fn key_count(&mut self) -> Result<u64, StoreError> {
+            self.mem.key_count()
+        }
+        fn keys_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+            self.mem.keys_after(after, limit)
+        }
+        fn clear(&mut self) -> Result<(), StoreError> {
+            self.mem.clear()
+        }
+        fn max_value_bytes(&self) -> usize {
+            self.mem.max_value_bytes()
+        }
+        fn metrics(&mut self) -> serde_json::Value {
+            self.mem.metrics()
+        }
+    }
+
+    fn run_on(store: &mut Refusing, db: &mut Db, counters: &mut Counters, now_us: i64, line: &str) -> String {
+        let args = crate::proto::split_args(line.as_bytes()).unwrap();
+        let (mut s, mut out) = (Session::default(), vec![]);
+        let info = || String::from("# Server\r\n");
+        execute(&mut Ctx::new(store, &mut s, counters, &mut out, &info, db, now_us), &args);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// The expiry index follows the store: a DEL the store refuses is an error reply, and the
+    /// key, still stored, still expires at its time.
+    #[test]
+    fn a_refused_delete_leaves_the_key_and_its_expiry_time_whole() {
+        let (mut st, mut db, mut c) = (Refusing::default(), Db::default(), Counters::default());
+        let now = 1_700_000_000_000_000;
+        assert_eq!(housekeeping(&mut st, &mut c, &mut db, now).unwrap(), 0);
+        assert!(db.expiries.walked());
+        assert_eq!(run_on(&mut st, &mut db, &mut c, now, "SET k v EX 10"), "+OK\r\n");
+        st.refuse_del = true;
+        assert_eq!(run_on(&mut st, &mut db, &mut c, now, "DEL k"), "-ERR the device refused the delete\r\n");
+        assert!(st.mem.map.contains_key(&b"k"[..]));
+        assert_eq!(db.expiries.get(b"k"), Some(now / 1000 + 10_000));
+        st.refuse_del = false;
+        assert_eq!(housekeeping(&mut st, &mut c, &mut db, now + 11_000_000).unwrap(), 1);
+        assert!(st.mem.map.is_empty() && db.expiries.is_empty());
     }
 
     #[test]

@@ -4,9 +4,9 @@
 use super::*;
 
 /// HSET / HMSET key field value [field value ...]: set fields in place, new ones at the end.
-pub(super) fn hset(x: &mut Ctx<'_>, a: &Args, hmset: bool) -> Result<(), String> {
+pub(super) fn hset(x: &mut Ctx<'_>, a: &Args, hmset: bool) -> Result<(), ReplyError> {
     if !a.len().is_multiple_of(2) {
-        return Err(wrong_arity(if hmset { "hmset" } else { "hset" }));
+        return Err(wrong_arity(if hmset { "hmset" } else { "hset" }).into());
     }
     let (mut h, ttl) = x.hash_ttl(&a[1])?;
     let mut added = 0;
@@ -28,13 +28,13 @@ pub(super) fn hset(x: &mut Ctx<'_>, a: &Args, hmset: bool) -> Result<(), String>
     Ok(())
 }
 
-pub(super) fn hget(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn hget(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let h = x.hash(&a[1])?;
     reply::opt_bulk(x.out, h.iter().find(|(f, _)| *f == a[2]).map(|(_, v)| v.as_slice()));
     Ok(())
 }
 
-pub(super) fn hmget(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn hmget(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let h = x.hash(&a[1])?;
     reply::array(x.out, a.len() - 2);
     for f in &a[2..] {
@@ -43,7 +43,7 @@ pub(super) fn hmget(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn hgetall(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn hgetall(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let h = x.hash(&a[1])?;
     reply::array(x.out, 2 * h.len());
     for (f, v) in &h {
@@ -54,7 +54,7 @@ pub(super) fn hgetall(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 }
 
 /// HDEL key field [field ...]: the hash goes when its last field does.
-pub(super) fn hdel(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn hdel(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let (mut h, ttl) = x.hash_ttl(&a[1])?;
     let before = h.len();
     h.retain(|(f, _)| !a[2..].contains(f));
@@ -63,7 +63,7 @@ pub(super) fn hdel(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 }
 
 /// HKEYS / HVALS key: the fields or the values, in the hash's order.
-pub(super) fn hkeys(x: &mut Ctx<'_>, a: &Args, values: bool) -> Result<(), String> {
+pub(super) fn hkeys(x: &mut Ctx<'_>, a: &Args, values: bool) -> Result<(), ReplyError> {
     let h = x.hash(&a[1])?;
     reply::array(x.out, h.len());
     for (f, v) in &h {
@@ -73,7 +73,7 @@ pub(super) fn hkeys(x: &mut Ctx<'_>, a: &Args, values: bool) -> Result<(), Strin
 }
 
 /// HSETNX key field value: 1 if the field was new (and is now set), else 0.
-pub(super) fn hsetnx(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn hsetnx(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let (mut h, ttl) = x.hash_ttl(&a[1])?;
     let new = !h.iter().any(|(f, _)| *f == a[2]);
     if new {
@@ -97,7 +97,7 @@ fn field<'h>(h: &'h mut Fields, f: &[u8], init: &[u8]) -> &'h mut Vec<u8> {
 }
 
 /// HINCRBY key field increment.
-pub(super) fn hincrby(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn hincrby(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let by = integer(&a[3])?;
     let (mut h, ttl) = x.hash_ttl(&a[1])?;
     let v = field(&mut h, &a[2], b"0");
@@ -110,7 +110,7 @@ pub(super) fn hincrby(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 }
 
 /// HINCRBYFLOAT key field increment: in C's `long double`, as INCRBYFLOAT.
-pub(super) fn hincrbyfloat(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn hincrbyfloat(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let by = ldouble::parse(&a[3]).ok_or("ERR value is not a valid float")?;
     if by.is_err() {
         return Err("ERR value is NaN or Infinity".into());

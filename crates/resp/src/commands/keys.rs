@@ -5,7 +5,7 @@ use super::*;
 
 /// DEL / UNLINK key [key ...]: how many were there (a key past its time is expired, not
 /// counted, as in Redis).
-pub(super) fn del(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn del(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let mut n = 0;
     for k in &a[1..] {
         if x.expired(k)? {
@@ -19,7 +19,7 @@ pub(super) fn del(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 }
 
 /// EXISTS / TOUCH key [key ...]: how many are there (a key counted as often as named).
-pub(super) fn exists(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn exists(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let mut n = 0;
     for k in &a[1..] {
         n += x.alive(k)? as i64;
@@ -29,7 +29,7 @@ pub(super) fn exists(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 }
 
 /// What TYPE says of `key` ("none" when it is not there).
-pub(super) fn type_name(x: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, String> {
+pub(super) fn type_name(x: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, ReplyError> {
     Ok(match x.fetch(key)? {
         None => "none",
         Some((Value::Str(_), _)) => "string",
@@ -38,7 +38,7 @@ pub(super) fn type_name(x: &mut Ctx<'_>, key: &[u8]) -> Result<&'static str, Str
     })
 }
 
-pub(super) fn type_(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn type_(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let t = type_name(x, &a[1])?;
     reply::simple(x.out, t);
     Ok(())
@@ -46,11 +46,11 @@ pub(super) fn type_(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 
 /// KEYS pattern: every key matching, in byte order (redis-server answers in its hash order);
 /// keys past their time are expired on the way.
-pub(super) fn keys(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn keys(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let mut hits = vec![];
     let mut after: Option<Vec<u8>> = None;
     loop {
-        let batch = x.store.keys_after(after.as_deref(), CHUNK).map_err(err)?;
+        let batch = x.store.keys_after(after.as_deref(), CHUNK).map_err(ReplyError::from)?;
         let n = batch.len();
         for k in batch {
             after = Some(k.clone());
@@ -76,7 +76,7 @@ pub(super) fn keys(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 
 /// RENAME / RENAMENX key newkey: the value and its expiry time move to `newkey`, replacing what
 /// was there (RENAMENX: only if nothing was).
-pub(super) fn rename(x: &mut Ctx<'_>, a: &Args, nx: bool) -> Result<(), String> {
+pub(super) fn rename(x: &mut Ctx<'_>, a: &Args, nx: bool) -> Result<(), ReplyError> {
     let (from, to) = (&a[1], &a[2]);
     if x.fetch(from)?.is_none() {
         return Err("ERR no such key".into());
@@ -94,9 +94,9 @@ pub(super) fn rename(x: &mut Ctx<'_>, a: &Args, nx: bool) -> Result<(), String> 
         return Ok(());
     }
     // The stored bytes as they are: header (type, expiry time) and all.
-    let raw = x.store.get(from).map_err(err)?.ok_or("ERR no such key")?;
+    let raw = x.store.get(from).map_err(ReplyError::from)?.ok_or("ERR no such key")?;
     let (_, ttl, _) = header(&raw)?;
-    x.store.set(to, &raw).map_err(err)?;
+    x.store.set(to, &raw).map_err(ReplyError::from)?;
     x.db.expiries.set(to, ttl);
     x.remove(from)?;
     if nx {
@@ -111,15 +111,15 @@ pub(super) fn rename(x: &mut Ctx<'_>, a: &Args, nx: bool) -> Result<(), String> 
 /// follow a random byte string (wrapping to the first keys): uniform over a keyspace smaller
 /// than that, not over a bigger one (redis-server picks from its hash table). Keys past their
 /// time are expired on the way, as redis-server does.
-pub(super) fn randomkey(x: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
+pub(super) fn randomkey(x: &mut Ctx<'_>, _: &Args) -> Result<(), ReplyError> {
     for _ in 0..CHUNK {
         let r = x.db.random(x.now_us);
         let start = r.to_be_bytes();
         let start = &start[..1 + (r % 4) as usize];
         let mut keys: std::collections::BTreeSet<Vec<u8>> =
-            x.store.keys_after(Some(start), RANDOM_WINDOW).map_err(err)?.into_iter().collect();
+            x.store.keys_after(Some(start), RANDOM_WINDOW).map_err(ReplyError::from)?.into_iter().collect();
         if keys.len() < RANDOM_WINDOW {
-            keys.extend(x.store.keys_after(None, RANDOM_WINDOW - keys.len()).map_err(err)?);
+            keys.extend(x.store.keys_after(None, RANDOM_WINDOW - keys.len()).map_err(ReplyError::from)?);
         }
         if keys.is_empty() {
             break;
@@ -143,7 +143,7 @@ const RANDOM_WINDOW: usize = 64;
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]: up to COUNT keys after the cursor's
 /// (filtered by MATCH and TYPE after they are read, as Redis filters), and the next cursor,
 /// "0" at the end.
-pub(super) fn scan(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn scan(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     const INVALID: &str = "ERR invalid cursor";
     let cursor: u64 = std::str::from_utf8(&a[1]).ok().and_then(|t| t.parse().ok()).ok_or(INVALID)?;
     let (mut pattern, mut count, mut kind): (Option<&[u8]>, usize, Option<String>) = (None, 10, None);
@@ -169,7 +169,7 @@ pub(super) fn scan(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
         0 => None,
         c => Some(x.db.cursors.last_key.get(&c).cloned().ok_or(INVALID)?),
     };
-    let keys = x.store.keys_after(after.as_deref(), count).map_err(err)?;
+    let keys = x.store.keys_after(after.as_deref(), count).map_err(ReplyError::from)?;
     let next = if keys.len() < count { 0 } else { x.db.cursors.issue(keys.last().cloned().unwrap_or_default()) };
     let mut picked = Vec::with_capacity(keys.len());
     for k in keys {
@@ -261,13 +261,13 @@ pub(super) fn class(p: &[u8], at: usize, c: u8) -> Option<usize> {
     (hit != not).then_some(end)
 }
 
-pub(super) fn dbsize(x: &mut Ctx<'_>, _: &Args) -> Result<(), String> {
-    let n = x.store.key_count().map_err(err)?;
+pub(super) fn dbsize(x: &mut Ctx<'_>, _: &Args) -> Result<(), ReplyError> {
+    let n = x.store.key_count().map_err(ReplyError::from)?;
     reply::int(x.out, n as i64);
     Ok(())
 }
 
-pub(super) fn flush(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn flush(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     match a.len() {
         1 => {}
         2 if matches!(lower(&a[1]).as_str(), "async" | "sync") => {}
@@ -275,7 +275,7 @@ pub(super) fn flush(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
     }
     // In chunks: other clients' commands run between them (see `Long::Flush`).
     x.db.expiries.clear(false);
-    if x.store.clear_some(CHUNK).map_err(err)? {
+    if x.store.clear_some(CHUNK).map_err(ReplyError::from)? {
         x.db.expiries.clear(true);
         reply::ok(x.out);
     } else {

@@ -10,7 +10,7 @@
 //! encoding ([`value`]).
 
 use crate::proto::{reply, string2ll, Args};
-use crate::{ldouble, Backend};
+use crate::{ldouble, Backend, ReplyError, StoreError};
 
 mod conn;
 mod ctx;
@@ -58,7 +58,7 @@ pub struct Counters {
     pub expired_keys: u64,
 }
 
-type Handler = fn(&mut Ctx<'_>, &Args) -> Result<(), String>;
+type Handler = fn(&mut Ctx<'_>, &Args) -> Result<(), ReplyError>;
 
 struct Cmd {
     name: &'static str,
@@ -351,7 +351,7 @@ pub fn execute(ctx: &mut Ctx<'_>, args: &Args) -> Flow {
     }
     if let Err(e) = (cmd.run)(ctx, args) {
         ctx.counters.errors += 1;
-        reply::error(ctx.out, &e);
+        reply::error(ctx.out, e.text());
     }
     if std::mem::take(&mut ctx.close) {
         Flow::Close
@@ -375,16 +375,7 @@ fn unknown_command(args: &Args) -> String {
     format!("ERR unknown command '{}', with args beginning with: {list}", c_str(&args[0], 128))
 }
 
-fn err(e: String) -> String {
-    // A store out of room answers with Redis's own error class for a write past maxmemory.
-    if e.starts_with("OOM ") {
-        e
-    } else {
-        format!("ERR {e}")
-    }
-}
-
-fn ok(x: &mut Ctx<'_>) -> Result<(), String> {
+fn ok(x: &mut Ctx<'_>) -> Result<(), ReplyError> {
     reply::ok(x.out);
     Ok(())
 }
@@ -392,8 +383,8 @@ fn ok(x: &mut Ctx<'_>) -> Result<(), String> {
 const SYNTAX: &str = "ERR syntax error";
 const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 
-fn integer(b: &[u8]) -> Result<i64, String> {
-    string2ll(b).ok_or_else(|| NOT_INTEGER.to_string())
+fn integer(b: &[u8]) -> Result<i64, ReplyError> {
+    string2ll(b).ok_or_else(|| NOT_INTEGER.into())
 }
 
 /// Go on with a long command for one chunk; true when it is done (its reply complete).
@@ -406,7 +397,7 @@ pub fn resume(x: &mut Ctx<'_>, long: &mut Long) -> bool {
                     Ok(v) => reply::opt_bulk(x.out, v.as_deref()),
                     Err(e) => {
                         x.counters.errors += 1;
-                        reply::error(x.out, &e);
+                        reply::error(x.out, e.text());
                     }
                 }
             }
@@ -422,7 +413,7 @@ pub fn resume(x: &mut Ctx<'_>, long: &mut Long) -> bool {
             }
             Err(e) => {
                 x.counters.errors += 1;
-                reply::error(x.out, &err(e));
+                reply::error(x.out, ReplyError::from(e).text());
                 true
             }
         },

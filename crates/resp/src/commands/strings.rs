@@ -3,7 +3,7 @@
 
 use super::*;
 
-pub(super) fn get(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn get(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let v = x.lookup(&a[1])?;
     reply::opt_bulk(x.out, v.as_deref());
     Ok(())
@@ -11,7 +11,7 @@ pub(super) fn get(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT unix-s|PXAT unix-ms|KEEPTTL], options
 /// accepted as Redis 7.0 accepts them (the same time option twice is taken, the last one wins).
-pub(super) fn set(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn set(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
     let mut expire: Option<(&str, &[u8])> = None;
     let mut j = 3;
@@ -50,11 +50,11 @@ pub(super) struct SetHow {
 
 /// SET's time argument as a unix time in ms (Redis's getExpireMillisecondsOrReply): a positive
 /// count of seconds or ms, from now if `relative`.
-fn deadline(x: &Ctx<'_>, t: &[u8], seconds: bool, relative: bool, name: &str) -> Result<i64, String> {
+fn deadline(x: &Ctx<'_>, t: &[u8], seconds: bool, relative: bool, name: &str) -> Result<i64, ReplyError> {
     let invalid = || format!("ERR invalid expire time in '{name}' command");
     let mut ms = integer(t)?;
     if ms <= 0 {
-        return Err(invalid());
+        return Err(invalid().into());
     }
     if seconds {
         ms = ms.checked_mul(1000).ok_or_else(invalid)?;
@@ -65,7 +65,7 @@ fn deadline(x: &Ctx<'_>, t: &[u8], seconds: bool, relative: bool, name: &str) ->
     Ok(ms)
 }
 
-fn set_generic(x: &mut Ctx<'_>, key: &[u8], value: &[u8], how: SetHow) -> Result<(), String> {
+fn set_generic(x: &mut Ctx<'_>, key: &[u8], value: &[u8], how: SetHow) -> Result<(), ReplyError> {
     // Any type counts as there for NX/XX; GET needs a string.
     let there = if how.nx || how.xx || how.get || how.keepttl { x.load(key)? } else { None };
     let old = match &there {
@@ -97,12 +97,12 @@ fn set_generic(x: &mut Ctx<'_>, key: &[u8], value: &[u8], how: SetHow) -> Result
 }
 
 /// SETEX / PSETEX key time value: SET key value EX/PX time, under its own name in errors.
-pub(super) fn setex(x: &mut Ctx<'_>, a: &Args, seconds: bool, name: &str) -> Result<(), String> {
+pub(super) fn setex(x: &mut Ctx<'_>, a: &Args, seconds: bool, name: &str) -> Result<(), ReplyError> {
     let ttl = deadline(x, &a[2], seconds, true, name)?;
     set_generic(x, &a[1], &a[3], SetHow { ttl: Some(ttl), ..SetHow::default() })
 }
 
-pub(super) fn setnx(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn setnx(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let there = x.alive(&a[1])?;
     if !there {
         x.store_value(&a[1], &a[2])?;
@@ -111,14 +111,14 @@ pub(super) fn setnx(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn getset(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn getset(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let old = x.lookup(&a[1])?;
     x.store_value(&a[1], &a[2])?;
     reply::opt_bulk(x.out, old.as_deref());
     Ok(())
 }
 
-pub(super) fn getdel(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn getdel(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let old = x.lookup(&a[1])?;
     if old.is_some() {
         x.remove(&a[1])?;
@@ -127,7 +127,7 @@ pub(super) fn getdel(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn mget(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn mget(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     // The first chunk is looked up before replying, so that a store error there (every error of
     // an MGET of up to CHUNK keys) is one error, not a torn array. Keys of another type read as
     // nil, as in Redis. Past the first chunk a key the store fails on is an error element.
@@ -146,16 +146,16 @@ pub(super) fn mget(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn mget_value(x: &mut Ctx<'_>, k: &[u8]) -> Result<Option<Vec<u8>>, String> {
+pub(super) fn mget_value(x: &mut Ctx<'_>, k: &[u8]) -> Result<Option<Vec<u8>>, ReplyError> {
     Ok(match x.load(k)? {
         Some((Value::Str(s), _)) => Some(s),
         _ => None,
     })
 }
 
-pub(super) fn mset(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn mset(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     if a.len().is_multiple_of(2) {
-        return Err(wrong_arity("mset"));
+        return Err(wrong_arity("mset").into());
     }
     for kv in a[1..].chunks(2) {
         x.store_value(&kv[0], &kv[1])?;
@@ -165,9 +165,9 @@ pub(super) fn mset(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 }
 
 /// MSETNX key value [key value ...]: all set (1), or none when any key is there (0).
-pub(super) fn msetnx(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn msetnx(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     if a.len().is_multiple_of(2) {
-        return Err(wrong_arity("msetnx"));
+        return Err(wrong_arity("msetnx").into());
     }
     for kv in a[1..].chunks(2) {
         if x.alive(&kv[0])? {
@@ -182,7 +182,7 @@ pub(super) fn msetnx(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn incr_arg(x: &mut Ctx<'_>, a: &Args, negate: bool) -> Result<(), String> {
+pub(super) fn incr_arg(x: &mut Ctx<'_>, a: &Args, negate: bool) -> Result<(), ReplyError> {
     let by = integer(&a[2])?;
     if negate && by == i64::MIN {
         return Err("ERR decrement would overflow".into());
@@ -190,7 +190,7 @@ pub(super) fn incr_arg(x: &mut Ctx<'_>, a: &Args, negate: bool) -> Result<(), St
     incr_by(x, &a[1], if negate { -by } else { by })
 }
 
-pub(super) fn incr_by(x: &mut Ctx<'_>, key: &[u8], by: i64) -> Result<(), String> {
+pub(super) fn incr_by(x: &mut Ctx<'_>, key: &[u8], by: i64) -> Result<(), ReplyError> {
     let (old, ttl) = match x.lookup_ttl(key)? {
         Some((v, ttl)) => (integer(&v)?, ttl),
         None => (0, None),
@@ -205,7 +205,7 @@ const NOT_FLOAT: &str = "ERR value is not a valid float";
 
 /// INCRBYFLOAT key increment: in C's `long double`, printed as Redis prints it (see
 /// [`crate::ldouble`]); the key keeps its expiry time.
-pub(super) fn incrbyfloat(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn incrbyfloat(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let (old, ttl) = match x.lookup_ttl(&a[1])? {
         Some((v, ttl)) => (ldouble::parse(&v).ok_or(NOT_FLOAT)?, ttl),
         None => (Ok(ldouble::Ld::ZERO), None),
@@ -218,16 +218,16 @@ pub(super) fn incrbyfloat(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 }
 
 /// The text of `a + b`, or Redis's error for an infinite or NaN result.
-pub(super) fn ld_sum(a: Result<ldouble::Ld, ldouble::NotFinite>, b: Result<ldouble::Ld, ldouble::NotFinite>) -> Result<String, String> {
+pub(super) fn ld_sum(a: Result<ldouble::Ld, ldouble::NotFinite>, b: Result<ldouble::Ld, ldouble::NotFinite>) -> Result<String, ReplyError> {
     match (a, b) {
         (Ok(a), Ok(b)) => a.plus(b).ok(),
         _ => None,
     }
     .map(|v| v.format())
-    .ok_or_else(|| "ERR increment would produce NaN or Infinity".to_string())
+    .ok_or_else(|| "ERR increment would produce NaN or Infinity".into())
 }
 
-pub(super) fn append(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn append(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     // In place: the stored bytes (header first) grow by the argument, with no copy of the
     // value beyond what the store itself needs; the key keeps its expiry time.
     let (max, now) = (x.store.max_value_bytes(), x.now_ms());
@@ -238,16 +238,16 @@ pub(super) fn append(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
             match header(v) {
                 Err(e) => {
                     refused = Some(e);
-                    return Err(String::new());
+                    return Err(StoreError::new(""));
                 }
                 Ok((_, Some(t), _)) if t <= now => {
                     expired = true;
-                    return Err(String::new());
+                    return Err(StoreError::new(""));
                 }
                 Ok((0, _, n)) => n,
                 Ok(_) => {
-                    refused = Some(WRONGTYPE.to_string());
-                    return Err(String::new());
+                    refused = Some(WRONGTYPE.into());
+                    return Err(StoreError::new(""));
                 }
             }
         } else {
@@ -256,7 +256,7 @@ pub(super) fn append(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
         let n = v.len().max(1) + tail.len();
         if n > max {
             refused = Some(too_big(n, max, head));
-            return Err(String::new());
+            return Err(StoreError::new(""));
         }
         if !found {
             v.push(0);
@@ -273,7 +273,7 @@ pub(super) fn append(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
     if let Some(e) = refused {
         return Err(e);
     }
-    r.map_err(err)?;
+    r.map_err(ReplyError::from)?;
     if found {
         x.counters.keyspace_hits += 1;
     } else {
@@ -285,11 +285,11 @@ pub(super) fn append(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 
 /// A stored value of `n` bytes (`header` of them the type byte and expiry time) is more than
 /// the store's `max`.
-pub(super) fn too_big(n: usize, max: usize, header: usize) -> String {
-    format!("ERR value of {} bytes: this store takes values of at most {} bytes", n - header, max.saturating_sub(header))
+pub(super) fn too_big(n: usize, max: usize, header: usize) -> ReplyError {
+    format!("ERR value of {} bytes: this store takes values of at most {} bytes", n - header, max.saturating_sub(header)).into()
 }
 
-pub(super) fn strlen(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn strlen(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let n = x.lookup(&a[1])?.map_or(0, |v| v.len());
     reply::int(x.out, n as i64);
     Ok(())
@@ -297,7 +297,7 @@ pub(super) fn strlen(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 
 /// GETRANGE key start end: Redis's index rules (negative from the end, clamped), "" for a
 /// missing key or an empty range.
-pub(super) fn getrange(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn getrange(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let (mut start, mut end) = (integer(&a[2])?, integer(&a[3])?);
     let s = x.lookup(&a[1])?.unwrap_or_default();
     let len = s.len() as i64;
@@ -323,7 +323,7 @@ pub(super) fn getrange(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
 
 /// SETRANGE key offset value: overwrite from `offset`, zero-padded; the new length. The key
 /// keeps its expiry time.
-pub(super) fn setrange(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn setrange(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let offset = integer(&a[2])?;
     if offset < 0 {
         return Err("ERR offset is out of range".into());

@@ -1,6 +1,8 @@
 //! A stored value's encoding: the type byte, the expiry time, then the string, the hash's
 //! fields or the sorted set's members.
 
+use crate::ReplyError;
+
 pub(super) const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 /// A stored value: its type in the first byte (0 string, 1 hash, 2 sorted set), with
@@ -29,8 +31,8 @@ pub(super) fn header_len(ttl: Option<i64>) -> usize {
 }
 
 /// A stored value's header: its type (0, 1, 2), expiry time and length.
-pub(super) fn header(b: &[u8]) -> Result<(u8, Option<i64>, usize), String> {
-    let corrupt = || "ERR a stored value is corrupt (unknown type or truncated)".to_string();
+pub(super) fn header(b: &[u8]) -> Result<(u8, Option<i64>, usize), ReplyError> {
+    let corrupt = || ReplyError::from("ERR a stored value is corrupt (unknown type or truncated)");
     let &tag = b.first().ok_or_else(corrupt)?;
     if tag & TTL_FLAG == 0 {
         return Ok((tag, None, 1));
@@ -84,7 +86,7 @@ impl Value {
 
     /// Decode a stored value and its expiry time, reusing its buffer for a string (the common
     /// case: no copy).
-    pub(super) fn decode_owned(mut b: Vec<u8>) -> Result<(Value, Option<i64>), String> {
+    pub(super) fn decode_owned(mut b: Vec<u8>) -> Result<(Value, Option<i64>), ReplyError> {
         let (tag, ttl, n) = header(&b)?;
         if tag == 0 {
             b.drain(..n);
@@ -93,8 +95,8 @@ impl Value {
         Value::decode(&b)
     }
 
-    pub(super) fn decode(b: &[u8]) -> Result<(Value, Option<i64>), String> {
-        let corrupt = || "ERR a stored value is corrupt (unknown type or truncated)".to_string();
+    pub(super) fn decode(b: &[u8]) -> Result<(Value, Option<i64>), ReplyError> {
+        let corrupt = || ReplyError::from("ERR a stored value is corrupt (unknown type or truncated)");
         let (tag, ttl, n) = header(b)?;
         let rest = &b[n..];
         let mut r = Reader(rest);

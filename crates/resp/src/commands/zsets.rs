@@ -67,7 +67,7 @@ const NAN_SCORE: &str = "ERR resulting score is not a number (NaN)";
 
 /// ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...], and ZINCRBY key
 /// increment member (ZADD INCR without options).
-pub(super) fn zadd(x: &mut Ctx<'_>, a: &Args, zincrby: bool) -> Result<(), String> {
+pub(super) fn zadd(x: &mut Ctx<'_>, a: &Args, zincrby: bool) -> Result<(), ReplyError> {
     let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) = (false, false, false, false, false, zincrby);
     let mut j = 2;
     while j < a.len() && !zincrby {
@@ -144,7 +144,7 @@ pub(super) fn zadd(x: &mut Ctx<'_>, a: &Args, zincrby: bool) -> Result<(), Strin
     Ok(())
 }
 
-pub(super) fn zrem(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn zrem(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let (mut z, ttl) = x.zset_ttl(&a[1])?;
     let before = z.len();
     z.retain(|(_, m)| !a[2..].contains(m));
@@ -197,7 +197,7 @@ fn cmp_lex(a: &Lex, b: &Lex) -> std::cmp::Ordering {
 /// BYLEX range is walked as Redis walks a small sorted set (from the first member not below
 /// the minimum while members are not above the maximum), which is the lexicographic range when
 /// the members share a score.
-pub(super) fn zrange(x: &mut Ctx<'_>, a: &Args, by: Option<By>, rev: Option<bool>) -> Result<(), String> {
+pub(super) fn zrange(x: &mut Ctx<'_>, a: &Args, by: Option<By>, rev: Option<bool>) -> Result<(), ReplyError> {
     let (mut by, mut rev) = (by, rev);
     let (mut withscores, mut offset, mut count) = (false, 0i64, -1i64);
     let mut j = 4;
@@ -299,7 +299,7 @@ fn limit(hits: Vec<usize>, offset: i64, count: i64) -> Vec<usize> {
     }
 }
 
-fn zreply(x: &mut Ctx<'_>, z: &[(f64, Vec<u8>)], ids: impl ExactSizeIterator<Item = usize>, withscores: bool) -> Result<(), String> {
+fn zreply(x: &mut Ctx<'_>, z: &[(f64, Vec<u8>)], ids: impl ExactSizeIterator<Item = usize>, withscores: bool) -> Result<(), ReplyError> {
     reply::array(x.out, ids.len() * if withscores { 2 } else { 1 });
     for i in ids {
         reply::bulk(x.out, &z[i].1);
@@ -311,7 +311,7 @@ fn zreply(x: &mut Ctx<'_>, z: &[(f64, Vec<u8>)], ids: impl ExactSizeIterator<Ite
 }
 
 /// ZRANK / ZREVRANK key member: its place from the lowest (highest) score, or nil.
-pub(super) fn zrank(x: &mut Ctx<'_>, a: &Args, rev: bool) -> Result<(), String> {
+pub(super) fn zrank(x: &mut Ctx<'_>, a: &Args, rev: bool) -> Result<(), ReplyError> {
     let z = x.zset(&a[1])?;
     match z.iter().position(|(_, m)| *m == a[2]) {
         Some(i) => reply::int(x.out, if rev { z.len() - 1 - i } else { i } as i64),
@@ -321,7 +321,7 @@ pub(super) fn zrank(x: &mut Ctx<'_>, a: &Args, rev: bool) -> Result<(), String> 
 }
 
 /// ZCOUNT key min max.
-pub(super) fn zcount(x: &mut Ctx<'_>, a: &Args) -> Result<(), String> {
+pub(super) fn zcount(x: &mut Ctx<'_>, a: &Args) -> Result<(), ReplyError> {
     let (Some(min), Some(max)) = (score_bound(&a[2]), score_bound(&a[3])) else {
         return Err("ERR min or max is not a float".into());
     };

@@ -10,26 +10,22 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from ..verdict import Estimate
-
-if TYPE_CHECKING:
-    from .report import Run
+from .runs import Run, row
 
 COLORS = {"baseline": "C3", "fade": "C1", "zone-aware": "C0", "zone-aware-ttl": "C2"}
 LABELS = {"baseline": "baseline (RocksDB+ZenFS)", "fade": "Lethe-FADE", "zone-aware": "zone-aware",
           "zone-aware-ttl": "zone-aware + TTL trigger (ablation)"}
 
 
-def figures(m: Dict[str, Any], dref: float, out: Path, runs: Dict[Tuple[str, float], List["Run"]]) -> List[Tuple[str, str]]:
+def figures(m: Dict[str, Any], dref: float, out: Path, runs: Dict[Tuple[str, float], List[Run]]) -> List[Tuple[str, str]]:
     """Write the figures into ``out``; returns (file, caption) of each."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from .report import row
 
     ds = m["delete_fractions"]
     pols = m["policies"]

@@ -1,4 +1,5 @@
-//! flashrom's serprog protocol (interface version 1) in front of a [`Flash`], over TCP.
+//! flashrom's serprog protocol (interface version 1) in front of the emulated SPI NOR chip
+//! (crates/spi's [`Flash`]), over TCP.
 //!
 //! Answers what flashrom's serprog driver uses for an SPI chip: NOP, Q_IFACE, Q_CMDMAP,
 //! Q_PGMNAME, Q_SERBUF, Q_BUSTYPE, Q_OPBUF, Q_WRNMAXLEN, Q_RDNMAXLEN, O_INIT, O_DELAY, O_EXEC,
@@ -17,8 +18,22 @@ use std::time::Duration;
 
 use ssdlab_server::{BlockingConn, Conn, ConnEnd, ListenOptions};
 
-use crate::chip::Flash;
-use crate::Error;
+use ssdlab_spi::Flash;
+
+/// Why the serprog server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The chip refused (the stand-in chip, writing the image back).
+    #[error(transparent)]
+    Chip(#[from] ssdlab_spi::Error),
+    /// The server could not listen (address, loopback rule, bind, a bad limit) or failed while
+    /// serving.
+    #[error(transparent)]
+    Serve(#[from] ssdlab_server::ServeError),
+    /// The socket, or writing the image back during a session.
+    #[error("{0}")]
+    Io(String),
+}
 
 pub const ACK: u8 = 0x06;
 pub const NAK: u8 = 0x15;
@@ -500,7 +515,7 @@ impl Server {
     /// the trace are flushed per client and at the end.
     pub fn run(self, flash: &mut Flash, stop: &dyn Fn() -> bool) -> Result<ServeSummary, Error> {
         // The protocol owns the chip while serving; a small stand-in keeps `flash` valid.
-        let standin = Flash::new(crate::parts::w25q16jv(), None, Default::default())?;
+        let standin = Flash::new(ssdlab_spi::parts::w25q16jv(), None, Default::default())?;
         flash.set_deferred_write_through(true);
         let proto = Arc::new(Serprog {
             flash: Mutex::new(std::mem::replace(flash, standin)),
@@ -528,7 +543,7 @@ impl Server {
         };
         let res = ssdlab_server::Server::with_listener(core, Some(self.listener), proto.clone()).and_then(|srv| srv.run(Some(stop)));
         // Take the chip back whatever happened.
-        let standin = Flash::new(crate::parts::w25q16jv(), None, Default::default())?;
+        let standin = Flash::new(ssdlab_spi::parts::w25q16jv(), None, Default::default())?;
         *flash = std::mem::replace(&mut *proto.flash(), standin);
         flash.set_deferred_write_through(false);
         res?;

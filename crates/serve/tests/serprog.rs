@@ -3,8 +3,8 @@
 //! answers of the documented length).
 
 use proptest::prelude::*;
+use ssdlab_serve::serprog::{self, respond, ACK, NAK};
 use ssdlab_spi::parts;
-use ssdlab_spi::serprog::{self, respond, ACK, NAK};
 use ssdlab_spi::{Flash, Options};
 
 fn flash() -> Flash {
@@ -250,8 +250,8 @@ fn frame_len_needs_the_length_field_of_variable_commands() {
 
 mod over_tcp {
     use super::*;
+    use ssdlab_serve::serprog::{SerprogOptions, Server};
     use ssdlab_server::ListenOptions;
-    use ssdlab_spi::serprog::{SerprogOptions, Server};
     use std::io::{Read, Write};
     use std::net::TcpStream;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -261,7 +261,7 @@ mod over_tcp {
     struct Running {
         port: u16,
         stop: Arc<AtomicBool>,
-        thread: Option<std::thread::JoinHandle<ssdlab_spi::serprog::ServeSummary>>,
+        thread: Option<std::thread::JoinHandle<ssdlab_serve::serprog::ServeSummary>>,
     }
 
     fn start(opts: SerprogOptions) -> Running {
@@ -277,7 +277,7 @@ mod over_tcp {
     }
 
     impl Running {
-        fn finish(mut self) -> ssdlab_spi::serprog::ServeSummary {
+        fn finish(mut self) -> ssdlab_serve::serprog::ServeSummary {
             self.stop.store(true, Ordering::Relaxed);
             self.thread.take().unwrap().join().unwrap()
         }

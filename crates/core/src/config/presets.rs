@@ -1,7 +1,7 @@
 //! Device presets. Each cites where its numbers come from; only facts are taken (constants
 //! published in other open projects' configs, or datasheet values), never code.
 
-use crate::config::*;
+use super::*;
 
 /// Names accepted by `preset = "..."` and `ssdlab config show`.
 pub const NAMES: &[&str] =
@@ -220,4 +220,22 @@ fn bench_256g(c: &mut Config) {
     c.geometry.blocks_per_plane = 512;
     c.timing.enabled = false;
     c.ftl.spare_factor = 0.07;
+}
+
+/// A config's defaults are the `default` preset's.
+impl Default for Config {
+    fn default() -> Self {
+        preset("default").expect("default preset exists")
+    }
+}
+
+impl Default for Geometry {
+    fn default() -> Self {
+        preset("default").unwrap().geometry
+    }
+}
+impl Default for Timing {
+    fn default() -> Self {
+        preset("default").unwrap().timing
+    }
 }

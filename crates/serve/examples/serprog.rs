@@ -1,12 +1,12 @@
 //! A minimal serprog server without Python (for debugging and the benchmark):
-//! cargo run --release -p ssdlab-spi --example serve -- CHIP IMAGE 127.0.0.1:PORT [TRACE]
+//! cargo run --release -p ssdlab-serve --example serprog -- CHIP IMAGE 127.0.0.1:PORT [TRACE]
 //! (SSDLAB_SPI_TIMING=instant|max|scale=X picks the timing mode; datasheet by default)
 use std::path::Path;
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 4 {
-        eprintln!("usage: serve CHIP IMAGE HOST:PORT [TRACE]");
+        eprintln!("usage: serprog CHIP IMAGE HOST:PORT [TRACE]");
         std::process::exit(2);
     }
     let part = ssdlab_spi::part(&a[1]).unwrap_or_else(|| {
@@ -26,7 +26,7 @@ fn main() {
     if let Some(t) = a.get(4) {
         flash.trace_to(Path::new(t)).expect("trace file");
     }
-    let server = ssdlab_spi::serprog::Server::bind(&a[3]).unwrap_or_else(|e| {
+    let server = ssdlab_serve::serprog::Server::bind(&a[3]).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(1)
     });
