@@ -574,3 +574,72 @@ fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, ServeEr
     m["closing"] = srv.state().store.closing().map_err(ServeError::Failed)?;
     Ok(m)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryStore;
+
+    /// A memory store that refuses writes to keys starting with "bad" and counts its batches.
+    struct Picky {
+        mem: MemoryStore,
+        batches: Arc<AtomicUsize>,
+    }
+
+    impl Backend for Picky {
+        fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, String> {
+            self.mem.get(k)
+        }
+        fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), String> {
+            if k.starts_with(b"bad") {
+                return Err("no writes to bad keys".into());
+            }
+            self.mem.set(k, v)
+        }
+        fn del(&mut self, k: &[u8]) -> Result<bool, String> {
+            self.mem.del(k)
+        }
+        fn key_count(&mut self) -> Result<u64, String> {
+            self.mem.key_count()
+        }
+        fn clear(&mut self) -> Result<(), String> {
+            self.mem.clear()
+        }
+        fn max_value_bytes(&self) -> usize {
+            self.mem.max_value_bytes()
+        }
+        fn batch(&mut self, ops: &[BatchOp<'_>]) -> Vec<Result<BatchDone, String>> {
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            ops.iter()
+                .map(|op| match *op {
+                    BatchOp::Get(k) => self.get(k).map(BatchDone::Got),
+                    BatchOp::Set(k, v) => self.set(k, v).map(|()| BatchDone::Set),
+                    BatchOp::Del(k) => self.del(k).map(BatchDone::Deleted),
+                })
+                .collect()
+        }
+        fn metrics(&mut self) -> Value {
+            Value::Null
+        }
+    }
+
+    #[test]
+    fn pipelined_gets_and_sets_answer_as_one_by_one_failed_writes_included() {
+        let batches = Arc::new(AtomicUsize::new(0));
+        let store = Picky { mem: MemoryStore::default(), batches: batches.clone() };
+        let srv = Server::new(Box::new(store), RespOptions { quiet: true, ..RespOptions::default() });
+        let srv = &*srv;
+        let run = |data: &'static [u8]| {
+            let out = ssdlab_server::fuzzing::run_session(data, |s| async move {
+                let _ = srv.session_on(s, &Pace::none()).await;
+            });
+            String::from_utf8_lossy(&out).into_owned()
+        };
+        let out = run(b"SET a 1\r\nSET bad 2\r\nGET a\r\nGET bad\r\nSET a 3\r\nGET a\r\nGET nothere\r\nSET a 4 XX GET\r\nGET a\r\n");
+        assert_eq!(out, "+OK\r\n-ERR no writes to bad keys\r\n$1\r\n1\r\n$-1\r\n+OK\r\n$1\r\n3\r\n$-1\r\n$1\r\n3\r\n$1\r\n4\r\n");
+        assert!(batches.load(Ordering::Relaxed) >= 2, "the run's reads and writes went as batches");
+        // The counters as one by one: 9 commands, 1 error.
+        let m = srv.summary();
+        assert_eq!((m["total_commands_processed"].as_u64(), m["command_errors"].as_u64()), (Some(9), Some(1)));
+    }
+}
