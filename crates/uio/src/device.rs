@@ -414,7 +414,7 @@ pub fn run(
         // Remote commands in flight keep the loop spinning for their answers (it looks for
         // new hosts once every SPIN_POLLS rounds).
         let waiting = hosts.iter().any(|h| h.ctl.in_flight() > 0);
-        if !hosts.is_empty() && (idle < SPIN_POLLS || waiting && idle % SPIN_POLLS != 0) {
+        if !hosts.is_empty() && (idle < SPIN_POLLS || waiting && !idle.is_multiple_of(SPIN_POLLS)) {
             std::hint::spin_loop();
             continue;
         }

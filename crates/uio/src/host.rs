@@ -287,7 +287,7 @@ impl HostDevice {
 
     /// [`HostDevice::wait`] with the completion, the command and a get's value as they are.
     fn wait_raw(&mut self, cid: u16) -> Result<(Completion, Pending, Option<Vec<u8>>), String> {
-        if !self.pending.get(&cid).is_some_and(|p| !p.abandoned) {
+        if self.pending.get(&cid).is_none_or(|p| p.abandoned) {
             return Err(format!("no command {cid} in flight"));
         }
         if !self.reap_until(|h| h.done.contains_key(&cid)) {

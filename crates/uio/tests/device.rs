@@ -283,16 +283,21 @@ fn pipelined_commands_through_two_devices_answer_in_order_with_remote_keys_mixed
         assert_eq!(h0.last_sim_ns, model.get(0, &keys[i], &mut out, 0).unwrap().1.latency_ns, "get {i}");
     }
     drop(h0);
-    let (s0, s1) = (d0.stop(), d1.stop());
+    let s0 = d0.stop();
+    d1.stop();
     assert_eq!((s0.remote_puts, s0.local_puts), (100 + 33, 100 + 34));
     assert_eq!(s0.remote_errors, 0);
-    drop(s1);
 }
+
+/// What a fake peer received: each request's opcode and body.
+type Received = Vec<(u8, Vec<u8>)>;
+/// A fake peer's answer's body for a request's body.
+type Answerer = fn(&[u8]) -> Vec<u8>;
 
 /// A peer at `addr` that reads `n` requests, then answers them with `answer` in reverse order
 /// (out of order: NET matches answers by tag) or, with `answer` None, closes the connection
 /// with them in flight. Returns the requests' opcodes and bodies.
-fn fake_peer(addr: SocketAddr, n: usize, answer: Option<fn(&[u8]) -> Vec<u8>>) -> JoinHandle<Vec<(u8, Vec<u8>)>> {
+fn fake_peer(addr: SocketAddr, n: usize, answer: Option<Answerer>) -> JoinHandle<Received> {
     use ssdlab_uio::net::{read_msg_meta, write_msg_meta, Meta};
     let listener = TcpListener::bind(addr).unwrap();
     std::thread::spawn(move || {
