@@ -18,8 +18,10 @@
 //! Threads: the polling loop (commands from the hosts), one per peer connection served
 //! (requests from other devices) and one per connection to a peer (reading its answers). The
 //! UTL is shared under a lock, never held while a remote request waits. The loop spins while
-//! commands come or remote ones are in flight and, after about a tenth of a millisecond
-//! without either, sleeps 20 us at a time, so idle devices leave the CPU to others.
+//! commands come or a remote one is in flight; with several in flight and nothing else to do
+//! it spins briefly, then parks until an answer wakes it (at most 0.1 ms, to look at the host
+//! queues again); after about a tenth of a millisecond with neither, it sleeps 20 us at a
+//! time, so idle devices leave the CPU to others.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -116,6 +118,8 @@ pub struct DeviceStore {
     utl: Arc<Mutex<SimUtl>>,
     peers: Peers,
     links: Links,
+    /// The polling loop's thread: a remote command's answer wakes it (see [`run`]).
+    poller: std::thread::Thread,
     /// The last local command's simulated latency: its legs (`links`, the same formulas as
     /// [`crate::cluster`]) plus the UTL's time. A remote command's is computed when its answer
     /// comes, with the remote device's time (see [`DeviceStore::start_with`]).
@@ -179,7 +183,7 @@ impl DeviceStore {
             };
             return Some(Finished { tag, result, sim_ns: self.last_ns });
         }
-        let (path, links, done) = (self.path(), self.links, done.clone());
+        let (path, links, done, poller) = (self.path(), self.links, done.clone(), self.poller.clone());
         match op {
             Op::Put { key, value } => {
                 self.stats.remote_puts += 1;
@@ -193,6 +197,7 @@ impl DeviceStore {
                         Err(e) => (Err(e), 0),
                     };
                     let _ = done.send(Finished { tag, result, sim_ns: before + service + after });
+                    poller.unpark();
                 };
                 self.peers.send(to, OP_PUT, &rec, Box::new(finish));
             }
@@ -209,6 +214,7 @@ impl DeviceStore {
                     let found = result.as_ref().map_or(0, |v| v.as_ref().map_or(0, Vec::len));
                     let sim_ns = before + service + links.get_legs_after(path, true, found);
                     let _ = done.send(Finished { tag, result, sim_ns });
+                    poller.unpark();
                 };
                 self.peers.send(to, OP_GET, key, Box::new(finish));
             }
@@ -330,6 +336,12 @@ pub struct DeviceOptions {
 /// back to back finds the device spinning; an idle device wakes every 20 us and costs little CPU.
 const SPIN_POLLS: u32 = 20_000;
 
+/// Empty polls, with several remote commands in flight, before the loop parks until an answer
+/// comes.
+const WAIT_SPINS: u32 = 2_000;
+/// How long a parked loop waits at most before it polls the host queues again.
+const WAIT_PARK: Duration = Duration::from_micros(100);
+
 /// The attach message: BAR bytes, host memory bytes (u64 each), with the two memfds.
 pub(crate) const ATTACH_BYTES: usize = 16;
 /// How long a connection may take to send its attach message before it is dropped.
@@ -392,6 +404,7 @@ pub fn run(
         utl,
         peers: Peers::new(opts.id, opts.net.clone(), opts.peer_timeout),
         links: opts.links,
+        poller: std::thread::current(),
         last_ns: 0,
         stats: DeviceStats::default(),
     }));
@@ -411,9 +424,17 @@ pub fn run(
             continue;
         }
         idle += 1;
-        // Remote commands in flight keep the loop spinning for their answers (it looks for
-        // new hosts once every SPIN_POLLS rounds).
-        let waiting = hosts.iter().any(|h| h.ctl.in_flight() > 0);
+        // Remote commands in flight keep the loop for their answers (it looks for new hosts
+        // once every SPIN_POLLS rounds): spinning; with several, spinning a little, then
+        // parked until an answer comes (NET's reader wakes it) or WAIT_PARK has passed,
+        // leaving the cores to the threads the answers need. One alone is spun for: at depth
+        // 1 the wake-up would add to every remote command.
+        let in_flight: usize = hosts.iter().map(|h| h.ctl.in_flight()).sum();
+        let waiting = in_flight > 0;
+        if in_flight > 1 && idle >= WAIT_SPINS && !idle.is_multiple_of(SPIN_POLLS) {
+            std::thread::park_timeout(WAIT_PARK);
+            continue;
+        }
         if !hosts.is_empty() && (idle < SPIN_POLLS || waiting && !idle.is_multiple_of(SPIN_POLLS)) {
             std::hint::spin_loop();
             continue;
