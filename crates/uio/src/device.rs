@@ -424,19 +424,7 @@ pub fn run(
             continue;
         }
         idle += 1;
-        // Remote commands in flight keep the loop for their answers (it looks for new hosts
-        // once every SPIN_POLLS rounds): spinning; with several, spinning a little, then
-        // parked until an answer comes (NET's reader wakes it) or WAIT_PARK has passed,
-        // leaving the cores to the threads the answers need. One alone is spun for: at depth
-        // 1 the wake-up would add to every remote command.
-        let in_flight: usize = hosts.iter().map(|h| h.ctl.in_flight()).sum();
-        let waiting = in_flight > 0;
-        if in_flight > 1 && idle >= WAIT_SPINS && !idle.is_multiple_of(SPIN_POLLS) {
-            std::thread::park_timeout(WAIT_PARK);
-            continue;
-        }
-        if !hosts.is_empty() && (idle < SPIN_POLLS || waiting && !idle.is_multiple_of(SPIN_POLLS)) {
-            std::hint::spin_loop();
+        if keep_polling(idle, &hosts) {
             continue;
         }
         // Idle: take new connections and the hosts whose attach message arrived, drop those
@@ -493,6 +481,25 @@ pub fn run(
     let _ = std::fs::remove_file(&opts.socket);
     let stats = lock_store(&store, "the device store").stats();
     result.map(|_| stats)
+}
+
+/// After `idle` empty rounds: wait for the hosts' next commands (true) or go on to look for new
+/// hosts and doze (false). Remote commands in flight keep the loop for their answers (it looks
+/// for new hosts once every SPIN_POLLS rounds): spinning; with several, spinning a little, then
+/// parked until an answer comes (NET's reader wakes it) or WAIT_PARK has passed, leaving the
+/// cores to the threads the answers need. One alone is spun for: at depth 1 the wake-up would
+/// add to every remote command.
+fn keep_polling(idle: u32, hosts: &[Attached]) -> bool {
+    let in_flight: usize = hosts.iter().map(|h| h.ctl.in_flight()).sum();
+    if in_flight > 1 && idle >= WAIT_SPINS && !idle.is_multiple_of(SPIN_POLLS) {
+        std::thread::park_timeout(WAIT_PARK);
+        return true;
+    }
+    if !hosts.is_empty() && (idle < SPIN_POLLS || in_flight > 0 && !idle.is_multiple_of(SPIN_POLLS)) {
+        std::hint::spin_loop();
+        return true;
+    }
+    false
 }
 
 /// The device's modules shared by every attached host's controller; each controller's remote
