@@ -339,6 +339,50 @@ def test_redis_clients_through_two_device_processes(tmp_path):
     assert s1["remote_gets"] > 100 and s0["remote_errors"] == 0
 
 
+def test_pipelined_commands_through_two_devices_answer_in_order(tmp_path):
+    """redis-py pipelines and redis-benchmark -P 16: the RESP server hands a connection's
+    pipelined GETs and SETs to the host library as a batch, kept in flight together, half of
+    them on the other device; every answer is its own command's, in order."""
+    with Devices(2, dir=str(tmp_path)) as d:
+        a, metrics = _kv_serve(tmp_path, d.sockets[0], "host0")
+        try:
+            r = redis.Redis(port=a.port)
+            rng = random.Random(7)
+            keys = [f"p{i}".encode() for i in range(120)]
+            assert {_gme_route(k, 2) for k in keys} == {0, 1}
+            vals = {k: rng.randbytes(rng.randrange(1, 3000)) for k in keys}
+            p = r.pipeline(transaction=False)
+            for k in keys:
+                p.set(k, vals[k])
+            assert p.execute() == [True] * len(keys)
+            # Gets, overwrites, gets of the overwritten keys and a missing key in one pipeline.
+            p = r.pipeline(transaction=False)
+            want = []
+            for i, k in enumerate(keys):
+                p.get(k)
+                want.append(vals[k])
+                if i % 3 == 0:
+                    p.set(k, b"new " + k)
+                    p.get(k)
+                    want += [True, b"new " + k]
+            p.get(b"never")
+            assert p.execute() == want + [None]
+            # A command the device cannot run fails alone; the others around it are answered.
+            p = r.pipeline(transaction=False)
+            p.set(b"x", b"1").delete(b"x").get(b"x").get(b"p1")
+            res = p.execute(raise_on_error=False)
+            assert res[0] is True and isinstance(res[1], redis.ResponseError) and res[2:] == [b"1", vals[b"p1"]]
+            bench = subprocess.run(["redis-benchmark", "-p", str(a.port), "-t", "set,get", "-n", "4000", "-r", "1000", "-d", "64",
+                                    "-c", "8", "-P", "16", "-q"], capture_output=True, text=True, timeout=300)
+            assert bench.returncode == 0, bench.stderr
+            assert "SET:" in bench.stdout and "GET:" in bench.stdout
+        finally:
+            assert a.stop() == 0
+        assert json.loads(metrics.read_text())["store"]["puts"] == 120 + 40 + 1 + 4000
+        s0, _ = d.stop()
+    assert s0["remote_puts"] > 1000 and s0["remote_gets"] > 1000 and s0["remote_errors"] == 0
+
+
 def test_a_restarted_peer_costs_a_clear_error_then_serves_again(tmp_path):
     with Devices(2, dir=str(tmp_path)) as d:
         srv, metrics = _kv_serve(tmp_path, d.sockets[0], "host0", old_metrics_flag=True)

@@ -52,7 +52,7 @@ pub trait Backend: Send + 'static {
     /// Up to `limit` keys in byte order, strictly after `after` (from the first with None):
     /// what SCAN walks. Stores that cannot list their keys leave the default.
     fn keys_after(&mut self, _after: Option<&[u8]>, _limit: usize) -> Result<Vec<Vec<u8>>, StoreError> {
-        Err(StoreError::new("ERR SCAN is not supported by this store"))
+        Err(StoreError::new("SCAN is not supported by this store"))
     }
     /// Up to `limit` keys after `after` with their stored values, in byte order (fewer only at
     /// the end): the walk that finds the expiry times of keys stored before the server
@@ -95,6 +95,19 @@ pub trait Backend: Send + 'static {
     fn tick(&mut self, _now_ns: u64) -> Result<(), StoreError> {
         Ok(())
     }
+    /// Run a connection's pipelined store operations (what its GET and SET commands, already
+    /// parsed, read and write), one answer each, in their order. Operations on one key take
+    /// effect in their order; a store that can keep several in flight (a device's queues)
+    /// overlaps the rest. The default runs them one by one.
+    fn batch(&mut self, ops: &[BatchOp<'_>]) -> Vec<Result<BatchDone, StoreError>> {
+        ops.iter()
+            .map(|op| match *op {
+                BatchOp::Get(k) => self.get(k).map(BatchDone::Got),
+                BatchOp::Set(k, v) => self.set(k, v).map(|()| BatchDone::Set),
+                BatchOp::Del(k) => self.del(k).map(BatchDone::Deleted),
+            })
+            .collect()
+    }
     /// The store's figures: INFO's `# ssdlab` section and the metrics written at shutdown.
     fn metrics(&mut self) -> serde_json::Value;
     /// Checks too slow for INFO that the store runs once, when the server has stopped (e.g. a
@@ -102,6 +115,24 @@ pub trait Backend: Send + 'static {
     fn closing(&mut self) -> Result<serde_json::Value, StoreError> {
         Ok(serde_json::Value::Null)
     }
+}
+
+/// One store operation of a batch (see [`Backend::batch`]): read a key's stored bytes, store
+/// them, remove the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOp<'a> {
+    Get(&'a [u8]),
+    Set(&'a [u8], &'a [u8]),
+    Del(&'a [u8]),
+}
+
+/// A [`BatchOp`]'s answer: the bytes read (None: no such key), stored, removed (true if the
+/// key was there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchDone {
+    Got(Option<Vec<u8>>),
+    Set,
+    Deleted(bool),
 }
 
 /// A store in memory: a quick RESP server without a device, and the reference store of the

@@ -1,7 +1,10 @@
 //! The RESP server: a [`ssdlab_server::Protocol`] that reads pipelined requests into a buffer,
 //! runs every complete one against the [`Backend`] (one lock, taken once per batch), and writes
 //! the batch's replies at once. A long command (a big MGET, FLUSHALL) gives the lock up between
-//! its chunks to the clients waiting for it.
+//! its chunks to the clients waiting for it. Consecutive plain GETs and SETs of a batch
+//! (`GET key`, `SET key value`) reach the store as two [`Backend::batch`] calls, their reads
+//! first and their writes after them (see [`Staged`]), so a store that keeps several
+//! operations in flight overlaps them.
 //!
 //! Time: before each batch the store's clock is moved to the wall-clock time since the server
 //! started ([`Backend::tick`]), then the expiry housekeeping runs ([`commands::housekeeping`]:
@@ -9,6 +12,7 @@
 //! housekeeping has work, so keys expire with no client sending commands. Commands see the
 //! wall-clock unix time ([`unix_us`]) for expiry times and TIME.
 
+use std::collections::HashMap;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,8 +23,8 @@ use ssdlab_server::{Conn, ConnEnd, ListenOptions, Pace, Refused, ServeError, Sta
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::commands::{self, execute, resume, Counters, Ctx, Db, Flow, Long, Session};
-use crate::proto::{self, reply, BULK_MAX_BYTES};
-use crate::Backend;
+use crate::proto::{self, reply, Args, BULK_MAX_BYTES};
+use crate::{Backend, BatchDone, BatchOp, Entries, StoreError};
 
 /// Reported as `redis_version` by INFO: the Redis protocol level answered, then ssdlab's.
 pub const VERSION: &str = concat!("7.0.0-ssdlab-", env!("CARGO_PKG_VERSION"));
@@ -191,7 +195,7 @@ impl Server {
             match proto::parse(&buf[used..], BULK_MAX_BYTES) {
                 Ok(None) => return (used, Flow::Continue, None),
                 Err(e) => return (used, Flow::Close, Some(e.0)),
-                Ok(Some((args, n))) => {
+                Ok(Some((mut args, n))) => {
                     used += n;
                     if args.is_empty() {
                         continue;
@@ -201,6 +205,29 @@ impl Server {
                         self.tick(&mut st, false);
                         st
                     });
+                    if plain(&args).is_some() {
+                        // The plain GETs and SETs that follow, already received, go as one run.
+                        let mut run = vec![args];
+                        let mut next = used;
+                        while run.len() < PIPELINE_RUN {
+                            match proto::parse(&buf[next..], BULK_MAX_BYTES) {
+                                Ok(Some((a, n))) if plain(&a).is_some() => {
+                                    run.push(a);
+                                    next += n;
+                                }
+                                _ => break,
+                            }
+                        }
+                        if run.len() > 1 {
+                            used = next;
+                            self.run_pipelined(st, session, out, &run);
+                            if out.len() >= 1 << 20 {
+                                return (used, Flow::Continue, None);
+                            }
+                            continue;
+                        }
+                        args = run.pop().expect("one request");
+                    }
                     let State { store, counters, db } = &mut **st;
                     let mut ctx = Ctx::new(store.as_mut(), session, counters, out, &info, db, unix_us());
                     let flow = execute(&mut ctx, &args);
@@ -215,6 +242,48 @@ impl Server {
                     if out.len() >= 1 << 20 {
                         return (used, Flow::Continue, None);
                     }
+                }
+            }
+        }
+    }
+
+    /// Run `run`, a connection's consecutive plain GETs and SETs (see [`plain`]), through
+    /// [`Staged`]: their reads in one [`Backend::batch`] first, then each command as usual,
+    /// then their writes in another. A write that failed turns its SET's reply into the error
+    /// that SET would have answered on its own.
+    fn run_pipelined(&self, st: &mut State, session: &mut Session, out: &mut Vec<u8>, run: &[Args]) {
+        let info = || self.info_head();
+        let State { store, counters, db } = st;
+        let inner = std::mem::replace(store, Box::new(crate::MemoryStore::default()));
+        let mut lent = Lent { place: store, staged: Staged::new(inner) };
+        let staged = &mut lent.staged;
+        let gets: Vec<BatchOp<'_>> = run.iter().filter_map(|a| plain(a).filter(|&set| !set).map(|_| BatchOp::Get(&a[1]))).collect();
+        staged.prefetch(&gets);
+        let mut starts = Vec::with_capacity(run.len() + 1);
+        for (i, args) in run.iter().enumerate() {
+            starts.push(out.len());
+            (staged.cmd, staged.hold) = (i, plain(args) == Some(true));
+            let mut ctx = Ctx::new(staged, session, counters, out, &info, db, unix_us());
+            execute(&mut ctx, args);
+        }
+        starts.push(out.len());
+        staged.hold = false;
+        staged.flush();
+        let failed = std::mem::take(&mut staged.failed);
+        if failed.is_empty() {
+            return;
+        }
+        let replies = out.split_off(starts[0]);
+        for (i, args) in run.iter().enumerate() {
+            match failed.iter().find(|(j, _)| *j == i) {
+                None => out.extend_from_slice(&replies[starts[i] - starts[0]..starts[i + 1] - starts[0]]),
+                Some((_, e)) => {
+                    // The SET again, on a store whose write fails as this one did (counted once).
+                    staged.fail_set = Some(e.clone());
+                    counters.commands -= 1;
+                    let mut ctx = Ctx::new(staged, session, counters, out, &info, db, unix_us());
+                    execute(&mut ctx, args);
+                    staged.fail_set = None;
                 }
             }
         }
@@ -269,6 +338,170 @@ impl Server {
             }
             self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
         }
+    }
+}
+
+/// Plain GETs and SETs run together at most (see [`Server::run_pipelined`]).
+const PIPELINE_RUN: usize = 256;
+
+/// `GET key` (Some(false)) or `SET key value` without options (Some(true)): the commands a
+/// pipelined run is made of.
+fn plain(args: &Args) -> Option<bool> {
+    match args.len() {
+        2 if args[0].eq_ignore_ascii_case(b"get") => Some(false),
+        3 if args[0].eq_ignore_ascii_case(b"set") => Some(true),
+        _ => None,
+    }
+}
+
+/// The store as a pipelined run's commands see it: the keys their GETs read, fetched
+/// beforehand in one [`Backend::batch`]; their SETs' writes held back (while `hold`) and sent
+/// in another by [`Staged::flush`], which runs before anything that could see them (a read of
+/// a held key, any other call). So the run's commands see what they would see one by one.
+struct Staged {
+    inner: Box<dyn Backend>,
+    fetched: HashMap<Vec<u8>, Result<Option<Vec<u8>>, StoreError>>,
+    /// Writes held back: key, stored bytes, and the index of their command in the run.
+    held: Vec<(Vec<u8>, Vec<u8>, usize)>,
+    /// The running command is a plain SET: its write may be held back.
+    hold: bool,
+    cmd: usize,
+    /// Held-back writes that failed: their command's index and the store's error.
+    failed: Vec<(usize, StoreError)>,
+    /// Writes fail with this error (a failed SET run again for its reply).
+    fail_set: Option<StoreError>,
+}
+
+/// The store lent to a [`Staged`] for a run, put back in its place however the run ends.
+struct Lent<'a> {
+    place: &'a mut Box<dyn Backend>,
+    staged: Staged,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        std::mem::swap(self.place, &mut self.staged.inner);
+    }
+}
+
+impl Staged {
+    fn new(inner: Box<dyn Backend>) -> Staged {
+        Staged { inner, fetched: HashMap::new(), held: vec![], hold: false, cmd: 0, failed: vec![], fail_set: None }
+    }
+
+    fn prefetch(&mut self, gets: &[BatchOp<'_>]) {
+        let got = self.inner.batch(gets);
+        for (op, r) in gets.iter().zip(got) {
+            if let BatchOp::Get(k) = op {
+                let r = r.and_then(|d| match d {
+                    BatchDone::Got(v) => Ok(v),
+                    other => Err(StoreError(format!("the store answered a read with {other:?}"))),
+                });
+                self.fetched.insert(k.to_vec(), r);
+            }
+        }
+    }
+
+    /// Send the held-back writes; the keys they wrote are read from the store from now on.
+    fn flush(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let held = std::mem::take(&mut self.held);
+        let ops: Vec<BatchOp<'_>> = held.iter().map(|(k, v, _)| BatchOp::Set(k, v)).collect();
+        let done = self.inner.batch(&ops);
+        for ((k, _, i), r) in held.iter().zip(done) {
+            self.fetched.remove(k);
+            if let Err(e) = r {
+                self.failed.push((*i, e));
+            }
+        }
+    }
+
+    /// Before a call that reads or changes `key` in the store itself.
+    fn direct(&mut self, key: Option<&[u8]>) {
+        self.flush();
+        match key {
+            Some(k) => drop(self.fetched.remove(k)),
+            None => self.fetched.clear(),
+        }
+    }
+}
+
+impl Backend for Staged {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        if self.held.iter().any(|(k, _, _)| k == key) {
+            self.flush();
+        }
+        match self.fetched.get(key) {
+            Some(r) => r.clone(),
+            None => {
+                self.flush();
+                self.inner.get(key)
+            }
+        }
+    }
+    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        if let Some(e) = &self.fail_set {
+            return Err(e.clone());
+        }
+        if self.hold {
+            self.held.push((key.to_vec(), value.to_vec(), self.cmd));
+            return Ok(());
+        }
+        self.direct(Some(key));
+        self.inner.set(key, value)
+    }
+    fn del(&mut self, key: &[u8]) -> Result<bool, StoreError> {
+        self.direct(Some(key));
+        self.inner.del(key)
+    }
+    fn exists(&mut self, key: &[u8]) -> Result<bool, StoreError> {
+        self.flush();
+        self.inner.exists(key)
+    }
+    fn key_count(&mut self) -> Result<u64, StoreError> {
+        self.flush();
+        self.inner.key_count()
+    }
+    fn keys_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.flush();
+        self.inner.keys_after(after, limit)
+    }
+    fn entries_after(&mut self, after: Option<&[u8]>, limit: usize) -> Result<Entries, StoreError> {
+        self.flush();
+        self.inner.entries_after(after, limit)
+    }
+    fn clear(&mut self) -> Result<(), StoreError> {
+        self.direct(None);
+        self.inner.clear()
+    }
+    fn clear_some(&mut self, limit: usize) -> Result<bool, StoreError> {
+        self.direct(None);
+        self.inner.clear_some(limit)
+    }
+    fn update(&mut self, key: &[u8], f: &mut dyn FnMut(&mut Vec<u8>) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        self.direct(Some(key));
+        self.inner.update(key, f)
+    }
+    fn max_value_bytes(&self) -> usize {
+        self.inner.max_value_bytes()
+    }
+    fn tick(&mut self, now_ns: u64) -> Result<(), StoreError> {
+        self.flush();
+        self.inner.tick(now_ns)
+    }
+    fn batch(&mut self, ops: &[BatchOp<'_>]) -> Vec<Result<BatchDone, StoreError>> {
+        self.direct(None);
+        self.inner.batch(ops)
+    }
+    fn metrics(&mut self) -> Value {
+        self.flush();
+        self.inner.metrics()
+    }
+    fn closing(&mut self) -> Result<Value, StoreError> {
+        self.flush();
+        self.inner.closing()
     }
 }
 
@@ -340,4 +573,73 @@ fn run(srv: Arc<Server>, listener: Option<TcpListener>) -> Result<Value, ServeEr
     let mut m = srv.summary();
     m["closing"] = srv.state().store.closing().map_err(|e| ServeError::Failed(e.to_string()))?;
     Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryStore;
+
+    /// A memory store that refuses writes to keys starting with "bad" and counts its batches.
+    struct Picky {
+        mem: MemoryStore,
+        batches: Arc<AtomicUsize>,
+    }
+
+    impl Backend for Picky {
+        fn get(&mut self, k: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+            self.mem.get(k)
+        }
+        fn set(&mut self, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
+            if k.starts_with(b"bad") {
+                return Err("no writes to bad keys".into());
+            }
+            self.mem.set(k, v)
+        }
+        fn del(&mut self, k: &[u8]) -> Result<bool, StoreError> {
+            self.mem.del(k)
+        }
+        fn key_count(&mut self) -> Result<u64, StoreError> {
+            self.mem.key_count()
+        }
+        fn clear(&mut self) -> Result<(), StoreError> {
+            self.mem.clear()
+        }
+        fn max_value_bytes(&self) -> usize {
+            self.mem.max_value_bytes()
+        }
+        fn batch(&mut self, ops: &[BatchOp<'_>]) -> Vec<Result<BatchDone, StoreError>> {
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            ops.iter()
+                .map(|op| match *op {
+                    BatchOp::Get(k) => self.get(k).map(BatchDone::Got),
+                    BatchOp::Set(k, v) => self.set(k, v).map(|()| BatchDone::Set),
+                    BatchOp::Del(k) => self.del(k).map(BatchDone::Deleted),
+                })
+                .collect()
+        }
+        fn metrics(&mut self) -> Value {
+            Value::Null
+        }
+    }
+
+    #[test]
+    fn pipelined_gets_and_sets_answer_as_one_by_one_failed_writes_included() {
+        let batches = Arc::new(AtomicUsize::new(0));
+        let store = Picky { mem: MemoryStore::default(), batches: batches.clone() };
+        let srv = Server::new(Box::new(store), RespOptions { quiet: true, ..RespOptions::default() });
+        let srv = &*srv;
+        let run = |data: &'static [u8]| {
+            let out = ssdlab_server::fuzzing::run_session(data, |s| async move {
+                let _ = srv.session_on(s, &Pace::none()).await;
+            });
+            String::from_utf8_lossy(&out).into_owned()
+        };
+        let out = run(b"SET a 1\r\nSET bad 2\r\nGET a\r\nGET bad\r\nSET a 3\r\nGET a\r\nGET nothere\r\nSET a 4 XX GET\r\nGET a\r\n");
+        assert_eq!(out, "+OK\r\n-ERR no writes to bad keys\r\n$1\r\n1\r\n$-1\r\n+OK\r\n$1\r\n3\r\n$-1\r\n$1\r\n3\r\n$1\r\n4\r\n");
+        assert!(batches.load(Ordering::Relaxed) >= 2, "the run's reads and writes went as batches");
+        // The counters as one by one: 9 commands, 1 error.
+        let m = srv.summary();
+        assert_eq!((m["total_commands_processed"].as_u64(), m["command_errors"].as_u64()), (Some(9), Some(1)));
+    }
 }

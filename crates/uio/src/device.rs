@@ -1,4 +1,4 @@
-//! A UIO device as its own process, and the host library that attaches to it.
+//! A UIO device as its own process (the host library that attaches to it is [`crate::host`]).
 //!
 //! The device owns its UTL (on its own emulated flash), GME's map and NET (a TCP listener for
 //! its peers' requests, connections to theirs). A host attaches over a Unix socket by passing
@@ -11,29 +11,41 @@
 //! (route by key hash), then the local UTL or a peer over NET; a get's value is written into
 //! the host's buffer.
 //!
-//! Threads: the polling loop (commands from the hosts) and one per peer connection (requests
-//! from other devices) share the UTL under a lock, never held while a remote request waits.
-//! The loop spins while commands come and, after about a tenth of a millisecond without any,
-//! sleeps 20 us at a time, so idle devices leave the CPU to others.
+//! Queue depth: the controller runs a local command to its end and hands a remote one to NET,
+//! which sends it to the key's device at once and finishes it when the answer comes (in any
+//! order); its completion is posted then, and the controller takes further commands meanwhile.
+//!
+//! Threads: the polling loop (commands from the hosts), one per peer connection served
+//! (requests from other devices) and one per connection to a peer (reading its answers). The
+//! UTL is shared under a lock, never held while a remote request waits. The loop spins while
+//! commands come or a remote one is in flight; with several in flight and nothing else to do
+//! it spins briefly, then parks until an answer wakes it (at most 0.1 ms, to look at the host
+//! queues again); after about a tenth of a millisecond with neither, it sleeps 20 us at a
+//! time, so idle devices leave the CPU to others.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sendfd::{RecvWithFd, SendWithFd};
+use sendfd::RecvWithFd;
 use serde::{Deserialize, Serialize};
 use ssdlab_core::Config;
 use ssdlab_netrules::lock_store;
 
+pub use crate::host::{
+    host_daemon, host_daemon_until_signal, HostDevice, Reply, Request, TraditionalHost, HOST_MEMORY_BYTES, HOST_QUEUE_DEPTH,
+    HOST_VALUE_BYTES,
+};
+
 use crate::cluster::{Gme, Links, Path as DataPath};
-use crate::layout::{bar, Command, Completion, Status};
+use crate::layout::{bar, Status};
 use crate::net::{self, Peers, OP_GET, OP_PUT};
-use crate::queues::{Controller, Host, Perm, Store, KEY_MAX_BYTES};
+use crate::queues::{Controller, Finished, Op, Store};
 use crate::record::encode;
 use crate::shm::Region;
 use crate::utl::{Utl, UtlConfig};
@@ -106,10 +118,11 @@ pub struct DeviceStore {
     utl: Arc<Mutex<SimUtl>>,
     peers: Peers,
     links: Links,
-    rec: Vec<u8>,
-    out: Vec<u8>,
-    /// The last command's simulated latency: its legs (`links`, the same formulas as
-    /// [`crate::cluster`]) plus the UTL's time, its own or the remote device's.
+    /// The polling loop's thread: a remote command's answer wakes it (see [`run`]).
+    poller: std::thread::Thread,
+    /// The last local command's simulated latency: its legs (`links`, the same formulas as
+    /// [`crate::cluster`]) plus the UTL's time. A remote command's is computed when its answer
+    /// comes, with the remote device's time (see [`DeviceStore::start_with`]).
     last_ns: u64,
     pub stats: DeviceStats,
 }
@@ -143,37 +156,6 @@ impl DeviceStore {
         Ok(v)
     }
 
-    /// The remote device answers with its UTL's time (on the traditional path, the time of
-    /// the command its host submitted back, legs excluded); the legs are added here.
-    fn remote_put(&mut self, to: u16, key: &[u8], value: &[u8]) -> Result<(), Status> {
-        self.stats.remote_puts += 1;
-        self.rec.clear();
-        encode(key, value, &mut self.rec);
-        let r = self.peers.request(to, OP_PUT, &self.rec, &mut self.out);
-        self.stats.remote_errors = self.peers.errors;
-        let (before, after) = self.links.put_legs(self.path(), true, key.len(), value.len());
-        self.last_ns = before + self.peers.last_service_ns + after;
-        match r? {
-            0 => Ok(()),
-            st => Err(Self::status(st)),
-        }
-    }
-
-    fn remote_get(&mut self, to: u16, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
-        self.stats.remote_gets += 1;
-        let r = self.peers.request(to, OP_GET, key, &mut self.out);
-        self.stats.remote_errors = self.peers.errors;
-        let found = matches!(r, Ok(0));
-        self.last_ns = self.links.get_legs_before(self.path(), true, key.len())
-            + self.peers.last_service_ns
-            + self.links.get_legs_after(self.path(), true, if found { self.out.len() } else { 0 });
-        match r? {
-            0 => Ok(Some(self.out.clone())),
-            st if st == Status::KeyNotFound as u16 => Ok(None),
-            st => Err(Self::status(st)),
-        }
-    }
-
     /// Where a command goes: UIO routes by GME; the traditional device goes where the host
     /// said (here when it said nothing).
     fn target(&self, dest: Option<u16>, key: &[u8]) -> u16 {
@@ -182,6 +164,79 @@ impl DeviceStore {
         } else {
             self.gme.route(key)
         }
+    }
+
+    /// Start a put or get: a local one runs to its end here (Some); a remote one is sent to
+    /// its device over NET (None) and `done` gets it, finished, when the answer comes. Its
+    /// simulated latency is its legs plus the time the remote device answers with (its UTL's;
+    /// on the traditional path, the time of the command its host submitted back, legs
+    /// excluded).
+    fn start_with(&mut self, tag: u64, dest: Option<u16>, op: Op<'_>, done: &mpsc::Sender<Finished>) -> Option<Finished> {
+        let key = match op {
+            Op::Put { key, .. } | Op::Get { key } => key,
+        };
+        let to = self.target(dest, key);
+        if to == self.id {
+            let result = match op {
+                Op::Put { key, value } => self.local_put(key, value).map(|()| None),
+                Op::Get { key } => self.local_get(key),
+            };
+            return Some(Finished { tag, result, sim_ns: self.last_ns });
+        }
+        let (path, links, done, poller) = (self.path(), self.links, done.clone(), self.poller.clone());
+        match op {
+            Op::Put { key, value } => {
+                self.stats.remote_puts += 1;
+                let mut rec = Vec::with_capacity(16 + key.len() + value.len());
+                encode(key, value, &mut rec);
+                let (before, after) = links.put_legs(path, true, key.len(), value.len());
+                let finish = move |a: net::Answer| {
+                    let (result, service) = match a {
+                        Ok((0, _, service)) => (Ok(None), service),
+                        Ok((st, _, service)) => (Err(Self::status(st)), service),
+                        Err(e) => (Err(e), 0),
+                    };
+                    let _ = done.send(Finished { tag, result, sim_ns: before + service + after });
+                    poller.unpark();
+                };
+                self.peers.send(to, OP_PUT, &rec, Box::new(finish));
+            }
+            Op::Get { key } => {
+                self.stats.remote_gets += 1;
+                let before = links.get_legs_before(path, true, key.len());
+                let finish = move |a: net::Answer| {
+                    let (result, service) = match a {
+                        Ok((0, v, service)) => (Ok(Some(v)), service),
+                        Ok((st, _, service)) if st == Status::KeyNotFound as u16 => (Ok(None), service),
+                        Ok((st, _, service)) => (Err(Self::status(st)), service),
+                        Err(e) => (Err(e), 0),
+                    };
+                    let found = result.as_ref().map_or(0, |v| v.as_ref().map_or(0, Vec::len));
+                    let sim_ns = before + service + links.get_legs_after(path, true, found);
+                    let _ = done.send(Finished { tag, result, sim_ns });
+                    poller.unpark();
+                };
+                self.peers.send(to, OP_GET, key, Box::new(finish));
+            }
+        }
+        None
+    }
+
+    /// Run `op` to its end (a remote one waits for its answer).
+    fn run_op(&mut self, dest: Option<u16>, op: Op<'_>) -> Result<Option<Vec<u8>>, Status> {
+        let (tx, rx) = mpsc::channel();
+        let f = match self.start_with(0, dest, op, &tx) {
+            Some(f) => f,
+            // NET finishes every request it took: answered, failed, or timed out.
+            None => rx.recv().map_err(|_| Status::TransientTransport)?,
+        };
+        self.last_ns = f.sim_ns;
+        f.result
+    }
+
+    /// What the device has done so far.
+    fn stats(&self) -> DeviceStats {
+        DeviceStats { remote_errors: self.peers.errors(), ..self.stats.clone() }
     }
 }
 
@@ -193,16 +248,10 @@ impl Store for DeviceStore {
         self.get_from(None, key)
     }
     fn put_to(&mut self, dest: Option<u16>, key: &[u8], value: &[u8]) -> Result<(), Status> {
-        match self.target(dest, key) {
-            to if to == self.id => self.local_put(key, value),
-            to => self.remote_put(to, key, value),
-        }
+        self.run_op(dest, Op::Put { key, value }).map(|_| ())
     }
     fn get_from(&mut self, dest: Option<u16>, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
-        match self.target(dest, key) {
-            to if to == self.id => self.local_get(key),
-            to => self.remote_get(to, key),
-        }
+        self.run_op(dest, Op::Get { key })
     }
     fn sim_ns(&self) -> u64 {
         self.last_ns
@@ -215,40 +264,44 @@ struct Relay {
     daemon: Peers,
     rec: Vec<u8>,
     out: Vec<u8>,
-}
-
-/// What the daemon answered: its command's UTL time (the daemon removes the legs).
-impl Relay {
-    fn service_ns(&self) -> u64 {
-        self.daemon.last_service_ns
-    }
+    /// What the daemon answered last: its command's UTL time (the daemon removes the legs).
+    service_ns: u64,
 }
 
 impl Relay {
     fn new(daemon: SocketAddr, timeout: Duration) -> Relay {
         // The daemon is peer 0 of a one-peer table (this end is "device 1").
-        Relay { daemon: Peers::new(1, vec![daemon], timeout), rec: Vec::new(), out: Vec::new() }
+        Relay { daemon: Peers::new(1, vec![daemon], timeout), rec: Vec::new(), out: Vec::new(), service_ns: 0 }
+    }
+
+    fn request(&mut self, op: u8, body: &[u8]) -> Result<u16, Status> {
+        let (st, service) = self.daemon.request(0, op, body, &mut self.out)?;
+        self.service_ns = service;
+        Ok(st)
     }
 }
 
 impl Store for Relay {
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status> {
-        self.rec.clear();
-        encode(key, value, &mut self.rec);
-        match self.daemon.request(0, OP_PUT, &self.rec, &mut self.out)? {
+        let mut rec = std::mem::take(&mut self.rec);
+        rec.clear();
+        encode(key, value, &mut rec);
+        let r = self.request(OP_PUT, &rec);
+        self.rec = rec;
+        match r? {
             0 => Ok(()),
             st => Err(DeviceStore::status(st)),
         }
     }
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
-        match self.daemon.request(0, OP_GET, key, &mut self.out)? {
-            0 => Ok(Some(self.out.clone())),
+        match self.request(OP_GET, key)? {
+            0 => Ok(Some(std::mem::take(&mut self.out))),
             st if st == Status::KeyNotFound as u16 => Ok(None),
             st => Err(DeviceStore::status(st)),
         }
     }
     fn sim_ns(&self) -> u64 {
-        self.service_ns()
+        self.service_ns
     }
 }
 
@@ -283,8 +336,14 @@ pub struct DeviceOptions {
 /// back to back finds the device spinning; an idle device wakes every 20 us and costs little CPU.
 const SPIN_POLLS: u32 = 20_000;
 
+/// Empty polls, with several remote commands in flight, before the loop parks until an answer
+/// comes.
+const WAIT_SPINS: u32 = 2_000;
+/// How long a parked loop waits at most before it polls the host queues again.
+const WAIT_PARK: Duration = Duration::from_micros(100);
+
 /// The attach message: BAR bytes, host memory bytes (u64 each), with the two memfds.
-const ATTACH_BYTES: usize = 16;
+pub(crate) const ATTACH_BYTES: usize = 16;
 /// How long a connection may take to send its attach message before it is dropped.
 const ATTACH_WAIT: Duration = Duration::from_secs(5);
 /// Connections waiting to send their attach message at most; the oldest goes beyond that.
@@ -345,8 +404,7 @@ pub fn run(
         utl,
         peers: Peers::new(opts.id, opts.net.clone(), opts.peer_timeout),
         links: opts.links,
-        rec: Vec::new(),
-        out: Vec::new(),
+        poller: std::thread::current(),
         last_ns: 0,
         stats: DeviceStats::default(),
     }));
@@ -366,8 +424,7 @@ pub fn run(
             continue;
         }
         idle += 1;
-        if idle < SPIN_POLLS && !hosts.is_empty() {
-            std::hint::spin_loop();
+        if keep_polling(idle, &hosts) {
             continue;
         }
         // Idle: take new connections and the hosts whose attach message arrived, drop those
@@ -394,7 +451,7 @@ pub fn run(
         }
         let mut i = 0;
         while i < pending.len() {
-            match attach(&mut pending[i].0, Shared(store.clone()), opts.burst) {
+            match attach(&mut pending[i].0, Shared::new(store.clone()), opts.burst) {
                 Ok(None) if pending[i].1.elapsed() < ATTACH_WAIT => i += 1,
                 Ok(None) => {
                     eprintln!("uio device {}: host attach refused: nothing sent within {ATTACH_WAIT:?}", opts.id);
@@ -422,28 +479,69 @@ pub fn run(
     stop.store(true, Ordering::Relaxed);
     let _ = net_thread.join();
     let _ = std::fs::remove_file(&opts.socket);
-    let stats = lock_store(&store, "the device store").stats.clone();
+    let stats = lock_store(&store, "the device store").stats();
     result.map(|_| stats)
 }
 
-/// The device's modules shared by every attached host's controller.
-struct Shared(Arc<Mutex<DeviceStore>>);
+/// After `idle` empty rounds: wait for the hosts' next commands (true) or go on to look for new
+/// hosts and doze (false). Remote commands in flight keep the loop for their answers (it looks
+/// for new hosts once every SPIN_POLLS rounds): spinning; with several, spinning a little, then
+/// parked until an answer comes (NET's reader wakes it) or WAIT_PARK has passed, leaving the
+/// cores to the threads the answers need. One alone is spun for: at depth 1 the wake-up would
+/// add to every remote command.
+fn keep_polling(idle: u32, hosts: &[Attached]) -> bool {
+    let in_flight: usize = hosts.iter().map(|h| h.ctl.in_flight()).sum();
+    if in_flight > 1 && idle >= WAIT_SPINS && !idle.is_multiple_of(SPIN_POLLS) {
+        std::thread::park_timeout(WAIT_PARK);
+        return true;
+    }
+    if !hosts.is_empty() && (idle < SPIN_POLLS || in_flight > 0 && !idle.is_multiple_of(SPIN_POLLS)) {
+        std::hint::spin_loop();
+        return true;
+    }
+    false
+}
+
+/// The device's modules shared by every attached host's controller; each controller's remote
+/// commands come back finished on its own channel.
+struct Shared {
+    store: Arc<Mutex<DeviceStore>>,
+    tx: mpsc::Sender<Finished>,
+    rx: mpsc::Receiver<Finished>,
+}
+
+impl Shared {
+    fn new(store: Arc<Mutex<DeviceStore>>) -> Shared {
+        let (tx, rx) = mpsc::channel();
+        Shared { store, tx, rx }
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, DeviceStore> {
+        lock_store(&self.store, "the device store")
+    }
+}
 
 impl Store for Shared {
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status> {
-        lock_store(&self.0, "the device store").put(key, value)
+        self.lock().put(key, value)
     }
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
-        lock_store(&self.0, "the device store").get(key)
+        self.lock().get(key)
     }
     fn put_to(&mut self, dest: Option<u16>, key: &[u8], value: &[u8]) -> Result<(), Status> {
-        lock_store(&self.0, "the device store").put_to(dest, key, value)
+        self.lock().put_to(dest, key, value)
     }
     fn get_from(&mut self, dest: Option<u16>, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
-        lock_store(&self.0, "the device store").get_from(dest, key)
+        self.lock().get_from(dest, key)
     }
     fn sim_ns(&self) -> u64 {
-        lock_store(&self.0, "the device store").sim_ns()
+        self.lock().sim_ns()
+    }
+    fn start(&mut self, tag: u64, dest: Option<u16>, op: Op<'_>) -> Option<Finished> {
+        let tx = self.tx.clone();
+        self.lock().start_with(tag, dest, op, &tx)
+    }
+    fn finished(&mut self, out: &mut Vec<Finished>) {
+        out.extend(self.rx.try_iter());
     }
 }
 
@@ -454,7 +552,7 @@ struct Attached {
 }
 
 /// Run `f` with a flag that SIGINT or SIGTERM sets (the handlers are removed afterwards).
-fn until_signal<R>(f: impl FnOnce(Arc<AtomicBool>) -> io::Result<R>) -> io::Result<R> {
+pub(crate) fn until_signal<R>(f: impl FnOnce(Arc<AtomicBool>) -> io::Result<R>) -> io::Result<R> {
     let stop = Arc::new(AtomicBool::new(false));
     let ids = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]
         .iter()
@@ -515,286 +613,4 @@ fn attach(s: &mut UnixStream, store: Shared, burst: u32) -> io::Result<Option<Co
     };
     s.write_all(&[1])?;
     Ok(Some(ctl))
-}
-
-/// Bytes of host memory the host library maps: queues, one key and one value buffer.
-pub const HOST_MEMORY_BYTES: usize = (16 << 20) + (1 << 20);
-/// Largest value the host library moves (the queues allow more; a UTL record must fit one
-/// flash block, 256 KiB on the case study's devices).
-pub const HOST_VALUE_BYTES: u64 = 16 << 20;
-const IO_ENTRIES: u16 = 64;
-
-/// The host side: attach to a device process and run put/get one at a time.
-pub struct HostDevice {
-    host: Host,
-    sock: UnixStream,
-    mem: Arc<Region>,
-    key_at: u64,
-    val_at: u64,
-    timeout: Duration,
-    pub puts: u64,
-    pub gets: u64,
-    /// The last command's simulated latency, from its completion (0: the device models none).
-    pub last_sim_ns: u64,
-    /// The legs a traditional daemon removes from its commands' simulated latency, so what it
-    /// answers a relaying device is the UTL's time alone (see [`Store::sim_ns`] below).
-    pub links: Links,
-    last_utl_ns: u64,
-}
-
-impl HostDevice {
-    /// Attach to the device listening on `socket`; `timeout` bounds every command's wait.
-    pub fn attach(socket: &Path, timeout: Duration) -> io::Result<HostDevice> {
-        let bar_r = Arc::new(Region::new("uio-bar", bar::bytes(4))?);
-        let mem = Arc::new(Region::new("uio-host", HOST_MEMORY_BYTES)?);
-        let mut host = Host::new(bar_r.clone(), mem.clone(), 16);
-        let mut sock = UnixStream::connect(socket).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", socket.display())))?;
-        let mut hdr = [0u8; ATTACH_BYTES];
-        hdr[..8].copy_from_slice(&(bar_r.len() as u64).to_le_bytes());
-        hdr[8..].copy_from_slice(&(mem.len() as u64).to_le_bytes());
-        sock.send_with_fd(&hdr, &[bar_r.fd().as_raw_fd(), mem.fd().as_raw_fd()])?;
-        sock.set_read_timeout(Some(timeout))?;
-        let mut ack = [0u8; 1];
-        sock.read_exact(&mut ack)?;
-        if ack[0] != 1 {
-            return Err(io::Error::new(io::ErrorKind::ConnectionRefused, "the device refused the attach (see its log)"));
-        }
-        let deadline = Instant::now() + timeout;
-        host.create_io_pair(1, 1, IO_ENTRIES, Perm::default(), || backoff(deadline))
-            .map_err(|s| io::Error::other(format!("creating the I/O queues: status {s:?}")))?;
-        let key_at = host.alloc(KEY_MAX_BYTES);
-        let val_at = host.alloc(HOST_VALUE_BYTES);
-        Ok(HostDevice {
-            host,
-            sock,
-            mem,
-            key_at,
-            val_at,
-            timeout,
-            puts: 0,
-            gets: 0,
-            last_sim_ns: 0,
-            links: Links::default(),
-            last_utl_ns: 0,
-        })
-    }
-
-    fn run_status(&mut self, cmd: Command) -> Result<Completion, Status> {
-        self.run(cmd).map_err(|_| Status::InternalError)
-    }
-
-    /// Submit `cmd` and wait for its completion. A completion of an earlier command that timed
-    /// out (another command id) is dropped.
-    fn run(&mut self, cmd: Command) -> Result<Completion, String> {
-        self.host.submit(1, &cmd)?;
-        let deadline = Instant::now() + self.timeout;
-        loop {
-            if let Some(c) = self.host.reap(1) {
-                if c.cid == cmd.cid {
-                    return Ok(c);
-                }
-                continue;
-            }
-            if !backoff(deadline) {
-                return Err(format!("the device did not answer within {:?}", self.timeout));
-            }
-        }
-    }
-
-    fn check_sizes(key: &[u8], value_len: u64) -> Result<(), String> {
-        if key.is_empty() || key.len() as u64 > KEY_MAX_BYTES || value_len > HOST_VALUE_BYTES {
-            return Err(format!(
-                "key of {} bytes (1 to {KEY_MAX_BYTES}), value of {value_len} bytes (at most {HOST_VALUE_BYTES})",
-                key.len()
-            ));
-        }
-        Ok(())
-    }
-
-    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.put_routed(None, key, value)
-    }
-
-    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        self.get_routed(None, key)
-    }
-
-    /// cdw13 of a command naming device `dest` (the traditional path's host routing).
-    fn routed(mut c: Command, dest: Option<u16>) -> Command {
-        c.cdw[3] = dest.map_or(0, |d| d as u32 + 1);
-        c
-    }
-
-    /// A put naming the device that holds the key (a traditional device forwards it there).
-    pub fn put_routed(&mut self, dest: Option<u16>, key: &[u8], value: &[u8]) -> Result<(), String> {
-        Self::check_sizes(key, value.len() as u64)?;
-        self.mem.write(self.key_at, key);
-        self.mem.write(self.val_at, value);
-        let cid = self.host.cid();
-        let c = self.run(Self::routed(Command::put(cid, (self.key_at, key.len() as u64), (self.val_at, value.len() as u64)), dest))?;
-        self.puts += 1;
-        self.last_sim_ns = c.sim_ns as u64;
-        match Status::from_bits(c.status) {
-            Some(Status::Success) => Ok(()),
-            _ => Err(format!("put failed: {}", status_text(c.status))),
-        }
-    }
-
-    /// A get naming the device that holds the key (see [`HostDevice::put_routed`]).
-    pub fn get_routed(&mut self, dest: Option<u16>, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        Self::check_sizes(key, 0)?;
-        self.mem.write(self.key_at, key);
-        let cid = self.host.cid();
-        let c = self.run(Self::routed(Command::get(cid, (self.key_at, key.len() as u64), (self.val_at, HOST_VALUE_BYTES)), dest))?;
-        self.gets += 1;
-        self.last_sim_ns = c.sim_ns as u64;
-        match Status::from_bits(c.status) {
-            Some(Status::Success) => {
-                let mut v = vec![0u8; c.specific as usize];
-                self.mem.read(self.val_at, &mut v);
-                Ok(Some(v))
-            }
-            Some(Status::KeyNotFound) => Ok(None),
-            _ => Err(format!("get failed: {}", status_text(c.status))),
-        }
-    }
-
-    fn status_of(c: &Completion) -> Status {
-        Status::from_bits(c.status).unwrap_or(Status::InternalError)
-    }
-
-    /// Whether the device process still holds the attach socket open.
-    pub fn connected(&mut self) -> bool {
-        self.sock.set_nonblocking(true).is_ok()
-            && !matches!(self.sock.read(&mut [0u8; 1]), Ok(0))
-            && self.sock.set_nonblocking(false).is_ok()
-    }
-}
-
-fn status_text(bits: u16) -> String {
-    match Status::from_bits(bits) {
-        Some(Status::TransientTransport) => format!("device status {bits:#x} (the key's device is unreachable)"),
-        Some(s) => format!("device status {bits:#x} ({s:?})"),
-        None => format!("device status {bits:#x}"),
-    }
-}
-
-/// A host's device as a store: what a traditional host's daemon forwards remote requests to
-/// (the device's status comes back as it is).
-impl Store for HostDevice {
-    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Status> {
-        Self::check_sizes(key, value.len() as u64).map_err(|_| Status::InvalidField)?;
-        self.mem.write(self.key_at, key);
-        self.mem.write(self.val_at, value);
-        let cid = self.host.cid();
-        let c = self.run_status(Command::put(cid, (self.key_at, key.len() as u64), (self.val_at, value.len() as u64)))?;
-        self.puts += 1;
-        self.last_sim_ns = c.sim_ns as u64;
-        // A local command on its (traditional) device: its legs are the relaying device's to add.
-        let (before, after) = self.links.put_legs(DataPath::Traditional, false, key.len(), value.len());
-        self.last_utl_ns = self.last_sim_ns.saturating_sub(before + after);
-        match Self::status_of(&c) {
-            Status::Success => Ok(()),
-            st => Err(st),
-        }
-    }
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Status> {
-        Self::check_sizes(key, 0).map_err(|_| Status::InvalidField)?;
-        self.mem.write(self.key_at, key);
-        let cid = self.host.cid();
-        let c = self.run_status(Command::get(cid, (self.key_at, key.len() as u64), (self.val_at, HOST_VALUE_BYTES)))?;
-        self.gets += 1;
-        self.last_sim_ns = c.sim_ns as u64;
-        let vlen = if Self::status_of(&c) == Status::Success { c.specific as usize } else { 0 };
-        let legs = self.links.get_legs_before(DataPath::Traditional, false, key.len())
-            + self.links.get_legs_after(DataPath::Traditional, false, vlen);
-        self.last_utl_ns = self.last_sim_ns.saturating_sub(legs);
-        match Self::status_of(&c) {
-            Status::Success => {
-                let mut v = vec![0u8; c.specific as usize];
-                self.mem.read(self.val_at, &mut v);
-                Ok(Some(v))
-            }
-            Status::KeyNotFound => Ok(None),
-            st => Err(st),
-        }
-    }
-    /// The UTL's time of the last command (its total less a local command's legs).
-    fn sim_ns(&self) -> u64 {
-        self.last_utl_ns
-    }
-}
-
-/// A traditional host's daemon until SIGINT/SIGTERM (see [`host_daemon`]).
-pub fn host_daemon_until_signal(attach: &Path, listen: SocketAddr, allow_remote: bool, ready: impl FnOnce(SocketAddr)) -> io::Result<u64> {
-    until_signal(|stop| host_daemon(attach, listen, allow_remote, stop, ready))
-}
-
-/// A traditional host's daemon until `stop`: attached to its device (in traditional mode), it
-/// takes the requests the device relays from its peers on `listen`, in this host's memory, and
-/// submits them back to the device through its queues.
-/// Returns the commands it forwarded.
-pub fn host_daemon(
-    attach: &Path,
-    listen: SocketAddr,
-    allow_remote: bool,
-    stop: Arc<AtomicBool>,
-    ready: impl FnOnce(SocketAddr),
-) -> io::Result<u64> {
-    let listener = net::bind(listen, allow_remote)?;
-    let dev = Arc::new(Mutex::new(HostDevice::attach(attach, Duration::from_secs(10))?));
-    let addr = listener.local_addr()?;
-    let t = net::serve(listener, dev.clone(), stop.clone());
-    ready(addr);
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = t.join();
-    let d = lock_store(&dev, "the host device");
-    Ok(d.puts + d.gets)
-}
-
-/// The traditional path's client: the host routes each key in software (the same map GME
-/// uses) and names the key's device in each command (cdw13); its device, in traditional mode,
-/// stores local keys directly and sends the others over the network, where the key's device
-/// hands them to its host's daemon (host memory) to be submitted back to it.
-pub struct TraditionalHost {
-    me: u16,
-    gme: Gme,
-    dev: HostDevice,
-}
-
-impl TraditionalHost {
-    /// Host `me` of a system of `devices`, with its device `dev`.
-    pub fn new(me: u16, devices: u16, dev: HostDevice) -> TraditionalHost {
-        TraditionalHost { me, gme: Gme::uniform(devices, 1024), dev }
-    }
-
-    fn dest(&self, key: &[u8]) -> Option<u16> {
-        Some(self.gme.route(key)).filter(|&d| d != self.me)
-    }
-
-    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        let d = self.dest(key);
-        self.dev.put_routed(d, key, value)
-    }
-
-    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        let d = self.dest(key);
-        self.dev.get_routed(d, key)
-    }
-
-    /// The last command's simulated latency (see [`HostDevice::last_sim_ns`]).
-    pub fn last_sim_ns(&self) -> u64 {
-        self.dev.last_sim_ns
-    }
-}
-
-/// Wait a little for the device (spin, then yield); false once `deadline` has passed.
-fn backoff(deadline: Instant) -> bool {
-    for _ in 0..64 {
-        std::hint::spin_loop();
-    }
-    std::thread::yield_now();
-    Instant::now() < deadline
 }

@@ -11,12 +11,14 @@
 //!   profiles ([`cluster`]; the document simulator's message queue hop measured by [`msgq`]),
 //!   and the reproduction's measurements ([`repro`]).
 //! - Devices as processes: a device serving its host's queues and its peers' requests over
-//!   TCP, and the host library that attaches to it ([`device`], [`net`]); the flash kept in a
+//!   TCP, and the host library that attaches to it, several commands in flight ([`device`],
+//!   [`host`], [`net`]); the flash kept in a
 //!   file and recovered at start ([`image`]); the RESP front-end on the host library is
 //!   crates/serve's `uio`.
 
 pub mod cluster;
 pub mod device;
+pub mod host;
 pub mod image;
 pub mod layout;
 pub mod msgq;
@@ -30,6 +32,6 @@ pub mod wall;
 
 pub use cluster::{Cluster, Gme, Links, Path, Profile};
 pub use layout::{Command, Completion, Status};
-pub use queues::{Controller, Host, Perm, Store};
+pub use queues::{Controller, Finished, Host, Op, Perm, Store};
 pub use shm::Region;
 pub use utl::{Utl, UtlConfig, UtlError};

@@ -1,21 +1,31 @@
 //! NET: requests between device processes over TCP.
 //!
-//! A message is an 8-byte header (opcode u8 | reserved u8 | status u16 | body length u32,
-//! little-endian) and its body; TCP cuts it into segments (the document's NET packetises the
-//! record itself; the modelled cost in [`crate::cluster::Links::net`] counts those packets).
-//! Requests: put (body = the record DMA built: checksum | key len | value len | key | value,
-//! checked on arrival) and get (body = the key); the answer carries a status and, for a get, the
-//! value. Each device serves its peers' requests on its own threads, against its UTL.
+//! A message is an 8-byte header (opcode u8 | flags u8 | status u16 | body length u32,
+//! little-endian), an 8-byte tag when flagged, its body, and an 8-byte trailer when flagged;
+//! TCP cuts it into segments (the document's NET packetises the record itself; the modelled
+//! cost in [`crate::cluster::Links::net`] counts those packets). Requests: put (body = the
+//! record DMA built: checksum | key len | value len | key | value, checked on arrival) and get
+//! (body = the key); the answer carries a status and, for a get, the value. Each device serves
+//! its peers' requests on its own threads, against its UTL.
 //!
-//! A peer that goes away (restarted, crashed) costs the requests that need it a clear error
-//! (status Transient Transport Error, and a line on stderr naming the peer and the cause); the
-//! next request reconnects, so a restarted peer serves again without any other step.
+//! Queue depth: a device keeps one connection per peer and writes its requests there as its
+//! controller takes the commands, each tagged with a number of its own (the answer carries it
+//! back), without waiting for the answers: a thread per connection reads them and finishes
+//! each request by its tag, in whatever order they come. The serving side reads a
+//! connection's requests one after another as they arrive, answers each in order and writes
+//! the answers out together once no further whole request is waiting.
+//!
+//! A peer that goes away (restarted, crashed) or does not answer within the timeout costs
+//! exactly the requests in flight to it a clear error (status Transient Transport Error, and
+//! a line on stderr naming the peer and the cause); the next request reconnects, so a
+//! restarted peer serves again without any other step.
 
-use std::io::{self, Read, Write};
+use std::collections::HashMap;
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use ssdlab_netrules::lock_store;
 
@@ -32,30 +42,55 @@ pub const MAX_BODY: usize = (16 << 20) + 4096;
 /// Header byte 1, bit 0: an 8-byte trailer after the body holds the answering side's
 /// simulated service time (ns, little-endian; answers only).
 const TIMED: u8 = 1;
+/// Header byte 1, bit 1: an 8-byte tag (little-endian) follows the header; an answer to a
+/// tagged request carries its tag.
+const TAGGED: u8 = 2;
+
+/// A message's fields besides its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Meta {
+    pub op: u8,
+    pub status: u16,
+    pub tag: Option<u64>,
+    /// The answering side's simulated service time (answers only).
+    pub service_ns: Option<u64>,
+}
 
 /// Write one message.
 pub fn write_msg(w: &mut impl Write, op: u8, status: u16, body: &[u8]) -> io::Result<()> {
-    write_msg_timed(w, op, status, body, None)
+    write_msg_meta(w, Meta { op, status, tag: None, service_ns: None }, body)
 }
 
 /// Write one message, with `service_ns` in a trailer when given (see [`TIMED`]).
 pub fn write_msg_timed(w: &mut impl Write, op: u8, status: u16, body: &[u8], service_ns: Option<u64>) -> io::Result<()> {
-    let mut h = [0u8; HEADER];
-    h[0] = op;
-    h[1] = if service_ns.is_some() { TIMED } else { 0 };
-    h[2..4].copy_from_slice(&status.to_le_bytes());
+    write_msg_meta(w, Meta { op, status, tag: None, service_ns }, body)
+}
+
+/// Write one message with its tag and trailer as `m` says.
+pub fn write_msg_meta(w: &mut impl Write, m: Meta, body: &[u8]) -> io::Result<()> {
+    let mut h = [0u8; HEADER + 8];
+    h[0] = m.op;
+    h[1] = if m.service_ns.is_some() { TIMED } else { 0 } | if m.tag.is_some() { TAGGED } else { 0 };
+    h[2..4].copy_from_slice(&m.status.to_le_bytes());
     h[4..8].copy_from_slice(&(body.len() as u32).to_le_bytes());
-    let trailer = service_ns.map(u64::to_le_bytes);
+    let head = match m.tag {
+        Some(t) => {
+            h[8..].copy_from_slice(&t.to_le_bytes());
+            &h[..]
+        }
+        None => &h[..HEADER],
+    };
+    let trailer = m.service_ns.map(u64::to_le_bytes);
     let trailer: &[u8] = trailer.as_ref().map_or(&[], |t| &t[..]);
     // One write for small messages (one segment on the wire).
     if body.len() <= 4096 {
-        let mut m = Vec::with_capacity(HEADER + body.len() + trailer.len());
-        m.extend_from_slice(&h);
-        m.extend_from_slice(body);
-        m.extend_from_slice(trailer);
-        w.write_all(&m)
+        let mut b = Vec::with_capacity(head.len() + body.len() + trailer.len());
+        b.extend_from_slice(head);
+        b.extend_from_slice(body);
+        b.extend_from_slice(trailer);
+        w.write_all(&b)
     } else {
-        w.write_all(&h)?;
+        w.write_all(head)?;
         w.write_all(body)?;
         w.write_all(trailer)
     }
@@ -64,31 +99,52 @@ pub fn write_msg_timed(w: &mut impl Write, op: u8, status: u16, body: &[u8], ser
 /// Read one message into `body`; returns (opcode, status). The body grows as its bytes arrive:
 /// a header declaring 16 MiB costs nothing until they do.
 pub fn read_msg(r: &mut impl Read, body: &mut Vec<u8>) -> io::Result<(u8, u16)> {
-    read_msg_timed(r, body).map(|(op, st, _)| (op, st))
+    read_msg_meta(r, body).map(|m| (m.op, m.status))
 }
 
 /// [`read_msg`], also returning the service time of a timed answer.
 pub fn read_msg_timed(r: &mut impl Read, body: &mut Vec<u8>) -> io::Result<(u8, u16, Option<u64>)> {
+    read_msg_meta(r, body).map(|m| (m.op, m.status, m.service_ns))
+}
+
+/// [`read_msg`], returning every field besides the body.
+pub fn read_msg_meta(r: &mut impl Read, body: &mut Vec<u8>) -> io::Result<Meta> {
     let mut h = [0u8; HEADER];
     r.read_exact(&mut h)?;
     let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
     if len > MAX_BODY {
         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a message of {len} bytes (at most {MAX_BODY})")));
     }
+    let mut word = || -> io::Result<u64> {
+        let mut t = [0u8; 8];
+        r.read_exact(&mut t)?;
+        Ok(u64::from_le_bytes(t))
+    };
+    let tag = if h[1] & TAGGED != 0 { Some(word()?) } else { None };
     body.clear();
     body.reserve(len.min(64 << 10));
     r.take(len as u64).read_to_end(body)?;
     if body.len() != len {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("a message cut at {} of {len} bytes", body.len())));
     }
-    let service = if h[1] & TIMED != 0 {
+    let service_ns = if h[1] & TIMED != 0 {
         let mut t = [0u8; 8];
         r.read_exact(&mut t)?;
         Some(u64::from_le_bytes(t))
     } else {
         None
     };
-    Ok((h[0], u16::from_le_bytes([h[2], h[3]]), service))
+    Ok(Meta { op: h[0], status: u16::from_le_bytes([h[2], h[3]]), tag, service_ns })
+}
+
+/// Whether `buf` starts with a whole message.
+fn whole_msg_in(buf: &[u8]) -> bool {
+    if buf.len() < HEADER {
+        return false;
+    }
+    let len = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]) as usize;
+    let extra = if buf[1] & TAGGED != 0 { 8 } else { 0 } + if buf[1] & TIMED != 0 { 8 } else { 0 };
+    buf.len() >= HEADER + extra + len
 }
 
 /// Bind a NET listener on `addr` after ssdlab's loopback rule: another address only with
@@ -99,63 +155,199 @@ pub fn bind(addr: SocketAddr, allow_remote: bool) -> io::Result<TcpListener> {
     TcpListener::bind(addr)
 }
 
-/// Connections to the other devices, by device id.
+/// A request's answer: (status, body, the answering side's simulated service time), or
+/// Transient Transport Error when the peer could not be reached or went away before answering.
+pub type Answer = Result<(u16, Vec<u8>, u64), Status>;
+/// What finishes a request: called once, with its answer, on the connection's reader thread
+/// (or on the sender's, when the request could not be sent).
+pub type Reply = Box<dyn FnOnce(Answer) + Send>;
+
+/// The requests in flight on one connection, by tag; `closed` once its reader has failed them.
+#[derive(Default)]
+struct InFlight {
+    closed: bool,
+    waiting: HashMap<u64, (u8, Instant, Reply)>,
+}
+
+/// One connection to a peer: its writing end, and what its reader thread finishes.
+struct Link {
+    w: TcpStream,
+    inflight: Arc<Mutex<InFlight>>,
+}
+
+/// Connections to the other devices, by device id: requests are sent without waiting for
+/// their answers (see the module's text). Shared by reference: every method takes `&self`.
 pub struct Peers {
     me: u16,
     addrs: Vec<SocketAddr>,
-    conns: Vec<Option<TcpStream>>,
+    links: Vec<Mutex<Option<Link>>>,
     timeout: Duration,
-    pub errors: u64,
-    /// The simulated service time the last answer carried (0: none).
-    pub last_service_ns: u64,
+    next_tag: AtomicU64,
+    /// Requests failed because their peer was unreachable.
+    errors: Arc<AtomicU64>,
 }
 
 impl Peers {
     /// `addrs[i]`: device i's NET address (this device's own is not used).
     pub fn new(me: u16, addrs: Vec<SocketAddr>, timeout: Duration) -> Peers {
-        let conns = addrs.iter().map(|_| None).collect();
-        Peers { me, addrs, conns, timeout, errors: 0, last_service_ns: 0 }
+        let links = addrs.iter().map(|_| Mutex::new(None)).collect();
+        Peers { me, addrs, links, timeout, next_tag: AtomicU64::new(1), errors: Arc::new(AtomicU64::new(0)) }
     }
 
-    fn connect_to(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
-        let s = TcpStream::connect_timeout(&addr, timeout)?;
+    /// Requests failed so far because their peer was unreachable.
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    fn connect(&self, to: u16) -> io::Result<Link> {
+        let addr = self.addrs[to as usize];
+        let s = TcpStream::connect_timeout(&addr, self.timeout)?;
         s.set_nodelay(true)?;
-        s.set_read_timeout(Some(timeout))?;
-        s.set_write_timeout(Some(timeout))?;
-        Ok(s)
+        s.set_write_timeout(Some(self.timeout))?;
+        let r = s.try_clone()?;
+        let inflight = Arc::new(Mutex::new(InFlight::default()));
+        let (f, timeout, errors, me) = (inflight.clone(), self.timeout, self.errors.clone(), self.me);
+        std::thread::Builder::new().name(format!("uio-net-peer{to}")).spawn(move || {
+            let cause = read_answers(r, &f, timeout);
+            let failed = {
+                let mut g = lock_store(&f, "NET's requests in flight");
+                g.closed = true;
+                std::mem::take(&mut g.waiting)
+            };
+            if !failed.is_empty() {
+                errors.fetch_add(failed.len() as u64, Ordering::Relaxed);
+                eprintln!("uio device {me}: peer device {to} at {addr} unreachable: {cause} ({} requests in flight failed)", failed.len());
+            }
+            for (_, (_, _, reply)) in failed {
+                reply(Err(Status::TransientTransport));
+            }
+        })?;
+        Ok(Link { w: s, inflight })
     }
 
-    fn exchange(&mut self, to: u16, op: u8, body: &[u8], out: &mut Vec<u8>) -> io::Result<u16> {
-        let s = match &mut self.conns[to as usize] {
-            Some(s) => s,
-            slot => slot.insert(Self::connect_to(self.addrs[to as usize], self.timeout)?),
-        };
-        write_msg(s, op, 0, body)?;
-        let (rop, status, service) = read_msg_timed(s, out)?;
-        self.last_service_ns = service.unwrap_or(0);
-        if rop != op {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("answer to opcode {op} has opcode {rop}")));
-        }
-        Ok(status)
-    }
-
-    /// Send request `op` with `body` to device `to` and wait for its answer (value in `out`).
-    /// A broken connection is re-opened once; if that fails too the peer is unreachable.
-    pub fn request(&mut self, to: u16, op: u8, body: &[u8], out: &mut Vec<u8>) -> Result<u16, Status> {
+    /// Send request `op` with `body` to device `to`; `reply` gets its answer (once). A broken
+    /// connection is re-opened once before the request counts as unreachable.
+    pub fn send(&self, to: u16, op: u8, body: &[u8], reply: Reply) {
         assert_ne!(to, self.me, "a request to this device itself");
-        let mut last = None;
+        let tag = self.next_tag.fetch_add(1, Ordering::Relaxed);
+        let mut reply = Some(reply);
+        let mut slot = lock_store(&self.links[to as usize], "NET's connections");
+        let mut last: Option<io::Error> = None;
         for _ in 0..2 {
-            match self.exchange(to, op, body, out) {
-                Ok(st) => return Ok(st),
+            if slot.as_ref().is_none_or(|l| lock_store(&l.inflight, "NET's requests in flight").closed) {
+                match self.connect(to) {
+                    Ok(l) => *slot = Some(l),
+                    Err(e) => {
+                        last = Some(e);
+                        break;
+                    }
+                }
+            }
+            let link = slot.as_mut().expect("connected");
+            {
+                let mut g = lock_store(&link.inflight, "NET's requests in flight");
+                if g.closed {
+                    continue; // its reader has just stopped: connect again
+                }
+                g.waiting.insert(tag, (op, Instant::now(), reply.take().expect("not sent yet")));
+            }
+            match write_msg_meta(&mut link.w, Meta { op, status: 0, tag: Some(tag), service_ns: None }, body) {
+                Ok(()) => return,
                 Err(e) => {
-                    self.conns[to as usize] = None;
+                    let _ = link.w.shutdown(std::net::Shutdown::Both);
+                    // Taken back unless the reader has failed it already (and so answered it).
+                    match lock_store(&link.inflight, "NET's requests in flight").waiting.remove(&tag) {
+                        Some((_, _, r)) => reply = Some(r),
+                        None => return,
+                    }
+                    *slot = None;
                     last = Some(e);
                 }
             }
         }
-        self.errors += 1;
-        eprintln!("uio device {}: peer device {to} at {} unreachable: {}", self.me, self.addrs[to as usize], last.expect("an error"));
-        Err(Status::TransientTransport)
+        drop(slot);
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let cause = last.map_or_else(|| "its connection closed".to_string(), |e| e.to_string());
+        eprintln!("uio device {}: peer device {to} at {} unreachable: {cause}", self.me, self.addrs[to as usize]);
+        if let Some(r) = reply {
+            r(Err(Status::TransientTransport));
+        }
+    }
+
+    /// Send request `op` with `body` to device `to` and wait for its answer (value in `out`):
+    /// (status, the answering side's simulated service time).
+    pub fn request(&self, to: u16, op: u8, body: &[u8], out: &mut Vec<u8>) -> Result<(u16, u64), Status> {
+        let (tx, rx) = mpsc::channel();
+        self.send(to, op, body, Box::new(move |a| drop(tx.send(a))));
+        // The reader fails a request unanswered within the timeout; this wait is a backstop.
+        let (st, body, service) = rx.recv_timeout(self.timeout * 2 + Duration::from_secs(1)).map_err(|_| Status::TransientTransport)??;
+        *out = body;
+        Ok((st, service))
+    }
+}
+
+impl Drop for Peers {
+    /// Close the connections: their readers stop, failing what is still in flight.
+    fn drop(&mut self) {
+        for l in &self.links {
+            if let Some(l) = lock_store(l, "NET's connections").as_ref() {
+                let _ = l.w.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// How often a connection's reader looks for requests waiting too long.
+const READER_TICK: Duration = Duration::from_millis(100);
+
+/// Read answers on `s` and finish their requests by tag until the connection fails, a request
+/// waits longer than `timeout`, or the peer breaks the protocol; returns why it stopped.
+fn read_answers(s: TcpStream, inflight: &Mutex<InFlight>, timeout: Duration) -> String {
+    let mut r = BufReader::with_capacity(64 << 10, s);
+    let mut body = Vec::new();
+    loop {
+        match wait_for_bytes(&mut r, READER_TICK) {
+            Ok(true) => {}
+            Ok(false) => {
+                let g = lock_store(inflight, "NET's requests in flight");
+                if g.closed {
+                    return "closed".into();
+                }
+                if g.waiting.values().any(|(_, since, _)| since.elapsed() > timeout) {
+                    return format!("no answer within {timeout:?}");
+                }
+                continue;
+            }
+            Err(e) => return e.to_string(),
+        }
+        let m = match read_msg_meta(&mut Deadline::new(&mut r, timeout.max(MESSAGE_DEADLINE)), &mut body) {
+            Ok(m) => m,
+            Err(e) => return e.to_string(),
+        };
+        let Some(tag) = m.tag else { return "an answer without a tag".into() };
+        let Some((op, _, reply)) = lock_store(inflight, "NET's requests in flight").waiting.remove(&tag) else {
+            return format!("an answer to tag {tag}, which no request has");
+        };
+        if m.op != op {
+            reply(Err(Status::TransientTransport));
+            return format!("answer to opcode {op} has opcode {}", m.op);
+        }
+        reply(Ok((m.status, std::mem::take(&mut body), m.service_ns.unwrap_or(0))));
+    }
+}
+
+/// Wait up to `tick` for bytes on `r` (true when some are buffered); an end of stream is an
+/// error.
+fn wait_for_bytes(r: &mut BufReader<TcpStream>, tick: Duration) -> io::Result<bool> {
+    if !r.buffer().is_empty() {
+        return Ok(true);
+    }
+    r.get_ref().set_read_timeout(Some(tick))?;
+    match r.fill_buf() {
+        Ok([]) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the connection closed")),
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
@@ -197,7 +389,6 @@ pub fn serve_capped<S: Store + Send + 'static>(
     stop: Arc<AtomicBool>,
     cap: usize,
 ) -> std::thread::JoinHandle<()> {
-    use std::sync::atomic::AtomicU64;
     listener.set_nonblocking(true).expect("non-blocking listener");
     let log = Arc::new(ssdlab_netrules::RateLog::new("uio NET", false, Duration::from_secs(5)));
     let epoch = std::time::Instant::now();
@@ -281,92 +472,102 @@ pub fn serve_capped<S: Store + Send + 'static>(
     })
 }
 
+/// Answers waiting to be written go out once they reach this many bytes, whatever follows.
+const ANSWERS_FLUSH_BYTES: usize = 256 << 10;
+
 /// One peer's requests, until it closes the connection or `stop` (the device going away
-/// closes it, as a process exit would).
+/// closes it, as a process exit would). Requests are served in their order; their answers are
+/// written together once no further whole request is waiting (a pipelining peer gets them in
+/// few segments).
 /// `mark(busy)`: a message's first byte arrived (true) or its answer went out (false).
-fn serve_peer<S: Store>(mut s: TcpStream, store: &Mutex<S>, stop: &AtomicBool, mark: &dyn Fn(bool)) -> io::Result<()> {
+fn serve_peer<S: Store>(s: TcpStream, store: &Mutex<S>, stop: &AtomicBool, mark: &dyn Fn(bool)) -> io::Result<()> {
     s.set_nonblocking(false)?;
     s.set_nodelay(true)?;
-    s.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let mut w = s.try_clone()?;
+    let mut r = BufReader::with_capacity(64 << 10, s);
     let mut body = Vec::new();
+    let mut answers = Vec::new();
     loop {
         // Wait for the next message's first byte, looking at `stop` in between; then read
         // the whole message.
-        match s.peek(&mut [0u8; 1]) {
-            Ok(0) => return Ok(()),
-            Ok(_) => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+        if r.buffer().is_empty() && !answers.is_empty() {
+            w.write_all(&answers)?;
+            answers.clear();
+            mark(false);
+        }
+        match wait_for_bytes(&mut r, Duration::from_millis(100)) {
+            Ok(true) => {}
+            Ok(false) => {
                 if stop.load(Ordering::Relaxed) {
-                    return s.shutdown(std::net::Shutdown::Both);
+                    return w.shutdown(std::net::Shutdown::Both);
                 }
                 continue;
             }
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(e),
         }
         // The whole message within the deadline, however the bytes trickle in.
         mark(true);
-        let (op, _) = read_msg(&mut Deadline::new(&mut s, MESSAGE_DEADLINE), &mut body)?;
-        s.set_read_timeout(Some(Duration::from_millis(100)))?;
-        // The store's simulated time for this request, answered in the reply's trailer.
-        let mut service = 0u64;
-        match op {
+        let m = read_msg_meta(&mut Deadline::new(&mut r, MESSAGE_DEADLINE), &mut body)?;
+        let answer = |status: Status, service: Option<u64>| Meta { op: m.op, status: status as u16, tag: m.tag, service_ns: service };
+        match m.op {
             OP_PUT => {
-                let status = match decode(&body) {
-                    Decoded::Record(r) if r.len() == body.len() => {
+                let (status, service) = match decode(&body) {
+                    Decoded::Record(rec) if rec.len() == body.len() => {
                         let mut st = lock_store(store, "the device store");
-                        let r = st.put(r.key, r.value);
-                        service = st.sim_ns();
-                        match r {
-                            Ok(()) => Status::Success,
-                            Err(st) => st,
-                        }
+                        let r = st.put(rec.key, rec.value);
+                        (r.err().unwrap_or(Status::Success), st.sim_ns())
                     }
-                    _ => Status::DataTransferError,
+                    _ => (Status::DataTransferError, 0),
                 };
-                write_msg_timed(&mut s, op, status as u16, &[], Some(service))?;
+                write_msg_meta(&mut answers, answer(status, Some(service)), &[])?;
             }
             OP_GET => {
-                let got = {
+                let (got, service) = {
                     let mut st = lock_store(store, "the device store");
                     let got = st.get(&body);
-                    service = st.sim_ns();
-                    got
+                    (got, st.sim_ns())
                 };
                 match got {
-                    Ok(Some(v)) => write_msg_timed(&mut s, op, Status::Success as u16, &v, Some(service))?,
-                    Ok(None) => write_msg_timed(&mut s, op, Status::KeyNotFound as u16, &[], Some(service))?,
-                    Err(st) => write_msg_timed(&mut s, op, st as u16, &[], Some(service))?,
+                    Ok(Some(v)) => write_msg_meta(&mut answers, answer(Status::Success, Some(service)), &v)?,
+                    Ok(None) => write_msg_meta(&mut answers, answer(Status::KeyNotFound, Some(service)), &[])?,
+                    Err(st) => write_msg_meta(&mut answers, answer(st, Some(service)), &[])?,
                 }
             }
-            _ => write_msg(&mut s, op, Status::InvalidOpcode as u16, &[])?,
+            _ => write_msg_meta(&mut answers, answer(Status::InvalidOpcode, None), &[])?,
         }
-        mark(false);
+        if !whole_msg_in(r.buffer()) || answers.len() >= ANSWERS_FLUSH_BYTES {
+            w.write_all(&answers)?;
+            answers.clear();
+            mark(false);
+        }
     }
 }
 
 /// A socket read with an overall deadline: each read waits at most until it.
 struct Deadline<'a> {
-    s: &'a mut TcpStream,
-    until: std::time::Instant,
+    r: &'a mut BufReader<TcpStream>,
+    until: Instant,
 }
 
 impl<'a> Deadline<'a> {
-    fn new(s: &'a mut TcpStream, d: Duration) -> Deadline<'a> {
-        Deadline { s, until: std::time::Instant::now() + d }
+    fn new(r: &'a mut BufReader<TcpStream>, d: Duration) -> Deadline<'a> {
+        Deadline { r, until: Instant::now() + d }
     }
 }
 
 impl Read for Deadline<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.until.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, format!("a message not whole {MESSAGE_DEADLINE:?} after its first byte")));
-        }
-        self.s.set_read_timeout(Some(left))?;
-        self.s.read(buf).map_err(|e| match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-                io::Error::new(io::ErrorKind::TimedOut, format!("a message not whole {MESSAGE_DEADLINE:?} after its first byte"))
+        let late = || io::Error::new(io::ErrorKind::TimedOut, format!("a message not whole {MESSAGE_DEADLINE:?} after its first byte"));
+        if self.r.buffer().is_empty() {
+            let left = self.until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(late());
             }
+            self.r.get_ref().set_read_timeout(Some(left))?;
+        }
+        self.r.read(buf).map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => late(),
             _ => e,
         })
     }

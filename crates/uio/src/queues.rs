@@ -14,7 +14,7 @@
 //! Addresses in commands (adr1, adr2, queue bases) are offsets in the host memory region, the
 //! way a device sees bus addresses of host memory.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::layout::{admin, bar, io, queue_fields, Command, Completion, Status, CQE_BYTES, SQE_BYTES};
@@ -67,6 +67,44 @@ pub trait Store {
     fn sim_ns(&self) -> u64 {
         0
     }
+    /// Start a put or get for the controller: finished at once (Some), or later (None: it is
+    /// handed to [`Store::finished`] under `tag`, as a remote one is when its answer comes), so
+    /// the controller takes further commands meanwhile. By default it runs to its end here.
+    fn start(&mut self, tag: u64, dest: Option<u16>, op: Op<'_>) -> Option<Finished> {
+        let result = match op {
+            Op::Put { key, value } => self.put_to(dest, key, value).map(|()| None),
+            Op::Get { key } => self.get_from(dest, key),
+        };
+        Some(Finished { tag, result, sim_ns: self.sim_ns() })
+    }
+    /// Append the operations started earlier that have finished since the last call.
+    fn finished(&mut self, _out: &mut Vec<Finished>) {}
+}
+
+/// A put or get as the controller hands it to [`Store::start`].
+#[derive(Debug, Clone, Copy)]
+pub enum Op<'a> {
+    Put { key: &'a [u8], value: &'a [u8] },
+    Get { key: &'a [u8] },
+}
+
+/// A put or get that has finished: its tag (from [`Store::start`]), its result (a get's value,
+/// None when the key is not there; None for a put) and its simulated latency in ns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    pub tag: u64,
+    pub result: Result<Option<Vec<u8>>, Status>,
+    pub sim_ns: u64,
+}
+
+/// A command the store finishes later: where its completion goes and its get buffer.
+#[derive(Debug, Clone)]
+struct Started {
+    sq_id: u16,
+    cqid: u16,
+    cid: u16,
+    opcode: u8,
+    buf: (u64, u64),
 }
 
 #[derive(Debug, Clone)]
@@ -86,6 +124,8 @@ struct Cq {
     phase: bool,
     /// SQs posting here.
     sqs: u32,
+    /// Entries kept for commands started and not finished yet.
+    reserved: u32,
 }
 
 /// The destination device a host named in cdw13 (device id + 1; 0: none).
@@ -106,6 +146,10 @@ pub struct Controller<S: Store> {
     burst: u32,
     pub store: S,
     pub processed: u64,
+    /// Commands the store finishes later, by the tag they were started under.
+    started: HashMap<u64, Started>,
+    next_tag: u64,
+    finished: Vec<Finished>,
 }
 
 impl<S: Store> Controller<S> {
@@ -120,8 +164,21 @@ impl<S: Store> Controller<S> {
                 return Err((format!("{what} at {base:#x} ({n} entries) is outside host memory ({} bytes)", mem.len()), store));
             }
         }
-        let mut c = Controller { bar, mem, sqs: BTreeMap::new(), cqs: BTreeMap::new(), ids: vec![0], last: 0, burst, store, processed: 0 };
-        c.cqs.insert(0, Cq { base: acq, entries: acq_n, tail: 0, phase: true, sqs: 1 });
+        let mut c = Controller {
+            bar,
+            mem,
+            sqs: BTreeMap::new(),
+            cqs: BTreeMap::new(),
+            ids: vec![0],
+            last: 0,
+            burst,
+            store,
+            processed: 0,
+            started: HashMap::new(),
+            next_tag: 0,
+            finished: Vec::new(),
+        };
+        c.cqs.insert(0, Cq { base: acq, entries: acq_n, tail: 0, phase: true, sqs: 1, reserved: 0 });
         c.sqs.insert(0, Sq { base: asq, entries: asq_n, head: 0, cqid: 0, perm: Perm::default() });
         Ok(c)
     }
@@ -134,12 +191,12 @@ impl<S: Store> Controller<S> {
     /// Serve the queues once round: from each non-empty SQ (in id order from after the last
     /// one served) at most `burst` commands. Returns the commands run.
     pub fn poll(&mut self) -> u32 {
+        let mut done = self.complete_finished();
         let len = self.ids.len();
         if len == 0 {
-            return 0;
+            return done;
         }
         let start = self.ids.iter().position(|&q| q > self.last).unwrap_or(0);
-        let mut done = 0;
         for k in 0..len {
             // An admin command may create or delete queues meanwhile: ids is re-read.
             let Some(&qid) = self.ids.get((start + k) % self.ids.len().max(1)) else { break };
@@ -155,7 +212,40 @@ impl<S: Store> Controller<S> {
         done
     }
 
-    /// Run the command at `qid`'s head, if there is one and its CQ has room.
+    /// Commands started earlier that the store has finished since: their completions.
+    /// Returns how many.
+    fn complete_finished(&mut self) -> u32 {
+        if self.started.is_empty() {
+            return 0;
+        }
+        let mut done = std::mem::take(&mut self.finished);
+        self.store.finished(&mut done);
+        let n = done.len() as u32;
+        for f in done.drain(..) {
+            let Some(s) = self.started.remove(&f.tag) else { continue };
+            if let Some(cq) = self.cqs.get_mut(&s.cqid) {
+                cq.reserved -= 1;
+            }
+            let (status, specific) = self.outcome(s.opcode, s.buf, f.result);
+            let head = self.sqs.get(&s.sq_id).map_or(0, |q| q.head);
+            let sim_ns = f.sim_ns.min(u32::MAX as u64) as u32;
+            self.post(
+                s.cqid,
+                Completion { specific, sim_ns, sq_head: head as u16, sq_id: s.sq_id, cid: s.cid, phase: false, status: status as u16 },
+            );
+            self.processed += 1;
+        }
+        self.finished = done;
+        n
+    }
+
+    /// Commands started and not finished yet (remote ones waiting for their answers).
+    pub fn in_flight(&self) -> usize {
+        self.started.len()
+    }
+
+    /// Run the command at `qid`'s head, if there is one and its CQ has room (an entry for it
+    /// besides those kept for commands not finished yet).
     fn serve_one(&mut self, qid: u16) -> bool {
         let sq = &self.sqs[&qid];
         let tail = self.bar.load32(bar::sq_tail(qid) as u64);
@@ -164,7 +254,8 @@ impl<S: Store> Controller<S> {
         }
         let cq = &self.cqs[&sq.cqid];
         let cq_head = self.bar.load32(bar::cq_head(sq.cqid) as u64) % cq.entries;
-        if (cq.tail + 1) % cq.entries == cq_head {
+        let used = (cq.tail + cq.entries - cq_head) % cq.entries;
+        if used + cq.reserved + 1 >= cq.entries {
             return false; // the CQ is full: wait for the host
         }
         let mut raw = [0u8; SQE_BYTES];
@@ -177,7 +268,14 @@ impl<S: Store> Controller<S> {
             let (st, sp) = self.admin(&cmd);
             (st, sp, 0)
         } else {
-            self.io(qid, &cmd)
+            match self.io(qid, &cmd) {
+                Some(done) => done,
+                None => {
+                    // Finished later: its CQ entry is kept for it meanwhile.
+                    self.cqs.get_mut(&cqid).expect("an SQ's CQ exists").reserved += 1;
+                    return true;
+                }
+            }
         };
         self.post(
             cqid,
@@ -217,7 +315,7 @@ impl<S: Store> Controller<S> {
                 Status::DataTransferError
             }
             admin::CREATE_CQ => {
-                self.cqs.insert(qid, Cq { base: c.adr2, entries, tail: 0, phase: true, sqs: 0 });
+                self.cqs.insert(qid, Cq { base: c.adr2, entries, tail: 0, phase: true, sqs: 0, reserved: 0 });
                 self.bar.store32(bar::cq_head(qid) as u64, 0);
                 Status::Success
             }
@@ -255,50 +353,63 @@ impl<S: Store> Controller<S> {
         (st, 0)
     }
 
-    /// (status, command-specific word, simulated latency in ns saturated to 32 bits).
-    fn io(&mut self, qid: u16, c: &Command) -> (Status, u32, u32) {
-        let (st, specific) = self.io_untimed(qid, c);
-        let reached = matches!(c.opcode, io::PUT | io::GET)
-            && !matches!(st, Status::InvalidField | Status::AccessDenied | Status::InvalidNamespace | Status::DataTransferError);
-        (st, specific, if reached { self.store.sim_ns().min(u32::MAX as u64) as u32 } else { 0 })
-    }
-
-    fn io_untimed(&mut self, qid: u16, c: &Command) -> (Status, u32) {
+    /// (status, command-specific word, simulated latency in ns saturated to 32 bits); None
+    /// when the store finishes the command later (see [`Store::start`]).
+    fn io(&mut self, qid: u16, c: &Command) -> Option<(Status, u32, u32)> {
         let perm = self.sqs[&qid].perm;
+        let refused = |st: Status| Some((st, 0, 0));
         if c.nsid != 0 {
-            return (Status::InvalidNamespace, 0);
+            return refused(Status::InvalidNamespace);
         }
         match c.opcode {
-            io::PUT | io::GET if c.len1 == 0 || c.len1 > KEY_MAX_BYTES || !self.mem.contains(c.adr1, c.len1) => (Status::InvalidField, 0),
-            io::PUT if perm.deny_put => (Status::AccessDenied, 0),
-            io::GET if perm.deny_get => (Status::AccessDenied, 0),
-            io::PUT if c.len2 > VALUE_MAX_BYTES || !self.mem.contains(c.adr2, c.len2) => (Status::InvalidField, 0),
-            io::PUT => {
-                let mut key = vec![0u8; c.len1 as usize];
-                let mut value = vec![0u8; c.len2 as usize];
-                self.mem.read(c.adr1, &mut key);
-                self.mem.read(c.adr2, &mut value);
-                match self.store.put_to(dest_of(c), &key, &value) {
-                    Ok(()) => (Status::Success, 0),
-                    Err(s) => (s, 0),
-                }
+            io::PUT | io::GET if c.len1 == 0 || c.len1 > KEY_MAX_BYTES || !self.mem.contains(c.adr1, c.len1) => {
+                refused(Status::InvalidField)
             }
-            io::GET if !self.mem.contains(c.adr2, c.len2) => (Status::DataTransferError, 0),
-            io::GET => {
+            io::PUT if perm.deny_put => refused(Status::AccessDenied),
+            io::GET if perm.deny_get => refused(Status::AccessDenied),
+            io::PUT if c.len2 > VALUE_MAX_BYTES || !self.mem.contains(c.adr2, c.len2) => refused(Status::InvalidField),
+            io::GET if !self.mem.contains(c.adr2, c.len2) => refused(Status::DataTransferError),
+            io::PUT | io::GET => {
                 let mut key = vec![0u8; c.len1 as usize];
                 self.mem.read(c.adr1, &mut key);
-                match self.store.get_from(dest_of(c), &key) {
-                    Ok(None) => (Status::KeyNotFound, 0),
-                    // The value's length in the command-specific word (also when it does not fit).
-                    Ok(Some(v)) if v.len() as u64 > c.len2 => (Status::BufferTooSmall, v.len() as u32),
-                    Ok(Some(v)) => {
-                        self.mem.write(c.adr2, &v);
-                        (Status::Success, v.len() as u32)
+                let mut value = vec![];
+                if c.opcode == io::PUT {
+                    value = vec![0u8; c.len2 as usize];
+                    self.mem.read(c.adr2, &mut value);
+                }
+                let op = if c.opcode == io::PUT { Op::Put { key: &key, value: &value } } else { Op::Get { key: &key } };
+                let tag = self.next_tag;
+                self.next_tag += 1;
+                let buf = (c.adr2, c.len2);
+                match self.store.start(tag, dest_of(c), op) {
+                    Some(f) => {
+                        let (st, specific) = self.outcome(c.opcode, buf, f.result);
+                        Some((st, specific, f.sim_ns.min(u32::MAX as u64) as u32))
                     }
-                    Err(s) => (s, 0),
+                    None => {
+                        let cqid = self.sqs[&qid].cqid;
+                        self.started.insert(tag, Started { sq_id: qid, cqid, cid: c.cid, opcode: c.opcode, buf });
+                        None
+                    }
                 }
             }
-            _ => (Status::InvalidOpcode, 0),
+            _ => refused(Status::InvalidOpcode),
+        }
+    }
+
+    /// A finished put or get's status and command-specific word; a get's value goes into the
+    /// host's buffer `buf` (address, length).
+    fn outcome(&self, opcode: u8, buf: (u64, u64), result: Result<Option<Vec<u8>>, Status>) -> (Status, u32) {
+        match (opcode, result) {
+            (_, Err(s)) => (s, 0),
+            (io::GET, Ok(None)) => (Status::KeyNotFound, 0),
+            // The value's length in the command-specific word (also when it does not fit).
+            (io::GET, Ok(Some(v))) if v.len() as u64 > buf.1 => (Status::BufferTooSmall, v.len() as u32),
+            (io::GET, Ok(Some(v))) => {
+                self.mem.write(buf.0, &v);
+                (Status::Success, v.len() as u32)
+            }
+            (_, Ok(_)) => (Status::Success, 0),
         }
     }
 }

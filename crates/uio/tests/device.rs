@@ -218,3 +218,158 @@ fn the_traditional_path_lands_remote_keys_in_the_remote_hosts_memory_first() {
     assert_eq!((s1.remote_puts, s1.local_puts, s1.local_gets), (0, remote, remote));
     assert_eq!(s1.hosts_attached, 1);
 }
+
+/// Keys GME sends to device 0 (local to host 0) and to device 1 (remote), alternating.
+fn mixed_keys(n: usize) -> Vec<Vec<u8>> {
+    let gme = Gme::uniform(2, 1024);
+    let (mut local, mut remote) = (vec![], vec![]);
+    for i in 0.. {
+        let k = letter_key(i, 16);
+        if gme.route(&k) == 0 { &mut local } else { &mut remote }.push(k);
+        if local.len() >= n / 2 && remote.len() >= n / 2 {
+            break;
+        }
+    }
+    local.into_iter().zip(remote).flat_map(|(a, b)| [a, b]).take(n).collect()
+}
+
+#[test]
+fn pipelined_commands_through_two_devices_answer_in_order_with_remote_keys_mixed_in() {
+    use ssdlab_uio::device::{Reply, Request};
+    let dir = tempdir("pipelined");
+    let net = [free_addr(), free_addr()];
+    let d0 = start(0, &net, &dir.0);
+    let d1 = start(1, &net, &dir.0);
+    let mut h0 = HostDevice::attach(&d0.socket, Duration::from_secs(5)).unwrap();
+    let keys = mixed_keys(200);
+    let value = |i: usize, round: u64| letter_value(1 + (i * 53) % 7000, i as u64 + 1000 * round);
+    // 200 puts in one batch (more than the queue's depth), half of them remote.
+    let vals: Vec<Vec<u8>> = (0..keys.len()).map(|i| value(i, 0)).collect();
+    let puts: Vec<Request> = keys.iter().zip(&vals).map(|(k, v)| Request::Put { dest: None, key: k, value: v }).collect();
+    assert!(h0.run_batch(&puts).iter().all(|r| r == &Ok(Reply::Stored)));
+    // Gets, overwrites and gets of the overwritten keys in one batch: each answer is its
+    // command's, and a get after a put of its key sees the new value.
+    let newer: Vec<Vec<u8>> = (0..keys.len()).map(|i| value(i, 1)).collect();
+    let mut reqs = vec![];
+    let mut want = vec![];
+    for i in 0..keys.len() {
+        reqs.push(Request::Get { dest: None, key: &keys[i] });
+        want.push(Ok(Reply::Value(Some(vals[i].clone()))));
+        if i % 3 == 0 {
+            reqs.push(Request::Put { dest: None, key: &keys[i], value: &newer[i] });
+            want.push(Ok(Reply::Stored));
+            reqs.push(Request::Get { dest: None, key: &keys[i] });
+            want.push(Ok(Reply::Value(Some(newer[i].clone()))));
+        }
+    }
+    reqs.push(Request::Get { dest: None, key: b"never stored" });
+    want.push(Ok(Reply::Value(None)));
+    reqs.push(Request::Put { dest: None, key: b"", value: b"x" });
+    let got = h0.run_batch(&reqs);
+    assert!(got.last().unwrap().as_ref().unwrap_err().contains("key of 0 bytes"));
+    assert_eq!(&got[..got.len() - 1], &want[..]);
+    // Submitted together and waited for in reverse: each completion carries its own command's
+    // simulated latency, the in-process model's (NAND timing off: no flash time).
+    let mut model = Cluster::new(2, &flash(), UtlConfig::default(), Links::default(), Path::Uio).unwrap();
+    for (i, k) in keys.iter().enumerate() {
+        model.put(0, k, if i % 3 == 0 { &newer[i] } else { &vals[i] }, 0).unwrap();
+    }
+    let mut out = vec![];
+    let cids: Vec<u16> = keys[..16].iter().map(|k| h0.submit(Request::Get { dest: None, key: k }).unwrap()).collect();
+    assert_eq!(h0.in_flight(), 16);
+    for (i, &cid) in cids.iter().enumerate().rev() {
+        let want = if i % 3 == 0 { &newer[i] } else { &vals[i] };
+        assert_eq!(h0.wait(cid).unwrap(), Reply::Value(Some(want.clone())));
+        assert_eq!(h0.last_sim_ns, model.get(0, &keys[i], &mut out, 0).unwrap().1.latency_ns, "get {i}");
+    }
+    drop(h0);
+    let s0 = d0.stop();
+    d1.stop();
+    assert_eq!((s0.remote_puts, s0.local_puts), (100 + 33, 100 + 34));
+    assert_eq!(s0.remote_errors, 0);
+}
+
+/// What a fake peer received: each request's opcode and body.
+type Received = Vec<(u8, Vec<u8>)>;
+/// A fake peer's answer's body for a request's body.
+type Answerer = fn(&[u8]) -> Vec<u8>;
+
+/// A peer at `addr` that reads `n` requests, then answers them with `answer` in reverse order
+/// (out of order: NET matches answers by tag) or, with `answer` None, closes the connection
+/// with them in flight. Returns the requests' opcodes and bodies.
+fn fake_peer(addr: SocketAddr, n: usize, answer: Option<Answerer>) -> JoinHandle<Received> {
+    use ssdlab_uio::net::{read_msg_meta, write_msg_meta, Meta};
+    let listener = TcpListener::bind(addr).unwrap();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        drop(listener); // a reconnection is refused
+        let mut got = vec![];
+        let mut metas = vec![];
+        for _ in 0..n {
+            let mut body = vec![];
+            let m = read_msg_meta(&mut s, &mut body).unwrap();
+            metas.push(m);
+            got.push((m.op, body));
+        }
+        if let Some(f) = answer {
+            for (m, (_, body)) in metas.iter().zip(&got).rev() {
+                let a = Meta { op: m.op, status: 0, tag: m.tag, service_ns: Some(0) };
+                write_msg_meta(&mut s, a, &f(body)).unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        got
+    })
+}
+
+#[test]
+fn a_peer_that_dies_with_requests_in_flight_fails_exactly_those_commands() {
+    use ssdlab_uio::device::{Reply, Request};
+    let dir = tempdir("dies");
+    let net = [free_addr(), free_addr()];
+    let d0 = start(0, &net, &dir.0);
+    let keys = mixed_keys(16);
+    let peer = fake_peer(net[1], 8, None);
+    let mut h0 = HostDevice::attach(&d0.socket, Duration::from_secs(10)).unwrap();
+    let reqs: Vec<Request> = keys.iter().map(|k| Request::Put { dest: None, key: k, value: b"v" }).collect();
+    let t = std::time::Instant::now();
+    let got = h0.run_batch(&reqs);
+    // Local keys (even places) are stored; the 8 remote ones were in flight when the peer
+    // went away: each fails with the peer's error, none waits for the timeout.
+    for (i, r) in got.iter().enumerate() {
+        if i % 2 == 0 {
+            assert_eq!(r, &Ok(Reply::Stored), "local put {i}");
+        } else {
+            let e = r.as_ref().unwrap_err();
+            assert!(e.contains("0x22") && e.contains("unreachable"), "remote put {i}: {e}");
+        }
+    }
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert_eq!(peer.join().unwrap().len(), 8);
+    assert_eq!(h0.get(&keys[0]).unwrap().as_deref(), Some(&b"v"[..]));
+    drop(h0);
+    let s0 = d0.stop();
+    assert_eq!((s0.remote_puts, s0.remote_errors, s0.local_puts), (8, 8, 8));
+}
+
+#[test]
+fn answers_that_come_out_of_order_finish_their_own_commands() {
+    use ssdlab_uio::device::{Reply, Request};
+    let dir = tempdir("reorder");
+    let net = [free_addr(), free_addr()];
+    let d0 = start(0, &net, &dir.0);
+    let gme = Gme::uniform(2, 1024);
+    let remote: Vec<Vec<u8>> = (0..).map(|i| letter_key(i, 12)).filter(|k| gme.route(k) == 1).take(8).collect();
+    // The peer answers each get with its key reversed, the last request first.
+    let peer = fake_peer(net[1], 8, Some(|k: &[u8]| k.iter().rev().copied().collect()));
+    let mut h0 = HostDevice::attach(&d0.socket, Duration::from_secs(10)).unwrap();
+    let reqs: Vec<Request> = remote.iter().map(|k| Request::Get { dest: None, key: k }).collect();
+    let got = h0.run_batch(&reqs);
+    for (k, r) in remote.iter().zip(got) {
+        assert_eq!(r, Ok(Reply::Value(Some(k.iter().rev().copied().collect()))));
+    }
+    let sent: Vec<Vec<u8>> = peer.join().unwrap().into_iter().map(|(_, b)| b).collect();
+    assert_eq!(sent, remote, "the requests went out in their commands' order");
+    drop(h0);
+    assert_eq!(d0.stop().remote_errors, 0);
+}
