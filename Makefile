@@ -47,6 +47,7 @@ bench: setup
 	.venv/bin/python scripts/bench-nbd.py
 	.venv/bin/python scripts/bench-flac.py
 	.venv/bin/python scripts/bench-resp.py
+	.venv/bin/python scripts/bench-uio.py
 
 # CONFIG.md from the core's keys; README's headline table and the pages' claims tables from the
 # reports under reports/ (run `make demo` first).
