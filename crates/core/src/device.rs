@@ -81,7 +81,9 @@ impl Device {
             }
             Personality::Ocssd => Personal::Ocssd(HostLog::new(Ocssd::new(&cfg)?, 1)),
         };
-        Ok(Device { cfg, dev, now_ns: 0 })
+        let d = Device { cfg, dev, now_ns: 0 };
+        assert_eq!(d.block_device().mapped_sectors(), 0, "a freshly formatted device maps nothing");
+        Ok(d)
     }
 
     /// The device as workloads see it (for ZNS and open-channel: through the host log).
@@ -302,6 +304,7 @@ impl Device {
         let seed = self.cfg.seed;
         let mut cb = |f: f64| progress(phase, f);
         let (ending, last) = driver::run(self.bd(), src, driver::Plan { lp, limits, start, seed }, &mut rec, &mut cb)?;
+        assert!(last >= start, "the {phase} phase ended at {last} ns, before its start at {start} ns");
         self.now_ns = self.now_ns.max(last);
         progress(phase, 1.0);
         if measured.is_none() {
