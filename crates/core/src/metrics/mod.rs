@@ -108,6 +108,7 @@ impl Steady {
 
     /// The `steady` section of metrics.json.
     pub fn report(&self, whole_run_dlwa: f64) -> Value {
+        debug_assert!(self.reached.is_none() || self.seen >= self.windows as u64, "steady before enough windows were measured");
         let (from, dlwa) = match self.reached {
             Some((from, h, n)) => (json!(from), json!(round6(ratio(n, h)))),
             None => (Value::Null, Value::Null),
