@@ -115,6 +115,7 @@ impl Lane {
         self.gaps.copy_within(i..n, i + 1);
         self.gaps[i] = g;
         self.n += 1;
+        debug_assert!(self.gaps[..self.n as usize].windows(2).all(|w| w[0].1 <= w[1].0), "gaps out of order after inserting {g:?}");
     }
 
     /// Mark [start, start + dur) busy. Gaps that end by `now` are dropped first: no operation
@@ -137,7 +138,6 @@ impl Lane {
         }
         // The dead gaps end by `now` <= `start`: they were among the first `hint`.
         self.occupy_from(hint.saturating_sub(dead), start, dur);
-        debug_assert!(self.gaps_ok() && (dur == 0 || self.busy_at(start)), "lane after reserving {dur} ns at {start}");
     }
 
     fn occupy(&mut self, start: u64, dur: u64) {

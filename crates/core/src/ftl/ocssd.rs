@@ -365,7 +365,7 @@ impl Ocssd {
                 self.chunks[c].state = ChunkState::Closed;
             }
         }
-        debug_assert!(runs[..nruns].iter().all(|r| self.chunks[r.0].written % unit == 0), "a chunk left with a partial unit");
+        debug_assert!(runs[..nruns].iter().all(|r| self.chunks[r.0].written.is_multiple_of(unit)), "a chunk left with a partial unit");
         self.m.c.host_write_cmds += 1;
         self.m.c.host_write_bytes += (lbas.len() * sb) as u64;
         Ok(if self.m.tl.enabled { done } else { now })

@@ -152,7 +152,7 @@ impl Mapping {
                 self.page_seq[page as usize] = rank as u32 + 1;
             }
             self.next_seq = live.len() as u32 + 1;
-            assert!(self.next_seq <= u32::MAX - n - 1, "renumbering left no room: more live pages than sequence numbers");
+            assert!(self.next_seq < u32::MAX - n, "renumbering left no room: more live pages than sequence numbers");
         }
     }
 
