@@ -259,7 +259,6 @@ impl Zns {
             }
         }
         assert!(zone_cap <= zone_sectors && zone_cap.is_multiple_of(unit), "zone capacity: whole units within the zone");
-        assert!(zns.max_open <= zns.max_active, "open zones are active zones");
         Ok(zns)
     }
 
