@@ -95,6 +95,15 @@ impl Device {
         }
     }
 
+    /// Assert every invariant of the device and of the host log in front of it (slow: O(device)).
+    fn check_invariants(&self) {
+        match &self.dev {
+            Personal::Conventional(c) => c.check_invariants(),
+            Personal::Zns(log) => log.check_invariants(),
+            Personal::Ocssd(log) => log.check_invariants(),
+        }
+    }
+
     /// The personality itself (host commands go here; for ZNS, raw zone writes).
     fn raw(&mut self) -> &mut dyn BlockDevice {
         match &mut self.dev {
@@ -308,6 +317,11 @@ impl Device {
         let mut cb = |f: f64| progress(phase, f);
         let (ending, last) = driver::run(self.bd(), src, driver::Plan { lp, limits, start, seed }, &mut rec, &mut cb)?;
         assert!(last >= start, "the {phase} phase ended at {last} ns, before its start at {start} ns");
+        // Between runs every invariant holds; checking them is O(device) against a run's
+        // O(commands), so debug builds (the tests) check after every phase.
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
         self.now_ns = self.now_ns.max(last);
         progress(phase, 1.0);
         if measured.is_none() {
