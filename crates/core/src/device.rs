@@ -81,7 +81,9 @@ impl Device {
             }
             Personality::Ocssd => Personal::Ocssd(HostLog::new(Ocssd::new(&cfg)?, 1)),
         };
-        Ok(Device { cfg, dev, now_ns: 0 })
+        let d = Device { cfg, dev, now_ns: 0 };
+        assert_eq!(d.block_device().mapped_sectors(), 0, "a freshly formatted device maps nothing");
+        Ok(d)
     }
 
     /// The device as workloads see it (for ZNS and open-channel: through the host log).
@@ -90,6 +92,15 @@ impl Device {
             Personal::Conventional(c) => c,
             Personal::Zns(log) => log,
             Personal::Ocssd(log) => log,
+        }
+    }
+
+    /// Assert every invariant of the device and of the host log in front of it (slow: O(device)).
+    fn check_invariants(&self) {
+        match &self.dev {
+            Personal::Conventional(c) => c.check_invariants(),
+            Personal::Zns(log) => log.check_invariants(),
+            Personal::Ocssd(log) => log.check_invariants(),
         }
     }
 
@@ -171,6 +182,9 @@ impl Device {
             let e = self.drive(&w, Limits { host_write_bytes: logical, ..Default::default() }, None, "fill", progress)?.1;
             if e == Ending::Interrupted {
                 return Ok(e);
+            }
+            if let Personal::Conventional(c) = &self.dev {
+                debug_assert_eq!(c.mapped_sectors(), c.logical_sectors(), "a sequential fill maps every sector");
             }
         }
         if p.random_device_writes > 0.0 {
@@ -302,6 +316,12 @@ impl Device {
         let seed = self.cfg.seed;
         let mut cb = |f: f64| progress(phase, f);
         let (ending, last) = driver::run(self.bd(), src, driver::Plan { lp, limits, start, seed }, &mut rec, &mut cb)?;
+        assert!(last >= start, "the {phase} phase ended at {last} ns, before its start at {start} ns");
+        // Between runs every invariant holds; checking them is O(device) against a run's
+        // O(commands), so debug builds (the tests) check after every phase.
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
         self.now_ns = self.now_ns.max(last);
         progress(phase, 1.0);
         if measured.is_none() {

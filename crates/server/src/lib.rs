@@ -492,7 +492,9 @@ fn take_slot(registry: &Mutex<Registry>, opts: &Options, shared: &Shared, stats:
     }
     let id = reg.next_id;
     reg.next_id += 1;
-    reg.live.insert(id, meter.clone());
+    let reused = reg.live.insert(id, meter.clone());
+    assert!(reused.is_none(), "connection id {id} handed out twice");
+    assert!(reg.live.len() <= opts.max_connections, "{} live connections, {} slots", reg.live.len(), opts.max_connections);
     Some(id)
 }
 
@@ -525,6 +527,8 @@ fn admit<P: Protocol>(
         refuse(proto, opts, shared, stats, tasks, Conn::new(tcp, peer, meter, shared.clone()));
         return;
     }
+    // Only this loop adds waiters; their tasks only leave.
+    debug_assert!(shared.waiting.load(Ordering::Acquire) <= WAITERS_AT_ONCE, "more clients waiting than WAITERS_AT_ONCE");
     let (proto, shared, stats, registry, opts) = (proto.clone(), shared.clone(), stats.clone(), registry.clone(), opts.clone());
     tasks.spawn(async move {
         let id = match slot {
@@ -646,8 +650,15 @@ async fn serve_conn<P: Protocol>(
     };
     // A session on a blocking thread (Conn::into_blocking) ends when its socket does.
     meter.shut_blocking();
-    crate::lock(&registry).live.remove(&id);
+    let left = crate::lock(&registry).live.remove(&id);
+    // Eviction (the only cut a connection is sent) takes it out of the registry; else it leaves now.
+    assert_eq!(left.is_none(), meter.cut_reason() == Some(Cut::Evicted), "connection {id} left the registry twice or never");
     stats.connections_active.fetch_sub(1, Ordering::Relaxed);
+    // A connection counts in the total before it counts as active.
+    debug_assert!(
+        Stats::get(&stats.connections_active) <= Stats::get(&stats.connections_total),
+        "more active connections than ever opened"
+    );
     shared.slot_freed.notify_waiters();
     let log = &shared.log;
     match end {

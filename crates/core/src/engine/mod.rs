@@ -41,6 +41,12 @@ struct Lane {
 }
 
 impl Lane {
+    /// Whether the gaps are what they claim: non-empty, sorted, disjoint, before `free_ns`.
+    fn gaps_ok(&self) -> bool {
+        let g = &self.gaps[..self.n as usize];
+        g.iter().all(|&(a, b)| a < b && b <= self.free_ns) && g.windows(2).all(|w| w[0].1 <= w[1].0)
+    }
+
     /// Earliest start >= `earliest` of an operation lasting `dur`.
     #[inline]
     fn fit(&self, earliest: u64, dur: u64) -> u64 {
@@ -58,6 +64,7 @@ impl Lane {
         for (i, &(a, b)) in self.gaps[..n].iter().enumerate().skip(from) {
             let t = a.max(earliest);
             if t + dur <= b {
+                debug_assert!(t >= earliest && i >= from, "a fit starts before its earliest start");
                 return (t, i);
             }
         }
@@ -72,6 +79,7 @@ impl Lane {
 
     fn remove_gap(&mut self, i: usize) {
         let n = self.n as usize;
+        debug_assert!(i < n, "removing gap {i} of {n}");
         self.gaps.copy_within(i + 1..n, i);
         self.n -= 1;
     }
@@ -101,9 +109,11 @@ impl Lane {
             return;
         }
         let n = self.n as usize;
+        debug_assert!(i <= n && g.0 < g.1, "gap {g:?} inserted at {i} of {n}");
         self.gaps.copy_within(i..n, i + 1);
         self.gaps[i] = g;
         self.n += 1;
+        debug_assert!(self.gaps[..self.n as usize].windows(2).all(|w| w[0].1 <= w[1].0), "gaps out of order after inserting {g:?}");
     }
 
     /// Mark [start, start + dur) busy. Gaps that end by `now` are dropped first: no operation
@@ -117,6 +127,7 @@ impl Lane {
     /// at them.
     #[inline]
     fn reserve_at(&mut self, hint: usize, start: u64, dur: u64, now: u64) {
+        debug_assert!(start >= now, "an operation placed at {start}, before the present ({now})");
         let dead = self.gaps[..self.n as usize].iter().take_while(|&&(_, b)| b <= now).count();
         if dead > 0 {
             let n = self.n as usize;
@@ -128,7 +139,8 @@ impl Lane {
     }
 
     fn occupy(&mut self, start: u64, dur: u64) {
-        self.occupy_from(0, start, dur)
+        self.occupy_from(0, start, dur);
+        debug_assert!(self.gaps_ok() && (dur == 0 || self.busy_at(start)), "lane after occupying {dur} ns at {start}");
     }
 
     fn occupy_from(&mut self, from: usize, start: u64, dur: u64) {
@@ -212,6 +224,7 @@ impl Lane {
             self.insert_gap(i + 1, rest, now);
         }
         self.free_ns += d;
+        debug_assert!(self.gaps_ok(), "lane after a delay of {d} ns at {t}");
     }
 }
 
@@ -239,6 +252,7 @@ impl Timelines {
     /// channel-major).
     pub fn new(t: &Timing, channels: u32, dies_per_channel: u32) -> Timelines {
         let dies = (channels * dies_per_channel) as usize;
+        assert!(dies > 0, "timelines for a device without dies");
         Timelines {
             enabled: t.enabled,
             t: t.clone(),
@@ -305,6 +319,7 @@ impl Timelines {
         self.chan[c].reserve_at(ci, tc, x, self.now_ns);
         self.chan_busy_ns[c] += x;
         let done = (tc + x).max(t0 + x) + p;
+        debug_assert!(t0 >= earliest && tc >= t0, "a program starts before its data is ready");
         self.die[d].reserve_at(di, t0, done - t0, self.now_ns);
         self.die_busy_ns[d] += x + p;
         self.die_op[d] = DieOp::Program;
@@ -366,6 +381,7 @@ impl Timelines {
             self.die[d].delay_after(start, extra, self.now_ns);
             self.die_busy_ns[d] += extra;
         }
+        debug_assert!(start >= earliest && t1 >= sensed, "a read completes before it was issued");
         t1 + x
     }
 
@@ -377,6 +393,7 @@ impl Timelines {
         let x = self.xfer_ns(bytes);
         let r = self.t.page_read_ns;
         let ((t0, di), (t1, ci)) = self.co_fit(d, c, earliest, r + x, r, x);
+        debug_assert!(t0 >= earliest && t1 >= t0 + r, "data out before the page is sensed");
         self.chan[c].reserve_at(ci, t1, x, self.now_ns);
         self.chan_busy_ns[c] += x;
         // The die holds the page in its register until the transfer ends.
@@ -392,6 +409,7 @@ impl Timelines {
         let earliest = earliest.max(self.now_ns);
         let e = self.t.block_erase_ns;
         let (t0, i) = self.die[d].fit_from(0, earliest, e);
+        debug_assert!(t0 >= earliest, "an erase starts before its earliest start");
         self.die[d].reserve_at(i, t0, e, self.now_ns);
         self.die_busy_ns[d] += e;
         self.die_op[d] = DieOp::Erase;
@@ -477,12 +495,14 @@ impl WriteBuffer {
                 let Reverse(t) = self.inflight.pop().expect("non-empty");
                 self.stall_until = self.stall_until.max(t);
             }
+            debug_assert!(self.inflight.len() <= self.units, "more programs in flight than the buffer holds");
         }
     }
     /// Completion of the current command begun at `t`: its programs' end when it must wait for
     /// them (`sync`: FUA or write-through), else when buffer space was available.
     #[inline]
     pub fn completion(&self, sync: bool, t: u64) -> u64 {
+        debug_assert!(self.cmd_done >= t && self.stall_until >= t, "completion of a command not begun at {t}");
         if sync {
             self.cmd_done
         } else {

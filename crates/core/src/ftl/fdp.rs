@@ -145,7 +145,9 @@ impl Fdp {
         let ru_sectors = ru_sectors_of(&fc, lay);
         let n = (fc.reclaim_groups * fc.handles) as usize;
         let sb = lay.sector_bytes as u64;
-        Fdp {
+        assert!(fc.reclaim_groups <= 1 << rgif, "RGIF bits name every reclaim group");
+        assert!(ru_sectors.iter().all(|&s| s > 0), "every reclaim group has dies, so RUs hold sectors");
+        let f = Fdp {
             configuration: cfg.configuration,
             offered: cfg
                 .configurations()
@@ -173,11 +175,14 @@ impl Fdp {
             used: vec![false; n],
             ru_written: vec![0; n],
             ru_serial: vec![0; n],
-        }
+        };
+        assert!(f.phndl.iter().all(|&h| (h as u32) < f.handles), "placement handles select reclaim unit handles of the configuration");
+        f
     }
 
     /// Placement identifier of (reclaim group, placement handle).
     pub fn pid(&self, rg: u32, handle: u32) -> u16 {
+        debug_assert!(rg < self.groups && handle < 1 << (16 - self.rgif), "({rg}, {handle}) has no placement identifier");
         if self.rgif == 0 {
             handle as u16
         } else {
@@ -194,6 +199,7 @@ impl Fdp {
             ((pid as u32) >> (16 - self.rgif), pid as u32 & ((1 << (16 - self.rgif)) - 1))
         };
         let ruh = *self.phndl.get(ph as usize)?;
+        debug_assert!(rg >= self.groups || self.pid(rg, ph) == pid, "decode inverts pid");
         (rg < self.groups).then_some((rg as usize, ruh as usize))
     }
 
@@ -244,6 +250,7 @@ impl Fdp {
             self.ru_serial[idx] += 1;
             self.ru_switches[idx] += 1;
         }
+        debug_assert!(self.ru_written[idx] < ru, "RU of ({rg}, {handle}) written past its size");
     }
 
     /// Serial number of the current RU of (rg, handle).
@@ -269,6 +276,7 @@ impl Fdp {
             self.events.pop_front();
         }
         self.events.push_back(Event { kind, code: kind.code(), pid, reclaim_group: rg, time_ns });
+        debug_assert!(self.events.len() <= self.max_events, "event log past its bound");
     }
 
     pub fn events(&self) -> impl Iterator<Item = &Event> {

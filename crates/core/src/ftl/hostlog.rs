@@ -97,6 +97,8 @@ impl<D: Containers> HostLog<D> {
     /// A log with `streams` address regions over `dev`.
     pub fn new(dev: D, streams: usize) -> HostLog<D> {
         let (streams, lanes) = (streams.max(1), dev.lanes());
+        assert!(lanes > 0 && dev.write_unit() > 0, "a device of {}s has lanes and a write unit", D::NAME);
+        assert!(dev.capacity().is_multiple_of(dev.write_unit() as u64), "a {} holds whole write units", D::NAME);
         let state = HostLogState {
             streams,
             lanes,
@@ -142,6 +144,8 @@ impl<D: Containers> HostLog<D> {
                 }
             },
         };
+        debug_assert!(self.dev.lane(lane).contains(&c), "{} {c} outside lane {lane}", D::NAME);
+        debug_assert!(matches!(self.dev.container(c).0, Container::Free | Container::Open), "current {} {c} is not writable", D::NAME);
         self.state.current[slot] = Some(c);
         Ok(c)
     }
@@ -150,6 +154,7 @@ impl<D: Containers> HostLog<D> {
     /// room); a container that fills is left behind.
     fn append(&mut self, at: (usize, usize), c: usize, sectors: u32, data: Option<&[u8]>, fua: bool, now: u64) -> Result<u64> {
         let (s, lane) = at;
+        debug_assert!(self.dev.container(c).1 + sectors as u64 <= self.dev.capacity(), "append past {} {c}'s capacity", D::NAME);
         let done = self.dev.append(c, sectors, data, fua, now)?;
         if self.dev.container(c).0 == Container::Full {
             self.state.filled[lane].push_back(c);
@@ -164,6 +169,7 @@ impl<D: Containers> HostLog<D> {
         self.state.next_lane[s] = (lane + 1) % self.state.lanes;
         let c = self.container_for(s, lane, now)?;
         let n = std::mem::take(&mut self.state.pending[s]);
+        debug_assert_eq!(n, self.dev.write_unit(), "stream {s}: only whole units go to the device");
         let data = std::mem::take(&mut self.state.pending_data[s]);
         let keep = self.dev.media().data.is_some();
         let done = self.append((s, lane), c, n, keep.then_some(&data[..]), false, now)?;
@@ -179,6 +185,7 @@ impl<D: Containers> HostLog<D> {
         if pending == 0 {
             return Ok(now);
         }
+        debug_assert!(pending < unit, "stream {s}: a full unit waits in the host buffer");
         self.state.pad_sectors += (unit - pending) as u64;
         if self.dev.media().data.is_some() {
             let sb = self.dev.layout().sector_bytes as usize;
@@ -225,6 +232,7 @@ impl<D: Containers> BlockDevice for HostLog<D> {
                 self.state.next_lane[s] = (lane + 1) % self.state.lanes;
                 let c = self.container_for(s, lane, now)?;
                 let room = (self.dev.capacity() - self.dev.container(c).1) as u32;
+                debug_assert!(room > 0, "current {} {c} has no room", D::NAME);
                 let k = remaining.min(room);
                 let part = data.map(|d| &d[off..off + k as usize * sb]);
                 done = done.max(self.append((s, lane), c, k, part, opts.fua, now)?);
@@ -251,6 +259,7 @@ impl<D: Containers> BlockDevice for HostLog<D> {
             remaining -= k;
             off += k as usize * sb;
         }
+        debug_assert!(self.state.pending[s] < unit, "stream {s}: a full unit left in the host buffer");
         if opts.fua {
             done = done.max(self.pad(s, now)?);
         }
@@ -294,6 +303,7 @@ impl<D: Containers> BlockDevice for HostLog<D> {
         for s in 0..self.state.streams {
             done = done.max(self.pad(s, now)?);
         }
+        debug_assert!(self.state.pending.iter().all(|&p| p == 0), "a partial unit survives a flush");
         Ok(done.max(self.dev.flush(now)?))
     }
 

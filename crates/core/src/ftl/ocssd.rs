@@ -129,6 +129,8 @@ impl Ocssd {
                 oc.chunks[c].state = ChunkState::Offline;
             }
         }
+        assert_eq!(n as u64 * oc.geo.clba, lay.physical_sectors, "chunks cover the media exactly");
+        assert!(oc.geo.clba.is_multiple_of(ws_min as u64), "a chunk is whole units of ws_min");
         Ok(oc)
     }
 
@@ -171,6 +173,7 @@ impl Ocssd {
 
     /// Die of chunk `c` (chunks are numbered group, PU, chunk; PU = die of the group).
     fn die_of(&self, c: usize) -> u32 {
+        debug_assert!(c < self.chunks.len(), "chunk {c} beyond the device");
         (c / self.geo.num_chk as usize) as u32
     }
 
@@ -184,6 +187,7 @@ impl Ocssd {
     /// Physical sector of sector `s` of chunk `c`: sector runs fill a page in each plane in
     /// turn (a multi-plane unit), then the next page.
     fn psa(&self, c: usize, s: u64) -> u32 {
+        debug_assert!(s < self.geo.clba, "sector {s} past the end of chunk {c}");
         let spp = self.m.lay.sectors_per_page as u64;
         let unit = spp * self.m.lay.planes_per_die as u64;
         let (page, r) = (s / unit, s % unit);
@@ -345,6 +349,10 @@ impl Ocssd {
                 store.put(psa, &d[i * sb..(i + 1) * sb]);
             }
             let ch = &mut self.chunks[c];
+            debug_assert!(
+                ch.written == s && matches!(ch.state, ChunkState::Free | ChunkState::Open),
+                "chunk {c}: validated write not at its pointer"
+            );
             if let (0, Some(m)) = (s, oob) {
                 ch.oob.copy_from_slice(&m[i * OOB_BYTES..(i + 1) * OOB_BYTES]);
             }
@@ -357,6 +365,7 @@ impl Ocssd {
                 self.chunks[c].state = ChunkState::Closed;
             }
         }
+        debug_assert!(runs[..nruns].iter().all(|r| self.chunks[r.0].written.is_multiple_of(unit)), "a chunk left with a partial unit");
         self.m.c.host_write_cmds += 1;
         self.m.c.host_write_bytes += (lbas.len() * sb) as u64;
         Ok(if self.m.tl.enabled { done } else { now })
@@ -370,6 +379,8 @@ impl Ocssd {
         let page = (psa % self.m.lay.sectors_per_block) / self.m.lay.sectors_per_page;
         for p in 0..planes {
             let m = &mut self.m.blocks[(b0 + p * self.m.lay.blocks_per_plane) as usize];
+            debug_assert_eq!(m.programmed_pages as u32, page, "chunk {c}: pages program in order");
+            debug_assert_ne!(m.state, BlockState::Bad, "program of a bad block in chunk {c}");
             m.programmed_pages = (page + 1) as u16;
             m.valid += self.m.lay.sectors_per_page;
             m.state = if page + 1 == self.m.lay.pages_per_block { BlockState::Full } else { BlockState::Open };
@@ -416,6 +427,12 @@ impl Ocssd {
             if !readable {
                 continue;
             }
+            // Writes are whole units, so a sector below the write pointer is on the media.
+            debug_assert!(
+                (psa % self.m.lay.sectors_per_block) / self.m.lay.sectors_per_page
+                    < self.m.blocks[(psa / self.m.lay.sectors_per_block) as usize].programmed_pages as u32,
+                "chunk {c}: sector {s} below the write pointer but not programmed"
+            );
             let page = psa / self.m.lay.sectors_per_page;
             match run.as_mut() {
                 Some((_, p, n)) if *p == page => *n += 1,
@@ -474,6 +491,10 @@ impl Ocssd {
             ch.written = 0;
             ch.oob = [0; OOB_BYTES];
             ch.state = if e.retired { ChunkState::Offline } else { ChunkState::Free };
+            assert!(
+                e.retired || blocks.iter().all(|&b| self.m.blocks[b as usize].state == BlockState::Free),
+                "chunk {c} is free but its blocks are not erased"
+            );
         }
         self.m.c.host_trim_cmds += 1;
         Ok(if self.m.tl.enabled { done } else { now })
@@ -504,6 +525,7 @@ impl Ocssd {
             t = self.vector_write(&dst, data, r)?;
             k += m;
         }
+        debug_assert_eq!(self.chunks[d].written, n, "the copy wrote as much as the source chunk holds");
         Ok(t)
     }
 

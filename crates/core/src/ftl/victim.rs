@@ -77,7 +77,8 @@ impl Victims {
             Victims::Fifo { queue } => queue.push_back(b),
             Victims::CostBenefit { buckets, len } => {
                 let m = &blocks[b as usize];
-                buckets[m.valid as usize].insert((m.closed_at, b));
+                let fresh = buckets[m.valid as usize].insert((m.closed_at, b));
+                debug_assert!(fresh, "block {b} inserted into the victim set twice");
                 *len += 1;
             }
             Victims::Dense { list, .. } => {
@@ -102,7 +103,8 @@ impl Victims {
             Victims::CostBenefit { buckets, .. } => {
                 let m = &blocks[b as usize];
                 let key = (m.closed_at, b);
-                buckets[m.valid as usize + 1].remove(&key);
+                let moved = buckets[m.valid as usize + 1].remove(&key);
+                debug_assert!(moved, "block {b} was not in the bucket of its valid count");
                 buckets[m.valid as usize].insert(key);
             }
             _ => {}
@@ -114,6 +116,7 @@ impl Victims {
         match self {
             Victims::Greedy { heads, len, .. } => {
                 let v = blocks[b as usize].valid as usize;
+                debug_assert!(*len > 0, "removing block {b} from an empty victim set");
                 unlink(heads, blocks, b, v);
                 *len -= 1;
             }
@@ -152,6 +155,7 @@ impl Victims {
                     return None;
                 }
                 *min = v;
+                debug_assert_eq!(blocks[heads[v] as usize].valid as usize, v, "greedy bucket {v} holds a block of another valid count");
                 heads[v]
             }
             Victims::Fifo { queue } => return queue.pop_front(),
@@ -160,6 +164,7 @@ impl Victims {
                 let mut best: Option<(f64, u32)> = None;
                 for (v, bucket) in buckets.iter().enumerate() {
                     let Some(&(closed_at, b)) = bucket.first() else { continue };
+                    debug_assert_eq!(blocks[b as usize].valid as usize, v, "cost-benefit bucket {v} holds a block of another valid count");
                     if v == 0 {
                         best = Some((f64::MAX, b));
                         break;
@@ -188,6 +193,7 @@ impl Victims {
             }
         };
         self.remove(b, blocks);
+        debug_assert!(blocks[b as usize].valid <= sectors_per_block, "victim {b} counts more valid sectors than a block has");
         Some(b)
     }
 
@@ -224,6 +230,7 @@ pub fn greedy<I: Ord + Copy, K: Ord>(candidates: impl IntoIterator<Item = I>, mu
 #[inline]
 fn link(heads: &mut [u32], blocks: &mut [BlockMeta], b: u32, v: usize) {
     let h = heads[v];
+    debug_assert_ne!(h, b, "block {b} linked into bucket {v} twice");
     blocks[b as usize].prev = NIL;
     blocks[b as usize].next = h;
     if h != NIL {

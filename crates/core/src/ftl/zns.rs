@@ -258,6 +258,7 @@ impl Zns {
                 c.active = c.free.pop_front().expect("usable segments");
             }
         }
+        assert!(zone_cap <= zone_sectors && zone_cap.is_multiple_of(unit), "zone capacity: whole units within the zone");
         Ok(zns)
     }
 
@@ -297,6 +298,7 @@ impl Zns {
     /// Physical zone of sequential host zone `z` (the conventional zones' pool comes after
     /// the sequential zones).
     fn pz(&self, z: usize) -> usize {
+        debug_assert!(z >= self.nconv, "zone {z} is conventional: it has no physical zone of its own");
         z - self.nconv
     }
 
@@ -316,6 +318,7 @@ impl Zns {
 
     /// Physical sector of offset `o` in physical zone `pz`.
     fn psa(&self, pz: usize, o: u64) -> u32 {
+        debug_assert!(o < self.zone_sectors, "offset {o} past the end of a zone");
         let spp = self.m.lay.sectors_per_page as u64;
         let unit = spp * self.m.lay.planes_per_die as u64;
         let (u, r) = (o / unit, o % unit);
@@ -325,6 +328,21 @@ impl Zns {
         let ppb = self.m.lay.pages_per_block as u64;
         let (j, page) = ((stripe / ppb) as u32, (stripe % ppb) as u32);
         self.block(pz, d, plane, j) * self.m.lay.sectors_per_block + page * self.m.lay.sectors_per_page + slot
+    }
+
+    /// Whether zone `z`'s state agrees with its write pointer (injected read-only and offline
+    /// states keep whatever was written).
+    fn zone_consistent(&self, z: usize) -> bool {
+        let (st, w, cap) = (self.zones[z].state, self.zones[z].written, self.zone_cap);
+        let by_state = match st {
+            ZoneState::Empty => w == 0,
+            ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen => w < cap,
+            ZoneState::Closed => w > 0 && w < cap,
+            ZoneState::Full => w == cap,
+            ZoneState::ReadOnly | ZoneState::Offline => w <= cap,
+            ZoneState::NotWritePointer => w == 0,
+        };
+        by_state && (z < self.nconv) == (st == ZoneState::NotWritePointer)
     }
 
     fn counts(&self) -> (u32, u32) {
@@ -363,6 +381,7 @@ impl Zns {
                 }
             }
         }
+        debug_assert!(st.is_open() || self.counts().0 < self.max_open, "zone {z}: no open resource after acquire");
         Ok(())
     }
 
@@ -370,6 +389,7 @@ impl Zns {
         let zone = &mut self.zones[z];
         match zone.state {
             ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen => {
+                assert!(zone.written < self.zone_cap, "open zone {z} at its capacity (it should be full)");
                 zone.state = if zone.written == 0 { ZoneState::Empty } else { ZoneState::Closed };
                 Ok(())
             }
@@ -384,6 +404,7 @@ impl Zns {
 
     /// Program the unit of zone `z` that ends at offset `end` (exclusive).
     fn program_unit(&mut self, z: usize, end: u64) {
+        debug_assert!(end.is_multiple_of(self.unit_sectors()) && end <= self.zone_cap, "zone {z}: unit ending at {end}");
         self.program_phys(self.pz(z), end, self.zones[z].ready_ns);
         self.zones[z].ready_ns = 0;
     }
@@ -400,6 +421,12 @@ impl Zns {
         for p in 0..planes {
             let b = b0 + p * self.m.lay.blocks_per_plane;
             let m = &mut self.m.blocks[b as usize];
+            // Pages program in order; a padded unit programs again when the host fills it.
+            debug_assert!(
+                m.programmed_pages as u32 == page || m.programmed_pages as u32 == page + 1,
+                "block {b}: page {page} out of order"
+            );
+            debug_assert_ne!(m.state, BlockState::Bad, "program of bad block {b}");
             m.state = if page + 1 == self.m.lay.pages_per_block { BlockState::Full } else { BlockState::Open };
             m.programmed_pages = (page + 1) as u16;
         }
@@ -417,6 +444,7 @@ impl Zns {
         let w = self.zones[z].written;
         if !w.is_multiple_of(unit) {
             let end = (w / unit + 1) * unit;
+            debug_assert!(end <= self.zone_cap, "zone {z}: padding past its capacity");
             self.m.c.pad_sectors += end - w;
             self.program_unit(z, end);
         }
@@ -477,6 +505,7 @@ impl Zns {
             self.open_clock += 1;
             self.zones[z].opened = self.open_clock;
         }
+        debug_assert!(self.zones[z].state.is_open(), "zone {z} takes a write in state {:?}", self.zones[z].state);
         let t = now + self.m.tl.command_overhead_ns();
         self.buffer.begin(t);
         self.zones[z].ready_ns = self.zones[z].ready_ns.max(t);
@@ -523,6 +552,7 @@ impl Zns {
             self.pad(z);
             self.zones[z].state = ZoneState::Full;
         }
+        debug_assert!(self.zone_consistent(z), "zone {z}: state {:?} disagrees with its write pointer", self.zones[z].state);
         let done = if self.m.tl.enabled { self.buffer.completion(sync, t) } else { now };
         Ok((wp, done))
     }
@@ -616,6 +646,7 @@ impl Zns {
                 _ => return Err(bad("take offline")),
             },
         }
+        assert!(self.zone_consistent(z), "zone {z}: {action:?} left state {:?} and its write pointer apart", self.zones[z].state);
         Ok(t)
     }
 
@@ -628,6 +659,10 @@ impl Zns {
         zone.state = if retired { ZoneState::Offline } else { ZoneState::Empty };
         zone.written = 0;
         zone.resets += 1;
+        debug_assert!(
+            self.phys_blocks(self.pz(z)).all(|b| matches!(self.m.blocks[b as usize].state, BlockState::Free | BlockState::Bad)),
+            "zone {z}: a block not erased by its reset"
+        );
         done
     }
 

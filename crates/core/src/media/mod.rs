@@ -188,6 +188,19 @@ pub struct Counters {
     pub grown_bad_blocks: u64,
 }
 
+impl Counters {
+    /// Whether the counters agree with each other: NAND bytes are whole pages of
+    /// `page_bytes`, GC programs and finished collections are among all programs and
+    /// collections started.
+    pub fn consistent(&self, page_bytes: u32) -> bool {
+        let pb = page_bytes as u64;
+        self.nand_write_bytes == self.nand_page_programs * pb
+            && self.nand_read_bytes == self.nand_page_reads * pb
+            && self.gc_relocated_pages <= self.nand_page_programs
+            && self.gc_foreground_events + self.gc_background_events + self.wl_static_moves <= self.gc_events
+    }
+}
+
 /// Marker in the OOB logical-address field of a padding sector.
 pub const OOB_PAD: u32 = 0x7FFF_FFFF;
 /// Valid bit kept beside the OOB logical address in the P2L array.

@@ -70,6 +70,8 @@ impl Media {
                 b.factory_bad = true;
             }
         }
+        assert!(lay.physical_sectors < u32::MAX as u64, "validated geometry: physical sector addresses fit in 32 bits");
+        assert!(cfg.media.pe_limit > 0, "validated media: a block survives at least one erase");
         Media {
             lay,
             blocks,
@@ -151,6 +153,12 @@ impl Media {
     /// planes), their data ready at `earliest`; returns the completion time.
     #[inline]
     pub fn program(&mut self, die: u32, pages: u32, earliest: u64) -> u64 {
+        debug_assert!(die < self.lay.dies, "program on die {die} of {}", self.lay.dies);
+        debug_assert!(
+            pages > 0 && pages <= self.lay.planes_per_die,
+            "a multi-plane program spans 1 to {} planes, not {pages}",
+            self.lay.planes_per_die
+        );
         let bytes = pages as u64 * self.lay.page_bytes as u64;
         self.c.nand_page_programs += pages as u64;
         self.c.nand_write_bytes += bytes;
@@ -165,6 +173,7 @@ impl Media {
     /// suspend apply); returns the completion time.
     #[inline]
     pub fn read(&mut self, die: u32, bytes: u64, earliest: u64) -> u64 {
+        debug_assert!(bytes <= self.lay.page_bytes as u64, "a page read transfers at most a page");
         self.count_page_read();
         if self.tl.enabled {
             self.tl.read(die, bytes, earliest)
@@ -177,6 +186,7 @@ impl Media {
     /// time.
     #[inline]
     pub fn read_queued(&mut self, die: u32, bytes: u64, earliest: u64) -> u64 {
+        debug_assert!(bytes <= self.lay.page_bytes as u64, "a page read transfers at most a page");
         self.count_page_read();
         if self.tl.enabled {
             self.tl.read_queued(die, bytes, earliest)
@@ -217,6 +227,7 @@ impl Media {
             }
             self.c.nand_erase_count += 1;
             let m = &mut self.blocks[b as usize];
+            debug_assert!(m.erase_count < self.pe_limit, "block {b} erased past its P/E limit without being retired");
             m.erase_count += 1;
             m.valid = 0;
             m.programmed_pages = 0;
@@ -234,6 +245,7 @@ impl Media {
                 self.blocks[b as usize].state = BlockState::Free;
             }
         }
+        assert!(!self.tl.enabled || done_ns >= earliest, "an erase completes before it may start");
         Erased { done_ns, retired }
     }
 
@@ -242,6 +254,7 @@ impl Media {
     pub fn check_invariants(&self) {
         let grown = self.blocks.iter().filter(|b| b.state == BlockState::Bad && !b.factory_bad).count() as u64;
         assert_eq!(grown, self.c.grown_bad_blocks, "grown-bad counter != blocks retired");
+        assert!(self.c.consistent(self.lay.page_bytes), "counters disagree: {:?}", self.c);
         for (b, m) in self.blocks.iter().enumerate() {
             if m.state == BlockState::Bad {
                 assert_eq!(m.valid, 0, "bad block {b} holds valid sectors");

@@ -106,7 +106,10 @@ impl DataStore {
             return;
         }
         let slot = match self.free.pop() {
-            Some(s) => s,
+            Some(s) => {
+                debug_assert!(s < self.used, "free slot {s} was never handed out");
+                s
+            }
             None => {
                 let s = self.used;
                 if s as usize == self.chunks.len() * self.chunk_slots {
@@ -124,6 +127,7 @@ impl DataStore {
 
     /// Move a sector's contents (GC relocation): no copy, the slot changes owner.
     pub fn relocate(&mut self, from: u32, to: u32) {
+        debug_assert_ne!(from, to, "relocation of sector {from} onto itself");
         assert_eq!(self.slot_of[to as usize], NIL, "relocation onto a non-erased sector {to}");
         self.slot_of[to as usize] = std::mem::replace(&mut self.slot_of[from as usize], NIL);
     }
@@ -133,6 +137,7 @@ impl DataStore {
         let slot = std::mem::replace(&mut self.slot_of[psa as usize], NIL);
         if slot != NIL {
             self.free.push(slot);
+            debug_assert!(self.free.len() <= self.used as usize, "more free slots than were handed out");
         }
     }
 

@@ -76,6 +76,7 @@ impl Steady {
         if host < self.next || self.reached.is_some() {
             return self.reached.is_some();
         }
+        debug_assert!(host >= self.start.0 && nand >= self.start.1, "byte counters went backwards");
         self.recent.push_back((self.start.0, host - self.start.0, nand - self.start.1));
         self.seen += 1;
         if self.recent.len() > self.windows {
@@ -86,6 +87,7 @@ impl Steady {
         if self.recent.len() == self.windows {
             let d: Vec<f64> = self.recent.iter().map(|&(_, h, n)| ratio(n, h)).collect();
             let mean = d.iter().sum::<f64>() / d.len() as f64;
+            debug_assert_eq!(self.recent.len(), self.windows, "steady state judged over its windows");
             if d.iter().all(|x| (x - mean).abs() <= self.tolerance * mean) {
                 let (h, n) = self.recent.iter().fold((0, 0), |a, &(_, h, n)| (a.0 + h, a.1 + n));
                 self.reached = Some((self.recent[0].0, h, n));
@@ -106,6 +108,7 @@ impl Steady {
 
     /// The `steady` section of metrics.json.
     pub fn report(&self, whole_run_dlwa: f64) -> Value {
+        debug_assert!(self.reached.is_none() || self.seen >= self.windows as u64, "steady before enough windows were measured");
         let (from, dlwa) = match self.reached {
             Some((from, h, n)) => (json!(from), json!(round6(ratio(n, h)))),
             None => (Value::Null, Value::Null),
@@ -202,6 +205,7 @@ impl Recorder {
     /// Called after each command with its completion time; samples the series when due.
     #[inline]
     pub fn tick(&mut self, dev: &dyn BlockDevice, now_ns: u64, done_ns: u64) {
+        debug_assert!(done_ns >= now_ns, "a command completed at {done_ns}, before its submission at {now_ns}");
         if done_ns > self.end_ns {
             self.end_ns = done_ns;
         }
@@ -225,6 +229,8 @@ impl Recorder {
         let hw = c.host_write_bytes - self.base.host_write_bytes;
         let nw = c.nand_write_bytes - self.base.nand_write_bytes;
         let (lhw, lnw) = self.last;
+        debug_assert!(hw >= lhw && nw >= lnw, "byte counters went backwards");
+        debug_assert!(c.consistent(dev.layout().page_bytes), "device counters disagree: {c:?}");
         let mean = |s: (u128, u64)| if s.1 == 0 { 0.0 } else { s.0 as f64 / s.1 as f64 };
         self.series.push(SeriesRow {
             sim_time_ns: now_ns - self.start_ns,
@@ -280,6 +286,8 @@ impl Recorder {
         }
         let c = dev.counters();
         let b = &self.base;
+        assert!(c.consistent(dev.layout().page_bytes), "device counters disagree: {c:?}");
+        assert!(end >= self.start_ns, "the run ends before it starts");
         let d = |x: u64, y: u64| x - y;
         let sim_ns = end - self.start_ns;
         let secs = sim_ns as f64 / 1e9;
@@ -483,6 +491,7 @@ fn erase_summary(e: &[u32]) -> Value {
         counts[(((x - min) / width) as usize).min(bins - 1)] += 1;
     }
     let edges: Vec<u32> = (0..=bins as u32).map(|i| min + i * width).collect();
+    debug_assert!(edges[bins] > max, "the bins cover every erase count");
     json!({
         "min": min, "mean": round6(mean), "max": max, "stddev": round6(var.sqrt()),
         "histogram": {"bin_edges": edges, "counts": counts},

@@ -21,6 +21,7 @@ impl Conventional {
         self.m.blocks[v as usize].state = BlockState::Collecting;
         let now = self.now;
         self.groups[rg].gc.push(GcCursor { victim: v, page: 0, last_read: now });
+        assert!(self.groups[rg].gc.len() <= self.groups[rg].gc_width.max(1), "group {rg}: more victims in progress than gc_width");
         Ok(v)
     }
 
@@ -85,6 +86,7 @@ impl Conventional {
             // Pages scanned (a finished victim left the list: count the rest of its block).
             let g = &self.groups[rg];
             let now_page = if g.gc.len() < n || g.gc.get(i).map(|c| c.victim) != Some(v) { lay.pages_per_block } else { g.gc[i].page };
+            debug_assert!(now_page >= page0, "GC cursor of victim {v} moved backwards");
             budget = budget.saturating_sub((now_page - page0).max(1));
         }
         Ok(())
@@ -99,6 +101,7 @@ impl Conventional {
         let spp = self.m.lay.sectors_per_page as u64;
         let ppb = self.m.lay.pages_per_block;
         let v = self.groups[rg].gc[i].victim;
+        debug_assert_eq!(self.m.blocks[v as usize].state, BlockState::Collecting, "victim {v} in progress but not collecting");
         let mut reclaimed = 0u64;
         let mut done = 0u32;
         while self.groups[rg].gc[i].page < ppb && reclaimed < want && done < pages {
@@ -123,6 +126,7 @@ impl Conventional {
         if self.groups[rg].gc[i].page >= ppb || self.m.blocks[v as usize].valid == 0 {
             assert_eq!(self.m.blocks[v as usize].valid, 0, "victim {v} still has valid sectors after collection");
             let c = self.groups[rg].gc.remove(i);
+            assert_eq!(c.victim, v, "group {rg}: finished the wrong victim");
             if foreground {
                 self.m.c.gc_foreground_events += 1;
             } else {
@@ -151,11 +155,13 @@ impl Conventional {
             self.map.prefetch_relocation(base + RELOCATION_AHEAD * spp, spp);
         }
         let live = self.map.valid_in(base, spp);
+        debug_assert!(live <= self.m.blocks[v as usize].valid as u64, "block {v}: a page holds more valid sectors than the block");
         if live == 0 {
             return Ok((0, self.now));
         }
         let src = self.m.blocks[v as usize].stream as usize;
         let dest = self.points.streams[src].gc_dest;
+        debug_assert_eq!(self.points.streams[dest].rg, self.m.blocks[v as usize].rg, "GC moves data across reclaim groups");
         self.points.stats[src].relocated_out_sectors += live;
         let read_done = self.m.read_queued(lay.die_of_block(v), live * lay.sector_bytes as u64, self.now);
         if self.m.timing() {
@@ -183,6 +189,7 @@ impl Conventional {
     /// Relocate every valid sector of full block `v` (already out of the victim set) and
     /// erase it (static wear-levelling moves).
     pub(super) fn collect(&mut self, v: u32) -> Result<()> {
+        assert_eq!(self.m.blocks[v as usize].state, BlockState::Full, "wear-levelling move of block {v}, which is not full");
         self.m.blocks[v as usize].state = BlockState::Collecting;
         let mut last_read = self.now;
         for page in 0..self.m.lay.pages_per_block {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::super::victim::Victims;
 use crate::config::FtlConfig;
 use crate::error::{Error, Result};
-use crate::media::{BlockMeta, Layout};
+use crate::media::{BlockMeta, BlockState, Layout};
 
 /// A victim being collected: its next page and its latest read completion.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -59,6 +59,8 @@ impl Group {
         // blocks' written pages stay at or above `bg` >= fg + planes, so a host write point
         // always opens without foreground GC.
         let bg = if ftl.gc_bg_free_blocks == 0 { fg + planes + 2 } else { ftl.gc_bg_free_blocks.max(fg + planes) };
+        assert!(n > 0, "a reclaim group owns at least one die");
+        assert!(fg >= planes + 2 && bg >= fg + planes, "watermarks: fg {fg} >= planes + 2, bg {bg} >= fg + planes");
         Group {
             dies,
             free: 0,
@@ -78,6 +80,10 @@ impl Group {
     #[inline]
     pub fn shortfall_pages(&self, pages_per_block: u32) -> i64 {
         let ppb = pages_per_block as i64;
+        debug_assert!(
+            self.open_written_pages <= self.open_blocks as u64 * pages_per_block as u64,
+            "open blocks hold more pages than they have"
+        );
         self.bg_free_blocks as i64 * ppb - (self.free as i64 * ppb - self.open_written_pages as i64)
     }
 
@@ -87,6 +93,7 @@ impl Group {
     #[inline]
     pub fn reserved_pages(&self, pages_per_block: u32) -> u64 {
         let cleared: u64 = self.gc.iter().map(|c| c.page as u64).sum();
+        debug_assert!(self.gc.len() <= self.gc_width.max(1), "more victims in progress than gc_width");
         (self.free as u64 + self.open_blocks as u64) * pages_per_block as u64 - self.open_written_pages + cleared
     }
 
@@ -114,6 +121,8 @@ impl Group {
                 self.free
             )));
         }
+        assert_eq!(blocks[v as usize].state, BlockState::Full, "GC victim {v} is not a full block");
+        assert_eq!(blocks[v as usize].rg as usize, rg, "GC victim {v} of another reclaim group");
         Ok(v)
     }
 }

@@ -66,8 +66,10 @@ impl Mapping {
         let old = self.l2p[lba as usize];
         if old == UNMAPPED {
             self.mapped += 1;
+            debug_assert!(self.mapped <= self.logical, "more sectors mapped than the device has");
             None
         } else {
+            debug_assert_eq!(self.p2l[old as usize], lba | P2L_VALID, "L2P/P2L disagree for sector {lba}");
             Some(old)
         }
     }
@@ -77,6 +79,7 @@ impl Mapping {
     pub fn unmap(&mut self, lba: u32) -> Option<u32> {
         let old = std::mem::replace(&mut self.l2p[lba as usize], UNMAPPED);
         (old != UNMAPPED).then(|| {
+            debug_assert_eq!(self.p2l[old as usize], lba | P2L_VALID, "L2P/P2L disagree for sector {lba}");
             self.mapped -= 1;
             old
         })
@@ -85,7 +88,9 @@ impl Mapping {
     /// A host write of `lba` failed before its new copy was placed (the device is worn out):
     /// the sector holds nothing now (its old copy was already invalidated).
     pub fn forget(&mut self, lba: u32) {
-        self.l2p[lba as usize] = UNMAPPED;
+        let old = std::mem::replace(&mut self.l2p[lba as usize], UNMAPPED);
+        // The old copy's slot may hold another sector by now (GC ran while the write waited).
+        debug_assert!(old == UNMAPPED || self.p2l[old as usize] != lba | P2L_VALID, "sector {lba}: old copy still valid");
         self.mapped -= 1;
     }
 
@@ -147,6 +152,7 @@ impl Mapping {
                 self.page_seq[page as usize] = rank as u32 + 1;
             }
             self.next_seq = live.len() as u32 + 1;
+            assert!(self.next_seq < u32::MAX - n, "renumbering left no room: more live pages than sequence numbers");
         }
     }
 
@@ -154,6 +160,8 @@ impl Mapping {
     /// number. Call [`Self::reserve_seq`] first.
     #[inline(always)]
     pub fn stamp(&mut self, page: u32) {
+        debug_assert_eq!(self.page_seq[page as usize], 0, "page {page} programmed twice without an erase");
+        debug_assert!(self.next_seq < u32::MAX, "stamp without reserve_seq");
         self.page_seq[page as usize] = self.next_seq;
         self.next_seq += 1;
     }
@@ -168,6 +176,7 @@ impl Mapping {
     pub fn erase(&mut self, lay: &Layout, b: u32) {
         let spb = lay.sectors_per_block as usize;
         let ppb = lay.pages_per_block as usize;
+        debug_assert!(self.valid_in(b * lay.sectors_per_block, lay.sectors_per_block) == 0, "erase of block {b} with valid sectors");
         self.p2l[b as usize * spb..(b as usize + 1) * spb].fill(OOB_ERASED);
         self.page_seq[b as usize * ppb..(b as usize + 1) * ppb].fill(0);
     }
@@ -225,6 +234,7 @@ impl Mapping {
             if seq == 0 {
                 continue;
             }
+            debug_assert!(seq < self.next_seq, "page {page}: sequence number {seq} not handed out yet");
             for slot in 0..spp {
                 let psa = page * spp + slot;
                 let lba = self.p2l[psa as usize] & !P2L_VALID;

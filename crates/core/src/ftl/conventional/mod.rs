@@ -114,6 +114,8 @@ impl Parts {
             ));
         }
         let reserve_steady = reserve_steady(&groups, &points, planes);
+        assert!(logical <= physical, "more logical than physical sectors");
+        assert_eq!(groups.iter().map(|g| g.dies.len()).sum::<usize>(), lay.dies as usize, "reclaim groups partition the dies");
         Ok(Parts { logical, rg_of_die, groups, points, fdp, reserve_blocks: reserve, reserve_steady_blocks: reserve_steady, spare_blocks })
     }
 }
@@ -166,6 +168,7 @@ impl Conventional {
                 ftl.pool_push(b);
             }
         }
+        assert_eq!(ftl.free_blocks() as u64, ftl.m.good_blocks(), "after format every good block is free");
         Ok(ftl)
     }
 
@@ -344,6 +347,7 @@ impl BlockDevice for Conventional {
             let st = &self.points.streams[s];
             f.host_wrote(st.rg as usize, st.handle as usize, sectors as u64);
         }
+        debug_assert!(self.map.mapped() <= self.map.logical(), "more sectors mapped than the device has");
         self.m.c.host_write_cmds += 1;
         self.m.c.host_write_bytes += sectors as u64 * sb as u64;
         // FUA and write-through pad the partial unit whether or not time is modelled, so the
@@ -388,6 +392,7 @@ impl BlockDevice for Conventional {
                     group = (page, 0);
                 }
                 group.1 += 1;
+                debug_assert!(group.1 <= spp as u64, "one media read covers more sectors than a page");
             }
             if i < sectors as u64 {
                 if let Some(o) = out.as_deref_mut() {
@@ -411,6 +416,7 @@ impl BlockDevice for Conventional {
                 self.invalidate(old);
             }
         }
+        debug_assert!(self.map.mapped() <= self.map.logical(), "more sectors mapped than the device has");
         self.m.c.host_trim_cmds += 1;
         self.m.c.host_trim_bytes += sectors as u64 * self.m.lay.sector_bytes as u64;
         Ok(if self.m.timing() { now + self.m.tl.command_overhead_ns() } else { now })

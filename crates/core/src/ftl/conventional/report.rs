@@ -61,6 +61,7 @@ impl Conventional {
         }
         for (pid, rg, h) in targets {
             let s = self.points.host_stream(rg, h);
+            debug_assert!(self.points.streams[s].host && self.points.streams[s].rg as usize == rg, "({rg}, {h}) maps to stream {s}");
             self.end_reclaim_unit(s);
             let f = self.fdp.as_mut().expect("checked above");
             if f.end_ru(rg, h) {
@@ -108,6 +109,7 @@ impl Conventional {
         }
         let mut ru_hist = vec![[0u64; 10]; self.points.streams.len()];
         for (&(s, _), &(valid, cap)) in &ru_fill {
+            debug_assert!(valid <= cap, "stream {s}: a reclaim unit holds more valid sectors than its blocks");
             ru_hist[s][((valid * 10) / cap).min(9) as usize] += 1;
         }
         let mut handles = vec![];

@@ -129,12 +129,17 @@ impl WritePoints {
             }
         }
         let n = streams.len();
+        for st in &streams {
+            let dest = &streams[st.gc_dest];
+            assert!(!dest.host && dest.rg == st.rg, "GC relocates into a GC stream of the same reclaim group");
+        }
         WritePoints { streams, host_streams, handles: plan.handles, stats: vec![StreamStats::default(); n] }
     }
 
     /// Host stream of (reclaim group, reclaim unit handle).
     #[inline]
     pub fn host_stream(&self, rg: usize, handle: usize) -> usize {
+        debug_assert!(handle < self.handles as usize, "placement handle {handle} out of range");
         self.host_streams[rg * self.handles as usize + handle]
     }
 
@@ -168,6 +173,18 @@ impl WritePoints {
         (psa, b, way.plane == lay.planes_per_die)
     }
 
+    /// Whether stream `s`'s current unit is complete (every slot of every plane placed).
+    pub fn unit_full(&self, s: usize, lay: &Layout) -> bool {
+        let st = &self.streams[s];
+        st.ways[st.cur].fill == lay.sectors_per_page * lay.planes_per_die
+    }
+
+    /// Whether stream `s`'s current unit is partly filled.
+    pub fn partial(&self, s: usize) -> bool {
+        let st = &self.streams[s];
+        st.ways[st.cur].fill != 0
+    }
+
     /// Give way `w` of stream `s` freshly opened blocks (one per plane).
     pub fn open(&mut self, s: usize, w: usize, blocks: Vec<u32>) {
         let way = &mut self.streams[s].ways[w];
@@ -190,6 +207,7 @@ impl WritePoints {
         way.plane = 0;
         way.slot = 0;
         way.page += 1;
+        debug_assert!(way.page <= pages_per_block, "stream {s}: programmed past the end of its blocks");
         let full = way.page == pages_per_block;
         st.cur = if cur + 1 == st.ways.len() { 0 } else { cur + 1 };
         full.then_some(cur)
@@ -213,6 +231,7 @@ impl WritePoints {
         }
         let spp = lay.sectors_per_page;
         let unit = spp * lay.planes_per_die;
+        debug_assert!(fill < unit, "stream {s}: a full unit waits unprogrammed");
         for f in fill..unit {
             let plane = f / spp;
             pad(way.blocks[plane as usize] * lay.sectors_per_block + way.page * spp + (f - plane * spp));

@@ -14,6 +14,8 @@ impl Conventional {
     pub(super) fn pool_push(&mut self, b: u32) {
         let die = self.m.lay.die_of_block(b);
         let m = &mut self.m.blocks[b as usize];
+        assert_eq!(m.state, BlockState::Free, "block {b} joins a free pool without being erased");
+        assert_eq!(m.valid, 0, "free block {b} holds valid sectors");
         self.pools.push(die, b, m.erase_count);
         m.state = BlockState::Free;
         self.groups[m.rg as usize].free += 1;
@@ -21,6 +23,9 @@ impl Conventional {
 
     /// Erase block `b` (its valid data already moved) no earlier than `earliest`.
     pub(super) fn erase(&mut self, b: u32, earliest: u64) {
+        let m = &self.m.blocks[b as usize];
+        assert_eq!(m.state, BlockState::Collecting, "erase of block {b}, which is not being collected");
+        assert_eq!(m.valid, 0, "erase of block {b}, which holds valid sectors");
         self.map.erase(&self.m.lay, b);
         let erased = self.m.erase(b, earliest);
         if erased.retired {
@@ -44,6 +49,7 @@ impl Conventional {
     /// cold data stops pinning young blocks.
     fn static_wear_level(&mut self, rg: usize) {
         let blocks = &self.m.blocks;
+        assert!(!self.wl.active, "static wear-levelling started within a move");
         let mut members = self.groups[rg].victims.members(blocks);
         members.sort_unstable_by_key(|&b| (blocks[b as usize].erase_count, b));
         self.wl.active = true;
@@ -57,6 +63,7 @@ impl Conventional {
             if g.free <= g.dies.len() as u32 * planes + planes {
                 break; // keep the GC reserve for foreground GC
             }
+            debug_assert_eq!(self.m.blocks[coldest as usize].rg as usize, rg, "block {coldest} moved by another group");
             self.groups[rg].victims.remove(coldest, &mut self.m.blocks);
             self.m.c.wl_static_moves += 1;
             self.m.c.gc_events += 1;

@@ -59,8 +59,10 @@ impl Conventional {
             };
             let b = self.pools.pop(die).expect("the group has free blocks");
             let m = &mut self.m.blocks[b as usize];
-            assert_eq!(m.state, BlockState::Free);
-            assert_eq!(m.valid, 0);
+            assert_eq!(m.state, BlockState::Free, "pooled block {b} is not free");
+            assert_eq!(m.valid, 0, "free block {b} holds valid sectors");
+            assert_eq!(m.rg as usize, rg, "a way opens blocks of its own reclaim group only");
+            debug_assert_eq!(m.programmed_pages, 0, "free block {b} has programmed pages");
             m.state = BlockState::Open;
             m.stream = s as u16;
             m.ru = ru;
@@ -85,12 +87,16 @@ impl Conventional {
         }
         let (psa, b, full) = self.points.next_slot(s, &self.m.lay);
         self.map.map(lba, psa);
-        self.m.blocks[b as usize].valid += 1;
+        let m = &mut self.m.blocks[b as usize];
+        debug_assert_eq!(m.state, BlockState::Open, "sector placed in block {b}, which is not open");
+        m.valid += 1;
+        debug_assert!(m.valid <= self.m.lay.sectors_per_block, "block {b}: more valid sectors than it has");
         Ok((psa, full))
     }
 
     /// Program stream `s`'s completed unit; for host streams, pace GC.
     pub(super) fn unit_placed(&mut self, s: usize) -> Result<()> {
+        debug_assert!(self.points.unit_full(s, &self.m.lay), "stream {s}: programming a unit that is not full");
         self.program_unit(s);
         // Pace GC with host writes: below the background watermark, every programmed host
         // unit pays for some collection, so free space rarely falls to the foreground
@@ -110,6 +116,12 @@ impl Conventional {
         let b = psa / lay.sectors_per_block;
         let page_in_block = (psa - b * lay.sectors_per_block) / lay.sectors_per_page;
         let m = &mut self.m.blocks[b as usize];
+        debug_assert!(m.valid > 0, "stale copy in block {b}, which counts no valid sector");
+        debug_assert!(
+            matches!(m.state, BlockState::Open | BlockState::Full | BlockState::Collecting),
+            "live copy in a {:?} block",
+            m.state
+        );
         m.valid -= 1;
         let buffered = m.state == BlockState::Open && page_in_block >= m.programmed_pages as u32;
         self.map.invalidate(psa, buffered);
@@ -131,6 +143,7 @@ impl Conventional {
             (st.cur, st.host, st.rg as usize)
         };
         let page = self.points.streams[s].ways[cur].page;
+        debug_assert!(page < lay.pages_per_block, "stream {s}: write point past the end of its blocks");
         self.map.reserve_seq(planes);
         self.groups[rg].open_written_pages += planes as u64;
         self.points.stats[s].units_programmed += 1;
@@ -142,6 +155,8 @@ impl Conventional {
         for &b in &way.blocks {
             self.map.stamp(b * lay.pages_per_block + page);
             let m = &mut self.m.blocks[b as usize];
+            debug_assert_eq!(m.programmed_pages as u32, page, "block {b}: pages program in order");
+            debug_assert_eq!(m.state, BlockState::Open, "program of block {b}, which is not open");
             m.programmed_pages = (page + 1) as u16;
             earliest = earliest.max(m.ready_ns);
         }
@@ -182,6 +197,8 @@ impl Conventional {
         let mut closed = self.points.take_blocks(s, w);
         for &b in &closed {
             let m = &mut self.m.blocks[b as usize];
+            assert_eq!(m.state, BlockState::Open, "closing block {b}, which is not open");
+            assert!(m.programmed_pages > 0, "closing block {b} with nothing programmed");
             m.state = BlockState::Full;
             m.closed_at = self.host_clock;
             let rg = m.rg as usize;
@@ -204,6 +221,10 @@ impl Conventional {
                 self.close_way(s, w);
             }
         }
+        assert!(
+            self.points.streams[s].ways.iter().all(|w| w.blocks.is_empty()),
+            "stream {s}: a block left open at the end of its reclaim unit"
+        );
         self.points.streams[s].cur = 0;
     }
 
@@ -215,5 +236,6 @@ impl Conventional {
             self.m.c.pad_sectors += n as u64;
             self.program_unit(s);
         }
+        debug_assert!(!self.points.partial(s), "stream {s}: a partial unit left after padding");
     }
 }

@@ -86,8 +86,10 @@ impl Zns {
         let Some(conv) = self.conv.as_mut() else { return };
         let old = std::mem::replace(&mut conv.l2p[l as usize], NIL);
         if old != NIL {
+            debug_assert_eq!(conv.p2l[old as usize], l as u32, "conventional LBA {l}: pool maps disagree");
             conv.p2l[old as usize] = NIL;
             let seg = (old as u64 / zs) as usize;
+            debug_assert!(conv.segs[seg].valid > 0, "segment {seg} counts no valid sector but maps {l}");
             conv.segs[seg].valid -= 1;
             let pz = conv.base + seg;
             let psa = self.psa(pz, old as u64 % zs);
@@ -102,6 +104,8 @@ impl Zns {
         if conv.segs[conv.active].written == self.zone_sectors {
             self.conv_next_segment(t)?;
         }
+        let conv = self.conv.as_ref().expect("conventional zones");
+        debug_assert!(conv.segs[conv.active].written < self.zone_sectors, "the active segment has room");
         self.conv_append(l, data, t);
         Ok(())
     }
@@ -114,6 +118,8 @@ impl Zns {
         let seg = conv.active;
         let o = conv.segs[seg].written;
         let pool = seg as u64 * zs + o;
+        debug_assert_eq!(conv.p2l[pool as usize], NIL, "pool sector {pool} written twice without an erase");
+        debug_assert!(!conv.segs[seg].offline, "append to offline segment {seg}");
         conv.l2p[l as usize] = pool as u32;
         conv.p2l[pool as usize] = l as u32;
         conv.segs[seg].written += 1;
@@ -140,6 +146,7 @@ impl Zns {
         let w = conv.segs[seg].written;
         if w % unit != 0 {
             let end = (w / unit + 1) * unit;
+            debug_assert!(end <= self.zone_sectors, "padding past segment {seg}'s end");
             conv.segs[seg].written = end;
             let (pz, ready) = (conv.base + seg, conv.segs[seg].ready_ns);
             conv.segs[seg].ready_ns = 0;
@@ -158,12 +165,15 @@ impl Zns {
             .free
             .pop_front()
             .ok_or_else(|| Error::WornOut("the conventional zones' pool has no erased segment left: its blocks wore out".into()))?;
+        let next = &conv.segs[conv.active];
+        assert!(next.written == 0 && next.valid == 0 && !next.offline, "segment {} from the free list is not erased", conv.active);
         if !conv.free.is_empty() {
             return Ok(());
         }
         let active = conv.active;
         let victim = greedy((0..conv.segs.len()).filter(|&s| s != active && !conv.segs[s].offline), |s| conv.segs[s].valid)
             .expect("pool has segments");
+        assert!(conv.segs[victim].valid <= zs, "segment {victim}: more valid sectors than it has");
         conv.gc_segments += 1;
         let base = conv.base;
         self.m.c.gc_events += 1;
@@ -196,6 +206,9 @@ impl Zns {
         }
         // The pages the relocation programmed (the pool's log programs a page as it fills).
         self.m.c.gc_relocated_pages += self.m.c.nand_page_programs - programs_before;
+        let conv = self.conv.as_ref().unwrap();
+        assert_eq!(conv.segs[victim].valid, 0, "segment {victim} still holds valid sectors after its collection");
+        assert!(conv.segs[conv.active].written <= zs, "the victim's valid data fits in the erased segment");
         let (_, retired) = self.erase_phys(base + victim, t);
         let conv = self.conv.as_mut().unwrap();
         conv.segs[victim] = Segment { offline: retired, ..Segment::default() };
