@@ -88,9 +88,14 @@ fn reset_offline_and_copy() {
     assert_eq!((info.state, info.wp, info.erase_count), (ChunkState::Free, a, 1));
     assert_eq!(status(d.vector_reset(&[a], 0)), Status::InvalidReset);
     assert_eq!(status(d.vector_reset(&[a + 1], 0)), Status::InvalidField);
+    // A chunk named twice in one reset is refused before anything is erased.
+    d.vector_write(&lbas, Some(&data), 0).unwrap();
+    assert_eq!(status(d.vector_reset(&[a, a], 0)), Status::InvalidReset);
+    assert_eq!(d.chunk_info(Some((0, 0)))[0].erase_count, 1);
+    d.vector_reset(&[a], 0).unwrap();
     let (per_channel, per_die) = d.wear();
-    assert_eq!(per_channel, vec![1, 0]);
-    assert_eq!(per_die, vec![1, 0, 0, 0]);
+    assert_eq!(per_channel, vec![2, 0]);
+    assert_eq!(per_die, vec![2, 0, 0, 0]);
     // A fresh free chunk cannot be reset either.
     assert_eq!(status(d.vector_reset(&[d.lba(1, 0, 7, 0)], 0)), Status::InvalidReset);
     // Offline chunks refuse writes and resets; their reads return zeros.

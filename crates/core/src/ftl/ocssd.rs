@@ -475,6 +475,9 @@ impl Ocssd {
             match self.chunks[c].state {
                 ChunkState::Offline => return Err(Error::nvme(Status::OfflineChunk, format!("chunk at LBA {lba} is offline"))),
                 ChunkState::Free => return Err(Error::nvme(Status::InvalidReset, format!("chunk at LBA {lba} is free"))),
+                // Reset once, it is free: a second reset in the same vector is Invalid Reset,
+                // refused before anything is erased.
+                _ if cs.contains(&c) => return Err(Error::nvme(Status::InvalidReset, format!("chunk at LBA {lba} is listed twice"))),
                 _ => cs.push(c),
             }
         }
