@@ -53,9 +53,9 @@ impl SpiFlash {
     ) -> PyResult<SpiFlash> {
         let part =
             parts::part(chip).ok_or_else(|| PyValueError::new_err(format!("unknown chip {chip:?}; valid: {}", parts::NAMES.join(", "))))?;
-        let timing = TimingMode::parse(timing).map_err(PyValueError::new_err)?;
+        let timing = TimingMode::parse(timing).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let stuck_bits = stuck_bits.into_iter().map(|(addr, bit, value)| StuckBit { addr, bit, value }).collect();
-        let wear_out = WearOut::parse(wear_out).map_err(PyValueError::new_err)?;
+        let wear_out = WearOut::parse(wear_out).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let opts = Options { timing, clock_hz, stuck_bits, erase_fail_after, unique_id, power_seed, wear_out, endurance_cycles };
         let mut flash = Flash::new(part, image.as_deref(), opts).map_err(spi_err)?;
         if let Some(t) = trace {

@@ -109,10 +109,10 @@ unsafe fn options(o: *const SpiOptions) -> Result<Options, String> {
     }
     let o = &*o;
     if let Some(t) = str_arg(o.timing) {
-        opts.timing = TimingMode::parse(&t)?;
+        opts.timing = TimingMode::parse(&t).map_err(|e| e.to_string())?;
     }
     if let Some(w) = str_arg(o.wear_out) {
-        opts.wear_out = WearOut::parse(&w)?;
+        opts.wear_out = WearOut::parse(&w).map_err(|e| e.to_string())?;
     }
     opts.power_seed = o.power_seed;
     opts.endurance_cycles = (o.endurance_cycles > 0).then_some(o.endurance_cycles);

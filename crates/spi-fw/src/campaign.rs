@@ -85,8 +85,8 @@ impl Config {
 
     pub fn check(&self) -> Result<(), String> {
         let p = part(&self.chip).ok_or_else(|| format!("chip {:?}: known chips are {}", self.chip, parts::NAMES.join(", ")))?;
-        TimingMode::parse(&self.timing)?;
-        WearOut::parse(&self.wear_out)?;
+        TimingMode::parse(&self.timing).map_err(|e| e.to_string())?;
+        WearOut::parse(&self.wear_out).map_err(|e| e.to_string())?;
         if ![64, 128, 256].contains(&self.fs_blocks) {
             return Err(format!("fs_blocks {}: expected 64, 128 or 256", self.fs_blocks));
         }
@@ -107,9 +107,9 @@ impl Config {
 
     fn chip(&self) -> Result<Flash, String> {
         let opts = Options {
-            timing: TimingMode::parse(&self.timing)?,
+            timing: TimingMode::parse(&self.timing).map_err(|e| e.to_string())?,
             power_seed: self.seed,
-            wear_out: WearOut::parse(&self.wear_out)?,
+            wear_out: WearOut::parse(&self.wear_out).map_err(|e| e.to_string())?,
             endurance_cycles: self.endurance_cycles,
             ..Options::default()
         };
@@ -514,7 +514,7 @@ fn check<const B: usize>(c: &Config, mut chip: Flash, op: &Op, before: &Tree, af
     chip.power_up();
     // The board waits tPUW before it lets firmware write (the datasheet's power-up timing).
     let t = chip.part().power_up_write_ns;
-    chip.advance(TimingMode::parse(&c.timing)?.apply(t));
+    chip.advance(TimingMode::parse(&c.timing).map_err(|e| e.to_string())?.apply(t));
     let chip = hal::shared(chip);
     let forks = Rc::new(RefCell::new(Forks::default()));
     let mut dev = Dev::<B> { drv: driver::open(c.driver, &chip, forks), verify_as_corrupt: c.verify_as_corrupt, err: None };

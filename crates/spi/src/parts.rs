@@ -47,8 +47,12 @@ pub const SCALE_MAX: f64 = 1000.0;
 
 impl TimingMode {
     /// "datasheet" (= "typical"), "max", "instant" or "scale=X" (0 <= X <= 1000).
-    pub fn parse(s: &str) -> Result<TimingMode, String> {
-        let bad = || format!("timing {s:?}: expected datasheet (or typical), max, instant or scale=X with 0 <= X <= {SCALE_MAX}");
+    pub fn parse(s: &str) -> Result<TimingMode, crate::Error> {
+        let bad = || {
+            crate::Error::Invalid(format!(
+                "timing {s:?}: expected datasheet (or typical), max, instant or scale=X with 0 <= X <= {SCALE_MAX}"
+            ))
+        };
         match s {
             "datasheet" | "typ" | "typical" => Ok(TimingMode::Typical),
             "max" | "maximum" => Ok(TimingMode::Max),

@@ -63,12 +63,12 @@ pub enum WearOut {
 }
 
 impl WearOut {
-    pub fn parse(s: &str) -> Result<WearOut, String> {
+    pub fn parse(s: &str) -> Result<WearOut, crate::Error> {
         match s {
             "counted" | "none" => Ok(WearOut::Counted),
             "erase-fails" => Ok(WearOut::EraseFails),
             "bits-stick" => Ok(WearOut::BitsStick),
-            _ => Err(format!("wear-out {s:?}: expected counted, erase-fails or bits-stick")),
+            _ => Err(crate::Error::Invalid(format!("wear-out {s:?}: expected counted, erase-fails or bits-stick"))),
         }
     }
 }
