@@ -9,8 +9,6 @@ requests/s and the ratios.
 """
 
 import argparse
-import csv
-import io
 import shutil
 import signal
 import statistics
@@ -19,16 +17,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchtools import free_port, wait_port
+from benchtools import free_port, redis_benchmark, wait_port
 
 SSDLAB = str(Path(sys.executable).parent / "ssdlab")
 
 
 def bench(port: int, requests: int, keyspace: int) -> dict:
-    p = subprocess.run(["redis-benchmark", "-p", str(port), "-t", "set,get", "-n", str(requests), "-r", str(keyspace),
-                        "-d", "64", "-c", "50", "-P", "16", "--csv"], capture_output=True, text=True, check=True, timeout=600)
-    rows = list(csv.DictReader(io.StringIO(p.stdout)))
-    return {r["test"]: float(r["rps"]) for r in rows}
+    return redis_benchmark(port, requests, keyspace)
 
 
 def start(argv, port: int, log) -> subprocess.Popen:

@@ -13,8 +13,6 @@ command at a time, so the baseline's own ratio is the part that is not queue dep
 """
 
 import argparse
-import csv
-import io
 import os
 import shutil
 import signal
@@ -25,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchtools import free_port, wait_port
+from benchtools import free_port, redis_benchmark, wait_port
 
 from ssdlab.studies.uio_kv.api import Devices
 
@@ -42,12 +40,8 @@ def cpu_s(pid: int) -> float:
 def bench(port: int, requests: int, keyspace: int, clients: int, pipeline: int, pids: dict) -> dict:
     before = {n: cpu_s(p) for n, p in pids.items()}
     t = time.monotonic()
-    p = subprocess.run(["redis-benchmark", "-p", str(port), "-t", "set,get", "-n", str(requests), "-r", str(keyspace),
-                        "-d", "64", "-c", str(clients), "-P", str(pipeline), "--csv"],
-                       capture_output=True, text=True, check=True, timeout=1200)
+    got: dict = redis_benchmark(port, requests, keyspace, clients, pipeline, timeout=1200)
     wall = time.monotonic() - t
-    rows = list(csv.DictReader(io.StringIO(p.stdout)))
-    got = {r["test"]: float(r["rps"]) for r in rows}
     got["cpu"] = {n: (cpu_s(p) - before[n]) / wall for n, p in pids.items()}
     return got
 
