@@ -5,11 +5,22 @@ up after themselves. pytest's own tmp_path directories live there as well and go
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 _saved: dict = {}
+
+
+@pytest.fixture
+def shm():
+    """A fresh directory on tmpfs (/dev/shm, or SSDLAB_TEST_SHM) for FLAC's PM images, removed
+    afterwards."""
+    d = Path(os.environ.get("SSDLAB_TEST_SHM", "/dev/shm")) / f"ssdlab-flac-test-{os.getpid()}-{time.monotonic_ns()}"
+    d.mkdir()
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def _worker() -> str:

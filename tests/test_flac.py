@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,14 +28,6 @@ from clitools import ssdlab
 from ssdlab.studies.flac import api as flac
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm (tmpfs) for PM images")
-
-
-@pytest.fixture
-def shm():
-    d = Path(os.environ.get("SSDLAB_TEST_SHM", "/dev/shm")) / f"ssdlab-flac-test-{os.getpid()}-{time.monotonic_ns()}"
-    d.mkdir()
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def fsopen(image, **kw):

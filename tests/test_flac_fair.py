@@ -4,10 +4,7 @@ measured and charged to a library file system, and the attach paths' table."""
 
 import json
 import os
-import shutil
 import subprocess
-import time
-from pathlib import Path
 
 import pytest
 
@@ -15,14 +12,6 @@ from ssdlab.studies.flac import api as flac
 from ssdlab.studies.flac.fairness import app_why, ceiling, io_share
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm (tmpfs) for PM images")
-
-
-@pytest.fixture
-def shm():
-    d = Path(os.environ.get("SSDLAB_TEST_SHM", "/dev/shm")) / f"ssdlab-flac-fair-{os.getpid()}-{time.monotonic_ns()}"
-    d.mkdir()
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def test_calls_sizes_and_time_are_counted_per_kind(shm):
