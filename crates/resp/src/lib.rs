@@ -100,13 +100,7 @@ pub trait Backend: Send + 'static {
     /// effect in their order; a store that can keep several in flight (a device's queues)
     /// overlaps the rest. The default runs them one by one.
     fn batch(&mut self, ops: &[BatchOp<'_>]) -> Vec<Result<BatchDone, StoreError>> {
-        ops.iter()
-            .map(|op| match *op {
-                BatchOp::Get(k) => self.get(k).map(BatchDone::Got),
-                BatchOp::Set(k, v) => self.set(k, v).map(|()| BatchDone::Set),
-                BatchOp::Del(k) => self.del(k).map(BatchDone::Deleted),
-            })
-            .collect()
+        one_by_one(self, ops)
     }
     /// The store's figures: INFO's `# ssdlab` section and the metrics written at shutdown.
     fn metrics(&mut self) -> serde_json::Value;
@@ -115,6 +109,18 @@ pub trait Backend: Send + 'static {
     fn closing(&mut self) -> Result<serde_json::Value, StoreError> {
         Ok(serde_json::Value::Null)
     }
+}
+
+/// A batch run one operation at a time through the store's get, set and del: what
+/// [`Backend::batch`] does unless a store overlaps them.
+pub fn one_by_one<B: Backend + ?Sized>(store: &mut B, ops: &[BatchOp<'_>]) -> Vec<Result<BatchDone, StoreError>> {
+    ops.iter()
+        .map(|op| match *op {
+            BatchOp::Get(k) => store.get(k).map(BatchDone::Got),
+            BatchOp::Set(k, v) => store.set(k, v).map(|()| BatchDone::Set),
+            BatchOp::Del(k) => store.del(k).map(BatchDone::Deleted),
+        })
+        .collect()
 }
 
 /// One store operation of a batch (see [`Backend::batch`]): read a key's stored bytes, store

@@ -610,13 +610,7 @@ mod tests {
         }
         fn batch(&mut self, ops: &[BatchOp<'_>]) -> Vec<Result<BatchDone, StoreError>> {
             self.batches.fetch_add(1, Ordering::Relaxed);
-            ops.iter()
-                .map(|op| match *op {
-                    BatchOp::Get(k) => self.get(k).map(BatchDone::Got),
-                    BatchOp::Set(k, v) => self.set(k, v).map(|()| BatchDone::Set),
-                    BatchOp::Del(k) => self.del(k).map(BatchDone::Deleted),
-                })
-                .collect()
+            crate::one_by_one(self, ops)
         }
         fn metrics(&mut self) -> Value {
             Value::Null
