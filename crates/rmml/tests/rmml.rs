@@ -12,36 +12,12 @@ use ssdlab_rmml::infiniswap::{Infiniswap, InfiniswapConfig};
 use ssdlab_rmml::node::{LocalNode, MemoryNode};
 use ssdlab_rmml::{Rmml, RmmlConfig, SwapDevice, PAGE_BYTES};
 
-const P: usize = PAGE_BYTES as usize;
+mod common;
 
-fn cfg(codec: Codec, cache_blocks: u64) -> RmmlConfig {
-    RmmlConfig {
-        capacity_bytes: 64 << 20,
-        block_bytes: 256 << 10,
-        group_blocks: 4,
-        codec,
-        cache_bytes: cache_blocks * (256 << 10),
-        ..RmmlConfig::default()
-    }
-}
+use common::{cfg, page, P};
 
 fn local_nodes(k: usize, cap: u64) -> Vec<Box<dyn MemoryNode>> {
     (0..k).map(|i| Box::new(LocalNode::new(cap, i as u32 + 1)) as Box<dyn MemoryNode>).collect()
-}
-
-/// A page of either random bytes or text-like repetitive bytes.
-fn page(rng: &mut Pcg64, compressible: bool) -> Vec<u8> {
-    if compressible {
-        let words: [&[u8]; 6] = [b"swap ", b"remote ", b"memory ", b"block ", b"dpu ", b"page "];
-        let mut v = Vec::with_capacity(P);
-        while v.len() < P {
-            v.extend_from_slice(words[rng.gen_range(0..6)]);
-        }
-        v.truncate(P);
-        v
-    } else {
-        (0..P).map(|_| rng.gen()).collect()
-    }
 }
 
 /// Random page writes, overwrites, discards and reads, checked against a model.

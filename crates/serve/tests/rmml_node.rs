@@ -7,42 +7,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use ssdlab_rmml::codec::Codec;
 use ssdlab_rmml::node::proto::{Request, OP_READ};
 use ssdlab_rmml::node::{MemoryNode, TcpNode};
-use ssdlab_rmml::{Error, Rmml, RmmlConfig, SwapDevice, PAGE_BYTES};
+use ssdlab_rmml::{Error, Rmml, SwapDevice, PAGE_BYTES};
 use ssdlab_serve::rmml::node::{NodeOptions, NodeServer};
 use ssdlab_server::ListenOptions;
 
-const P: usize = PAGE_BYTES as usize;
+#[path = "../../rmml/tests/common/mod.rs"]
+mod common;
 
-fn cfg(codec: Codec, cache_blocks: u64) -> RmmlConfig {
-    RmmlConfig {
-        capacity_bytes: 64 << 20,
-        block_bytes: 256 << 10,
-        group_blocks: 4,
-        codec,
-        cache_bytes: cache_blocks * (256 << 10),
-        ..RmmlConfig::default()
-    }
-}
-
-/// A page of either random bytes or text-like repetitive bytes.
-fn page(rng: &mut Pcg64, compressible: bool) -> Vec<u8> {
-    if compressible {
-        let words: [&[u8]; 6] = [b"swap ", b"remote ", b"memory ", b"block ", b"dpu ", b"page "];
-        let mut v = Vec::with_capacity(P);
-        while v.len() < P {
-            v.extend_from_slice(words[rng.gen_range(0..6)]);
-        }
-        v.truncate(P);
-        v
-    } else {
-        (0..P).map(|_| rng.gen()).collect()
-    }
-}
+use common::{cfg, page, P};
 
 fn start_with(opts: NodeOptions) -> (String, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let srv = NodeServer::bind(&NodeOptions { quiet: true, ..opts }).unwrap();
