@@ -139,6 +139,49 @@ def test_fdp_beats_mixing_and_leaves_the_cache_unchanged(report):
     assert abs(float(big["soc_dlwa"]) / float(big["theorem1_dlwa"]) - 1) < 0.16
 
 
+# The tiny quick mode with the point sets that answer the curve's-shape questions instead of the
+# SOC sweep and the variants: another spare and GC by age, LRU regions, Twitter scaled.
+TINY_SHAPE = TINY_QUICK.replace('soc_fractions = [0.04, 0.2]', 'soc_fractions = []').replace(
+    'variants = ["twitter-cluster12"]', 'variants = []') + """shape = { spare_factors = [0.145, 0.2], gc_streams = ["separate", "by-age"], workloads = ["kvcache-sizes"] }
+loc_eviction = { policies = ["lru"], utilizations = [1.0] }
+twitter = { utilization = 0.5, trace_rps = 4360, paper_flash_bytes = 930e9, paper_dram_bytes = 16e9, ttl = ["kept", "off"], max_requests = 400000 }
+"""
+
+
+def test_the_shape_eviction_and_twitter_point_sets_are_judged_and_shown(tmp_path):
+    text = (ROOT / "experiments" / "fdp-cache" / "experiment.toml").read_text()
+    (tmp_path / "e" / "fdp-cache").mkdir(parents=True)
+    (tmp_path / "e" / "fdp-cache" / "experiment.toml").write_text(text.split("[quick]")[0] + TINY_SHAPE)
+    r = subprocess.run([str(BIN / "ssdlab"), "reproduce", "fdp-cache", "--quick", "--out", str(tmp_path / "r")],
+                       env=dict(os.environ, SSDLAB_EXPERIMENTS=str(tmp_path / "e")), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr + r.stdout
+    out = tmp_path / "r" / "fdp-cache"
+    by = {r["run"]: r for r in csv.DictReader((out / "runs.csv").read_text().splitlines())}
+    # Named by what differs from the defaults; the experiment's own curve is not run twice.
+    for name in ("kvcache_u50_soc4_nofdp_gc-by-age", "kvcache_u100_soc4_nofdp_spare20_gc-by-age", "kvcache_u100_soc4_nofdp_spare20",
+                 "kvcache-sizes_u50_soc4_nofdp", "kvcache_u100_soc4_fdp_lru", "twitter-cluster12_u50_soc4_nofdp_scaled_nottl"):
+        assert name in by, sorted(by)
+    assert not any("spare14p5" in n or "gc-separate" in n for n in by)
+    # More spare, less amplification at full utilisation (all else equal).
+    assert float(by["kvcache_u100_soc4_nofdp_spare20"]["dlwa"]) < float(by["kvcache_u100_soc4_nofdp"]["dlwa"])
+    md = (out / "report.md").read_text()
+    shape = md[md.index("## The curve's shape without FDP"):].split("\n## ")[0]
+    rows = [ln for ln in shape.splitlines() if ln.startswith("| spare")]
+    assert len(rows) == 5 and "(the experiment)" in rows[0], rows  # 2 spares x 2 GCs, and the other byte split
+    assert all(("(ok)" in ln or "(larger)" in ln or "(smaller)" in ln) for ln in rows)
+    assert "moves the curve's shape most" in shape and "(measured:" in shape
+    assert (out / "shape_ablations.png").stat().st_size > 0
+    lru = md[md.index("## LOC region eviction"):].split("\n## ")[0]
+    assert sum(1 for ln in lru.splitlines() if ln.startswith("| LRU |")) == 2
+    # The trace's TTLs kept: items expire in DRAM long before it evicts them, nothing reaches
+    # flash (CacheLib writes no expired item); with TTLs off the device is written.
+    tw = md[md.index("## Twitter cluster12, scaled"):].split("\n## ")[0]
+    kept = [ln for ln in tw.splitlines() if ln.startswith("| kept |")]
+    off = [ln for ln in tw.splitlines() if ln.startswith("| off |")]
+    assert len(kept) == 2 and all("no flash writes" in ln for ln in kept), kept
+    assert len(off) == 2 and not any("no flash writes" in ln for ln in off), off
+
+
 def test_the_loc_ring_pattern_settles_only_after_several_loc_cycles(tmp_path):
     # experiments/fdp-cache/loc-ring.toml, the 50% non-FDP run's writes without the cache, as
     # the case-study page tells users to run it: DLWA sits near 1.05-1.2 for the first LOC

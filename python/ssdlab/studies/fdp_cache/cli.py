@@ -19,7 +19,7 @@ from .api import load_cache_spec, mean_value_bytes, run_cache_noted, serve
 CACHE_EPILOG = """spec file (TOML):
   [device]                  a device config (preset + tables), e.g. preset = "fdp-ssd"
   [cache]                   cache keys (utilization, soc_fraction, dram_bytes, region_bytes, ...)
-  [workload]                preset = "kvcache" | "kvcache-wo" | "twitter-cluster12", then overrides
+  [workload]                preset = "kvcache" | "kvcache-wo" | "kvcache-sizes" | "twitter-cluster12", then overrides
   stop_device_writes = 2.0  and the other run keys (stop_requests, warmup_fraction, prefill_loc,
                             device_trace = "PATH": every device command as an MSR trace for
                             `ssdlab replay --format msr`)

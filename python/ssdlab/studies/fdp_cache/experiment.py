@@ -1,22 +1,28 @@
 """fdp-cache's points: experiments/fdp-cache/experiment.toml's mode expanded into cache runs
 on the runner :data:`~ssdlab.studies.fdp_cache.runner.CACHE`.
 
-Point sets of a mode (each a kvcache run with a 4% SOC unless said):
+Point sets of a mode (each a kvcache run with a 4% SOC unless said; every run once per seed of
+the mode, ``seeds``):
 
 - the utilisation sweep (``utilizations``), FDP and non-FDP: Fig. 5 and Fig. 6 of the document;
-  its runs at the document's two utilisations (50% and 100%, :data:`CLAIM_UTILIZATIONS`) run once
-  per seed of the mode (``seeds``), every other point once, with the mode's first seed;
+- the curve's shape (``shape``): the non-FDP sweep at every combination of the device's spare
+  (``spare_factors``) and where GC writes go (``gc_streams``, the FTL's ``ftl.gc_streams``), and
+  at the mode's spare and GC with other workloads' SOC/LOC byte splits (``workloads``);
+- the LOC's region eviction (``loc_eviction``): other policies at some utilisations, FDP and not;
 - the SOC-size sweep (``soc_fractions`` at ``soc_sweep_utilization``), FDP, against Theorem 1;
 - the variants (``variants`` at ``variant_utilization``): other workload presets, FDP and not;
 - the offered-load sweep (``load_rates`` at ``soc_sweep_utilization``), FDP and not;
-- the spare sensitivity (``spare_sensitivity``): the same runs at other device spares, all else
-  (the cache's key count and DRAM bytes included) as at the mode's spare.
+- the spare sensitivity (``spare_sensitivity``): the same runs at other device spares, FDP and
+  not, all else (the cache's key count and DRAM bytes included) as at the mode's spare.
+
+Runs are named by what differs from the mode's defaults (:func:`run_key`), so a point two sets
+share (the shape's non-FDP run at another spare and the spare sensitivity's) runs once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 from ... import _native
 from ...config import merge, resolve
@@ -25,8 +31,10 @@ from .api import mean_value_bytes
 from .runner import CACHE
 
 # The document's two utilisations (sections 6.2-6.3): their FDP and non-FDP runs carry the
-# headline claims and run once per seed of the mode.
+# headline claims.
 CLAIM_UTILIZATIONS = (0.5, 1.0)
+# The FTL's default placement of GC writes (`ftl.gc_streams`): host and GC writes apart.
+GC_DEFAULT = "separate"
 
 
 def pct_name(x: float) -> str:
@@ -43,8 +51,22 @@ def load_key(u: float, rate: float, fdp: bool) -> str:
     return f"{util_key(u, fdp)}_r{int(rate)}"
 
 
+def run_key(u: float, fdp: bool, soc: float = 0.04, workload: str = "kvcache", spare: Optional[float] = None,
+            gc: Optional[str] = None, eviction: Optional[str] = None) -> str:
+    """A run's name before its seed, by what differs from the mode's defaults (None: the
+    default): ``kvcache_u70_soc4_nofdp_spare7_gc-by-age``."""
+    k = util_key(u, fdp, soc, workload)
+    if spare is not None:
+        k += f"_spare{pct_name(spare)}"
+    if gc is not None and gc != GC_DEFAULT:
+        k += f"_gc-{gc}"
+    if eviction is not None:
+        k += f"_{eviction}"
+    return k
+
+
 def spare_key(u: float, sf: float, fdp: bool) -> str:
-    return f"{util_key(u, fdp)}_spare{pct_name(sf)}"
+    return run_key(u, fdp, spare=sf)
 
 
 @dataclass
@@ -88,7 +110,6 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
     """Every run of ``mode``: names, device configs, run specs, values."""
     m = spec[mode]
     all_seeds = seeds(spec, mode)
-    first_seed = all_seeds[0]
     dev_common = merge(dict(spec.get("device", {})), {k: m[k] for k in ("geometry", "fdp") if k in m})
     cfg = resolve(config=dev_common)
     g = cfg["geometry"]
@@ -108,29 +129,62 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
     p = Plan({"raw_bytes": raw, "logical_bytes": logical, "spare_factor": cfg["ftl"]["spare_factor"],
               "device": dev_common}, all_seeds)
 
-    def add(base: str, util: float, soc: float, fdp: bool, wl: str, dw: float, rate: float = 0, per_seed: bool = False,
-            device_over: Optional[Dict[str, Any]] = None, extra: Optional[Dict[str, Any]] = None) -> None:
+    def add(base: str, util: float, soc: float, fdp: bool, wl: str, dw: float, rate: float = 0,
+            device_over: Optional[Dict[str, Any]] = None, cache_over: Optional[Dict[str, Any]] = None,
+            extra: Optional[Dict[str, Any]] = None, workload_over: Optional[Dict[str, Any]] = None,
+            run_over: Optional[Dict[str, Any]] = None) -> None:
         if p.has(base):
             return
         w = _native.cache_workload(wl)
         mean_item = mean_value_bytes(w) + (w["key_bytes_min"] + w["key_bytes_max"]) / 2
-        run_seeds: Sequence[int] = all_seeds if per_seed else [first_seed]
-        for seed in run_seeds:
+        for seed in all_seeds:
             wk = dict(w, keys=max(1000, int(working_set * util * logical / mean_item)), rate_rps=rate or m["rate_rps"],
-                      seed=seed)
+                      seed=seed, **(workload_over or {}))
             cache = dict(c, utilization=util, soc_fraction=soc, dram_bytes=int(dram_fraction * util * logical), seed=seed)
+            cache.update(cache_over or {})
             dev = merge(dev_common, {"seed": seed, "fdp": {"enabled": fdp}, **(device_over or {})})
             values = {"workload": wl, "utilization": util, "soc_fraction": soc, "fdp": fdp, "rate_rps": wk["rate_rps"],
                       "seed": seed, **(extra or {})}
             run = {"cache": cache, "workload": wk, "stop_device_writes": dw, "warmup_fraction": 0.5, "prefill_loc": True,
-                   "series_points": 80, **stop}
-            name = seeded(base, seed, all_seeds) if per_seed else base
-            p.runs.append(Run(name, base, seed, dev, run, values))
+                   "series_points": 80, **stop, **(run_over or {})}
+            p.runs.append(Run(seeded(base, seed, all_seeds), base, seed, dev, run, values))
+
+    def add_shaped(u: float, fdp: bool, wl: str = "kvcache", spare: Optional[float] = None, gc: Optional[str] = None,
+                   eviction: Optional[str] = None, dw: Optional[float] = None) -> None:
+        """A kvcache-like run (SOC 4%) at the mode's defaults but for the arguments given."""
+        spare = None if spare is None or _same(spare, p.info["spare_factor"]) else spare
+        gc = None if gc == GC_DEFAULT else gc
+        eviction = None if eviction == c.get("region_eviction") else eviction
+        ftl: Dict[str, Any] = {}
+        if spare is not None:
+            ftl["spare_factor"] = spare
+        if gc is not None:
+            ftl["gc_streams"] = gc
+        extra: Dict[str, Any] = {"spare_factor": spare if spare is not None else p.info["spare_factor"],
+                                 "gc_streams": gc or GC_DEFAULT, "region_eviction": eviction or c.get("region_eviction")}
+        add(run_key(u, fdp, workload=wl, spare=spare, gc=gc, eviction=eviction), u, 0.04, fdp, wl,
+            dw if dw is not None else m["device_writes"], device_over={"ftl": ftl} if ftl else None,
+            cache_over={"region_eviction": eviction} if eviction else None, extra=extra)
 
     dw = m["device_writes"]
     for u in m["utilizations"]:
         for fdp in (True, False):
-            add(util_key(u, fdp), u, 0.04, fdp, "kvcache", dw, per_seed=any(_same(u, x) for x in CLAIM_UTILIZATIONS))
+            add_shaped(u, fdp)
+    shape = m.get("shape")
+    if shape:
+        for sf in shape.get("spare_factors", [p.info["spare_factor"]]):
+            for g in shape.get("gc_streams", [GC_DEFAULT]):
+                for u in m["utilizations"]:
+                    add_shaped(u, False, spare=sf, gc=g)
+        for wl in shape.get("workloads", []):
+            for u in m["utilizations"]:
+                add_shaped(u, False, wl)
+    ev = m.get("loc_eviction")
+    if ev:
+        for pol in ev["policies"]:
+            for u in ev["utilizations"]:
+                for fdp in (True, False):
+                    add_shaped(u, fdp, eviction=pol)
     su = m["soc_sweep_utilization"]
     for s in m["soc_fractions"]:
         add(util_key(su, True, s), su, s, True, "kvcache", dw)
@@ -138,6 +192,16 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
     for wl in m["variants"]:
         for fdp in (True, False):
             add(util_key(vu, fdp, workload=wl), vu, 0.04, fdp, wl, m["variant_device_writes"])
+    tw = m.get("twitter")
+    if tw:
+        for ttl in tw["ttl"]:
+            for fdp in (True, False):
+                t = twitter_scaled(tw, logical)
+                add(twitter_key(tw, fdp, ttl), tw["utilization"], 0.04, fdp, "twitter-cluster12", m["variant_device_writes"],
+                    t["rate_rps"], cache_over={"dram_bytes": t["dram_bytes"]},
+                    workload_over={} if ttl == "kept" else {"ttl_s": 0},
+                    run_over={"stop_requests": tw["max_requests"]},
+                    extra={"ttl": ttl, "span_s": t["span_s"]})
     su_swept = any(_same(u, su) for u in m["utilizations"])
     for r in sorted(set(m.get("load_rates", [])) | ({m["rate_rps"]} if m.get("load_rates") else set())):
         # The base rate's runs come from the utilisation sweep when it has this utilisation.
@@ -146,12 +210,29 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
                 add(load_key(su, r, fdp), su, 0.04, fdp, "kvcache", dw, r)
     sens = m.get("spare_sensitivity")
     if sens:
-        su_sp = sens.get("utilization", 1.0)
         for sf in sens["spare_factors"]:
             for fdp in (True, False):
-                add(spare_key(su_sp, sf, fdp), su_sp, 0.04, fdp, "kvcache", dw, device_over={"ftl": {"spare_factor": sf}},
-                    extra={"spare_factor": sf})
+                add_shaped(sens.get("utilization", 1.0), fdp, spare=sf)
     return p
+
+
+def twitter_key(tw: Dict[str, Any], fdp: bool, ttl: str) -> str:
+    return util_key(tw["utilization"], fdp, workload="twitter-cluster12") + "_scaled" + ("" if ttl == "kept" else "_nottl")
+
+
+def twitter_scaled(tw: Dict[str, Any], logical: float) -> Dict[str, float]:
+    """Twitter cluster12 scaled to this device (the experiment's ``twitter`` table): the flash
+    cache holds the same span of the trace as the document's (§6.1: ~930 GB of flash, ~16 GB of
+    DRAM), the trace's own time kept (TTL, re-access delays), so the request rate scales with
+    the cache: rate = the trace's rate x this flash cache / the document's. Returns the rate,
+    the DRAM tier's bytes and the span of the trace the flash cache holds (s)."""
+    flash = tw["utilization"] * logical
+    share = flash / tw["paper_flash_bytes"]
+    w = _native.cache_workload("twitter-cluster12")
+    item = mean_value_bytes(w) + (w["key_bytes_min"] + w["key_bytes_max"]) / 2
+    rate = tw["trace_rps"] * share
+    return {"rate_rps": rate, "dram_bytes": int(tw["paper_dram_bytes"] * share),
+            "span_s": flash / (rate * w["set_fraction"] * item)}
 
 
 def load_base(spec: Dict[str, Any], mode: str, rate: float, fdp: bool) -> str:

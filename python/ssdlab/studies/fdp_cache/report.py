@@ -17,8 +17,8 @@ from ...config import merge, resolve
 from ...units import human_bytes, ratio
 from ..base import PointResult
 from ..verdict import Claim, Verdicts, Why, legend
-from . import figures
-from .experiment import CLAIM_UTILIZATIONS, Plan, load_base, load_rates, plan, spare_key, util_key
+from . import figures, shape
+from .experiment import CLAIM_UTILIZATIONS, Plan, load_base, load_rates, plan, run_key, spare_key, twitter_key, util_key
 
 Row = Dict[str, Any]
 
@@ -86,6 +86,10 @@ def _row(name: str, base: str, seed: int, s: Dict[str, Any], series: str, bucket
         "embodied_kg_co2e": s["theorem2"]["embodied_kg_co2e"],
         "media_busy_die_s": s["theorem3"]["media_busy_die_seconds"],
         "migration_busy_die_s": s["theorem3"]["migration_busy_die_seconds"],
+        "hit_ratio": s["hit_ratio"], "sets": s["cache"]["total"]["sets"],
+        "expired_evictions": s["cache"]["total"]["expired_evictions"],
+        "flash_items": s["cache"]["total"]["flash_items"], "workload_seconds": s["workload_seconds"],
+        "host_write_bytes": s["host_write_bytes"],
         "series": series,
     }
 
@@ -203,10 +207,14 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
     loads = load_rates(spec, mode)
     shown = figures.draw(out, runs.agg, util_key, u_list, su, socs, soc_bases, loads,
                          lambda r, fdp: load_base(spec, mode, r, fdp))
+    curves = shape.curves(m, p.info["spare_factor"], runs.of, runs.has)
+    shown += shape.figure(out, curves, p.info["spare_factor"])
     verdicts = Verdicts("fdp-cache", mode)
     _claims(verdicts, spec, mode, p, runs)
     verdicts.save(out)
-    md = _markdown(spec, mode, p, runs, verdicts, shown, u_list, socs, soc_bases, loads)
+    md = _markdown(spec, mode, p, runs, verdicts, shown, u_list, socs, soc_bases, loads,
+                   shape.markdown(curves, p.info["spare_factor"]) + _eviction_markdown(spec, mode, runs)
+                   + _twitter_markdown(spec, mode, runs))
     path = out / "report.md"
     path.write_text(md)
     return path
@@ -524,7 +532,8 @@ def _why_soc(rs: List[Row], t1: float) -> Optional[Why]:
 
 
 def _markdown(spec: Dict[str, Any], mode: str, p: Plan, runs: _Runs, verdicts: Verdicts, shown: List[str],
-              u_list: List[float], socs: List[float], soc_bases: List[str], loads: List[float]) -> str:
+              u_list: List[float], socs: List[float], soc_bases: List[str], loads: List[float],
+              sections: List[str]) -> str:
     m = spec[mode]
     info = p.info
     seeds = p.seeds
@@ -565,6 +574,7 @@ def _markdown(spec: Dict[str, Any], mode: str, p: Plan, runs: _Runs, verdicts: V
             L.append(f"| {u * 100:.0f}% | {'yes' if fdp else 'no'} | {r['seeds']} | {_dl(r)} | {r['dram_hit_ratio']:.3f} | "
                      f"{r['nvm_hit_ratio']:.3f} | {r['alwa']:.3f} | {r['read_p99_us']:.0f} | {r['write_p99_us']:.1f} | "
                      f"{r['gc_events']:.0f} |")
+    L += ["", *sections]
     if loads:
         su = m["soc_sweep_utilization"]
         L += ["", f"## Offered load ({su * 100:.0f}% utilisation, SOC 4%)", "",
@@ -621,6 +631,61 @@ def _markdown(spec: Dict[str, Any], mode: str, p: Plan, runs: _Runs, verdicts: V
           "results.csv the sweep engine's table, verdicts.json the judged claims. How the model works and where its "
           "numbers come from: docs/case-studies/fdp-cache.md.", ""]
     return "\n".join(L)
+
+
+def _eviction_markdown(spec: Dict[str, Any], mode: str, runs: _Runs) -> List[str]:
+    """The LOC's region eviction policies side by side (the experiment's and ``loc_eviction``'s)."""
+    m = spec[mode]
+    ev = m.get("loc_eviction")
+    if not ev:
+        return []
+    own = spec.get("cache", {}).get("region_eviction", "lru")
+    L = ["## LOC region eviction", "",
+         f"The experiment evicts LOC regions {own.upper()}; CacheLib's block cache can run FIFO or LRU. With LRU a hit "
+         "moves its region to the head, so the regions written together into an erase block are evicted apart. Means "
+         "over seeds.", "",
+         "| eviction | util | FDP | seeds | DLWA | LOC handle DLWA | SOC handle DLWA | DRAM hit | NVM hit | p99 read (us) |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
+    for u in ev["utilizations"]:
+        for fdp in (False, True):
+            for pol, base in [(own, util_key(u, fdp))] + [(q, run_key(u, fdp, eviction=q)) for q in ev["policies"]]:
+                if not runs.has(base):
+                    continue
+                r = runs.agg(base)
+                loc = "-" if r["loc_dlwa"] is None else f"{r['loc_dlwa']:.3f}"
+                soc = "-" if r["soc_dlwa"] is None else f"{r['soc_dlwa']:.3f}"
+                L.append(f"| {pol.upper()} | {u * 100:.0f}% | {'yes' if fdp else 'no'} | {r['seeds']} | {_dl(r)} | {loc} | {soc} | "
+                         f"{r['dram_hit_ratio']:.3f} | {r['nvm_hit_ratio']:.3f} | {r['read_p99_us']:.0f} |")
+    return L + [""]
+
+
+def _twitter_markdown(spec: Dict[str, Any], mode: str, runs: _Runs) -> List[str]:
+    """Twitter cluster12 scaled to the device (the experiment's ``twitter`` table)."""
+    tw = spec[mode].get("twitter")
+    if not tw:
+        return []
+    L = [f"## Twitter cluster12, scaled ({tw['utilization'] * 100:.0f}% utilisation, DRAM "
+         f"{tw['paper_dram_bytes'] / 1e9:g}/{tw['paper_flash_bytes'] / 1e9:g} of the flash cache)", ""]
+    rows = [(ttl, fdp, runs.agg(twitter_key(tw, fdp, ttl))) for ttl in tw["ttl"] for fdp in (False, True)
+            if runs.has(twitter_key(tw, fdp, ttl))]
+    if not rows:
+        return []
+    first = next(r for r in runs.p.runs if r.base == twitter_key(tw, rows[0][1], rows[0][0]))
+    span, rate = first.values["span_s"], first.values["rate_rps"]
+    L += [f"The request rate is the trace's ({tw['trace_rps']:g}/s) times this flash cache over the document's "
+          f"({rate:.3g}/s here), so the flash cache holds {span / 3600:.0f} h of the trace as "
+          "the document's ~930 GB did, and the trace's own times (TTL 300 s, re-access delays) are kept. \"Expired\": items "
+          "that expired in DRAM and so were never written to flash (CacheLib writes no expired item), as a share of SETs; "
+          "\"to flash\": items written to flash, as a share of SETs.", "",
+          "| TTL | FDP | seeds | requests (M) | trace time (h) | expired | to flash | DRAM hit | NVM hit | "
+          "hit ratio | DLWA |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for ttl, fdp, r in rows:
+        hours = r["workload_seconds"] / 3600
+        L.append(f"| {ttl} | {'yes' if fdp else 'no'} | {r['seeds']} | {r['requests'] / 1e6:.1f} | {hours:.0f} | "
+                 f"{ratio(r['expired_evictions'], r['sets']) * 100:.1f}% | {ratio(r['flash_items'], r['sets']) * 100:.1f}% | "
+                 f"{r['dram_hit_ratio']:.3f} | {r['nvm_hit_ratio']:.3f} | {r['hit_ratio']:.3f} | "
+                 f"{_dl(r) if r['host_write_bytes'] > 0 else 'no flash writes'} |")
+    return L + [""]
 
 
 def _why_load(spec: Dict[str, Any], mode: str, runs: _Runs, loads: List[float]) -> Optional[Why]:
