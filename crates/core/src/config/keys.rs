@@ -55,6 +55,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("timing.read_priority", "-", Bool, "Host reads go ahead of the programs, erases and GC work queued on their die, waiting only for the operation in progress (taken as the rest of the queue, at most one program or erase time). Off: strict issue order."),
     k("timing.suspend_ns", "ns", Num(0.0, 1e9), "Time to suspend a program or erase."),
     k("timing.resume_ns", "ns", Num(0.0, 1e9), "Time to resume it after the read."),
+    k("timing.host_link_bytes_per_s", "bytes/s", Num(0.0, 1e12), "Host interface (PCIe) data rate per direction, shared by all commands: a write's data crosses it before it is buffered, a read's after it leaves the NAND (0 = not modelled). PCIe 4.0 x4: 7877000000 (16 GT/s x 4 lanes x 128/130, no TLP overhead). Conventional and FDP devices."),
     k("media.pe_limit", "cycles", Num(1.0, 1e9), "Program/erase cycles a block endures; a block reaching it is retired (grown bad): the conventional FTL maps around it, a ZNS zone or open-channel chunk holding it goes offline."),
     k("media.factory_bad_fraction", "fraction", Num(0.0, 0.5), "Blocks marked bad at format, chosen with the seed; never used (ZNS zones and open-channel chunks holding one start offline)."),
     k("media.grown_bad_probability", "probability", Num(0.0, 1.0), "Chance that an erase fails and retires its block (on every personality)."),
@@ -66,6 +67,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("ftl.write_point_dies", "dies", Num(0.0, 1e6), "Superblock width: dies each write stream stripes over (0 = every die of its reclaim group). Fewer dies keep fewer blocks open per stream (a smaller reserve on small many-die devices) at the cost of each stream's parallelism; streams are spread over the group's dies in turn."),
     k("ftl.gc_parallel_victims", "blocks", Num(0.0, 1e6), "Victims collected at once per reclaim group, a page from each in turn, so GC reads spread over their dies (0 = one per die of the group; 1 = one victim at a time)."),
     k("ftl.write_buffer_bytes", "bytes", Num(0.0, 1e12), "Write-back buffer; host writes complete when buffered. 0 = write-through: each command waits for its programs and partial pages are padded."),
+    k("ftl.gc_uses_write_buffer", "-", Bool, "GC relocations take write-buffer slots like host data (from when their reads are issued until their programs complete), so host writes wait when GC fills the buffer; a host write that triggers foreground GC also waits for the collection (timing on; conventional and FDP devices)."),
     k("ftl.wl_dynamic", "-", Bool, "Dynamic wear-levelling: open the least-worn free block of a die."),
     k("ftl.wl_static_threshold", "cycles", Num(0.0, 1e9), "Static wear-levelling: when max - min erase count exceeds this, move the coldest block's data (0 = off)."),
     k("fdp.enabled", "-", Bool, "NVMe Flexible Data Placement: writes carry a placement identifier (reclaim group, handle) and land in that handle's reclaim units. Off = the same device without FDP (placement ignored)."),
@@ -114,10 +116,22 @@ pub const KEYS: &[KeyDoc] = &[
     k("metrics.series_interval_host_bytes", "bytes", Num(0.0, 1.8e19), "Time-series sample interval in host bytes written (0 = automatic: 1/50 of the run's planned writes when timing is off)."),
 ];
 
+/// Keys a config serialises only when they are set (so metrics.json of a config without them,
+/// which embeds the config, stays byte-identical), with their off value.
+pub(super) static OMITTED_WHEN_OFF: [(&str, toml::Value); 2] =
+    [("timing.host_link_bytes_per_s", toml::Value::Integer(0)), ("ftl.gc_uses_write_buffer", toml::Value::Boolean(false))];
+
+/// The value at `path` in `v`; a key of [`OMITTED_WHEN_OFF`] missing from a config's table has
+/// its off value.
 pub(super) fn lookup<'a>(v: &'a toml::Value, path: &str) -> Option<&'a toml::Value> {
     let mut cur = v;
-    for part in path.split('.') {
-        cur = cur.as_table()?.get(part)?;
+    for (i, part) in path.split('.').enumerate() {
+        match cur.as_table()?.get(part) {
+            Some(next) => cur = next,
+            // Only inside a table the config has (a user's partial tree keeps its gaps).
+            None if i > 0 => return OMITTED_WHEN_OFF.iter().find(|(p, _)| *p == path).map(|(_, off)| off),
+            None => return None,
+        }
     }
     Some(cur)
 }

@@ -39,6 +39,7 @@ fn base() -> Config {
             read_priority: false,
             suspend_ns: 20_000,
             resume_ns: 20_000,
+            host_link_bytes_per_s: 0,
         },
         media: MediaConfig::default(),
         ftl: FtlConfig::default(),

@@ -3,7 +3,8 @@
 //! Operations are reserved on the timelines when they are issued, in issue order, so a host
 //! command's completion time is known when it is submitted (the analytic-timeline approach of
 //! FEMU and NVMeVirt). Garbage collection reserves the same timelines, so it delays host
-//! commands exactly where it competes with them.
+//! commands exactly where it competes with them. With `timing.host_link_bytes_per_s` the
+//! host interface is a resource too: one lane per direction that every command's data crosses.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -245,7 +246,16 @@ pub struct Timelines {
     chan_busy_ns: Vec<u64>,
     /// Picoseconds per byte on a channel (integer arithmetic keeps runs bit-exact).
     chan_ps_per_byte: u64,
+    /// The host interface link, one lane per direction ([`LINK_IN`], [`LINK_OUT`]); used only
+    /// when `timing.host_link_bytes_per_s` is set.
+    #[serde(default)]
+    link: [Lane; 2],
 }
+
+/// Host-to-device direction of the link (write data).
+const LINK_IN: usize = 0;
+/// Device-to-host direction of the link (read data).
+const LINK_OUT: usize = 1;
 
 impl Timelines {
     /// Timelines for `channels` channels of `dies_per_channel` dies each (dies are numbered
@@ -264,6 +274,7 @@ impl Timelines {
             chan: vec![Lane::default(); channels as usize],
             chan_busy_ns: vec![0; channels as usize],
             chan_ps_per_byte: (1_000_000_000_000u64 / t.channel_bytes_per_s.max(1)).max(1),
+            link: [Lane::default(); 2],
         }
     }
 
@@ -282,6 +293,56 @@ impl Timelines {
     #[inline]
     pub fn command_overhead_ns(&self) -> u64 {
         self.t.command_overhead_ns
+    }
+
+    /// Time `bytes` take on the host link at `timing.host_link_bytes_per_s` (0 when the link
+    /// is not modelled), rounded up to the nanosecond. Exact integer arithmetic, not a rounded
+    /// per-byte cost: a PCIe 4.0 x4 link moves 7.877 bytes per ns, which no integer number of
+    /// picoseconds per byte states within 1%.
+    ///
+    /// The rate is what the user sets. PCI Express Base Specification 4.0 signals at 16.0 GT/s
+    /// per lane with 128b/130b encoding, so an x4 link carries 16e9 x 4 x 128/130 / 8 =
+    /// 7.877e9 bytes/s per direction; that raw rate is the documented value, and no transaction
+    /// layer overhead is charged on top. TLP headers, sequence numbers, LCRC and DLLPs cost
+    /// roughly 6-10% with 256-byte payloads, but the share depends on the Max_Payload_Size the
+    /// host negotiates and on flow-control settings the emulator does not know; a user who wants
+    /// it sets the effective rate instead (e.g. 7.877e9 x 256 / (256 + 24) = 7.2e9).
+    #[inline]
+    pub fn link_ns(&self, bytes: u64) -> u64 {
+        match self.t.host_link_bytes_per_s {
+            0 => 0,
+            rate => (bytes as u128 * 1_000_000_000).div_ceil(rate as u128) as u64,
+        }
+    }
+
+    /// A write's data crosses the link to the device: it starts at `earliest` or when the
+    /// link is free and returns when the last byte has arrived (`earliest` itself when time or
+    /// the link is not modelled).
+    #[inline]
+    pub fn link_in(&mut self, bytes: u64, earliest: u64) -> u64 {
+        self.link_xfer(LINK_IN, bytes, earliest)
+    }
+
+    /// A read's data crosses the link to the host once it is out of the NAND at `earliest`;
+    /// returns when the last byte has arrived (as [`link_in`](Self::link_in)).
+    #[inline]
+    pub fn link_out(&mut self, bytes: u64, earliest: u64) -> u64 {
+        self.link_xfer(LINK_OUT, bytes, earliest)
+    }
+
+    /// One transfer on one direction of the link, first-fit: reads complete out of issue order
+    /// (their dies differ), so a later command's data may fill an idle stretch before an
+    /// earlier one's, as it would on the wire.
+    fn link_xfer(&mut self, dir: usize, bytes: u64, earliest: u64) -> u64 {
+        if !self.enabled || self.t.host_link_bytes_per_s == 0 {
+            return earliest;
+        }
+        let earliest = earliest.max(self.now_ns);
+        let x = self.link_ns(bytes);
+        let (t0, i) = self.link[dir].fit_from(0, earliest, x);
+        debug_assert!(t0 >= earliest, "a link transfer starts before its data is ready");
+        self.link[dir].reserve_at(i, t0, x, self.now_ns);
+        t0 + x
     }
 
     /// Earliest start >= `earliest` at which `die` is free for `die_dur` from the start and
@@ -460,29 +521,82 @@ impl Timelines {
 /// once buffered; a programmed unit holds its buffer space until its program completes, and
 /// when more units are in flight than the buffer holds, the command that overflows it waits
 /// for the oldest to finish. With no buffer (write-through), commands wait for their programs.
+///
+/// With `ftl.gc_uses_write_buffer` ([`sharing_gc`](Self::sharing_gc)) relocated units take
+/// slots too, as real controllers stage GC copies in the same DRAM/SRAM as host data: every
+/// unit, host or GC, takes a slot ([`admit`](Self::admit)) before its program starts, at the
+/// earliest program completion among the units in flight when the buffer is full. A host unit
+/// that has to wait stalls its command; a GC unit that has to wait starts its program later.
+/// So when GC programs fill the buffer, host writes wait: GC interference reaches write latency
+/// below saturation, where the dies keep up but the buffer does not always have room.
+///
+/// Slots are counted, not placed in time: a GC unit holds its slot from when it is issued
+/// (its reads are issued just before), which is at or before its data is read.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WriteBuffer {
     units: usize,
+    /// Relocated units share the buffer with host units.
+    #[serde(default)]
+    shared: bool,
+    /// Program completion times of the units holding a slot (min-heap).
     inflight: BinaryHeap<Reverse<u64>>,
     cmd_done: u64,
     stall_until: u64,
     last_done: u64,
+    /// When the current command's data was in the device (`begin`).
+    #[serde(default)]
+    begun: u64,
 }
 
 impl WriteBuffer {
     pub fn new(units: usize) -> WriteBuffer {
-        WriteBuffer { units, inflight: BinaryHeap::new(), cmd_done: 0, stall_until: 0, last_done: 0 }
+        // A slot per unit and one for the unit that overflows it: the hot path never allocates
+        // (the cap only bounds the up-front allocation of a huge buffer).
+        let inflight = BinaryHeap::with_capacity(units.saturating_add(1).min(1 << 16));
+        WriteBuffer { units, shared: false, inflight, cmd_done: 0, stall_until: 0, last_done: 0, begun: 0 }
+    }
+    /// Relocated units share the buffer (`ftl.gc_uses_write_buffer`).
+    pub fn sharing_gc(mut self, shared: bool) -> WriteBuffer {
+        self.shared = shared;
+        self
+    }
+    #[inline]
+    pub fn shares_gc(&self) -> bool {
+        self.shared
     }
     /// No buffer: every write waits for its programs (and partial units are padded).
     #[inline]
     pub fn write_through(&self) -> bool {
         self.units == 0
     }
-    /// A host command starts being processed at `t`.
+    /// A host command's data is in the device at `t` (after the command overhead and the
+    /// link).
     #[inline]
     pub fn begin(&mut self, t: u64) {
         self.cmd_done = t;
         self.stall_until = t;
+        self.begun = t;
+    }
+    /// When the current (or last) host command's data was in the device.
+    #[inline]
+    pub fn begun(&self) -> u64 {
+        self.begun
+    }
+    /// A unit (`host` or relocated) takes a slot before it is programmed, with a shared
+    /// buffer; returns when the slot is free (0: at once). A host unit that waits stalls its
+    /// command until then.
+    #[inline]
+    pub fn admit(&mut self, host: bool) -> u64 {
+        debug_assert!(self.shared, "admission is for a buffer shared with GC");
+        if self.units == 0 || self.inflight.len() < self.units {
+            return 0;
+        }
+        let Reverse(free) = self.inflight.pop().expect("a full buffer holds units");
+        if host {
+            self.stall_until = self.stall_until.max(free);
+        }
+        debug_assert!(self.inflight.len() < self.units, "no slot free after admission");
+        free
     }
     /// A host unit's program completes at `done`.
     #[inline]
@@ -490,6 +604,7 @@ impl WriteBuffer {
         self.cmd_done = self.cmd_done.max(done);
         self.last_done = self.last_done.max(done);
         if self.units > 0 {
+            debug_assert!(!self.shared || self.inflight.len() < self.units, "a host unit programmed without a slot");
             self.inflight.push(Reverse(done));
             while self.inflight.len() > self.units {
                 let Reverse(t) = self.inflight.pop().expect("non-empty");
@@ -497,6 +612,23 @@ impl WriteBuffer {
             }
             debug_assert!(self.inflight.len() <= self.units, "more programs in flight than the buffer holds");
         }
+    }
+    /// A relocated unit admitted to a shared buffer is programmed, done at `done`; it holds its
+    /// slot until then.
+    #[inline]
+    pub fn relocated(&mut self, done: u64) {
+        debug_assert!(self.shared, "relocated units hold slots only in a shared buffer");
+        if self.units > 0 {
+            debug_assert!(self.inflight.len() < self.units, "a relocated unit programmed without a slot");
+            self.inflight.push(Reverse(done));
+        }
+    }
+    /// The current host command also waits until `t` (the foreground collection it
+    /// triggered), buffered or not.
+    #[inline]
+    pub fn hold(&mut self, t: u64) {
+        self.stall_until = self.stall_until.max(t);
+        self.cmd_done = self.cmd_done.max(t);
     }
     /// Completion of the current command begun at `t`: its programs' end when it must wait for
     /// them (`sync`: FUA or write-through), else when buffer space was available.

@@ -134,6 +134,11 @@ impl Conventional {
             }
             let t = c.last_read.max(self.now);
             self.erase(v, t);
+            // The host write that needed this block waits for it (with a buffer it would
+            // otherwise be acknowledged as if the collection took no time).
+            if foreground && self.buffer.shares_gc() && self.m.timing() {
+                self.buffer.hold(self.m.blocks[v as usize].ready_ns);
+            }
         }
         Ok(reclaimed)
     }

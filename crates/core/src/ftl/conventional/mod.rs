@@ -160,7 +160,7 @@ impl Conventional {
             host_clock: 0,
             now: 0,
             reserved: (0, 0),
-            buffer: WriteBuffer::new((cfg.ftl.write_buffer_bytes / unit_bytes) as usize),
+            buffer: WriteBuffer::new((cfg.ftl.write_buffer_bytes / unit_bytes) as usize).sharing_gc(cfg.ftl.gc_uses_write_buffer),
             m,
         };
         for b in 0..lay.blocks {
@@ -312,9 +312,10 @@ impl BlockDevice for Conventional {
             }
         }
         let s = self.host_stream_for(opts.placement)?;
-        let t = now + self.m.tl.command_overhead_ns();
         self.now = now;
         self.m.tl.set_now(now);
+        // Processed after the command overhead, buffered once its data has crossed the link.
+        let t = self.m.tl.link_in(sectors as u64 * sb as u64, now + self.m.tl.command_overhead_ns());
         self.buffer.begin(t);
         if self.m.timing() {
             let st = &mut self.points.streams[s];
@@ -406,7 +407,8 @@ impl BlockDevice for Conventional {
         }
         self.m.c.host_read_cmds += 1;
         self.m.c.host_read_bytes += sectors as u64 * sb as u64;
-        Ok(if self.m.timing() { done } else { now })
+        // The data (zeros for unmapped sectors too) crosses the host link once it is out.
+        Ok(if self.m.timing() { self.m.tl.link_out(sectors as u64 * sb as u64, done) } else { now })
     }
 
     fn trim(&mut self, lba: u64, sectors: u32, now: u64) -> Result<u64> {

@@ -160,6 +160,11 @@ impl Conventional {
             m.programmed_pages = (page + 1) as u16;
             earliest = earliest.max(m.ready_ns);
         }
+        let timing = self.m.timing();
+        // A buffer shared with GC: every unit takes a slot before its program starts.
+        if timing && self.buffer.shares_gc() {
+            earliest = earliest.max(self.buffer.admit(host));
+        }
         // One multi-plane program per die the unit spans (normally exactly one).
         let mut done = earliest;
         let mut i = 0;
@@ -172,7 +177,6 @@ impl Conventional {
             done = done.max(self.m.program(die, (j - i) as u32, earliest));
             i = j;
         }
-        let timing = self.m.timing();
         if host {
             if timing {
                 self.buffer.programmed(done);
@@ -182,10 +186,14 @@ impl Conventional {
             let ppb = lay.pages_per_block;
             self.reserved.0 += self.groups.iter().map(|g| g.reserved_pages(ppb)).sum::<u64>();
             self.reserved.1 += 1;
+        } else if timing && self.buffer.shares_gc() {
+            self.buffer.relocated(done);
         }
         // The next unit waits for its own data: a GC stream's is read later; a host command's
-        // later units are as ready as its first (its arrival plus the command overhead).
-        self.points.streams[s].ready_ns = if host && timing { self.now + self.m.tl.command_overhead_ns() } else { 0 };
+        // later units are as ready as its first (its arrival plus the command overhead, and
+        // its data's time on the host link when that is modelled).
+        self.points.streams[s].ready_ns =
+            if host && timing { (self.now + self.m.tl.command_overhead_ns()).max(self.buffer.begun()) } else { 0 };
         if let Some(w) = self.points.unit_done(s, lay.pages_per_block) {
             self.close_way(s, w);
         }
