@@ -5,9 +5,10 @@ Point sets of a mode (each a kvcache run with a 4% SOC unless said; every run on
 the mode, ``seeds``):
 
 - the utilisation sweep (``utilizations``), FDP and non-FDP: Fig. 5 and Fig. 6 of the document;
-- the curve's shape (``shape``): the non-FDP sweep at every combination of the device's spare
-  (``spare_factors``) and where GC writes go (``gc_streams``, the FTL's ``ftl.gc_streams``), and
-  at the mode's spare and GC with other workloads' SOC/LOC byte splits (``workloads``);
+- the curve's shape (``shape``): the non-FDP sweep at each of the device's spares
+  (``spare_factors``), at each placement of GC writes (``gc_streams``, the FTL's
+  ``ftl.gc_streams``) crossed with the spares of ``gc_spare_factors``, and at the mode's spare
+  and GC with other workloads' SOC/LOC byte splits (``workloads``);
 - the LOC's region eviction (``loc_eviction``): other policies at some utilisations, FDP and not;
 - the SOC-size sweep (``soc_fractions`` at ``soc_sweep_utilization``), FDP, against Theorem 1;
 - the variants (``variants`` at ``variant_utilization``): other workload presets, FDP and not;
@@ -22,7 +23,7 @@ share (the shape's non-FDP run at another spare and the spare sensitivity's) run
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ... import _native
 from ...config import merge, resolve
@@ -63,6 +64,19 @@ def run_key(u: float, fdp: bool, soc: float = 0.04, workload: str = "kvcache", s
     if eviction is not None:
         k += f"_{eviction}"
     return k
+
+
+def shape_combos(shape: Dict[str, Any], default_spare: float) -> List[Tuple[float, str]]:
+    """The (spare, GC placement) combinations of the ``shape`` point set: every spare of
+    ``spare_factors`` with the default GC placement, and every placement of ``gc_streams`` with
+    every spare of ``gc_spare_factors`` (default: all of ``spare_factors``)."""
+    spares = shape.get("spare_factors", [default_spare])
+    out = [(sf, GC_DEFAULT) for sf in spares]
+    for g in shape.get("gc_streams", [GC_DEFAULT]):
+        for sf in shape.get("gc_spare_factors", spares):
+            if (sf, g) not in out:
+                out.append((sf, g))
+    return out
 
 
 def spare_key(u: float, sf: float, fdp: bool) -> str:
@@ -172,10 +186,9 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
             add_shaped(u, fdp)
     shape = m.get("shape")
     if shape:
-        for sf in shape.get("spare_factors", [p.info["spare_factor"]]):
-            for g in shape.get("gc_streams", [GC_DEFAULT]):
-                for u in m["utilizations"]:
-                    add_shaped(u, False, spare=sf, gc=g)
+        for sf, g in shape_combos(shape, p.info["spare_factor"]):
+            for u in m["utilizations"]:
+                add_shaped(u, False, spare=sf, gc=g)
         for wl in shape.get("workloads", []):
             for u in m["utilizations"]:
                 add_shaped(u, False, wl)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..verdict import REPRODUCED, Claim, Judged, Why, judge
-from .experiment import GC_DEFAULT, run_key
+from .experiment import GC_DEFAULT, run_key, shape_combos
 
 # The document's curve without FDP: 1.3 from 50 to 90% ("we omit 50-90% because they are
 # similar to 50%"), 3.5 at 100%.
@@ -77,9 +77,7 @@ def curves(m: Dict[str, Any], default_spare: float, rows: Rows, has: Callable[[s
     shape = m.get("shape") or {}
     utils = list(m["utilizations"])
     combos: List[Tuple[float, str, str]] = [(default_spare, GC_DEFAULT, "kvcache")]
-    for sf in shape.get("spare_factors", []):
-        for g in shape.get("gc_streams", []):
-            combos.append((sf, g, "kvcache"))
+    combos += [(sf, g, "kvcache") for sf, g in shape_combos(shape, default_spare)]
     for wl in shape.get("workloads", []):
         combos.append((default_spare, GC_DEFAULT, wl))
     out: List[Curve] = []
