@@ -124,7 +124,7 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
     """Every run of ``mode``: names, device configs, run specs, values."""
     m = spec[mode]
     all_seeds = seeds(spec, mode)
-    dev_common = merge(dict(spec.get("device", {})), {k: m[k] for k in ("geometry", "fdp") if k in m})
+    dev_common = merge(dict(spec.get("device", {})), {k: m[k] for k in ("geometry", "fdp", "ftl") if k in m})
     cfg = resolve(config=dev_common)
     g = cfg["geometry"]
     raw = g["channels"] * g["dies_per_channel"] * g["planes_per_die"] * g["blocks_per_plane"] * g["pages_per_block"] * g["page_bytes"]
