@@ -44,6 +44,20 @@ pub struct Config {
     pub metrics: MetricsConfig,
 }
 
+impl Config {
+    /// The config as a TOML value tree with every key of [`KEYS`], those left out of the
+    /// serialised form at their default (`ftl.gc_streams`) included: what range checks,
+    /// commented configs and docs/CONFIG.md read.
+    pub fn to_tree(&self) -> Result<toml::Value> {
+        let mut tree = toml::Value::try_from(self).map_err(|e| Error::config("config", e.to_string()))?;
+        if let Some(ftl) = tree.get_mut("ftl").and_then(|t| t.as_table_mut()) {
+            let v = toml::Value::try_from(self.ftl.gc_streams).map_err(|e| Error::config("ftl.gc_streams", e.to_string()))?;
+            ftl.entry("gc_streams").or_insert(v);
+        }
+        Ok(tree)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 #[derive(Default)]
@@ -101,8 +115,33 @@ pub enum GcPolicy {
     DChoices,
 }
 
-/// Conventional FTL settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Where the conventional FTL's garbage collection writes the data it relocates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcStreams {
+    /// Host writes and relocations in separate write streams: one GC stream (per reclaim
+    /// group, and per persistently isolated FDP handle).
+    #[default]
+    Separate,
+    /// One write stream: relocated data goes back into the host stream it came from.
+    Shared,
+    /// Two GC streams where `separate` has one: data relocated for the first time goes to the
+    /// first ("young"), data relocated again (found in a GC stream's block) to the second
+    /// ("old"), which keeps its own relocations.
+    ByAge,
+}
+
+impl GcStreams {
+    /// Whether this is the default (`separate`): configs leave it out when serialised, so
+    /// metrics.json of runs that do not use it stays as it was before the key existed.
+    pub fn is_separate(&self) -> bool {
+        *self == GcStreams::Separate
+    }
+}
+
+/// Conventional FTL settings. Serialised by hand (below) to leave `gc_streams` out of
+/// human-readable forms at its default.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FtlConfig {
     pub spare_factor: f64,
@@ -111,10 +150,53 @@ pub struct FtlConfig {
     pub gc_fg_free_blocks: u32,
     pub gc_bg_free_blocks: u32,
     pub gc_parallel_victims: u32,
+    /// Left out of human-readable serialisations at its default (see
+    /// [`GcStreams::is_separate`]); [`Config::to_tree`] puts it back for the key table's users.
+    pub gc_streams: GcStreams,
     pub write_point_dies: u32,
     pub write_buffer_bytes: u64,
     pub wl_dynamic: bool,
     pub wl_static_threshold: u32,
+}
+
+/// Every field in declaration order, `gc_streams` left out at its default in human-readable
+/// formats (metrics.json, TOML) only: snapshots (bincode, which has no field names) need every
+/// field in place.
+impl Serialize for FtlConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let FtlConfig {
+            spare_factor,
+            gc_policy,
+            gc_d,
+            gc_fg_free_blocks,
+            gc_bg_free_blocks,
+            gc_parallel_victims,
+            gc_streams,
+            write_point_dies,
+            write_buffer_bytes,
+            wl_dynamic,
+            wl_static_threshold,
+        } = self;
+        let omit = gc_streams.is_separate() && s.is_human_readable();
+        let mut st = s.serialize_struct("FtlConfig", if omit { 10 } else { 11 })?;
+        st.serialize_field("spare_factor", spare_factor)?;
+        st.serialize_field("gc_policy", gc_policy)?;
+        st.serialize_field("gc_d", gc_d)?;
+        st.serialize_field("gc_fg_free_blocks", gc_fg_free_blocks)?;
+        st.serialize_field("gc_bg_free_blocks", gc_bg_free_blocks)?;
+        st.serialize_field("gc_parallel_victims", gc_parallel_victims)?;
+        if omit {
+            st.skip_field("gc_streams")?;
+        } else {
+            st.serialize_field("gc_streams", gc_streams)?;
+        }
+        st.serialize_field("write_point_dies", write_point_dies)?;
+        st.serialize_field("write_buffer_bytes", write_buffer_bytes)?;
+        st.serialize_field("wl_dynamic", wl_dynamic)?;
+        st.serialize_field("wl_static_threshold", wl_static_threshold)?;
+        st.end()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -421,6 +503,7 @@ impl Default for FtlConfig {
             gc_fg_free_blocks: 0,
             gc_bg_free_blocks: 0,
             gc_parallel_victims: 0,
+            gc_streams: GcStreams::Separate,
             write_point_dies: 0,
             write_buffer_bytes: 4 << 20,
             wl_dynamic: true,
@@ -475,7 +558,7 @@ mod tests {
 
     #[test]
     fn every_field_has_a_key_doc() {
-        let tree = toml::Value::try_from(Config::default()).unwrap();
+        let tree = Config::default().to_tree().unwrap();
         fn walk(v: &toml::Value, prefix: &str, out: &mut Vec<String>) {
             if let toml::Value::Table(t) = v {
                 for (k, sub) in t {
@@ -494,6 +577,24 @@ mod tests {
             assert!(KEYS.iter().any(|kd| kd.path == p), "{p} has no KeyDoc");
         }
         assert_eq!(paths.len(), KEYS.len());
+    }
+
+    #[test]
+    fn gc_streams_is_left_out_of_readable_configs_at_its_default_only() {
+        let mut c = Config::default();
+        let json = |c: &Config| serde_json::to_value(c).unwrap();
+        assert!(json(&c)["ftl"].get("gc_streams").is_none(), "metrics.json's config echo stays as before the key");
+        assert_eq!(c.to_tree().unwrap()["ftl"]["gc_streams"].as_str(), Some("separate"));
+        c.ftl.gc_streams = GcStreams::ByAge;
+        assert_eq!(json(&c)["ftl"]["gc_streams"], "by-age");
+        // bincode (snapshots) needs every field, whatever its value, and reads it back.
+        for g in [GcStreams::Separate, GcStreams::Shared, GcStreams::ByAge] {
+            c.ftl.gc_streams = g;
+            let back: Config = bincode::deserialize(&bincode::serialize(&c).unwrap()).unwrap();
+            assert_eq!(back, c);
+            let back: Config = toml::Value::try_from(&c).unwrap().try_into().unwrap();
+            assert_eq!(back, c);
+        }
     }
 
     #[test]
