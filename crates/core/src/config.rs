@@ -44,6 +44,15 @@ pub struct Config {
     pub metrics: MetricsConfig,
 }
 
+impl Config {
+    /// The config as a TOML value tree (keys of `keys::OMITTED_WHEN_OFF` left out while off;
+    /// `keys::lookup` gives their off value): what range checks, commented configs and
+    /// docs/CONFIG.md read.
+    pub fn to_tree(&self) -> Result<toml::Value> {
+        toml::Value::try_from(self).map_err(|e| Error::config("config", e.to_string()))
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 #[derive(Default)]
@@ -138,6 +147,7 @@ impl Serialize for FtlConfig {
             gc_fg_free_blocks,
             gc_bg_free_blocks,
             gc_parallel_victims,
+            gc_streams,
             write_point_dies,
             write_buffer_bytes,
             gc_uses_write_buffer,
@@ -145,13 +155,19 @@ impl Serialize for FtlConfig {
             wl_static_threshold,
         } = self;
         let omit_gc_buffer = s.is_human_readable() && !*gc_uses_write_buffer;
-        let mut st = s.serialize_struct("FtlConfig", 11 - omit_gc_buffer as usize)?;
+        let omit_streams = s.is_human_readable() && gc_streams.is_separate();
+        let mut st = s.serialize_struct("FtlConfig", 12 - omit_gc_buffer as usize - omit_streams as usize)?;
         st.serialize_field("spare_factor", spare_factor)?;
         st.serialize_field("gc_policy", gc_policy)?;
         st.serialize_field("gc_d", gc_d)?;
         st.serialize_field("gc_fg_free_blocks", gc_fg_free_blocks)?;
         st.serialize_field("gc_bg_free_blocks", gc_bg_free_blocks)?;
         st.serialize_field("gc_parallel_victims", gc_parallel_victims)?;
+        if omit_streams {
+            st.skip_field("gc_streams")?;
+        } else {
+            st.serialize_field("gc_streams", gc_streams)?;
+        }
         st.serialize_field("write_point_dies", write_point_dies)?;
         st.serialize_field("write_buffer_bytes", write_buffer_bytes)?;
         if omit_gc_buffer {
@@ -183,7 +199,31 @@ pub enum GcPolicy {
     DChoices,
 }
 
-/// Conventional FTL settings.
+/// Where the conventional FTL's garbage collection writes the data it relocates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcStreams {
+    /// Host writes and relocations in separate write streams: one GC stream (per reclaim
+    /// group, and per persistently isolated FDP handle).
+    #[default]
+    Separate,
+    /// One write stream: relocated data goes back into the host stream it came from.
+    Shared,
+    /// Two GC streams where `separate` has one: data relocated for the first time goes to the
+    /// first ("young"), data relocated again (found in a GC stream's block) to the second
+    /// ("old"), which keeps its own relocations.
+    ByAge,
+}
+
+impl GcStreams {
+    /// Whether this is the default (`separate`): configs leave it out when serialised, so
+    /// metrics.json of runs that do not use it stays as it was before the key existed.
+    pub fn is_separate(&self) -> bool {
+        *self == GcStreams::Separate
+    }
+}
+
+/// Conventional FTL settings (serialised by hand, see `impl Serialize for Timing`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FtlConfig {
@@ -193,6 +233,8 @@ pub struct FtlConfig {
     pub gc_fg_free_blocks: u32,
     pub gc_bg_free_blocks: u32,
     pub gc_parallel_victims: u32,
+    /// Left out of human-readable serialisations at its default (`keys::OMITTED_WHEN_OFF`).
+    pub gc_streams: GcStreams,
     pub write_point_dies: u32,
     pub write_buffer_bytes: u64,
     /// Relocated units take write-buffer space too.
@@ -505,6 +547,7 @@ impl Default for FtlConfig {
             gc_fg_free_blocks: 0,
             gc_bg_free_blocks: 0,
             gc_parallel_victims: 0,
+            gc_streams: GcStreams::Separate,
             write_point_dies: 0,
             write_buffer_bytes: 4 << 20,
             gc_uses_write_buffer: false,
@@ -560,7 +603,7 @@ mod tests {
 
     #[test]
     fn every_field_has_a_key_doc() {
-        let tree = toml::Value::try_from(Config::default()).unwrap();
+        let tree = Config::default().to_tree().unwrap();
         fn walk(v: &toml::Value, prefix: &str, out: &mut Vec<String>) {
             if let toml::Value::Table(t) = v {
                 for (k, sub) in t {
@@ -579,10 +622,28 @@ mod tests {
             assert!(KEYS.iter().any(|kd| kd.path == p), "{p} has no KeyDoc");
         }
         // Keys serialised only when set are documented too, and their off value is known.
-        for (p, _) in &keys::OMITTED_WHEN_OFF {
+        for (p, _) in keys::OMITTED_WHEN_OFF.iter() {
             assert!(!paths.iter().any(|q| q == p) && KEYS.iter().any(|kd| kd.path == *p), "{p}");
         }
         assert_eq!(paths.len() + keys::OMITTED_WHEN_OFF.len(), KEYS.len());
+    }
+
+    #[test]
+    fn gc_streams_is_left_out_of_readable_configs_at_its_default_only() {
+        let mut c = Config::default();
+        let json = |c: &Config| serde_json::to_value(c).unwrap();
+        assert!(json(&c)["ftl"].get("gc_streams").is_none(), "metrics.json's config echo stays as before the key");
+        assert_eq!(keys::lookup(&c.to_tree().unwrap(), "ftl.gc_streams").and_then(|v| v.as_str()), Some("separate"));
+        c.ftl.gc_streams = GcStreams::ByAge;
+        assert_eq!(json(&c)["ftl"]["gc_streams"], "by-age");
+        // bincode (snapshots) needs every field, whatever its value, and reads it back.
+        for g in [GcStreams::Separate, GcStreams::Shared, GcStreams::ByAge] {
+            c.ftl.gc_streams = g;
+            let back: Config = bincode::deserialize(&bincode::serialize(&c).unwrap()).unwrap();
+            assert_eq!(back, c);
+            let back: Config = toml::Value::try_from(&c).unwrap().try_into().unwrap();
+            assert_eq!(back, c);
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::metrics::{Recorder, Steady};
 use crate::workload::{Mix, Source, Synthetic};
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"SSDLABSN";
-const SNAPSHOT_VERSION: u32 = 5;
+const SNAPSHOT_VERSION: u32 = 6;
 
 /// Progress callback: (phase, fraction done) -> keep going?
 pub type Progress<'a> = &'a mut dyn FnMut(&str, f64) -> bool;

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config as PtConfig, RngSeed, TestCaseError, TestError, TestRunner};
-use ssdlab_core::config::{Config, GcPolicy, StorageMode};
+use ssdlab_core::config::{Config, GcPolicy, GcStreams, StorageMode};
 use ssdlab_core::ftl::BlockDevice;
 use ssdlab_core::media::presets::preset;
 use ssdlab_core::Device;
@@ -50,6 +50,7 @@ struct DevParams {
     wl_dynamic: bool,
     wl_static_threshold: u32,
     factory_bad_fraction: f64,
+    gc_streams: GcStreams,
     seed: u64,
 }
 
@@ -76,6 +77,7 @@ impl DevParams {
         c.ftl.wl_dynamic = self.wl_dynamic;
         c.ftl.wl_static_threshold = self.wl_static_threshold;
         c.media.factory_bad_fraction = self.factory_bad_fraction;
+        c.ftl.gc_streams = self.gc_streams;
         c
     }
 }
@@ -90,9 +92,13 @@ fn dev_params() -> impl Strategy<Value = DevParams> {
         (16u32..=32, 8u32..=16, prop_oneof![Just(4096u32), Just(8192), Just(16384)]),
         (0.2f64..0.35, gc_policy(), 1u32..=8),
         (0u8..=2, any::<bool>(), any::<bool>(), prop_oneof![2 => Just(0u32), 1 => 1u32..=4]),
-        (prop_oneof![5 => Just(0.0f64), 1 => Just(0.03)], 0u64..=i64::MAX as u64), // TOML integers are i64
+        (
+            prop_oneof![5 => Just(0.0f64), 1 => Just(0.03)],
+            prop_oneof![2 => Just(GcStreams::Separate), 1 => Just(GcStreams::Shared), 1 => Just(GcStreams::ByAge)],
+            0u64..=i64::MAX as u64, // TOML integers are i64
+        ),
     )
-        .prop_map(|((ch, dpc, planes), (bpp, ppb, page), (sf, pol, d), (buf, timing, wld, wls), (bad, seed))| DevParams {
+        .prop_map(|((ch, dpc, planes), (bpp, ppb, page), (sf, pol, d), (buf, timing, wld, wls), (bad, gcs, seed))| DevParams {
             channels: ch,
             dies_per_channel: dpc,
             planes_per_die: planes,
@@ -107,6 +113,7 @@ fn dev_params() -> impl Strategy<Value = DevParams> {
             wl_dynamic: wld,
             wl_static_threshold: wls,
             factory_bad_fraction: bad,
+            gc_streams: gcs,
             seed,
         })
 }
@@ -597,32 +604,37 @@ fn mapping_rebuilt_from_media_matches_after_flush() {
 /// the data store's "relocation onto a non-erased sector" assertion.
 #[test]
 fn write_relocated_by_its_own_gc_keeps_its_data() {
-    let p = DevParams {
-        channels: 1,
-        dies_per_channel: 1,
-        planes_per_die: 1,
-        blocks_per_plane: 22,
-        pages_per_block: 8,
-        page_bytes: 4096,
-        spare_factor: 0.32,
-        gc_policy: GcPolicy::DChoices,
-        gc_d: 1,
-        buffer: 0,
-        timing: false,
-        wl_dynamic: false,
-        wl_static_threshold: 0,
-        factory_bad_fraction: 0.0,
-        seed: 0,
-    };
-    let mut h = Harness::new(Device::new(p.config()).unwrap());
-    // Single-sector overwrites cycling over the whole device, each read back at once.
-    let logical = h.logical as u32;
-    for i in 0..5000u32 {
-        let at = Addr::Any(i % logical);
-        h.apply(i as usize, &Op::Write { at, len: 1, fua: false, content: i as u64 + 1 }).unwrap();
-        h.apply(i as usize, &Op::Read { at, len: 1 }).unwrap_or_else(|e| panic!("{e}"));
+    // Also where GC writes into the host stream itself (shared) or into two GC streams.
+    for gc_streams in [GcStreams::Separate, GcStreams::Shared, GcStreams::ByAge] {
+        let p = DevParams {
+            channels: 1,
+            dies_per_channel: 1,
+            planes_per_die: 1,
+            blocks_per_plane: 22,
+            pages_per_block: 8,
+            page_bytes: 4096,
+            // The second GC stream of by-age holds one more block open.
+            spare_factor: if gc_streams == GcStreams::ByAge { 0.36 } else { 0.32 },
+            gc_policy: GcPolicy::DChoices,
+            gc_d: 1,
+            buffer: 0,
+            timing: false,
+            wl_dynamic: false,
+            wl_static_threshold: 0,
+            factory_bad_fraction: 0.0,
+            gc_streams,
+            seed: 0,
+        };
+        let mut h = Harness::new(Device::new(p.config()).unwrap());
+        // Single-sector overwrites cycling over the whole device, each read back at once.
+        let logical = h.logical as u32;
+        for i in 0..5000u32 {
+            let at = Addr::Any(i % logical);
+            h.apply(i as usize, &Op::Write { at, len: 1, fua: false, content: i as u64 + 1 }).unwrap();
+            h.apply(i as usize, &Op::Read { at, len: 1 }).unwrap_or_else(|e| panic!("{gc_streams:?}: {e}"));
+        }
+        h.finish().unwrap_or_else(|e| panic!("{gc_streams:?}: {e}"));
     }
-    h.finish().unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Rejected configs are skipped with `prop_assume`-style rejection; make sure that is rare,

@@ -62,10 +62,11 @@ pub const KEYS: &[KeyDoc] = &[
     k("ftl.spare_factor", "fraction", Num(0.005, 0.9), "Spare factor SF = (physical - logical) / physical sectors; 0.07 = 7%. (ZNS devices expose every zone; no spare.)"),
     k("ftl.gc_policy", "-", OneOf(&["greedy", "cost-benefit", "fifo", "d-choices"]), "Victim selection: fewest valid sectors; (1-u)/2u x age; oldest block; best of gc_d random blocks."),
     k("ftl.gc_d", "count", Num(1.0, 1024.0), "Sample size of d-choices."),
-    k("ftl.gc_fg_free_blocks", "blocks", Num(0.0, 1e9), "Foreground GC: host writes wait for whole-block collections below this many free blocks (0 = automatic: dies x planes + planes + 2, the most a GC round can consume; smaller values are raised to it)."),
+    k("ftl.gc_fg_free_blocks", "blocks", Num(0.0, 1e9), "Foreground GC: host writes wait for whole-block collections below this many free blocks (0 = automatic: dies x planes + planes + 2, the most a GC round can consume, with dies x planes twice for gc_streams = by-age; smaller values are raised to it)."),
     k("ftl.gc_bg_free_blocks", "blocks", Num(0.0, 1e9), "Background GC: when free blocks, net of the pages already written in open blocks, fall below this, GC is paced with host writes and runs on idle dies (0 = automatic: foreground + planes + 2; smaller values are raised to foreground + planes)."),
     k("ftl.write_point_dies", "dies", Num(0.0, 1e6), "Superblock width: dies each write stream stripes over (0 = every die of its reclaim group). Fewer dies keep fewer blocks open per stream (a smaller reserve on small many-die devices) at the cost of each stream's parallelism; streams are spread over the group's dies in turn."),
     k("ftl.gc_parallel_victims", "blocks", Num(0.0, 1e6), "Victims collected at once per reclaim group, a page from each in turn, so GC reads spread over their dies (0 = one per die of the group; 1 = one victim at a time)."),
+    k("ftl.gc_streams", "-", OneOf(&["separate", "shared", "by-age"]), "Where GC writes relocated data (conventional FTL): separate (GC streams apart from host streams: one per reclaim group, plus one per persistently isolated FDP handle), shared (back into the host stream the data came from: one write stream per handle), by-age (two GC streams where separate has one: data moved for the first time to the first, data moved again to the second)."),
     k("ftl.write_buffer_bytes", "bytes", Num(0.0, 1e12), "Write-back buffer; host writes complete when buffered. 0 = write-through: each command waits for its programs and partial pages are padded."),
     k("ftl.gc_uses_write_buffer", "-", Bool, "GC relocations take write-buffer slots like host data (from when their reads are issued until their programs complete), so host writes wait when GC fills the buffer; a host write that triggers foreground GC also waits for the collection (timing on; conventional and FDP devices)."),
     k("ftl.wl_dynamic", "-", Bool, "Dynamic wear-levelling: open the least-worn free block of a die."),
@@ -118,8 +119,13 @@ pub const KEYS: &[KeyDoc] = &[
 
 /// Keys a config serialises only when they are set (so metrics.json of a config without them,
 /// which embeds the config, stays byte-identical), with their off value.
-pub(super) static OMITTED_WHEN_OFF: [(&str, toml::Value); 2] =
-    [("timing.host_link_bytes_per_s", toml::Value::Integer(0)), ("ftl.gc_uses_write_buffer", toml::Value::Boolean(false))];
+pub(super) static OMITTED_WHEN_OFF: std::sync::LazyLock<[(&str, toml::Value); 3]> = std::sync::LazyLock::new(|| {
+    [
+        ("timing.host_link_bytes_per_s", toml::Value::Integer(0)),
+        ("ftl.gc_uses_write_buffer", toml::Value::Boolean(false)),
+        ("ftl.gc_streams", toml::Value::String("separate".into())),
+    ]
+});
 
 /// The value at `path` in `v`; a key of [`OMITTED_WHEN_OFF`] missing from a config's table has
 /// its off value.
@@ -157,7 +163,7 @@ pub fn range_text(r: Range) -> String {
 /// Markdown table of every key (docs/CONFIG.md is this output; a test keeps it current).
 pub fn config_markdown() -> String {
     let default = Config::default();
-    let tree = toml::Value::try_from(&default).expect("config serialises");
+    let tree = default.to_tree().expect("config serialises");
     let mut out = String::from(
         "# Configuration keys\n\nGenerated from `crates/core/src/config/keys.rs` (`ssdlab config keys`, written here by `make docs`); a test keeps it current.\nDefaults are those of the `default` preset; `ssdlab config show PRESET` prints any preset as a commented file.\n\n| key | unit | default | valid | meaning |\n|---|---|---|---|---|\n",
     );

@@ -82,7 +82,7 @@ impl Config {
         };
         let base = presets::preset(&preset)
             .ok_or_else(|| locate(Some("preset".into()), format!("unknown preset {preset:?}; valid: {}", presets::NAMES.join(", "))))?;
-        let mut tree = toml::Value::try_from(&base).expect("config serialises");
+        let mut tree = base.to_tree().expect("config serialises");
         check_unknown_keys(&user, "").map_err(|k| {
             let (table, name) = k.rsplit_once('.').unwrap_or(("", &k));
             let valid: Vec<&str> = KEYS
@@ -121,7 +121,7 @@ impl Config {
 
     /// The config as TOML with every key commented (unit, valid range, meaning).
     pub fn to_commented_toml(&self) -> String {
-        let tree = toml::Value::try_from(self).expect("config serialises");
+        let tree = self.to_tree().expect("config serialises");
         let mut out = String::from("# ssdlab configuration. Every key is optional; missing keys come from `preset`.\n");
         let mut table = "";
         for kd in KEYS {

@@ -15,7 +15,7 @@ impl Config {
                 format!("{} is out of range; valid: 0 to {} (TOML integers are signed 64-bit)", self.seed, i64::MAX),
             ));
         }
-        let mut tree = toml::Value::try_from(self).map_err(|e| Error::config("config", e.to_string()))?;
+        let mut tree = self.to_tree()?;
         let defaults = tree.clone();
         check_tree(&mut tree, &defaults)?;
         self.validate_geometry()?;

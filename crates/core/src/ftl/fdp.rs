@@ -243,6 +243,15 @@ impl Fdp {
     pub fn host_wrote(&mut self, rg: usize, handle: usize, sectors: u64) {
         let idx = self.idx(rg, handle);
         self.used[idx] = true;
+        self.device_wrote(rg, handle, sectors);
+    }
+
+    /// Account `sectors` written into the RUs of (rg, handle), by the host or by GC putting
+    /// relocated data back into the handle's own RU (`ftl.gc_streams = "shared"`): RUs fill
+    /// and switch by what the media holds, so available media writes stay exact.
+    #[inline]
+    pub fn device_wrote(&mut self, rg: usize, handle: usize, sectors: u64) {
+        let idx = self.idx(rg, handle);
         let ru = self.ru_sectors[rg];
         self.ru_written[idx] += sectors;
         while self.ru_written[idx] >= ru {

@@ -173,6 +173,22 @@ impl Conventional {
             let st = &mut self.points.streams[dest];
             st.ready_ns = st.ready_ns.max(read_done);
         }
+        let was = std::mem::replace(&mut self.relocating, true);
+        let moved = self.relocate_sectors(v, base, dest);
+        self.relocating = was;
+        moved?;
+        // Relocations into a host stream (`gc_streams = "shared"`) fill its reclaim unit too.
+        let st = &self.points.streams[dest];
+        if let (true, Some(f)) = (st.host, self.fdp.as_mut()) {
+            f.device_wrote(st.rg as usize, st.handle as usize, live);
+        }
+        Ok((live, read_done))
+    }
+
+    /// Move the valid sectors of the page at `base` (in victim `v`) to stream `dest`.
+    fn relocate_sectors(&mut self, v: u32, base: u32, dest: usize) -> Result<()> {
+        let spp = self.m.lay.sectors_per_page;
+        let into_host = self.points.streams[dest].host;
         for psa in base..base + spp {
             let Some(lba) = self.map.valid_lba(psa) else { continue };
             // Place the new copy before letting go of the old one, so a device that cannot
@@ -184,11 +200,14 @@ impl Conventional {
                 d.relocate(psa, new);
             }
             self.m.c.gc_relocated_sectors += 1;
+            if into_host {
+                self.points.streams[dest].relocated += 1;
+            }
             if full {
                 self.unit_placed(dest)?;
             }
         }
-        Ok((live, read_done))
+        Ok(())
     }
 
     /// Relocate every valid sector of full block `v` (already out of the victim set) and

@@ -6,7 +6,7 @@ use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
 use super::super::victim::Victims;
-use crate::config::FtlConfig;
+use crate::config::{FtlConfig, GcStreams};
 use crate::error::{Error, Result};
 use crate::media::{BlockMeta, BlockState, Layout};
 
@@ -50,9 +50,10 @@ impl Group {
         // as controllers that collect whole superblocks do.
         let gc_width = if ftl.gc_parallel_victims == 0 { n as usize } else { ftl.gc_parallel_victims as usize };
         // Foreground: the most a GC round can consume (a new block per plane on every die of
-        // the GC stream, and a block's worth of relocations per victim in progress), plus
-        // margin.
-        let auto_fg = (ways.clamp(1, n) * planes).max(gc_width as u32) + planes + 2;
+        // the GC stream, of both the young and the old one with `gc_streams = "by-age"`, and a
+        // block's worth of relocations per victim in progress), plus margin.
+        let gc_heads = if ftl.gc_streams == GcStreams::ByAge { 2 } else { 1 };
+        let auto_fg = (ways.clamp(1, n) * planes * gc_heads).max(gc_width as u32) + planes + 2;
         let fg = if ftl.gc_fg_free_blocks == 0 { auto_fg } else { ftl.gc_fg_free_blocks.max(auto_fg) };
         // Paced GC keeps free space between the two watermarks; a narrow band keeps few
         // blocks idle (they are spare space the data cannot use). Free blocks net of open

@@ -52,6 +52,17 @@ impl Conventional {
                 assert_eq!(self.points.streams[m.stream as usize].rg, m.rg, "block {b} written by a stream of another reclaim group");
             }
         }
+        // Relocated sectors wait in a unit only of a stream that takes its own relocations,
+        // and are among the sectors placed in it; GC never moves data out of a group, and
+        // data it moved once never goes back to a host stream.
+        for (i, st) in self.points.streams.iter().enumerate() {
+            let dest = &self.points.streams[st.gc_dest];
+            assert!(st.relocated == 0 || st.gc_dest == i, "stream {i}: relocated sectors in a stream that is not its own GC stream");
+            assert!(st.relocated <= st.ways[st.cur].fill, "stream {i}: more relocated sectors than placed in its unit");
+            assert_eq!(dest.rg, st.rg, "stream {i}: GC destination in another reclaim group");
+            assert!(!dest.host || st.gc_dest == i, "stream {i}: relocates into another host stream");
+        }
+        assert!(self.points.relocated_carry < lay.sectors_per_page, "relocated sectors carried over a whole page");
         // Pages are programmed in order: within an open block, pages before the write point are
         // programmed and those after it erased; full blocks are programmed throughout.
         for st in &self.points.streams {

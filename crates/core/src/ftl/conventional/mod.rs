@@ -97,6 +97,7 @@ impl Parts {
             ways: if cfg.ftl.write_point_dies == 0 { usize::MAX } else { cfg.ftl.write_point_dies as usize },
             fdp: fdp_on,
             persistently_isolated: &pi,
+            gc_streams: cfg.ftl.gc_streams,
         };
         let points = WritePoints::new(&plan, planes as usize);
         // Every stream may hold one block per plane of its group's dies open, and a GC round
@@ -138,6 +139,11 @@ pub struct Conventional {
     /// the number of units.
     reserved: (u64, u64),
     buffer: WriteBuffer,
+    /// GC (or a wear-levelling move) is placing relocated data: what it writes is not host
+    /// data, so it neither triggers GC of its own (foreground or paced) nor counts as host
+    /// units, even in a host stream (`gc_streams = "shared"`).
+    #[serde(default)]
+    relocating: bool,
 }
 
 impl Conventional {
@@ -161,6 +167,7 @@ impl Conventional {
             now: 0,
             reserved: (0, 0),
             buffer: WriteBuffer::new((cfg.ftl.write_buffer_bytes / unit_bytes) as usize).sharing_gc(cfg.ftl.gc_uses_write_buffer),
+            relocating: false,
             m,
         };
         for b in 0..lay.blocks {
@@ -432,6 +439,12 @@ impl BlockDevice for Conventional {
         // device holds everything on the media.
         for s in 0..self.points.streams.len() {
             self.pad(s);
+        }
+        // Relocated sectors mixed into host units (`gc_streams = "shared"`) are all programmed
+        // now: the page the last of them partly filled counts too, so relocated pages cover
+        // every relocated sector after a flush.
+        if std::mem::take(&mut self.points.relocated_carry) > 0 {
+            self.m.c.gc_relocated_pages += 1;
         }
         self.m.c.host_flush_cmds += 1;
         Ok(if self.m.timing() { t.max(self.buffer.drained_at()) } else { now })

@@ -121,11 +121,14 @@ impl Conventional {
                 let h = st.handle as u32;
                 // Media bytes for a handle: its host stream's programs plus the relocations of
                 // its data out of its own blocks (for persistently isolated handles, out of its
-                // own GC stream's blocks too). Data of initially isolated handles that GC has
-                // already moved once lives in the shared GC stream and is counted there.
-                let own_gc = self.points.streams.iter().position(|g| !g.host && g.rg == st.rg && g.handle == st.handle);
-                let moved_again = own_gc.map(|i| d(i).2).unwrap_or(0);
-                let media = nand + (moved + moved_again) * sb;
+                // own GC streams' blocks too: one, or a young and an old one with `by-age`).
+                // Data of initially isolated handles that GC has already moved once lives in
+                // the shared GC streams and is counted there. With `gc_streams = "shared"` the
+                // relocations are programs of the host stream itself, counted in `nand`.
+                let moved_again: u64 =
+                    (0..self.points.streams.len()).filter(|&i| self.points.streams[i].is_gc_of(st.rg, st.handle)).map(|i| d(i).2).sum();
+                let relocations_elsewhere = if st.gc_dest == s { 0 } else { moved + moved_again };
+                let media = nand + relocations_elsewhere * sb;
                 handles.push(json!({
                     "pid": f.phndl.iter().position(|&r| r as u32 == h).map(|ph| f.pid(st.rg as u32, ph as u32)),
                     "reclaim_group": st.rg,

@@ -2,7 +2,10 @@
 //! FDP there is one of each; with FDP every placement handle of every reclaim group has a host
 //! stream, each group a GC stream shared by its initially isolated handles, and each
 //! persistently isolated handle a GC stream of its own (the placement component, `ftl/fdp.rs`,
-//! says which).
+//! says which). `ftl.gc_streams` varies where relocations go: `separate` is the above;
+//! `shared` has no GC streams, relocated data going back into the host stream it came from;
+//! `by-age` doubles each GC stream, data moved for the first time going to the first (young)
+//! and data moved again to the second (old), a split by relocation count.
 //!
 //! A stream has one way per die of its reclaim group; a way holds one open block in each plane
 //! of its die and fills one multi-plane unit (a page in every plane) at a time; consecutive
@@ -10,6 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::GcStreams;
 use crate::media::Layout;
 
 /// Handle of streams whose data belongs to no single placement handle.
@@ -52,8 +56,21 @@ pub(super) struct Stream {
     /// Placement handle whose data this stream holds, or SHARED (GC of initially isolated
     /// handles, or the only streams of a device without FDP).
     pub handle: u16,
-    /// Where GC relocates data found in this stream's blocks.
+    /// Where GC relocates data found in this stream's blocks: a GC stream of the same group,
+    /// or this very stream (a host stream with `gc_streams = "shared"`).
     pub gc_dest: usize,
+    /// Relocated sectors in the unit being filled (only a stream that is its own `gc_dest`
+    /// mixes them with host data): a unit of relocations alone is not a host unit.
+    #[serde(default)]
+    pub relocated: u32,
+}
+
+impl Stream {
+    /// Whether this is a GC stream of handle `handle` (or of the shared data, SHARED) in
+    /// reclaim group `rg`.
+    pub fn is_gc_of(&self, rg: u8, handle: u16) -> bool {
+        !self.host && self.rg == rg && self.handle == handle
+    }
 }
 
 /// What the placement component decides about the streams: reclaim groups and handles, and
@@ -68,6 +85,7 @@ pub(super) struct StreamPlan<'a> {
     pub ways: usize,
     pub fdp: bool,
     pub persistently_isolated: &'a dyn Fn(u32) -> bool,
+    pub gc_streams: GcStreams,
 }
 
 /// Every stream of the FTL and the host stream of each (reclaim group, handle).
@@ -79,12 +97,17 @@ pub(super) struct WritePoints {
     handles: u32,
     /// Per-stream accounting (FDP per-handle figures are derived from it).
     pub stats: Vec<StreamStats>,
+    /// Relocated sectors programmed in host streams (`gc_streams = "shared"`) not yet counted
+    /// as whole relocated pages (less than a page).
+    #[serde(default)]
+    pub relocated_carry: u32,
 }
 
 impl WritePoints {
     /// Host streams (group-major), then per group a shared GC stream and one GC stream per
-    /// persistently isolated handle. With fewer ways than dies, the streams of a group start
-    /// at successive dies, so together they cover all of them.
+    /// persistently isolated handle (each a young and an old one with `by-age`; none with
+    /// `shared`). With fewer ways than dies, the streams of a group start at successive dies,
+    /// so together they cover all of them.
     pub fn new(plan: &StreamPlan, planes: usize) -> WritePoints {
         let mut turn = vec![0usize; plan.group_dies.len()];
         let mut mk = |dies: &[u32], host: bool, rg: usize, handle: u16| Stream {
@@ -103,6 +126,7 @@ impl WritePoints {
             rg: rg as u8,
             handle,
             gc_dest: usize::MAX,
+            relocated: 0,
         };
         let mut streams = Vec::new();
         let mut host_streams = Vec::new();
@@ -112,28 +136,47 @@ impl WritePoints {
                 streams.push(mk(dies, true, g, if plan.fdp { h as u16 } else { SHARED }));
             }
         }
+        // The GC stream(s) of `handle` in group `g`; returns where data moved out of a host
+        // stream goes (the young stream with `by-age`).
+        let mut gc_streams = |streams: &mut Vec<Stream>, dies: &[u32], g: usize, handle: u16| {
+            let first = streams.len();
+            streams.push(mk(dies, false, g, handle));
+            streams[first].gc_dest = first;
+            if plan.gc_streams == GcStreams::ByAge {
+                let old = streams.len();
+                streams.push(mk(dies, false, g, handle));
+                streams[first].gc_dest = old;
+                streams[old].gc_dest = old;
+            }
+            first
+        };
         for (g, dies) in plan.group_dies.iter().enumerate() {
-            let shared = streams.len();
-            streams.push(mk(dies, false, g, SHARED));
-            streams[shared].gc_dest = shared;
+            let handles = g * plan.handles as usize..(g + 1) * plan.handles as usize;
+            if plan.gc_streams == GcStreams::Shared {
+                for &hs in &host_streams[handles] {
+                    streams[hs].gc_dest = hs;
+                }
+                continue;
+            }
+            let shared = gc_streams(&mut streams, dies, g, SHARED);
             for h in 0..plan.handles {
-                let hs = host_streams[g * plan.handles as usize + h as usize];
+                let hs = host_streams[handles.start + h as usize];
                 if plan.fdp && (plan.persistently_isolated)(h) {
-                    let own = streams.len();
-                    streams.push(mk(dies, false, g, h as u16));
-                    streams[own].gc_dest = own;
-                    streams[hs].gc_dest = own;
+                    streams[hs].gc_dest = gc_streams(&mut streams, dies, g, h as u16);
                 } else {
                     streams[hs].gc_dest = shared;
                 }
             }
         }
         let n = streams.len();
-        for st in &streams {
+        for (i, st) in streams.iter().enumerate() {
             let dest = &streams[st.gc_dest];
-            assert!(!dest.host && dest.rg == st.rg, "GC relocates into a GC stream of the same reclaim group");
+            assert_eq!(dest.rg, st.rg, "GC relocates within the reclaim group");
+            assert!(!dest.host || st.gc_dest == i, "GC relocates into a GC stream, or (shared) into the stream the data came from");
+            assert!(st.host || !dest.host, "data GC moved once stays in GC streams");
+            assert!(dest.handle == st.handle || dest.handle == SHARED, "GC keeps a handle's data in its own or a shared stream");
         }
-        WritePoints { streams, host_streams, handles: plan.handles, stats: vec![StreamStats::default(); n] }
+        WritePoints { streams, host_streams, handles: plan.handles, stats: vec![StreamStats::default(); n], relocated_carry: 0 }
     }
 
     /// Host stream of (reclaim group, reclaim unit handle).

@@ -24,7 +24,8 @@ impl Conventional {
     pub(super) fn open_way(&mut self, s: usize, w: usize) -> Result<()> {
         let planes = self.m.lay.planes_per_die as usize;
         let rg = self.points.streams[s].rg as usize;
-        if self.points.streams[s].host && !self.wl.active {
+        // Relocations into a host stream (`gc_streams = "shared"`) come from GC itself.
+        if self.points.streams[s].host && !self.wl.active && !self.relocating {
             let mut rounds = 0u64;
             while self.groups[rg].free < self.groups[rg].fg_free_blocks + planes as u32 {
                 self.gc_one(rg, true)?;
@@ -36,6 +37,11 @@ impl Conventional {
                         self.map.mapped()
                     )));
                 }
+            }
+            // GC may have relocated into this very stream (`gc_streams = "shared"`) and opened
+            // its current way or moved it on: the caller looks again.
+            if self.points.streams[s].cur != w || self.points.ready(s) {
+                return Ok(());
             }
         }
         if self.groups[rg].free < planes as u32 {
@@ -81,7 +87,7 @@ impl Conventional {
     /// programmed and before GC (which may pick this very block) runs.
     #[inline(always)]
     pub(super) fn place(&mut self, s: usize, lba: u32) -> Result<(u32, bool)> {
-        if !self.points.ready(s) {
+        while !self.points.ready(s) {
             let cur = self.points.streams[s].cur;
             self.open_way(s, cur)?;
         }
@@ -94,15 +100,16 @@ impl Conventional {
         Ok((psa, full))
     }
 
-    /// Program stream `s`'s completed unit; for host streams, pace GC.
+    /// Program stream `s`'s completed unit; for host units a host write completed, pace GC.
     pub(super) fn unit_placed(&mut self, s: usize) -> Result<()> {
         debug_assert!(self.points.unit_full(s, &self.m.lay), "stream {s}: programming a unit that is not full");
-        self.program_unit(s);
+        let host = self.program_unit(s, 0);
         // Pace GC with host writes: below the background watermark, every programmed host
         // unit pays for some collection, so free space rarely falls to the foreground
-        // watermark (where a host write waits for whole-block collections).
+        // watermark (where a host write waits for whole-block collections). A unit that a
+        // relocation completed (`gc_streams = "shared"`) does not: GC does not pace itself.
         let rg = self.points.streams[s].rg as usize;
-        if self.points.streams[s].host && !self.wl.active && self.gc_short(rg) {
+        if host && !self.wl.active && !self.relocating && self.gc_short(rg) {
             self.gc_paced(rg)?;
         }
         Ok(())
@@ -134,21 +141,37 @@ impl Conventional {
         }
     }
 
-    /// Program the current (full) unit of stream `s` and advance the stream.
-    pub(super) fn program_unit(&mut self, s: usize) {
+    /// Program the current (full) unit of stream `s`, `padded` sectors of it padding, and
+    /// advance the stream. Returns whether it was a host unit: one of a host stream holding
+    /// host data (not only relocations and padding).
+    pub(super) fn program_unit(&mut self, s: usize, padded: u32) -> bool {
         let lay = self.m.lay;
         let planes = lay.planes_per_die;
-        let (cur, host, rg) = {
+        let spp = lay.sectors_per_page;
+        let (cur, host_stream, rg) = {
             let st = &self.points.streams[s];
             (st.cur, st.host, st.rg as usize)
         };
+        let relocated = std::mem::take(&mut self.points.streams[s].relocated);
+        debug_assert!(relocated + padded <= spp * planes, "stream {s}: a unit holds more relocated and padded sectors than it has");
+        debug_assert!(
+            relocated == 0 || self.points.streams[s].gc_dest == s,
+            "stream {s}: relocations in a stream that is not their GC stream"
+        );
+        let host = host_stream && relocated + padded < spp * planes;
         let page = self.points.streams[s].ways[cur].page;
         debug_assert!(page < lay.pages_per_block, "stream {s}: write point past the end of its blocks");
         self.map.reserve_seq(planes);
         self.groups[rg].open_written_pages += planes as u64;
         self.points.stats[s].units_programmed += 1;
-        if !host {
+        if !host_stream {
             self.m.c.gc_relocated_pages += planes as u64;
+        } else if relocated > 0 {
+            // Relocations mixed into host units (`gc_streams = "shared"`) count as the whole
+            // pages their sectors fill, the rest carried to the next unit.
+            let carry = self.points.relocated_carry + relocated;
+            self.m.c.gc_relocated_pages += (carry / spp) as u64;
+            self.points.relocated_carry = carry % spp;
         }
         let way = &self.points.streams[s].ways[cur];
         let mut earliest = self.points.streams[s].ready_ns;
@@ -193,10 +216,11 @@ impl Conventional {
         // later units are as ready as its first (its arrival plus the command overhead, and
         // its data's time on the host link when that is modelled).
         self.points.streams[s].ready_ns =
-            if host && timing { (self.now + self.m.tl.command_overhead_ns()).max(self.buffer.begun()) } else { 0 };
+            if host_stream && timing { (self.now + self.m.tl.command_overhead_ns()).max(self.buffer.begun()) } else { 0 };
         if let Some(w) = self.points.unit_done(s, lay.pages_per_block) {
             self.close_way(s, w);
         }
+        host
     }
 
     /// The blocks of way `w` of stream `s` become full (all pages programmed, or fewer when a
@@ -242,7 +266,7 @@ impl Conventional {
         let n = self.points.pad_unit(s, &self.m.lay, |psa| map.pad(psa));
         if n > 0 {
             self.m.c.pad_sectors += n as u64;
-            self.program_unit(s);
+            self.program_unit(s, n);
         }
         debug_assert!(!self.points.partial(s), "stream {s}: a partial unit left after padding");
     }
