@@ -41,6 +41,12 @@ pub(super) struct Way {
     pub fill: u32,
     plane: u32,
     slot: u32,
+    /// Host data may go into the open blocks without a foreground GC check: they were opened
+    /// for host data, past the check, or host data already checked. A stream that takes its
+    /// own relocations (`gc_streams = "shared"`) gets ways opened by GC, which cannot wait for
+    /// GC; its host data checks once per way instead.
+    #[serde(default)]
+    pub host_checked: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -117,7 +123,15 @@ impl WritePoints {
                 let first = turn[rg];
                 turn[rg] = (first + w) % n;
                 (0..w)
-                    .map(|i| Way { die: dies[(first + i) % n], blocks: Vec::with_capacity(planes), page: 0, fill: 0, plane: 0, slot: 0 })
+                    .map(|i| Way {
+                        die: dies[(first + i) % n],
+                        blocks: Vec::with_capacity(planes),
+                        page: 0,
+                        fill: 0,
+                        plane: 0,
+                        slot: 0,
+                        host_checked: false,
+                    })
                     .collect()
             },
             cur: 0,
@@ -223,16 +237,19 @@ impl WritePoints {
     }
 
     /// Whether stream `s`'s current unit is partly filled.
+    #[inline]
     pub fn partial(&self, s: usize) -> bool {
         let st = &self.streams[s];
         st.ways[st.cur].fill != 0
     }
 
-    /// Give way `w` of stream `s` freshly opened blocks (one per plane).
-    pub fn open(&mut self, s: usize, w: usize, blocks: Vec<u32>) {
+    /// Give way `w` of stream `s` freshly opened blocks (one per plane); `host_checked`: the
+    /// foreground GC check for host data was done.
+    pub fn open(&mut self, s: usize, w: usize, blocks: Vec<u32>, host_checked: bool) {
         let way = &mut self.streams[s].ways[w];
         debug_assert!(way.blocks.is_empty());
         way.blocks = blocks;
+        way.host_checked = host_checked;
         way.page = 0;
         way.fill = 0;
         way.plane = 0;
@@ -260,6 +277,7 @@ impl WritePoints {
     pub fn take_blocks(&mut self, s: usize, w: usize) -> Vec<u32> {
         let way = &mut self.streams[s].ways[w];
         way.page = 0;
+        way.host_checked = false;
         std::mem::take(&mut way.blocks)
     }
 

@@ -18,6 +18,52 @@ impl Conventional {
         }
     }
 
+    /// Foreground GC: collect whole victims of group `rg` until it has `target` free blocks
+    /// (a host write waits for it).
+    #[cold]
+    #[inline(never)]
+    fn gc_foreground(&mut self, rg: usize, target: u32) -> Result<()> {
+        let mut rounds = 0u64;
+        while self.groups[rg].free < target {
+            self.gc_one(rg, true)?;
+            rounds += 1;
+            if rounds > 2 * self.m.lay.blocks as u64 {
+                return Err(Error::WornOut(format!(
+                    "garbage collection cannot reclaim space in reclaim group {rg} ({} free blocks, {} mapped sectors)",
+                    self.groups[rg].free,
+                    self.map.mapped()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Host data is about to go into a way of stream `s` that GC opened (the stream takes its
+    /// own relocations, `gc_streams = "shared"`): GC opens ways without the foreground check
+    /// (GC cannot wait for GC), so the host does it now, once per way, as host streams of the
+    /// other modes do when they open a way (against the watermark alone: the way's blocks are
+    /// already taken). GC may move the stream on to another way GC opened: that one too.
+    #[cold]
+    #[inline(never)]
+    fn gc_foreground_shared(&mut self, s: usize) -> Result<()> {
+        let rg = self.points.streams[s].rg as usize;
+        loop {
+            while !self.points.ready(s) {
+                let cur = self.points.streams[s].cur;
+                self.open_way(s, cur)?;
+            }
+            let st = &mut self.points.streams[s];
+            let cur = st.cur;
+            if st.ways[cur].host_checked {
+                return Ok(());
+            }
+            st.ways[cur].host_checked = true;
+            if !self.wl.active {
+                self.gc_foreground(rg, self.groups[rg].fg_free_blocks)?;
+            }
+        }
+    }
+
     /// Open one block per plane for `way` of `stream`, from its die if it can.
     #[cold]
     #[inline(never)]
@@ -25,19 +71,9 @@ impl Conventional {
         let planes = self.m.lay.planes_per_die as usize;
         let rg = self.points.streams[s].rg as usize;
         // Relocations into a host stream (`gc_streams = "shared"`) come from GC itself.
-        if self.points.streams[s].host && !self.wl.active && !self.relocating {
-            let mut rounds = 0u64;
-            while self.groups[rg].free < self.groups[rg].fg_free_blocks + planes as u32 {
-                self.gc_one(rg, true)?;
-                rounds += 1;
-                if rounds > 2 * self.m.lay.blocks as u64 {
-                    return Err(Error::WornOut(format!(
-                        "garbage collection cannot reclaim space in reclaim group {rg} ({} free blocks, {} mapped sectors)",
-                        self.groups[rg].free,
-                        self.map.mapped()
-                    )));
-                }
-            }
+        let host = self.points.streams[s].host && !self.relocating;
+        if host && !self.wl.active {
+            self.gc_foreground(rg, self.groups[rg].fg_free_blocks + planes as u32)?;
             // GC may have relocated into this very stream (`gc_streams = "shared"`) and opened
             // its current way or moved it on: the caller looks again.
             if self.points.streams[s].cur != w || self.points.ready(s) {
@@ -77,7 +113,7 @@ impl Conventional {
         }
         self.groups[rg].free -= planes as u32;
         self.groups[rg].open_blocks += planes as u32;
-        self.points.open(s, w, opened);
+        self.points.open(s, w, opened, host);
         Ok(())
     }
 
@@ -87,6 +123,10 @@ impl Conventional {
     /// programmed and before GC (which may pick this very block) runs.
     #[inline(always)]
     pub(super) fn place(&mut self, s: usize, lba: u32) -> Result<(u32, bool)> {
+        let st = &self.points.streams[s];
+        if st.gc_dest == s && st.host && !self.relocating && !st.ways[st.cur].host_checked {
+            self.gc_foreground_shared(s)?;
+        }
         while !self.points.ready(s) {
             let cur = self.points.streams[s].cur;
             self.open_way(s, cur)?;
