@@ -142,7 +142,7 @@ def test_fdp_beats_mixing_and_leaves_the_cache_unchanged(report):
 # The tiny quick mode with the point sets that answer the curve's-shape questions instead of the
 # SOC sweep and the variants: another spare and GC by age, LRU regions, Twitter scaled.
 TINY_SHAPE = TINY_QUICK.replace('soc_fractions = [0.04, 0.2]', 'soc_fractions = []').replace(
-    'variants = ["twitter-cluster12"]', 'variants = []') + """shape = { spare_factors = [0.145, 0.2], gc_streams = ["separate", "by-age"], workloads = ["kvcache-sizes"] }
+    'variants = ["twitter-cluster12"]', 'variants = []').replace('utilizations = [0.5, 1.0]', 'utilizations = [0.5, 0.9, 1.0]') + """shape = { spare_factors = [0.145, 0.2], gc_streams = ["separate", "by-age"], gc_spare_factors = [0.2], workloads = ["kvcache-sizes"] }
 loc_eviction = { policies = ["lru"], utilizations = [1.0] }
 twitter = { utilization = 0.5, trace_rps = 4360, paper_flash_bytes = 930e9, paper_dram_bytes = 16e9, ttl = ["kept", "off"], max_requests = 400000 }
 """
@@ -158,16 +158,17 @@ def test_the_shape_eviction_and_twitter_point_sets_are_judged_and_shown(tmp_path
     out = tmp_path / "r" / "fdp-cache"
     by = {r["run"]: r for r in csv.DictReader((out / "runs.csv").read_text().splitlines())}
     # Named by what differs from the defaults; the experiment's own curve is not run twice.
-    for name in ("kvcache_u50_soc4_nofdp_gc-by-age", "kvcache_u100_soc4_nofdp_spare20_gc-by-age", "kvcache_u100_soc4_nofdp_spare20",
+    for name in ("kvcache_u50_soc4_nofdp_spare20_gc-by-age", "kvcache_u100_soc4_nofdp_spare20_gc-by-age", "kvcache_u100_soc4_nofdp_spare20",
                  "kvcache-sizes_u50_soc4_nofdp", "kvcache_u100_soc4_fdp_lru", "twitter-cluster12_u50_soc4_nofdp_scaled_nottl"):
         assert name in by, sorted(by)
     assert not any("spare14p5" in n or "gc-separate" in n for n in by)
+    assert "kvcache_u50_soc4_nofdp_gc-by-age" not in by  # GC placements are crossed with gc_spare_factors only
     # More spare, less amplification at full utilisation (all else equal).
     assert float(by["kvcache_u100_soc4_nofdp_spare20"]["dlwa"]) < float(by["kvcache_u100_soc4_nofdp"]["dlwa"])
     md = (out / "report.md").read_text()
     shape = md[md.index("## The curve's shape without FDP"):].split("\n## ")[0]
     rows = [ln for ln in shape.splitlines() if ln.startswith("| spare")]
-    assert len(rows) == 5 and "(the experiment)" in rows[0], rows  # 2 spares x 2 GCs, and the other byte split
+    assert len(rows) == 4 and "(the experiment)" in rows[0], rows  # the experiment, spare 20% x 2 GCs, the other byte split
     assert all(("(ok)" in ln or "(larger)" in ln or "(smaller)" in ln) for ln in rows)
     assert "moves the curve's shape most" in shape and "(measured:" in shape
     assert (out / "shape_ablations.png").stat().st_size > 0

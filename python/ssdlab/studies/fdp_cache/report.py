@@ -18,7 +18,7 @@ from ...units import human_bytes, ratio
 from ..base import PointResult
 from ..verdict import Claim, Verdicts, Why, legend
 from . import figures, shape
-from .experiment import CLAIM_UTILIZATIONS, Plan, load_base, load_rates, plan, run_key, spare_key, twitter_key, util_key
+from .experiment import Plan, load_base, load_rates, plan, run_key, spare_key, twitter_key, util_key
 
 Row = Dict[str, Any]
 
@@ -168,15 +168,16 @@ def _stop_text(m: Dict[str, Any]) -> str:
             "DLWA beside them (a run that never settles: the second half, marked).")
 
 
-def _greedy_at_effective(device: Dict[str, Any]) -> Optional[Tuple[float, float]]:
-    """(the FTL's effective spare, Desnoyers' greedy WAF for uniform random overwrites there) of
-    a device config: what the same spare gives a workload without the SOC/LOC mix."""
+def _greedy_at_effective(device: Dict[str, Any], utilization: float = 1.0) -> Optional[Tuple[float, float]]:
+    """(the FTL's effective spare, Desnoyers' greedy WAF for uniform random overwrites of
+    ``utilization`` of the logical space, the rest never written) of a device config: what the
+    same spare gives a workload without the SOC/LOC mix over the cache's span."""
     eff = _native.config_sizing(device)["effective"]
     if eff is None:
         return None
     g = resolve(config=device)["geometry"]
     spb = g["pages_per_block"] * g["page_bytes"] // g["sector_bytes"]
-    return eff["spare_factor"], _native.waf_greedy(1 / (1 - eff["spare_factor"]), spb)
+    return eff["spare_factor"], _native.waf_greedy(1 / (utilization * (1 - eff["spare_factor"])), spb)
 
 
 def _fmt_seeds(s: Sequence[int]) -> str:
@@ -213,7 +214,7 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
     _claims(verdicts, spec, mode, p, runs)
     verdicts.save(out)
     md = _markdown(spec, mode, p, runs, verdicts, shown, u_list, socs, soc_bases, loads,
-                   shape.markdown(curves, p.info["spare_factor"]) + _eviction_markdown(spec, mode, runs)
+                   shape.markdown(curves, p.info["spare_factor"], _model_curve(p, u_list)) + _eviction_markdown(spec, mode, runs)
                    + _twitter_markdown(spec, mode, runs))
     path = out / "report.md"
     path.write_text(md)
@@ -345,18 +346,19 @@ def _why_nonfdp(u: float, nf: List[Row], p: Plan, sens: List[Tuple[float, Row, R
                       + (f" (the document's {doc} lies between the two)" if between else ""),
                       f"first seed: DLWA {early:.3f} from 4 to 8 device writes, {first['dlwa']:.3f} in the steady windows "
                       f"from {first['window_from_device_writes']:.1f}"))
-    at_eff = _greedy_at_effective(merge(p.info["device"], {"fdp": {"enabled": False}})) if u >= 1.0 - 1e-9 else None
+    at_eff = _greedy_at_effective(merge(p.info["device"], {"fdp": {"enabled": False}}), u)
     if at_eff is not None:
         eff, model = at_eff
+        span = "" if u >= 1.0 - 1e-9 else f" of the cache's {u * 100:.0f}% of the device"
         if x > model * 1.05:
-            text = ("Above what uniform random overwrites give at this device's effective spare (Desnoyers' greedy model): "
-                    "the SOC/LOC write mix, not the spare alone, sets this value")
+            text = (f"Above what uniform random overwrites{span} give at this device's effective spare (Desnoyers' greedy "
+                    "model): the SOC/LOC write mix, not the spare alone, sets this value")
         elif x < model * 0.95:
-            text = "Below what uniform random overwrites give at this device's effective spare (Desnoyers' greedy model)"
+            text = f"Below what uniform random overwrites{span} give at this device's effective spare (Desnoyers' greedy model)"
         else:
-            text = "About what uniform random overwrites give at this device's effective spare (Desnoyers' greedy model)"
+            text = f"About what uniform random overwrites{span} give at this device's effective spare (Desnoyers' greedy model)"
         measured = f"DLWA {x:.3f}; model {model:.3f} at effective spare {eff * 100:.1f}%; LOC {loc * 100:.1f}% of host bytes"
-        if sens:
+        if sens and u >= 1.0 - 1e-9:
             lo, hi = sens[0], sens[-1]
             text += "; the drive's spare moves it " + ("much" if lo[1]["dlwa"] > hi[1]["dlwa"] * 1.1 else "little")
             measured += "; spare " + ", ".join(f"{sf * 100:g}%: {nfr['dlwa']:.3f}" for sf, nfr, _ in sens)
@@ -557,10 +559,8 @@ def _markdown(spec: Dict[str, Any], mode: str, p: Plan, runs: _Runs, verdicts: V
     seeds = p.seeds
     rate = m.get("p99_rate_rps", m["rate_rps"])
     if len(seeds) > 1:
-        seed_text = (f"Seeds: {_fmt_seeds(seeds)} for the runs at {', '.join(f'{u * 100:.0f}%' for u in CLAIM_UTILIZATIONS)} "
-                     f"utilisation (FDP and non-FDP: every DLWA claim at those utilisations, the latency, hit-ratio, ALWA "
-                     f"and Theorem 2-3 claims); every other point 1 seed ({seeds[0]}), so its claims have no interval. "
-                     "`seed` seeds the device, the cache and the request stream of a run.")
+        seed_text = (f"Seeds: {_fmt_seeds(seeds)} for every point, so every claim is a mean with a 95% interval. `seed` "
+                     "seeds the device, the cache and the request stream of a run.")
     else:
         seed_text = f"1 seed ({seeds[0]}) for every point: no intervals. `seed` seeds the device, the cache and the request stream."
     dev = resolve(config=info["device"])
@@ -650,6 +650,18 @@ def _markdown(spec: Dict[str, Any], mode: str, p: Plan, runs: _Runs, verdicts: V
           "results.csv the sweep engine's table, verdicts.json the judged claims. How the model works and where its "
           "numbers come from: docs/case-studies/fdp-cache.md.", ""]
     return "\n".join(L)
+
+
+def _model_curve(p: Plan, utils: Sequence[float]) -> Dict[float, float]:
+    """Desnoyers' greedy WAF for uniform random overwrites of each utilisation's span at the
+    mode's spare (the non-FDP device): the shape a workload without the SOC/LOC mix gives."""
+    dev = merge(p.info["device"], {"fdp": {"enabled": False}})
+    out = {}
+    for u in utils:
+        m = _greedy_at_effective(dev, u)
+        if m is not None:
+            out[u] = m[1]
+    return out
 
 
 def _eviction_markdown(spec: Dict[str, Any], mode: str, runs: _Runs) -> List[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..verdict import REPRODUCED, Claim, Judged, Why, judge
+from ..verdict import BAND, REPRODUCED, Claim, Judged, Why, judge
 from .experiment import GC_DEFAULT, run_key, shape_combos
 
 # The document's curve without FDP: 1.3 from 50 to 90% ("we omit 50-90% because they are
@@ -138,7 +138,10 @@ def decider(cs: List[Curve], default_spare: float) -> Optional[Why]:
                measured)
 
 
-def markdown(cs: List[Curve], default_spare: float) -> List[str]:
+def markdown(cs: List[Curve], default_spare: float, model: Optional[Dict[float, float]] = None) -> List[str]:
+    """The shape table; ``model``: Desnoyers' greedy WAF for uniform random overwrites of each
+    utilisation's span at the experiment's spare, shown as a last row with its ratio to the
+    experiment's curve."""
     if len(cs) < 2:
         return []
     utils = sorted({u for c in cs for u in c.dlwa})
@@ -154,6 +157,24 @@ def markdown(cs: List[Curve], default_spare: float) -> List[str]:
         fr = c.flat_rise()
         rise = "-" if fr is None else f"{fr:.2f}"
         L.append(f"| {c.label(default_spare)} | " + " | ".join(cells) + f" | {rise} | {'yes' if c.matches else 'no'} |")
+    if model:
+        u90 = _u90(utils)
+        d = next((c for c in cs if c.is_default(default_spare)), None)
+        L.append("| greedy model, uniform random overwrites of the cache's span (Desnoyers) | "
+                 + " | ".join(f"{model[u]:.2f}" if u in model else "-" for u in utils) + " | "
+                 + (f"{model[u90] / model[0.5]:.2f}" if 0.5 in model and u90 in model else "-")
+                 + " | - |")
+        if d is not None:
+            ratios = [d.mean(u) / model[u] for u in utils if u in d.dlwa and u in model]
+            if ratios:
+                top = 1 + BAND[1] * (FLAT - 1)
+                past = next((f"from {u * 100:.0f}% on" for u in utils if u in model and u <= FLAT_TOP and model[u] > top),
+                            "at none of 50-90%")
+                L += ["", f"The experiment's curve lies {min(ratios):.2f}-{max(ratios):.2f}x above the model at every "
+                      "utilisation: it has the shape of uniform random overwrites over the cache's span. The model itself "
+                      f"is past the judge's band of the document's flat {FLAT} (above {top:.3f}) {past}: keeping {FLAT} there takes a "
+                      "drive that does better than uniform random overwrites with this workload, and no variant tried here "
+                      "(all write host data through one stream) does."]
     good = [c for c in cs if c.matches]
     L += ["", ("Combinations that give the document's shape: " + "; ".join(c.label(default_spare) for c in good) + ".")
           if good else "No combination gives the document's shape (every point within the band of its value)."]
@@ -161,6 +182,10 @@ def markdown(cs: List[Curve], default_spare: float) -> List[str]:
     if w:
         L += ["", w.render()]
     return L + [""]
+
+
+def _u90(utils: Sequence[float]) -> Optional[float]:
+    return next((u for u in utils if abs(u - 0.9) < 1e-9), None)
 
 
 def _short(verdict: str) -> str:
