@@ -478,10 +478,12 @@ def test_ctrl_c_leaves_no_processes_or_mounts_a_point_made(tmp_path, name, to):
         assert "ssdlab-flac" not in f.read()
 
 
-# A point of each runner that takes minutes: a cache run, and a device run (a tiny device's
+# A point of each runner that takes minutes: a cache run (the quick 100% non-FDP point held
+# to 64 device writes: a tolerance of 0 never settles), and a device run (a tiny device's
 # shape with 1024 times its blocks, 100 device writes).
 LONG_POINTS = {
-    "cache": 'experiment = "fdp-cache"\nmode = "quick"\npoints = ["kvcache_u50_soc4_fdp_s42"]\n',
+    "cache": 'experiment = "fdp-cache"\nmode = "quick"\npoints = ["kvcache_u100_soc4_nofdp_s42"]\n'
+             '[grid]\nsteady_tolerance = [0.0]\nstop_device_writes = [64.0]\n',
     # A lifetime study on the paper-scale mode's lifetime device (~25 s).
     "flashblox": 'experiment = "flashblox"\nmode = "full"\npoints = ["life_adaptive_rot"]\n',
     # An LSM store with deletes tracked and audited (minutes).
