@@ -31,6 +31,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod dirs;
+mod fds;
 mod io;
 mod paths;
 mod stdio;
