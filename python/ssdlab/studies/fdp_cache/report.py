@@ -209,12 +209,13 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
     shown = figures.draw(out, runs.agg, util_key, u_list, su, socs, soc_bases, loads,
                          lambda r, fdp: load_base(spec, mode, r, fdp))
     curves = shape.curves(m, p.info["spare_factor"], runs.of, runs.has)
-    shown += shape.figure(out, curves, p.info["spare_factor"])
+    model = _model_curve(p, u_list)
+    shown += shape.figure(out, curves, p.info["spare_factor"], model)
     verdicts = Verdicts("fdp-cache", mode)
     _claims(verdicts, spec, mode, p, runs)
     verdicts.save(out)
     md = _markdown(spec, mode, p, runs, verdicts, shown, u_list, socs, soc_bases, loads,
-                   shape.markdown(curves, p.info["spare_factor"], _model_curve(p, u_list)) + _eviction_markdown(spec, mode, runs)
+                   shape.markdown(curves, p.info["spare_factor"], model) + _eviction_markdown(spec, mode, runs)
                    + _twitter_markdown(spec, mode, runs))
     path = out / "report.md"
     path.write_text(md)

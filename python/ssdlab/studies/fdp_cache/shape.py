@@ -193,9 +193,10 @@ def _short(verdict: str) -> str:
         verdict, f"({verdict})")
 
 
-def figure(out: Path, cs: List[Curve], default_spare: float) -> List[str]:
+def figure(out: Path, cs: List[Curve], default_spare: float, model: Optional[Dict[float, float]] = None) -> List[str]:
     """One panel per GC placement, a line per spare (and per other byte split), the document's
-    curve and the judge's band around it."""
+    curve and the judge's band around it, and ``model`` (the greedy model of uniform random
+    overwrites of each utilisation's span at the experiment's spare) dotted."""
     if len(cs) < 2:
         return []
     import matplotlib
@@ -212,6 +213,10 @@ def figure(out: Path, cs: List[Curve], default_spare: float) -> List[str]:
         hi = [1 + 1.25 * (d - 1) for d in doc]
         ax.fill_between([u * 100 for u in us], lo, hi, color="0.85", label="judge's band")
         ax.plot([u * 100 for u in us], doc, "k--", label="document")
+        if model:
+            mu = [u for u in us if u in model]
+            ax.plot([u * 100 for u in mu], [model[u] for u in mu], ":", color="0.4",
+                    label=f"random overwrites, greedy (spare {default_spare * 100:g}%)")
         for c in (c for c in cs if c.gc == g):
             xs = sorted(c.dlwa)
             ax.plot([u * 100 for u in xs], [c.mean(u) for u in xs], "o-", label=c.label(default_spare).replace(f", GC {g}", ""))
