@@ -435,7 +435,7 @@ def _latency_claims(v: Verdicts, spec: Dict[str, Any], mode: str, runs: _Runs) -
     v.add(rc, rr, rwhy, measured=f"{mean(nf, 'read_p99_us'):.0f} / {mean(f, 'read_p99_us'):.0f} us")
     wr = [ratio(a["write_p99_us"], b["write_p99_us"]) for a, b in zip(nf, f, strict=True)]
     sat_nf, sat_f = any(r["saturated"] for r in nf), any(r["saturated"] for r in f)
-    dev_ftl = resolve(config=runs.p.info["device"])["ftl"]
+    dev_ftl = dev["ftl"]
     buf = human_bytes(dev_ftl["write_buffer_bytes"])
     gc_buf = bool(dev_ftl.get("gc_uses_write_buffer"))
     w_nf, w_f = mean(nf, "write_p99_us"), mean(f, "write_p99_us")
