@@ -71,6 +71,11 @@ def mean_value_bytes(workload: Dict[str, Any]) -> float:
     return tot
 
 
+def mean_item_bytes(workload: Dict[str, Any]) -> float:
+    """The mean key + value size of a workload preset (keys uniform in their range)."""
+    return mean_value_bytes(workload) + (workload["key_bytes_min"] + workload["key_bytes_max"]) / 2
+
+
 def serve(device: Dict[str, Any], cache: Optional[Dict[str, Any]] = None, listen: str = "127.0.0.1:11211",
           max_connections: int = 64, max_value_bytes: int = 0, quiet: bool = False, idle_timeout_s: float = 0.0,
           evict_idle_after_s: float = EVICT_IDLE_AFTER, allow_remote: bool = False) -> Dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ... import _native
 from ...config import merge, resolve
 from ..base import Experiment, ExperimentPoint, seeded, seeds
-from .api import mean_value_bytes
+from .api import mean_item_bytes
 from .runner import CACHE
 
 # The FTL's default placement of GC writes (`ftl.gc_streams`): host and GC writes apart.
@@ -147,7 +147,7 @@ def plan(spec: Dict[str, Any], mode: str) -> Plan:
         if p.has(base):
             return
         w = _native.cache_workload(wl)
-        mean_item = mean_value_bytes(w) + (w["key_bytes_min"] + w["key_bytes_max"]) / 2
+        mean_item = mean_item_bytes(w)
         for seed in all_seeds:
             wk = dict(w, keys=max(1000, int(working_set * util * logical / mean_item)), rate_rps=rate or m["rate_rps"],
                       seed=seed, **(workload_over or {}))
@@ -240,7 +240,7 @@ def twitter_scaled(tw: Dict[str, Any], logical: float) -> Dict[str, float]:
     flash = tw["utilization"] * logical
     share = flash / tw["paper_flash_bytes"]
     w = _native.cache_workload("twitter-cluster12")
-    item = mean_value_bytes(w) + (w["key_bytes_min"] + w["key_bytes_max"]) / 2
+    item = mean_item_bytes(w)
     rate = tw["trace_rps"] * share
     return {"rate_rps": rate, "dram_bytes": int(tw["paper_dram_bytes"] * share),
             "span_s": flash / (rate * w["set_fraction"] * item)}
