@@ -546,3 +546,33 @@ def test_a_sweep_runs_the_code_it_started_with_when_the_package_changes_under_it
     assert proc.returncode == 0, line + out + err
     rows = read_csv(tmp_path / "o" / "results.csv")
     assert [r["status"] for r in rows] == ["ok", "ok"], rows
+
+
+def test_workers_run_numpy_on_one_blas_thread_and_the_users_setting_wins():
+    """A point is one process on one of the pool's CPUs: its numpy runs one BLAS thread (a
+    thread per core spinning after each BLAS call took CPU from the point beside it), unless
+    the user set the variable; the caller's own environment is left as it was."""
+    from ssdlab.sweep.local import _LocalBackend, _worker_environment
+
+    saved = os.environ.pop("OPENBLAS_NUM_THREADS", None)
+    try:
+        with _worker_environment():
+            assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+        assert "OPENBLAS_NUM_THREADS" not in os.environ
+        os.environ["OPENBLAS_NUM_THREADS"] = "3"
+        with _worker_environment():
+            assert os.environ["OPENBLAS_NUM_THREADS"] == "3"
+        assert os.environ["OPENBLAS_NUM_THREADS"] == "3"
+    finally:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
+        if saved is not None:
+            os.environ["OPENBLAS_NUM_THREADS"] = saved
+    be = _LocalBackend(1)
+    try:
+        # What a worker of the pool sees (its exit status carries the value).
+        p = be._ctx.Process(target=exec, args=("import os, sys; sys.exit(int(os.environ.get('OPENBLAS_NUM_THREADS', '0')))",))
+        p.start()
+        p.join(60)
+    finally:
+        be.close()
+    assert p.exitcode == int(saved or 1)

@@ -16,10 +16,10 @@ import time
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .. import runners as _runners
-from ..runners import DEVICE, Resources, get_runner, run_task
+from ..runners import DEVICE, Resources, get_runner, run_task, worker_env
 
 
 def run_point(config_json: str) -> Dict[str, Any]:
@@ -83,6 +83,20 @@ def _package_modules() -> List[str]:
                                  if not m.name.rpartition(".")[2].startswith("_")]
 
 
+@contextlib.contextmanager
+def _worker_environment() -> Iterator[None]:
+    """This process's environment with the workers' additions (runners.WORKER_ENV) while a
+    process that workers inherit it from starts: the fork server (its preload imports numpy, so
+    the setting must be there before) or, without one, a spawned worker."""
+    extra = worker_env()
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for k in extra:
+            os.environ.pop(k, None)
+
+
 def _start_forkserver_deaf_to_ctrl_c() -> None:
     """Start the fork server with SIGINT ignored: an ignored signal stays ignored across exec,
     and workers forked from the server keep its disposition, so a Ctrl-C that reaches the whole
@@ -95,7 +109,8 @@ def _start_forkserver_deaf_to_ctrl_c() -> None:
 
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        forkserver.ensure_running()
+        with _worker_environment():
+            forkserver.ensure_running()
     finally:
         signal.signal(signal.SIGINT, previous)
 
@@ -153,7 +168,8 @@ class _LocalBackend:
     def submit(self, runner: str, task_json: str, res: Resources, checkpoint: Optional[Tuple[str, float]] = None) -> Connection:
         recv, send = self._ctx.Pipe(duplex=False)
         p = self._ctx.Process(target=_worker_main, args=(runner, task_json, send, checkpoint), daemon=True)
-        p.start()
+        with _worker_environment():  # a fork server not yet running starts here (off the main thread)
+            p.start()
         send.close()
         self._procs[recv] = (p, runner)
         return recv

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..runners import Resources, available_memory_bytes, run_task
+from ..runners import Resources, available_memory_bytes, run_task, worker_env
 from .spec import SweepError
 
 
@@ -77,7 +77,9 @@ class _RayBackend:
         self._cluster_flag = ray_constants.ENABLE_RAY_CLUSTER
         if self._loopback:
             ray_constants.ENABLE_RAY_CLUSTER = False
-        common: Dict[str, Any] = dict(logging_level=logging.WARNING, log_to_driver=False)
+        # The workers' environment (runners.WORKER_ENV: one BLAS thread per point).
+        common: Dict[str, Any] = dict(logging_level=logging.WARNING, log_to_driver=False,
+                                      runtime_env={"env_vars": worker_env()})
         # A local Ray keeps its sessions (logs, sockets, spilled objects) in a directory of its
         # own that close() removes; by default they would pile up in $TMPDIR/ray.
         self._temp_dir: Optional[str] = None

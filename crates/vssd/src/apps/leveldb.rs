@@ -37,7 +37,7 @@
 //! blocks run low the block with the fewest live units has its live extents moved to their
 //! stream's head (a file system's cleaning on raw flash).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -220,6 +220,10 @@ pub struct LevelKv {
     imm: Option<BTreeMap<u64, u32>>,
     flush_job: Option<Job>,
     compaction_job: Option<Job>,
+    /// The keys whose newest version is a value, not a deletion: what `stats.records` counts.
+    /// Kept so a write learns whether its key was live without searching every level's tables
+    /// (that search was four tenths of a LevelDB tenant's run time).
+    live: HashSet<u64>,
     stats: KvStats,
     /// Writes delayed by level 0's slowdown rule, stopped by its stop rule, and made to wait
     /// because the memtable was full while its predecessor was still being written.
@@ -260,6 +264,7 @@ impl LevelKv {
             levels: vec![vec![]; cfg.levels as usize],
             pointer: vec![0; cfg.levels as usize],
             imm: None,
+            live: HashSet::new(),
             flush_job: None,
             compaction_job: None,
             stats: KvStats::default(),
@@ -460,12 +465,18 @@ impl LevelKv {
 
     /// Count `key` in or out of the live records as a write of `len` makes it.
     fn mark(&mut self, key: u64, len: u32) {
-        let was = self.newest(key).is_some_and(|l| l != TOMBSTONE);
+        debug_assert_eq!(
+            self.live.contains(&key),
+            self.newest(key).is_some_and(|l| l != TOMBSTONE),
+            "key {key}: live set disagrees with the tree"
+        );
+        let was = if len == TOMBSTONE { self.live.remove(&key) } else { !self.live.insert(key) };
         match (was, len != TOMBSTONE) {
             (false, true) => self.stats.records += 1,
             (true, false) => self.stats.records -= 1,
             _ => {}
         }
+        debug_assert_eq!(self.live.len() as u64, self.stats.records);
     }
 
     // ---------------------------------------------------------------------------------------
