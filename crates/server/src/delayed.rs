@@ -10,12 +10,22 @@ use std::time::Instant;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 /// Send each reply `(due, sequence, bytes)` when due (earliest first); flush when nothing else is due yet.
+/// Sequence numbers rise with each reply queued: replies due at the same instant go in the
+/// order they were queued.
 pub async fn writer<W: AsyncWrite + Unpin>(
     mut w: W,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<(Instant, u64, Vec<u8>)>,
 ) -> io::Result<()> {
     let mut heap: BinaryHeap<std::cmp::Reverse<(Instant, u64, Vec<u8>)>> = BinaryHeap::new();
     let mut open = true;
+    let mut last_seq: Option<u64> = None;
+    // The sender numbers its replies 1, 2, 3, ...; a repeated or older number would order
+    // replies due at the same instant by their bytes instead.
+    let mut queue = |heap: &mut BinaryHeap<_>, item: (Instant, u64, Vec<u8>)| {
+        debug_assert!(last_seq.is_none_or(|l| item.1 > l), "reply {} queued after reply {last_seq:?}", item.1);
+        last_seq = Some(item.1);
+        heap.push(std::cmp::Reverse(item));
+    };
     while open || !heap.is_empty() {
         let now = Instant::now();
         let mut wrote = false;
@@ -43,9 +53,9 @@ pub async fn writer<W: AsyncWrite + Unpin>(
         };
         match got {
             Some(Some(item)) => {
-                heap.push(std::cmp::Reverse(item));
+                queue(&mut heap, item);
                 while let Ok(item) = rx.try_recv() {
-                    heap.push(std::cmp::Reverse(item));
+                    queue(&mut heap, item);
                 }
             }
             Some(None) => open = false,

@@ -348,6 +348,14 @@ impl<P: Protocol> Server<P> {
             None => listen(addr).map_err(|source| ServeError::Bind { addr, source })?,
         };
         let addr = listener.local_addr().map_err(|e| ServeError::Failed(format!("{addr}: {e}")))?;
+        // The rule was checked on `opts.listen`; the socket served must be one it allows (a
+        // caller's listener bound elsewhere than its options say would slip past it).
+        assert!(
+            ssdlab_netrules::check_listen(&addr.to_string(), tls.is_some(), opts.tls_supported, opts.allow_remote).is_ok(),
+            "{}: listening on {addr}, which the loopback rule refuses (--listen {})",
+            opts.name,
+            opts.listen
+        );
         let shared = Arc::new(Shared {
             epoch: Instant::now(),
             tls,
@@ -402,6 +410,8 @@ impl<P: Protocol> Server<P> {
         let proto = self.proto.clone();
         let shared = self.shared.clone();
         let res = rt.block_on(self.accept_loop(stop));
+        // The protocol's shutdown work runs only once the server is stopping.
+        assert!(res.is_err() || shared.shutdown.is_triggered(), "the accept loop ended without a shutdown");
         // Tasks stuck in a blocking call must not hold the process.
         rt.shutdown_timeout(Duration::from_secs(2));
         shared.log.flush();
@@ -426,6 +436,8 @@ impl<P: Protocol> Server<P> {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut ticks = 0u64;
+        // Connection tasks that panicked (that connection's end; it gave nothing back).
+        let mut panicked = 0usize;
         loop {
             let signal_fut = async {
                 match sigs.as_mut() {
@@ -459,7 +471,9 @@ impl<P: Protocol> Server<P> {
                     if ticks.is_multiple_of(50) {
                         shared.log.tick();
                     }
-                    while tasks.try_join_next().is_some() {}
+                    while let Some(r) = tasks.try_join_next() {
+                        panicked += usize::from(r.is_err());
+                    }
                 }
             }
             if shared.shutdown.is_triggered() {
@@ -469,9 +483,20 @@ impl<P: Protocol> Server<P> {
         drop(listener);
         shared.log.info("shutting down");
         // Every watchdog sees the shutdown and cuts its connection; wait for them all.
-        let wait = async { while tasks.join_next().await.is_some() {} };
+        let wait = async {
+            while let Some(r) = tasks.join_next().await {
+                panicked += usize::from(r.is_err());
+            }
+        };
         if tokio::time::timeout(Duration::from_secs(10), wait).await.is_err() {
             shared.log.error("some connections did not end within 10 s of the shutdown");
+        } else if panicked == 0 {
+            // Every task ran to its end, so each gave back what it took: its slot, its place
+            // among the waiters or the refused. Debug builds only: at this point a leak has
+            // done its harm, and a release server still writes its metrics.
+            debug_assert!(crate::lock(&registry).live.is_empty(), "connections left in the registry after they all ended");
+            debug_assert_eq!(shared.waiting.load(Ordering::Acquire), 0, "clients still counted as waiting after shutdown");
+            debug_assert_eq!(shared.refusing.load(Ordering::Acquire), 0, "refusals still counted after shutdown");
         }
         Ok(())
     }
@@ -523,7 +548,8 @@ fn admit<P: Protocol>(
     let slot = take_slot(registry, opts, shared, stats, &meter);
     if slot.is_none() && shared.waiting.fetch_add(1, Ordering::AcqRel) >= WAITERS_AT_ONCE {
         // A flood: refuse without waiting.
-        shared.waiting.fetch_sub(1, Ordering::AcqRel);
+        let was = shared.waiting.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(was > 0, "the waiter count went below zero");
         refuse(proto, opts, shared, stats, tasks, Conn::new(tcp, peer, meter, shared.clone()));
         return;
     }
@@ -559,7 +585,9 @@ fn admit<P: Protocol>(
                     got = tokio::time::timeout(ADMIT_WAIT, wait) => got.ok(),
                     _ = shutdown.wait_for(|&s| s) => None,
                 };
-                shared.waiting.fetch_sub(1, Ordering::AcqRel);
+                let was = shared.waiting.fetch_sub(1, Ordering::AcqRel);
+                // This task was counted when the accept loop let it wait.
+                debug_assert!(was > 0, "the waiter count went below zero");
                 match got {
                     Some(Some(id)) => id,
                     Some(None) => {
@@ -604,7 +632,8 @@ async fn refused_conversation<P: Protocol>(proto: &Arc<P>, opts: &Options, share
         .log
         .event("refused connections", format!("refused {}: {} connections open (--max-connections)", conn.peer(), opts.max_connections));
     if shared.refusing.fetch_add(1, Ordering::AcqRel) >= REFUSALS_AT_ONCE {
-        shared.refusing.fetch_sub(1, Ordering::AcqRel);
+        let was = shared.refusing.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(was > 0, "the refusal count went below zero");
         return; // dropping the socket closes it
     }
     let why = Refused::Full { max_connections: opts.max_connections };
@@ -614,7 +643,8 @@ async fn refused_conversation<P: Protocol>(proto: &Arc<P>, opts: &Options, share
         _ = tokio::time::sleep(Duration::from_secs(REFUSAL_SECONDS)) => {}
         _ = shutdown.wait_for(|&s| s) => {}
     }
-    shared.refusing.fetch_sub(1, Ordering::AcqRel);
+    let was = shared.refusing.fetch_sub(1, Ordering::AcqRel);
+    debug_assert!(was > 0, "the refusal count went below zero");
 }
 
 /// Serve an admitted connection under its watchdog, then give its slot back.
@@ -653,7 +683,8 @@ async fn serve_conn<P: Protocol>(
     let left = crate::lock(&registry).live.remove(&id);
     // Eviction (the only cut a connection is sent) takes it out of the registry; else it leaves now.
     assert_eq!(left.is_none(), meter.cut_reason() == Some(Cut::Evicted), "connection {id} left the registry twice or never");
-    stats.connections_active.fetch_sub(1, Ordering::Relaxed);
+    let was = stats.connections_active.fetch_sub(1, Ordering::Relaxed);
+    debug_assert!(was > 0, "connection {id} left, but no connection was counted active");
     // A connection counts in the total before it counts as active.
     debug_assert!(
         Stats::get(&stats.connections_active) <= Stats::get(&stats.connections_total),
@@ -673,6 +704,8 @@ async fn serve_conn<P: Protocol>(
             log.event("handshake timeouts", format!("{peer}: cut: handshake not finished within {:?}", limits.handshake));
         }
         Err(Cut::Request) => {
+            // The watchdog cuts only for the deadlines the options set.
+            debug_assert!(limits.request.is_some(), "cut for a request deadline that is off");
             stats.request_timeouts.fetch_add(1, Ordering::Relaxed);
             log.event(
                 "request timeouts",
@@ -680,6 +713,7 @@ async fn serve_conn<P: Protocol>(
             );
         }
         Err(Cut::Idle) => {
+            debug_assert!(limits.idle.is_some(), "cut for an idle timeout that is off");
             stats.idle_timeouts.fetch_add(1, Ordering::Relaxed);
             log.event("idle timeouts", format!("{peer}: cut: idle for {:?}", limits.idle.unwrap_or_default()));
         }
@@ -691,6 +725,8 @@ async fn serve_conn<P: Protocol>(
 /// request for longest (if for `SLOW_REQUEST` or more), else (with `evict_idle_after`) the one
 /// idle longest if it has been idle that long.
 fn pick_victim(live: &HashMap<u64, Arc<Meter>>, opts: &Options, epoch: Instant) -> Option<u64> {
+    // Called for a new client only when every slot is taken: nobody gives a slot up for nothing.
+    debug_assert!(live.len() >= opts.max_connections, "eviction with {} of {} slots taken", live.len(), opts.max_connections);
     let now = Instant::now();
     let grace = evict_grace(opts);
     let in_handshake = live
@@ -747,6 +783,9 @@ async fn watchdog(m: &Meter, sh: &Shared, limits: Limits) -> Cut {
             return Cut::Shutdown;
         }
         if let Some(c) = m.cut_reason() {
+            // Eviction is the only cut sent to a connection (the others are this watchdog's
+            // own); `serve_conn` relies on it to tell who took the connection out of the registry.
+            debug_assert_eq!(c, Cut::Evicted, "a connection was sent a cut other than eviction");
             return c;
         }
         let deadline = limits.next(m, sh.epoch).map(|(d, _)| d);

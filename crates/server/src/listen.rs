@@ -155,7 +155,10 @@ pub fn never_if_zero(flag: &str, secs: f64) -> Result<Option<Duration>, ServeErr
     if !(0.0..=MAX_TIMEOUT.as_secs_f64()).contains(&secs) {
         return Err(ServeError::BadOption(format!("{flag} {secs}: seconds, 0 or more (0: never), at most {}", MAX_TIMEOUT.as_secs())));
     }
-    Ok((secs > 0.0).then(|| Duration::from_secs_f64(secs)))
+    let d = (secs > 0.0).then(|| Duration::from_secs_f64(secs));
+    // Rounding to a Duration keeps the bound that lets deadline arithmetic skip overflow checks.
+    debug_assert!(d.is_none_or(|d| d <= MAX_TIMEOUT), "{flag}: {d:?} beyond MAX_TIMEOUT");
+    Ok(d)
 }
 
 #[cfg(test)]
