@@ -509,6 +509,9 @@ fn evict_grace(opts: &Options) -> Duration {
 /// A slot for a new client now, evicting if the rules allow; None if every slot is taken.
 fn take_slot(registry: &Mutex<Registry>, opts: &Options, shared: &Shared, stats: &Stats, meter: &Arc<Meter>) -> Option<u64> {
     let mut reg = crate::lock(registry);
+    // A client takes one slot: one that has a slot does not ask again (it would evict itself).
+    // O(live), debug builds only.
+    debug_assert!(!reg.live.values().any(|m| Arc::ptr_eq(m, meter)), "a client asked for a second slot");
     if reg.live.len() >= opts.max_connections {
         let victim = pick_victim(&reg.live, opts, shared.epoch)?;
         let m = reg.live.remove(&victim).expect("victim is live");
@@ -548,8 +551,7 @@ fn admit<P: Protocol>(
     let slot = take_slot(registry, opts, shared, stats, &meter);
     if slot.is_none() && shared.waiting.fetch_add(1, Ordering::AcqRel) >= WAITERS_AT_ONCE {
         // A flood: refuse without waiting.
-        let was = shared.waiting.fetch_sub(1, Ordering::AcqRel);
-        debug_assert!(was > 0, "the waiter count went below zero");
+        shared.waiting.fetch_sub(1, Ordering::AcqRel);
         refuse(proto, opts, shared, stats, tasks, Conn::new(tcp, peer, meter, shared.clone()));
         return;
     }
@@ -632,8 +634,7 @@ async fn refused_conversation<P: Protocol>(proto: &Arc<P>, opts: &Options, share
         .log
         .event("refused connections", format!("refused {}: {} connections open (--max-connections)", conn.peer(), opts.max_connections));
     if shared.refusing.fetch_add(1, Ordering::AcqRel) >= REFUSALS_AT_ONCE {
-        let was = shared.refusing.fetch_sub(1, Ordering::AcqRel);
-        debug_assert!(was > 0, "the refusal count went below zero");
+        shared.refusing.fetch_sub(1, Ordering::AcqRel);
         return; // dropping the socket closes it
     }
     let why = Refused::Full { max_connections: opts.max_connections };
@@ -644,6 +645,7 @@ async fn refused_conversation<P: Protocol>(proto: &Arc<P>, opts: &Options, share
         _ = shutdown.wait_for(|&s| s) => {}
     }
     let was = shared.refusing.fetch_sub(1, Ordering::AcqRel);
+    // This conversation was counted above; a count already at zero means one left twice.
     debug_assert!(was > 0, "the refusal count went below zero");
 }
 
@@ -660,6 +662,9 @@ async fn serve_conn<P: Protocol>(
     meter: Arc<Meter>,
     id: u64,
 ) {
+    // The meter is the one `admit` made for this client: its handshake deadline counts from
+    // then, and only the Conn made below may mark the handshake done.
+    debug_assert!(!meter.established(), "connection {id} established before it was served");
     stats.connections_total.fetch_add(1, Ordering::Relaxed);
     stats.connections_active.fetch_add(1, Ordering::Relaxed);
     let implicit_tls = opts.tls_mode == TlsMode::Implicit && shared.tls.is_some();
