@@ -64,3 +64,44 @@ pub async fn writer<W: AsyncWrite + Unpin>(
     }
     w.flush().await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn replies_go_out_in_order_of_their_due_instants_and_ties_in_order_queued() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let out = rt.block_on(async {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let t0 = Instant::now();
+            let (late, soon) = (t0 + Duration::from_millis(40), t0 + Duration::from_millis(10));
+            // Queued in the order a front-end numbers them; one is already due.
+            for (seq, due, bytes) in [(1, late, b"a"), (2, soon, b"b"), (3, soon, b"c"), (4, t0, b"d")] {
+                tx.send((due, seq, bytes.to_vec())).unwrap();
+            }
+            drop(tx);
+            let mut out = Vec::new();
+            writer(&mut out, rx).await.unwrap();
+            assert!(t0.elapsed() >= Duration::from_millis(40), "the last reply went out before it was due");
+            out
+        });
+        assert_eq!(out, b"dbca");
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "reply 1 queued after reply Some(2)")]
+    fn a_reply_numbered_out_of_order_is_a_sender_bug() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let now = Instant::now();
+            tx.send((now, 2, b"b".to_vec())).unwrap();
+            tx.send((now, 1, b"a".to_vec())).unwrap();
+            drop(tx);
+            let _ = writer(Vec::new(), rx).await;
+        });
+    }
+}
