@@ -640,7 +640,8 @@ async fn refused_conversation<P: Protocol>(proto: &Arc<P>, opts: &Options, share
     let why = Refused::Full { max_connections: opts.max_connections };
     let mut shutdown = shared.shutdown.subscribe();
     tokio::select! {
-        _ = proto.clone().refused(conn, why) => {}
+        // A panic here would otherwise keep its place among the refusals for good.
+        _ = CatchUnwind(Box::pin(proto.clone().refused(conn, why))) => {}
         _ = tokio::time::sleep(Duration::from_secs(REFUSAL_SECONDS)) => {}
         _ = shutdown.wait_for(|&s| s) => {}
     }
@@ -681,7 +682,7 @@ async fn serve_conn<P: Protocol>(
     let end = tokio::select! {
         biased;
         cut = watchdog(&meter, &shared, limits) => Err(cut),
-        end = work => Ok(end),
+        end = CatchUnwind(Box::pin(work)) => Ok(end),
     };
     // A session on a blocking thread (Conn::into_blocking) ends when its socket does.
     meter.shut_blocking();
@@ -698,12 +699,13 @@ async fn serve_conn<P: Protocol>(
     shared.slot_freed.notify_waiters();
     let log = &shared.log;
     match end {
-        Ok(ConnEnd::Closed) | Err(Cut::Shutdown) => {}
-        Ok(ConnEnd::Protocol(m)) => {
+        Ok(Ok(ConnEnd::Closed)) | Err(Cut::Shutdown) => {}
+        Ok(Err(panic)) => log.event("internal errors", format!("{peer}: dropped: a bug in ssdlab: {panic}")),
+        Ok(Ok(ConnEnd::Protocol(m))) => {
             stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
             log.event("dropped connections", format!("{peer}: dropped: {m}"));
         }
-        Ok(ConnEnd::Io(e)) => log.event("connection errors", format!("{peer}: {e}")),
+        Ok(Ok(ConnEnd::Io(e))) => log.event("connection errors", format!("{peer}: {e}")),
         Err(Cut::Handshake) => {
             stats.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
             log.event("handshake timeouts", format!("{peer}: cut: handshake not finished within {:?}", limits.handshake));
@@ -723,6 +725,29 @@ async fn serve_conn<P: Protocol>(
             log.event("idle timeouts", format!("{peer}: cut: idle for {:?}", limits.idle.unwrap_or_default()));
         }
         Err(Cut::Evicted) => log.event("evictions", format!("{peer}: cut to make room for a new client (every slot taken)")),
+    }
+}
+
+/// A connection's future with its panic caught. A bug in a protocol ends that connection (the
+/// panic message is returned), and the core still takes it out of the registry and the active
+/// count; uncaught, the panic would end the task there and its slot would stay taken until an
+/// eviction rule happened to pick it (never, for a busy or never-evicted one).
+struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
+
+impl<F: Future> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, String>;
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let fut = &mut self.0;
+        // What a protocol shares with other connections is locked under the lock-poisoning
+        // policy (crates/netrules), as when tokio caught the panic at the task's edge; this
+        // future is not polled again after its panic.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(poll) => poll.map(Ok),
+            Err(payload) => {
+                let m = payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned());
+                std::task::Poll::Ready(Err(m.unwrap_or_else(|| "a panic".into())))
+            }
+        }
     }
 }
 
