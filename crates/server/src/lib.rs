@@ -93,7 +93,8 @@ pub enum Refused {
 pub trait Protocol: Send + Sync + 'static {
     /// Serve one connection until it ends. The core may drop this future at any await point
     /// (deadline, eviction, shutdown); state that must survive goes to the protocol's shared
-    /// state before the await that follows it.
+    /// state before the await that follows it. A panic in it ends this connection only: the
+    /// core catches it, logs it and gives the slot back.
     fn serve(self: Arc<Self>, conn: Conn) -> impl Future<Output = ConnEnd> + Send;
 
     /// Bytes sent to a refused client before the connection is closed (e.g. memcached's
