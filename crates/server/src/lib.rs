@@ -794,6 +794,11 @@ struct Limits {
 impl Limits {
     /// The first deadline the connection must meet now, and what missing it means.
     fn next(&self, m: &Meter, epoch: Instant) -> Option<(Instant, Cut)> {
+        // The options were checked at bind (`check_limits`), so the sums below cannot overflow.
+        debug_assert!(
+            self.handshake <= MAX_TIMEOUT && self.request.is_none_or(|d| d <= MAX_TIMEOUT) && self.idle.is_none_or(|d| d <= MAX_TIMEOUT),
+            "deadlines beyond MAX_TIMEOUT reached a connection"
+        );
         if !m.established() {
             return Some((m.started + self.handshake, Cut::Handshake));
         }

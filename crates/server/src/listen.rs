@@ -139,9 +139,12 @@ pub(crate) fn check_limits(
             return bad(format!("{flag} must be more than 0 seconds (or off)"));
         }
     }
-    for (flag, d) in
-        [("--handshake-timeout", Some(handshake_timeout)), ("--idle-timeout", idle_timeout), ("--evict-idle-after", evict_idle_after)]
-    {
+    for (flag, d) in [
+        ("--handshake-timeout", Some(handshake_timeout)),
+        ("--idle-timeout", idle_timeout),
+        ("--request-timeout", request_timeout),
+        ("--evict-idle-after", evict_idle_after),
+    ] {
         if d.is_some_and(|d| d > MAX_TIMEOUT) {
             return bad(format!("{flag}: at most {} seconds", MAX_TIMEOUT.as_secs()));
         }
@@ -179,6 +182,14 @@ mod tests {
             assert!(matches!(e, ServeError::BadOption(_)), "{e:?}");
             assert!(e.to_string().contains(flag), "{e} should name {flag}");
         }
+    }
+
+    #[test]
+    fn a_request_timeout_beyond_the_longest_is_refused_like_the_others() {
+        let long = Some(MAX_TIMEOUT + Duration::from_secs(1));
+        let e = check_limits(1, DEFAULT_HANDSHAKE_TIMEOUT, long, None, None).unwrap_err();
+        assert!(e.to_string().starts_with("--request-timeout"), "{e}");
+        assert!(check_limits(1, DEFAULT_HANDSHAKE_TIMEOUT, Some(MAX_TIMEOUT), None, None).is_ok());
     }
 
     #[test]
