@@ -5,6 +5,8 @@
 //! Nothing here needs an async runtime or TLS, so a case-study crate can use them without
 //! importing the server core.
 
+#![forbid(unsafe_code)]
+
 pub mod log;
 
 use std::net::SocketAddr;

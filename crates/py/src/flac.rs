@@ -11,6 +11,14 @@ use pyo3::types::PyBytes;
 
 use ssdlab_flac::fs::{File, Fs, FsConfig, Stat};
 use ssdlab_flac::{Buffer, FlacError};
+// The handle maps are bookkeeping in the sense of the lock-poisoning policy
+// (docs/ARCHITECTURE.md, "Locks and panics"): they change in whole steps (one get, insert or
+// remove, one counter step; `unmount` closes files while it drains the map, and a panic there
+// still leaves it drained, with the file system already taken). A panic cannot leave them
+// half-changed, so a poisoned map is taken as is (`lock`), neither refused with a panic
+// (`lock_store`, for stores an update can break) nor turned into a Python error: the handles
+// in it are still right, and refusing them would strand the files Python has open.
+use ssdlab_server::lock;
 
 fn err(e: FlacError) -> PyErr {
     match e {
@@ -68,7 +76,7 @@ impl FlacFs {
     }
 
     fn file(&self, h: u64) -> PyResult<Arc<File>> {
-        self.files.lock().unwrap().get(&h).cloned().ok_or_else(|| PyOSError::new_err((libc::EBADF, format!("handle {h} is not open"))))
+        lock(&self.files).get(&h).cloned().ok_or_else(|| PyOSError::new_err((libc::EBADF, format!("handle {h} is not open"))))
     }
 }
 
@@ -88,15 +96,14 @@ impl FlacFs {
 
     fn open(&self, path: &[u8], flags: i32, mode: u32) -> PyResult<u64> {
         let f = self.fs()?.open(path, flags, mode).map_err(err)?;
-        let mut n = self.next.lock().unwrap();
+        let mut n = lock(&self.next);
         *n += 1;
-        self.files.lock().unwrap().insert(*n, f);
+        lock(&self.files).insert(*n, f);
         Ok(*n)
     }
 
     fn close(&self, h: u64) -> PyResult<()> {
-        let f =
-            self.files.lock().unwrap().remove(&h).ok_or_else(|| PyOSError::new_err((libc::EBADF, format!("handle {h} is not open"))))?;
+        let f = lock(&self.files).remove(&h).ok_or_else(|| PyOSError::new_err((libc::EBADF, format!("handle {h} is not open"))))?;
         self.fs()?.close(&f).map_err(err)
     }
 
@@ -219,7 +226,7 @@ impl FlacFs {
     /// Commit everything and release the image (also done when the object is collected).
     fn unmount(&mut self, py: Python<'_>) -> PyResult<()> {
         let Some(fs) = self.fs.take() else { return Ok(()) };
-        for (_, f) in self.files.lock().unwrap().drain() {
+        for (_, f) in lock(&self.files).drain() {
             let _ = fs.close(&f);
         }
         py.detach(|| fs.unmount()).map_err(err)

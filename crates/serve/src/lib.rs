@@ -12,6 +12,8 @@
 //! - [`serprog`]: the SPI NOR chip (crates/spi) over flashrom's serprog protocol (`ssdlab spi
 //!   serve`), one client at a time.
 
+#![forbid(unsafe_code)]
+
 pub mod lsm;
 pub mod rmml;
 pub mod serprog;

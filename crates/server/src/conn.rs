@@ -40,7 +40,9 @@ impl Cut {
             3 => Some(Cut::Evicted),
             4 => Some(Cut::Shutdown),
             5 => Some(Cut::Request),
-            _ => None,
+            0 => None,
+            // `Meter::cut` is the only writer and stores a `Cut`'s discriminant.
+            _ => unreachable!("cut code {v}: not a Cut"),
         }
     }
 }
@@ -63,6 +65,8 @@ pub(crate) struct Meter {
 impl Meter {
     pub fn new(epoch: Instant) -> Meter {
         let now = Instant::now();
+        // The activity clock counts from the server's epoch, taken before it accepted anyone.
+        debug_assert!(epoch <= now, "a connection older than its server's epoch");
         Meter {
             started: now,
             established: AtomicBool::new(false),
@@ -139,7 +143,8 @@ impl Pace {
 enum Stream {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
-    /// Only while STARTTLS swaps the plain stream for a TLS one.
+    /// While STARTTLS swaps the plain stream for a TLS one; after a failed TLS handshake it
+    /// stays (the socket is gone, and the protocol ends the connection).
     Swapping,
 }
 
@@ -187,6 +192,9 @@ impl Conn {
     /// Upgrade the connection to TLS (a protocol's STARTTLS). Bytes the client sent after its
     /// STARTTLS request and before the TLS handshake must not have been read yet.
     pub async fn start_tls(&mut self) -> io::Result<()> {
+        // `Swapping` outlives a call only if the TLS handshake failed, and that ends the
+        // connection: a protocol that tries again is using a connection that has no socket.
+        debug_assert!(!matches!(self.stream, Stream::Swapping), "STARTTLS on a connection whose upgrade failed");
         let Some(cfg) = self.shared.tls.clone() else {
             return Err(io::Error::new(io::ErrorKind::Unsupported, "TLS is not configured"));
         };
@@ -230,7 +238,10 @@ impl Conn {
         };
         let std = tcp.into_std()?;
         std.set_nonblocking(false)?;
-        *crate::lock(&self.meter.blocking) = Some(std.try_clone()?);
+        let earlier = crate::lock(&self.meter.blocking).replace(std.try_clone()?);
+        // One Conn per meter, and this consumes it: a second socket here would be one the core
+        // can no longer shut down to cut its connection.
+        assert!(earlier.is_none(), "connection {} handed to a blocking thread twice", self.peer);
         // Cut while converting: the watchdog may already have fired.
         if self.meter.cut_reason().is_some() || self.shared.shutdown.is_triggered() {
             self.meter.shut_blocking();
@@ -289,6 +300,7 @@ impl std::io::Write for BlockingConn {
 
 impl AsyncRead for Conn {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        debug_assert!(!matches!(self.stream, Stream::Swapping), "{}: read after a failed STARTTLS", self.peer);
         let before = buf.filled().len();
         let r = match &mut self.stream {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
@@ -304,6 +316,7 @@ impl AsyncRead for Conn {
 
 impl AsyncWrite for Conn {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        debug_assert!(!matches!(self.stream, Stream::Swapping), "{}: write after a failed STARTTLS", self.peer);
         let r = match &mut self.stream {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
@@ -315,6 +328,7 @@ impl AsyncWrite for Conn {
         r
     }
     fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        debug_assert!(!matches!(self.stream, Stream::Swapping), "{}: write after a failed STARTTLS", self.peer);
         let r = match &mut self.stream {
             Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),

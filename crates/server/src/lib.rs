@@ -93,7 +93,8 @@ pub enum Refused {
 pub trait Protocol: Send + Sync + 'static {
     /// Serve one connection until it ends. The core may drop this future at any await point
     /// (deadline, eviction, shutdown); state that must survive goes to the protocol's shared
-    /// state before the await that follows it.
+    /// state before the await that follows it. A panic in it ends this connection only: the
+    /// core catches it, logs it and gives the slot back.
     fn serve(self: Arc<Self>, conn: Conn) -> impl Future<Output = ConnEnd> + Send;
 
     /// Bytes sent to a refused client before the connection is closed (e.g. memcached's
@@ -348,6 +349,14 @@ impl<P: Protocol> Server<P> {
             None => listen(addr).map_err(|source| ServeError::Bind { addr, source })?,
         };
         let addr = listener.local_addr().map_err(|e| ServeError::Failed(format!("{addr}: {e}")))?;
+        // The rule was checked on `opts.listen`; the socket served must be one it allows (a
+        // caller's listener bound elsewhere than its options say would slip past it).
+        assert!(
+            ssdlab_netrules::check_listen(&addr.to_string(), tls.is_some(), opts.tls_supported, opts.allow_remote).is_ok(),
+            "{}: listening on {addr}, which the loopback rule refuses (--listen {})",
+            opts.name,
+            opts.listen
+        );
         let shared = Arc::new(Shared {
             epoch: Instant::now(),
             tls,
@@ -402,6 +411,8 @@ impl<P: Protocol> Server<P> {
         let proto = self.proto.clone();
         let shared = self.shared.clone();
         let res = rt.block_on(self.accept_loop(stop));
+        // The protocol's shutdown work runs only once the server is stopping.
+        assert!(res.is_err() || shared.shutdown.is_triggered(), "the accept loop ended without a shutdown");
         // Tasks stuck in a blocking call must not hold the process.
         rt.shutdown_timeout(Duration::from_secs(2));
         shared.log.flush();
@@ -426,6 +437,8 @@ impl<P: Protocol> Server<P> {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut ticks = 0u64;
+        // Connection tasks that panicked (that connection's end; it gave nothing back).
+        let mut panicked = 0usize;
         loop {
             let signal_fut = async {
                 match sigs.as_mut() {
@@ -459,7 +472,9 @@ impl<P: Protocol> Server<P> {
                     if ticks.is_multiple_of(50) {
                         shared.log.tick();
                     }
-                    while tasks.try_join_next().is_some() {}
+                    while let Some(r) = tasks.try_join_next() {
+                        panicked += usize::from(r.is_err());
+                    }
                 }
             }
             if shared.shutdown.is_triggered() {
@@ -469,9 +484,20 @@ impl<P: Protocol> Server<P> {
         drop(listener);
         shared.log.info("shutting down");
         // Every watchdog sees the shutdown and cuts its connection; wait for them all.
-        let wait = async { while tasks.join_next().await.is_some() {} };
+        let wait = async {
+            while let Some(r) = tasks.join_next().await {
+                panicked += usize::from(r.is_err());
+            }
+        };
         if tokio::time::timeout(Duration::from_secs(10), wait).await.is_err() {
             shared.log.error("some connections did not end within 10 s of the shutdown");
+        } else if panicked == 0 {
+            // Every task ran to its end, so each gave back what it took: its slot, its place
+            // among the waiters or the refused. Debug builds only: at this point a leak has
+            // done its harm, and a release server still writes its metrics.
+            debug_assert!(crate::lock(&registry).live.is_empty(), "connections left in the registry after they all ended");
+            debug_assert_eq!(shared.waiting.load(Ordering::Acquire), 0, "clients still counted as waiting after shutdown");
+            debug_assert_eq!(shared.refusing.load(Ordering::Acquire), 0, "refusals still counted after shutdown");
         }
         Ok(())
     }
@@ -484,6 +510,9 @@ fn evict_grace(opts: &Options) -> Duration {
 /// A slot for a new client now, evicting if the rules allow; None if every slot is taken.
 fn take_slot(registry: &Mutex<Registry>, opts: &Options, shared: &Shared, stats: &Stats, meter: &Arc<Meter>) -> Option<u64> {
     let mut reg = crate::lock(registry);
+    // A client takes one slot: one that has a slot does not ask again (it would evict itself).
+    // O(live), debug builds only.
+    debug_assert!(!reg.live.values().any(|m| Arc::ptr_eq(m, meter)), "a client asked for a second slot");
     if reg.live.len() >= opts.max_connections {
         let victim = pick_victim(&reg.live, opts, shared.epoch)?;
         let m = reg.live.remove(&victim).expect("victim is live");
@@ -559,7 +588,9 @@ fn admit<P: Protocol>(
                     got = tokio::time::timeout(ADMIT_WAIT, wait) => got.ok(),
                     _ = shutdown.wait_for(|&s| s) => None,
                 };
-                shared.waiting.fetch_sub(1, Ordering::AcqRel);
+                let was = shared.waiting.fetch_sub(1, Ordering::AcqRel);
+                // This task was counted when the accept loop let it wait.
+                debug_assert!(was > 0, "the waiter count went below zero");
                 match got {
                     Some(Some(id)) => id,
                     Some(None) => {
@@ -610,11 +641,14 @@ async fn refused_conversation<P: Protocol>(proto: &Arc<P>, opts: &Options, share
     let why = Refused::Full { max_connections: opts.max_connections };
     let mut shutdown = shared.shutdown.subscribe();
     tokio::select! {
-        _ = proto.clone().refused(conn, why) => {}
+        // A panic here would otherwise keep its place among the refusals for good.
+        _ = CatchUnwind(Box::pin(proto.clone().refused(conn, why))) => {}
         _ = tokio::time::sleep(Duration::from_secs(REFUSAL_SECONDS)) => {}
         _ = shutdown.wait_for(|&s| s) => {}
     }
-    shared.refusing.fetch_sub(1, Ordering::AcqRel);
+    let was = shared.refusing.fetch_sub(1, Ordering::AcqRel);
+    // This conversation was counted above; a count already at zero means one left twice.
+    debug_assert!(was > 0, "the refusal count went below zero");
 }
 
 /// Serve an admitted connection under its watchdog, then give its slot back.
@@ -630,6 +664,9 @@ async fn serve_conn<P: Protocol>(
     meter: Arc<Meter>,
     id: u64,
 ) {
+    // The meter is the one `admit` made for this client: its handshake deadline counts from
+    // then, and only the Conn made below may mark the handshake done.
+    debug_assert!(!meter.established(), "connection {id} established before it was served");
     stats.connections_total.fetch_add(1, Ordering::Relaxed);
     stats.connections_active.fetch_add(1, Ordering::Relaxed);
     let implicit_tls = opts.tls_mode == TlsMode::Implicit && shared.tls.is_some();
@@ -646,14 +683,15 @@ async fn serve_conn<P: Protocol>(
     let end = tokio::select! {
         biased;
         cut = watchdog(&meter, &shared, limits) => Err(cut),
-        end = work => Ok(end),
+        end = CatchUnwind(Box::pin(work)) => Ok(end),
     };
     // A session on a blocking thread (Conn::into_blocking) ends when its socket does.
     meter.shut_blocking();
     let left = crate::lock(&registry).live.remove(&id);
     // Eviction (the only cut a connection is sent) takes it out of the registry; else it leaves now.
     assert_eq!(left.is_none(), meter.cut_reason() == Some(Cut::Evicted), "connection {id} left the registry twice or never");
-    stats.connections_active.fetch_sub(1, Ordering::Relaxed);
+    let was = stats.connections_active.fetch_sub(1, Ordering::Relaxed);
+    debug_assert!(was > 0, "connection {id} left, but no connection was counted active");
     // A connection counts in the total before it counts as active.
     debug_assert!(
         Stats::get(&stats.connections_active) <= Stats::get(&stats.connections_total),
@@ -662,17 +700,20 @@ async fn serve_conn<P: Protocol>(
     shared.slot_freed.notify_waiters();
     let log = &shared.log;
     match end {
-        Ok(ConnEnd::Closed) | Err(Cut::Shutdown) => {}
-        Ok(ConnEnd::Protocol(m)) => {
+        Ok(Ok(ConnEnd::Closed)) | Err(Cut::Shutdown) => {}
+        Ok(Err(panic)) => log.event("internal errors", format!("{peer}: dropped: a bug in ssdlab: {panic}")),
+        Ok(Ok(ConnEnd::Protocol(m))) => {
             stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
             log.event("dropped connections", format!("{peer}: dropped: {m}"));
         }
-        Ok(ConnEnd::Io(e)) => log.event("connection errors", format!("{peer}: {e}")),
+        Ok(Ok(ConnEnd::Io(e))) => log.event("connection errors", format!("{peer}: {e}")),
         Err(Cut::Handshake) => {
             stats.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
             log.event("handshake timeouts", format!("{peer}: cut: handshake not finished within {:?}", limits.handshake));
         }
         Err(Cut::Request) => {
+            // The watchdog cuts only for the deadlines the options set.
+            debug_assert!(limits.request.is_some(), "cut for a request deadline that is off");
             stats.request_timeouts.fetch_add(1, Ordering::Relaxed);
             log.event(
                 "request timeouts",
@@ -680,6 +721,7 @@ async fn serve_conn<P: Protocol>(
             );
         }
         Err(Cut::Idle) => {
+            debug_assert!(limits.idle.is_some(), "cut for an idle timeout that is off");
             stats.idle_timeouts.fetch_add(1, Ordering::Relaxed);
             log.event("idle timeouts", format!("{peer}: cut: idle for {:?}", limits.idle.unwrap_or_default()));
         }
@@ -687,10 +729,35 @@ async fn serve_conn<P: Protocol>(
     }
 }
 
+/// A connection's future with its panic caught. A bug in a protocol ends that connection (the
+/// panic message is returned), and the core still takes it out of the registry and the active
+/// count; uncaught, the panic would end the task there and its slot would stay taken until an
+/// eviction rule happened to pick it (never, for a busy or never-evicted one).
+struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
+
+impl<F: Future> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, String>;
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let fut = &mut self.0;
+        // What a protocol shares with other connections is locked under the lock-poisoning
+        // policy (crates/netrules), as when tokio caught the panic at the task's edge; this
+        // future is not polled again after its panic.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(poll) => poll.map(Ok),
+            Err(payload) => {
+                let m = payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned());
+                std::task::Poll::Ready(Err(m.unwrap_or_else(|| "a panic".into())))
+            }
+        }
+    }
+}
+
 /// Who gives up a slot: the connection longest in its handshake, else the one receiving a
 /// request for longest (if for `SLOW_REQUEST` or more), else (with `evict_idle_after`) the one
 /// idle longest if it has been idle that long.
 fn pick_victim(live: &HashMap<u64, Arc<Meter>>, opts: &Options, epoch: Instant) -> Option<u64> {
+    // Called for a new client only when every slot is taken: nobody gives a slot up for nothing.
+    debug_assert!(live.len() >= opts.max_connections, "eviction with {} of {} slots taken", live.len(), opts.max_connections);
     let now = Instant::now();
     let grace = evict_grace(opts);
     let in_handshake = live
@@ -727,6 +794,11 @@ struct Limits {
 impl Limits {
     /// The first deadline the connection must meet now, and what missing it means.
     fn next(&self, m: &Meter, epoch: Instant) -> Option<(Instant, Cut)> {
+        // The options were checked at bind (`check_limits`), so the sums below cannot overflow.
+        debug_assert!(
+            self.handshake <= MAX_TIMEOUT && self.request.is_none_or(|d| d <= MAX_TIMEOUT) && self.idle.is_none_or(|d| d <= MAX_TIMEOUT),
+            "deadlines beyond MAX_TIMEOUT reached a connection"
+        );
         if !m.established() {
             return Some((m.started + self.handshake, Cut::Handshake));
         }
@@ -747,6 +819,9 @@ async fn watchdog(m: &Meter, sh: &Shared, limits: Limits) -> Cut {
             return Cut::Shutdown;
         }
         if let Some(c) = m.cut_reason() {
+            // Eviction is the only cut sent to a connection (the others are this watchdog's
+            // own); `serve_conn` relies on it to tell who took the connection out of the registry.
+            debug_assert_eq!(c, Cut::Evicted, "a connection was sent a cut other than eviction");
             return c;
         }
         let deadline = limits.next(m, sh.epoch).map(|(d, _)| d);

@@ -139,9 +139,12 @@ pub(crate) fn check_limits(
             return bad(format!("{flag} must be more than 0 seconds (or off)"));
         }
     }
-    for (flag, d) in
-        [("--handshake-timeout", Some(handshake_timeout)), ("--idle-timeout", idle_timeout), ("--evict-idle-after", evict_idle_after)]
-    {
+    for (flag, d) in [
+        ("--handshake-timeout", Some(handshake_timeout)),
+        ("--idle-timeout", idle_timeout),
+        ("--request-timeout", request_timeout),
+        ("--evict-idle-after", evict_idle_after),
+    ] {
         if d.is_some_and(|d| d > MAX_TIMEOUT) {
             return bad(format!("{flag}: at most {} seconds", MAX_TIMEOUT.as_secs()));
         }
@@ -155,7 +158,10 @@ pub fn never_if_zero(flag: &str, secs: f64) -> Result<Option<Duration>, ServeErr
     if !(0.0..=MAX_TIMEOUT.as_secs_f64()).contains(&secs) {
         return Err(ServeError::BadOption(format!("{flag} {secs}: seconds, 0 or more (0: never), at most {}", MAX_TIMEOUT.as_secs())));
     }
-    Ok((secs > 0.0).then(|| Duration::from_secs_f64(secs)))
+    let d = (secs > 0.0).then(|| Duration::from_secs_f64(secs));
+    // Rounding to a Duration keeps the bound that lets deadline arithmetic skip overflow checks.
+    debug_assert!(d.is_none_or(|d| d <= MAX_TIMEOUT), "{flag}: {d:?} beyond MAX_TIMEOUT");
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -176,6 +182,14 @@ mod tests {
             assert!(matches!(e, ServeError::BadOption(_)), "{e:?}");
             assert!(e.to_string().contains(flag), "{e} should name {flag}");
         }
+    }
+
+    #[test]
+    fn a_request_timeout_beyond_the_longest_is_refused_like_the_others() {
+        let long = Some(MAX_TIMEOUT + Duration::from_secs(1));
+        let e = check_limits(1, DEFAULT_HANDSHAKE_TIMEOUT, long, None, None).unwrap_err();
+        assert!(e.to_string().starts_with("--request-timeout"), "{e}");
+        assert!(check_limits(1, DEFAULT_HANDSHAKE_TIMEOUT, Some(MAX_TIMEOUT), None, None).is_ok());
     }
 
     #[test]

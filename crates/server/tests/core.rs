@@ -23,6 +23,12 @@ impl Protocol for Echo {
         match r.read_line(&mut line).await {
             Ok(0) => return ConnEnd::Closed,
             Ok(_) if line == "HELLO\n" => {}
+            // A bug in a protocol, after the handshake (so only eviction of an idle client could
+            // take the slot back): its connection ends, the server goes on.
+            Ok(_) if line == "HELLO PANIC\n" => {
+                r.get_ref().established();
+                panic!("the echo protocol's bug");
+            }
             Ok(_) => return ConnEnd::Protocol(format!("bad greeting {line:?}")),
             Err(e) => return e.into(),
         }
@@ -207,6 +213,22 @@ fn busy_established_clients_are_not_evicted_and_newcomers_get_the_refusal() {
     r.read_line(&mut l).unwrap();
     assert_eq!(l, "still here\n");
     first.write_all(b"BYE\n").unwrap();
+    srv.finish();
+}
+
+#[test]
+fn a_connection_whose_protocol_panics_gives_its_slot_back() {
+    // One slot, never evicted: a slot the panicked connection kept would lock everyone out.
+    let srv = Running::start(Options { max_connections: 1, evict_idle_after: None, ..Options::default() });
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(srv.addr).unwrap();
+        s.write_all(b"HELLO PANIC\n").unwrap();
+        assert!(closed_by_server(&mut s, Duration::from_secs(5)), "the connection outlived its protocol's panic");
+    }
+    good_client(srv.addr).unwrap();
+    assert_eq!(Stats::get(&srv.stats.refused), 0);
+    assert_eq!(Stats::get(&srv.stats.connections_total), 3);
+    // finish() checks that no connection is still counted active.
     srv.finish();
 }
 
