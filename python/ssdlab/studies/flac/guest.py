@@ -4,9 +4,10 @@ whose emulated NVDIMM is /dev/pmem0 (issue 43: the document's ext4-DAX baseline)
 One guest boot runs grep, tar (create, then extract), sort, `dd bs=2M` and `cp` on the same
 small data set on four engines: ext4 mounted -o dax on the NVDIMM (remounted before each run);
 FlacFS through the LD_PRELOAD shim with its PM image a file on that DAX mount (so FlacFS's "PM"
-is the same emulated NVDIMM) and the PM cost model off (the medium is the guest's own); and ext4
-without DAX on the same device, cold (remounted before each run) and warm (its page cache
-holding the files). Every run is a new process, timed by the guest's monotonic clock
+is the same emulated NVDIMM; the image is allocated and zeroed before use, as the host's image
+on tmpfs is populated when created), the PM cost model off (the medium is the guest's own) and
+its DRAM frames on a huge-page tmpfs (as on the host); and ext4 without DAX on the same device,
+cold (remounted before each run) and warm (its page cache holding the files). Every run is a new process, timed by the guest's monotonic clock
 (/proc/timer_list, read by the shell without a fork) around it. The guest runs under TCG here
 (KVM does not work on this machine, docs/vm.md), where every memory access is emulated: the
 ratios say which engine does less work per byte inside the same guest, not the speed on real PM.
@@ -34,7 +35,7 @@ from ...units import parse_size
 
 # The programs the guest times, as the host's shim step names them (tar = create + extract),
 # and "start": GNU true, the floor every run pays (fork, exec, the dynamic loader; with the
-# shim, its start-up: opening FlacFS's image).
+# shim, loading it: FlacFS itself mounts on a program's first call under its mount).
 GUEST_APPS = ("grep", "tar", "sort", "dd", "cp")
 GUEST_ENGINES = ("ext4-dax", "flac-pm-off", "ext4", "ext4-warm")
 LABELS = {"ext4-dax": "ext4-DAX", "flac-pm-off": "FlacFS (PM cost off)", "ext4": "ext4 (cold)", "ext4-warm": "ext4 (warm)"}
@@ -127,7 +128,9 @@ suite() {
 
 E=setup; PRE=""
 clock; t0=$NOW
-/usr/sbin/mkfs.ext4 -q -F -b 4096 "$SSDLAB_PMEM" > /tmp/out.txt 2>&1 || fail "mkfs.ext4 $SSDLAB_PMEM: $(cat /tmp/out.txt)"
+# stride and stripe width of 2 MiB: ext4 then allocates large files in 2 MiB-aligned extents,
+# which DAX maps with 2 MiB page-table entries (FlacFS's image) where it can.
+/usr/sbin/mkfs.ext4 -q -F -b 4096 -E stride=512,stripe_width=512 "$SSDLAB_PMEM" > /tmp/out.txt 2>&1 || fail "mkfs.ext4 $SSDLAB_PMEM: $(cat /tmp/out.txt)"
 mkdir -p "$MNT"
 OPTS=dax=always; mount_pm $OPTS
 grep -q "$MNT .*dax=always" /proc/mounts || fail "ext4 on $SSDLAB_PMEM is not mounted with dax=always: $(grep "$MNT" /proc/mounts)"
@@ -140,10 +143,31 @@ info mount "$(grep " $MNT " /proc/mounts)"
 # ext4-DAX: reads and writes go straight between the program's buffers and the NVDIMM.
 suite ext4-dax "$MNT" remount
 
-# FlacFS through the shim, its PM image a file on the DAX mount: the first program creates the
-# image (FLACFS_CREATE) and the data set is copied in (untimed).
+# FlacFS through the shim, its PM image a file on the DAX mount, its DRAM frames on a tmpfs
+# mounted huge=always where the guest's kernel allows it (as the host's Workdir gives them 2 MiB
+# pages). The first program under the mount creates the image (FLACFS_CREATE: a superblock page,
+# the rest a hole). The hole is then written with zeros, which it already reads as: on the host
+# FlacFS populates a new image on tmpfs for the same reason (PM is all there from the start),
+# and here a first store into a hole would allocate and clear ext4 blocks inside whichever
+# timed I/O made it. Then the data set is copied in (untimed).
 E=flac-pm-off; PRE=$SHIM
 clock; t0=$NOW
+mkdir -p /mnt/dram
+if mount -t tmpfs -o huge=always,size=$((FLACFS_DRAM * 2)) flac-dram /mnt/dram 2> /tmp/err.txt; then
+    export FLACFS_DRAM_DIR=/mnt/dram
+    info flac_dram_dir "huge=always tmpfs ($(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null))"
+else
+    info flac_dram_dir "memfd (no huge-page tmpfs: $(tr '\n' ' ' < /tmp/err.txt))"
+fi
+quiet $G/mkdir -p "$FLACFS_MOUNT"
+[ -f "$FLACFS_IMAGE" ] || fail "the shim did not create $FLACFS_IMAGE: $(head -c 300 /tmp/err.txt)"
+PRE=""
+quiet $G/dd if=/dev/zero of="$FLACFS_IMAGE" bs=4096 seek=1 count=511 conv=notrunc
+quiet $G/dd if=/dev/zero of="$FLACFS_IMAGE" bs=2M seek=1 count=$((FLACFS_CREATE / 2097152 - 1)) conv=notrunc
+PRE=$SHIM
+[ "$(stat -c %s "$FLACFS_IMAGE")" = "$FLACFS_CREATE" ] || fail "zero-filling $FLACFS_IMAGE changed its size"
+info flac_image_blocks "$(stat -c %b "$FLACFS_IMAGE")"
+clock; info flac_image_ns $((NOW - t0)); t0=$NOW
 quiet $G/cp -r "$MNT/tree" "$FLACFS_MOUNT/tree"
 quiet $G/cp "$MNT/ints.txt" "$MNT/big.bin" "$FLACFS_MOUNT/"
 clock; info flac_copy_in_ns $((NOW - t0))
@@ -151,6 +175,7 @@ suite flac-pm-off "$FLACFS_MOUNT" none
 PRE=""
 info flac_image_bytes "$(stat -c %s "$FLACFS_IMAGE")"
 rm -f "$FLACFS_IMAGE"
+umount /mnt/dram 2>/dev/null
 
 # ext4 without DAX on the same device: the page cache between the programs and the NVDIMM;
 # cold (remounted before each run), then warm (the runs before left the files in its cache).
@@ -223,6 +248,8 @@ def run_guest_dax(g: Mapping[str, Any], seed: int, work: Path, log: Any) -> Dict
     if why:
         log(f"  guest-dax: skipped ({why})")
         return {"skipped": why}
+    if parse_size(g["flac_pm"]) % (2 << 20):
+        raise ValueError(f"guest_dax.flac_pm {g['flac_pm']}: expected a multiple of 2 MiB (the guest zero-fills it 2 MiB at a time)")
     data, want = data_set(g, seed)
     shim_env = flac.shim_env(f"{GUEST_MNT}/flac.pm", mount="/flac", engine="flac", create=g["flac_pm"], dram=g["flac_dram"],
                              pm_cost=False, base={})

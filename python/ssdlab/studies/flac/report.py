@@ -469,14 +469,16 @@ def _guest_section(guest: Optional[Dict[str, Any]]) -> List[str]:
               f"({(g.get('pmem_bytes') or 0) >> 20} MiB, a file on the host's tmpfs) is an fsdax /dev/pmem0 "
               f"({info.get('pmem_mib', '?')} MiB usable) holding one ext4: mounted -o dax (ext4-DAX: reads and writes go "
               "between the program's buffers and the NVDIMM, no page cache); FlacFS through the LD_PRELOAD shim with its PM "
-              "image a file on that DAX mount (its \"PM\" is the same NVDIMM) and the PM cost model off; and the same ext4 "
+              "image a file on that DAX mount (its \"PM\" is the same NVDIMM; allocated and zeroed before use, as the host's "
+              "image on tmpfs is populated) and the PM cost model off, its DRAM frames on a huge-page tmpfs where the guest "
+              "has one; and the same ext4 "
               "without DAX, cold (remounted before each run) and warm. ext4-DAX is remounted before each run too; every run "
               f"is a new process. Data set: {(guest.get('data_bytes') or 0) / 2**20:.0f} MiB (a text tree, integers, one "
               f"large file; made as the shim step's from the mode's first seed). Boot to workload "
               f"{g.get('boot_to_workload_s') or 0:.1f} s, workload {g.get('workload_s') or 0:.1f} s.", "",
               f"**Caveat.** {CAVEAT}", "",
               f"Seconds in the guest (median of {n} runs; \"start\" is GNU true, the floor every run pays: fork, exec, the "
-              "dynamic loader and, through the shim, FlacFS's start-up):", "",
+              "dynamic loader and, through the shim, loading it):", "",
               "| program | " + " | ".join(GLABELS[e] for e in GUEST_ENGINES) + " |", "|---|" + "---|" * len(GUEST_ENGINES)]
     for app in ("start", *GUEST_APPS):
         t = [_val(rows, "seconds", engine=e, app=app) for e in GUEST_ENGINES]
