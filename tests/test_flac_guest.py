@@ -156,4 +156,11 @@ def test_the_step_runs_every_engine_in_one_guest(tmp_path):
             assert got.get((e, a)) == 2, (e, a)
     assert all(x["seconds"] > 0 for x in r["runs"])
     assert r["info"]["flac_image_bytes"] == 64 * MiB
+    # FlacFS's statistics: one process per recorded run (not the untimed helpers'), and the
+    # large reads of dd and cp attached.
+    fs = r["flac_stats"]
+    assert {a: fs[a]["processes"] for a in ("grep", "sort", "dd", "cp", "tar-c", "tar-x")} == dict.fromkeys(
+        ("grep", "sort", "dd", "cp", "tar-c", "tar-x"), 2)
+    assert fs["dd"]["mapped_bytes"] == 2 * 4 * MiB and fs["tar"]["processes"] == 4
+    assert 0 < fs["grep"]["io_s"] < fs["grep"]["mounted_s"]
     assert any("guest-dax" in ln for ln in lines)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import math
 import re
 import shlex
@@ -73,11 +74,15 @@ cpu() { times > /tmp/times.txt; { read -r _ _; read -r CU CS; } < /tmp/times.txt
 # timed APP CMD...: one run, a new process; LD_PRELOAD is $PRE (the shim, or empty).
 timed() {
     app=$1; shift
+    # FlacFS's recorded runs append their statistics (time inside file-system calls, bytes
+    # attached and copied) to a file per program, as the host's shim step does.
+    if [ -n "$PRE" ] && [ "$REC" = 1 ]; then export FLACFS_STATS="$SSDLAB_OUT/stats-$app.jsonl"; else unset FLACFS_STATS; fi
     cpu; cu0=$CU; cs0=$CS
     clock; t0=$NOW
     LD_PRELOAD=$PRE "$@" > /tmp/out.txt 2> /tmp/err.txt
     rc=$?
     clock; t1=$NOW
+    unset FLACFS_STATS
     cpu
     [ $rc = 0 ] || fail "$E $app: $* exited with $rc: $(head -c 300 /tmp/err.txt | tr '\n' ' ')"
     [ "$REC" = 1 ] && echo "run $E $app $i $t0 $t1 $cu0 $cs0 $CU $CS" >> "$OUT"
@@ -281,11 +286,12 @@ def run_guest_dax(g: Mapping[str, Any], seed: int, work: Path, log: Any) -> Dict
         raise RuntimeError(f"flac guest-dax: the guest run failed: {why}\n{vm.log_tail(out / 'output.txt', 15)}\n"
                            + vm._guest_logs(out / "console.log", out / "qemu.log", 15))
     rows = parsed["runs"]
+    flac_stats = program_stats(out / "guest")
     log("  guest-dax " + "; ".join(
         f"{LABELS[e]}: " + " ".join(f"{a}={_median([r['seconds'] for r in rows if r['engine'] == e and r['app'] == a]):.3f}s"
                                     for a in ("start", *GUEST_APPS))
         for e in GUEST_ENGINES))
-    return {"runs": rows, "rows": summary(rows), "info": parsed["info"], "data_bytes": len(data),
+    return {"runs": rows, "rows": summary(rows), "flac_stats": flac_stats, "info": parsed["info"], "data_bytes": len(data),
             "guest": {k: info.get(k) for k in ("accel", "accel_why", "boot_to_workload_s", "workload_s", "wall_s",
                                                "qemu_peak_rss_bytes", "memory_bytes", "pmem_bytes")}}
 
@@ -339,6 +345,25 @@ def parse_runs(text: str) -> Dict[str, Any]:
         if app == "tar-c" and x is not None:
             runs.append({"engine": engine, "app": "tar", "run": i, **{k: c[k] + x[k] for k in ("seconds", "user_s", "sys_s")}})
     return {"runs": runs, "info": info, "failure": failure, "done": done}
+
+
+def program_stats(d: Path) -> Dict[str, Dict[str, Any]]:
+    """FlacFS's statistics of its recorded runs in the guest, per program (stats-APP.jsonl, one
+    line per process; tar's create and extract summed): bytes attached and copied, seconds
+    inside file-system calls, seconds from FlacFS's mount in the process to its exit
+    (``mounted_s``: the rest of a run is the process's start, the mount and the exit), processes."""
+    from .runner import _shim_stats
+
+    out: Dict[str, Dict[str, Any]] = {}
+    for app in (*GUEST_APPS, "tar-c", "tar-x"):
+        p = d / f"stats-{app}.jsonl"
+        if p.exists():
+            st = _shim_stats(p)
+            out[app] = {k: st[k] for k in ("mapped_bytes", "copied_bytes", "io_s", "processes")}
+            out[app]["mounted_s"] = sum(float(json.loads(ln).get("wall_s", 0.0)) for ln in p.read_text().splitlines() if ln.strip())
+    if "tar-c" in out and "tar-x" in out:
+        out["tar"] = {k: out["tar-c"][k] + out["tar-x"][k] for k in out["tar-c"]}
+    return out
 
 
 def _median(v: Sequence[float]) -> float:

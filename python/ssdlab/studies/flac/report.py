@@ -494,6 +494,16 @@ def _guest_section(guest: Optional[Dict[str, Any]]) -> List[str]:
             r = _get(rs, num=a, den=b, app=app)
             cells.append("-" if r is None else f"{r['ratio']:.2f}x ({_interval(r['lo'], r['hi'])})")
         lines.append(f"| {app} | " + " | ".join(cells) + " |")
+    fs = guest.get("flac_stats") or {}
+    if fs:
+        total = {app: sum(r["seconds"] for r in runs if r["engine"] == "flac-pm-off" and r["app"] == app) for app in GUEST_APPS}
+        lines += ["", "FlacFS in the guest, over its recorded runs (FLACFS_STATS): "
+                  + "; ".join(f"{app}: of {total[app]:.2f} s, {fs[app].get('mounted_s', 0.0):.2f} s from FlacFS's mount in the "
+                              f"process to its exit, {fs[app]['io_s']:.2f} s inside file-system calls; "
+                              f"{fs[app]['mapped_bytes'] / 2**20:.0f} MiB attached, {fs[app]['copied_bytes'] / 2**20:.0f} MiB copied"
+                              for app in GUEST_APPS if app in fs)
+                  + ". The rest of each run is the process's start (\"start\" above), FlacFS's mount (mapping its image and "
+                  "DRAM pool, reading its metadata) and the process's end after FlacFS's commit (unmapping them)."]
     cpu = {(r["engine"], r["app"]): r for r in rows}
     lines += ["", "CPU seconds of the programs' processes over all their runs (user / system, the guest's 10 ms ticks): "
               + "; ".join(f"{app}: " + ", ".join(f"{GLABELS[e]} {cpu[(e, app)]['user_s']:.2f} / {cpu[(e, app)]['sys_s']:.2f}"
