@@ -376,7 +376,7 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
         out: PathLike = "runs/vm", accel: str = "auto", boot_timeout_s: float = 60.0, timeout_s: float = 3600.0,
         serve_args: Tuple[str, ...] = (), check: bool = True, log: Callable[[str], None] = print,
         on_workload: Optional[Callable[[Dict[str, Any]], None]] = None, net: bool = False,
-        forwards: Sequence[Tuple[int, int]] = ()) -> VmReport:
+        forwards: Sequence[Tuple[int, int]] = (), pmem_bytes: int = 0) -> VmReport:
     """Boot a guest on an emulated SSD, run a workload in it, and measure both sides.
 
     Args:
@@ -401,6 +401,7 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
         net: a virtio-net NIC on QEMU's user network (the guest is GUEST_IP, the host's
             loopback HOST_FROM_GUEST), e.g. for NVMe/TCP beside the NBD disk; ``forwards``:
             (host port, guest port) pairs forwarded from the host's loopback into the guest.
+        pmem_bytes: an emulated NVDIMM beside the disk, /dev/pmem0 (fsdax) in the guest.
 
     Returns a :class:`VmReport` (a :class:`ssdlab.Report` with ``guest``, ``fio``, ``output``).
     """
@@ -441,7 +442,7 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
                                on_workload=on_workload, info={"config": str(config) if not isinstance(config, Mapping) else "(dict)",
                                                               "image": str(image) if image else None},
                                server_what=f"ssdlab serve{f' (image {image})' if image else ' (contents in memory)'}", net=net,
-                               forwards=forwards)
+                               forwards=forwards, pmem_bytes=pmem_bytes)
     output, fio_json = _save_results(out, files)
     metrics_path = out / "metrics.json"
     if not metrics_path.exists():
@@ -524,7 +525,9 @@ def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_byt
     kernel, initramfs = _guest_files()
     accel_used, accel_why = choose_accel(accel, log=lambda s: _say(log, s))
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("metrics.json", "timeseries.csv", "fio.json", "output.txt", "report.md", "vm.json"):
+    # console.log too: the watcher reads it from the start, and a previous run's "workload start" line
+    # would end the boot at once.
+    for stale in ("metrics.json", "timeseries.csv", "fio.json", "output.txt", "report.md", "vm.json", "console.log"):
         (out / stale).unlink(missing_ok=True)
     if (out / "guest").exists():
         shutil.rmtree(out / "guest")
@@ -890,7 +893,7 @@ def _cmd_guest(args, say: Callable[[str], None]) -> int:
                       forwards=args.forward or (),
                       memory=parse_size(args.memory, "--memory"),
                       cpus=args.cpus, out=args.out, accel=args.accel, boot_timeout_s=args.boot_timeout, timeout_s=args.timeout,
-                      check=False, log=say)
+                      check=False, log=say, pmem_bytes=parse_size(args.pmem, "--pmem"))
     except VmError as e:
         print(f"ssdlab vm: error: {e}", file=sys.stderr)
         return 1
@@ -922,7 +925,7 @@ def cmd_vm(args) -> int:
         rep = run(args.config, image=args.image, script=args.run, fio=args.fio, memory=parse_size(args.memory, "--memory"),
                   cpus=args.cpus, disk=args.disk, out=args.out, accel=args.accel, boot_timeout_s=args.boot_timeout,
                   timeout_s=args.timeout, serve_args=tuple(args.serve_arg or ()), check=False, log=say, net=args.net,
-                  forwards=args.forward or ())
+                  forwards=args.forward or (), pmem_bytes=parse_size(args.pmem, "--pmem"))
     except VmError as e:
         print(f"ssdlab vm: error: {e}", file=sys.stderr)
         return 1
@@ -978,6 +981,9 @@ def add_cli(sub) -> None:
     v.add_argument("--nvme-tcp", metavar="HOST:PORT/NQN",
                    help="instead of serving CONFIG: the guest's disk is the first namespace of subsystem NQN of an NVMe/TCP target "
                         "already listening on the host at HOST:PORT (the guest connects with nvme-cli; no device metrics)")
+    v.add_argument("--pmem", metavar="SIZE", default="0",
+                   help="an emulated NVDIMM of SIZE (a multiple of 128M), an fsdax /dev/pmem0 in the guest ($SSDLAB_PMEM; "
+                        "ext4 mounts it -o dax); its contents live in /dev/shm for the run")
     v.add_argument("--out", default="runs/vm", help="run directory (default %(default)s)")
     v.add_argument("--accel", choices=ACCELS, default="auto",
                    help="auto: KVM if a probe boot works on it, else TCG (default %(default)s)")
