@@ -583,7 +583,10 @@ def write_report(spec: Dict[str, Any], mode: str, out: Path, results: Dict[str, 
              "so they run a second time charged the kernel's per-call costs measured on this machine's tmpfs. "
              "Unmodified programs reach every engine through the LD_PRELOAD shim, each run a new process with a cold cache; "
              "ext4 on a loop device over the same tmpfs is the kernel reference, cold (remounted before each run) against "
-             "FlacFS with the PM cost off, and warm. The ablations "
+             "FlacFS with the PM cost off, and warm. "
+             + ("ext4-DAX, the document's baseline, runs in a QEMU guest with an emulated NVDIMM (its own section below; "
+                "ratios inside the guest only, not judged). " if st.guest is not None else "")
+             + "The ablations "
              "run FlacFS with the copying flush (writers wait for the flusher's copy to PM) and with synchronous load on a "
              "miss.", "",
              "## Against the document", "", *v.table(), "", legend(), "",
