@@ -631,7 +631,8 @@ def _resources(task: Dict[str, Any]) -> Resources:
     m, step = task["m"], task["step"]
     if step == "guest-dax":
         # QEMU: the guest's RAM and its NVDIMM's file (on the work directory's tmpfs), plus
-        # QEMU's own (the guest's RSS peaked at 1.4 GiB for 1 GiB + 512 MiB on 2026-11-29).
+        # QEMU's own (its RSS peaked at 1.4 to 1.9 GiB for 1 GiB + 512 MiB, quick, and at 2.8 GiB for
+        # 1 GiB + 1 GiB, full, on 2026-11-29).
         g = m["guest_dax"]
         guest = parse_size(g.get("memory", "1G")) + parse_size(g["pmem"])
         return Resources(memory_bytes=guest + (1 << 30) + PROCESS_BYTES, cpus=os.cpu_count() or 1)
