@@ -60,7 +60,7 @@ SHIMS=()
 if [ -f "$SHIM" ]; then
     SHIMS=("$SHIM")
 else
-    echo "build-guest: no FlacFS shim at $SHIM; the guest will have none (flac's guest-dax step runs ext4 only)"
+    echo "build-guest: no FlacFS shim at $SHIM; the guest will have none (flac's guest-dax step then skips itself and says why)"
 fi
 # Kernel modules (with the modules they depend on): virtio-blk disks and XFS; virtio-net (with
 # net_failover, failover) for QEMU's user network; the NVMe/TCP host (nvme-tcp, nvme-fabrics;
