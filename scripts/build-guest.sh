@@ -4,9 +4,10 @@
 # dpkg-deb -x; NVMe, ext4 and the serial console are built in) and an initramfs of busybox-static
 # plus host binaries (fio, e2fsprogs, xfsprogs, btrfs-progs, nvme-cli, util-linux's blkzone and
 # blkdiscard) with the libraries ldd lists, the kernel modules for virtio disks, XFS, btrfs (zoned
-# mode on a zoned namespace), the network (virtio-net) and
-# NVMe over TCP (host: nvme-tcp; target: nvmet-tcp, with null_blk for its namespaces), and
-# scripts/guest-init.sh as /init.
+# mode on a zoned namespace), the network (virtio-net),
+# NVMe over TCP (host: nvme-tcp; target: nvmet-tcp, with null_blk for its namespaces) and an
+# emulated NVDIMM (nfit, nd_pmem: /dev/pmem0 for ext4 -o dax), GNU grep, tar, coreutils and the
+# FlacFS LD_PRELOAD shim for the flac study's guest-dax step, and scripts/guest-init.sh as /init.
 #
 # The result is cached in target/guest/ (or $SSDLAB_GUEST_DIR): vmlinuz, initramfs.cpio and
 # inputs.txt, the list of everything it was built from (this script, the init and its NVMe/TCP
@@ -46,21 +47,38 @@ TOOLS=(/usr/bin/fio /usr/sbin/mke2fs /usr/sbin/mkfs.ext4 /usr/sbin/e2fsck /usr/s
        /usr/sbin/dumpe2fs /usr/sbin/mkfs.xfs /usr/sbin/xfs_repair /usr/sbin/xfs_db
        /usr/sbin/mkfs.btrfs /usr/bin/btrfs /usr/sbin/nvme /usr/sbin/blkzone /usr/sbin/blkdiscard)
 BUSYBOX=/bin/busybox
+# The flac study's guest-dax step runs the programs its shim step runs on the host, as the same
+# GNU binaries (busybox's applets are static, so LD_PRELOAD cannot reach them, and they are other
+# programs). They go to /usr/lib/ssdlab/gnu/, off PATH, so that guest scripts keep busybox's
+# applets unless they ask for these by path.
+GNU_TOOLS=(/usr/bin/grep /usr/bin/tar /usr/bin/sort /usr/bin/dd /usr/bin/cp /usr/bin/rm /usr/bin/mkdir /usr/bin/sha256sum
+           /usr/bin/true)
+# The FlacFS shim (built by setup before the guest: cargo build --release -p ssdlab-flac-shim),
+# if it is there; $SSDLAB_FLAC_SHIM names another build, as for the host's runs.
+SHIM=${SSDLAB_FLAC_SHIM:-$ROOT/target/release/libflacfs.so}
+SHIMS=()
+if [ -f "$SHIM" ]; then
+    SHIMS=("$SHIM")
+else
+    echo "build-guest: no FlacFS shim at $SHIM; the guest will have none (flac's guest-dax step then skips itself and says why)"
+fi
 # Kernel modules (with the modules they depend on): virtio-blk disks and XFS; virtio-net (with
 # net_failover, failover) for QEMU's user network; the NVMe/TCP host (nvme-tcp, nvme-fabrics;
 # nvme-core is built in); the kernel's own NVMe target, nvmet and nvmet-tcp (with configfs), a
-# reference to compare ssdlab's target with; null_blk, a RAM (or zoned) disk for its namespaces.
-MODULES=(virtio_pci virtio_blk xfs btrfs virtio_net nvme-tcp nvmet-tcp null_blk)
+# reference to compare ssdlab's target with; null_blk, a RAM (or zoned) disk for its namespaces;
+# nfit (the ACPI NVDIMM firmware table QEMU's nvdimm device describes) and nd_pmem (with
+# libnvdimm and nd_btt), which make the NVDIMM /dev/pmem0.
+MODULES=(virtio_pci virtio_blk xfs btrfs virtio_net nvme-tcp nvmet-tcp null_blk nfit nd_pmem)
 
 libs_of() { ldd "$@" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\/.*ld-linux/ {print $1}' | sort -u; }
-mapfile -t LIBS < <(libs_of "${TOOLS[@]}")
+mapfile -t LIBS < <(libs_of "${TOOLS[@]}" "${GNU_TOOLS[@]}" "${SHIMS[@]}")
 # Real files (ldd names links): the guest needs both the link name and its target.
 inputs() {
     echo "script $(sha256sum scripts/build-guest.sh | cut -d' ' -f1)"
     echo "init $(sha256sum scripts/guest-init.sh | cut -d' ' -f1)"
     echo "nvme-tcp $(sha256sum scripts/guest-nvme-tcp.sh | cut -d' ' -f1)"
     echo "kernel $META $meta_version"
-    for f in "$BUSYBOX" "${TOOLS[@]}" "${LIBS[@]}"; do
+    for f in "$BUSYBOX" "${TOOLS[@]}" "${GNU_TOOLS[@]}" "${SHIMS[@]}" "${LIBS[@]}"; do
         echo "file $f $(stat -L -c '%s %Y' "$f")"
     done
 }
@@ -107,6 +125,9 @@ copy() {  # a host file at the path ldd or the ELF header names, links dereferen
     cp -L "$1" "$r$1"
 }
 for f in "${TOOLS[@]}" "${LIBS[@]}"; do copy "$f"; done
+mkdir -p "$r/usr/lib/ssdlab/gnu"
+for f in "${GNU_TOOLS[@]}"; do cp -L "$f" "$r/usr/lib/ssdlab/gnu/"; done
+for f in "${SHIMS[@]}"; do cp -L "$f" "$r/usr/lib/ssdlab/libflacfs.so"; done
 
 # Modules with the modules they depend on, in the kernel's own layout, indexed by busybox's
 # depmod: init loads the virtio ones with modprobe when the disk is virtio, and the kernel asks

@@ -39,7 +39,7 @@ GUEST_DISKS = (*DISKS, "nvme-tcp", "none")
 HOST_FROM_GUEST = "10.0.2.2"
 GUEST_IP = "10.0.2.15"
 # The guest's own statuses (scripts/guest-init.sh), beside a workload's exit status.
-GUEST_STATUSES = {251: "the guest's network did not come up", 252: "the guest's NVMe/TCP connect failed",
+GUEST_STATUSES = {250: "the guest's NVDIMM did not become an fsdax /dev/pmem0", 251: "the guest's network did not come up", 252: "the guest's NVMe/TCP connect failed",
                   253: "unknown guest mode", 254: "the guest's disk did not appear"}
 ACCELS = ("auto", "kvm", "tcg")
 GUEST_MARK = "ssdlab-guest: "
@@ -54,6 +54,9 @@ GRACE_AFTER_SERVER_DEATH_S = 5.0
 # The guest's initramfs (its tools) unpacks into RAM: at 320 MiB the unpacking fails ("write
 # error") and the kernel panics; 352 MiB boots. The floor keeps a margin.
 MIN_MEMORY_BYTES = 384 << 20
+# An emulated NVDIMM (boot()'s pmem_bytes) is hot-pluggable memory to the guest: Linux maps it
+# in memory sections of 128 MiB on x86-64, so its size is a whole number of them.
+PMEM_ALIGN = 128 << 20
 
 
 class VmError(RuntimeError):
@@ -124,9 +127,11 @@ def _cpio_newc(files: List[Tuple[str, bytes, int]]) -> bytes:
     return out.getvalue()
 
 
-def _job_archive(mode: str, disk: str, payload: Optional[bytes], env: Optional[Mapping[str, str]] = None) -> bytes:
+def _job_archive(mode: str, disk: str, payload: Optional[bytes], env: Optional[Mapping[str, str]] = None,
+                 job_files: Optional[Mapping[str, bytes]] = None) -> bytes:
     """The job's cpio archive: /ssdlab/job/env (SSDLAB_MODE, SSDLAB_DISK_KIND and ``env``, read
-    by the guest's /init with `.`) and the workload."""
+    by the guest's /init with `.`), the workload and ``job_files`` (name: contents, into
+    /ssdlab/job/files/)."""
     lines = {"SSDLAB_MODE": mode, "SSDLAB_DISK_KIND": disk, **(env or {})}
     env_text = "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in lines.items()).encode()
     files = [("ssdlab", b"", 0o040755), ("ssdlab/job", b"", 0o040755), ("ssdlab/job/env", env_text, 0o100644)]
@@ -134,6 +139,12 @@ def _job_archive(mode: str, disk: str, payload: Optional[bytes], env: Optional[M
         files.append(("ssdlab/job/job.fio", payload or b"", 0o100644))
     elif mode == "script":
         files.append(("ssdlab/job/run.sh", payload or b"", 0o100755))
+    if job_files:
+        files.append(("ssdlab/job/files", b"", 0o040755))
+        for name, data in job_files.items():
+            if not name or "/" in name or name in (".", ".."):
+                raise ValueError(f"job file {name!r}: expected a plain file name")
+            files.append((f"ssdlab/job/files/{name}", data, 0o100644))
     return _cpio_newc(files)
 
 
@@ -229,12 +240,17 @@ def _guest_logs(console: Path, qemu_log: Path, lines: int = LOG_TAIL_LINES) -> s
 
 def _qemu_args(qemu: str, accel: str, kernel: Path, initrd: Path, memory_bytes: int, cpus: int, console: Path,
                results: Path, drive: Optional[str], disk: str, block_bytes: int, net: bool = False,
-               forwards: Sequence[Tuple[int, int]] = ()) -> List[str]:
+               forwards: Sequence[Tuple[int, int]] = (), pmem: Optional[Tuple[Path, int]] = None) -> List[str]:
     if accel == "kvm":
         cpu = ["-accel", "kvm", "-cpu", "host"]
     else:
         cpu = ["-accel", "tcg,thread=multi", "-cpu", "max"]
-    args = [qemu, "-machine", "q35", *cpu, "-m", f"{memory_bytes >> 20}M", "-smp", str(cpus),
+    machine, mem = "q35", f"{memory_bytes >> 20}M"
+    if pmem is not None:
+        # An NVDIMM is a DIMM: the machine needs a slot for it and room above the RAM.
+        machine += ",nvdimm=on"
+        mem += f",slots=1,maxmem={(memory_bytes + pmem[1]) >> 20}M"
+    args = [qemu, "-machine", machine, *cpu, "-m", mem, "-smp", str(cpus),
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
             "-kernel", str(kernel), "-initrd", str(initrd),
             # panic=-1 reboots at once on a panic, and -no-reboot turns that into QEMU's exit. Kernel
@@ -256,6 +272,12 @@ def _qemu_args(qemu: str, accel: str, kernel: Path, initrd: Path, memory_bytes: 
         # HOST_FROM_GUEST, and only the forwarded ports (host loopback -> guest) reach the guest.
         fwd = "".join(f",hostfwd=tcp:127.0.0.1:{h}-:{g}" for h, g in forwards)
         args += ["-netdev", f"user,id=n0{fwd}", "-device", "virtio-net-pci,netdev=n0"]
+    if pmem is not None:
+        # The NVDIMM's contents are the host file (shared: the guest's stores land in it, as a
+        # DIMM's do in its media). No label area: the guest sees one label-less region, which
+        # scripts/guest-init.sh turns into an fsdax namespace, /dev/pmem0.
+        args += ["-object", f"memory-backend-file,id=pmem0,share=on,mem-path={pmem[0]},size={pmem[1]}",
+                 "-device", "nvdimm,id=nvdimm0,memdev=pmem0"]
     return args
 
 
@@ -354,7 +376,7 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
         out: PathLike = "runs/vm", accel: str = "auto", boot_timeout_s: float = 60.0, timeout_s: float = 3600.0,
         serve_args: Tuple[str, ...] = (), check: bool = True, log: Callable[[str], None] = print,
         on_workload: Optional[Callable[[Dict[str, Any]], None]] = None, net: bool = False,
-        forwards: Sequence[Tuple[int, int]] = ()) -> VmReport:
+        forwards: Sequence[Tuple[int, int]] = (), pmem_bytes: int = 0) -> VmReport:
     """Boot a guest on an emulated SSD, run a workload in it, and measure both sides.
 
     Args:
@@ -379,6 +401,7 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
         net: a virtio-net NIC on QEMU's user network (the guest is GUEST_IP, the host's
             loopback HOST_FROM_GUEST), e.g. for NVMe/TCP beside the NBD disk; ``forwards``:
             (host port, guest port) pairs forwarded from the host's loopback into the guest.
+        pmem_bytes: an emulated NVDIMM beside the disk, /dev/pmem0 (fsdax) in the guest.
 
     Returns a :class:`VmReport` (a :class:`ssdlab.Report` with ``guest``, ``fio``, ``output``).
     """
@@ -419,7 +442,7 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
                                on_workload=on_workload, info={"config": str(config) if not isinstance(config, Mapping) else "(dict)",
                                                               "image": str(image) if image else None},
                                server_what=f"ssdlab serve{f' (image {image})' if image else ' (contents in memory)'}", net=net,
-                               forwards=forwards)
+                               forwards=forwards, pmem_bytes=pmem_bytes)
     output, fio_json = _save_results(out, files)
     metrics_path = out / "metrics.json"
     if not metrics_path.exists():
@@ -456,7 +479,8 @@ def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_byt
          memory: int, cpus: int, disk: str, out: Path, accel: str = "auto", boot_timeout_s: float = 60.0,
          timeout_s: float = 3600.0, log: Callable[[str], None] = print, on_workload=None,
          info: Optional[Dict[str, Any]] = None, server_what: str = "ssdlab serve", net: bool = False,
-         target: Optional[str] = None, forwards: Sequence[Tuple[int, int]] = ()) -> Tuple[Dict[str, Any], int, Dict[str, bytes]]:
+         target: Optional[str] = None, forwards: Sequence[Tuple[int, int]] = (), pmem_bytes: int = 0,
+         pmem_dir: Optional[PathLike] = None, job_files: Optional[Mapping[str, bytes]] = None) -> Tuple[Dict[str, Any], int, Dict[str, bytes]]:
     """Start a server (``serve_cmd(HOST:PORT)``, which must log "listening on" and write its
     metrics into ``out`` at exit), boot the guest with ``disk`` on it, run the workload (``mode``
     "script" or "fio", from ``work_file``), power off and stop the server. Returns (what
@@ -471,8 +495,14 @@ def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_byt
     ``net``: a virtio-net NIC on QEMU's user network (always on for "nvme-tcp"); the guest is
     GUEST_IP and reaches the host's loopback at HOST_FROM_GUEST. ``forwards``: (host port, guest
     port) pairs, TCP connections to the host's 127.0.0.1:host port forwarded to the guest's
-    port (implies ``net``), e.g. to serve a target from inside the guest."""
+    port (implies ``net``), e.g. to serve a target from inside the guest.
+    ``pmem_bytes``: an emulated NVDIMM of that size (a multiple of PMEM_ALIGN), which the guest
+    sees as an fsdax namespace, /dev/pmem0 in $SSDLAB_PMEM (ext4 and XFS mount it with -o dax);
+    its contents are a file in ``pmem_dir`` (default /dev/shm, memory like the DIMM's), new and
+    zero every boot and removed after it. ``job_files``: files (name: contents) the guest finds in /ssdlab/job/files/,
+    e.g. a data set (they unpack into the guest's RAM with its tools)."""
     _check_memory(memory)
+    _check_pmem(pmem_bytes)
     if disk not in GUEST_DISKS:
         raise ValueError(f"disk {disk!r}: expected one of {', '.join(GUEST_DISKS)}")
     if serve_cmd is None and disk not in ("nvme-tcp", "none"):
@@ -488,17 +518,24 @@ def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_byt
             raise ValueError(f"forward {h}:{g}: expected two TCP ports")
     net = net or disk == "nvme-tcp" or bool(forwards)
     payload = work_file.read_bytes()
+    if pmem_bytes:
+        pmem_dir = Path(pmem_dir) if pmem_dir is not None else Path("/dev/shm") if os.path.isdir("/dev/shm") else out
+        pmem_dir.mkdir(parents=True, exist_ok=True)
     qemu = _qemu()
     kernel, initramfs = _guest_files()
     accel_used, accel_why = choose_accel(accel, log=lambda s: _say(log, s))
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("metrics.json", "timeseries.csv", "fio.json", "output.txt", "report.md", "vm.json"):
+    # console.log too: the watcher reads it from the start, and a previous run's "workload start" line
+    # would end the boot at once.
+    for stale in ("metrics.json", "timeseries.csv", "fio.json", "output.txt", "report.md", "vm.json", "console.log"):
         (out / stale).unlink(missing_ok=True)
     if (out / "guest").exists():
         shutil.rmtree(out / "guest")
     (out / f"workload{'.sh' if mode == 'script' else '.fio'}").write_bytes(payload)
     addr: Optional[str] = f"127.0.0.1:{free_port()}" if serve_cmd is not None else target
     env: Dict[str, str] = {"SSDLAB_NET": "1"} if net else {}
+    if pmem_bytes:
+        env["SSDLAB_PMEM_BYTES"] = str(pmem_bytes)
     if disk == "nvme-tcp":
         assert addr is not None
         traddr, trsvcid = guest_address(addr)
@@ -510,11 +547,15 @@ def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_byt
         info["forwards"] = [f"127.0.0.1:{h} -> {GUEST_IP}:{g}" for h, g in forwards]
     if "SSDLAB_NVME_TCP" in env:
         info["nvme_tcp"] = env["SSDLAB_NVME_TCP"]
+    if pmem_bytes:
+        info["pmem_bytes"] = pmem_bytes
     server = qemu_proc = None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=".vm-", dir=out) as tmp, \
+            tempfile.TemporaryDirectory(prefix="ssdlab-pmem-", dir=pmem_dir if pmem_bytes else out) as pmem_tmp, \
             open(server_log, "wb") as slog, open(qemu_log, "wb") as qlog:
         results = Path(tmp) / "results"
+        pmem = (Path(pmem_tmp) / "nvdimm0.img", pmem_bytes) if pmem_bytes else None
         try:
             if serve_cmd is not None:
                 assert addr is not None
@@ -523,12 +564,13 @@ def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_byt
                 wait_server(server, addr, server_log)
                 info["server_ready_s"] = round(time.monotonic() - started, 3)
             initrd = Path(tmp) / "initrd"
-            _write_initrd(initramfs, _job_archive(mode, disk, payload, env), initrd)
+            _write_initrd(initramfs, _job_archive(mode, disk, payload, env, job_files), initrd)
             drive = f"nbd://{addr}/{export}" if disk in DISKS else None
             args = _qemu_args(qemu, accel_used, kernel, initrd, memory, cpus, console, results, drive, disk, block_bytes, net,
-                              forwards)
+                              forwards, pmem)
             info["qemu_command"] = args
             what = ("no disk" if disk == "none" else f"{disk} disk") + (f" ({env['SSDLAB_NVME_TCP']})" if disk == "nvme-tcp" else "") + (", network" if net else "")
+            what += f", {pmem_bytes >> 20} MiB NVDIMM" if pmem_bytes else ""
             _say(log, f"booting the guest ({accel_used}: {accel_why}; {what}, {memory >> 20} MiB, {cpus} CPUs)")
             t_qemu = time.monotonic()
             qemu_proc = subprocess.Popen(args, stdout=qlog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -573,13 +615,17 @@ def parse_nvme_tcp(spec: str) -> Tuple[str, str]:
 def run_guest(*, script: Optional[PathLike] = None, fio: Optional[PathLike] = None, nvme_tcp: Optional[str] = None,
               net: bool = True, forwards: Sequence[Tuple[int, int]] = (), memory: Union[str, int] = "1G", cpus: int = 2, out: PathLike = "runs/vm-guest",
               accel: str = "auto", boot_timeout_s: float = 60.0, timeout_s: float = 3600.0, check: bool = True,
-              log: Callable[[str], None] = print, on_workload: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+              log: Callable[[str], None] = print, on_workload: Optional[Callable[[Dict[str, Any]], None]] = None,
+              pmem_bytes: int = 0, pmem_dir: Optional[PathLike] = None,
+              job_files: Optional[Mapping[str, bytes]] = None) -> Dict[str, Any]:
     """Boot the guest without an ssdlab server: its disk is the namespace of an NVMe/TCP target
     already listening on the host (``nvme_tcp`` = "HOST:PORT/NQN", e.g. `ssdlab nvme serve`'s
     or another target's), or it has no disk (``nvme_tcp`` None: the script brings its own,
     e.g. the kernel's nvmet inside the guest). ``net``: a NIC on QEMU's user network (the host's
     loopback is HOST_FROM_GUEST; always on with ``nvme_tcp``). ``forwards``: (host port, guest
     port) pairs forwarded from the host's loopback into the guest (see :func:`boot`).
+    ``pmem_bytes``: an emulated NVDIMM, /dev/pmem0 (fsdax) in the guest; ``job_files``: files
+    for the workload in /ssdlab/job/files/ (see :func:`boot`).
 
     Writes output.txt, fio.json, guest/ (the other files of $SSDLAB_OUT), console.log, qemu.log
     and vm.json into ``out``; returns vm.json's contents (``status``: the workload's exit status
@@ -601,7 +647,8 @@ def run_guest(*, script: Optional[PathLike] = None, fio: Optional[PathLike] = No
     out = Path(out)
     info, status, files = boot(None, nqn, 4096, mode, work_file, memory=parse_size(memory, "memory"), cpus=cpus,
                                disk="nvme-tcp" if nvme_tcp else "none", out=out, accel=accel, boot_timeout_s=boot_timeout_s,
-                               timeout_s=timeout_s, log=log, on_workload=on_workload, net=net, target=target, forwards=forwards)
+                               timeout_s=timeout_s, log=log, on_workload=on_workload, net=net, target=target, forwards=forwards,
+                               pmem_bytes=pmem_bytes, pmem_dir=pmem_dir, job_files=job_files)
     (out / "server.log").unlink(missing_ok=True)  # there was no server
     output, _ = _save_results(out, files)
     (out / "vm.json").write_text(json.dumps(info, indent=2) + "\n")
@@ -629,6 +676,12 @@ def _save_results(out: Path, files: Dict[str, bytes]) -> Tuple[str, Optional[Dic
         for name, data in files.items():
             (out / "guest" / name).write_bytes(data)
     return output, fio_json
+
+
+def _check_pmem(pmem_bytes: int) -> None:
+    if pmem_bytes < 0 or pmem_bytes % PMEM_ALIGN:
+        raise ValueError(f"NVDIMM of {pmem_bytes} bytes: expected a multiple of {PMEM_ALIGN >> 20} MiB (the guest maps it "
+                         "in memory sections of that size)")
 
 
 def _check_memory(memory_bytes: int) -> None:
@@ -840,7 +893,7 @@ def _cmd_guest(args, say: Callable[[str], None]) -> int:
                       forwards=args.forward or (),
                       memory=parse_size(args.memory, "--memory"),
                       cpus=args.cpus, out=args.out, accel=args.accel, boot_timeout_s=args.boot_timeout, timeout_s=args.timeout,
-                      check=False, log=say)
+                      check=False, log=say, pmem_bytes=parse_size(args.pmem, "--pmem"))
     except VmError as e:
         print(f"ssdlab vm: error: {e}", file=sys.stderr)
         return 1
@@ -872,7 +925,7 @@ def cmd_vm(args) -> int:
         rep = run(args.config, image=args.image, script=args.run, fio=args.fio, memory=parse_size(args.memory, "--memory"),
                   cpus=args.cpus, disk=args.disk, out=args.out, accel=args.accel, boot_timeout_s=args.boot_timeout,
                   timeout_s=args.timeout, serve_args=tuple(args.serve_arg or ()), check=False, log=say, net=args.net,
-                  forwards=args.forward or ())
+                  forwards=args.forward or (), pmem_bytes=parse_size(args.pmem, "--pmem"))
     except VmError as e:
         print(f"ssdlab vm: error: {e}", file=sys.stderr)
         return 1
@@ -928,6 +981,9 @@ def add_cli(sub) -> None:
     v.add_argument("--nvme-tcp", metavar="HOST:PORT/NQN",
                    help="instead of serving CONFIG: the guest's disk is the first namespace of subsystem NQN of an NVMe/TCP target "
                         "already listening on the host at HOST:PORT (the guest connects with nvme-cli; no device metrics)")
+    v.add_argument("--pmem", metavar="SIZE", default="0",
+                   help="an emulated NVDIMM of SIZE (a multiple of 128M), an fsdax /dev/pmem0 in the guest ($SSDLAB_PMEM; "
+                        "ext4 mounts it -o dax); its contents live in /dev/shm for the run")
     v.add_argument("--out", default="runs/vm", help="run directory (default %(default)s)")
     v.add_argument("--accel", choices=ACCELS, default="auto",
                    help="auto: KVM if a probe boot works on it, else TCG (default %(default)s)")

@@ -1,6 +1,7 @@
 """flac's points: one per step of the reproduction (experiments/flac/experiment.toml) and seed.
 
-The bench (attach vs memcpy, per-page costs) measures primitives and runs once; every other
+The bench (attach vs memcpy, per-page costs) measures primitives and runs once, and so does
+guest-dax (one QEMU guest, in modes with a ``guest_dax`` table); every other
 step (micro, scaling, apps, shim, ablations, checkpoint) runs once per seed of the mode, the
 seed feeding its data generators (data sets, trees, integers, model state), so each judged
 claim has one sample per seed.
@@ -24,10 +25,19 @@ def points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
     if missing:
         raise ValueError(f"experiments/flac/experiment.toml [{mode}]: missing {', '.join(missing)}")
     all_seeds = seeds(spec, mode)
-    # The mode's table without its seeds (the point's seed is its own input).
-    m = {k: v for k, v in m.items() if k != "seeds"}
+    # The mode's table without its seeds (the point's seed is its own input); the guest step's
+    # table goes to the guest step only, so that adding or changing it leaves the other points'
+    # inputs as they were (`--resume` reuses them).
+    guest = m.get("guest_dax")
+    m = {k: v for k, v in m.items() if k not in ("seeds", "guest_dax")}
     pts = []
     for step in STEPS:
+        if step == "guest-dax":
+            # Only where the mode asks for it; its data set from the mode's first seed.
+            if guest is not None:
+                pts.append(ExperimentPoint(step, {"step": step, "seed": None}, STEP.name,
+                                           {"step": step, "mode": mode, "seed": all_seeds[0], "m": {**m, "guest_dax": guest}}))
+            continue
         if step in UNSEEDED:
             pts.append(ExperimentPoint(step, {"step": step, "seed": None}, STEP.name, {"step": step, "mode": mode, "m": m}))
             continue
@@ -42,6 +52,11 @@ def describe(metrics: Dict[str, Any]) -> str:
     if step == "bench":
         big = max(r["attach"], key=lambda x: x["bytes"])
         return f"{big['bytes'] >> 10} KiB: memcpy / attach {big['memcpy_over_attach_touch']:.1f}x ({metrics['seconds']:.0f} s)"
+    if step == "guest-dax":
+        if "skipped" in r:
+            return f"skipped: {r['skipped']}"
+        return (f"{len(r['runs'])} runs in the guest, boot {r['guest'].get('boot_to_workload_s') or 0:.1f} s, "
+                f"workload {r['guest'].get('workload_s') or 0:.0f} s ({metrics['seconds']:.0f} s)")
     if step == "ablations":
         return (f"flush lock-free {r['flush_lockfree']['gb_s']:.2f} vs copying {r['flush_copying']['gb_s']:.2f} GB/s, load async "
                 f"{r['load_async']['gb_s']:.2f} vs sync {r['load_sync']['gb_s']:.2f} GB/s ({metrics['seconds']:.0f} s)")
