@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ...runners import PROCESS_BYTES, Resources, Result, Runner, report_progress
+from ...runners import PROCESS_BYTES, WORKER_ENV, Resources, Result, Runner, report_progress
 from ...units import parse_size
 from . import api as flac
 from .guest import run_guest_dax
@@ -158,8 +158,9 @@ class Workdir:
 
 
 def _quiet_env() -> Dict[str, str]:
-    # numpy's BLAS threads spin on a 2-core machine; nothing here uses them.
-    return {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    # The programs a step starts (the shim's, the loader) get the workers' one-BLAS-thread
+    # setting too: numpy's BLAS threads spin on a 2-core machine, and nothing here uses them.
+    return dict(WORKER_ENV)
 
 
 # -- benches ------------------------------------------------------------------------------------
