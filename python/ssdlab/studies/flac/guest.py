@@ -219,17 +219,12 @@ def data_set(g: Mapping[str, Any], seed: int) -> Tuple[bytes, Dict[str, str]]:
     """The guest's data set, made as the shim step makes its own (the same generators, smaller):
     a tar of tree/, ints.txt and big.bin, and what the guest checks against (matching lines,
     the sha256 of the sorted integers and of big.bin)."""
-    from .runner import PATTERN, _host_tree
+    from .runner import PATTERN, write_shim_data
 
     with tempfile.TemporaryDirectory(prefix="ssdlab-flac-guest-") as tmp:
         root = Path(tmp)
-        want = _host_tree(root / "tree", int(g["tree"]["files"]), parse_size(g["tree"]["bytes"]), seed)
-        rng = np.random.default_rng(seed)
-        ints = rng.integers(0, 2**31, int(g["sort_ints"]))
-        (root / "ints.txt").write_text("\n".join(map(str, ints.tolist())) + "\n")
-        sorted_sha = hashlib.sha256(("\n".join(map(str, np.sort(ints).tolist())) + "\n").encode()).hexdigest()
-        big = rng.integers(0, 256, parse_size(g["big"]), dtype=np.uint8).tobytes()
-        (root / "big.bin").write_bytes(big)
+        want, sorted_sha, big = write_shim_data(root, int(g["tree"]["files"]), parse_size(g["tree"]["bytes"]), int(g["sort_ints"]),
+                                                parse_size(g["big"]), seed)
         big_sha = hashlib.sha256(big).hexdigest()
         del big
         data = _data_tar(root)

@@ -341,6 +341,21 @@ print(sum(words[::512]) % (1 << 64), off)
 """
 
 
+def write_shim_data(root: Path, files: int, tree_bytes: int, sort_ints: int, big_bytes: int, seed: int) -> Tuple[int, str, bytes]:
+    """The shim step's data set under `root` (the guest-dax step's too, smaller): a text tree
+    (tree/), integers to sort (ints.txt) and a large file (big.bin), all from `seed`. Returns
+    the tree's matching lines, the sha256 of the sorted integers as sort writes them, and
+    big.bin's bytes (each caller checks its programs' output against its own digest of them)."""
+    want = _host_tree(root / "tree", files, tree_bytes, seed)
+    rng = np.random.default_rng(seed)
+    ints = rng.integers(0, 2**31, sort_ints)
+    (root / "ints.txt").write_text("\n".join(map(str, ints.tolist())) + "\n")
+    sorted_sha = hashlib.sha256(("\n".join(map(str, np.sort(ints).tolist())) + "\n").encode()).hexdigest()
+    big = rng.integers(0, 256, big_bytes, dtype=np.uint8).tobytes()
+    (root / "big.bin").write_bytes(big)
+    return want, sorted_sha, big
+
+
 def _loader_sum(data: bytes) -> str:
     words = memoryview(data).cast("Q")
     return f"{sum(words[::512]) % (1 << 64)} {len(data)}"
@@ -376,13 +391,8 @@ def run_shim(w: Workdir, m: Dict[str, Any], seed: int, log: Log) -> Dict[str, An
     unmodified programs on FlacFS, the library baselines, FlacFS with the PM cost off, and ext4
     (cold, then warm)."""
     host = Path(w.path("host"))
-    want = _host_tree(host / "tree", int(m["shim_tree"]["files"]), parse_size(m["shim_tree"]["bytes"]), seed)
-    rng = np.random.default_rng(seed)
-    ints = rng.integers(0, 2**31, int(m["shim_sort_ints"]))
-    (host / "ints.txt").write_text("\n".join(map(str, ints.tolist())) + "\n")
-    sorted_sha = hashlib.sha256(("\n".join(map(str, np.sort(ints).tolist())) + "\n").encode()).hexdigest()
-    big = rng.integers(0, 256, parse_size(m["shim_big"]), dtype=np.uint8).tobytes()
-    (host / "big.bin").write_bytes(big)
+    want, sorted_sha, big = write_shim_data(host, int(m["shim_tree"]["files"]), parse_size(m["shim_tree"]["bytes"]),
+                                            int(m["shim_sort_ints"]), parse_size(m["shim_big"]), seed)
     loaded = _loader_sum(big)
     del big
     loader = host / "loader.py"
