@@ -44,7 +44,10 @@ def test_runs_txt_is_parsed_into_runs_with_cpu_times_and_tar_summed():
     assert f["user_s"] == pytest.approx(0.4) and f["sys_s"] == pytest.approx(0.5)
     rows = {(r["engine"], r["app"]): r for r in guest.summary(p["runs"])}
     assert rows[("ext4-dax", "grep")]["runs"] == pytest.approx([0.25, 0.2])
-    assert rows[("ext4-dax", "grep")]["seconds"] == pytest.approx(0.225)
+    # The median as the host's shim step takes it: for an even count the upper of the two middle
+    # runs (a time one run took).
+    assert rows[("ext4-dax", "grep")]["seconds"] == pytest.approx(0.25)
+    assert guest.median_run([0.3, 0.1, 0.2]) == 0.2 and guest.median_run([0.4, 0.1, 0.3, 0.2]) == 0.3
 
 
 def test_runs_txt_failures_and_malformed_lines():
@@ -75,7 +78,7 @@ def test_ratio_interval_is_on_log_times():
 
 
 def test_qemu_arguments_and_job_archive_for_an_nvdimm(tmp_path):
-    img = tmp_path / "nv.img"
+    img = tmp_path / "nvdimm"  # a directory: QEMU makes the DIMM's file there and unlinks it
     args = vm._qemu_args("qemu", "tcg", Path("k"), Path("i"), 1024 * MiB, 2, tmp_path / "c", tmp_path / "r", None, "none", 4096,
                          pmem=(img, 512 * MiB))
     assert args[args.index("-machine") + 1] == "q35,nvdimm=on"
@@ -96,7 +99,7 @@ def test_qemu_arguments_and_job_archive_for_an_nvdimm(tmp_path):
 
 
 def _spec(with_guest):
-    m = {"seeds": [42, 43], **{k: 1 for k in ("pm_bytes", "io_sizes", "cached", "larger", "point_bytes", "small_point_bytes",
+    m = {"seeds": [42, 43], "huge_pages": True, **{k: 1 for k in ("pm_bytes", "io_sizes", "cached", "larger", "point_bytes", "small_point_bytes",
                                               "threads", "repeats", "tree", "bigsort_ints", "run_ints", "app_dram", "shim_tree",
                                               "shim_sort_ints", "shim_dram", "shim_big", "ablation_flush", "ablation_load",
                                               "checkpoint")}}
@@ -113,6 +116,12 @@ def test_the_guest_step_is_one_point_only_in_modes_with_its_table():
     assert [p.name for p in g] == ["guest-dax"]
     task = g[0].input
     assert task["seed"] == 42 and task["m"]["guest_dax"] == {"runs": 3}
+    # Its own input is its table and the work directory's settings: another step's settings
+    # changing leave it as it was (`--resume` reuses it).
+    assert set(task["m"]) == {"guest_dax", "huge_pages", "pm_bytes"}
+    other = _spec(True)
+    other["quick"]["shim_big"] = "1M"
+    assert next(p.input for p in points(other, "quick") if p.name == "guest-dax") == task
     # The other points' inputs do not change with the guest's table.
     assert [p.input for p in with_guest if p.name != "guest-dax"] == [p.input for p in without]
 
@@ -125,7 +134,9 @@ def test_the_report_section_gives_times_ratios_and_the_caveat():
     res = {"runs": runs, "rows": guest.summary(runs), "info": {"pmem_mib": 502}, "data_bytes": 25 * MiB,
            "guest": {"accel": "tcg", "memory_bytes": 1024 * MiB, "pmem_bytes": 512 * MiB, "boot_to_workload_s": 6.0, "workload_s": 30.0}}
     md = "\n".join(_guest_section(res))
-    assert guest.CAVEAT in md and "Not judged" in md
+    assert guest.caveat("tcg") in md and "Not judged" in md and "TCG" in md
+    kvm = "\n".join(_guest_section({**res, "guest": {**res["guest"], "accel": "kvm"}}))
+    assert guest.caveat("kvm") in kvm and "under KVM" in kvm and "TCG" not in kvm.replace(guest.caveat("kvm"), "")
     assert "| grep | 0.220 | 0.110 | 0.440 | 0.330 |" in md
     # Every engine's runs spread alike (+10% per run), so each ratio is exact and the interval
     # (independent samples on both sides) spans it.
@@ -133,8 +144,11 @@ def test_the_report_section_gives_times_ratios_and_the_caveat():
     cells = [c.strip() for c in row.strip("|").split("|")][1:]
     assert [c.split()[0] for c in cells] == ["2.00x", "4.00x", "3.00x", "2.00x"]
     for c in cells:
-        lo, hi = (float(x) for x in c.split("(")[1].rstrip("x)").split("-"))
+        interval, medians = c.split("(")[1].rstrip(")").split("; medians ")
+        lo, hi = (float(x) for x in interval.rstrip("x").split("-"))
         assert lo < float(c.split("x")[0]) < hi
+        # The ratio of the medians printed beside it: the same here (every run scaled alike).
+        assert medians == c.split()[0]
     assert _guest_section(None) == []
     assert "Not run on this machine: no qemu-system-x86_64" in "\n".join(_guest_section({"skipped": "no qemu-system-x86_64"}))
 
@@ -162,5 +176,7 @@ def test_the_step_runs_every_engine_in_one_guest(tmp_path):
     assert {a: fs[a]["processes"] for a in ("grep", "sort", "dd", "cp", "tar-c", "tar-x")} == dict.fromkeys(
         ("grep", "sort", "dd", "cp", "tar-c", "tar-x"), 2)
     assert fs["dd"]["mapped_bytes"] == 2 * 4 * MiB and fs["tar"]["processes"] == 4
+    # Nothing of the NVDIMM is left: its directory (where QEMU made and unlinked its file) is gone.
+    assert not list(tmp_path.glob("ssdlab-pmem-*"))
     assert 0 < fs["grep"]["io_s"] < fs["grep"]["mounted_s"]
     assert any("guest-dax" in ln for ln in lines)

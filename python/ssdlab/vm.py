@@ -10,6 +10,7 @@ metrics.json and a report. See docs/vm.md.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
@@ -230,7 +231,7 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join("  | " + r for r in rows) if rows else "  (empty)"
 
 
-def _guest_logs(console: Path, qemu_log: Path, lines: int = LOG_TAIL_LINES) -> str:
+def guest_logs(console: Path, qemu_log: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The end of the guest's console, then QEMU's own messages when it printed any."""
     text = f"the end of the guest's console ({console}):\n{log_tail(console, lines)}"
     if qemu_log.exists() and qemu_log.read_text(errors="replace").strip():
@@ -273,8 +274,9 @@ def _qemu_args(qemu: str, accel: str, kernel: Path, initrd: Path, memory_bytes: 
         fwd = "".join(f",hostfwd=tcp:127.0.0.1:{h}-:{g}" for h, g in forwards)
         args += ["-netdev", f"user,id=n0{fwd}", "-device", "virtio-net-pci,netdev=n0"]
     if pmem is not None:
-        # The NVDIMM's contents are the host file (shared: the guest's stores land in it, as a
-        # DIMM's do in its media). No label area: the guest sees one label-less region, which
+        # The NVDIMM's contents are a host file (shared: the guest's stores land in it, as a
+        # DIMM's do in its media), which QEMU makes in the directory pmem[0] names and unlinks
+        # (run_guest's caller gives a directory of its own). No label area: the guest sees one label-less region, which
         # scripts/guest-init.sh turns into an fsdax namespace, /dev/pmem0.
         args += ["-object", f"memory-backend-file,id=pmem0,share=on,mem-path={pmem[0]},size={pmem[1]}",
                  "-device", "nvdimm,id=nvdimm0,memdev=pmem0"]
@@ -456,7 +458,7 @@ def run(config: Union[PathLike, Mapping[str, Any]], *, image: Optional[PathLike]
               f"{info.get('workload_s', 0):.1f} s (boot to workload {info.get('boot_to_workload_s', 0):.1f} s); "
               f"device DLWA {metrics['dlwa']:.3f}, host writes {metrics['host_write_bytes'] / 2**20:.1f} MiB; wrote {md}")
     if check and status in GUEST_STATUSES:
-        raise VmError(f"{GUEST_STATUSES[status]} (guest status {status}); " + _guest_logs(out / "console.log", out / "qemu.log"))
+        raise VmError(f"{GUEST_STATUSES[status]} (guest status {status}); " + guest_logs(out / "console.log", out / "qemu.log"))
     if check and status != 0:
         raise VmError(f"the guest workload exited with status {status}; its output is in {out / 'output.txt'}:\n"
                       f"{log_tail(out / 'output.txt', 10)}")
@@ -552,10 +554,13 @@ def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_byt
     server = qemu_proc = None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=".vm-", dir=out) as tmp, \
-            tempfile.TemporaryDirectory(prefix="ssdlab-pmem-", dir=pmem_dir if pmem_bytes else out) as pmem_tmp, \
+            (tempfile.TemporaryDirectory(prefix="ssdlab-pmem-", dir=pmem_dir) if pmem_bytes else contextlib.nullcontext(None)) as pmem_tmp, \
             open(server_log, "wb") as slog, open(qemu_log, "wb") as qlog:
         results = Path(tmp) / "results"
-        pmem = (Path(pmem_tmp) / "nvdimm0.img", pmem_bytes) if pmem_bytes else None
+        # The NVDIMM's memory-backend-file is given the directory: QEMU then makes its file there
+        # and unlinks it at once, so a QEMU killed with the run leaves only an empty directory
+        # behind, not the DIMM's bytes in /dev/shm.
+        pmem = (Path(pmem_tmp), pmem_bytes) if pmem_tmp is not None else None
         try:
             if serve_cmd is not None:
                 assert addr is not None
@@ -593,7 +598,7 @@ def boot(serve_cmd: Optional[Callable[[str], List[str]]], export: str, block_byt
                       f"({server_log}):\n{log_tail(server_log)}")
     if status is None:
         raise VmError(f"the guest powered off without sending its results (QEMU {exit_text(info['qemu_exit'])}); "
-                      + _guest_logs(console, qemu_log))
+                      + guest_logs(console, qemu_log))
     info["status"] = status
     info["wall_s"] = round(time.monotonic() - started, 3)
     return info, status, files
@@ -657,7 +662,7 @@ def run_guest(*, script: Optional[PathLike] = None, fio: Optional[PathLike] = No
               f"(boot to workload {info.get('boot_to_workload_s', 0):.1f} s); results in {out}")
     if check and status != 0:
         raise VmError(f"the guest workload ended with status {status} ({why}); its output is in {out / 'output.txt'}:\n"
-                      f"{log_tail(out / 'output.txt', 10)}\n" + _guest_logs(out / "console.log", out / "qemu.log", 10))
+                      f"{log_tail(out / 'output.txt', 10)}\n" + guest_logs(out / "console.log", out / "qemu.log", 10))
     return dict(info, output=output)
 
 
@@ -760,7 +765,7 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
             if not booted and now - t_qemu > boot_timeout_s:
                 stop_process(qemu_proc, signal.SIGKILL)
                 raise VmError(f"the guest did not reach its workload within {boot_timeout_s:.0f} s ({info['accel']}); "
-                              + _guest_logs(console, qemu_log))
+                              + guest_logs(console, qemu_log))
             if server is not None and server.poll() is not None and server_dead_at is None:
                 server_dead_at = now
                 _say(log, f"{info.get('server_name', 'ssdlab serve')} died ({exit_text(server.returncode)}); stopping the guest")
@@ -769,7 +774,7 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
                 break
             if now - t_qemu > timeout_s:
                 stop_process(qemu_proc, signal.SIGKILL)
-                raise VmError(f"the guest run took longer than {timeout_s:.0f} s and was stopped; " + _guest_logs(console, qemu_log))
+                raise VmError(f"the guest run took longer than {timeout_s:.0f} s and was stopped; " + guest_logs(console, qemu_log))
             if booted and now - last_progress >= 10.0 and server_dead_at is None:
                 last_progress = now
                 live = _live(state["address"]) if state["address"] else ""
@@ -788,11 +793,11 @@ def _watch(state: Dict[str, Any], info: Dict[str, Any], log: Callable[[str], Non
                       f"was stopped; "
                       + (f"Everything the server acknowledged is in {image} and its journal: `ssdlab serve CONFIG --image {image}` "
                          "recovers it; " if image else "its contents were in memory and are gone; ")
-                      + _guest_logs(console, qemu_log, 12))
+                      + guest_logs(console, qemu_log, 12))
     # A guest that gave up before its workload (no network, no disk) sent a status of its own.
     if not booted and _results(state["results"])[0] is None:
         raise VmError(f"QEMU exited ({exit_text(qemu_proc.returncode)}) before the guest reached its workload; "
-                      + _guest_logs(console, qemu_log))
+                      + guest_logs(console, qemu_log))
 
 
 def _live(addr: str) -> str:

@@ -350,13 +350,14 @@ impl<P: Protocol> Server<P> {
         };
         let addr = listener.local_addr().map_err(|e| ServeError::Failed(format!("{addr}: {e}")))?;
         // The rule was checked on `opts.listen`; the socket served must be one it allows (a
-        // caller's listener bound elsewhere than its options say would slip past it).
-        assert!(
-            ssdlab_netrules::check_listen(&addr.to_string(), tls.is_some(), opts.tls_supported, opts.allow_remote).is_ok(),
-            "{}: listening on {addr}, which the loopback rule refuses (--listen {})",
-            opts.name,
-            opts.listen
-        );
+        // caller's listener bound elsewhere than its options say would slip past it). A socket
+        // handed in from outside is input, so a refused one is an error, not an assertion.
+        if ssdlab_netrules::check_listen(&addr.to_string(), tls.is_some(), opts.tls_supported, opts.allow_remote).is_err() {
+            return Err(ServeError::BadOption(format!(
+                "{}: listening on {addr}, which the loopback rule refuses (--listen {})",
+                opts.name, opts.listen
+            )));
+        }
         let shared = Arc::new(Shared {
             epoch: Instant::now(),
             tls,

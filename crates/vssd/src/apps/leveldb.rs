@@ -222,7 +222,7 @@ pub struct LevelKv {
     compaction_job: Option<Job>,
     /// The keys whose newest version is a value, not a deletion: what `stats.records` counts.
     /// Kept so a write learns whether its key was live without searching every level's tables
-    /// (that search was four tenths of a LevelDB tenant's run time).
+    /// (that search took a fifth of a flashblox kv point's CPU time: 0.48 -> 0.39 s).
     live: HashSet<u64>,
     stats: KvStats,
     /// Writes delayed by level 0's slowdown rule, stopped by its stop rule, and made to wait

@@ -19,6 +19,11 @@ MODE_KEYS = ("pm_bytes", "io_sizes", "cached", "larger", "point_bytes", "small_p
              "checkpoint")
 
 
+# What the guest-dax step reads of its mode's table besides its own (the work directory holding
+# the NVDIMM's file: huge pages or not, and its size from the PM image's).
+GUEST_WORKDIR_KEYS = ("huge_pages", "pm_bytes")
+
+
 def points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
     m = spec[mode]
     missing = [k for k in MODE_KEYS if k not in m]
@@ -33,10 +38,13 @@ def points(spec: Dict[str, Any], mode: str) -> List[ExperimentPoint]:
     pts = []
     for step in STEPS:
         if step == "guest-dax":
-            # Only where the mode asks for it; its data set from the mode's first seed.
+            # Only where the mode asks for it; its data set from the mode's first seed. Its input
+            # is its own table and the work directory's settings, so that changing another
+            # step's settings leaves it as it was (`--resume` reuses it).
             if guest is not None:
+                own = {k: m[k] for k in GUEST_WORKDIR_KEYS if k in m}
                 pts.append(ExperimentPoint(step, {"step": step, "seed": None}, STEP.name,
-                                           {"step": step, "mode": mode, "seed": all_seeds[0], "m": {**m, "guest_dax": guest}}))
+                                           {"step": step, "mode": mode, "seed": all_seeds[0], "m": {**own, "guest_dax": guest}}))
             continue
         if step in UNSEEDED:
             pts.append(ExperimentPoint(step, {"step": step, "seed": None}, STEP.name, {"step": step, "mode": mode, "m": m}))

@@ -22,6 +22,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import re
 import shlex
 import shutil
@@ -45,9 +46,15 @@ LABELS = {"ext4-dax": "ext4-DAX", "flac-pm-off": "FlacFS (PM cost off)", "ext4":
 GUEST_PAIRS = (("ext4-dax", "flac-pm-off"), ("ext4", "flac-pm-off"), ("ext4-warm", "flac-pm-off"), ("ext4", "ext4-dax"))
 # Where the guest mounts the NVDIMM's ext4 (the script's $MNT).
 GUEST_MNT = "/mnt/pm"
-CAVEAT = ("The guest runs under TCG (QEMU's binary translator; KVM does not work on this machine), where every memory "
-          "access is emulated: these ratios say which engine does less work per byte inside the same guest, not how "
-          "fast each would be on real persistent memory.")
+def caveat(accel: Optional[str]) -> str:
+    """What the guest's ratios can stand for, by the accelerator the guest ran under."""
+    if accel == "kvm":
+        return ("The guest runs under KVM, its memory at the host's speed, but its NVDIMM is a file in the host's DRAM, "
+                "not persistent memory: these ratios say which engine does less work per byte inside the same guest, "
+                "not how fast each would be on real persistent memory.")
+    return ("The guest runs under TCG (QEMU's binary translator; KVM does not work on this machine), where every memory "
+            "access is emulated: these ratios say which engine does less work per byte inside the same guest, not how "
+            "fast each would be on real persistent memory.")
 
 GUEST_SCRIPT = r"""
 # flac guest-dax (python/ssdlab/studies/flac/guest.py). From the host: FLAC_RUNS, FLAC_PATTERN,
@@ -192,12 +199,14 @@ rm -f "$FLACFS_IMAGE"
 umount /mnt/dram 2>/dev/null
 
 # ext4 without DAX on the same device: the page cache between the programs and the NVDIMM;
-# cold (remounted before each run), then warm (the runs before left the files in its cache).
+# cold (remounted before each run), then warm: an unrecorded pass first reads every file into
+# the cache (the cold runs' remounts dropped what the programs before them read).
 sync; umount "$MNT" || fail "umount $MNT failed"
 OPTS=dax=never; mount_pm $OPTS
 grep -q "$MNT .*dax=never" /proc/mounts || fail "ext4 on $SSDLAB_PMEM is not mounted with dax=never: $(grep "$MNT" /proc/mounts)"
 REC=0 suite ext4 "$MNT" remount 1
 REC=1 suite ext4 "$MNT" remount "$FLAC_RUNS"
+REC=0 suite ext4-warm "$MNT" none 1
 REC=1 suite ext4-warm "$MNT" none "$FLAC_RUNS"
 sync; umount "$MNT"
 echo "done" >> "$OUT"
@@ -241,8 +250,18 @@ def unavailable() -> Optional[str]:
     if not (d / "vmlinuz").exists() or not (d / "initramfs.cpio").exists():
         return f"no guest in {d} (make setup, or bash scripts/build-guest.sh)"
     inputs = (d / "inputs.txt").read_text() if (d / "inputs.txt").exists() else ""
-    if "libflacfs.so" not in inputs:
+    shim = [ln.split() for ln in inputs.splitlines() if ln.startswith("file ") and "libflacfs.so" in ln]
+    if not shim:
         return f"the guest in {d} has no FlacFS shim or GNU tools (build the shim, then bash scripts/build-guest.sh)"
+    # The guest holds a copy of the shim made when it was built: a shim rebuilt since would
+    # time an older FlacFS in the guest than on the host.
+    path, size, mtime = shim[0][1], shim[0][2], shim[0][3]
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is None or (str(st.st_size), str(int(st.st_mtime))) != (size, mtime):
+        return f"the guest's FlacFS shim is not {path} as it is now (rebuilt since): bash scripts/build-guest.sh"
     return None
 
 
@@ -279,11 +298,11 @@ def run_guest_dax(g: Mapping[str, Any], seed: int, work: Path, log: Any) -> Dict
     if info["status"] != 0 or parsed["failure"] or not parsed["done"]:
         why = parsed["failure"] or vm.GUEST_STATUSES.get(info["status"], f"exit status {info['status']}")
         raise RuntimeError(f"flac guest-dax: the guest run failed: {why}\n{vm.log_tail(out / 'output.txt', 15)}\n"
-                           + vm._guest_logs(out / "console.log", out / "qemu.log", 15))
+                           + vm.guest_logs(out / "console.log", out / "qemu.log", 15))
     rows = parsed["runs"]
     flac_stats = program_stats(out / "guest")
     log("  guest-dax " + "; ".join(
-        f"{LABELS[e]}: " + " ".join(f"{a}={_median([r['seconds'] for r in rows if r['engine'] == e and r['app'] == a]):.3f}s"
+        f"{LABELS[e]}: " + " ".join(f"{a}={median_run([r['seconds'] for r in rows if r['engine'] == e and r['app'] == a]):.3f}s"
                                     for a in ("start", *GUEST_APPS))
         for e in GUEST_ENGINES))
     return {"runs": rows, "rows": summary(rows), "flac_stats": flac_stats, "info": parsed["info"], "data_bytes": len(data),
@@ -338,7 +357,7 @@ def parse_runs(text: str) -> Dict[str, Any]:
     for (engine, app, i), c in list(by.items()):
         x = by.get((engine, "tar-x", i))
         if app == "tar-c" and x is not None:
-            runs.append({"engine": engine, "app": "tar", "run": i, **{k: c[k] + x[k] for k in ("seconds", "user_s", "sys_s")}})
+            runs.append({"engine": engine, "app": "tar", "run": i, **{k: round(c[k] + x[k], 9) for k in ("seconds", "user_s", "sys_s")}})
     return {"runs": runs, "info": info, "failure": failure, "done": done}
 
 
@@ -361,8 +380,11 @@ def program_stats(d: Path) -> Dict[str, Dict[str, Any]]:
     return out
 
 
-def _median(v: Sequence[float]) -> float:
-    return float(np.median(v)) if len(v) else math.nan
+def median_run(v: Sequence[float]) -> float:
+    """The median of a program's run times as the flac study reports it, here and in the shim
+    step: the middle run, the upper of the two middle ones for an even count (always a time one
+    run took, not an average of two); NaN for none."""
+    return float(sorted(v)[len(v) // 2]) if len(v) else math.nan
 
 
 def summary(runs: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
@@ -375,7 +397,7 @@ def summary(runs: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
             if not v:
                 continue
             s = [float(r["seconds"]) for r in v]
-            rows.append({"engine": e, "app": a, "seconds": _median(s), "mean_s": float(np.mean(s)), "runs": s,
+            rows.append({"engine": e, "app": a, "seconds": median_run(s), "mean_s": float(np.mean(s)), "runs": s,
                          "user_s": sum(r["user_s"] for r in v), "sys_s": sum(r["sys_s"] for r in v)})
     return rows
 

@@ -35,7 +35,7 @@ import numpy as np
 from ...runners import PROCESS_BYTES, WORKER_ENV, Resources, Result, Runner, report_progress
 from ...units import parse_size
 from . import api as flac
-from .guest import run_guest_dax
+from .guest import median_run, run_guest_dax
 
 Log = Callable[[str], None]
 
@@ -159,8 +159,9 @@ class Workdir:
 
 def _quiet_env() -> Dict[str, str]:
     # The programs a step starts (the shim's, the loader) get the workers' one-BLAS-thread
-    # setting too: numpy's BLAS threads spin on a 2-core machine, and nothing here uses them.
-    return dict(WORKER_ENV)
+    # setting too (numpy's BLAS threads spin on a 2-core machine, and nothing here uses them),
+    # unless the user set it.
+    return {k: os.environ.get(k, v) for k, v in WORKER_ENV.items()}
 
 
 # -- benches ------------------------------------------------------------------------------------
@@ -317,10 +318,6 @@ def _timed(cmd: List[str], env: Dict[str, str], check: Callable[[subprocess.Comp
     return dt, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
 
 
-def _median(v: List[float]) -> float:
-    return sorted(v)[len(v) // 2]
-
-
 # The loader of a checkpoint, an unmodified Python program: the whole file into one
 # page-aligned buffer (anonymous memory), read 2 MiB at a time as a framework's loader does;
 # prints a checksum of one word per page (touching every page once).
@@ -452,9 +449,9 @@ def run_shim(w: Workdir, m: Dict[str, Any], seed: int, log: Log) -> Dict[str, An
         timed("load", [sys.executable, "-S", str(loader), f"{prefix}/big.bin"], load_check)
         for app, v in runs.items():
             st = _shim_stats(statdir / f"{label}-{app}.jsonl")
-            rows.append({"engine": label, "app": app, "seconds": _median([x[0] for x in v]), "runs": [x[0] for x in v],
+            rows.append({"engine": label, "app": app, "seconds": median_run([x[0] for x in v]), "runs": [x[0] for x in v],
                          "wall_total_s": sum(x[0] for x in v), "user_s": sum(x[1] for x in v), "sys_s": sum(x[2] for x in v), **st})
-        log(f"  shim {label:<16} " + " ".join(f"{a}={_median([x[0] for x in v]):.3f}s" for a, v in runs.items()))
+        log(f"  shim {label:<16} " + " ".join(f"{a}={median_run([x[0] for x in v]):.3f}s" for a, v in runs.items()))
 
     for label, engine, pm_cost in _suites():
         img = w.path(f"shim-{engine}.img")
@@ -499,7 +496,10 @@ def _ext4(w: Workdir, host: Path, suite: Callable, log: Log) -> None:
 
         env = {**os.environ, **_quiet_env()}
         suite(mnt, lambda _app: env, remount, "ext4")
-        # Warm: the runs above left the files in ext4's page cache; no remount in between.
+        # Warm: no remount in between. The cold runs remounted before each program, so the
+        # first warm run of grep (the tree) and of sort (the integers) reads its files in; the
+        # reported figure, the median of 3 runs, is a warm one (the guest-dax step, which
+        # averages all its runs, makes an unrecorded pass first instead).
         suite(mnt, lambda _app: env, lambda: None, "ext4-warm")
     except (subprocess.CalledProcessError, RuntimeError) as e:
         log(f"  ext4: skipped ({e})")
@@ -633,7 +633,8 @@ def _resolve(task: Dict[str, Any]) -> Dict[str, Any]:
     if task.get("step") not in STEPS:
         raise ValueError(f"flac: step must be one of {', '.join(STEPS)}, got {task.get('step')!r}")
     m = task["m"]
-    for key in ("pm_bytes", "app_dram", "shim_dram"):
+    # The guest-dax step's input holds its own table and the work directory's settings only.
+    for key in ("pm_bytes",) if task["step"] == "guest-dax" else ("pm_bytes", "app_dram", "shim_dram"):
         parse_size(m[key])
     return task
 
