@@ -490,8 +490,13 @@ def test_reproduce_guest_section_swaps_through_every_backend(report):
     assert set(rows) == {("local", 1.0)} | {(b, f) for b in backends for f in (0.75, 0.5)}
     assert int(rows[("local", 1.0)]["swap_outs"]) == 0
     for b in backends:
-        assert 0 < int(rows[(b, 0.75)]["swap_outs"]) < int(rows[(b, 0.5)]["swap_outs"]), b
-        assert int(rows[(b, 0.5)]["swap_ins"]) > 0
+        # Less local memory, more swap traffic: the pages fetched back (swap-ins, what the
+        # backend serves remotely) and the traffic both ways. Swap-outs alone follow the guest
+        # kernel's reclaim timing, which varies under TCG (one run wrote out 3086 pages at 75%
+        # on one backend against 1277-1571 on the others, and 3065 at 50%).
+        lo, hi = rows[(b, 0.75)], rows[(b, 0.5)]
+        assert int(lo["swap_outs"]) > 0 and 0 < int(lo["swap_ins"]) < int(hi["swap_ins"]), b
+        assert int(lo["swap_ins"]) + int(lo["swap_outs"]) < int(hi["swap_ins"]) + int(hi["swap_outs"]), b
     assert float(rows[("dpuswap-page", 0.5)]["compression"]) > 1.0
 
 
