@@ -100,6 +100,22 @@ pub struct Timing {
 // give byte-identical metrics. Binary formats (snapshots) are positional and get every field.
 // The field lists are destructured without `..`: a new field does not compile until it is
 // serialised here, in declaration order (the order the derive used).
+
+/// Serialise field `name`, or skip it when `omit` (an off key of `keys::OMITTED_WHEN_OFF` in a
+/// human-readable format).
+fn field_unless<T: Serialize + ?Sized, St: serde::ser::SerializeStruct>(
+    st: &mut St,
+    name: &'static str,
+    value: &T,
+    omit: bool,
+) -> std::result::Result<(), St::Error> {
+    if omit {
+        st.skip_field(name)
+    } else {
+        st.serialize_field(name, value)
+    }
+}
+
 impl Serialize for Timing {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
@@ -128,11 +144,7 @@ impl Serialize for Timing {
         st.serialize_field("read_priority", read_priority)?;
         st.serialize_field("suspend_ns", suspend_ns)?;
         st.serialize_field("resume_ns", resume_ns)?;
-        if omit_link {
-            st.skip_field("host_link_bytes_per_s")?;
-        } else {
-            st.serialize_field("host_link_bytes_per_s", host_link_bytes_per_s)?;
-        }
+        field_unless(&mut st, "host_link_bytes_per_s", host_link_bytes_per_s, omit_link)?;
         st.end()
     }
 }
@@ -163,18 +175,10 @@ impl Serialize for FtlConfig {
         st.serialize_field("gc_fg_free_blocks", gc_fg_free_blocks)?;
         st.serialize_field("gc_bg_free_blocks", gc_bg_free_blocks)?;
         st.serialize_field("gc_parallel_victims", gc_parallel_victims)?;
-        if omit_streams {
-            st.skip_field("gc_streams")?;
-        } else {
-            st.serialize_field("gc_streams", gc_streams)?;
-        }
+        field_unless(&mut st, "gc_streams", gc_streams, omit_streams)?;
         st.serialize_field("write_point_dies", write_point_dies)?;
         st.serialize_field("write_buffer_bytes", write_buffer_bytes)?;
-        if omit_gc_buffer {
-            st.skip_field("gc_uses_write_buffer")?;
-        } else {
-            st.serialize_field("gc_uses_write_buffer", gc_uses_write_buffer)?;
-        }
+        field_unless(&mut st, "gc_uses_write_buffer", gc_uses_write_buffer, omit_gc_buffer)?;
         st.serialize_field("wl_dynamic", wl_dynamic)?;
         st.serialize_field("wl_static_threshold", wl_static_threshold)?;
         st.end()
